@@ -1,0 +1,61 @@
+# longattn -- plain GNU Make build (one tree, no configure step).
+#   make                 library build/liblongattn.a, CLI build/longattn, test binaries
+#   make test            run the test suite against the normal build
+#   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
+#   make check           both (this is what CI runs)
+#   make bench           build/longattn bench attn
+# Every src/<module>/*.c except src/cli goes into the library; src/cli/*.c and bench/*.c
+# make the CLI; tests/test_*.c are one cmocka program each, linked with tests/support/*.c.
+
+BUILD ?= build
+CC ?= cc
+OPT ?= -O3 -march=native
+SAN ?=
+WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SAN) $(CFLAGS)
+LDLIBS_ALL = -fopenmp $(SAN) -lopenblas -lcjson -lm -lpthread $(LDLIBS)
+
+LIB_SRC   := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
+CLI_SRC   := $(sort $(wildcard src/cli/*.c) $(wildcard bench/*.c))
+TSUP_SRC  := $(sort $(wildcard tests/support/*.c))
+TEST_SRC  := $(sort $(wildcard tests/test_*.c))
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TSUP_OBJ  := $(TSUP_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all lib test test-san check bench clean
+all: $(BUILD)/liblongattn.a $(BUILD)/longattn $(TEST_BIN)
+lib: $(BUILD)/liblongattn.a
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/liblongattn.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/longattn: $(CLI_OBJ) $(BUILD)/liblongattn.a
+	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/liblongattn.a $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TSUP_OBJ) $(BUILD)/liblongattn.a
+	$(CC) -o $@ $< $(TSUP_OBJ) $(BUILD)/liblongattn.a $(LDLIBS_ALL) -lcmocka
+
+test: all
+	LA_BIN=$(BUILD)/longattn tests/run.sh $(BUILD)
+
+test-san:
+	$(MAKE) BUILD=build-san OPT="-O1 -march=native" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" all
+	LA_BIN=build-san/longattn LA_SANITIZED=1 tests/run.sh build-san
+
+check: test test-san
+
+bench: all
+	$(BUILD)/longattn bench attn
+
+clean:
+	rm -rf build build-san
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TSUP_OBJ:.o=.d) $(TEST_BIN:=.d)

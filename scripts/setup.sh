@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install the Debian packages longattn needs and build it. Safe to run again.
+#   compiler + make      build-essential
+#   BLAS (tile/matrix products)   libopenblas-dev
+#   JSON (configs, results, safetensors headers, fixtures)   libcjson-dev
+#   unit-test framework  libcmocka-dev
+#   plots                gnuplot-nox
+#   default text corpus  python3.11-doc (the Python documentation sources)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pkgs="build-essential libopenblas-dev libcjson-dev libcmocka-dev gnuplot-nox python3.11-doc"
+missing=""
+for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+fi
+make -j"$(nproc)" all

@@ -1,0 +1,18 @@
+/* cli.h -- one function per `longattn` subcommand. Each returns the process exit code:
+ * 0 success, 1 runtime failure, 2 bad usage. They print to stdout/stderr (the library
+ * never does). */
+#ifndef LA_CLI_H
+#define LA_CLI_H
+
+typedef int (*la_cli_fn)(int argc, char **argv);
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    la_cli_fn fn;
+} la_cli_cmd;
+
+/* Print "longattn: <msg>" to stderr and return 2 (usage error). */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

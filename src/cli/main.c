@@ -1,0 +1,39 @@
+/* main.c -- `longattn` command-line program: dispatches to one file per subcommand. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+/* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
+static const la_cli_cmd commands[] = {
+    {NULL, NULL, NULL},
+};
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "longattn %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(run `longattn %s --help` for usage)\n", cmd);
+    return 2;
+}
+
+static void print_help(FILE *f) {
+    fprintf(f, "usage: longattn <command> [options]   (longattn <command> --help for details)\n\ncommands:\n");
+    for (const la_cli_cmd *c = commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        print_help(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (const la_cli_cmd *c = commands; c->name; c++)
+        if (!strcmp(argv[1], c->name)) return c->fn(argc - 1, argv + 1);
+    fprintf(stderr, "longattn: unknown command '%s'; valid commands:", argv[1]);
+    for (const la_cli_cmd *c = commands; c->name; c++) fprintf(stderr, " %s", c->name);
+    fprintf(stderr, "\n");
+    return 2;
+}
