@@ -19,3 +19,29 @@ void la_clear_error(void);
     } while (0)
 
 #endif
+
+/* ---- atomic file writes (src/core/atomic_file.c) ----
+ * Writes go to "<path>.tmp.<pid>", are fsync'ed, then renamed over path, and the
+ * directory is fsync'ed: a reader sees the old file or the new one, never a torn one. */
+#include <stdio.h>
+typedef struct {
+    FILE *f;
+    char final_path[4096];
+    char tmp_path[4096 + 32];
+} la_afile;
+/* Open a temp file next to path for writing. Errors: LA_EIO. */
+la_status la_afile_open(la_afile *af, const char *path);
+/* Flush, fsync, close and rename onto the final path. On failure the temp file is
+ * removed and the old file (if any) is untouched. */
+la_status la_afile_commit(la_afile *af);
+/* Close and remove the temp file (error paths). */
+void la_afile_abort(la_afile *af);
+
+/* ---- deterministic random numbers (src/core/rng.c) ----
+ * xoshiro256** seeded through splitmix64: same seed, same stream on every machine. */
+typedef struct { uint64_t s[4]; } la_rng;
+void la_rng_seed(la_rng *r, uint64_t seed);
+uint64_t la_rng_u64(la_rng *r);
+double la_rng_uniform(la_rng *r);             /* [0, 1) with 53 random bits */
+double la_rng_normal(la_rng *r);              /* standard normal (Box-Muller, no cached spare) */
+uint64_t la_rng_below(la_rng *r, uint64_t n); /* uniform integer in [0, n), unbiased */

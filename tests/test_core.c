@@ -1,0 +1,74 @@
+/* test_core.c -- atomic file writes and the deterministic RNG. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "core/internal.h"
+
+static void test_atomic_write_replaces_whole(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_core_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/f.txt", dir);
+    la_afile af;
+    assert_int_equal(la_afile_open(&af, path), LA_OK);
+    fputs("first", af.f);
+    assert_int_equal(la_afile_commit(&af), LA_OK);
+    /* an aborted second write leaves the first file intact and no temp file behind */
+    assert_int_equal(la_afile_open(&af, path), LA_OK);
+    fputs("second, never committed", af.f);
+    la_afile_abort(&af);
+    assert_int_not_equal(access(af.tmp_path, F_OK), 0);
+    FILE *f = fopen(path, "rb");
+    char buf[64] = {0};
+    assert_non_null(f);
+    assert_true(fread(buf, 1, sizeof buf - 1, f) > 0);
+    fclose(f);
+    assert_string_equal(buf, "first");
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_atomic_write_missing_dir_is_clear_error(void **state) {
+    (void)state;
+    la_afile af;
+    assert_int_equal(la_afile_open(&af, "/nonexistent_dir_la/x"), LA_EIO);
+    assert_non_null(strstr(la_errmsg(), "/nonexistent_dir_la/x"));
+}
+
+static void test_rng_reproducible_and_uniform(void **state) {
+    (void)state;
+    la_rng a, b;
+    la_rng_seed(&a, 42);
+    la_rng_seed(&b, 42);
+    for (int i = 0; i < 100; i++) assert_true(la_rng_u64(&a) == la_rng_u64(&b));
+    double sum = 0, sq = 0;
+    int counts[7] = {0};
+    const int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double z = la_rng_normal(&a);
+        sum += z;
+        sq += z * z;
+        counts[la_rng_below(&a, 7)]++;
+    }
+    /* mean and variance of N(0,1) within ~5 standard errors */
+    assert_true(fabs(sum / n) < 5.0 / sqrt(n));
+    assert_true(fabs(sq / n - 1.0) < 5.0 * sqrt(2.0 / n));
+    for (int c = 0; c < 7; c++) assert_true(abs(counts[c] - n / 7) < 5 * 150);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_atomic_write_replaces_whole),
+        cmocka_unit_test(test_atomic_write_missing_dir_is_clear_error),
+        cmocka_unit_test(test_rng_reproducible_and_uniform),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
