@@ -243,7 +243,68 @@ void la_sinv_coeffs(double t, double tau, double *a, double *m);
 /* Row normalisers: sparsemax / entmax (SPEC 5)  -- section owned by issue 3 */
 /* ======================================================================== */
 
-/* (declarations added by the sparse-attention work) */
+/* Row transforms mapping scores z (rows, n) to probabilities p (rows, n), row-major, each row
+ * independent. Convention (SPEC 5, Peters et al. 2019 eq. 2):
+ *     p_i = [(alpha-1) z_i - tau]_+ ^ (1/(alpha-1)),   tau such that sum_i p_i = 1,
+ * tau in the same (unshifted) units as (alpha-1) z (the fixture's tau_convention).
+ *   - Entries exactly on the threshold ((alpha-1) z_i == tau) are outside the support
+ *     (p_i = 0 and no gradient flows through them).
+ *   - -INFINITY entries are masked: p_i = 0, dz_i = 0, and they do not count in n.
+ *   - A row with no finite entry returns p = 0, tau = LA_ROW_EMPTY and zero gradients
+ *     (the limit is undefined; this is our documented choice, the reference package returns
+ *     NaN or raises).
+ *   - NaN or +INFINITY in z is LA_EINVAL (naming the row and column).
+ * The maximum of each row is subtracted before any arithmetic, so rows with offsets of 1e6
+ * keep full float64 precision. The float32 variants read and write float but compute in
+ * double (SPEC 1: reductions that decide a threshold may use double); their error is that of
+ * rounding the inputs to float. tau (rows) is double in both variants: pass NULL to skip it.
+ * Errors: LA_EINVAL (NULL z/p, rows < 0, n < 1, alpha <= 1 or not finite -- alpha = 1 is
+ * softmax, which is its own normaliser --, NaN/+inf input), LA_ENOMEM (scratch of 2n doubles).
+ *
+ * Backward (vector-Jacobian product, Peters et al. 2019 eq. 10): from the forward output p and
+ * the upstream gradient dp = dL/dp (rows, n), with u_i = p_i^(2-alpha) on the support {p_i > 0}
+ * and 0 elsewhere,
+ *     dz = u * dp - (sum_i u_i dp_i / sum_i u_i) * u              (rows, n)
+ * Entries off the support get exactly 0 even if dp_i is NaN or infinite. */
+
+/* sparsemax (alpha = 2; Martins & Astudillo 2016, Algorithm 1): exact, sort-based, O(n log n).
+ *   z: (rows, n) -> p: (rows, n), tau: (rows) or NULL (tau = z_i - p_i on the support). */
+la_status la_sparsemax_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
+la_status la_sparsemax_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
+/* dz: (rows, n) from p, dp: (rows, n); u = 1 on the support (Martins & Astudillo 2016 eq. 14). */
+la_status la_sparsemax_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+                                    double *dz);
+la_status la_sparsemax_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+                                    float *dz);
+
+/* 1.5-entmax (Peters et al. 2019, Algorithm 2): exact, sort-based, O(n log n); tau is the
+ * closed-form root of the quadratic sum_{i in S} (z_i/2 - tau)^2 = 1 on the support S. */
+la_status la_entmax15_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
+la_status la_entmax15_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
+/* dz: (rows, n); u = sqrt(p). */
+la_status la_entmax15_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+                                   double *dz);
+la_status la_entmax15_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+                                   float *dz);
+
+/* alpha-entmax for any alpha > 1 (Peters et al. 2019 sec. 3.2; Blondel et al. 2019): root
+ * find on the shifted threshold in the bracket [max - 1, max - n^(1-alpha)] (units of
+ * (alpha-1) z), Newton steps guarded by bisection (as AdaSplash does), to float64 precision;
+ * for alpha = 2 and 1.5 tau is then re-solved in closed form on the support found, so that
+ * exact inputs give exact thresholds. O(n) per iteration, < 200 iterations. */
+la_status la_entmax_bisect_forward_f64(const double *z, int64_t rows, int n, double alpha,
+                                       double *p, double *tau);
+la_status la_entmax_bisect_forward_f32(const float *z, int64_t rows, int n, double alpha,
+                                       float *p, double *tau);
+/* dz: (rows, n) as above. dalpha: (rows) or NULL, d L / d alpha of each row with z fixed
+ * (sum it over rows for a shared alpha), Correia et al. 2019 (Adaptively Sparse
+ * Transformers) Proposition 1: with S = {p_i > 0}, ut_i = u_i / sum_j u_j, h = sum_S p log p,
+ *     dp_i/dalpha = (p_i - ut_i) / (alpha-1)^2 - (p_i log p_i - ut_i h) / (alpha-1),
+ *     dalpha = sum_i dp_i * dp_i/dalpha. */
+la_status la_entmax_bisect_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+                                        double alpha, double *dz, double *dalpha);
+la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+                                        double alpha, float *dz, double *dalpha);
 
 /* ======================================================================== */
 /* NumPy .npy files                                                         */
