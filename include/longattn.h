@@ -269,6 +269,118 @@ la_status la_npy_write_f32(const char *path, const float *data, int ndim, const 
 
 /* (declarations added by the inference work) */
 
+/* ======================================================================== */
+/* Synthetic tasks (SPEC 8)  -- section owned by the synth work             */
+/* ======================================================================== */
+
+/* Length-generalisation tasks of Vasylenko et al. 2025 (ASEntmax, arXiv 2506.16640),
+ * in the format of its public data generator: one example is the token sequence
+ *     BOS source SEP target EOS
+ * and the loss (and exact match) covers the positions that predict target and EOS.
+ * Every task has its own vocabulary: content tokens 0 .. n_content-1, then the special
+ * tokens PAD = n_content, BOS = n_content+1, EOS = n_content+2, SEP = n_content+3
+ * (the paper's tokenizer order pad, bos, eos, [mask,] sep; there is no mask token).
+ *
+ * "Content length" L is the task's sequence-length knob (the paper's seq_len): training
+ * draws L uniformly from [min_len, max_len] (32-64 as in the paper); evaluation fixes
+ * L = m * max_len for m = 1, 2, 4, ... Source and target sizes at length L:
+ *   copy / reverse / sort  source L random tokens in [0, n_symbols); target the source,
+ *                          reversed, or sorted ascending (L tokens).
+ *   mqmtar                 source: a key-value region of exactly L tokens, then
+ *                          n_queries x (QSEP key); target n_queries x (QSEP value).
+ *                          Content ids: SPACE 0, KVSEP 1, QSEP 2, alphabet 3 .. 3+n_symbols-1.
+ *                          A key is k_len alphabet tokens, a value v_len. The region holds
+ *                          n_kv = min(floor(L*kv_frac/(k_len+v_len+2)), n_symbols^k_len,
+ *                          n_symbols^v_len) pairs "key KVSEP value" with distinct keys and
+ *                          distinct values, each at a random offset inside its own block of
+ *                          ~L/n_kv tokens padded by SPACE (always >= 1 SPACE after a value);
+ *                          queries pick keys of the region uniformly with replacement.
+ *   flipflop               P = L/2 (command, bit) pairs: commands WRITE 2 (the first),
+ *                          WRITE with probability write_prob or IGNORE 3 (the middle ones),
+ *                          READ 4 (the last); bits 0/1. Source: the 2P-1 tokens of the pairs
+ *                          without the READ's bit; target: the bit of the last WRITE (1 token).
+ * Generation is deterministic: example `index` of stream `seed` is the same on every
+ * machine and independent of which other examples are drawn. */
+typedef enum {
+    LA_TASK_MQMTAR = 0, /* multi-query multi-token associative recall */
+    LA_TASK_COPY,
+    LA_TASK_REVERSE,
+    LA_TASK_SORT,
+    LA_TASK_FLIPFLOP,
+    LA_TASK_COUNT_      /* number of tasks (not a task) */
+} la_task;
+
+typedef struct {
+    la_task task;
+    int n_symbols;     /* copy/reverse/sort: token range; mqmtar: key/value alphabet size */
+    int min_len;       /* training content length range, inclusive (default 32 .. 64) */
+    int max_len;
+    int k_len, v_len;  /* mqmtar tokens per key / value (default 2, 2) */
+    double kv_frac;    /* mqmtar share of the region given to pairs, (0, 1] (default 0.8) */
+    int n_queries;     /* mqmtar queries per example (default 4) */
+    double write_prob; /* flipflop probability of a middle WRITE, (0, 1) (default 0.1) */
+} la_task_params;
+
+/* Token ids of a task's vocabulary; vocab_size = n_content + 4. */
+typedef struct {
+    int n_content, pad, bos, eos, sep, vocab_size;
+} la_task_vocab;
+
+/* Where the parts of one generated example sit in its token buffer. */
+typedef struct {
+    int n_tokens;   /* total tokens: 1 + src_len + 1 + tgt_len + 1 */
+    int content_len;/* the L it was generated at */
+    int src_start;  /* = 1 (after BOS) */
+    int src_len;
+    int sep;        /* index of SEP = 1 + src_len */
+    int tgt_start;  /* = sep + 1 */
+    int tgt_len;
+    int eos;        /* index of EOS = tgt_start + tgt_len = n_tokens - 1 */
+} la_task_example;
+
+/* Defaults for a task (n_symbols 16: copy/reverse/sort token range 16; mqmtar alphabet
+ * 16, i.e. 256 possible keys of 2 tokens). */
+la_task_params la_task_default_params(la_task task);
+
+/* "mqmtar", "copy", "reverse", "sort", "flipflop" (also "flip-flop").
+ * Errors: LA_EINVAL naming the bad name and the valid ones. */
+la_status la_task_from_name(const char *name, la_task *out);
+const char *la_task_name(la_task task); /* "?" for an unknown value */
+
+/* Check params (ranges above; mqmtar: min_len must hold >= n_queries pairs).
+ * Errors: LA_EINVAL naming the field and its valid range. */
+la_status la_task_validate(const la_task_params *p);
+
+la_status la_task_vocab_of(const la_task_params *p, la_task_vocab *v);
+
+/* Tokens of an example at content length L (every example at L has exactly this many).
+ * Errors: LA_EINVAL (bad params, L < 4 or L too large for int). */
+la_status la_task_tokens_at(const la_task_params *p, int content_len, int *n_tokens);
+
+/* Generate example `index` of stream `seed` into tokens[0 .. cap). content_len 0 draws L
+ * uniformly from [min_len, max_len]; > 0 uses that L (evaluation). ex may be NULL.
+ * Errors: LA_EINVAL (bad params/L, NULL tokens), LA_ESHAPE (cap too small). */
+la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed,
+                         uint64_t index, int32_t *tokens, int cap, la_task_example *ex);
+
+/* Pack examples first_index .. first_index+B-1 of stream `seed` for next-token training:
+ *   inputs, targets: (B, T) token ids; row b holds example tokens[0 .. n-2] as inputs and
+ *                    tokens[1 .. n-1] as targets, right-padded with PAD;
+ *   mask:            (B, T) 1 where the target is a target token or EOS, 0 elsewhere
+ *                    (source, SEP prediction, padding);
+ *   ex:              (B) example layouts, or NULL.
+ * T must be >= the longest example's n_tokens - 1 (la_task_tokens_at(max L) - 1).
+ * content_len as in la_task_sample. Errors: LA_EINVAL, LA_ESHAPE (T too small). */
+la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
+                        uint64_t first_index, int B, int T, int32_t *inputs,
+                        int32_t *targets, float *mask, la_task_example *ex);
+
+/* Exact match of one packed row: 1 if pred[t] == targets[t] at every t with mask 1, else 0.
+ * pred, targets, mask: (T). With teacher forcing this equals greedy decoding exact match:
+ * if every forced prediction is right, greedy decoding feeds back exactly the forced
+ * inputs; at the first wrong forced prediction greedy decoding emits that wrong token. */
+int la_task_exact_match(const int32_t *pred, const int32_t *targets, const float *mask, int T);
+
 #ifdef __cplusplus
 }
 #endif
