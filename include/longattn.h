@@ -675,23 +675,25 @@ la_status la_task_tokens_at(const la_task_params *p, int content_len, int *n_tok
 la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed,
                          uint64_t index, int32_t *tokens, int cap, la_task_example *ex);
 
-/* Pack examples first_index .. first_index+B-1 of stream `seed` for next-token training:
- *   inputs, targets: (B, T) token ids; row b holds example tokens[0 .. n-2] as inputs and
- *                    tokens[1 .. n-1] as targets, right-padded with PAD;
- *   mask:            (B, T) 1 where the target is a target token or EOS, 0 elsewhere
- *                    (source, SEP prediction, padding);
- *   ex:              (B) example layouts, or NULL.
+/* Pack examples first_index .. first_index+B-1 of stream `seed` for next-token training,
+ * in the convention of la_model_forward / la_trainer_step_batch:
+ *   inputs:  (B, T) row b holds example tokens[0 .. n-2], right-padded with PAD;
+ *   targets: (B, T) tokens[1 .. n-1] where the loss applies -- the positions predicting a
+ *            target token or EOS (t >= sep) -- and -1 elsewhere (source, the SEP
+ *            prediction, padding): the loss is on the target only;
+ *   ex:      (B) example layouts, or NULL.
  * T must be >= the longest example's n_tokens - 1 (la_task_tokens_at(max L) - 1).
  * content_len as in la_task_sample. Errors: LA_EINVAL, LA_ESHAPE (T too small). */
 la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
                         uint64_t first_index, int B, int T, int32_t *inputs,
-                        int32_t *targets, float *mask, la_task_example *ex);
+                        int32_t *targets, la_task_example *ex);
 
-/* Exact match of one packed row: 1 if pred[t] == targets[t] at every t with mask 1, else 0.
- * pred, targets, mask: (T). With teacher forcing this equals greedy decoding exact match:
- * if every forced prediction is right, greedy decoding feeds back exactly the forced
- * inputs; at the first wrong forced prediction greedy decoding emits that wrong token. */
-int la_task_exact_match(const int32_t *pred, const int32_t *targets, const float *mask, int T);
+/* Exact match of one packed row: 1 if pred[t] == targets[t] at every t with
+ * targets[t] >= 0, else 0. pred, targets: (T). With teacher forcing this equals greedy
+ * decoding exact match: if every forced prediction is right, greedy decoding feeds back
+ * exactly the forced inputs; at the first wrong forced prediction greedy decoding emits
+ * that wrong token. */
+int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
 
 #ifdef __cplusplus
 }

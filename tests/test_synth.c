@@ -377,47 +377,45 @@ static void test_batch_packing(void **state) {
         assert_int_equal(la_task_tokens_at(&p, p.max_len, &cap), LA_OK);
         const int B = 6, T = cap - 1 + 3; /* 3 spare columns of padding at least */
         int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
-        float *m = malloc((size_t)B * T * sizeof *m);
         int32_t *row = malloc((size_t)cap * sizeof *row);
         la_task_example ex[6];
-        assert_int_equal(la_task_batch(&p, 0, 99, 10, B, T, in, tg, m, ex), LA_OK);
+        assert_int_equal(la_task_batch(&p, 0, 99, 10, B, T, in, tg, ex), LA_OK);
         for (int b = 0; b < B; b++) {
             la_task_example e;
             /* row b is example 10 + b of the stream, whatever the batch */
             assert_int_equal(la_task_sample(&p, 0, 99, 10 + (uint64_t)b, row, cap, &e), LA_OK);
             assert_int_equal(e.n_tokens, ex[b].n_tokens);
-            int n = e.n_tokens;
+            int n = e.n_tokens, counted = 0;
+            const int32_t *ib = in + (size_t)b * T, *tb = tg + (size_t)b * T;
             for (int t = 0; t < T; t++) {
-                const int32_t *ib = in + (size_t)b * T, *tb = tg + (size_t)b * T;
-                const float *mb = m + (size_t)b * T;
                 if (t < n - 1) {
                     assert_int_equal(ib[t], row[t]);
-                    assert_int_equal(tb[t], row[t + 1]);
                     /* loss exactly on the positions predicting target tokens and EOS */
                     int want = t + 1 >= e.tgt_start && t + 1 <= e.eos;
-                    assert_true(mb[t] == (want ? 1.0f : 0.0f));
+                    assert_int_equal(tb[t], want ? row[t + 1] : -1);
+                    counted += want;
                 } else {
                     assert_int_equal(ib[t], voc.pad);
-                    assert_true(mb[t] == 0.0f);
+                    assert_int_equal(tb[t], -1);
                 }
             }
-            /* exact match: perfect prediction 1; one wrong target position 0; a wrong
-             * prediction outside the mask does not count */
+            assert_int_equal(counted, e.tgt_len + 1);
+            /* exact match: perfect prediction 1; a wrong prediction outside the target does
+             * not count; one wrong target position (here the EOS prediction) gives 0 */
             int32_t *pred = malloc((size_t)T * sizeof *pred);
-            memcpy(pred, tg + (size_t)b * T, (size_t)T * sizeof *pred);
-            assert_int_equal(la_task_exact_match(pred, tg + (size_t)b * T, m + (size_t)b * T, T), 1);
-            pred[0] = voc.sep; /* position 0 predicts a source token: unmasked */
-            assert_int_equal(la_task_exact_match(pred, tg + (size_t)b * T, m + (size_t)b * T, T), 1);
-            pred[e.eos - 1] = voc.pad; /* the EOS prediction */
-            assert_int_equal(la_task_exact_match(pred, tg + (size_t)b * T, m + (size_t)b * T, T), 0);
+            for (int t = 0; t < T; t++) pred[t] = tb[t] >= 0 ? tb[t] : ib[t];
+            assert_int_equal(la_task_exact_match(pred, tb, T), 1);
+            pred[0] = voc.sep;
+            assert_int_equal(la_task_exact_match(pred, tb, T), 1);
+            pred[e.eos - 1] = voc.pad;
+            assert_int_equal(la_task_exact_match(pred, tb, T), 0);
             free(pred);
         }
         /* T too small for the longest example */
-        assert_int_equal(la_task_batch(&p, p.max_len, 99, 0, 1, cap - 2, in, tg, m, NULL), LA_ESHAPE);
+        assert_int_equal(la_task_batch(&p, p.max_len, 99, 0, 1, cap - 2, in, tg, NULL), LA_ESHAPE);
         assert_non_null(strstr(la_errmsg(), "T >="));
         free(in);
         free(tg);
-        free(m);
         free(row);
     }
 }
@@ -496,9 +494,8 @@ static void test_bad_params(void **state) {
     p = la_task_default_params(LA_TASK_MQMTAR);
     assert_int_equal(la_task_tokens_at(&p, 7, &n), LA_EINVAL); /* 7 tokens hold no pair */
     assert_non_null(strstr(la_errmsg(), "no key-value pair"));
-    float m[4];
-    assert_int_equal(la_task_batch(&p, 0, 1, 0, 0, 4, buf, buf, m, NULL), LA_ESHAPE);
-    assert_int_equal(la_task_batch(&p, 0, 1, 0, 1, 4, NULL, buf, m, NULL), LA_EINVAL);
+    assert_int_equal(la_task_batch(&p, 0, 1, 0, 0, 4, buf, buf, NULL), LA_ESHAPE);
+    assert_int_equal(la_task_batch(&p, 0, 1, 0, 1, 4, NULL, buf, NULL), LA_EINVAL);
 }
 
 int main(void) {

@@ -345,11 +345,11 @@ la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed
 
 la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
                         uint64_t first_index, int B, int T, int32_t *inputs,
-                        int32_t *targets, float *mask, la_task_example *ex) {
+                        int32_t *targets, la_task_example *ex) {
     la_task_vocab voc;
     LA_TRY(la_task_vocab_of(p, &voc));
-    if (!inputs || !targets || !mask)
-        return la_fail(LA_EINVAL, "la_task_batch: inputs, targets and mask must not be NULL");
+    if (!inputs || !targets)
+        return la_fail(LA_EINVAL, "la_task_batch: inputs and targets must not be NULL");
     if (B < 1 || T < 1) return la_fail(LA_ESHAPE, "la_task_batch: B=%d T=%d; both must be >= 1", B, T);
     int32_t *row = malloc(((size_t)T + 1) * sizeof *row);
     if (!row) return la_fail(LA_ENOMEM, "la_task_batch: out of memory (T=%d)", T);
@@ -365,17 +365,14 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
         }
         if (s != LA_OK) break;
         int32_t *in = inputs + (size_t)b * T, *tg = targets + (size_t)b * T;
-        float *m = mask + (size_t)b * T;
         for (int t = 0; t < T; t++) {
             if (t < e.n_tokens - 1) {
                 in[t] = row[t];
-                tg[t] = row[t + 1];
-                /* position t predicts token t+1: loss on target tokens and EOS */
-                m[t] = (t >= e.sep) ? 1.0f : 0.0f;
+                /* position t predicts token t+1: loss on target tokens and EOS only */
+                tg[t] = t >= e.sep ? row[t + 1] : -1;
             } else {
                 in[t] = voc.pad;
-                tg[t] = voc.pad;
-                m[t] = 0.0f;
+                tg[t] = -1;
             }
         }
         if (ex) ex[b] = e;
@@ -384,9 +381,9 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
     return s;
 }
 
-int la_task_exact_match(const int32_t *pred, const int32_t *targets, const float *mask, int T) {
-    if (!pred || !targets || !mask) return 0;
+int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T) {
+    if (!pred || !targets) return 0;
     for (int t = 0; t < T; t++)
-        if (mask[t] != 0.0f && pred[t] != targets[t]) return 0;
+        if (targets[t] >= 0 && pred[t] != targets[t]) return 0;
     return 1;
 }
