@@ -15,4 +15,7 @@ typedef struct {
 /* Print "longattn: <msg>" to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* longattn synth (src/cli/synth.c) */
+int cli_synth(int argc, char **argv);
+
 #endif
