@@ -643,6 +643,145 @@ la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user
 /* (declarations added by the inference work) */
 
 /* ======================================================================== */
+/* Length-generalisation study (SPEC 8): documents, evaluation loss, passkey, */
+/* study files and runs  -- section owned by the study work                  */
+/* ======================================================================== */
+
+/* ---- documents (src/tasks/docs.c) ---- */
+
+/* A set of documents as token ids, kept apart so that evaluation windows never cross a
+ * document boundary. */
+typedef struct {
+    int32_t *tokens;   /* (n_tokens) every document, concatenated */
+    int64_t *offset;   /* (n_docs + 1) document d is tokens[offset[d] .. offset[d+1]) */
+    int64_t n_tokens;
+    int n_docs;
+    int vocab;         /* 256 for text read as bytes, 50257 for GPT-2 token shards */
+    int is_bytes;      /* 1: tokens are bytes, so losses are bits per byte */
+} la_docs;
+
+/* Load every document under dir. If dir holds llm.c token shards (*.bin: 256 int32
+ * header with magic 20240520, version 1 and the token count, then uint16 GPT-2 ids) they
+ * are read in name order and split into documents at each <|endoftext|> (id 50256, which
+ * starts every document in llm.c shards). Otherwise each regular, non-hidden file is one
+ * byte-level document, in name order. Errors: LA_EINVAL (NULL), LA_EIO (cannot open or
+ * read), LA_EFORMAT (bad shard header, truncated shard, no documents). On error *out is
+ * zeroed. */
+la_status la_docs_load(const char *dir, la_docs *out);
+void la_docs_free(la_docs *docs);
+/* Length in tokens of the longest document (0 if none). */
+int64_t la_docs_longest(const la_docs *docs);
+
+/* ---- validation loss at a context length (src/tasks/eval_loss.c) ---- */
+
+/* Per-position next-token loss of one window, supplied by the caller (the study binds it
+ * to the GPT model; tests bind it to reference models). inputs, targets: (T) token ids;
+ * writes loss: (T) in nats, loss[t] = -ln p(targets[t] | inputs[0..t]). */
+typedef la_status (*la_token_loss_fn)(void *ctx, const int32_t *inputs, const int32_t *targets,
+                                      int T, float *loss);
+
+/* Choose n evaluation windows of T+1 tokens (T inputs, T shifted targets), each inside
+ * one document with at least T+1 tokens: the eligible documents are shuffled with seed and
+ * used in turn, each window at a seeded uniform offset. Same (docs, T, n, seed), same
+ * windows. start: (n) offsets into docs->tokens. Errors: LA_EINVAL (T < 1, n < 1, NULL),
+ * LA_ESHAPE when no document is long enough (the message gives the longest). */
+la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int64_t *start);
+
+/* Validation loss at context length T on the windows of la_eval_windows(docs, T, n, seed),
+ * evaluated one window at a time (B = 1, so memory is whatever fn needs for one length-T
+ * window). Results in bits per token (bits per byte for byte documents):
+ *   *loss: mean over all n*T target tokens;
+ *   bucket_loss: (ceil(T / bucket)) or NULL, the mean over target positions
+ *   [b*bucket, (b+1)*bucket) of every window; bucket_tokens: (same) or NULL, their counts.
+ * The token-weighted mean of bucket_loss is *loss. Sums are in double.
+ * Errors: as la_eval_windows, LA_EINVAL (bucket < 1), LA_ENUMERIC (a non-finite loss),
+ * or whatever fn returns. */
+la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int n,
+                       uint64_t seed, int bucket, double *loss, double *bucket_loss,
+                       int64_t *bucket_tokens);
+
+/* ---- passkey retrieval (src/tasks/passkey.c) ---- */
+
+/* Byte-level passkey task (Mohtashami & Jaggi 2023, the format RULER's NIAH reuses): a
+ * haystack of real text with the needle
+ *   " The pass key is KKKKK. Remember it. KKKKK is the pass key. "
+ * inserted at a depth fraction, followed by
+ *   "\nWhat is the pass key? The pass key is " and the five answer digits KKKKK. */
+#define LA_PASSKEY_DIGITS 5
+
+typedef struct {
+    int key;          /* the pass key, 10000 .. 99999 */
+    int needle_pos;   /* index of the needle's first byte in the example */
+    int needle_len;   /* bytes of the needle text (with its two spaces) */
+    int answer_pos;   /* index of the first answer digit: T + 1 - LA_PASSKEY_DIGITS */
+    double depth;     /* realised depth: haystack bytes before the needle / haystack bytes */
+} la_passkey;
+
+/* Smallest T for which an example fits (needle + question + answer, no haystack). */
+int la_passkey_min_len(void);
+
+/* Build one example of T+1 byte tokens: the model reads tokens[0..T) and is scored on
+ * predicting tokens[answer_pos .. T] (the digits). The haystack is a contiguous stretch of
+ * hay (byte documents, joined by '\n' when one is too short), starting at a seeded offset;
+ * the needle goes after floor(depth * haystack bytes), moved back to the previous
+ * whitespace when one is within 16 bytes, so words stay whole. The key is drawn from seed
+ * and redrawn until its digits occur nowhere in the haystack, so the answer is present
+ * only in the needle and at the end. Errors: LA_EINVAL (NULL, depth outside [0,1], hay not
+ * byte-level or empty), LA_ESHAPE (T < la_passkey_min_len()). */
+la_status la_passkey_make(const la_docs *hay, int T, double depth, uint64_t seed,
+                          int32_t *tokens, la_passkey *info);
+
+/* Exact-match score of greedy decoding: pred (T) holds the model's argmax next token at
+ * each input position of the example tokens (T+1) built by la_passkey_make (e.g. the
+ * argmax output of la_model_eval). Returns 1 iff pred[answer_pos-1+i] equals the digit
+ * tokens[answer_pos+i] for every i < LA_PASSKEY_DIGITS -- teacher-forced argmax right at
+ * every digit is exactly greedy decoding reproducing the whole key; 0 otherwise (one wrong
+ * digit scores 0: no partial credit). */
+int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la_passkey *info);
+
+/* ---- study files (src/study/study_file.c) ---- */
+
+#define LA_STUDY_MAX_SPECS 16
+#define LA_STUDY_MAX_LENS 12
+#define LA_STUDY_MAX_DEPTHS 16
+
+/* One length-generalisation study: a JSON file (format in README, "The main job").
+ * Every variant in specs is trained with the same data, data order, seed and model size,
+ * then evaluated at every eval length and on the passkey grid. */
+typedef struct {
+    char name[128];            /* "name", for titles; default: the file's base name */
+    char data[1024];           /* "data": folder with train/ and val/ (text files or llm.c shards) */
+    int n_layer, d_model, n_head, n_kv_head; /* "model": {...} */
+    int steps, batch, seq_len; /* "steps", "batch", "seq_len" (= L, the training length) */
+    double lr;                 /* "lr": peak learning rate */
+    int warmup;                /* "warmup": linear warm-up steps, default steps/10 */
+    uint64_t seed;             /* "seed": weights, data order and evaluation windows */
+    int eval_lens[LA_STUDY_MAX_LENS]; /* "eval_lens": strictly increasing, default L, 4L, 16L */
+    int n_eval_lens;
+    int eval_windows;          /* "eval_windows": windows per eval length, default 8 */
+    int val_every;             /* "val_every": steps between validation losses during training, default steps/4 */
+    /* "passkey": {...}; trials = 0 switches the task off */
+    int pk_steps;              /* "finetune_steps" at length L, default steps/4 */
+    double pk_lr;              /* "finetune_lr", default lr/3 */
+    int pk_lens[LA_STUDY_MAX_LENS]; /* "lens": strictly increasing, default eval_lens */
+    int n_pk_lens;
+    double pk_depths[LA_STUDY_MAX_DEPTHS]; /* "depths" in [0,1], default 0, .25, .5, .75, 1 */
+    int n_pk_depths;
+    int pk_trials;             /* "trials" per length x depth, default 10 */
+    char specs[LA_STUDY_MAX_SPECS][256]; /* "specs": attention spec strings (SPEC 6) */
+    int n_specs;
+} la_study;
+
+/* Parse study-file text. where names the source in messages (a file name). Every key is
+ * checked: an unknown key, a wrong type, a value out of range, lengths that do not
+ * increase or a spec that la_spec_parse rejects gives LA_EFORMAT (LA_ESPEC for the spec)
+ * with a message "<where>: key \"k\": problem; fix". Missing keys take the defaults above;
+ * "data", "steps", "batch", "seq_len", "lr" and "specs" are required. */
+la_status la_study_parse(const char *text, const char *where, la_study *out);
+/* Read and parse a study file. Errors: LA_EIO, then as la_study_parse. */
+la_status la_study_load(const char *path, la_study *out);
+
+/* ======================================================================== */
 /* Synthetic tasks (SPEC 8)  -- section owned by the synth work             */
 /* ======================================================================== */
 
