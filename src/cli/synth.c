@@ -30,6 +30,8 @@ typedef struct {
     double lr;
     int n_symbols, min_len, max_len, queries, k_len, v_len;
     int eval_n, max_mult, threads;
+    int curriculum; /* start length of the curriculum; 0: off */
+    double ramp;    /* share of the steps over which the curriculum ramps */
     long max_eval_tokens;
     uint64_t seed;
     int quick;
@@ -73,6 +75,8 @@ static void defaults(synth_opts *o) {
     o->max_eval_tokens = 1 << 17;
     o->threads = 0;
     o->seed = 1;
+    o->curriculum = 8;
+    o->ramp = 0.5;
 }
 
 static void apply_quick(synth_opts *o) {
@@ -108,6 +112,10 @@ static void usage(FILE *f) {
             "  --eval-n N          examples per evaluation length (default 100)\n"
             "  --max-mult M        largest length multiplier, a power of two <= 1024 (default 16)\n"
             "  --max-eval-tokens N skip lengths whose sequences exceed N tokens (default 131072)\n"
+            "  --curriculum L0     train first on content lengths up to L0, raising the bound\n"
+            "                      linearly to max-len over the first --ramp share of the steps\n"
+            "                      (lower bound: half the upper one, at most min-len); 0: off (default 8)\n"
+            "  --ramp F            share of the steps the curriculum ramps over (default 0.5)\n"
             "  --seed S            model init and data seed (default 1)\n"
             "  --threads N         attention threads (default: OpenMP default)\n",
             DEFAULT_TASKS, DEFAULT_SPECS);
@@ -148,6 +156,7 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             {"--queries", &o->queries, 1, 4096},     {"--k-len", &o->k_len, 1, 16},
             {"--v-len", &o->v_len, 1, 16},           {"--eval-n", &o->eval_n, 1, 1000000},
             {"--max-mult", &o->max_mult, 1, 1024},   {"--threads", &o->threads, 0, 1024},
+            {"--curriculum", &o->curriculum, 0, 1 << 20},
         };
         int done = 0;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
@@ -167,6 +176,11 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             o->lr = strtod(v, &end);
             if (end == v || *end || !(o->lr > 0 && o->lr < 1))
                 return cli_usage_error("synth", "--lr wants a number in (0, 1), got '%s'", v);
+        } else if (!strcmp(a, "--ramp")) {
+            char *end;
+            o->ramp = strtod(v, &end);
+            if (end == v || *end || !(o->ramp > 0 && o->ramp <= 1))
+                return cli_usage_error("synth", "--ramp wants a number in (0, 1], got '%s'", v);
         } else if (!strcmp(a, "--max-eval-tokens")) {
             if (parse_int(v, 16, 1L << 30, &x))
                 return cli_usage_error("synth", "--max-eval-tokens wants an integer >= 16, got '%s'", v);
@@ -215,6 +229,26 @@ static la_task_params task_params(const synth_opts *o, la_task t) {
     if (o->v_len) p.v_len = o->v_len;
     if (t == LA_TASK_MQMTAR && o->quick) p.n_queries = 1;
     return p;
+}
+
+/* Task params of a training step under the curriculum: content lengths in
+ * [max(4, hi/2) capped at min_len, hi], hi rising linearly from --curriculum to max_len over
+ * the first ramp * steps steps; the full [min_len, max_len] afterwards (and when off). */
+static la_task_params curriculum_params(const synth_opts *o, const la_task_params *p, int step) {
+    la_task_params c = *p;
+    int ramp_steps = (int)(o->ramp * o->steps);
+    if (!o->curriculum || o->curriculum >= p->max_len || step >= ramp_steps) return c;
+    int hi = o->curriculum + (int)((double)(p->max_len - o->curriculum) * step / ramp_steps);
+    int lo = hi / 2 < 4 ? 4 : hi / 2;
+    if (lo > p->min_len) lo = p->min_len;
+    c.min_len = lo;
+    c.max_len = hi;
+    /* the shortest lengths may not hold enough MQMTAR pairs: raise them until valid */
+    while (la_task_validate(&c) != LA_OK && c.min_len < p->min_len) {
+        c.min_len++;
+        if (c.max_len < c.min_len) c.max_len = c.min_len;
+    }
+    return la_task_validate(&c) == LA_OK ? c : *p;
 }
 
 static double now_s(void) {
@@ -272,8 +306,13 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
     const uint64_t train_seed = o->seed * 1000003ULL + 17 * (uint64_t)p->task;
     for (int step = 0; step < o->steps && s == LA_OK; step++) {
         la_step_info info;
-        s = la_task_batch(p, 0, train_seed, (uint64_t)step * (uint64_t)o->batch, o->batch, T, in, tg, NULL);
-        if (s == LA_OK) s = la_trainer_step_batch(tr, in, tg, o->batch, T, &info);
+        la_task_params cp = curriculum_params(o, p, step);
+        int n_cur = n_max;
+        s = la_task_tokens_at(&cp, cp.max_len, &n_cur);
+        const int Tc = n_cur - 1; /* shorter batches early in the curriculum */
+        if (s == LA_OK)
+            s = la_task_batch(&cp, 0, train_seed, (uint64_t)step * (uint64_t)o->batch, o->batch, Tc, in, tg, NULL);
+        if (s == LA_OK) s = la_trainer_step_batch(tr, in, tg, o->batch, Tc, &info);
         if (s != LA_OK) break;
         ema = isnan(ema) ? info.loss : 0.9 * ema + 0.1 * info.loss;
         if ((step + 1) % 50 == 0 || step + 1 == o->steps)
@@ -422,6 +461,8 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
     cJSON_AddNumberToObject(cfg, "eval_n", o->eval_n);
     cJSON_AddNumberToObject(cfg, "max_mult", o->max_mult);
     cJSON_AddNumberToObject(cfg, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(cfg, "curriculum", o->curriculum);
+    cJSON_AddNumberToObject(cfg, "ramp", o->ramp);
     cJSON_AddBoolToObject(cfg, "quick", o->quick);
     cJSON *runs = cJSON_AddArrayToObject(root, "runs");
     for (int i = 0; i < nr; i++) {
