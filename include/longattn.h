@@ -243,7 +243,68 @@ void la_sinv_coeffs(double t, double tau, double *a, double *m);
 /* Row normalisers: sparsemax / entmax (SPEC 5)  -- section owned by issue 3 */
 /* ======================================================================== */
 
-/* (declarations added by the sparse-attention work) */
+/* Row transforms mapping scores z (rows, n) to probabilities p (rows, n), row-major, each row
+ * independent. Convention (SPEC 5, Peters et al. 2019 eq. 2):
+ *     p_i = [(alpha-1) z_i - tau]_+ ^ (1/(alpha-1)),   tau such that sum_i p_i = 1,
+ * tau in the same (unshifted) units as (alpha-1) z (the fixture's tau_convention).
+ *   - Entries exactly on the threshold ((alpha-1) z_i == tau) are outside the support
+ *     (p_i = 0 and no gradient flows through them).
+ *   - -INFINITY entries are masked: p_i = 0, dz_i = 0, and they do not count in n.
+ *   - A row with no finite entry returns p = 0, tau = LA_ROW_EMPTY and zero gradients
+ *     (the limit is undefined; this is our documented choice, the reference package returns
+ *     NaN or raises).
+ *   - NaN or +INFINITY in z is LA_EINVAL (naming the row and column).
+ * The maximum of each row is subtracted before any arithmetic, so rows with offsets of 1e6
+ * keep full float64 precision. The float32 variants read and write float but compute in
+ * double (SPEC 1: reductions that decide a threshold may use double); their error is that of
+ * rounding the inputs to float. tau (rows) is double in both variants: pass NULL to skip it.
+ * Errors: LA_EINVAL (NULL z/p, rows < 0, n < 1, alpha <= 1 or not finite -- alpha = 1 is
+ * softmax, which is its own normaliser --, NaN/+inf input), LA_ENOMEM (scratch of 2n doubles).
+ *
+ * Backward (vector-Jacobian product, Peters et al. 2019 eq. 10): from the forward output p and
+ * the upstream gradient dp = dL/dp (rows, n), with u_i = p_i^(2-alpha) on the support {p_i > 0}
+ * and 0 elsewhere,
+ *     dz = u * dp - (sum_i u_i dp_i / sum_i u_i) * u              (rows, n)
+ * Entries off the support get exactly 0 even if dp_i is NaN or infinite. */
+
+/* sparsemax (alpha = 2; Martins & Astudillo 2016, Algorithm 1): exact, sort-based, O(n log n).
+ *   z: (rows, n) -> p: (rows, n), tau: (rows) or NULL (tau = z_i - p_i on the support). */
+la_status la_sparsemax_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
+la_status la_sparsemax_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
+/* dz: (rows, n) from p, dp: (rows, n); u = 1 on the support (Martins & Astudillo 2016 eq. 14). */
+la_status la_sparsemax_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+                                    double *dz);
+la_status la_sparsemax_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+                                    float *dz);
+
+/* 1.5-entmax (Peters et al. 2019, Algorithm 2): exact, sort-based, O(n log n); tau is the
+ * closed-form root of the quadratic sum_{i in S} (z_i/2 - tau)^2 = 1 on the support S. */
+la_status la_entmax15_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
+la_status la_entmax15_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
+/* dz: (rows, n); u = sqrt(p). */
+la_status la_entmax15_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+                                   double *dz);
+la_status la_entmax15_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+                                   float *dz);
+
+/* alpha-entmax for any alpha > 1 (Peters et al. 2019 sec. 3.2; Blondel et al. 2019): root
+ * find on the shifted threshold in the bracket [max - 1, max - n^(1-alpha)] (units of
+ * (alpha-1) z), Newton steps guarded by bisection (as AdaSplash does), to float64 precision;
+ * for alpha = 2 and 1.5 tau is then re-solved in closed form on the support found, so that
+ * exact inputs give exact thresholds. O(n) per iteration, < 200 iterations. */
+la_status la_entmax_bisect_forward_f64(const double *z, int64_t rows, int n, double alpha,
+                                       double *p, double *tau);
+la_status la_entmax_bisect_forward_f32(const float *z, int64_t rows, int n, double alpha,
+                                       float *p, double *tau);
+/* dz: (rows, n) as above. dalpha: (rows) or NULL, d L / d alpha of each row with z fixed
+ * (sum it over rows for a shared alpha), Correia et al. 2019 (Adaptively Sparse
+ * Transformers) Proposition 1: with S = {p_i > 0}, ut_i = u_i / sum_j u_j, h = sum_S p log p,
+ *     dp_i/dalpha = (p_i - ut_i) / (alpha-1)^2 - (p_i log p_i - ut_i h) / (alpha-1),
+ *     dalpha = sum_i dp_i * dp_i/dalpha. */
+la_status la_entmax_bisect_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+                                        double alpha, double *dz, double *dalpha);
+la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+                                        double alpha, float *dz, double *dalpha);
 
 /* ======================================================================== */
 /* NumPy .npy files                                                         */
@@ -585,6 +646,259 @@ la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user
 /* ======================================================================== */
 
 /* (declarations added by the inference work) */
+
+/* ======================================================================== */
+/* Length-generalisation study (SPEC 8): documents, evaluation loss, passkey, */
+/* study files and runs  -- section owned by the study work                  */
+/* ======================================================================== */
+
+/* ---- documents (src/tasks/docs.c) ---- */
+
+/* A set of documents as token ids, kept apart so that evaluation windows never cross a
+ * document boundary. */
+typedef struct {
+    int32_t *tokens;   /* (n_tokens) every document, concatenated */
+    int64_t *offset;   /* (n_docs + 1) document d is tokens[offset[d] .. offset[d+1]) */
+    int64_t n_tokens;
+    int n_docs;
+    int vocab;         /* 256 for text read as bytes, 50257 for GPT-2 token shards */
+    int is_bytes;      /* 1: tokens are bytes, so losses are bits per byte */
+} la_docs;
+
+/* Load every document under dir. If dir holds llm.c token shards (*.bin: 256 int32
+ * header with magic 20240520, version 1 and the token count, then uint16 GPT-2 ids) they
+ * are read in name order and split into documents at each <|endoftext|> (id 50256, which
+ * starts every document in llm.c shards). Otherwise each regular, non-hidden file is one
+ * byte-level document, in name order. Errors: LA_EINVAL (NULL), LA_EIO (cannot open or
+ * read), LA_EFORMAT (bad shard header, truncated shard, no documents). On error *out is
+ * zeroed. */
+la_status la_docs_load(const char *dir, la_docs *out);
+void la_docs_free(la_docs *docs);
+/* Length in tokens of the longest document (0 if none). */
+int64_t la_docs_longest(const la_docs *docs);
+
+/* ---- validation loss at a context length (src/tasks/eval_loss.c) ---- */
+
+/* Per-position next-token loss of one window, supplied by the caller (the study binds it
+ * to the GPT model; tests bind it to reference models). inputs, targets: (T) token ids;
+ * writes loss: (T) in nats, loss[t] = -ln p(targets[t] | inputs[0..t]). */
+typedef la_status (*la_token_loss_fn)(void *ctx, const int32_t *inputs, const int32_t *targets,
+                                      int T, float *loss);
+
+/* Choose n evaluation windows of T+1 tokens (T inputs, T shifted targets), each inside
+ * one document with at least T+1 tokens: the eligible documents are shuffled with seed and
+ * used in turn, each window at a seeded uniform offset. Same (docs, T, n, seed), same
+ * windows. start: (n) offsets into docs->tokens. Errors: LA_EINVAL (T < 1, n < 1, NULL),
+ * LA_ESHAPE when no document is long enough (the message gives the longest). */
+la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int64_t *start);
+
+/* Validation loss at context length T on the windows of la_eval_windows(docs, T, n, seed),
+ * evaluated one window at a time (B = 1, so memory is whatever fn needs for one length-T
+ * window). Results in bits per token (bits per byte for byte documents):
+ *   *loss: mean over all n*T target tokens;
+ *   bucket_loss: (ceil(T / bucket)) or NULL, the mean over target positions
+ *   [b*bucket, (b+1)*bucket) of every window; bucket_tokens: (same) or NULL, their counts.
+ * The token-weighted mean of bucket_loss is *loss. Sums are in double.
+ * Errors: as la_eval_windows, LA_EINVAL (bucket < 1), LA_ENUMERIC (a non-finite loss),
+ * or whatever fn returns. */
+la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int n,
+                       uint64_t seed, int bucket, double *loss, double *bucket_loss,
+                       int64_t *bucket_tokens);
+
+/* ---- passkey retrieval (src/tasks/passkey.c) ---- */
+
+/* Byte-level passkey task (Mohtashami & Jaggi 2023, the format RULER's NIAH reuses): a
+ * haystack of real text with the needle
+ *   " The pass key is KKKKK. Remember it. KKKKK is the pass key. "
+ * inserted at a depth fraction, followed by
+ *   "\nWhat is the pass key? The pass key is " and the five answer digits KKKKK. */
+#define LA_PASSKEY_DIGITS 5
+
+typedef struct {
+    int key;          /* the pass key, 10000 .. 99999 */
+    int needle_pos;   /* index of the needle's first byte in the example */
+    int needle_len;   /* bytes of the needle text (with its two spaces) */
+    int answer_pos;   /* index of the first answer digit: T + 1 - LA_PASSKEY_DIGITS */
+    double depth;     /* realised depth: haystack bytes before the needle / haystack bytes */
+} la_passkey;
+
+/* Smallest T for which an example fits (needle + question + answer, no haystack). */
+int la_passkey_min_len(void);
+
+/* Build one example of T+1 byte tokens: the model reads tokens[0..T) and is scored on
+ * predicting tokens[answer_pos .. T] (the digits). The haystack is a contiguous stretch of
+ * hay (byte documents, joined by '\n' when one is too short), starting at a seeded offset;
+ * the needle goes after floor(depth * haystack bytes), moved back to the previous
+ * whitespace when one is within 16 bytes, so words stay whole. The key is drawn from seed
+ * and redrawn until its digits occur nowhere in the haystack, so the answer is present
+ * only in the needle and at the end. Errors: LA_EINVAL (NULL, depth outside [0,1], hay not
+ * byte-level or empty), LA_ESHAPE (T < la_passkey_min_len()). */
+la_status la_passkey_make(const la_docs *hay, int T, double depth, uint64_t seed,
+                          int32_t *tokens, la_passkey *info);
+
+/* Exact-match score of greedy decoding: pred (T) holds the model's argmax next token at
+ * each input position of the example tokens (T+1) built by la_passkey_make (e.g. the
+ * argmax output of la_model_eval). Returns 1 iff pred[answer_pos-1+i] equals the digit
+ * tokens[answer_pos+i] for every i < LA_PASSKEY_DIGITS -- teacher-forced argmax right at
+ * every digit is exactly greedy decoding reproducing the whole key; 0 otherwise (one wrong
+ * digit scores 0: no partial credit). */
+int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la_passkey *info);
+
+/* ---- study files (src/study/study_file.c) ---- */
+
+#define LA_STUDY_MAX_SPECS 16
+#define LA_STUDY_MAX_LENS 12
+#define LA_STUDY_MAX_DEPTHS 16
+
+/* One length-generalisation study: a JSON file (format in README, "The main job").
+ * Every variant in specs is trained with the same data, data order, seed and model size,
+ * then evaluated at every eval length and on the passkey grid. */
+typedef struct {
+    char name[128];            /* "name", for titles; default: the file's base name */
+    char data[1024];           /* "data": folder with train/ and val/ (text files or llm.c shards) */
+    int n_layer, d_model, n_head, n_kv_head; /* "model": {...} */
+    int steps, batch, seq_len; /* "steps", "batch", "seq_len" (= L, the training length) */
+    double lr;                 /* "lr": peak learning rate */
+    int warmup;                /* "warmup": linear warm-up steps, default steps/10 */
+    uint64_t seed;             /* "seed": weights, data order and evaluation windows */
+    int eval_lens[LA_STUDY_MAX_LENS]; /* "eval_lens": strictly increasing, default L, 4L, 16L */
+    int n_eval_lens;
+    int eval_windows;          /* "eval_windows": windows per eval length, default 8 */
+    int val_every;             /* "val_every": steps between validation losses during training, default steps/4 */
+    /* "passkey": {...}; trials = 0 switches the task off */
+    int pk_steps;              /* "finetune_steps" at length L, default steps/4 */
+    double pk_lr;              /* "finetune_lr", default lr/3 */
+    int pk_lens[LA_STUDY_MAX_LENS]; /* "lens": strictly increasing, default eval_lens */
+    int n_pk_lens;
+    double pk_depths[LA_STUDY_MAX_DEPTHS]; /* "depths" in [0,1], default 0, .25, .5, .75, 1 */
+    int n_pk_depths;
+    int pk_trials;             /* "trials" per length x depth, default 10 */
+    char specs[LA_STUDY_MAX_SPECS][256]; /* "specs": attention spec strings (SPEC 6) */
+    int n_specs;
+} la_study;
+
+/* Parse study-file text. where names the source in messages (a file name). Every key is
+ * checked: an unknown key, a wrong type, a value out of range, lengths that do not
+ * increase or a spec that la_spec_parse rejects gives LA_EFORMAT (LA_ESPEC for the spec)
+ * with a message "<where>: key \"k\": problem; fix". Missing keys take the defaults above;
+ * "data", "steps", "batch", "seq_len", "lr" and "specs" are required. */
+la_status la_study_parse(const char *text, const char *where, la_study *out);
+/* Read and parse a study file. Errors: LA_EIO, then as la_study_parse. */
+la_status la_study_load(const char *path, la_study *out);
+
+/* ======================================================================== */
+/* Synthetic tasks (SPEC 8)  -- section owned by the synth work             */
+/* ======================================================================== */
+
+/* Length-generalisation tasks of Vasylenko et al. 2025 (ASEntmax, arXiv 2506.16640),
+ * in the format of its public data generator: one example is the token sequence
+ *     BOS source SEP target EOS
+ * and the loss (and exact match) covers the positions that predict target and EOS.
+ * Every task has its own vocabulary: content tokens 0 .. n_content-1, then the special
+ * tokens PAD = n_content, BOS = n_content+1, EOS = n_content+2, SEP = n_content+3
+ * (the paper's tokenizer order pad, bos, eos, [mask,] sep; there is no mask token).
+ *
+ * "Content length" L is the task's sequence-length knob (the paper's seq_len): training
+ * draws L uniformly from [min_len, max_len] (32-64 as in the paper); evaluation fixes
+ * L = m * max_len for m = 1, 2, 4, ... Source and target sizes at length L:
+ *   copy / reverse / sort  source L random tokens in [0, n_symbols); target the source,
+ *                          reversed, or sorted ascending (L tokens).
+ *   mqmtar                 source: a key-value region of exactly L tokens, then
+ *                          n_queries x (QSEP key); target n_queries x (QSEP value).
+ *                          Content ids: SPACE 0, KVSEP 1, QSEP 2, alphabet 3 .. 3+n_symbols-1.
+ *                          A key is k_len alphabet tokens, a value v_len. The region holds
+ *                          n_kv = min(floor(L*kv_frac/(k_len+v_len+2)), n_symbols^k_len,
+ *                          n_symbols^v_len) pairs "key KVSEP value" with distinct keys and
+ *                          distinct values, each at a random offset inside its own block of
+ *                          ~L/n_kv tokens padded by SPACE (always >= 1 SPACE after a value);
+ *                          queries pick keys of the region uniformly with replacement.
+ *   flipflop               P = L/2 (command, bit) pairs: commands WRITE 2 (the first),
+ *                          WRITE with probability write_prob or IGNORE 3 (the middle ones),
+ *                          READ 4 (the last); bits 0/1. Source: the 2P-1 tokens of the pairs
+ *                          without the READ's bit; target: the bit of the last WRITE (1 token).
+ * Generation is deterministic: example `index` of stream `seed` is the same on every
+ * machine and independent of which other examples are drawn. */
+typedef enum {
+    LA_TASK_MQMTAR = 0, /* multi-query multi-token associative recall */
+    LA_TASK_COPY,
+    LA_TASK_REVERSE,
+    LA_TASK_SORT,
+    LA_TASK_FLIPFLOP,
+    LA_TASK_COUNT_      /* number of tasks (not a task) */
+} la_task;
+
+typedef struct {
+    la_task task;
+    int n_symbols;     /* copy/reverse/sort: token range; mqmtar: key/value alphabet size */
+    int min_len;       /* training content length range, inclusive (default 32 .. 64) */
+    int max_len;
+    int k_len, v_len;  /* mqmtar tokens per key / value (default 2, 2) */
+    double kv_frac;    /* mqmtar share of the region given to pairs, (0, 1] (default 0.8) */
+    int n_queries;     /* mqmtar queries per example (default 4) */
+    double write_prob; /* flipflop probability of a middle WRITE, (0, 1) (default 0.1) */
+} la_task_params;
+
+/* Token ids of a task's vocabulary; vocab_size = n_content + 4. */
+typedef struct {
+    int n_content, pad, bos, eos, sep, vocab_size;
+} la_task_vocab;
+
+/* Where the parts of one generated example sit in its token buffer. */
+typedef struct {
+    int n_tokens;   /* total tokens: 1 + src_len + 1 + tgt_len + 1 */
+    int content_len;/* the L it was generated at */
+    int src_start;  /* = 1 (after BOS) */
+    int src_len;
+    int sep;        /* index of SEP = 1 + src_len */
+    int tgt_start;  /* = sep + 1 */
+    int tgt_len;
+    int eos;        /* index of EOS = tgt_start + tgt_len = n_tokens - 1 */
+} la_task_example;
+
+/* Defaults for a task (n_symbols 16: copy/reverse/sort token range 16; mqmtar alphabet
+ * 16, i.e. 256 possible keys of 2 tokens). */
+la_task_params la_task_default_params(la_task task);
+
+/* "mqmtar", "copy", "reverse", "sort", "flipflop" (also "flip-flop").
+ * Errors: LA_EINVAL naming the bad name and the valid ones. */
+la_status la_task_from_name(const char *name, la_task *out);
+const char *la_task_name(la_task task); /* "?" for an unknown value */
+
+/* Check params (ranges above; mqmtar: min_len must hold >= n_queries pairs).
+ * Errors: LA_EINVAL naming the field and its valid range. */
+la_status la_task_validate(const la_task_params *p);
+
+la_status la_task_vocab_of(const la_task_params *p, la_task_vocab *v);
+
+/* Tokens of an example at content length L (every example at L has exactly this many).
+ * Errors: LA_EINVAL (bad params, L < 4 or L too large for int). */
+la_status la_task_tokens_at(const la_task_params *p, int content_len, int *n_tokens);
+
+/* Generate example `index` of stream `seed` into tokens[0 .. cap). content_len 0 draws L
+ * uniformly from [min_len, max_len]; > 0 uses that L (evaluation). ex may be NULL.
+ * Errors: LA_EINVAL (bad params/L, NULL tokens), LA_ESHAPE (cap too small). */
+la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed,
+                         uint64_t index, int32_t *tokens, int cap, la_task_example *ex);
+
+/* Pack examples first_index .. first_index+B-1 of stream `seed` for next-token training,
+ * in the convention of la_model_forward / la_trainer_step_batch:
+ *   inputs:  (B, T) row b holds example tokens[0 .. n-2], right-padded with PAD;
+ *   targets: (B, T) tokens[1 .. n-1] where the loss applies -- the positions predicting a
+ *            target token or EOS (t >= sep) -- and -1 elsewhere (source, the SEP
+ *            prediction, padding): the loss is on the target only;
+ *   ex:      (B) example layouts, or NULL.
+ * T must be >= the longest example's n_tokens - 1 (la_task_tokens_at(max L) - 1).
+ * content_len as in la_task_sample. Errors: LA_EINVAL, LA_ESHAPE (T too small). */
+la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
+                        uint64_t first_index, int B, int T, int32_t *inputs,
+                        int32_t *targets, la_task_example *ex);
+
+/* Exact match of one packed row: 1 if pred[t] == targets[t] at every t with
+ * targets[t] >= 0, else 0. pred, targets: (T). With teacher forcing this equals greedy
+ * decoding exact match: if every forced prediction is right, greedy decoding feeds back
+ * exactly the forced inputs; at the first wrong forced prediction greedy decoding emits
+ * that wrong token. */
+int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
 
 #ifdef __cplusplus
 }
