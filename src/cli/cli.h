@@ -18,4 +18,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* bench/bench_main.c: `longattn bench <name>` (table in bench/bench.h). */
 int cli_bench(int argc, char **argv);
 
+/* src/cli/train.c: `longattn train` (GPT trainer). */
+int cli_train(int argc, char **argv);
+
 #endif
