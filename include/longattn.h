@@ -984,7 +984,8 @@ la_status la_critical_grid(const la_critical_params *p, const double *rhos, int 
  *     M_r = sum_{t in r} p_t,
  *     H_r = -sum_{t in r} (p_t / M_r) log(p_t / M_r) = log M_r - (sum p_t log p_t) / M_r
  * (the entropy of the attention renormalised within the range, nats; undefined and not
- * counted when M_r = 0), and averages both over rows. Probabilities arrive streamed over
+ * counted when M_r = 0), and averages both over the rows that had at least one key in the
+ * range (an early query that cannot reach a far range does not dilute its average). Probabilities arrive streamed over
  * key tiles (a kernel recomputes p = exp(L - lse) tile by tile), never as a T x S buffer;
  * several rows may be in flight at once, one per slot. */
 typedef struct la_diag la_diag;
@@ -1000,7 +1001,7 @@ la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi)
 
 /* Add n probabilities of one row (slot) for keys at distances t0, t0 + dt, ...,
  * t0 + (n-1) dt, dt = +1 or -1 (a key tile read forward has decreasing distance).
- * prob: (n) floats in [0, 1]. Errors: LA_EINVAL (slot out of range, dt not +-1, a distance
+ * prob: (n) floats in [0, 1] (1 + 1e-5 is tolerated as float rounding). Errors: LA_EINVAL (slot out of range, dt not +-1, a distance
  * outside [0, max_dist], a probability that is NaN or outside [0, 1]); nothing is added
  * on error. */
 la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n);
@@ -1011,7 +1012,8 @@ la_status la_diag_row_end(la_diag *d, int slot);
 
 typedef struct {
     int64_t lo, hi;       /* the range [lo, hi) */
-    int64_t rows;         /* rows folded in */
+    int64_t rows;         /* rows folded in that had keys in the range */
+    double keys;          /* mean keys per such row */
     double mass;          /* mean M_r over rows */
     double mass_se;       /* its standard error (0 with one row) */
     int64_t entropy_rows; /* rows with M_r > 0 */
