@@ -421,6 +421,31 @@ la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const flo
 la_status la_kv_rope_shift(const la_spec *spec, float *x, int N, int D, int64_t delta,
                            int64_t ctx_len);
 
+/* ---- next-token sampling (src/infer/sample.c) ---- */
+
+/* temperature 0 = greedy (argmax, lowest id on ties); top_k 0 = off; top_p 1 = off. */
+typedef struct {
+    double temperature; /* >= 0, default 1 */
+    int top_k;          /* keep the k most likely tokens (Fan et al. 2018); 0 = all */
+    double top_p;       /* nucleus (Holtzman et al. 2020): the smallest set of most likely
+                           tokens whose probability reaches top_p, in (0, 1]; default 1 */
+} la_sample_params;
+
+la_sample_params la_sample_default_params(void);
+
+/* Bytes of scratch la_sample_token needs for a vocabulary of V. */
+size_t la_sample_scratch_bytes(int V);
+
+/* Draw the next token from logits (V) with p ~ softmax(logits / temperature) restricted
+ * to top-k, then to the top-p nucleus, renormalised; u in [0, 1) is the uniform random
+ * number that picks it (inverse CDF over tokens sorted by decreasing logit), so the same u
+ * gives the same token. scratch: la_sample_scratch_bytes(V) bytes (may be NULL when
+ * temperature is 0). Errors: LA_EINVAL (NULL, temperature < 0, top_k < 0, top_p outside
+ * (0, 1], u outside [0, 1)), LA_ESHAPE (V < 1), LA_ENUMERIC (a NaN or +inf logit, or all
+ * -inf). */
+la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
+                          void *scratch, int32_t *token);
+
 #ifdef __cplusplus
 }
 #endif
