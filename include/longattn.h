@@ -243,7 +243,68 @@ void la_sinv_coeffs(double t, double tau, double *a, double *m);
 /* Row normalisers: sparsemax / entmax (SPEC 5)  -- section owned by issue 3 */
 /* ======================================================================== */
 
-/* (declarations added by the sparse-attention work) */
+/* Row transforms mapping scores z (rows, n) to probabilities p (rows, n), row-major, each row
+ * independent. Convention (SPEC 5, Peters et al. 2019 eq. 2):
+ *     p_i = [(alpha-1) z_i - tau]_+ ^ (1/(alpha-1)),   tau such that sum_i p_i = 1,
+ * tau in the same (unshifted) units as (alpha-1) z (the fixture's tau_convention).
+ *   - Entries exactly on the threshold ((alpha-1) z_i == tau) are outside the support
+ *     (p_i = 0 and no gradient flows through them).
+ *   - -INFINITY entries are masked: p_i = 0, dz_i = 0, and they do not count in n.
+ *   - A row with no finite entry returns p = 0, tau = LA_ROW_EMPTY and zero gradients
+ *     (the limit is undefined; this is our documented choice, the reference package returns
+ *     NaN or raises).
+ *   - NaN or +INFINITY in z is LA_EINVAL (naming the row and column).
+ * The maximum of each row is subtracted before any arithmetic, so rows with offsets of 1e6
+ * keep full float64 precision. The float32 variants read and write float but compute in
+ * double (SPEC 1: reductions that decide a threshold may use double); their error is that of
+ * rounding the inputs to float. tau (rows) is double in both variants: pass NULL to skip it.
+ * Errors: LA_EINVAL (NULL z/p, rows < 0, n < 1, alpha <= 1 or not finite -- alpha = 1 is
+ * softmax, which is its own normaliser --, NaN/+inf input), LA_ENOMEM (scratch of 2n doubles).
+ *
+ * Backward (vector-Jacobian product, Peters et al. 2019 eq. 10): from the forward output p and
+ * the upstream gradient dp = dL/dp (rows, n), with u_i = p_i^(2-alpha) on the support {p_i > 0}
+ * and 0 elsewhere,
+ *     dz = u * dp - (sum_i u_i dp_i / sum_i u_i) * u              (rows, n)
+ * Entries off the support get exactly 0 even if dp_i is NaN or infinite. */
+
+/* sparsemax (alpha = 2; Martins & Astudillo 2016, Algorithm 1): exact, sort-based, O(n log n).
+ *   z: (rows, n) -> p: (rows, n), tau: (rows) or NULL (tau = z_i - p_i on the support). */
+la_status la_sparsemax_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
+la_status la_sparsemax_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
+/* dz: (rows, n) from p, dp: (rows, n); u = 1 on the support (Martins & Astudillo 2016 eq. 14). */
+la_status la_sparsemax_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+                                    double *dz);
+la_status la_sparsemax_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+                                    float *dz);
+
+/* 1.5-entmax (Peters et al. 2019, Algorithm 2): exact, sort-based, O(n log n); tau is the
+ * closed-form root of the quadratic sum_{i in S} (z_i/2 - tau)^2 = 1 on the support S. */
+la_status la_entmax15_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
+la_status la_entmax15_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
+/* dz: (rows, n); u = sqrt(p). */
+la_status la_entmax15_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+                                   double *dz);
+la_status la_entmax15_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+                                   float *dz);
+
+/* alpha-entmax for any alpha > 1 (Peters et al. 2019 sec. 3.2; Blondel et al. 2019): root
+ * find on the shifted threshold in the bracket [max - 1, max - n^(1-alpha)] (units of
+ * (alpha-1) z), Newton steps guarded by bisection (as AdaSplash does), to float64 precision;
+ * for alpha = 2 and 1.5 tau is then re-solved in closed form on the support found, so that
+ * exact inputs give exact thresholds. O(n) per iteration, < 200 iterations. */
+la_status la_entmax_bisect_forward_f64(const double *z, int64_t rows, int n, double alpha,
+                                       double *p, double *tau);
+la_status la_entmax_bisect_forward_f32(const float *z, int64_t rows, int n, double alpha,
+                                       float *p, double *tau);
+/* dz: (rows, n) as above. dalpha: (rows) or NULL, d L / d alpha of each row with z fixed
+ * (sum it over rows for a shared alpha), Correia et al. 2019 (Adaptively Sparse
+ * Transformers) Proposition 1: with S = {p_i > 0}, ut_i = u_i / sum_j u_j, h = sum_S p log p,
+ *     dp_i/dalpha = (p_i - ut_i) / (alpha-1)^2 - (p_i log p_i - ut_i h) / (alpha-1),
+ *     dalpha = sum_i dp_i * dp_i/dalpha. */
+la_status la_entmax_bisect_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+                                        double alpha, double *dz, double *dalpha);
+la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+                                        double alpha, float *dz, double *dalpha);
 
 /* ======================================================================== */
 /* NumPy .npy files                                                         */
@@ -261,7 +322,319 @@ la_status la_npy_write_f32(const char *path, const float *data, int ndim, const 
 /* GPT model (SPEC 7)  -- section owned by the trainer work                 */
 /* ======================================================================== */
 
-/* (declarations added by the trainer work) */
+/* Decoder-only transformer (SPEC 7), the baseline of the scale-invariant attention paper:
+ *   x = wte[token]                                     (B, T, C)   no absolute positions
+ *   per layer l:  a = RMSNorm(x; ln1_g)
+ *                 q = a Wq^T (B,T,H,D)  k = a Wk^T, v = a Wv^T (B,T,Hkv,D)
+ *                 q = RMSNorm_D(q; q_norm_g)  k = RMSNorm_D(k; k_norm_g)   (QK-norm, per head)
+ *                 y = la_attn_forward(spec, q, k, v)   (B,H,T,D), logn s_h / ASEntmax beta,gamma
+ *                 x = x + y Wo^T
+ *                 x = x + Wproj relu(Wfc RMSNorm(x; ln2_g))^2       (ReLU^2 MLP)
+ *   logits = RMSNorm(x; lnf_g) lm_head^T               (B, T, V)   lm_head is NOT tied to wte
+ * RMSNorm: x / sqrt(mean(x^2) + 1e-6) * g (no bias, no mean subtraction). No linear
+ * layer has a bias. C = d_model, D = d_model / n_head, F = d_ff.
+ * Training windows start at position 0; evaluation may use any T (memory O(T)). */
+
+/* Longest attention spec text a model config holds (including the NUL). */
+#define LA_SPEC_TEXT_MAX 256
+
+typedef struct {
+    int n_layer;       /* transformer blocks, >= 1. default 4 */
+    int n_head;        /* query heads H, >= 1, divides d_model. default 4 */
+    int n_kv_head;     /* key/value heads Hkv, divides n_head (GQA); 0 -> n_head. default 0 */
+    int d_model;       /* residual width C. default 128 */
+    int d_ff;          /* MLP hidden width F; 0 -> 4 * d_model. default 0 */
+    int vocab;         /* V: 256 for bytes, 50257 for GPT-2 shards. default 256 */
+    int train_len;     /* training context L_train: initialises logn s_h = 1/log(L_train) and
+                          is passed to the spec's train_len if the spec leaves it 0. default 128 */
+    float init_std;    /* std of the normal init of matrices; output projections (Wo, Wproj)
+                          are scaled by 1/sqrt(2*n_layer). default 0.02 */
+    char spec[LA_SPEC_TEXT_MAX]; /* attention spec text (SPEC 6), parsed by la_model_new.
+                          default "softmax+rope+causal" */
+} la_model_config;
+
+la_model_config la_model_default_config(void);
+
+/* A GPT model: parameters, gradients, activation buffers (opaque). */
+typedef struct la_model la_model;
+
+/* Build a model with parameters drawn from la_rng seeded with `seed` (same seed, same
+ * weights on every machine). Gains start at 1, logn s_h at 1/log(train_len).
+ * Errors: LA_EINVAL (NULL, a size < 1, n_head not dividing d_model, n_kv_head not
+ * dividing n_head, odd head size with a RoPE-family spec), LA_ESPEC (bad spec text,
+ * message from la_spec_parse), LA_ENOMEM. *out is NULL on error. */
+la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out);
+void la_model_free(la_model *m);
+
+/* The config the model was built with (spec text in canonical form). */
+const la_model_config *la_model_get_config(const la_model *m);
+/* The parsed attention spec the model runs. */
+const la_spec *la_model_spec(const la_model *m);
+
+/* Number of float parameters (= length of la_model_params and la_model_grads). */
+size_t la_model_num_params(const la_model *m);
+/* All parameters in one contiguous float array (writable: optimisers update it in place),
+ * and the gradients in a second array of the same layout. */
+float *la_model_params(la_model *m);
+float *la_model_grads(la_model *m);
+
+/* The parameters as named tensors, in storage order (used by checkpoints and Muon).
+ * Names: "wte", "h.<l>.ln1.g", "h.<l>.attn.wq", "h.<l>.attn.wk", "h.<l>.attn.wv",
+ * "h.<l>.attn.q_norm.g", "h.<l>.attn.k_norm.g", "h.<l>.attn.wo", "h.<l>.attn.logn_s" (logn
+ * only), "h.<l>.attn.as_wb", "h.<l>.attn.as_bb", "h.<l>.attn.as_wg", "h.<l>.attn.as_bg"
+ * (asentmax only), "h.<l>.ln2.g", "h.<l>.mlp.w_fc", "h.<l>.mlp.w_proj", "lnf.g", "lm_head". */
+typedef enum {
+    LA_PCLASS_EMBED = 0, /* wte, lm_head: AdamW even under Muon */
+    LA_PCLASS_MATRIX,    /* 2-D hidden weights (wq, wk, wv, wo, w_fc, w_proj): Muon-eligible */
+    LA_PCLASS_GAIN,      /* norm gains (no weight decay) */
+    LA_PCLASS_SCALAR     /* logn s_h, ASEntmax coefficient weights and biases (no weight decay) */
+} la_param_class;
+
+typedef struct {
+    const char *name;   /* see above; valid while the model lives */
+    int ndim;           /* 1 or 2 */
+    int64_t shape[2];   /* (rows, cols) for matrices: out_features x in_features */
+    size_t offset;      /* index of the first float in la_model_params / la_model_grads */
+    size_t numel;
+    la_param_class pclass;
+} la_tensor_info;
+
+int la_model_num_tensors(const la_model *m);
+/* Errors: LA_EINVAL if i is out of range. */
+la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info);
+
+/* Training forward pass. Keeps every activation la_model_backward needs.
+ *   tokens:  (B, T) int32 in [0, V)
+ *   targets: (B, T) int32 next tokens; entries < 0 are ignored (no loss, no gradient).
+ *            NULL: no loss is computed (logits only; backward is then an error).
+ *   mean_loss:      mean cross-entropy (nats) over the counted targets (0 when none); may be NULL
+ *   loss_per_token: (B, T) cross-entropy per position (0 where ignored), or NULL
+ * Activation buffers grow when B*T grows and are reused otherwise (no per-step allocation).
+ * Memory: O(n_layer * B * T * (C + F)) + B*T*V for the logits.
+ * Errors: LA_EINVAL (NULL, B or T < 1, token out of range), LA_ENOMEM, attention errors. */
+la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *targets,
+                           int B, int T, float *mean_loss, float *loss_per_token);
+
+/* Backward of the last la_model_forward (gradient of its mean_loss), ACCUMULATED into
+ * la_model_grads (call la_model_zero_grad first). Errors: LA_EINVAL if no training
+ * forward with targets preceded it, or la_model_eval ran in between. */
+la_status la_model_backward(la_model *m);
+
+/* Set every gradient to 0. */
+void la_model_zero_grad(la_model *m);
+
+/* Logits (B, T, V) of the last la_model_forward; NULL before the first forward or after
+ * la_model_eval (which does not keep them). Valid until the next forward/eval. */
+const float *la_model_logits(const la_model *m);
+
+/* Evaluation (no-grad) forward for long contexts: keeps one layer's activations at a
+ * time and computes the LM head in chunks of rows, so memory is
+ * O(B * T * (C + F + H)) + O(chunk * V), independent of n_layer and never B*T*V.
+ * B = 1, T = 65536 bytes with C = 128 needs about 0.3 GB.
+ *   tokens, targets, mean_loss, loss_per_token: as la_model_forward (targets may be NULL)
+ *   argmax:      (B, T) int32 greedy prediction of the next token at each position, or NULL
+ *                (greedy decoding of an answer = teacher-forced argmax at its positions)
+ *   last_logits: (B, V) logits of position T-1 of each sequence, or NULL
+ * Results equal la_model_forward's up to float rounding. Invalidates la_model_backward.
+ * Errors: as la_model_forward. */
+la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                        float *mean_loss, float *loss_per_token, int32_t *argmax,
+                        float *last_logits);
+
+/* Hand back every activation buffer (they are reallocated on the next forward). */
+void la_model_release_buffers(la_model *m);
+
+/* Time spent inside la_attn_forward/backward and in cblas_sgemm since the model was built
+ * or the counters were reset (seconds, wall clock). For `longattn bench train`. */
+typedef struct { double attn_s, matmul_s, total_s; } la_model_timing;
+void la_model_get_timing(const la_model *m, la_model_timing *t);
+void la_model_reset_timing(la_model *m);
+
+/* Weights as safetensors (little-endian u64 header length, JSON header with dtype "F32",
+ * shape, data_offsets per tensor named as la_model_tensor; "__metadata__" holds the
+ * config as strings: format "longattn-gpt-1", n_layer, n_head, n_kv_head, d_model, d_ff,
+ * vocab, train_len, spec). Written atomically. Errors: LA_EIO. */
+la_status la_model_save(const la_model *m, const char *path);
+
+/* Build a model from a safetensors file written by la_model_save (config and spec from
+ * its metadata). Errors: LA_EIO (missing file), LA_EFORMAT (not safetensors, truncated,
+ * wrong dtype/shape/offsets, missing tensor or metadata; the message says which),
+ * LA_ESPEC (bad spec in metadata), LA_ENOMEM. */
+la_status la_model_load(const char *path, la_model **out);
+
+/* ======================================================================== */
+/* Training data: byte text and llm.c token shards                          */
+/* ======================================================================== */
+
+/* Token source split into train and validation documents (opaque).
+ * Text: a file or a directory of files (regular files, not recursive, sorted by name,
+ * hidden files skipped), read as bytes, vocab 256, one document per file. Every document is
+ * assigned to validation with probability val_fraction (la_rng seeded with split_seed);
+ * if that leaves a split empty and there is more than one document, the last document by
+ * name moves across; a single document is cut at byte (1 - val_fraction) * size.
+ * Shards: files ending ".bin" (a file, or every .bin in a directory), llm.c format: 256
+ * int32 header (magic 20240520, version 1, token count N), then N uint16 tokens; the file
+ * must be exactly 1024 + 2N bytes. Documents start at each end-of-text id (eot) and are
+ * split like text documents; files whose name contains "_val_" are validation and then
+ * no train document moves to validation. Vocab is 50257 unless set.
+ * The train split is the concatenation of its documents, sampled by window. */
+typedef struct la_data la_data;
+
+typedef enum { LA_SPLIT_TRAIN = 0, LA_SPLIT_VAL = 1 } la_split;
+
+typedef struct {
+    double val_fraction;  /* share of documents held out, in [0, 1). default 0.1 */
+    uint64_t split_seed;  /* seed of the document split. default 1234 */
+    int eot;              /* shard end-of-text id. default 50256 */
+    int vocab;            /* 0: 256 for text, 50257 for shards */
+} la_data_config;
+
+la_data_config la_data_default_config(void);
+
+/* Open a text file/directory or shard file/directory (the kind is chosen by the ".bin"
+ * suffix; a directory must hold only one kind). Errors: LA_EIO (missing/unreadable),
+ * LA_EFORMAT (wrong magic/version, size not 1024 + 2N, truncated, token >= vocab, empty
+ * file set; the message names the file and the fix), LA_ENOMEM. */
+la_status la_data_open(const char *path, const la_data_config *cfg, la_data **out);
+void la_data_free(la_data *d);
+
+int la_data_vocab(const la_data *d);
+/* Total tokens / number of documents of a split. */
+int64_t la_data_num_tokens(const la_data *d, la_split split);
+int la_data_num_docs(const la_data *d, la_split split);
+/* Length of document i of a split (tokens). -1 if out of range. */
+int64_t la_data_doc_len(const la_data *d, la_split split, int i);
+/* Copy n tokens of document `doc` starting at `offset` into out (n int32).
+ * Errors: LA_EINVAL (bad doc, offset + n beyond the document). */
+la_status la_data_read(const la_data *d, la_split split, int doc, int64_t offset, int64_t n,
+                       int32_t *out);
+
+/* Resumable sampling state (it goes into checkpoints). */
+typedef struct {
+    uint64_t rng[4];     /* xoshiro256** state of the window sampler */
+    uint64_t n_windows;  /* windows drawn so far */
+} la_data_state;
+
+/* Seed the train sampler (state becomes a function of seed only). */
+void la_data_seed(la_data *d, uint64_t seed);
+void la_data_get_state(const la_data *d, la_data_state *st);
+void la_data_set_state(la_data *d, const la_data_state *st);
+
+/* Draw B windows of T+1 consecutive tokens from the train split, each start uniform over
+ * every position where a full window fits (so every full window is reachable; nothing is
+ * read past the declared count). out: (B, T+1) int32; inputs are out[b][0..T), targets
+ * out[b][1..T]. Errors: LA_EINVAL (B, T < 1, out NULL), LA_ESHAPE (train split shorter
+ * than T+1 tokens: the message gives both numbers). */
+la_status la_data_sample(la_data *d, int B, int T, int32_t *out);
+
+/* Deterministic validation windows: the validation split's concatenation cut into
+ * consecutive non-overlapping windows of T+1 tokens; batch `index` holds windows
+ * index*B .. index*B+B-1 (wrapping around). out: (B, T+1). Errors as la_data_sample. */
+la_status la_data_val_batch(const la_data *d, int index, int B, int T, int32_t *out);
+
+/* ======================================================================== */
+/* Trainer: AdamW / Muon, schedule, checkpoints, training loop             */
+/* ======================================================================== */
+
+typedef enum {
+    LA_OPT_ADAMW = 0, /* AdamW (Loshchilov & Hutter 2019) on every tensor */
+    LA_OPT_MUON       /* Muon (K. Jordan 2024): momentum orthogonalised by 5 quintic
+                         Newton-Schulz steps (a, b, c) = (3.4445, -4.7750, 2.0315) on
+                         LA_PCLASS_MATRIX tensors, AdamW on the rest */
+} la_optimizer;
+
+typedef struct {
+    int steps;            /* optimizer steps in total (schedule length). default 400 */
+    int B, T;             /* micro-batch size and sequence length. default 16, 128 */
+    int grad_accum;       /* micro-batches per step (gradients averaged). default 1 */
+    double lr;            /* AdamW peak learning rate. default 3e-3 */
+    double min_lr;        /* cosine floor. default lr / 10 */
+    int warmup;           /* linear warm-up steps (from lr/warmup). default 20 */
+    double beta1, beta2, eps;  /* AdamW, default 0.9, 0.95, 1e-8 */
+    double weight_decay;  /* decoupled, on EMBED and MATRIX tensors only. default 0.1 */
+    double clip;          /* global gradient-norm clip; 0 disables. default 1.0 */
+    la_optimizer optimizer; /* default LA_OPT_ADAMW */
+    double muon_lr;       /* Muon peak lr (same schedule shape). default 0.02 */
+    double muon_momentum; /* Nesterov momentum of Muon. default 0.95 */
+    uint64_t seed;        /* data sampler seed. default 1 */
+    int eval_every;       /* la_train_run: validation every N steps (and at the end); 0: never */
+    int eval_batches;     /* validation batches of B x T per evaluation. default 8 */
+    int ckpt_every;       /* la_train_run: checkpoint every N steps (and at the end); 0: end only */
+    char ckpt_path[1024]; /* la_train_run: checkpoint path ("" = none), see la_trainer_save */
+    char csv_path[1024];  /* la_train_run: CSV log ("" = none): step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s */
+    int n_threads;        /* attention threads; 0: OpenMP default */
+} la_train_config;
+
+la_train_config la_train_default_config(void);
+
+/* Learning-rate multiplier in [min_lr/lr, 1] at a step (0-based): linear warm-up over
+ * `warmup` steps, then cosine decay to min_lr at `steps`. */
+double la_train_lr_factor(const la_train_config *cfg, int step);
+
+typedef struct la_trainer la_trainer;
+
+/* Trainer for model m drawing from data (data may be NULL: then only
+ * la_trainer_step_batch works). Both must outlive the trainer; the trainer seeds the
+ * data sampler with cfg->seed. Errors: LA_EINVAL (bad config value, named), LA_ENOMEM. */
+la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
+                         la_trainer **out);
+void la_trainer_free(la_trainer *tr);
+
+typedef struct {
+    int step;          /* steps done after this one */
+    float loss;        /* mean training loss of the step (over its micro-batches) */
+    float grad_norm;   /* global gradient norm before clipping */
+    double lr;         /* AdamW learning rate used */
+    double seconds;    /* wall time of the step */
+} la_step_info;
+
+/* One optimizer step on grad_accum batches of B x T drawn from the train split.
+ * Errors: LA_EINVAL (no data), LA_ENUMERIC (non-finite loss: parameters untouched), others
+ * from the model. info may be NULL. */
+la_status la_trainer_step(la_trainer *tr, la_step_info *info);
+
+/* One optimizer step on a caller-provided batch (e.g. passkey fine-tuning):
+ * tokens, targets (B, T) as la_model_forward (targets < 0 ignored). Uses and advances the
+ * same schedule and step counter. */
+la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int32_t *targets,
+                                int B, int T, la_step_info *info);
+
+/* Mean validation loss (nats/token) over cfg.eval_batches deterministic validation
+ * batches (la_data_val_batch) of B x T, via la_model_eval. Errors: LA_EINVAL (no data or
+ * empty validation split). */
+la_status la_trainer_eval(la_trainer *tr, float *val_loss);
+
+/* Steps done so far. */
+int la_trainer_step_count(const la_trainer *tr);
+
+/* Checkpoint: weights to `path` (la_model_save) and optimiser moments, Muon momenta,
+ * step, data sampler state and train config to `path`.state (also safetensors: tensors
+ * "adam.m", "adam.v", "muon.mom"; metadata as strings). Both written atomically; each
+ * records a hash of the weights so a mismatched pair is detected. Errors: LA_EIO. */
+la_status la_trainer_save(const la_trainer *tr, const char *path);
+
+/* Restore a checkpoint into an existing trainer (whose model was built with the same
+ * config, e.g. by la_model_load(path)): weights, moments, step, data state. Training
+ * then continues bit-identically to an uninterrupted run. Errors: LA_EIO (missing file),
+ * LA_EFORMAT (corrupt, truncated, weights/state mismatch, model config or optimizer
+ * different from the trainer's: the message names the field). Nothing is changed on error. */
+la_status la_trainer_load(la_trainer *tr, const char *path);
+
+/* Progress report of la_train_run, once per step. val_loss is NAN unless an evaluation
+ * ran at this step. Return nonzero to stop: la_train_run then saves a checkpoint (if
+ * ckpt_path is set) and returns LA_EINTERRUPTED. */
+typedef struct {
+    int step, steps;
+    float loss, val_loss, grad_norm;
+    double lr, tokens_per_s, elapsed_s, eta_s;
+} la_train_progress;
+typedef int (*la_train_progress_fn)(const la_train_progress *p, void *user);
+
+/* Run tr until cfg.steps (continuing from its step count, so a resumed trainer finishes
+ * the same schedule), evaluating, logging CSV (appending when resuming) and
+ * checkpointing as configured. progress may be NULL. Errors: from the steps,
+ * LA_EINTERRUPTED (progress asked to stop; checkpoint saved), LA_EIO (log/checkpoint). */
+la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user);
 
 /* ======================================================================== */
 /* KV cache  -- section owned by the inference work                         */
@@ -445,6 +818,259 @@ size_t la_sample_scratch_bytes(int V);
  * -inf). */
 la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
                           void *scratch, int32_t *token);
+
+/* ======================================================================== */
+/* Length-generalisation study (SPEC 8): documents, evaluation loss, passkey, */
+/* study files and runs  -- section owned by the study work                  */
+/* ======================================================================== */
+
+/* ---- documents (src/tasks/docs.c) ---- */
+
+/* A set of documents as token ids, kept apart so that evaluation windows never cross a
+ * document boundary. */
+typedef struct {
+    int32_t *tokens;   /* (n_tokens) every document, concatenated */
+    int64_t *offset;   /* (n_docs + 1) document d is tokens[offset[d] .. offset[d+1]) */
+    int64_t n_tokens;
+    int n_docs;
+    int vocab;         /* 256 for text read as bytes, 50257 for GPT-2 token shards */
+    int is_bytes;      /* 1: tokens are bytes, so losses are bits per byte */
+} la_docs;
+
+/* Load every document under dir. If dir holds llm.c token shards (*.bin: 256 int32
+ * header with magic 20240520, version 1 and the token count, then uint16 GPT-2 ids) they
+ * are read in name order and split into documents at each <|endoftext|> (id 50256, which
+ * starts every document in llm.c shards). Otherwise each regular, non-hidden file is one
+ * byte-level document, in name order. Errors: LA_EINVAL (NULL), LA_EIO (cannot open or
+ * read), LA_EFORMAT (bad shard header, truncated shard, no documents). On error *out is
+ * zeroed. */
+la_status la_docs_load(const char *dir, la_docs *out);
+void la_docs_free(la_docs *docs);
+/* Length in tokens of the longest document (0 if none). */
+int64_t la_docs_longest(const la_docs *docs);
+
+/* ---- validation loss at a context length (src/tasks/eval_loss.c) ---- */
+
+/* Per-position next-token loss of one window, supplied by the caller (the study binds it
+ * to the GPT model; tests bind it to reference models). inputs, targets: (T) token ids;
+ * writes loss: (T) in nats, loss[t] = -ln p(targets[t] | inputs[0..t]). */
+typedef la_status (*la_token_loss_fn)(void *ctx, const int32_t *inputs, const int32_t *targets,
+                                      int T, float *loss);
+
+/* Choose n evaluation windows of T+1 tokens (T inputs, T shifted targets), each inside
+ * one document with at least T+1 tokens: the eligible documents are shuffled with seed and
+ * used in turn, each window at a seeded uniform offset. Same (docs, T, n, seed), same
+ * windows. start: (n) offsets into docs->tokens. Errors: LA_EINVAL (T < 1, n < 1, NULL),
+ * LA_ESHAPE when no document is long enough (the message gives the longest). */
+la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int64_t *start);
+
+/* Validation loss at context length T on the windows of la_eval_windows(docs, T, n, seed),
+ * evaluated one window at a time (B = 1, so memory is whatever fn needs for one length-T
+ * window). Results in bits per token (bits per byte for byte documents):
+ *   *loss: mean over all n*T target tokens;
+ *   bucket_loss: (ceil(T / bucket)) or NULL, the mean over target positions
+ *   [b*bucket, (b+1)*bucket) of every window; bucket_tokens: (same) or NULL, their counts.
+ * The token-weighted mean of bucket_loss is *loss. Sums are in double.
+ * Errors: as la_eval_windows, LA_EINVAL (bucket < 1), LA_ENUMERIC (a non-finite loss),
+ * or whatever fn returns. */
+la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int n,
+                       uint64_t seed, int bucket, double *loss, double *bucket_loss,
+                       int64_t *bucket_tokens);
+
+/* ---- passkey retrieval (src/tasks/passkey.c) ---- */
+
+/* Byte-level passkey task (Mohtashami & Jaggi 2023, the format RULER's NIAH reuses): a
+ * haystack of real text with the needle
+ *   " The pass key is KKKKK. Remember it. KKKKK is the pass key. "
+ * inserted at a depth fraction, followed by
+ *   "\nWhat is the pass key? The pass key is " and the five answer digits KKKKK. */
+#define LA_PASSKEY_DIGITS 5
+
+typedef struct {
+    int key;          /* the pass key, 10000 .. 99999 */
+    int needle_pos;   /* index of the needle's first byte in the example */
+    int needle_len;   /* bytes of the needle text (with its two spaces) */
+    int answer_pos;   /* index of the first answer digit: T + 1 - LA_PASSKEY_DIGITS */
+    double depth;     /* realised depth: haystack bytes before the needle / haystack bytes */
+} la_passkey;
+
+/* Smallest T for which an example fits (needle + question + answer, no haystack). */
+int la_passkey_min_len(void);
+
+/* Build one example of T+1 byte tokens: the model reads tokens[0..T) and is scored on
+ * predicting tokens[answer_pos .. T] (the digits). The haystack is a contiguous stretch of
+ * hay (byte documents, joined by '\n' when one is too short), starting at a seeded offset;
+ * the needle goes after floor(depth * haystack bytes), moved back to the previous
+ * whitespace when one is within 16 bytes, so words stay whole. The key is drawn from seed
+ * and redrawn until its digits occur nowhere in the haystack, so the answer is present
+ * only in the needle and at the end. Errors: LA_EINVAL (NULL, depth outside [0,1], hay not
+ * byte-level or empty), LA_ESHAPE (T < la_passkey_min_len()). */
+la_status la_passkey_make(const la_docs *hay, int T, double depth, uint64_t seed,
+                          int32_t *tokens, la_passkey *info);
+
+/* Exact-match score of greedy decoding: pred (T) holds the model's argmax next token at
+ * each input position of the example tokens (T+1) built by la_passkey_make (e.g. the
+ * argmax output of la_model_eval). Returns 1 iff pred[answer_pos-1+i] equals the digit
+ * tokens[answer_pos+i] for every i < LA_PASSKEY_DIGITS -- teacher-forced argmax right at
+ * every digit is exactly greedy decoding reproducing the whole key; 0 otherwise (one wrong
+ * digit scores 0: no partial credit). */
+int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la_passkey *info);
+
+/* ---- study files (src/study/study_file.c) ---- */
+
+#define LA_STUDY_MAX_SPECS 16
+#define LA_STUDY_MAX_LENS 12
+#define LA_STUDY_MAX_DEPTHS 16
+
+/* One length-generalisation study: a JSON file (format in README, "The main job").
+ * Every variant in specs is trained with the same data, data order, seed and model size,
+ * then evaluated at every eval length and on the passkey grid. */
+typedef struct {
+    char name[128];            /* "name", for titles; default: the file's base name */
+    char data[1024];           /* "data": folder with train/ and val/ (text files or llm.c shards) */
+    int n_layer, d_model, n_head, n_kv_head; /* "model": {...} */
+    int steps, batch, seq_len; /* "steps", "batch", "seq_len" (= L, the training length) */
+    double lr;                 /* "lr": peak learning rate */
+    int warmup;                /* "warmup": linear warm-up steps, default steps/10 */
+    uint64_t seed;             /* "seed": weights, data order and evaluation windows */
+    int eval_lens[LA_STUDY_MAX_LENS]; /* "eval_lens": strictly increasing, default L, 4L, 16L */
+    int n_eval_lens;
+    int eval_windows;          /* "eval_windows": windows per eval length, default 8 */
+    int val_every;             /* "val_every": steps between validation losses during training, default steps/4 */
+    /* "passkey": {...}; trials = 0 switches the task off */
+    int pk_steps;              /* "finetune_steps" at length L, default steps/4 */
+    double pk_lr;              /* "finetune_lr", default lr/3 */
+    int pk_lens[LA_STUDY_MAX_LENS]; /* "lens": strictly increasing, default eval_lens */
+    int n_pk_lens;
+    double pk_depths[LA_STUDY_MAX_DEPTHS]; /* "depths" in [0,1], default 0, .25, .5, .75, 1 */
+    int n_pk_depths;
+    int pk_trials;             /* "trials" per length x depth, default 10 */
+    char specs[LA_STUDY_MAX_SPECS][256]; /* "specs": attention spec strings (SPEC 6) */
+    int n_specs;
+} la_study;
+
+/* Parse study-file text. where names the source in messages (a file name). Every key is
+ * checked: an unknown key, a wrong type, a value out of range, lengths that do not
+ * increase or a spec that la_spec_parse rejects gives LA_EFORMAT (LA_ESPEC for the spec)
+ * with a message "<where>: key \"k\": problem; fix". Missing keys take the defaults above;
+ * "data", "steps", "batch", "seq_len", "lr" and "specs" are required. */
+la_status la_study_parse(const char *text, const char *where, la_study *out);
+/* Read and parse a study file. Errors: LA_EIO, then as la_study_parse. */
+la_status la_study_load(const char *path, la_study *out);
+
+/* ======================================================================== */
+/* Synthetic tasks (SPEC 8)  -- section owned by the synth work             */
+/* ======================================================================== */
+
+/* Length-generalisation tasks of Vasylenko et al. 2025 (ASEntmax, arXiv 2506.16640),
+ * in the format of its public data generator: one example is the token sequence
+ *     BOS source SEP target EOS
+ * and the loss (and exact match) covers the positions that predict target and EOS.
+ * Every task has its own vocabulary: content tokens 0 .. n_content-1, then the special
+ * tokens PAD = n_content, BOS = n_content+1, EOS = n_content+2, SEP = n_content+3
+ * (the paper's tokenizer order pad, bos, eos, [mask,] sep; there is no mask token).
+ *
+ * "Content length" L is the task's sequence-length knob (the paper's seq_len): training
+ * draws L uniformly from [min_len, max_len] (32-64 as in the paper); evaluation fixes
+ * L = m * max_len for m = 1, 2, 4, ... Source and target sizes at length L:
+ *   copy / reverse / sort  source L random tokens in [0, n_symbols); target the source,
+ *                          reversed, or sorted ascending (L tokens).
+ *   mqmtar                 source: a key-value region of exactly L tokens, then
+ *                          n_queries x (QSEP key); target n_queries x (QSEP value).
+ *                          Content ids: SPACE 0, KVSEP 1, QSEP 2, alphabet 3 .. 3+n_symbols-1.
+ *                          A key is k_len alphabet tokens, a value v_len. The region holds
+ *                          n_kv = min(floor(L*kv_frac/(k_len+v_len+2)), n_symbols^k_len,
+ *                          n_symbols^v_len) pairs "key KVSEP value" with distinct keys and
+ *                          distinct values, each at a random offset inside its own block of
+ *                          ~L/n_kv tokens padded by SPACE (always >= 1 SPACE after a value);
+ *                          queries pick keys of the region uniformly with replacement.
+ *   flipflop               P = L/2 (command, bit) pairs: commands WRITE 2 (the first),
+ *                          WRITE with probability write_prob or IGNORE 3 (the middle ones),
+ *                          READ 4 (the last); bits 0/1. Source: the 2P-1 tokens of the pairs
+ *                          without the READ's bit; target: the bit of the last WRITE (1 token).
+ * Generation is deterministic: example `index` of stream `seed` is the same on every
+ * machine and independent of which other examples are drawn. */
+typedef enum {
+    LA_TASK_MQMTAR = 0, /* multi-query multi-token associative recall */
+    LA_TASK_COPY,
+    LA_TASK_REVERSE,
+    LA_TASK_SORT,
+    LA_TASK_FLIPFLOP,
+    LA_TASK_COUNT_      /* number of tasks (not a task) */
+} la_task;
+
+typedef struct {
+    la_task task;
+    int n_symbols;     /* copy/reverse/sort: token range; mqmtar: key/value alphabet size */
+    int min_len;       /* training content length range, inclusive (default 32 .. 64) */
+    int max_len;
+    int k_len, v_len;  /* mqmtar tokens per key / value (default 2, 2) */
+    double kv_frac;    /* mqmtar share of the region given to pairs, (0, 1] (default 0.8) */
+    int n_queries;     /* mqmtar queries per example (default 4) */
+    double write_prob; /* flipflop probability of a middle WRITE, (0, 1) (default 0.1) */
+} la_task_params;
+
+/* Token ids of a task's vocabulary; vocab_size = n_content + 4. */
+typedef struct {
+    int n_content, pad, bos, eos, sep, vocab_size;
+} la_task_vocab;
+
+/* Where the parts of one generated example sit in its token buffer. */
+typedef struct {
+    int n_tokens;   /* total tokens: 1 + src_len + 1 + tgt_len + 1 */
+    int content_len;/* the L it was generated at */
+    int src_start;  /* = 1 (after BOS) */
+    int src_len;
+    int sep;        /* index of SEP = 1 + src_len */
+    int tgt_start;  /* = sep + 1 */
+    int tgt_len;
+    int eos;        /* index of EOS = tgt_start + tgt_len = n_tokens - 1 */
+} la_task_example;
+
+/* Defaults for a task (n_symbols 16: copy/reverse/sort token range 16; mqmtar alphabet
+ * 16, i.e. 256 possible keys of 2 tokens). */
+la_task_params la_task_default_params(la_task task);
+
+/* "mqmtar", "copy", "reverse", "sort", "flipflop" (also "flip-flop").
+ * Errors: LA_EINVAL naming the bad name and the valid ones. */
+la_status la_task_from_name(const char *name, la_task *out);
+const char *la_task_name(la_task task); /* "?" for an unknown value */
+
+/* Check params (ranges above; mqmtar: min_len must hold >= n_queries pairs).
+ * Errors: LA_EINVAL naming the field and its valid range. */
+la_status la_task_validate(const la_task_params *p);
+
+la_status la_task_vocab_of(const la_task_params *p, la_task_vocab *v);
+
+/* Tokens of an example at content length L (every example at L has exactly this many).
+ * Errors: LA_EINVAL (bad params, L < 4 or L too large for int). */
+la_status la_task_tokens_at(const la_task_params *p, int content_len, int *n_tokens);
+
+/* Generate example `index` of stream `seed` into tokens[0 .. cap). content_len 0 draws L
+ * uniformly from [min_len, max_len]; > 0 uses that L (evaluation). ex may be NULL.
+ * Errors: LA_EINVAL (bad params/L, NULL tokens), LA_ESHAPE (cap too small). */
+la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed,
+                         uint64_t index, int32_t *tokens, int cap, la_task_example *ex);
+
+/* Pack examples first_index .. first_index+B-1 of stream `seed` for next-token training,
+ * in the convention of la_model_forward / la_trainer_step_batch:
+ *   inputs:  (B, T) row b holds example tokens[0 .. n-2], right-padded with PAD;
+ *   targets: (B, T) tokens[1 .. n-1] where the loss applies -- the positions predicting a
+ *            target token or EOS (t >= sep) -- and -1 elsewhere (source, the SEP
+ *            prediction, padding): the loss is on the target only;
+ *   ex:      (B) example layouts, or NULL.
+ * T must be >= the longest example's n_tokens - 1 (la_task_tokens_at(max L) - 1).
+ * content_len as in la_task_sample. Errors: LA_EINVAL, LA_ESHAPE (T too small). */
+la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
+                        uint64_t first_index, int B, int T, int32_t *inputs,
+                        int32_t *targets, la_task_example *ex);
+
+/* Exact match of one packed row: 1 if pred[t] == targets[t] at every t with
+ * targets[t] >= 0, else 0. pred, targets: (T). With teacher forcing this equals greedy
+ * decoding exact match: if every forced prediction is right, greedy decoding feeds back
+ * exactly the forced inputs; at the first wrong forced prediction greedy decoding emits
+ * that wrong token. */
+int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
 
 #ifdef __cplusplus
 }

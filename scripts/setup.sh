@@ -17,3 +17,5 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
 fi
 make -j"$(nproc)" all
+# default corpus of the main job (data/pydoc/{train,val}); skipped when already built
+scripts/prepare_corpus.sh

@@ -1,0 +1,29 @@
+/* entmax_internal.h -- row-level entmax helpers shared by the row transforms (entmax.c) and
+ * the fused sparse attention (entmax_attn.c). Not public. */
+#ifndef LA_ENTMAX_INTERNAL_H
+#define LA_ENTMAX_INTERNAL_H
+
+#include "longattn.h"
+
+/* Which exact algorithm a row uses. */
+enum { LA_ENTMAX_BISECT = 0, LA_ENTMAX_SPARSEMAX = 1, LA_ENTMAX_15 = 2 };
+
+/* LA_OK for a finite alpha > 1, else LA_EINVAL with a message naming fn and saying that
+ * softmax is its own normaliser. */
+la_status la_entmax_check_alpha(double alpha, const char *fn);
+
+/* One row: z (n) -> p (n), *tau (unshifted units of (alpha-1) z, LA_ROW_EMPTY for a row with
+ * no finite entry; tau may be NULL). work: 2n doubles of scratch. row and fn only name the
+ * place in error messages (NaN / +inf input). */
+la_status la_entmax_row_f64(int kind, double alpha, const double *z, int n, double *p,
+                            double *tau, double *work, int64_t row, const char *fn);
+
+/* Shifted threshold t of c (n) = (alpha-1)(z - max z), -inf for masked entries, nfin >= 1
+ * finite entries: sum_i [c_i - t]_+^(1/(alpha-1)) = 1, t in [-1, -nfin^(1-alpha)]. */
+double la_entmax_tau_bisect(const double *c, int n, int nfin, double alpha);
+
+/* Backward of one row (see la_entmax_bisect_backward_f64); dalpha may be NULL. */
+void la_entmax_backward_row_f64(const double *p, const double *dp, int n, double alpha,
+                                double *dz, double *dalpha);
+
+#endif

@@ -1,0 +1,652 @@
+/* spec.c -- attention spec strings <-> la_spec (SPEC section 6): parse, validate, print.
+ *
+ * Grammar (whitespace allowed around tokens, names, '=', ',' and parentheses):
+ *   spec   := token ('+' token)*
+ *   token  := name | name '(' [arg (',' arg)*] ')'
+ *   arg    := value | key '=' value       (positional arguments come first, in the
+ *                                          documented order; then key=value ones)
+ * At most one token per category (normaliser, transform, position, pattern), except that
+ * global(g) must be combined with window(w). Missing categories take softmax, none, nope,
+ * causal. The canonical form prints normaliser+transform+position+pattern with every
+ * parameter named and each double in the shortest "%.{1..17}g" text that reads back to
+ * the same bits, so la_spec_parse(la_spec_format(s)) == s field by field.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+enum { CAT_NORM = 0, CAT_XF, CAT_POS, CAT_PAT, N_CAT };
+static const char *const cat_name[N_CAT] = {"normaliser", "transform", "position", "pattern"};
+static const char *const cat_plural[N_CAT] = {"normalisers", "transforms", "positions", "patterns"};
+
+enum { P_DBL = 0, P_INT };
+
+typedef struct {
+    const char *key;
+    int type;      /* P_DBL (double field) or P_INT (int field) */
+    size_t offset; /* into la_spec */
+    int required;  /* 1: the token is meaningless without it */
+} param_def;
+
+typedef struct {
+    const char *name;
+    int cat;
+    int kind; /* la_norm / la_xform / la_pos / la_pattern value */
+    int nparams;
+    param_def p[5];
+} token_def;
+
+#define D_(key, field, req) {key, P_DBL, offsetof(la_spec, field), req}
+#define I_(key, field, req) {key, P_INT, offsetof(la_spec, field), req}
+
+/* Parameters are listed in their positional order; defaults are la_spec_default()'s. */
+static const token_def tokens[] = {
+    {"softmax", CAT_NORM, LA_NORM_SOFTMAX, 0, {{0}}},
+    {"entmax", CAT_NORM, LA_NORM_ENTMAX, 1, {D_("alpha", alpha, 0)}},
+    {"sparsemax", CAT_NORM, LA_NORM_SPARSEMAX, 0, {{0}}},
+    {"asentmax", CAT_NORM, LA_NORM_ASENTMAX, 3,
+     {D_("alpha", alpha, 0), D_("delta", as_delta, 0), D_("gamma_range", as_gamma_range, 0)}},
+
+    {"none", CAT_XF, LA_XF_NONE, 0, {{0}}},
+    {"logn", CAT_XF, LA_XF_LOGN, 2, {D_("s", logn_s, 0), I_("train", train_len, 0)}},
+    {"qwen-logn", CAT_XF, LA_XF_QWEN_LOGN, 1, {I_("train", train_len, 1)}},
+    {"sinv", CAT_XF, LA_XF_SINV, 1, {D_("tau", tau, 0)}},
+    {"critical", CAT_XF, LA_XF_CRITICAL, 1, {D_("gamma", gamma, 0)}},
+    {"temp", CAT_XF, LA_XF_TEMP, 1, {D_("x", temp, 1)}},
+
+    {"nope", CAT_POS, LA_POS_NOPE, 0, {{0}}},
+    {"rope", CAT_POS, LA_POS_ROPE, 1, {D_("theta", theta, 0)}},
+    {"prope", CAT_POS, LA_POS_PROPE, 2, {D_("p", rope_p, 0), D_("theta", theta, 0)}},
+    {"ntk", CAT_POS, LA_POS_NTK, 2, {D_("s", pos_scale, 1), D_("theta", theta, 0)}},
+    {"dynamic-ntk", CAT_POS, LA_POS_DYNAMIC_NTK, 3,
+     {D_("s", pos_scale, 1), I_("train", train_len, 1), D_("theta", theta, 0)}},
+    {"yarn", CAT_POS, LA_POS_YARN, 5,
+     {D_("s", pos_scale, 1), I_("train", train_len, 1), D_("beta_fast", beta_fast, 0),
+      D_("beta_slow", beta_slow, 0), D_("theta", theta, 0)}},
+    {"alibi", CAT_POS, LA_POS_ALIBI, 0, {{0}}},
+    {"nape", CAT_POS, LA_POS_NAPE, 0, {{0}}},
+
+    {"causal", CAT_PAT, LA_PAT_CAUSAL, 0, {{0}}},
+    {"full", CAT_PAT, LA_PAT_FULL, 0, {{0}}},
+    {"window", CAT_PAT, LA_PAT_WINDOW, 1, {I_("w", window, 1)}},
+    {"sinks", CAT_PAT, LA_PAT_SINKS, 2, {I_("n", sinks, 1), I_("w", window, 1)}},
+    /* global(g) alone is incomplete: it must come with window(w) (checked in parse) */
+    {"global", CAT_PAT, LA_PAT_GLOBAL, 1, {I_("g", global, 1)}},
+};
+#define N_TOKENS ((int)(sizeof tokens / sizeof tokens[0]))
+
+la_spec la_spec_default(void) {
+    la_spec s;
+    memset(&s, 0, sizeof s); /* also zeroes padding so memcmp-style copies are stable */
+    s.norm = LA_NORM_SOFTMAX;
+    s.alpha = 1.5;
+    s.as_delta = 1.0;
+    s.as_gamma_range = 2.0;
+    s.pos = LA_POS_NOPE;
+    s.theta = 10000.0;
+    s.rope_p = 0.5;
+    s.pos_scale = 1.0;
+    s.train_len = 0;
+    s.beta_fast = 32.0;
+    s.beta_slow = 1.0;
+    s.xform = LA_XF_NONE;
+    s.logn_s = 0.0;
+    s.tau = 10.0;
+    s.gamma = 1.0;
+    s.temp = 1.0;
+    s.pattern = LA_PAT_CAUSAL;
+    s.window = 0;
+    s.sinks = 0;
+    s.global = 0;
+    return s;
+}
+
+/* ---- small string helpers ---- */
+
+/* "name(a,b)" signature used in the lists of valid choices. */
+static void append(char *buf, size_t n, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t n, size_t *len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(*len < n ? buf + *len : NULL, *len < n ? n - *len : 0, fmt, ap);
+    va_end(ap);
+    if (w > 0) *len += (size_t)w;
+}
+
+static void signature(const token_def *t, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+    append(buf, n, &len, "%s", t->name);
+    if (t->cat == CAT_PAT && t->kind == LA_PAT_GLOBAL) {
+        append(buf, n, &len, "(g)+window(w)");
+        return;
+    }
+    if (t->nparams == 0) return;
+    append(buf, n, &len, "(");
+    for (int i = 0; i < t->nparams; i++) append(buf, n, &len, "%s%s", i ? "," : "", t->p[i].key);
+    append(buf, n, &len, ")");
+}
+
+/* "nope, rope(theta), ..." for one category. */
+static void valid_list(int cat, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_TOKENS; i++) {
+        if (tokens[i].cat != cat) continue;
+        char sig[96];
+        signature(&tokens[i], sig, sizeof sig);
+        append(buf, n, &len, "%s%s", len ? ", " : "", sig);
+    }
+}
+
+static const char *param_list(const token_def *t, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+    if (t->nparams == 0) return "(none: it takes no parameters)";
+    for (int i = 0; i < t->nparams; i++) append(buf, n, &len, "%s%s", i ? ", " : "", t->p[i].key);
+    return buf;
+}
+
+/* Levenshtein distance for short names (did-you-mean suggestions). */
+static int edit_distance(const char *a, size_t la_, const char *b) {
+    size_t lb = strlen(b);
+    if (la_ > 31 || lb > 31) return 99;
+    int prev[32], cur[32];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la_; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int c = prev[j - 1] + (tolower((unsigned char)a[i - 1]) != b[j - 1]);
+            if (prev[j] + 1 < c) c = prev[j] + 1;
+            if (cur[j - 1] + 1 < c) c = cur[j - 1] + 1;
+            cur[j] = c;
+        }
+        memcpy(prev, cur, sizeof(int) * (lb + 1));
+    }
+    return prev[lb];
+}
+
+/* The user's whole text, shortened for messages. */
+typedef struct {
+    const char *text;
+    char quoted[208];
+} ctx_t;
+
+static la_status spec_fail(const ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static la_status spec_fail(const ctx_t *c, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return la_fail(LA_ESPEC, "spec '%s': %s", c->quoted, msg);
+}
+
+/* ---- numbers ---- */
+
+/* A finite decimal double: digits, '.', exponent; no hex, inf, nan or trailing junk. */
+static int parse_double(const char *s, size_t n, double *out) {
+    char buf[64];
+    if (n == 0 || n >= sizeof buf) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("0123456789.eE+-", s[i])) return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *end;
+    double v = strtod(buf, &end);
+    if (end != buf + n || !isfinite(v)) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_int(const char *s, size_t n, int *out) {
+    char buf[32];
+    if (n == 0 || n >= sizeof buf) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("0123456789+-", s[i])) return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *end;
+    long v = strtol(buf, &end, 10);
+    if (end != buf + n || v < -2147483647L || v > 2147483647L) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* Whole numbers in plain digits; otherwise the shortest %.Ng (N = 1..17) that reads back
+ * to the same double (%.17g always does). */
+static void format_double(double v, char *buf, size_t n) {
+    if (v == floor(v) && fabs(v) < 1e16) { /* whole numbers: 10000, not 1e+04 */
+        snprintf(buf, n, "%.0f", v);
+        if (signbit(v) && v == 0) snprintf(buf, n, "-0");
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        double back = strtod(buf, NULL);
+        if (memcmp(&back, &v, sizeof v) == 0) return;
+    }
+}
+
+/* ---- validation ---- */
+
+/* Check the fields the chosen kinds use. On failure writes why (without the token) and
+ * returns the failing category; returns -1 when the spec is consistent. */
+static int check_spec(const la_spec *s, char *why, size_t n) {
+    why[0] = '\0';
+    if (s->train_len < 0) {
+        snprintf(why, n, "train must be >= 0 (got %d)", s->train_len);
+        return s->xform == LA_XF_LOGN || s->xform == LA_XF_QWEN_LOGN ? CAT_XF : CAT_POS;
+    }
+    switch (s->norm) {
+    case LA_NORM_SOFTMAX: break;
+    case LA_NORM_ENTMAX:
+        if (!(s->alpha > 1.0) || !isfinite(s->alpha)) {
+            snprintf(why, n, "alpha must be a finite number > 1 (got %g; alpha = 1 is softmax, use 'softmax')", s->alpha);
+            return CAT_NORM;
+        }
+        break;
+    case LA_NORM_SPARSEMAX:
+        if (s->alpha != 2.0) {
+            snprintf(why, n, "sparsemax has alpha = 2 (got %g; use entmax(alpha=...) for other values)", s->alpha);
+            return CAT_NORM;
+        }
+        break;
+    case LA_NORM_ASENTMAX:
+        if (!(s->alpha > 1.0) || !isfinite(s->alpha)) {
+            snprintf(why, n, "alpha must be a finite number > 1 (got %g)", s->alpha);
+            return CAT_NORM;
+        }
+        if (!(s->as_delta >= 0.0) || !isfinite(s->as_delta)) {
+            snprintf(why, n, "delta must be a finite number >= 0 (got %g)", s->as_delta);
+            return CAT_NORM;
+        }
+        if (!(s->as_gamma_range >= 0.0) || !isfinite(s->as_gamma_range)) {
+            snprintf(why, n, "gamma_range must be a finite number >= 0 (got %g)", s->as_gamma_range);
+            return CAT_NORM;
+        }
+        break;
+    default: snprintf(why, n, "unknown normaliser value %d", (int)s->norm); return CAT_NORM;
+    }
+    switch (s->xform) {
+    case LA_XF_NONE: break;
+    case LA_XF_LOGN:
+        if (!(s->logn_s >= 0.0) || !isfinite(s->logn_s)) {
+            snprintf(why, n, "s must be a finite number >= 0 (got %g; 0 means 1/log(train))", s->logn_s);
+            return CAT_XF;
+        }
+        /* s = 0 and train = 0 stays legal: the per-head s_h may come from
+         * la_attn_opts.logn_s, or the trainer fills in train_len later. */
+        if (s->logn_s == 0.0 && s->train_len == 1) {
+            snprintf(why, n, "s = 0 means 1/log(train) and needs train >= 2 (got train = 1)");
+            return CAT_XF;
+        }
+        break;
+    case LA_XF_QWEN_LOGN:
+        if (s->train_len < 2) {
+            snprintf(why, n, "train (the training length, >= 2) is required (got %d)", s->train_len);
+            return CAT_XF;
+        }
+        break;
+    case LA_XF_SINV:
+        if (!(s->tau > 0.0) || !isfinite(s->tau)) {
+            snprintf(why, n, "tau must be a finite number > 0 (got %g)", s->tau);
+            return CAT_XF;
+        }
+        break;
+    case LA_XF_CRITICAL:
+        if (!(s->gamma > 0.0) || !isfinite(s->gamma)) {
+            snprintf(why, n, "gamma must be a finite number > 0 (got %g)", s->gamma);
+            return CAT_XF;
+        }
+        break;
+    case LA_XF_TEMP:
+        if (!(s->temp > 0.0) || !isfinite(s->temp)) {
+            snprintf(why, n, "x must be a finite number > 0 (got %g)", s->temp);
+            return CAT_XF;
+        }
+        break;
+    default: snprintf(why, n, "unknown transform value %d", (int)s->xform); return CAT_XF;
+    }
+    switch (s->pos) {
+    case LA_POS_NOPE:
+    case LA_POS_ALIBI:
+    case LA_POS_NAPE: break;
+    case LA_POS_ROPE:
+    case LA_POS_PROPE:
+    case LA_POS_NTK:
+    case LA_POS_DYNAMIC_NTK:
+    case LA_POS_YARN:
+        if (!(s->theta > 1.0) || !isfinite(s->theta)) {
+            snprintf(why, n, "theta must be a finite number > 1 (got %g)", s->theta);
+            return CAT_POS;
+        }
+        if (s->pos == LA_POS_PROPE && !(s->rope_p >= 0.0 && s->rope_p <= 1.0)) {
+            snprintf(why, n, "p must lie in [0, 1] (got %g)", s->rope_p);
+            return CAT_POS;
+        }
+        if (s->pos >= LA_POS_NTK && !(s->pos_scale >= 1.0 && isfinite(s->pos_scale))) {
+            snprintf(why, n, "s (the context extension factor) must be a finite number >= 1 (got %g)", s->pos_scale);
+            return CAT_POS;
+        }
+        if ((s->pos == LA_POS_DYNAMIC_NTK || s->pos == LA_POS_YARN) && s->train_len < 1) {
+            snprintf(why, n, "train (the training length, >= 1) is required (got %d)", s->train_len);
+            return CAT_POS;
+        }
+        if (s->pos == LA_POS_YARN &&
+            !(isfinite(s->beta_fast) && s->beta_slow > 0.0 && s->beta_fast > s->beta_slow)) {
+            snprintf(why, n, "needs beta_fast > beta_slow > 0 (got beta_fast = %g, beta_slow = %g)",
+                     s->beta_fast, s->beta_slow);
+            return CAT_POS;
+        }
+        break;
+    default: snprintf(why, n, "unknown position value %d", (int)s->pos); return CAT_POS;
+    }
+    switch (s->pattern) {
+    case LA_PAT_CAUSAL:
+    case LA_PAT_FULL: break;
+    case LA_PAT_WINDOW:
+        if (s->window < 1) {
+            snprintf(why, n, "window w must be >= 1 (got %d)", s->window);
+            return CAT_PAT;
+        }
+        break;
+    case LA_PAT_SINKS:
+        if (s->sinks < 1 || s->window < 1) {
+            snprintf(why, n, "sinks needs n >= 1 and w >= 1 (got n = %d, w = %d)", s->sinks, s->window);
+            return CAT_PAT;
+        }
+        break;
+    case LA_PAT_GLOBAL:
+        if (s->global < 1 || s->window < 1) {
+            snprintf(why, n, "global(g)+window(w) needs g >= 1 and w >= 1 (got g = %d, w = %d)", s->global,
+                     s->window);
+            return CAT_PAT;
+        }
+        break;
+    default: snprintf(why, n, "unknown pattern value %d", (int)s->pattern); return CAT_PAT;
+    }
+    return -1;
+}
+
+la_status la_spec_validate(const la_spec *spec) {
+    if (!spec) return la_fail(LA_EINVAL, "la_spec_validate: spec is NULL");
+    char why[256];
+    int cat = check_spec(spec, why, sizeof why);
+    if (cat < 0) return LA_OK;
+    char fmt[256];
+    la_spec_format(spec, fmt, sizeof fmt);
+    return la_fail(LA_ESPEC, "invalid %s in spec '%s': %s", cat_name[cat], fmt, why);
+}
+
+/* ---- parsing ---- */
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static void trim(const char **b, const char **e) {
+    while (*b < *e && is_space(**b)) (*b)++;
+    while (*e > *b && is_space((*e)[-1])) (*e)--;
+}
+
+/* Parse one token [b, e) into *s. seen[cat] holds the index+1 of the token already seen in
+ * each category; global/window may share the pattern category. */
+static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_spec *s, int seen[N_CAT],
+                             int *train_tok, int *pat_has_window, int *pat_has_global) {
+    trim(&b, &e);
+    int tlen = (int)(e - b);
+    if (tlen == 0) return spec_fail(c, "empty token (two '+' in a row, or a '+' at an end)");
+    const char *name_e = b;
+    while (name_e < e && (isalnum((unsigned char)*name_e) || *name_e == '-' || *name_e == '_')) name_e++;
+    size_t nlen = (size_t)(name_e - b);
+    const char *rest = name_e;
+    while (rest < e && is_space(*rest)) rest++;
+    if (nlen == 0) return spec_fail(c, "token '%.*s' does not start with a name", tlen, b);
+
+    int ti = -1;
+    for (int i = 0; i < N_TOKENS; i++)
+        if (strlen(tokens[i].name) == nlen && !strncmp(tokens[i].name, b, nlen)) ti = i;
+    if (ti < 0) {
+        int best = -1, bestd = 3;
+        for (int i = 0; i < N_TOKENS; i++) {
+            int d = edit_distance(b, nlen, tokens[i].name);
+            if (d < bestd) bestd = d, best = i;
+        }
+        char lists[N_CAT][320];
+        for (int k = 0; k < N_CAT; k++) valid_list(k, lists[k], sizeof lists[k]);
+        if (best >= 0) {
+            int k = tokens[best].cat;
+            return spec_fail(c, "unknown %s '%.*s' (did you mean '%s'?); valid %s: %s", cat_name[k], (int)nlen, b,
+                             tokens[best].name, cat_plural[k], lists[k]);
+        }
+        return spec_fail(c, "unknown word '%.*s'; valid normalisers: %s; transforms: %s; positions: %s; patterns: %s",
+                         (int)nlen, b, lists[CAT_NORM], lists[CAT_XF], lists[CAT_POS], lists[CAT_PAT]);
+    }
+    const token_def *t = &tokens[ti];
+    char sig[96], plist[128];
+    signature(t, sig, sizeof sig);
+
+    /* category bookkeeping */
+    if (t->cat == CAT_PAT && (t->kind == LA_PAT_WINDOW || t->kind == LA_PAT_GLOBAL)) {
+        int is_win = t->kind == LA_PAT_WINDOW;
+        int other_ok = is_win ? (*pat_has_global && !*pat_has_window) : (*pat_has_window && !*pat_has_global);
+        if (seen[CAT_PAT] && !other_ok)
+            return spec_fail(c, "second pattern token '%.*s' after '%s' (at most one pattern; only global(g) and "
+                                "window(w) combine)",
+                             tlen, b, tokens[seen[CAT_PAT] - 1].name);
+        if (is_win) *pat_has_window = 1;
+        else *pat_has_global = 1;
+        seen[CAT_PAT] = ti + 1;
+        s->pattern = (*pat_has_window && *pat_has_global) ? LA_PAT_GLOBAL : (la_pattern)t->kind;
+    } else {
+        if (seen[t->cat]) {
+            char list[320];
+            valid_list(t->cat, list, sizeof list);
+            return spec_fail(c, "second %s token '%.*s' after '%s' (give at most one of: %s)", cat_name[t->cat],
+                             tlen, b, tokens[seen[t->cat] - 1].name, list);
+        }
+        seen[t->cat] = ti + 1;
+        switch (t->cat) {
+        case CAT_NORM:
+            s->norm = (la_norm)t->kind;
+            if (t->kind == LA_NORM_SPARSEMAX) s->alpha = 2.0;
+            break;
+        case CAT_XF: s->xform = (la_xform)t->kind; break;
+        case CAT_POS: s->pos = (la_pos)t->kind; break;
+        default: s->pattern = (la_pattern)t->kind; break;
+        }
+    }
+
+    /* arguments */
+    int given[5] = {0};
+    if (rest < e) {
+        if (*rest != '(' || e[-1] != ')')
+            return spec_fail(c, "token '%.*s' is not of the form name or name(args); expected %s", tlen, b, sig);
+        if (t->nparams == 0)
+            return spec_fail(c, "'%s' takes no parameters (got '%.*s')", t->name, tlen, b);
+        const char *a = rest + 1, *aend = e - 1;
+        for (const char *x = a; x < aend; x++)
+            if (*x == '(' || *x == ')')
+                return spec_fail(c, "unbalanced or nested parentheses in token '%.*s'", tlen, b);
+        const char *tb = a, *te;
+        int seen_kw = 0, npos = 0;
+        int empty_all = 1;
+        for (const char *x = a; x < aend; x++)
+            if (!is_space(*x)) empty_all = 0;
+        while (!empty_all) {
+            te = tb;
+            while (te < aend && *te != ',') te++;
+            const char *ab = tb, *ae = te;
+            trim(&ab, &ae);
+            if (ab == ae) return spec_fail(c, "empty argument in token '%.*s'; expected %s", tlen, b, sig);
+            const char *eq = memchr(ab, '=', (size_t)(ae - ab));
+            int pi = -1;
+            const char *vb, *ve = ae;
+            if (eq) {
+                const char *kb = ab, *ke = eq;
+                trim(&kb, &ke);
+                for (int i = 0; i < t->nparams; i++)
+                    if (strlen(t->p[i].key) == (size_t)(ke - kb) && !strncmp(t->p[i].key, kb, (size_t)(ke - kb)))
+                        pi = i;
+                if (pi < 0)
+                    return spec_fail(c, "unknown parameter '%.*s' of '%s' in token '%.*s'; valid: %s", (int)(ke - kb),
+                                     kb, t->name, tlen, b, param_list(t, plist, sizeof plist));
+                seen_kw = 1;
+                vb = eq + 1;
+            } else {
+                if (seen_kw)
+                    return spec_fail(c, "positional argument '%.*s' after a key=value one in token '%.*s'",
+                                     (int)(ae - ab), ab, tlen, b);
+                if (npos >= t->nparams)
+                    return spec_fail(c, "too many arguments in token '%.*s': '%s' takes %d (%s)", tlen, b, t->name,
+                                     t->nparams, param_list(t, plist, sizeof plist));
+                pi = npos++;
+                vb = ab;
+            }
+            trim(&vb, &ve);
+            if (given[pi])
+                return spec_fail(c, "parameter '%s' given twice in token '%.*s'", t->p[pi].key, tlen, b);
+            given[pi] = 1;
+            const param_def *pd = &t->p[pi];
+            if (pd->type == P_DBL) {
+                double v;
+                if (!parse_double(vb, (size_t)(ve - vb), &v))
+                    return spec_fail(c, "bad number '%.*s' for %s in token '%.*s' (expected a finite decimal number "
+                                     "such as 0.5 or 1e4)",
+                                     (int)(ve - vb), vb, pd->key, tlen, b);
+                memcpy((char *)s + pd->offset, &v, sizeof v);
+            } else {
+                int v;
+                if (!parse_int(vb, (size_t)(ve - vb), &v))
+                    return spec_fail(c, "bad integer '%.*s' for %s in token '%.*s' (expected a whole number such as "
+                                     "512)",
+                                     (int)(ve - vb), vb, pd->key, tlen, b);
+                if (pd->offset == offsetof(la_spec, train_len)) {
+                    /* train is shared by the position and the transform: 0 means unset */
+                    if (v != 0 && *train_tok >= 0 && s->train_len != 0 && s->train_len != v)
+                        return spec_fail(c, "train = %d in token '%.*s' conflicts with train = %d given to '%s'", v,
+                                         tlen, b, s->train_len, tokens[*train_tok].name);
+                    if (v != 0 || s->train_len == 0) s->train_len = v;
+                    if (v != 0) *train_tok = ti;
+                } else {
+                    memcpy((char *)s + pd->offset, &v, sizeof v);
+                }
+            }
+            if (te >= aend) break;
+            tb = te + 1;
+        }
+    }
+    for (int i = 0; i < t->nparams; i++)
+        if (t->p[i].required && !given[i])
+            return spec_fail(c, "'%s' needs its parameter '%s' (write %s)", t->name, t->p[i].key, sig);
+    return LA_OK;
+}
+
+la_status la_spec_parse(const char *text, la_spec *out) {
+    if (!text || !out) return la_fail(LA_EINVAL, "la_spec_parse: %s is NULL", !text ? "text" : "out");
+    ctx_t c;
+    c.text = text;
+    size_t tl = strlen(text);
+    if (tl < sizeof c.quoted) memcpy(c.quoted, text, tl + 1);
+    else snprintf(c.quoted, sizeof c.quoted, "%.*s...", (int)sizeof c.quoted - 4, text);
+
+    la_spec s = la_spec_default();
+    int seen[N_CAT] = {0};
+    int train_tok = -1, has_win = 0, has_glob = 0;
+    const char *b = text, *end = text + tl;
+    {
+        const char *x = b, *y = end;
+        trim(&x, &y);
+        if (x == y)
+            return la_fail(LA_ESPEC, "empty attention spec; write e.g. 'softmax+rope+causal' (default: "
+                                     "softmax+nope+causal)");
+    }
+    int depth = 0;
+    for (const char *x = text; x <= end; x++) {
+        if (x < end && *x == '(') depth++;
+        if (x < end && *x == ')') {
+            if (--depth < 0) return spec_fail(&c, "unbalanced ')'");
+        }
+        if (x == end || (*x == '+' && depth == 0)) {
+            if (x == end && depth != 0) return spec_fail(&c, "unbalanced '(' (missing ')')");
+            LA_TRY(parse_token(&c, b, x, &s, seen, &train_tok, &has_win, &has_glob));
+            b = x + 1;
+        }
+    }
+    if (has_glob && !has_win)
+        return spec_fail(&c, "global(g) must be combined with window(w), e.g. global(g=2)+window(w=512)");
+
+    char why[256];
+    int cat = check_spec(&s, why, sizeof why);
+    if (cat >= 0) {
+        /* name the token that carries the bad value */
+        const char *tok = seen[cat] ? tokens[seen[cat] - 1].name : "(default)";
+        if (cat == CAT_PAT && has_win && has_glob) tok = "global/window";
+        char list[320];
+        valid_list(cat, list, sizeof list);
+        return spec_fail(&c, "bad %s '%s': %s (valid %s: %s)", cat_name[cat], tok, why, cat_plural[cat], list);
+    }
+    *out = s;
+    return LA_OK;
+}
+
+/* ---- canonical printing ---- */
+
+static void fmt_params(const la_spec *s, const token_def *t, char *buf, size_t n, size_t *len) {
+    append(buf, n, len, "%s", t->name);
+    if (t->nparams == 0) return;
+    append(buf, n, len, "(");
+    for (int i = 0; i < t->nparams; i++) {
+        const param_def *pd = &t->p[i];
+        if (pd->type == P_DBL) {
+            double v;
+            memcpy(&v, (const char *)s + pd->offset, sizeof v);
+            char num[40];
+            format_double(v, num, sizeof num);
+            append(buf, n, len, "%s%s=%s", i ? "," : "", pd->key, num);
+        } else {
+            int v;
+            memcpy(&v, (const char *)s + pd->offset, sizeof v);
+            append(buf, n, len, "%s%s=%d", i ? "," : "", pd->key, v);
+        }
+    }
+    append(buf, n, len, ")");
+}
+
+static const token_def *find_def(int cat, int kind) {
+    for (int i = 0; i < N_TOKENS; i++)
+        if (tokens[i].cat == cat && tokens[i].kind == kind) return &tokens[i];
+    return NULL;
+}
+
+int la_spec_format(const la_spec *spec, char *buf, size_t n) {
+    size_t len = 0;
+    if (buf && n) buf[0] = '\0';
+    if (!buf) n = 0;
+    if (!spec) {
+        append(buf, n, &len, "(null)");
+        return (int)len;
+    }
+    const token_def *t;
+    const int kinds[N_CAT] = {(int)spec->norm, (int)spec->xform, (int)spec->pos, (int)spec->pattern};
+    for (int cat = 0; cat < N_CAT; cat++) {
+        if (cat == CAT_XF && spec->xform == LA_XF_NONE) continue; /* 'none' is implied */
+        if (len) append(buf, n, &len, "+");
+        if (cat == CAT_PAT && spec->pattern == LA_PAT_GLOBAL) {
+            append(buf, n, &len, "global(g=%d)+window(w=%d)", spec->global, spec->window);
+            continue;
+        }
+        t = find_def(cat, kinds[cat]);
+        if (!t) {
+            append(buf, n, &len, "?%s%d", cat_name[cat], kinds[cat]);
+            continue;
+        }
+        fmt_params(spec, t, buf, n, &len);
+    }
+    return (int)len;
+}

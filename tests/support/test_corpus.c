@@ -1,0 +1,64 @@
+/* test_corpus.c -- tiny generated text corpora for tests. */
+#define _GNU_SOURCE
+#include "test_corpus.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint64_t next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static const char *const WORDS[] = {
+    "the", "a", "function", "returns", "list", "of", "values", "module", "object", "is",
+    "and", "to", "in", "file", "string", "with", "for", "that", "when", "class", "method",
+    "attribute", "error", "raised", "if", "not", "an", "argument", "default", "python",
+    "name", "type", "can", "be", "used", "this", "new", "data", "call", "set"};
+
+int la_test_write_corpus(const char *dir, int n_docs, const int *sizes, uint64_t seed) {
+    uint64_t s = seed * 0x2545F4914F6CDD1DULL + 7;
+    const int n_words = (int)(sizeof WORDS / sizeof WORDS[0]);
+    for (int d = 0; d < n_docs; d++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/doc_%03d.txt", dir, d);
+        FILE *f = fopen(path, "wb");
+        if (!f) return -1;
+        int written = 0, in_sentence = 0;
+        char word[32];
+        while (written < sizes[d]) {
+            uint64_t r = next(&s);
+            if (r % 23 == 0) snprintf(word, sizeof word, "%d", 10000 + (int)(r % 90000));
+            else snprintf(word, sizeof word, "%s", WORDS[(r >> 8) % (uint64_t)n_words]);
+            if (!in_sentence && word[0] >= 'a') word[0] = (char)(word[0] - 'a' + 'A');
+            char piece[48];
+            int end = (r >> 20) % 9 == 0;
+            snprintf(piece, sizeof piece, "%s%s%s", word, end ? "." : ((r >> 24) % 11 == 0 ? "," : ""),
+                     end && (r >> 28) % 4 == 0 ? "\n" : " ");
+            in_sentence = !end;
+            int len = (int)strlen(piece);
+            if (written + len > sizes[d]) len = sizes[d] - written;
+            fwrite(piece, 1, (size_t)len, f);
+            written += len;
+        }
+        if (fclose(f) != 0) return -1;
+    }
+    return 0;
+}
+
+int la_test_mkdtemp(const char *prefix, char *buf, int n) {
+    snprintf(buf, (size_t)n, "/tmp/%sXXXXXX", prefix);
+    return mkdtemp(buf) ? 0 : -1;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+void la_test_rmtree(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
