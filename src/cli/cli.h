@@ -15,4 +15,7 @@ typedef struct {
 /* Print "longattn: <msg>" to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* bench/bench_main.c: `longattn bench <name>` (table in bench/bench.h). */
+int cli_bench(int argc, char **argv);
+
 #endif

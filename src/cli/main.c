@@ -7,6 +7,7 @@
 
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
+    {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench},
     {NULL, NULL, NULL},
 };
 
