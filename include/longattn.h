@@ -1072,6 +1072,155 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
  * that wrong token. */
 int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
 
+/* ======================================================================== */
+/* Critical-scaling simulation (SPEC 8)  -- section owned by the bench work */
+/* ======================================================================== */
+
+/* The model of Chen, Lin, Polyanskiy & Rigollet, "Critical attention scaling in
+ * long-context transformers" (arXiv 2025; seeds/001): tokens on the unit sphere,
+ * K = Q = V = I, one self-attention step with scores beta <x_i, x_j> (self included)
+ * and beta = gamma * log n, outputs normalised back to the sphere:
+ *     y_i = sum_j softmax_j(beta <x_i, x_j>) x_j,   y_i <- y_i / |y_i|.
+ * For tokens with pairwise inner product rho the phase transition is at
+ * gamma = 1 / (1 - rho): below it the tokens collapse to one direction, above it attention
+ * is the identity. All arrays are double, row-major. */
+
+/* One attention step. x: (n, d) unit rows; y: (n, d) output rows (unit; a zero row stays
+ * zero). Streams over blocks of query rows (BLAS dgemm), memory O(n*d + 256*n), no n x n
+ * buffer. Errors: LA_EINVAL (NULL, n or d < 1, beta not finite, x == y), LA_ENOMEM. */
+la_status la_critical_attend(const double *x, int n, int d, double beta, double *y);
+
+/* Mean over the n(n-1)/2 pairs i < j of the angle acos(<x_i, x_j>) (radians, inner
+ * products clamped to [-1, 1]) and of the inner product <x_i, x_j>. x: (n, d), n >= 2.
+ * Either output may be NULL. Errors: LA_EINVAL, LA_ENOMEM. */
+la_status la_critical_pair_stats(const double *x, int n, int d, double *mean_angle,
+                                 double *mean_ip);
+
+/* The paper's Gaussian model (its eq. 3.1): x_i = sqrt(rho) z_0 + sqrt(1-rho) z_i with
+ * z_0, z_i i.i.d. standard Gaussian in R^d (la_rng seeded with seed), each row then
+ * normalised to the unit sphere. x: (n, d). rho in [0, 1]. Errors: LA_EINVAL. */
+la_status la_critical_gaussian_tokens(int n, int d, double rho, uint64_t seed, double *x);
+
+/* The equal-angle (regular simplex) configuration of the theorem's Assumption 1, built
+ * exactly: x_i = sqrt(rho) e_0 + sqrt(1-rho) e_{i+1}, so |x_i| = 1 and <x_i, x_j> = rho
+ * (i != j) up to rounding. x: (n, n+1), i.e. d = n + 1. rho in [0, 1).
+ * Errors: LA_EINVAL. */
+la_status la_critical_simplex_tokens(int n, double rho, double *x);
+
+/* Inner product <y_i, y_j> (i != j) after one step on the equal-angle configuration of n
+ * tokens, in closed form: by symmetry every token puts weight w_s = 1/(1+u) on itself and
+ * w_o = u/(1+u) spread evenly on the m = n-1 others, u = m exp(beta (rho - 1)), so
+ * y_i ~ w_s x_i + w_o o_i with o_i the mean of the other tokens, whose inner products are
+ * exact functions of rho and m (derivation in src/tasks/critical.c). O(1) work, any
+ * n >= 2 (n is a double so that n = 1e12 works). beta = gamma * log n.
+ * Errors: LA_EINVAL (n < 2, rho outside [0, 1), gamma not finite or < 0). */
+la_status la_critical_simplex_ip(double n, double rho, double gamma, double *ip);
+
+/* The theorem's n -> infinity limit of la_critical_simplex_ip (Chen et al. Thm 2.1 with
+ * the simplex assumption): 1 for gamma < 1/(1-rho) (collapse), 4 rho / (1 + 3 rho) at
+ * gamma = 1/(1-rho) (|gamma (1-rho) - 1| <= 1e-12), rho above (identity). */
+double la_critical_simplex_limit(double rho, double gamma);
+
+/* One grid cell of the Gaussian-model simulation. Angles in radians. */
+typedef struct {
+    double rho, gamma;
+    double gamma_crit;     /* 1 / (1 - rho) */
+    double beta;           /* gamma * log n */
+    double angle_before, angle_after; /* mean pairwise angles, averaged over draws */
+    double angle_ratio;    /* angle_after / angle_before (the paper's lambda) */
+    double ip_before, ip_after;       /* mean pairwise inner products */
+    double simplex_ip;     /* la_critical_simplex_ip at the same n, rho, gamma */
+} la_critical_cell;
+
+typedef struct {
+    int n, d;           /* tokens and dimension. default 1024, 256 */
+    int draws;          /* independent token sets per rho, averaged. default 1 */
+    uint64_t seed;      /* default 1 */
+    int n_threads;      /* unused by the BLAS path; reserved. default 0 */
+} la_critical_params;
+
+la_critical_params la_critical_default_params(void);
+
+/* Run the grid: for each rho (n_rho values in [0, 1)) draw `draws` Gaussian token sets
+ * and for each gamma (n_gamma values >= 0) attend once with beta = gamma log n.
+ * cells: (n_rho, n_gamma) row-major. Cost O(n_rho * draws * n_gamma * n^2 * d).
+ * Errors: LA_EINVAL (bad params or grid value, named), LA_ENOMEM. */
+la_status la_critical_grid(const la_critical_params *p, const double *rhos, int n_rho,
+                           const double *gammas, int n_gamma, la_critical_cell *cells);
+
+/* ======================================================================== */
+/* Attention diagnostics (SPEC 8)  -- section owned by the bench work       */
+/* ======================================================================== */
+
+/* Total attention mass and attention entropy per distance range, the two properties of
+ * scale-invariant attention (Anson et al. 2025, arXiv 2505.17083, Defs 3.1 and 3.3):
+ * ranges [t, t*delta) of key distance t = p_q - p_k. Range edges: 0, 1, then
+ * e_{k+1} = max(e_k + 1, ceil(e_k * delta)), i.e. [0,1) [1,10) [10,100) ... for delta 10,
+ * the last range ending past max_dist.
+ * For one query row with probabilities p_t the accumulator computes, per range r,
+ *     M_r = sum_{t in r} p_t,
+ *     H_r = -sum_{t in r} (p_t / M_r) log(p_t / M_r) = log M_r - (sum p_t log p_t) / M_r
+ * (the entropy of the attention renormalised within the range, nats; undefined and not
+ * counted when M_r = 0), and averages both over the rows that had at least one key in the
+ * range (an early query that cannot reach a far range does not dilute its average). Probabilities arrive streamed over
+ * key tiles (a kernel recomputes p = exp(L - lse) tile by tile), never as a T x S buffer;
+ * several rows may be in flight at once, one per slot. */
+typedef struct la_diag la_diag;
+
+/* Accumulator for distances 0 .. max_dist (>= 0) with ratio delta (> 1) and n_slots (>= 1)
+ * rows in flight. Errors: LA_EINVAL naming the bad argument, LA_ENOMEM. */
+la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out);
+void la_diag_free(la_diag *d);
+
+/* Number of ranges and the edges [lo, hi) of range r (hi may exceed max_dist + 1). */
+int la_diag_num_ranges(const la_diag *d);
+la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi);
+
+/* Add n probabilities of one row (slot) for keys at distances t0, t0 + dt, ...,
+ * t0 + (n-1) dt, dt = +1 or -1 (a key tile read forward has decreasing distance).
+ * prob: (n) floats in [0, 1] (1 + 1e-5 is tolerated as float rounding). Errors: LA_EINVAL (slot out of range, dt not +-1, a distance
+ * outside [0, max_dist], a probability that is NaN or outside [0, 1]); nothing is added
+ * on error. */
+la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n);
+
+/* Fold the row held in slot into the per-range averages and clear the slot.
+ * Errors: LA_EINVAL (slot out of range). */
+la_status la_diag_row_end(la_diag *d, int slot);
+
+typedef struct {
+    int64_t lo, hi;       /* the range [lo, hi) */
+    int64_t rows;         /* rows folded in that had keys in the range */
+    double keys;          /* mean keys per such row */
+    double mass;          /* mean M_r over rows */
+    double mass_se;       /* its standard error (0 with one row) */
+    int64_t entropy_rows; /* rows with M_r > 0 */
+    double entropy;       /* mean H_r over those rows, nats */
+    double entropy_se;
+} la_diag_result;
+
+/* Results of range r. Errors: LA_EINVAL (r out of range, NULL). */
+la_status la_diag_get(const la_diag *d, int r, la_diag_result *out);
+
+/* Summary over the complete ranges (hi - 1 <= max_dist) with lo >= lo_min that have
+ * entropy rows: mass_ratio = max M_r / min M_r, entropy_slope = least-squares slope of
+ * H_r against log(lo) (nats per e-fold of t; uniform attention gives 1, the
+ * scale-invariance property wants < 1). n_used: ranges used (< 2: both outputs NaN).
+ * Errors: LA_EINVAL (NULL). */
+la_status la_diag_summary(const la_diag *d, int64_t lo_min, double *mass_ratio,
+                          double *entropy_slope, int *n_used);
+
+/* The scale-invariance check under the paper's Gaussian model (Anson et al. sec. 3):
+ * one query at position N sees keys at distances t = 0..N whose base logits S_t are
+ * i.i.d. N(0, 1) (la_rng seeded with seed); the spec's transform gives L_t (SPEC 4):
+ * none / temp: temp*S; sinv: a_t S + m_t; logn: s log(N+1) S (s = logn_s, or
+ * 1/log(train_len)); qwen-logn: max(1, log(N+1)/log(train_len)) S; critical:
+ * gamma log(N+1) S. Each of `draws` rows is normalised by softmax (log-sum-exp over its
+ * N+1 keys, O(N) memory, no N x N buffer) and streamed into d, slot 0, in key tiles.
+ * The spec must be softmax with the causal pattern; position encodings do not enter the
+ * model. Errors: LA_EINVAL (NULL, N < 1, draws < 1, d's max_dist < N, logn without s or
+ * train), LA_EUNSUPPORTED (other normaliser or pattern, alibi/nape), LA_ENOMEM. */
+la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t seed, la_diag *d);
+
 #ifdef __cplusplus
 }
 #endif
