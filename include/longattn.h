@@ -442,6 +442,11 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
                         float *mean_loss, float *loss_per_token, int32_t *argmax,
                         float *last_logits);
 
+/* Threads for the attention kernels of this model (la_attn_opts.n_threads); 0 (the default)
+ * means the OpenMP default. Calls with under ~2M multiply-adds always use one thread.
+ * la_trainer_new applies la_train_config.n_threads when it is > 0. */
+void la_model_set_threads(la_model *m, int n_threads);
+
 /* Hand back every activation buffer (they are reallocated on the next forward). */
 void la_model_release_buffers(la_model *m);
 
@@ -563,7 +568,7 @@ typedef struct {
     int ckpt_every;       /* la_train_run: checkpoint every N steps (and at the end); 0: end only */
     char ckpt_path[1024]; /* la_train_run: checkpoint path ("" = none), see la_trainer_save */
     char csv_path[1024];  /* la_train_run: CSV log ("" = none): step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s */
-    int n_threads;        /* attention threads; 0: OpenMP default */
+    int n_threads;        /* attention threads of the model (la_model_set_threads); 0: leave as is */
 } la_train_config;
 
 la_train_config la_train_default_config(void);
