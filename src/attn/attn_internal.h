@@ -178,6 +178,14 @@ void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float 
 /* Transpose src (n, D, lds) into dst (D, ldd), zero-filling columns n..ldd-1. */
 void la_transpose(const float *src, int n, int D, int lds, float *dst, int ldd);
 
+/* Row reductions in a fixed order (deterministic): max, sum, and sum over entries with
+ * L != -inf of P (L - mx) (entropy numerator). */
+float la_row_max(const float *x, int n);
+float la_row_sum(const float *x, int n);
+float la_row_plogit(const float *P, const float *L, float mx, int n);
+/* sum over entries with L != -inf of a * b (non-finite values at masked entries ignored). */
+float la_row_dot_live(const float *a, const float *b, const float *L, int n);
+
 /* exp(x) for x <= ~88 in float, vectorisable, exact 0 below -87.3 (and for -inf). */
 void la_exp_sub(const float *x, float mx, float *y, int n);
 

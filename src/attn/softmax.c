@@ -119,8 +119,7 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
             for (int r = 0; r < nr; r++) {
                 const float *L = s->Lb + (size_t)r * LA_BK;
                 float *P = s->Pb + (size_t)r * LA_BK;
-                float tmax = -INFINITY;
-                for (int x = 0; x < nc; x++) tmax = L[x] > tmax ? L[x] : tmax;
+                float tmax = la_row_max(L, nc);
                 if (tmax == -INFINITY) { /* no visible key of this row in the tile */
                     memset(P, 0, sizeof(float) * (size_t)nc);
                     continue;
@@ -129,15 +128,8 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
                 int seen = s->l[r] > 0.0;
                 double mnew = seen && mold > tmax ? mold : tmax;
                 la_exp_sub(L, (float)mnew, P, nc);
-                float rs = 0.0f;
-                for (int x = 0; x < nc; x++) rs += P[x];
-                double e = 0.0;
-                if (want_ent) {
-                    float ef = 0.0f;
-                    for (int x = 0; x < nc; x++)
-                        if (L[x] != -INFINITY) ef += P[x] * (L[x] - (float)mnew);
-                    e = ef;
-                }
+                float rs = la_row_sum(P, nc);
+                double e = want_ent ? la_row_plogit(P, L, (float)mnew, nc) : 0.0;
                 if (seen) {
                     double alpha = exp(mold - mnew);
                     s->s2[r] = alpha * (s->s2[r] + (mold - mnew) * s->l[r]) + e;
@@ -214,7 +206,8 @@ static void keymass_task(const la_attn_ctx *c, const scratch *s, int b, int h, i
         tile_probs(s, rows, nr, nc);
         for (int r = 0; r < nr; r++) {
             const float *P = s->Pb + (size_t)r * LA_BK;
-            for (int x = 0; x < nc; x++) s->colsum[x] += P[x];
+            float *cs = s->colsum;
+            for (int x = 0; x < nc; x++) cs[x] += P[x];
         }
     }
     float *km = c->opts->key_mass + ((size_t)b * c->H + h) * S + j0;
@@ -272,12 +265,14 @@ static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *dO
         const float *sd = s->Sb + (size_t)r * LA_BK;
         float *g = s->dPb + (size_t)r * LA_BK;
         float di = s->Di[r], f = s->cr[r];
-        float gsum = 0.0f;
-        const float *ta = c->has_t ? c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1) : NULL;
-        for (int x = 0; x < nc; x++) {
-            float dl = L[x] == -INFINITY ? 0.0f : P[x] * (g[x] - di); /* dS = P o (dP - D) */
-            if (want_gs && dl != 0.0f) gsum += dl * sd[x];
-            g[x] = dl * f * (ta ? ta[x] : 1.0f); /* L = c a dot + ...  ->  d dot = dL c a */
+        for (int x = 0; x < nc; x++) /* dS = P o (dP - D), exactly 0 on masked entries */
+            g[x] = L[x] == -INFINITY ? 0.0f : P[x] * (g[x] - di);
+        float gsum = want_gs ? la_row_dot_live(g, sd, L, nc) : 0.0f;
+        if (c->has_t) { /* L = c a dot + ...  ->  d dot = dL c a */
+            const float *ta = c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1);
+            for (int x = 0; x < nc; x++) g[x] *= f * ta[x];
+        } else {
+            for (int x = 0; x < nc; x++) g[x] *= f;
         }
         if (want_gs) s->gs[r] += gsum;
     }
