@@ -63,9 +63,25 @@ double la_yarn_logit_factor(const la_spec *spec);
 /* cos/sin of pos * omega_k for positions base .. base+n-1, in double then rounded:
  * cs: (n, D) with cos in [0, D/2) and sin in [D/2, D) of each row. */
 void la_rope_table(const double *omega, int D, int64_t base, int n, float *cs, int nthreads);
-/* Rotate row x (D) by the table row cs (D): (x[k], x[k+D/2]) -> (x c - y s, x s + y c);
+/* Rotate row x (D) by the table row cs (D): (x[k], x[k+D/2]) -> (x c - y s, x s + y c)
+ * for the first nrot pairs (pairs with omega = 0 are copied: p-RoPE's NoPE channels);
  * inverse rotates by the negative angle. src may equal dst. */
-void la_rope_row(const float *src, float *dst, const float *cs, int D, int inverse);
+static inline void la_rope_row(const float *src, float *dst,
+                               const float *restrict cs, int D, int nrot, int inverse) {
+    const int half = D / 2;
+    const float *co = cs, *si = cs + half;
+    const float sg = inverse ? -1.0f : 1.0f;
+    for (int k = 0; k < nrot; k++) {
+        float x = src[k], y = src[k + half], sn = sg * si[k];
+        dst[k] = x * co[k] - y * sn;
+        dst[k + half] = x * sn + y * co[k];
+    }
+    if (src != dst)
+        for (int k = nrot; k < half; k++) {
+            dst[k] = src[k];
+            dst[k + half] = src[k + half];
+        }
+}
 
 /* ---- visibility (mask.c) ---------------------------------------------------------- */
 
@@ -109,6 +125,7 @@ typedef struct {
 
     float scale;                   /* m_yarn / sqrt(D) */
     int rotate;                    /* RoPE family: q, k rotated through the tables */
+    int nrot;                      /* pairs k < nrot rotate (omega_k != 0), the rest do not */
     const float *kcs;              /* (S, D) cos|sin at key positions 0..S-1 (rotate) */
     const float *qcs;              /* (T, D) table rows for query i (rotate, no docs, out of
                                       [0,S)); NULL: queries use kcs at their position */
@@ -118,6 +135,7 @@ typedef struct {
     int nqt, nkt;                  /* number of query / key tiles */
 
     int has_t;                     /* any distance term (sinv or alibi) */
+    int has_sinv;                  /* sinv transform (t_a, t_m not trivial) */
     const float *t_a, *t_m, *t_d;  /* (T+S-1) indexed by (j - i) + T - 1: a_t, m_t, -|t| */
     const float *slope;            /* (H) ALiBi slope per head, 0 for heads without */
     const float *head_s;           /* (H) s_h for logn, 1 otherwise */
