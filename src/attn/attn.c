@@ -122,6 +122,13 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     int32_t *dstart = NULL, *dend = NULL;
     la_rowvis *rows = NULL;
     la_tilespan *qspan = NULL;
+    /* prepared K/V tiles: at least one (b, hkv) pair, at most 16 MiB beyond that */
+    size_t pair_floats = (size_t)2 * c->nkt * LA_BK * D;
+    size_t npairs = B * (size_t)s->Hkv, fit = ((size_t)4 << 20) / pair_floats;
+    if (fit < 1) fit = 1;
+    if (fit > npairs) fit = npairs;
+    c->prep_pairs = (int)fit;
+    size_t prep_floats = fit * pair_floats;
     la_ws_req req[] = {
         {(void **)&omega, rotate ? sizeof(double) * D / 2 : 0},
         {(void **)&kcs, rotate ? sizeof(float) * S * D : 0},
@@ -135,6 +142,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         {(void **)&t_d, c->has_t ? sizeof(float) * ntab : 0},
         {(void **)&slope, sizeof(float) * (size_t)s->H},
         {(void **)&head_s, sizeof(float) * (size_t)s->H},
+        {(void **)&c->prep, sizeof(float) * prep_floats},
         {(void **)&c->part, sizeof(double) * B * (size_t)s->H * (size_t)c->nqt},
         {(void **)&c->thread_scratch, c->scratch_bytes * (size_t)c->nthreads},
     };
@@ -274,6 +282,27 @@ void la_tile_logits(const la_attn_ctx *c, int h, const la_rowvis *rows, int i0, 
         }
         for (int x = prev; x < nc; x++) l[x] = -INFINITY;
     }
+}
+
+size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v) {
+    const int D = c->D;
+    size_t tile = (size_t)D * LA_BK, stride = (size_t)(with_v ? 2 : 1) * c->nkt * tile;
+#pragma omp parallel num_threads(c->nthreads)
+    {
+        float *kr = la_ctx_scratch(c, omp_get_thread_num()); /* (BK, D) rotated rows */
+#pragma omp for schedule(static)
+        for (int t = 0; t < n * c->nkt; t++) {
+            int pr = p0 + t / c->nkt, kt = t % c->nkt;
+            int b = pr / c->Hkv, hkv = pr % c->Hkv;
+            int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
+            float *dst = c->prep + (size_t)(pr - p0) * stride + (size_t)kt * tile;
+            la_transpose(la_load_k(c, b, hkv, j0, nc, kr), nc, D, D, dst, LA_BK);
+            if (with_v)
+                la_transpose(c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * D, nc, D, D,
+                             dst + (size_t)c->nkt * tile, LA_BK);
+        }
+    }
+    return stride;
 }
 
 /* ---- public entry points --------------------------------------------------------- */

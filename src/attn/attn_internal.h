@@ -141,6 +141,10 @@ typedef struct {
     const float *head_s;           /* (H) s_h for logn, 1 otherwise */
 
     double *part;                  /* (B, H, nqt) per-tile partial sums (d logn_s) */
+    float *prep;                   /* prepared tiles of prep_pairs (b, hkv) pairs at a time:
+                                      per pair nkt x (D, BK) rotated K^T tiles, then (with
+                                      V) nkt x (D, BK) V^T tiles (la_prep_pairs) */
+    int prep_pairs;                /* how many (b, hkv) pairs (with V tiles) fit in prep */
     char *thread_scratch;          /* nthreads x scratch_bytes */
     size_t scratch_bytes;
 } la_attn_ctx;
@@ -152,6 +156,13 @@ la_status la_attn_ctx_init(la_attn_ctx *ctx, const la_spec *spec, const la_shape
                            const float *q, const float *k, const float *v,
                            const la_attn_opts *opts, size_t extra_scratch,
                            la_workspace **own_ws);
+
+/* Prepare rotated, transposed K tiles (and transposed V tiles when with_v) of the pairs
+ * p0 .. p0+n-1 (pair = b * Hkv + hkv) into c->prep, in parallel over tiles. Returns the
+ * stride in floats between pairs; tile kt of pair p starts at
+ * prep + (p - p0) * stride + kt * D * BK (K) and + nkt * D * BK more (V). Used so that a K
+ * tile is rotated and transposed once per call instead of once per query tile. */
+size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v);
 
 /* Scratch of thread tid (scratch_bytes bytes, 64-byte aligned). */
 static inline void *la_ctx_scratch(const la_attn_ctx *c, int tid) {
