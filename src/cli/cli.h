@@ -15,4 +15,7 @@ typedef struct {
 /* Print "longattn: <msg>" to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* longattn attn: run the attention kernel on .npy files (src/cli/attn.c). */
+int cli_attn(int argc, char **argv);
+
 #endif

@@ -7,6 +7,7 @@
 
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
+    {"attn", "run the attention kernel on .npy files (forward, optional backward)", cli_attn},
     {NULL, NULL, NULL},
 };
 
