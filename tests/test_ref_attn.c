@@ -172,7 +172,7 @@ static void test_visibility_counts(void **state) {
                 case LA_PAT_WINDOW: vis = j <= p && j > p - 5; break;
                 case LA_PAT_CAUSAL: vis = j <= p; break;
                 case LA_PAT_SINKS: vis = j <= p && (j < 2 || j > p - 3); break;
-                case LA_PAT_GLOBAL: vis = p < 2 || j < 2 || (j <= p && j > p - 3); break;
+                case LA_PAT_GLOBAL: vis = (p >= 0 && p < 2) || j < 2 || (j <= p && j > p - 3); break;
                 default: vis = 1;
                 }
                 n += vis;

@@ -134,7 +134,7 @@ static int setup(call_t *c, const la_spec *spec, const la_shape *sh, const ref_a
     if (spec->norm != LA_NORM_SOFTMAX) return ref_fail("the reference computes softmax only");
     c->pos0 = sh->pos0 == LA_POS0_AUTO ? (int64_t)c->S - c->T : sh->pos0;
     c->docs = o ? o->doc_ids : NULL;
-    c->ctx = o && o->ctx_len > 0 ? o->ctx_len : (c->S > c->pos0 + c->T ? c->S : c->pos0 + c->T);
+    c->ctx = o && o->ctx_len > 0 ? o->ctx_len : c->S;
     if (c->docs && (c->pos0 < 0 || c->pos0 + c->T > c->S))
         return ref_fail("with doc_ids every query position pos0+i must lie in [0, S)");
     c->rot = spec->pos == LA_POS_ROPE || spec->pos == LA_POS_PROPE || spec->pos == LA_POS_NTK ||
@@ -185,7 +185,7 @@ static int visible(const la_spec *sp, int64_t p, int64_t kp) {
     case LA_PAT_WINDOW: return kp <= p && kp >= p - sp->window + 1;
     case LA_PAT_SINKS: return kp <= p && (kp < sp->sinks || kp >= p - sp->window + 1);
     case LA_PAT_GLOBAL:
-        if (p < sp->global) return 1;
+        if (p >= 0 && p < sp->global) return 1; /* a global query (one of the first g) */
         return kp < sp->global || (kp <= p && kp >= p - sp->window + 1);
     }
     return 0;

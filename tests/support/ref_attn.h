@@ -19,7 +19,9 @@
  *          the run's first index; keys of other runs are invisible.
  *   patterns on in-document positions p (query) and kp (key): causal kp <= p; full all;
  *          window p-w+1 <= kp <= p; sinks (kp < n and kp <= p) or window; global(g)+window(w)
- *          kp < g or window, and a query with p < g sees every key of its document.
+ *          kp < g or window, and a global query (0 <= p < g) sees every key of its document
+ *          (a query at a negative position is not global: it sees the g global keys).
+ *   dynamic-ntk: the context length n is S (the number of keys) unless given.
  *   row with no visible key: out 0, lse -inf, entropy 0, zero gradients.
  */
 #ifndef LA_REF_ATTN_H
@@ -32,7 +34,7 @@
 typedef struct {
     const int32_t *doc_ids; /* (B, S) or NULL */
     const double *logn_s;   /* (H) per-head s_h of logn, or NULL: spec->logn_s (0: 1/log(train)) */
-    int64_t ctx_len;        /* context length n of dynamic-ntk; 0 means max(S, pos0 + T) */
+    int64_t ctx_len;        /* context length n of dynamic-ntk; 0 means S (the number of keys) */
 } ref_attn_opts;
 
 /* Forward. q (B,H,T,D), k, v (B,Hkv,S,D) -> out (B,H,T,D), lse (B,H,T); entropy (B,H,T)
