@@ -1,0 +1,116 @@
+/* test_study_file.c -- the study file parser: defaults, the shipped files, and a clear
+ * error (file, key, problem, fix) for every kind of bad file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/internal.h"
+
+#define MIN_OK "\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, " \
+               "\"specs\": [\"softmax+rope\"]"
+
+static void test_minimal_file_takes_defaults(void **state) {
+    (void)state;
+    la_study s;
+    assert_int_equal(la_study_parse("{" MIN_OK "}", "studies/mini.json", &s), LA_OK);
+    assert_string_equal(s.name, "mini");
+    assert_string_equal(s.data, "d");
+    assert_int_equal(s.steps, 100);
+    assert_int_equal(s.seq_len, 128);
+    /* eval at L, 4L, 16L by default, passkey on the same lengths */
+    assert_int_equal(s.n_eval_lens, 3);
+    assert_int_equal(s.eval_lens[0], 128);
+    assert_int_equal(s.eval_lens[1], 512);
+    assert_int_equal(s.eval_lens[2], 2048);
+    assert_int_equal(s.n_pk_lens, 3);
+    assert_int_equal(s.pk_lens[2], 2048);
+    assert_int_equal(s.n_pk_depths, 5);
+    assert_int_equal(s.warmup, 10);
+    assert_int_equal(s.pk_steps, 25);
+    assert_int_equal(s.n_layer, 4);
+    assert_int_equal(s.d_model, 128);
+    assert_int_equal(s.n_kv_head, 4);
+    assert_int_equal(s.n_specs, 1);
+    assert_string_equal(s.specs[0], "softmax+rope");
+}
+
+static void test_shipped_study_files_parse(void **state) {
+    (void)state;
+    la_study s;
+    assert_int_equal(la_study_load("studies/default.json", &s), LA_OK);
+    assert_true(s.n_specs >= 5);
+    assert_int_equal(s.eval_lens[s.n_eval_lens - 1], 16 * s.seq_len);
+    assert_true(s.pk_trials > 0);
+    assert_int_equal(la_study_load("studies/quick.json", &s), LA_OK);
+    assert_true(s.n_specs >= 2);
+}
+
+/* Parse text, expect status st and every needle in the message. */
+static void expect_error(const char *text, la_status st, const char *n1, const char *n2, const char *n3) {
+    la_study s;
+    memset(&s, 0x5a, sizeof s);
+    la_study keep = s;
+    la_status got = la_study_parse(text, "bad.json", &s);
+    if (got != st) fail_msg("expected %s, got %s (%s) for: %s", la_status_name(st), la_status_name(got), la_errmsg(), text);
+    const char *m = la_errmsg();
+    assert_non_null(strstr(m, "bad.json"));
+    if (n1 && !strstr(m, n1)) fail_msg("message lacks '%s': %s", n1, m);
+    if (n2 && !strstr(m, n2)) fail_msg("message lacks '%s': %s", n2, m);
+    if (n3 && !strstr(m, n3)) fail_msg("message lacks '%s': %s", n3, m);
+    assert_memory_equal(&s, &keep, sizeof s); /* untouched on error */
+}
+
+static void test_bad_files_have_clear_errors(void **state) {
+    (void)state;
+    expect_error("{" MIN_OK ", \"stepz\": 3}", LA_EFORMAT, "unknown key \"stepz\"", "steps", "eval_lens");
+    expect_error("{" MIN_OK ", \"model\": {\"n_layers\": 2}}", LA_EFORMAT, "\"n_layers\"", "\"model\"", "n_layer");
+    expect_error("{" MIN_OK ", \"passkey\": {\"depth\": [0]}}", LA_EFORMAT, "\"depth\"", "depths", NULL);
+    expect_error("{\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, "
+                 "\"specs\": [\"softmax+rope\", \"softmax+ropee\"]}", LA_ESPEC, "\"specs\"", "entry 2", "ropee");
+    expect_error("{\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, "
+                 "\"specs\": [\"softmax+rope\", \"softmax+rope+causal\"]}", LA_EFORMAT, "same attention", NULL, NULL);
+    expect_error("{\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, "
+                 "\"specs\": []}", LA_EFORMAT, "\"specs\"", NULL, NULL);
+    expect_error("{" MIN_OK ", \"eval_lens\": [128, 512, 512]}", LA_EFORMAT, "\"eval_lens\"", "strictly increasing", "512");
+    expect_error("{" MIN_OK ", \"eval_lens\": [2048, 128]}", LA_EFORMAT, "\"eval_lens\"", "strictly increasing", NULL);
+    expect_error("{" MIN_OK ", \"eval_lens\": [128, 0.5]}", LA_EFORMAT, "\"eval_lens\"", "entry 2", NULL);
+    expect_error("{" MIN_OK ", \"passkey\": {\"lens\": [512, 256]}}", LA_EFORMAT, "passkey.lens", "increasing", NULL);
+    expect_error("{" MIN_OK ", \"passkey\": {\"lens\": [64, 256]}}", LA_EFORMAT, "passkey.lens", "too short", NULL);
+    expect_error("{" MIN_OK ", \"passkey\": {\"depths\": [0, 1.5]}}", LA_EFORMAT, "passkey.depths", "[0, 1]", NULL);
+    expect_error("{\"data\": \"d\", \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, \"specs\": [\"softmax\"]}",
+                 LA_EFORMAT, "\"steps\"", "missing", NULL);
+    expect_error("{" MIN_OK ", \"eval_windows\": 2.5}", LA_EFORMAT, "\"eval_windows\"", "whole number", NULL);
+    expect_error("{\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0, \"specs\": [\"softmax\"]}",
+                 LA_EFORMAT, "\"lr\"", NULL, NULL);
+    expect_error("{" MIN_OK ", \"model\": {\"d_model\": 100, \"n_head\": 3}}", LA_EFORMAT, "model.d_model", "multiple", NULL);
+    expect_error("{" MIN_OK ", \"model\": {\"n_head\": 4, \"n_kv_head\": 3}}", LA_EFORMAT, "model.n_kv_head", NULL, NULL);
+    expect_error("{" MIN_OK ", \"seed\": -1}", LA_EFORMAT, "\"seed\"", NULL, NULL);
+    expect_error("{" MIN_OK ", \"steps\": 5}", LA_EFORMAT, "\"steps\"", "twice", NULL);
+    expect_error("{\"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, \"specs\": [\"softmax\"]}",
+                 LA_EFORMAT, "\"data\"", "missing", "data/pydoc");
+    expect_error("[1, 2]", LA_EFORMAT, "one JSON object", NULL, NULL);
+    /* syntax error: line and column of the fault */
+    expect_error("{\n  \"data\": \"d\",\n  \"steps\": 100,,\n}", LA_EFORMAT, "bad.json:3:", "not valid JSON", NULL);
+}
+
+static void test_load_missing_file(void **state) {
+    (void)state;
+    la_study s;
+    assert_int_equal(la_study_load("/nonexistent/x.json", &s), LA_EIO);
+    assert_non_null(strstr(la_errmsg(), "/nonexistent/x.json"));
+    assert_int_equal(la_study_parse(NULL, "x", &s), LA_EINVAL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_minimal_file_takes_defaults),
+        cmocka_unit_test(test_shipped_study_files_parse),
+        cmocka_unit_test(test_bad_files_have_clear_errors),
+        cmocka_unit_test(test_load_missing_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
