@@ -27,6 +27,10 @@ int cli_gnuplot(const char *script_path);
 int cli_critical(int argc, char **argv);
 int cli_diagnose(int argc, char **argv);
 
+/* src/cli/blas_coretype.c: if OpenBLAS fell back to its generic SSE3 kernels on an
+ * AVX2/AVX-512 CPU, set OPENBLAS_CORETYPE and re-execute (returns only when it does not). */
+void cli_blas_fix_coretype(char **argv);
+
 /* src/cli/train.c: `longattn train` (GPT trainer). */
 int cli_train(int argc, char **argv);
 

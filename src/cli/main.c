@@ -31,6 +31,7 @@ static void print_help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_blas_fix_coretype(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
