@@ -105,7 +105,7 @@ static void test_quick_run_end_to_end(void **state) {
     assert_non_null(md);
     assert_non_null(strstr(md, "| task | spec |"));
     assert_non_null(strstr(md, "| flipflop | `softmax+nape` |"));
-    assert_non_null(strstr(md, "| copy | `entmax(alpha=1.5)+nape` |"));
+    assert_non_null(strstr(md, "| copy | `softmax+logn+nape` |"));
     free(md);
     const char *tasks[] = {"flipflop", "copy"};
     for (int i = 0; i < 2; i++) {
