@@ -154,9 +154,8 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     LA_TRY(la_ws_carve(ws, req, (int)(sizeof req / sizeof req[0])));
 
     if (rotate) {
-        /* context length n of dynamic-ntk: the furthest position + 1, max(S, pos0 + T) */
-        int64_t ctx_len = pos0 + s->T > s->S ? pos0 + s->T : s->S;
-        LA_TRY(la_rope_freqs(spec, s->D, ctx_len, omega));
+        /* context length n of dynamic-ntk: the number of keys S (lead's decision) */
+        LA_TRY(la_rope_freqs(spec, s->D, s->S, omega));
         c->nrot = 0;
         for (int kk = 0; kk < s->D / 2; kk++)
             if (omega[kk] != 0.0) c->nrot = kk + 1;
