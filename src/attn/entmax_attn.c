@@ -105,8 +105,12 @@ static size_t em_layout(int D, int nkt, int cache, char *base, em_scratch *s) {
     return off;
 }
 
+static size_t em_strip_budget = EM_STRIP_BYTES;
+
+void la_entmax_attn_set_strip_budget(size_t bytes) { em_strip_budget = bytes; }
+
 static int em_use_cache(int nkt) {
-    return (size_t)LA_BQ * (size_t)nkt * LA_BK * sizeof(float) <= EM_STRIP_BYTES;
+    return (size_t)LA_BQ * (size_t)nkt * LA_BK * sizeof(float) <= em_strip_budget;
 }
 
 size_t la_entmax_attn_scratch_bytes(int D, int S) {

@@ -37,6 +37,9 @@ la_status la_entmax_attn_backward(const la_spec *spec, const la_shape *shape, co
                                   const float *k, const float *v, const float *out,
                                   const float *row_stat, const float *dout, float *dq, float *dk,
                                   float *dv, const la_attn_opts *opts);
+/* Per-thread budget of the logits strip (default 8 MiB); above it every pass recomputes the
+ * logits. For tests of the recompute path; not thread-safe against concurrent calls. */
+void la_entmax_attn_set_strip_budget(size_t bytes);
 /* Per-thread scratch bytes of the fused entmax kernels for head dimension D and S keys. */
 size_t la_entmax_attn_scratch_bytes(int D, int S);
 
