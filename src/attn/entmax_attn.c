@@ -56,6 +56,15 @@ static inline double em_powm1(const em_t *e, double x) {
     return e->rk == 1 ? 1.0 : e->rk == 2 ? x : pow(x, e->r - 1.0);
 }
 
+/* A float strictly below the logit threshold y = M + t/(alpha-1) (two float ulps under its
+ * rounding), so that every logit l with (alpha-1)(l - M) - t > 0 also has l > the result:
+ * the kernels skip the double-precision test for entries at or below it. */
+static inline float em_float_below(double y) {
+    float f = (float)y;
+    if (!isfinite(f)) return isnan(f) ? -INFINITY : f;
+    return nextafterf(nextafterf(f, -INFINITY), -INFINITY);
+}
+
 /* ---- per-thread scratch layout ------------------------------------------------------- */
 
 typedef struct {
@@ -72,7 +81,7 @@ typedef struct {
     float *cr;     /* (BQ) row factors */
     float *tmax;   /* (nkt, BQ) per tile row maxima */
     signed char *cls; /* (nkt) tile classes (-1: outside the span) */
-    double *rowd;  /* (16, BQ) row state */
+    double *rowd;  /* (24, BQ) row state */
     float *strip;  /* (BQ, nkt*BK) logits strip, or NULL */
 } em_scratch;
 
@@ -98,7 +107,7 @@ static size_t em_layout(int D, int nkt, int cache, char *base, em_scratch *s) {
     EM_TAKE(cr, float, LA_BQ);
     EM_TAKE(tmax, float, (size_t)nkt * LA_BQ);
     EM_TAKE(cls, signed char, nkt);
-    EM_TAKE(rowd, double, 16 * LA_BQ);
+    EM_TAKE(rowd, double, 24 * LA_BQ); /* row state, R_COUNT <= 24 slots */
     if (cache) EM_TAKE(strip, float, (size_t)LA_BQ * nkt * LA_BK);
     else if (s) s->strip = NULL;
 #undef EM_TAKE
@@ -154,7 +163,7 @@ static const float *tile_L(const em_t *e, em_scratch *s, int b, int h, int i0, i
 
 /* Row state indices in s->rowd (each LA_BQ doubles). */
 enum { R_M, R_T, R_LO, R_HI, R_F, R_DF, R_N, R_S1, R_S2, R_CMIN, R_AN, R_AS1, R_AS2, R_ACMIN,
-       R_WID, R_DONE };
+       R_WID, R_DONE, R_FLO, R_DFLO, R_FHI, R_DFHI, R_SLOW, R_COUNT };
 
 static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, float *out,
                             float *row_stat) {
@@ -172,6 +181,9 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
     double *aN = s->rowd + R_AN * LA_BQ, *aS1 = s->rowd + R_AS1 * LA_BQ;
     double *aS2 = s->rowd + R_AS2 * LA_BQ, *acmin = s->rowd + R_ACMIN * LA_BQ;
     double *wid = s->rowd + R_WID * LA_BQ, *done = s->rowd + R_DONE * LA_BQ;
+    double *flo = s->rowd + R_FLO * LA_BQ, *dflo = s->rowd + R_DFLO * LA_BQ;
+    double *fhi = s->rowd + R_FHI * LA_BQ, *dfhi = s->rowd + R_DFHI * LA_BQ;
+    double *slow = s->rowd + R_SLOW * LA_BQ;
     const double am1 = e->am1;
 
     la_load_q(c, b, h, i0, nr, s->qb);
@@ -216,6 +228,7 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
         t[r] = -1.0;
         wid[r] = INFINITY;
         aN[r] = 0;
+        slow[r] = 0, dflo[r] = 0, dfhi[r] = 0, fhi[r] = 0;
         if (!done[r]) active++;
     }
     for (int pass = 0; pass < 200 && active > 0; pass++) {
@@ -236,7 +249,44 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
                 const float *l = Lt + (size_t)r * ld;
                 double fr = 0, gr = 0, n_ = 0, s1 = 0, s2 = 0, cm = cmin[r];
                 const double mr = M[r], tr = t[r];
+                if (e->rk) {
+                    /* alpha = 2 / 1.5: branch-free, vectorisable form of the loop below */
+                    if (e->rk == 2) {
+#pragma omp simd reduction(+ : fr, gr, n_, s1, s2) reduction(min : cm)
+                        for (int x = 0; x < nc; x++) {
+                            double cc = am1 * ((double)l[x] - mr);
+                            double xx = cc - tr;
+                            double xp = xx > 0.0 ? xx : 0.0, cs = xx > 0.0 ? cc : 0.0;
+                            double cq = xx > 0.0 ? cc : INFINITY;
+                            fr += xp * xp; /* g = x^(r-1) = x, f term x^2 */
+                            gr += xp;
+                            n_ += xx > 0.0 ? 1.0 : 0.0;
+                            s1 += cs;
+                            s2 += cs * cs;
+                            cm = cq < cm ? cq : cm;
+                        }
+                    } else {
+#pragma omp simd reduction(+ : fr, gr, n_, s1, s2) reduction(min : cm)
+                        for (int x = 0; x < nc; x++) {
+                            double cc = am1 * ((double)l[x] - mr);
+                            double xx = cc - tr;
+                            double xp = xx > 0.0 ? xx : 0.0, cs = xx > 0.0 ? cc : 0.0;
+                            double cq = xx > 0.0 ? cc : INFINITY, mk = xx > 0.0 ? 1.0 : 0.0;
+                            fr += xp; /* g = 1, f term x */
+                            gr += mk;
+                            n_ += mk;
+                            s1 += cs;
+                            s2 += cs * cs;
+                            cm = cq < cm ? cq : cm;
+                        }
+                    }
+                    f[r] += fr, df[r] -= e->r * gr, N[r] += n_, S1[r] += s1, S2[r] += s2;
+                    cmin[r] = cm;
+                    continue;
+                }
+                const float lt = em_float_below(mr + tr / am1);
                 for (int x = 0; x < nc; x++) {
+                    if (!(l[x] > lt)) continue; /* cheap float prefilter, exact test below */
                     double cc = am1 * ((double)l[x] - mr);
                     double xx = cc - tr;
                     if (xx > 0.0) {
@@ -257,11 +307,14 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             if (done[r]) continue;
             double fr = f[r];
             if (fr == 0.0) { done[r] = 1; active--; continue; }
+            /* progress of the monotone side: |f| there should at least halve per step */
             if (fr > 0.0) {
-                lo[r] = t[r];
+                if (e->r >= 1.0) slow[r] = (dflo[r] < 0.0 && fr > 0.5 * flo[r]) ? slow[r] + 1 : 0;
+                lo[r] = t[r], flo[r] = fr, dflo[r] = df[r];
                 aN[r] = N[r], aS1[r] = S1[r], aS2[r] = S2[r], acmin[r] = cmin[r];
             } else {
-                hi[r] = t[r];
+                if (e->r < 1.0) slow[r] = (dfhi[r] < 0.0 && fr < 0.5 * fhi[r]) ? slow[r] + 1 : 0;
+                hi[r] = t[r], fhi[r] = fr, dfhi[r] = df[r];
             }
             if (pass == 0 && fr <= 0.0) { done[r] = 1; active--; continue; } /* one-hot at -1 */
             /* closed form on the set above lo (alpha = 2, 1.5): exact once consistent */
@@ -287,9 +340,15 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
                 active--;
                 continue;
             }
-            double next = (df[r] < 0.0) ? t[r] - fr / df[r] : mid;
-            /* bisect when the step leaves the bracket or the last step did not halve it */
-            if (!(next > lo[r] && next < hi[r]) || width > 0.5 * wid[r]) next = mid;
+            /* Newton from the side where it is monotone: f is convex for alpha <= 2 (r >= 1),
+             * so the step from lo lands in (lo, root]; concave for alpha > 2, step from hi.
+             * (For sparsemax the step from lo is the closed form on the set above lo, i.e.
+             * Michelot's support shrinking.) Bisection when that side has no evaluation yet,
+             * the step leaves the bracket, or |f| on that side failed to halve twice in a row. */
+            double next = mid;
+            if (e->r >= 1.0 && dflo[r] < 0.0) next = lo[r] - flo[r] / dflo[r];
+            else if (e->r < 1.0 && dfhi[r] < 0.0 && fhi[r] < 0.0) next = hi[r] - fhi[r] / dfhi[r];
+            if (!(next > lo[r] && next < hi[r]) || slow[r] >= 2) next = mid, slow[r] = 0;
             wid[r] = width;
             t[r] = next;
         }
@@ -319,7 +378,12 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             }
             const double mr = M[r], tr = t[r];
             double sp_ = 0, en = 0;
+            const float lt = em_float_below(mr + tr / am1);
             for (int x = 0; x < nc; x++) {
+                if (!(l[x] > lt)) { /* cheap float prefilter, exact test below */
+                    p[x] = 0.0f;
+                    continue;
+                }
                 double xx = am1 * ((double)l[x] - mr) - tr;
                 double pv = xx > 0.0 ? em_pow(e, xx) : 0.0;
                 p[x] = (float)pv;
