@@ -216,7 +216,7 @@ float la_row_plogit(const float *P, const float *L, float mx, int n);
 float la_row_dot_live(const float *a, const float *b, const float *L, int n);
 
 /* exp(x) for x <= ~88 in float, vectorisable, exact 0 below -87.3 (and for -inf). */
-void la_exp_sub(const float *x, float mx, float *y, int n);
+float la_exp_sub(const float *x, float mx, float *y, int n); /* returns sum of y */
 
 /* ---- softmax kernels (softmax.c) -------------------------------------------------- */
 la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat);

@@ -125,8 +125,7 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
                 double mold = s->m[r];
                 int seen = s->l[r] > 0.0;
                 double mnew = seen && mold > tmax ? mold : tmax;
-                la_exp_sub(L, (float)mnew, P, nc);
-                float rs = la_row_sum(P, nc);
+                float rs = la_exp_sub(L, (float)mnew, P, nc); /* P and its row sum */
                 double e = want_ent ? la_row_plogit(P, L, (float)mnew, nc) : 0.0;
                 if (seen) {
                     double alpha = exp(mold - mnew);
