@@ -163,6 +163,10 @@ la_status la_attn_ctx_init(la_attn_ctx *ctx, const la_spec *spec, const la_shape
  * prep + (p - p0) * stride + kt * D * BK (K) and + nkt * D * BK more (V). Used so that a K
  * tile is rotated and transposed once per call instead of once per query tile. */
 size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v);
+/* The same as a worksharing loop inside an existing parallel region (every thread of the
+ * team must call it; ends with the loop's barrier). */
+void la_prep_pairs_for(const la_attn_ctx *c, int p0, int n, int with_v);
+size_t la_prep_stride(const la_attn_ctx *c, int with_v);
 
 /* Scratch of thread tid (scratch_bytes bytes, 64-byte aligned). */
 static inline void *la_ctx_scratch(const la_attn_ctx *c, int tid) {
