@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bench.h"
 #include "cli/cli.h"
@@ -103,6 +104,21 @@ static double count_pairs(const la_spec *sp, int T, int S, int64_t pos0) {
 
 static void fill_uniform(float *x, size_t n, la_rng *r, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = scale * (float)(2.0 * la_rng_uniform(r) - 1.0);
+}
+
+/* OpenBLAS's DYNAMIC_ARCH picks its kernel at load time from the CPU id; on some virtual
+ * CPUs it falls back to an old SSE3 kernel (Prescott) and sgemm runs several times below
+ * the machine's capability, which would flatter every ratio against it. Detect that case
+ * so the output says so (the fix is OPENBLAS_CORETYPE=SkylakeX or Haswell in the
+ * environment, read by OpenBLAS before main). */
+static int blas_core_is_weak(const char *core) {
+    static const char *weak[] = {"prescott", "core2", "katmai", "coppermine", "northwood", "penryn", "dunnington",
+                                 "nehalem", "atom", "banias", "generic"};
+    int has_avx2 = __builtin_cpu_supports("avx2");
+    if (!has_avx2 || !core) return 0;
+    for (size_t i = 0; i < sizeof weak / sizeof *weak; i++)
+        if (!strcasecmp(core, weak[i])) return 1;
+    return 0;
 }
 
 static double sgemm_gflops(int n, int threads) {
@@ -357,6 +373,8 @@ int bench_attn(int argc, char **argv) {
     int T_win = st->quick ? 1024 : 65536;
     const char *spec_win = st->quick ? "softmax+window(64)" : "softmax+window(512)";
     st->sgemm_n = st->quick ? 256 : 1024;
+    const char *core = openblas_get_corename();
+    int weak = blas_core_is_weak(core);
     st->sgemm_start = st->sgemm_gflops = sgemm_gflops(st->sgemm_n, st->threads);
     if (st->sgemm_gflops <= 0) {
         fprintf(stderr, "longattn bench attn: out of memory (sgemm buffers)\n");
@@ -366,7 +384,12 @@ int bench_attn(int argc, char **argv) {
     if (!st->json) {
         printf("longattn bench attn: B=1 H=%d D=%d, %d thread%s%s\n", NH, HD, st->threads,
                st->threads > 1 ? "s" : "", st->quick ? " (QUICK sizes: smoke test only)" : "");
-        printf("sgemm %d^3 at the start: %.2f GFLOP/s (best of 5)\n", st->sgemm_n, st->sgemm_gflops);
+        printf("sgemm %d^3 at the start: %.2f GFLOP/s (best of 5), OpenBLAS kernel %s\n", st->sgemm_n, st->sgemm_gflops,
+               core);
+        if (weak)
+            printf("WARNING: OpenBLAS picked its %s kernel on a CPU with AVX2%s, so this sgemm is several times below\n"
+                   "the machine's; rerun with OPENBLAS_CORETYPE=%s for a meaningful baseline.\n",
+                   core, __builtin_cpu_supports("avx512f") ? "/AVX-512" : "", __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
         fflush(stdout);
     }
     fprintf(stderr, "longattn bench attn: running (progress on stderr, results at the end)\n");
@@ -423,6 +446,8 @@ int bench_attn(int argc, char **argv) {
         cJSON_AddNumberToObject(root, "sgemm_gflops_start", st->sgemm_start);
         cJSON_AddNumberToObject(root, "sgemm_gflops_end", st->sgemm_end);
         cJSON_AddNumberToObject(root, "threads", st->threads);
+        cJSON_AddStringToObject(root, "blas_core", core ? core : "?");
+        cJSON_AddBoolToObject(root, "blas_core_weak", weak);
         cJSON_AddBoolToObject(root, "quick", st->quick);
         cJSON_AddNumberToObject(root, "H", NH);
         cJSON_AddNumberToObject(root, "D", HD);
@@ -456,7 +481,8 @@ int bench_attn(int argc, char **argv) {
         free(text);
         cJSON_Delete(root);
     } else {
-        printf("\ntargets (informative%s):\n", st->quick ? "; quick sizes do not measure them" : "");
+        printf("\ntargets (informative%s%s):\n", st->quick ? "; quick sizes do not measure them" : "",
+               weak ? "; sgemm baseline from a weak BLAS kernel, see WARNING" : "");
         for (int i = 0; i < ntg; i++) printf("%s %s\n", tg[i].pass ? "PASS" : "FAIL", tg[i].detail);
     }
     free(st);
