@@ -137,15 +137,23 @@ la_spec la_spec_default(void);
  * Tokens are joined by '+', at most one per category (normaliser, position, transform,
  * pattern; global(g) combines with window(w)); missing categories take defaults.
  * Errors: LA_ESPEC with la_errmsg() naming the offending token and listing the valid
- * choices; LA_EINVAL if text or out is NULL. On error *out is untouched. */
+ * choices; LA_EINVAL if text or out is NULL. On error *out is untouched.
+ * Token `name` or `name(args)`, args positional in documented order or key=value, e.g.
+ * yarn(s, train, beta_fast=32, beta_slow=1, theta=10000); the full table is in README.md
+ * ("Attention spec strings"). `logn` without s and train parses to s = 0, train = 0: the
+ * kernel then needs la_attn_opts.logn_s or a train_len set by the caller (trainer). */
 la_status la_spec_parse(const char *text, la_spec *out);
 
-/* Check a spec's parameters for consistency (alpha > 1, window >= 1, ...). */
+/* Check the parameters the chosen kinds use (alpha > 1, p in [0,1], theta > 1, s >= 1,
+ * window >= 1, train where required, ...). Errors: LA_ESPEC naming the category, the
+ * canonical spec and the rule; LA_EINVAL for NULL. logn with s = 0 and train = 0 is valid. */
 la_status la_spec_validate(const la_spec *spec);
 
-/* Canonical text form of spec into buf (always NUL-terminated when n > 0).
- * la_spec_parse(la_spec_format(s)) == s. Returns the length the full text needs,
- * like snprintf. */
+/* Canonical text form of spec into buf (always NUL-terminated when n > 0): categories in
+ * the order normaliser+transform+position+pattern, transform `none` omitted, every
+ * parameter named, doubles in the shortest text that reads back bit for bit.
+ * la_spec_parse(la_spec_format(s)) == s for every s la_spec_parse produced. Returns the
+ * length the full text needs, like snprintf (buf may be NULL when n == 0). */
 int la_spec_format(const la_spec *spec, char *buf, size_t n);
 
 /* ======================================================================== */
@@ -310,12 +318,17 @@ la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t
 /* NumPy .npy files                                                         */
 /* ======================================================================== */
 
-/* Read a little-endian float32 C-order .npy file. On success *data is malloc'ed (free()
- * it) and shape[0..*ndim) holds the dimensions (at most 8).
- * Errors: LA_EIO (cannot open), LA_EFORMAT (not .npy, not <f4, Fortran order, truncated). */
+/* Read a little-endian float32 C-order .npy file (format versions 1.0, 2.0, 3.0). On
+ * success *data is malloc'ed (free() it; non-NULL even for 0 elements) and
+ * shape[0..*ndim) holds the dimensions (at most 8; ndim 0 is a scalar). On error the
+ * outputs are untouched. Errors: LA_EIO (cannot open, not a regular file), LA_EFORMAT (bad
+ * magic, dtype other than '<f4' -- the message names it and says x.astype(np.float32) --,
+ * Fortran order, header over 1 MiB or malformed, truncated data or stray bytes), LA_ENOMEM. */
 la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t shape[8]);
 
-/* Write float32 data as .npy atomically (temp file, fsync, rename). */
+/* Write float32 data (ndim 0..8 dimensions, shape >= 0) as a version 1.0 .npy file
+ * atomically (temp file, fsync, rename); byte-identical to np.save of the same array.
+ * Errors: LA_EINVAL (bad shape, NULL data with elements), LA_EIO. */
 la_status la_npy_write_f32(const char *path, const float *data, int ndim, const int64_t *shape);
 
 /* ======================================================================== */
@@ -423,14 +436,15 @@ la_status la_model_backward(la_model *m);
 /* Set every gradient to 0. */
 void la_model_zero_grad(la_model *m);
 
-/* Logits (B, T, V) of the last la_model_forward; NULL before the first forward or after
- * la_model_eval (which does not keep them). Valid until the next forward/eval. */
+/* Logits (B, T, V) of the last la_model_forward; NULL before the first forward, after
+ * la_model_eval (which does not keep them) and after la_model_backward (which turns them
+ * into gradients in place). */
 const float *la_model_logits(const la_model *m);
 
 /* Evaluation (no-grad) forward for long contexts: keeps one layer's activations at a
  * time and computes the LM head in chunks of rows, so memory is
  * O(B * T * (C + F + H)) + O(chunk * V), independent of n_layer and never B*T*V.
- * B = 1, T = 65536 bytes with C = 128 needs about 0.3 GB.
+ * B = 1, T = 65536 bytes with C = 128, F = 512 needs about 0.5 GB.
  *   tokens, targets, mean_loss, loss_per_token: as la_model_forward (targets may be NULL)
  *   argmax:      (B, T) int32 greedy prediction of the next token at each position, or NULL
  *                (greedy decoding of an answer = teacher-forced argmax at its positions)
@@ -440,6 +454,11 @@ const float *la_model_logits(const la_model *m);
 la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                         float *mean_loss, float *loss_per_token, int32_t *argmax,
                         float *last_logits);
+
+/* Threads for the attention kernels of this model (la_attn_opts.n_threads); 0 (the default)
+ * means the OpenMP default. Calls with under ~2M multiply-adds always use one thread.
+ * la_trainer_new applies la_train_config.n_threads when it is > 0. */
+void la_model_set_threads(la_model *m, int n_threads);
 
 /* Hand back every activation buffer (they are reallocated on the next forward). */
 void la_model_release_buffers(la_model *m);
@@ -562,7 +581,7 @@ typedef struct {
     int ckpt_every;       /* la_train_run: checkpoint every N steps (and at the end); 0: end only */
     char ckpt_path[1024]; /* la_train_run: checkpoint path ("" = none), see la_trainer_save */
     char csv_path[1024];  /* la_train_run: CSV log ("" = none): step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s */
-    int n_threads;        /* attention threads; 0: OpenMP default */
+    int n_threads;        /* attention threads of the model (la_model_set_threads); 0: leave as is */
 } la_train_config;
 
 la_train_config la_train_default_config(void);
@@ -619,6 +638,10 @@ la_status la_trainer_save(const la_trainer *tr, const char *path);
  * LA_EFORMAT (corrupt, truncated, weights/state mismatch, model config or optimizer
  * different from the trainer's: the message names the field). Nothing is changed on error. */
 la_status la_trainer_load(la_trainer *tr, const char *path);
+
+/* The train config stored in checkpoint `path`'s state file (to resume with the same
+ * settings). Errors: LA_EIO, LA_EFORMAT. */
+la_status la_trainer_read_config(const char *path, la_train_config *cfg);
 
 /* Progress report of la_train_run, once per step. val_loss is NAN unless an evaluation
  * ran at this step. Return nonzero to stop: la_train_run then saves a checkpoint (if

@@ -399,6 +399,22 @@ static void test_tile_products(void **state) {
     la_mm(M, 64, K, A, 64, 1, B, 64, C1, 64, 0);
     la_mm_generic(M, 64, K, A, 64, 1, B, 64, C2, 64, 0);
     for (int i = 0; i < M * 64; i++) assert_float_equal(C1[i], C2[i], 1e-4);
+    /* transpose (16x16 register blocks plus scalar edges) */
+    float Tt[80 * 64];
+    int shapes[3][2] = {{64, 64}, {37, 48}, {50, 20}};
+    for (int c = 0; c < 3; c++) {
+        int n = shapes[c][0], Dd = shapes[c][1];
+        la_transpose(A, n, Dd, 64, Tt, 64);
+        for (int d = 0; d < Dd; d++)
+            for (int j = 0; j < 64; j++) assert_true(Tt[d * 64 + j] == (j < n ? A[j * 64 + d] : 0.0f));
+    }
+    /* row reductions */
+    float rr[37];
+    for (int i = 0; i < 37; i++) rr[i] = (float)((i * 7) % 11) - 3.0f;
+    assert_true(la_row_max(rr, 37) == 7.0f && la_row_max(rr, 3) == 4.0f);
+    double sref = 0;
+    for (int i = 0; i < 37; i++) sref += rr[i];
+    assert_float_equal(la_row_sum(rr, 37), sref, 1e-4);
     /* vectorised exp: relative error and exact zeros for -inf */
     float x[40], y[40];
     for (int i = 0; i < 40; i++) x[i] = -90.0f + 2.3f * i;

@@ -110,7 +110,8 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     c->nqt = (s->T + LA_BQ - 1) / LA_BQ;
     c->nkt = (s->S + LA_BK - 1) / LA_BK;
     int has_alibi = spec->pos == LA_POS_ALIBI || (spec->pos == LA_POS_NAPE && s->H >= 2);
-    c->has_t = spec->xform == LA_XF_SINV || has_alibi;
+    c->has_sinv = spec->xform == LA_XF_SINV;
+    c->has_t = c->has_sinv || has_alibi;
     int q_in_table = opts->doc_ids || (pos0 >= 0 && pos0 + s->T <= s->S);
 
     size_t B = (size_t)s->B, T = (size_t)s->T, S = (size_t)s->S, D = (size_t)s->D;
@@ -121,6 +122,13 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     int32_t *dstart = NULL, *dend = NULL;
     la_rowvis *rows = NULL;
     la_tilespan *qspan = NULL;
+    /* prepared K/V tiles: at least one (b, hkv) pair, at most 16 MiB beyond that */
+    size_t pair_floats = (size_t)2 * c->nkt * LA_BK * D;
+    size_t npairs = B * (size_t)s->Hkv, fit = ((size_t)4 << 20) / pair_floats;
+    if (fit < 1) fit = 1;
+    if (fit > npairs) fit = npairs;
+    c->prep_pairs = (int)fit;
+    size_t prep_floats = fit * pair_floats;
     la_ws_req req[] = {
         {(void **)&omega, rotate ? sizeof(double) * D / 2 : 0},
         {(void **)&kcs, rotate ? sizeof(float) * S * D : 0},
@@ -134,6 +142,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         {(void **)&t_d, c->has_t ? sizeof(float) * ntab : 0},
         {(void **)&slope, sizeof(float) * (size_t)s->H},
         {(void **)&head_s, sizeof(float) * (size_t)s->H},
+        {(void **)&c->prep, sizeof(float) * prep_floats},
         {(void **)&c->part, sizeof(double) * B * (size_t)s->H * (size_t)c->nqt},
         {(void **)&c->thread_scratch, c->scratch_bytes * (size_t)c->nthreads},
     };
@@ -146,6 +155,9 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
 
     if (rotate) {
         LA_TRY(la_rope_freqs(spec, s->D, s->S, omega));
+        c->nrot = 0;
+        for (int kk = 0; kk < s->D / 2; kk++)
+            if (omega[kk] != 0.0) c->nrot = kk + 1;
         la_rope_table(omega, s->D, 0, s->S, kcs, c->nthreads);
         if (qcs) la_rope_table(omega, s->D, pos0, s->T, qcs, c->nthreads);
     }
@@ -201,7 +213,7 @@ void la_load_q(const la_attn_ctx *c, int b, int h, int i0, int nr, float *dst) {
     const la_rowvis *rv = c->rows + (size_t)b * c->T + i0;
     for (int r = 0; r < nr; r++) {
         const float *cs = c->qcs ? c->qcs + (size_t)(i0 + r) * D : c->kcs + (size_t)rv[r].p * D;
-        la_rope_row(src + (size_t)r * D, dst + (size_t)r * D, cs, D, 0);
+        la_rope_row(src + (size_t)r * D, dst + (size_t)r * D, cs, D, c->nrot, 0);
     }
 }
 
@@ -214,7 +226,7 @@ const float *la_load_k(const la_attn_ctx *c, int b, int hkv, int j0, int nc, flo
     const float *src = c->k + (((size_t)b * c->Hkv + hkv) * c->S + j0) * D;
     if (!c->rotate) return src;
     for (int r = 0; r < nc; r++)
-        la_rope_row(src + (size_t)r * D, dst + (size_t)r * D, c->kcs + (size_t)key_pos(c, b, j0 + r) * D, D, 0);
+        la_rope_row(src + (size_t)r * D, dst + (size_t)r * D, c->kcs + (size_t)key_pos(c, b, j0 + r) * D, D, c->nrot, 0);
     return dst;
 }
 
@@ -224,7 +236,7 @@ void la_unrotate_q(const la_attn_ctx *c, int b, int i0, int nr, float *x) {
     const la_rowvis *rv = c->rows + (size_t)b * c->T + i0;
     for (int r = 0; r < nr; r++) {
         const float *cs = c->qcs ? c->qcs + (size_t)(i0 + r) * D : c->kcs + (size_t)rv[r].p * D;
-        la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, 1);
+        la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, c->nrot, 1);
     }
 }
 
@@ -232,7 +244,7 @@ void la_unrotate_k(const la_attn_ctx *c, int b, int j0, int nc, float *x) {
     if (!c->rotate) return;
     int D = c->D;
     for (int r = 0; r < nc; r++)
-        la_rope_row(x + (size_t)r * D, x + (size_t)r * D, c->kcs + (size_t)key_pos(c, b, j0 + r) * D, D, 1);
+        la_rope_row(x + (size_t)r * D, x + (size_t)r * D, c->kcs + (size_t)key_pos(c, b, j0 + r) * D, D, c->nrot, 1);
 }
 
 void la_row_factors(const la_attn_ctx *c, int h, const la_rowvis *rows, int nr, float *cr) {
@@ -259,12 +271,38 @@ void la_tile_logits(const la_attn_ctx *c, int h, const la_rowvis *rows, int i0, 
             } else {
                 size_t base = (size_t)(j0 - (i0 + r) + c->T - 1); /* idx = j - i + T - 1 */
                 const float *ta = c->t_a + base, *tm = c->t_m + base, *td = c->t_d + base;
-                for (int x = c0; x < c1; x++) l[x] = f * ta[x] * sd[x] + tm[x] + slope * td[x];
+                if (slope == 0.0f) /* sinv only */
+                    for (int x = c0; x < c1; x++) l[x] = f * ta[x] * sd[x] + tm[x];
+                else if (!c->has_sinv) /* alibi only */
+                    for (int x = c0; x < c1; x++) l[x] = f * sd[x] + slope * td[x];
+                else
+                    for (int x = c0; x < c1; x++) l[x] = f * ta[x] * sd[x] + tm[x] + slope * td[x];
             }
             prev = c1;
         }
         for (int x = prev; x < nc; x++) l[x] = -INFINITY;
     }
+}
+
+size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v) {
+    const int D = c->D;
+    size_t tile = (size_t)D * LA_BK, stride = (size_t)(with_v ? 2 : 1) * c->nkt * tile;
+#pragma omp parallel num_threads(c->nthreads)
+    {
+        float *kr = la_ctx_scratch(c, omp_get_thread_num()); /* (BK, D) rotated rows */
+#pragma omp for schedule(static)
+        for (int t = 0; t < n * c->nkt; t++) {
+            int pr = p0 + t / c->nkt, kt = t % c->nkt;
+            int b = pr / c->Hkv, hkv = pr % c->Hkv;
+            int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
+            float *dst = c->prep + (size_t)(pr - p0) * stride + (size_t)kt * tile;
+            la_transpose(la_load_k(c, b, hkv, j0, nc, kr), nc, D, D, dst, LA_BK);
+            if (with_v)
+                la_transpose(c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * D, nc, D, D,
+                             dst + (size_t)c->nkt * tile, LA_BK);
+        }
+    }
+    return stride;
 }
 
 /* ---- public entry points --------------------------------------------------------- */

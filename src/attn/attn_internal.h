@@ -63,9 +63,25 @@ double la_yarn_logit_factor(const la_spec *spec);
 /* cos/sin of pos * omega_k for positions base .. base+n-1, in double then rounded:
  * cs: (n, D) with cos in [0, D/2) and sin in [D/2, D) of each row. */
 void la_rope_table(const double *omega, int D, int64_t base, int n, float *cs, int nthreads);
-/* Rotate row x (D) by the table row cs (D): (x[k], x[k+D/2]) -> (x c - y s, x s + y c);
+/* Rotate row x (D) by the table row cs (D): (x[k], x[k+D/2]) -> (x c - y s, x s + y c)
+ * for the first nrot pairs (pairs with omega = 0 are copied: p-RoPE's NoPE channels);
  * inverse rotates by the negative angle. src may equal dst. */
-void la_rope_row(const float *src, float *dst, const float *cs, int D, int inverse);
+static inline void la_rope_row(const float *src, float *dst,
+                               const float *restrict cs, int D, int nrot, int inverse) {
+    const int half = D / 2;
+    const float *co = cs, *si = cs + half;
+    const float sg = inverse ? -1.0f : 1.0f;
+    for (int k = 0; k < nrot; k++) {
+        float x = src[k], y = src[k + half], sn = sg * si[k];
+        dst[k] = x * co[k] - y * sn;
+        dst[k + half] = x * sn + y * co[k];
+    }
+    if (src != dst)
+        for (int k = nrot; k < half; k++) {
+            dst[k] = src[k];
+            dst[k + half] = src[k + half];
+        }
+}
 
 /* ---- visibility (mask.c) ---------------------------------------------------------- */
 
@@ -109,6 +125,7 @@ typedef struct {
 
     float scale;                   /* m_yarn / sqrt(D) */
     int rotate;                    /* RoPE family: q, k rotated through the tables */
+    int nrot;                      /* pairs k < nrot rotate (omega_k != 0), the rest do not */
     const float *kcs;              /* (S, D) cos|sin at key positions 0..S-1 (rotate) */
     const float *qcs;              /* (T, D) table rows for query i (rotate, no docs, out of
                                       [0,S)); NULL: queries use kcs at their position */
@@ -118,11 +135,16 @@ typedef struct {
     int nqt, nkt;                  /* number of query / key tiles */
 
     int has_t;                     /* any distance term (sinv or alibi) */
+    int has_sinv;                  /* sinv transform (t_a, t_m not trivial) */
     const float *t_a, *t_m, *t_d;  /* (T+S-1) indexed by (j - i) + T - 1: a_t, m_t, -|t| */
     const float *slope;            /* (H) ALiBi slope per head, 0 for heads without */
     const float *head_s;           /* (H) s_h for logn, 1 otherwise */
 
     double *part;                  /* (B, H, nqt) per-tile partial sums (d logn_s) */
+    float *prep;                   /* prepared tiles of prep_pairs (b, hkv) pairs at a time:
+                                      per pair nkt x (D, BK) rotated K^T tiles, then (with
+                                      V) nkt x (D, BK) V^T tiles (la_prep_pairs) */
+    int prep_pairs;                /* how many (b, hkv) pairs (with V tiles) fit in prep */
     char *thread_scratch;          /* nthreads x scratch_bytes */
     size_t scratch_bytes;
 } la_attn_ctx;
@@ -134,6 +156,13 @@ la_status la_attn_ctx_init(la_attn_ctx *ctx, const la_spec *spec, const la_shape
                            const float *q, const float *k, const float *v,
                            const la_attn_opts *opts, size_t extra_scratch,
                            la_workspace **own_ws);
+
+/* Prepare rotated, transposed K tiles (and transposed V tiles when with_v) of the pairs
+ * p0 .. p0+n-1 (pair = b * Hkv + hkv) into c->prep, in parallel over tiles. Returns the
+ * stride in floats between pairs; tile kt of pair p starts at
+ * prep + (p - p0) * stride + kt * D * BK (K) and + nkt * D * BK more (V). Used so that a K
+ * tile is rotated and transposed once per call instead of once per query tile. */
+size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v);
 
 /* Scratch of thread tid (scratch_bytes bytes, 64-byte aligned). */
 static inline void *la_ctx_scratch(const la_attn_ctx *c, int tid) {
@@ -177,6 +206,14 @@ void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float 
                 const float *X, int ldx, float *C, int ldc);
 /* Transpose src (n, D, lds) into dst (D, ldd), zero-filling columns n..ldd-1. */
 void la_transpose(const float *src, int n, int D, int lds, float *dst, int ldd);
+
+/* Row reductions in a fixed order (deterministic): max, sum, and sum over entries with
+ * L != -inf of P (L - mx) (entropy numerator). */
+float la_row_max(const float *x, int n);
+float la_row_sum(const float *x, int n);
+float la_row_plogit(const float *P, const float *L, float mx, int n);
+/* sum over entries with L != -inf of a * b (non-finite values at masked entries ignored). */
+float la_row_dot_live(const float *a, const float *b, const float *L, int n);
 
 /* exp(x) for x <= ~88 in float, vectorisable, exact 0 below -87.3 (and for -inf). */
 void la_exp_sub(const float *x, float mx, float *y, int n);

@@ -96,24 +96,6 @@ void la_rope_table(const double *omega, int D, int64_t base, int n, float *cs, i
     }
 }
 
-void la_rope_row(const float *src, float *dst, const float *cs, int D, int inverse) {
-    int half = D / 2;
-    const float *co = cs, *si = cs + half;
-    if (!inverse) {
-        for (int k = 0; k < half; k++) {
-            float x = src[k], y = src[k + half];
-            dst[k] = x * co[k] - y * si[k];
-            dst[k + half] = x * si[k] + y * co[k];
-        }
-    } else {
-        for (int k = 0; k < half; k++) {
-            float x = src[k], y = src[k + half];
-            dst[k] = x * co[k] + y * si[k];
-            dst[k + half] = -x * si[k] + y * co[k];
-        }
-    }
-}
-
 la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64_t *pos,
                         int64_t ctx_len, int inverse) {
     if (!spec || (N > 0 && (!x || !pos)))
@@ -131,7 +113,7 @@ la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64
     if (st == LA_OK) {
         for (int r = 0; r < N; r++) {
             la_rope_table(omega, D, pos[r], 1, cs, 1);
-            la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, inverse);
+            la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, D / 2, inverse);
         }
     }
     free(omega);

@@ -81,16 +81,16 @@ static inline int in_span(const la_tilespan *sp, int kt) {
 }
 
 /* Raw dots and logits of query tile (b,h,i0,nr) against key tile j0..j0+nc (Kt ready). */
-static void tile_scores(const la_attn_ctx *c, const scratch *s, int h, const la_rowvis *rows,
-                        int i0, int nr, int j0, int nc, int cls) {
-    la_mm(nr, nc, c->D, s->Qt, (size_t)c->D, 1, s->Kt, LA_BK, s->Sb, LA_BK, 0);
+static void tile_scores(const la_attn_ctx *c, const scratch *s, const float *Kt, int h,
+                        const la_rowvis *rows, int i0, int nr, int j0, int nc, int cls) {
+    la_mm(nr, nc, c->D, s->Qt, (size_t)c->D, 1, Kt, LA_BK, s->Sb, LA_BK, 0);
     la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, s->Sb, s->Lb, LA_BK);
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
 
 static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt, float *out,
-                     float *row_stat) {
+                     float *row_stat, const float *ktiles) {
     const int D = c->D, T = c->T, S = c->S;
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
     const int hkv = h / c->group;
@@ -113,14 +113,11 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
             const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
             int cls = la_tile_class(rows, nr, j0, nc);
             if (!cls) continue; /* fully masked tile: skipped, costs nothing */
-            const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
-            la_transpose(Kr, nc, D, D, s->Kt, LA_BK);
-            tile_scores(c, s, h, rows, i0, nr, j0, nc, cls);
+            tile_scores(c, s, ktiles + (size_t)kt * D * LA_BK, h, rows, i0, nr, j0, nc, cls);
             for (int r = 0; r < nr; r++) {
                 const float *L = s->Lb + (size_t)r * LA_BK;
                 float *P = s->Pb + (size_t)r * LA_BK;
-                float tmax = -INFINITY;
-                for (int x = 0; x < nc; x++) tmax = L[x] > tmax ? L[x] : tmax;
+                float tmax = la_row_max(L, nc);
                 if (tmax == -INFINITY) { /* no visible key of this row in the tile */
                     memset(P, 0, sizeof(float) * (size_t)nc);
                     continue;
@@ -129,15 +126,8 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
                 int seen = s->l[r] > 0.0;
                 double mnew = seen && mold > tmax ? mold : tmax;
                 la_exp_sub(L, (float)mnew, P, nc);
-                float rs = 0.0f;
-                for (int x = 0; x < nc; x++) rs += P[x];
-                double e = 0.0;
-                if (want_ent) {
-                    float ef = 0.0f;
-                    for (int x = 0; x < nc; x++)
-                        if (L[x] != -INFINITY) ef += P[x] * (L[x] - (float)mnew);
-                    e = ef;
-                }
+                float rs = la_row_sum(P, nc);
+                double e = want_ent ? la_row_plogit(P, L, (float)mnew, nc) : 0.0;
                 if (seen) {
                     double alpha = exp(mold - mnew);
                     s->s2[r] = alpha * (s->s2[r] + (mold - mnew) * s->l[r]) + e;
@@ -210,11 +200,12 @@ static void keymass_task(const la_attn_ctx *c, const scratch *s, int b, int h, i
         la_row_factors(c, h, rows, nr, s->cr);
         la_load_q(c, b, h, i0, nr, s->Qt);
         for (int r = 0; r < nr; r++) s->lse[r] = row_stat[((size_t)b * c->H + h) * T + i0 + r];
-        tile_scores(c, s, h, rows, i0, nr, j0, nc, cls);
+        tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, cls);
         tile_probs(s, rows, nr, nc);
         for (int r = 0; r < nr; r++) {
             const float *P = s->Pb + (size_t)r * LA_BK;
-            for (int x = 0; x < nc; x++) s->colsum[x] += P[x];
+            float *cs = s->colsum;
+            for (int x = 0; x < nc; x++) cs[x] += P[x];
         }
     }
     float *km = c->opts->key_mass + ((size_t)b * c->H + h) * S + j0;
@@ -222,18 +213,28 @@ static void keymass_task(const la_attn_ctx *c, const scratch *s, int b, int h, i
 }
 
 la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) {
-    const int ntask = c->B * c->H * c->nqt;
+    const int npairs = c->B * c->Hkv, per_pair = c->group * c->nqt;
+    for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
+        const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
+        const size_t stride = la_prep_pairs(c, p0, n, 0);
 #pragma omp parallel num_threads(c->nthreads)
-    {
-        scratch s = get_scratch(c, omp_get_thread_num());
-        /* largest query tiles first (causal cost grows with the tile index) */
+        {
+            scratch s = get_scratch(c, omp_get_thread_num());
+            /* largest query tiles first (causal cost grows with the tile index) */
 #pragma omp for schedule(dynamic, 1)
-        for (int t = 0; t < ntask; t++) {
-            int qt = c->nqt - 1 - t % c->nqt, bh = t / c->nqt;
-            fwd_task(c, &s, bh / c->H, bh % c->H, qt, out, row_stat);
+            for (int t = 0; t < n * per_pair; t++) {
+                int pr = p0 + t / per_pair, rem = t % per_pair;
+                int b = pr / c->Hkv, h = (pr % c->Hkv) * c->group + rem / c->nqt;
+                int qt = c->nqt - 1 - rem % c->nqt;
+                fwd_task(c, &s, b, h, qt, out, row_stat, c->prep + (size_t)(pr - p0) * stride);
+            }
         }
-        if (c->opts->key_mass) {
-            const int nk = c->B * c->H * c->nkt;
+    }
+    if (c->opts->key_mass) {
+        const int nk = c->B * c->H * c->nkt;
+#pragma omp parallel num_threads(c->nthreads)
+        {
+            scratch s = get_scratch(c, omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
             for (int t = 0; t < nk; t++) {
                 int kt = t % c->nkt, bh = t / c->nkt;
@@ -264,20 +265,22 @@ static const float *load_rowgrad(const la_attn_ctx *c, const scratch *s, int b, 
 
 /* dP = dO V^T, then dL = P o (dP - D_i) on visible entries (0 on masked ones, by selection)
  * and d dot = dL c_r a_t into dPb. Accumulates sum_j dL dot per row into gs when asked. */
-static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *dO,
+static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt, const float *dO,
                          const la_rowvis *rows, int i0, int nr, int j0, int nc, int want_gs) {
-    la_mm(nr, nc, c->D, dO, (size_t)c->D, 1, s->Vt, LA_BK, s->dPb, LA_BK, 0);
+    la_mm(nr, nc, c->D, dO, (size_t)c->D, 1, Vt, LA_BK, s->dPb, LA_BK, 0);
     for (int r = 0; r < nr; r++) {
         const float *P = s->Pb + (size_t)r * LA_BK, *L = s->Lb + (size_t)r * LA_BK;
         const float *sd = s->Sb + (size_t)r * LA_BK;
         float *g = s->dPb + (size_t)r * LA_BK;
         float di = s->Di[r], f = s->cr[r];
-        float gsum = 0.0f;
-        const float *ta = c->has_t ? c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1) : NULL;
-        for (int x = 0; x < nc; x++) {
-            float dl = L[x] == -INFINITY ? 0.0f : P[x] * (g[x] - di); /* dS = P o (dP - D) */
-            if (want_gs && dl != 0.0f) gsum += dl * sd[x];
-            g[x] = dl * f * (ta ? ta[x] : 1.0f); /* L = c a dot + ...  ->  d dot = dL c a */
+        for (int x = 0; x < nc; x++) /* dS = P o (dP - D), exactly 0 on masked entries */
+            g[x] = L[x] == -INFINITY ? 0.0f : P[x] * (g[x] - di);
+        float gsum = want_gs ? la_row_dot_live(g, sd, L, nc) : 0.0f;
+        if (c->has_t) { /* L = c a dot + ...  ->  d dot = dL c a */
+            const float *ta = c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1);
+            for (int x = 0; x < nc; x++) g[x] *= f * ta[x];
+        } else {
+            for (int x = 0; x < nc; x++) g[x] *= f;
         }
         if (want_gs) s->gs[r] += gsum;
     }
@@ -285,13 +288,12 @@ static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *dO
 
 static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt,
                     const float *out, const float *row_stat, const float *dout, float *dq,
-                    double *part) {
+                    double *part, const float *ktiles) {
     const int D = c->D, T = c->T, S = c->S;
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
     const int hkv = h / c->group;
     const la_rowvis *rows = c->rows + (size_t)b * T + i0;
     const la_tilespan *sp = &c->qspan[(size_t)b * c->nqt + qt];
-    const float *vbase = c->v + ((size_t)b * c->Hkv + hkv) * (size_t)S * D;
     int want_gs = part != NULL;
 
     la_row_factors(c, h, rows, nr, s->cr);
@@ -306,11 +308,10 @@ static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt
             int cls = la_tile_class(rows, nr, j0, nc);
             if (!cls) continue;
             const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
-            la_transpose(Kr, nc, D, D, s->Kt, LA_BK);
-            la_transpose(vbase + (size_t)j0 * D, nc, D, D, s->Vt, LA_BK);
-            tile_scores(c, s, h, rows, i0, nr, j0, nc, cls);
+            const float *Kt = ktiles + (size_t)kt * D * LA_BK;
+            tile_scores(c, s, Kt, h, rows, i0, nr, j0, nc, cls);
             tile_probs(s, rows, nr, nc);
-            tile_dscores(c, s, dO, rows, i0, nr, j0, nc, want_gs);
+            tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc, want_gs);
             /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
             if (cls == 1)
                 la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr, D, s->acc, D, 1);
@@ -350,11 +351,11 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
             la_row_factors(c, h, rows, nr, s->cr);
             la_load_q(c, b, h, i0, nr, s->Qt);
             const float *dO = load_rowgrad(c, s, b, h, i0, nr, out, row_stat, dout);
-            tile_scores(c, s, h, rows, i0, nr, j0, nc, cls);
+            tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, cls);
             tile_probs(s, rows, nr, nc);
             /* dv += P^T dO */
             la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva, D, 1);
-            tile_dscores(c, s, dO, rows, i0, nr, j0, nc, 0);
+            tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, 0);
             /* dk_rot += (d dot)^T Q_rot */
             la_mm(nc, D, nr, s->dPb, 1, LA_BK, s->Qt, D, s->dka, D, 1);
         }
@@ -369,16 +370,28 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
                               const float *dout, float *dq, float *dk, float *dv) {
     float *dlogn = c->opts->dlogn_s;
     double *part = dlogn && c->spec->xform == LA_XF_LOGN ? c->part : NULL;
-    const int ntq = c->B * c->H * c->nqt, ntk = c->B * c->Hkv * c->nkt;
+    const int ntk = c->B * c->Hkv * c->nkt;
+    const int npairs = c->B * c->Hkv, per_pair = c->group * c->nqt;
+    for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
+        const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
+        const size_t stride = la_prep_pairs(c, p0, n, 1);
+#pragma omp parallel num_threads(c->nthreads)
+        {
+            scratch s = get_scratch(c, omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+            for (int t = 0; t < n * per_pair; t++) {
+                int pr = p0 + t / per_pair, rem = t % per_pair;
+                int b = pr / c->Hkv, h = (pr % c->Hkv) * c->group + rem / c->nqt;
+                int qt = c->nqt - 1 - rem % c->nqt;
+                dq_task(c, &s, b, h, qt, out, row_stat, dout, dq,
+                        part ? part + ((size_t)b * c->H + h) * c->nqt + qt : NULL,
+                        c->prep + (size_t)(pr - p0) * stride);
+            }
+        }
+    }
 #pragma omp parallel num_threads(c->nthreads)
     {
         scratch s = get_scratch(c, omp_get_thread_num());
-#pragma omp for schedule(dynamic, 1) nowait
-        for (int t = 0; t < ntq; t++) {
-            int qt = c->nqt - 1 - t % c->nqt, bh = t / c->nqt;
-            dq_task(c, &s, bh / c->H, bh % c->H, qt, out, row_stat, dout, dq,
-                    part ? part + (size_t)bh * c->nqt + qt : NULL);
-        }
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < ntk; t++) {
             int kt = t % c->nkt, bh = t / c->nkt;
