@@ -154,7 +154,7 @@ static void run_case(const sweep_case *c) {
     /* reference */
     double *rout = malloc(8 * nq), *rlse = malloc(8 * nr), *rent = malloc(8 * nr), *rmass = malloc(8 * nm);
     double *rdq = malloc(8 * nq), *rdk = malloc(8 * nk), *rdv = malloc(8 * nk), rdls[8];
-    ref_attn_opts ro = {docs, c->head_s ? s_hd : NULL, 0};
+    ref_attn_opts ro = {.doc_ids = docs, .logn_s = c->head_s ? s_hd : NULL, .ctx_len = 0};
     if (ref_attn_forward(&sp, sh, qd, kd, vd, &ro, rout, rlse, rent, rmass))
         fail_msg("reference: %s", ref_attn_error());
     if (ref_attn_backward(&sp, sh, qd, kd, vd, &ro, gd, rdq, rdk, rdv, rdls))
