@@ -35,4 +35,7 @@ void cli_blas_fix_coretype(char **argv);
 /* src/cli/train.c: `longattn train` (GPT trainer). */
 int cli_train(int argc, char **argv);
 
+/* longattn synth (src/cli/synth.c) */
+int cli_synth(int argc, char **argv);
+
 #endif
