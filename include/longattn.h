@@ -1161,6 +1161,16 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
  * that wrong token. */
 int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
 
+/* Exact-match accuracy of model m on examples 0 .. n-1 of stream `seed` of task p at
+ * content length L (> 0): one no-grad pass (la_model_eval) per batch of examples,
+ * greedy answers read as the teacher-forced argmax at the target and EOS positions
+ * (la_task_exact_match), batched so that batch x tokens <= max_batch_tokens (at least one
+ * example per batch). *n_correct gets the number of exactly right answers.
+ * Errors: LA_EINVAL (bad params/L/n, model vocabulary smaller than the task's),
+ * LA_ENOMEM, model errors. */
+la_status la_task_eval(la_model *m, const la_task_params *p, int content_len, int n,
+                       uint64_t seed, int64_t max_batch_tokens, int *n_correct);
+
 /* ======================================================================== */
 /* Critical-scaling simulation (SPEC 8)  -- section owned by the bench work */
 /* ======================================================================== */

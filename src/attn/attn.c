@@ -155,6 +155,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     LA_TRY(la_ws_carve(ws, req, (int)(sizeof req / sizeof req[0])));
 
     if (rotate) {
+        /* context length n of dynamic-ntk: the number of keys S (lead's decision) */
         LA_TRY(la_rope_freqs(spec, s->D, s->S, omega));
         c->nrot = 0;
         for (int kk = 0; kk < s->D / 2; kk++)

@@ -39,4 +39,7 @@ int cli_train(int argc, char **argv);
 int cli_generate(int argc, char **argv);
 int cli_kv_eval(int argc, char **argv);
 
+/* longattn synth (src/cli/synth.c) */
+int cli_synth(int argc, char **argv);
+
 #endif
