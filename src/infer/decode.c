@@ -171,8 +171,8 @@ la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *lo
         mm_forward(tm, d->v_raw, d->a, y->wv, N, C, K * D, 0);       // F4
         la_attn_opts op = la_attn_default_opts();
         if (y->as_wb) {                                              // F5
-            as_coeffs_forward(tm, d->beta, d->gamma, d->pre_b, d->pre_g, d->a, y->as_wb, y->as_bb, y->as_wg,
-                              y->as_bg, d->spec.as_gamma_range, 1, T, H, C);
+            LA_TRY(la_asentmax_params_forward(d->a, 1, T, C, H, y->as_wb, y->as_bb, y->as_wg, y->as_bg,
+                                              d->spec.as_gamma_range, d->beta, d->gamma));
             op.as_beta = d->beta;
             op.as_gamma = d->gamma;
         }
