@@ -15,4 +15,7 @@ typedef struct {
 /* Print "longattn: <msg>" to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* `longattn study`: the length-generalisation study (src/cli/study.c). */
+int cli_study(int argc, char **argv);
+
 #endif
