@@ -423,14 +423,15 @@ la_status la_model_backward(la_model *m);
 /* Set every gradient to 0. */
 void la_model_zero_grad(la_model *m);
 
-/* Logits (B, T, V) of the last la_model_forward; NULL before the first forward or after
- * la_model_eval (which does not keep them). Valid until the next forward/eval. */
+/* Logits (B, T, V) of the last la_model_forward; NULL before the first forward, after
+ * la_model_eval (which does not keep them) and after la_model_backward (which turns them
+ * into gradients in place). */
 const float *la_model_logits(const la_model *m);
 
 /* Evaluation (no-grad) forward for long contexts: keeps one layer's activations at a
  * time and computes the LM head in chunks of rows, so memory is
  * O(B * T * (C + F + H)) + O(chunk * V), independent of n_layer and never B*T*V.
- * B = 1, T = 65536 bytes with C = 128 needs about 0.3 GB.
+ * B = 1, T = 65536 bytes with C = 128, F = 512 needs about 0.5 GB.
  *   tokens, targets, mean_loss, loss_per_token: as la_model_forward (targets may be NULL)
  *   argmax:      (B, T) int32 greedy prediction of the next token at each position, or NULL
  *                (greedy decoding of an answer = teacher-forced argmax at its positions)
@@ -619,6 +620,10 @@ la_status la_trainer_save(const la_trainer *tr, const char *path);
  * LA_EFORMAT (corrupt, truncated, weights/state mismatch, model config or optimizer
  * different from the trainer's: the message names the field). Nothing is changed on error. */
 la_status la_trainer_load(la_trainer *tr, const char *path);
+
+/* The train config stored in checkpoint `path`'s state file (to resume with the same
+ * settings). Errors: LA_EIO, LA_EFORMAT. */
+la_status la_trainer_read_config(const char *path, la_train_config *cfg);
 
 /* Progress report of la_train_run, once per step. val_loss is NAN unless an evaluation
  * ran at this step. Return nonzero to stop: la_train_run then saves a checkpoint (if

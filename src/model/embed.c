@@ -1,0 +1,61 @@
+/* embed.c -- token embedding lookup and the softmax cross-entropy of the LM head. */
+#include <math.h>
+#include <string.h>
+
+#include "model/layers.h"
+
+void embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        memcpy(x + (size_t)n * C, wte + (size_t)tokens[n] * C, sizeof(float) * C);  // F1
+}
+
+void embed_backward(float *dwte, const float *dx, const int32_t *tokens, int N, int C) {
+    /* F1: rows with the same token add up; serial to keep a fixed order */
+    for (int n = 0; n < N; n++) {
+        float *dr = dwte + (size_t)tokens[n] * C;
+        const float *g = dx + (size_t)n * C;
+        for (int c = 0; c < C; c++) dr[c] += g[c];
+    }
+}
+
+int64_t xent_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int N,
+                     int V, double *sum_loss) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *z = logits + (size_t)n * V;  // (V)
+        float mx = z[0];
+        for (int v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+        double s = 0;
+        for (int v = 0; v < V; v++) s += exp((double)(z[v] - mx));
+        float l = mx + (float)log(s);                          // F1: lse = log sum exp z
+        lse[n] = l;
+        if (loss) loss[n] = targets && targets[n] >= 0 ? l - z[targets[n]] : 0.0f;  // F2
+    }
+    /* serial sum in double: the mean does not depend on the thread count */
+    double s = 0;
+    int64_t cnt = 0;
+    if (targets && loss)
+        for (int n = 0; n < N; n++)
+            if (targets[n] >= 0) {
+                s += loss[n];
+                cnt++;
+            }
+    *sum_loss = s;
+    return cnt;
+}
+
+void xent_backward(float *z, const float *lse, const int32_t *targets, int N, int V, float scale) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *zr = z + (size_t)n * V;
+        if (targets[n] < 0) {
+            memset(zr, 0, sizeof(float) * V);
+            continue;
+        }
+        /* F1, F2: d(lse - z[y])/dz = softmax(z) - onehot(y) */
+        float l = lse[n];
+        for (int v = 0; v < V; v++) zr[v] = scale * expf(zr[v] - l);
+        zr[targets[n]] -= scale;
+    }
+}

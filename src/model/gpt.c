@@ -1,0 +1,660 @@
+/* gpt.c -- the decoder-only transformer of SPEC 7: parameters (one allocation), gradients
+ * (one allocation), activation buffers that grow with B*T, and the forward / backward /
+ * evaluation passes that chain the layers of layers.h with the library's attention. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "model/layers.h"
+
+#define NONE ((size_t)-1)
+#define LA_MAX_TENSORS_PER_LAYER 16
+
+/* Offsets (in floats) of one block's tensors inside the parameter / gradient arrays. */
+typedef struct {
+    size_t ln1_g, wq, wk, wv, qn_g, kn_g, wo, logn_s, as_wb, as_bb, as_wg, as_bg, ln2_g, w_fc,
+        w_proj;
+} layer_off;
+
+/* One block's activations for N = B*T rows. In evaluation mode one set is shared by every
+ * block and the fields marked (train) are NULL. */
+typedef struct {
+    float *ln1;       // (N, C)   RMSNorm(x_in); eval: also used for ln2
+    float *ln1_rstd;  // (N)
+    float *q_raw;     // (N, H*D) = (B, T, H, D) before QK-norm; eval: also y
+    float *k_raw;     // (N, Hkv*D)
+    float *v_raw;     // (N, Hkv*D)
+    float *q_rstd;    // (N, H)
+    float *k_rstd;    // (N, Hkv)
+    float *qh;        // (B, H, T, D)
+    float *kh;        // (B, Hkv, T, D)
+    float *vh;        // (B, Hkv, T, D)
+    float *att;       // (B, H, T, D) attention output
+    float *row_stat;  // (B, H, T)
+    float *y;         // (N, H*D) attention output in (B, T, H, D)
+    float *mid;       // (N, C) (train) residual after attention
+    float *ln2;       // (N, C) (train) RMSNorm(mid)
+    float *ln2_rstd;  // (N)
+    float *h_pre;     // (N, F)
+    float *h_act;     // (N, F) (train; eval aliases h_pre)
+    float *res_out;   // (N, C) (train) block output
+    float *as_beta, *as_gamma, *as_pre_b, *as_pre_g;  // (B, H, T) x2, (N, H) x2 (asentmax)
+    float *block;     // the one allocation
+} acts;
+
+struct la_model {
+    la_model_config cfg;
+    la_spec spec;
+    int L, H, Hkv, C, D, F, V;
+    int asent, logn;
+
+    size_t n_params;
+    float *params, *grads;
+    la_tensor_info *tensors;
+    char (*names)[48];
+    int n_tensors;
+    size_t off_wte, off_lnf_g, off_lm_head;
+    layer_off *lo;  // (L)
+
+    /* training activations */
+    size_t cap_train;    // rows allocated
+    acts *ta;            // (L)
+    float *res0, *lnf, *lnf_rstd, *logits, *lse, *loss;  // (N,C) (N,C) (N) (N,V) (N) (N)
+    int32_t *tokens, *targets;                             // (N) copies for backward
+    /* backward scratch */
+    float *dres, *dln, *dy, *datt, *dqh, *dkh, *dvh, *dq_raw, *dk_raw, *dv_raw, *dh, *dbeta,
+        *dgamma, *as_scratch, *dlogn;
+    float *train_block;
+    int fB, fT;          // shape of the last training forward
+    int can_backward;
+    int logits_valid;
+
+    /* evaluation activations */
+    size_t cap_eval;
+    acts ea;
+    float *ex, *e_lse, *e_loss, *e_logits;  // (N,C) (chunk) (chunk) (chunk, V)
+    float *eval_block;
+
+    la_workspace *ws;
+    la_model_timing timing;
+};
+
+enum { EVAL_CHUNK = 256 };
+
+la_model_config la_model_default_config(void) {
+    la_model_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 4;
+    c.n_head = 4;
+    c.n_kv_head = 0;
+    c.d_model = 128;
+    c.d_ff = 0;
+    c.vocab = 256;
+    c.train_len = 128;
+    c.init_std = 0.02f;
+    snprintf(c.spec, sizeof c.spec, "softmax+rope+causal");
+    return c;
+}
+
+static int is_rope_family(la_pos p) {
+    return p == LA_POS_ROPE || p == LA_POS_PROPE || p == LA_POS_NTK || p == LA_POS_DYNAMIC_NTK ||
+           p == LA_POS_YARN;
+}
+
+/* ---- parameter table ---- */
+
+static size_t add_tensor(la_model *m, const char *name, int64_t rows, int64_t cols,
+                         la_param_class pc) {
+    int i = m->n_tensors++;
+    la_tensor_info *t = &m->tensors[i];
+    snprintf(m->names[i], sizeof m->names[i], "%s", name);
+    t->name = m->names[i];
+    t->ndim = cols > 0 ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols > 0 ? cols : 0;
+    t->numel = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
+    t->offset = m->n_params;
+    t->pclass = pc;
+    m->n_params += t->numel;
+    return t->offset;
+}
+
+static void build_table(la_model *m) {
+    int C = m->C, H = m->H, K = m->Hkv, D = m->D, F = m->F, V = m->V;
+    char nm[48];
+    m->off_wte = add_tensor(m, "wte", V, C, LA_PCLASS_EMBED);
+    for (int l = 0; l < m->L; l++) {
+        layer_off *o = &m->lo[l];
+#define T_(field, suffix, r, c, pc)                        \
+    do {                                                   \
+        snprintf(nm, sizeof nm, "h.%d.%s", l, suffix);     \
+        o->field = add_tensor(m, nm, r, c, pc);            \
+    } while (0)
+        T_(ln1_g, "ln1.g", C, 0, LA_PCLASS_GAIN);
+        T_(wq, "attn.wq", (int64_t)H * D, C, LA_PCLASS_MATRIX);
+        T_(wk, "attn.wk", (int64_t)K * D, C, LA_PCLASS_MATRIX);
+        T_(wv, "attn.wv", (int64_t)K * D, C, LA_PCLASS_MATRIX);
+        T_(qn_g, "attn.q_norm.g", D, 0, LA_PCLASS_GAIN);
+        T_(kn_g, "attn.k_norm.g", D, 0, LA_PCLASS_GAIN);
+        T_(wo, "attn.wo", C, (int64_t)H * D, LA_PCLASS_MATRIX);
+        o->logn_s = o->as_wb = o->as_bb = o->as_wg = o->as_bg = NONE;
+        if (m->logn) T_(logn_s, "attn.logn_s", H, 0, LA_PCLASS_SCALAR);
+        if (m->asent) {
+            T_(as_wb, "attn.as_wb", H, C, LA_PCLASS_SCALAR);
+            T_(as_bb, "attn.as_bb", H, 0, LA_PCLASS_SCALAR);
+            T_(as_wg, "attn.as_wg", H, C, LA_PCLASS_SCALAR);
+            T_(as_bg, "attn.as_bg", H, 0, LA_PCLASS_SCALAR);
+        }
+        T_(ln2_g, "ln2.g", C, 0, LA_PCLASS_GAIN);
+        T_(w_fc, "mlp.w_fc", F, C, LA_PCLASS_MATRIX);
+        T_(w_proj, "mlp.w_proj", C, F, LA_PCLASS_MATRIX);
+#undef T_
+    }
+    m->off_lnf_g = add_tensor(m, "lnf.g", C, 0, LA_PCLASS_GAIN);
+    m->off_lm_head = add_tensor(m, "lm_head", V, C, LA_PCLASS_EMBED);
+}
+
+static void init_params(la_model *m, uint64_t seed) {
+    la_rng rng;
+    la_rng_seed(&rng, seed);
+    double proj_scale = 1.0 / sqrt(2.0 * m->L);
+    double logn0 = m->spec.logn_s > 0 ? m->spec.logn_s : 1.0 / log((double)m->cfg.train_len);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const la_tensor_info *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        const char *nm = t->name;
+        size_t n = t->numel;
+        if (t->pclass == LA_PCLASS_GAIN) {
+            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+        } else if (strstr(nm, "logn_s")) {
+            for (size_t j = 0; j < n; j++) p[j] = (float)logn0;
+        } else if (strstr(nm, "as_w")) {
+            /* ASEntmax coefficient weights start at 0: beta, gamma constant per head at init */
+            for (size_t j = 0; j < n; j++) p[j] = 0.0f;
+        } else if (strstr(nm, "as_bb")) {
+            /* beta = softplus(-2) = 0.127 at init: the query scale starts close to delta */
+            for (size_t j = 0; j < n; j++) p[j] = -2.0f;
+        } else if (strstr(nm, "as_bg")) {
+            for (size_t j = 0; j < n; j++) p[j] = 0.0f;  // gamma = 0 at init
+        } else {
+            double sd = m->cfg.init_std;
+            if (strstr(nm, "attn.wo") || strstr(nm, "mlp.w_proj")) sd *= proj_scale;
+            for (size_t j = 0; j < n; j++) p[j] = (float)(sd * la_rng_normal(&rng));
+        }
+    }
+}
+
+la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out) {
+    if (!out) return la_fail(LA_EINVAL, "la_model_new: out is NULL");
+    *out = NULL;
+    if (!cfg) return la_fail(LA_EINVAL, "la_model_new: cfg is NULL");
+    la_model_config c = *cfg;
+    if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
+    if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
+    if (c.n_layer < 1 || c.n_head < 1 || c.n_kv_head < 1 || c.d_model < 1 || c.d_ff < 1 ||
+        c.vocab < 2 || c.train_len < 2)
+        return la_fail(LA_EINVAL,
+                       "model config: n_layer=%d n_head=%d n_kv_head=%d d_model=%d d_ff=%d "
+                       "vocab=%d train_len=%d; all must be >= 1 (vocab, train_len >= 2)",
+                       c.n_layer, c.n_head, c.n_kv_head, c.d_model, c.d_ff, c.vocab, c.train_len);
+    if (c.d_model % c.n_head)
+        return la_fail(LA_EINVAL, "model config: n_head=%d does not divide d_model=%d", c.n_head,
+                       c.d_model);
+    if (c.n_head % c.n_kv_head)
+        return la_fail(LA_EINVAL, "model config: n_kv_head=%d does not divide n_head=%d",
+                       c.n_kv_head, c.n_head);
+    if (!(c.init_std > 0)) return la_fail(LA_EINVAL, "model config: init_std must be > 0");
+    if (memchr(c.spec, 0, sizeof c.spec) == NULL)
+        return la_fail(LA_EINVAL, "model config: spec text is not NUL-terminated");
+    la_spec spec;
+    LA_TRY(la_spec_parse(c.spec, &spec));
+    if (spec.train_len == 0) spec.train_len = c.train_len;
+    LA_TRY(la_spec_validate(&spec));
+    int D = c.d_model / c.n_head;
+    if (is_rope_family(spec.pos) && D % 2)
+        return la_fail(LA_EINVAL,
+                       "model config: head size d_model/n_head = %d is odd, but the spec's "
+                       "RoPE-family encoding rotates pairs; choose an even head size", D);
+    if (la_spec_format(&spec, c.spec, sizeof c.spec) >= (int)sizeof c.spec)
+        return la_fail(LA_EINVAL, "model config: canonical spec text longer than %d bytes",
+                       LA_SPEC_TEXT_MAX - 1);
+
+    la_model *m = calloc(1, sizeof *m);
+    if (!m) return la_fail(LA_ENOMEM, "la_model_new: out of memory");
+    m->cfg = c;
+    m->spec = spec;
+    m->L = c.n_layer;
+    m->H = c.n_head;
+    m->Hkv = c.n_kv_head;
+    m->C = c.d_model;
+    m->D = D;
+    m->F = c.d_ff;
+    m->V = c.vocab;
+    m->logn = spec.xform == LA_XF_LOGN;
+    m->asent = spec.norm == LA_NORM_ASENTMAX;
+    int max_t = 3 + m->L * LA_MAX_TENSORS_PER_LAYER;
+    m->tensors = calloc(max_t, sizeof *m->tensors);
+    m->names = calloc(max_t, sizeof *m->names);
+    m->lo = calloc(m->L, sizeof *m->lo);
+    m->ta = calloc(m->L, sizeof *m->ta);
+    m->ws = la_workspace_new();
+    if (!m->tensors || !m->names || !m->lo || !m->ta || !m->ws) {
+        la_model_free(m);
+        return la_fail(LA_ENOMEM, "la_model_new: out of memory");
+    }
+    build_table(m);
+    m->params = malloc(m->n_params * sizeof(float));
+    m->grads = calloc(m->n_params, sizeof(float));
+    m->dlogn = calloc(m->H, sizeof(float));
+    if (!m->params || !m->grads || !m->dlogn) {
+        size_t np = m->n_params;
+        la_model_free(m);
+        return la_fail(LA_ENOMEM, "la_model_new: cannot allocate %zu parameters", np);
+    }
+    init_params(m, seed);
+    *out = m;
+    return LA_OK;
+}
+
+void la_model_release_buffers(la_model *m) {
+    if (!m) return;
+    free(m->train_block);
+    m->train_block = NULL;
+    free(m->eval_block);
+    m->eval_block = NULL;
+    m->cap_train = m->cap_eval = 0;
+    m->can_backward = 0;
+    m->logits_valid = 0;
+}
+
+void la_model_free(la_model *m) {
+    if (!m) return;
+    la_model_release_buffers(m);
+    free(m->params);
+    free(m->grads);
+    free(m->dlogn);
+    free(m->tensors);
+    free(m->names);
+    free(m->lo);
+    free(m->ta);
+    la_workspace_free(m->ws);
+    free(m);
+}
+
+const la_model_config *la_model_get_config(const la_model *m) { return &m->cfg; }
+const la_spec *la_model_spec(const la_model *m) { return &m->spec; }
+size_t la_model_num_params(const la_model *m) { return m->n_params; }
+float *la_model_params(la_model *m) { return m->params; }
+float *la_model_grads(la_model *m) { return m->grads; }
+int la_model_num_tensors(const la_model *m) { return m->n_tensors; }
+
+la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info) {
+    if (!m || !info) return la_fail(LA_EINVAL, "la_model_tensor: NULL argument");
+    if (i < 0 || i >= m->n_tensors)
+        return la_fail(LA_EINVAL, "la_model_tensor: index %d outside [0, %d)", i, m->n_tensors);
+    *info = m->tensors[i];
+    return LA_OK;
+}
+
+void la_model_zero_grad(la_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+
+void la_model_get_timing(const la_model *m, la_model_timing *t) { *t = m->timing; }
+void la_model_reset_timing(la_model *m) { memset(&m->timing, 0, sizeof m->timing); }
+
+const float *la_model_logits(const la_model *m) { return m->logits_valid ? m->logits : NULL; }
+
+/* ---- activation buffers ---- */
+
+/* Carve consecutive float arrays out of one block: pass 1 (base NULL) counts. */
+typedef struct {
+    float *base;
+    size_t used;
+} carver;
+static float *carve(carver *cv, size_t n) {
+    n = (n + 15) & ~(size_t)15;  // 64-byte aligned pieces
+    float *p = cv->base ? cv->base + cv->used : NULL;
+    cv->used += n;
+    return p;
+}
+
+static void carve_acts(carver *cv, acts *a, const la_model *m, size_t N, int train) {
+    size_t C = m->C, HD = (size_t)m->H * m->D, KD = (size_t)m->Hkv * m->D, F = m->F, H = m->H;
+    a->ln1 = carve(cv, N * C);
+    a->ln1_rstd = carve(cv, N);
+    a->q_raw = carve(cv, N * HD);
+    a->k_raw = carve(cv, N * KD);
+    a->v_raw = carve(cv, N * KD);
+    a->q_rstd = carve(cv, N * H);
+    a->k_rstd = carve(cv, N * m->Hkv);
+    a->qh = carve(cv, N * HD);
+    a->kh = carve(cv, N * KD);
+    a->vh = carve(cv, N * KD);
+    a->att = carve(cv, N * HD);
+    a->row_stat = carve(cv, N * H);
+    a->h_pre = carve(cv, N * F);
+    a->ln2_rstd = carve(cv, N);
+    if (train) {
+        a->y = carve(cv, N * HD);
+        a->mid = carve(cv, N * C);
+        a->ln2 = carve(cv, N * C);
+        a->h_act = carve(cv, N * F);
+        a->res_out = carve(cv, N * C);
+    } else {
+        a->y = a->q_raw;    // q_raw is dead once QK-norm has run
+        a->mid = a->ln2 = a->res_out = NULL;
+        a->h_act = a->h_pre;
+    }
+    if (m->asent) {
+        a->as_beta = carve(cv, N * H);
+        a->as_gamma = carve(cv, N * H);
+        a->as_pre_b = carve(cv, N * H);
+        a->as_pre_g = carve(cv, N * H);
+    } else {
+        a->as_beta = a->as_gamma = a->as_pre_b = a->as_pre_g = NULL;
+    }
+}
+
+static void carve_train(carver *cv, la_model *m, size_t N) {
+    size_t C = m->C, HD = (size_t)m->H * m->D, KD = (size_t)m->Hkv * m->D, F = m->F, H = m->H;
+    for (int l = 0; l < m->L; l++) carve_acts(cv, &m->ta[l], m, N, 1);
+    m->res0 = carve(cv, N * C);
+    m->lnf = carve(cv, N * C);
+    m->lnf_rstd = carve(cv, N);
+    m->logits = carve(cv, N * (size_t)m->V);
+    m->lse = carve(cv, N);
+    m->loss = carve(cv, N);
+    m->tokens = (int32_t *)carve(cv, N);
+    m->targets = (int32_t *)carve(cv, N);
+    m->dres = carve(cv, N * C);
+    m->dln = carve(cv, N * C);
+    m->dy = carve(cv, N * HD);
+    m->datt = carve(cv, N * HD);
+    m->dqh = carve(cv, N * HD);
+    m->dkh = carve(cv, N * KD);
+    m->dvh = carve(cv, N * KD);
+    m->dq_raw = carve(cv, N * HD);
+    m->dk_raw = carve(cv, N * KD);
+    m->dv_raw = carve(cv, N * KD);
+    m->dh = carve(cv, N * F);
+    if (m->asent) {
+        m->dbeta = carve(cv, N * H);
+        m->dgamma = carve(cv, N * H);
+        m->as_scratch = carve(cv, 2 * N * H);
+    }
+}
+
+static la_status ensure_train(la_model *m, size_t N) {
+    if (N <= m->cap_train) return LA_OK;
+    free(m->train_block);
+    m->train_block = NULL;
+    m->cap_train = 0;
+    carver cv = {NULL, 0};
+    carve_train(&cv, m, N);
+    float *blk = malloc(cv.used * sizeof(float) + 64);
+    if (!blk)
+        return la_fail(LA_ENOMEM, "model: cannot allocate %.1f MB of training activations for "
+                       "%zu tokens; use a smaller batch or sequence",
+                       cv.used * 4.0 / 1e6, N);
+    m->train_block = blk;
+    carver cv2 = {blk, 0};
+    carve_train(&cv2, m, N);
+    m->cap_train = N;
+    return LA_OK;
+}
+
+static void carve_eval(carver *cv, la_model *m, size_t N) {
+    carve_acts(cv, &m->ea, m, N, 0);
+    m->ex = carve(cv, N * (size_t)m->C);
+    m->e_lse = carve(cv, EVAL_CHUNK);
+    m->e_loss = carve(cv, EVAL_CHUNK);
+    m->e_logits = carve(cv, (size_t)EVAL_CHUNK * m->V);
+}
+
+static la_status ensure_eval(la_model *m, size_t N) {
+    if (N <= m->cap_eval) return LA_OK;
+    free(m->eval_block);
+    m->eval_block = NULL;
+    m->cap_eval = 0;
+    carver cv = {NULL, 0};
+    carve_eval(&cv, m, N);
+    float *blk = malloc(cv.used * sizeof(float) + 64);
+    if (!blk)
+        return la_fail(LA_ENOMEM, "model: cannot allocate %.1f MB of evaluation buffers for "
+                       "%zu tokens; use a shorter sequence", cv.used * 4.0 / 1e6, N);
+    m->eval_block = blk;
+    carver cv2 = {blk, 0};
+    carve_eval(&cv2, m, N);
+    m->cap_eval = N;
+    return LA_OK;
+}
+
+/* ---- one transformer block ---- */
+
+static la_attn_opts attn_opts(la_model *m, const layer_off *o, const acts *a) {
+    la_attn_opts op = la_attn_default_opts();
+    op.ws = m->ws;
+    if (m->logn) op.logn_s = m->params + o->logn_s;
+    if (m->asent) {
+        op.as_beta = a->as_beta;
+        op.as_gamma = a->as_gamma;
+    }
+    return op;
+}
+
+/* x_in (N, C) -> x_out (N, C). Training: mid and x_out are separate buffers; evaluation:
+ * x_in == mid == x_out (the residual stream is updated in place). */
+static la_status block_forward(la_model *m, int l, acts *a, const float *x_in, float *mid,
+                               float *x_out, int B, int T) {
+    const layer_off *o = &m->lo[l];
+    const float *P = m->params;
+    int N = B * T, C = m->C, H = m->H, K = m->Hkv, D = m->D, F = m->F;
+    double *tm = &m->timing.matmul_s;
+    rmsnorm_forward(a->ln1, a->ln1_rstd, x_in, P + o->ln1_g, N, C);         // F1: a = RMSNorm(x)
+    mm_forward(tm, a->q_raw, a->ln1, P + o->wq, N, C, H * D, 0);           // F2: q = a Wq^T
+    mm_forward(tm, a->k_raw, a->ln1, P + o->wk, N, C, K * D, 0);           // F3: k = a Wk^T
+    mm_forward(tm, a->v_raw, a->ln1, P + o->wv, N, C, K * D, 0);           // F4: v = a Wv^T
+    if (m->asent)                                                           // F5: beta, gamma
+        as_coeffs_forward(tm, a->as_beta, a->as_gamma, a->as_pre_b, a->as_pre_g, a->ln1,
+                          P + o->as_wb, P + o->as_bb, P + o->as_wg, P + o->as_bg,
+                          m->spec.as_gamma_range, B, T, H, C);
+    qknorm_forward(a->qh, a->q_rstd, a->q_raw, P + o->qn_g, B, T, H, D);   // F6: QK-norm q
+    qknorm_forward(a->kh, a->k_rstd, a->k_raw, P + o->kn_g, B, T, K, D);   // F7: QK-norm k
+    permute_bthd_to_bhtd(a->vh, a->v_raw, B, T, K, D);                     // F8: v layout
+    la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
+    la_attn_opts op = attn_opts(m, o, a);
+    double t0 = omp_get_wtime();
+    la_status s = la_attn_forward(&m->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, &op);  // F9
+    m->timing.attn_s += omp_get_wtime() - t0;
+    if (s != LA_OK) return s;
+    permute_bhtd_to_bthd(a->y, a->att, B, T, H, D);                        // F10: y (N, H*D)
+    if (mid != x_in) memcpy(mid, x_in, sizeof(float) * (size_t)N * C);
+    mm_forward(tm, mid, a->y, P + o->wo, N, H * D, C, 1);                  // F11: mid = x + y Wo^T
+    float *ln2 = a->ln2 ? a->ln2 : a->ln1;
+    rmsnorm_forward(ln2, a->ln2_rstd, mid, P + o->ln2_g, N, C);             // F12: RMSNorm(mid)
+    if (x_out != mid) memcpy(x_out, mid, sizeof(float) * (size_t)N * C);
+    mlp_forward(tm, x_out, a->h_pre, a->h_act, ln2, P + o->w_fc, P + o->w_proj, N, C, F);  // F13
+    return LA_OK;
+}
+
+/* dres (N, C): gradient w.r.t. the block output on entry, w.r.t. x_in on return. */
+static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, int B, int T) {
+    const layer_off *o = &m->lo[l];
+    const float *P = m->params;
+    float *G = m->grads;
+    int N = B * T, C = m->C, H = m->H, K = m->Hkv, D = m->D, F = m->F;
+    double *tm = &m->timing.matmul_s;
+    /* F13: x_out = mid + MLP(ln2): dln2, dWfc, dWproj; the identity path keeps dres */
+    mlp_backward(tm, m->dln, G + o->w_fc, G + o->w_proj, m->dh, m->dres, a->ln2, a->h_pre,
+                 a->h_act, P + o->w_fc, P + o->w_proj, N, C, F);
+    /* F12: dres += d RMSNorm(mid) -> dres is now d mid */
+    rmsnorm_backward(m->dres, G + o->ln2_g, m->dln, a->mid, a->ln2_rstd, P + o->ln2_g, N, C);
+    /* F11: mid = x + y Wo^T: dy, dWo; dres passes through to x */
+    mm_backward(tm, m->dy, G + o->wo, m->dres, a->y, P + o->wo, N, H * D, C, 0);
+    /* F10: permutation back to (B, H, T, D) */
+    permute_bthd_to_bhtd(m->datt, m->dy, B, T, H, D);
+    /* F9: attention */
+    la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
+    la_attn_opts op = attn_opts(m, o, a);
+    if (m->logn) op.dlogn_s = m->dlogn;
+    if (m->asent) {
+        op.das_beta = m->dbeta;
+        op.das_gamma = m->dgamma;
+    }
+    double t0 = omp_get_wtime();
+    la_status s = la_attn_backward(&m->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat,
+                                   m->datt, m->dqh, m->dkh, m->dvh, &op);
+    m->timing.attn_s += omp_get_wtime() - t0;
+    if (s != LA_OK) return s;
+    if (m->logn)
+        for (int h = 0; h < H; h++) G[o->logn_s + h] += m->dlogn[h];
+    /* F8, F7, F6: back to the linear layers' (B, T, H, D) layout */
+    permute_bhtd_to_bthd(m->dv_raw, m->dvh, B, T, K, D);
+    qknorm_backward(m->dk_raw, G + o->kn_g, m->dkh, a->k_raw, a->k_rstd, P + o->kn_g, B, T, K, D);
+    qknorm_backward(m->dq_raw, G + o->qn_g, m->dqh, a->q_raw, a->q_rstd, P + o->qn_g, B, T, H, D);
+    /* F2, F3, F4: d a = dq Wq + dk Wk + dv Wv */
+    mm_backward(tm, m->dln, G + o->wq, m->dq_raw, a->ln1, P + o->wq, N, C, H * D, 0);
+    mm_backward(tm, m->dln, G + o->wk, m->dk_raw, a->ln1, P + o->wk, N, C, K * D, 1);
+    mm_backward(tm, m->dln, G + o->wv, m->dv_raw, a->ln1, P + o->wv, N, C, K * D, 1);
+    if (m->asent)  // F5
+        as_coeffs_backward(tm, m->dln, G + o->as_wb, G + o->as_bb, G + o->as_wg, G + o->as_bg,
+                           m->as_scratch, m->dbeta, m->dgamma, a->as_pre_b, a->as_pre_g, a->ln1,
+                           P + o->as_wb, P + o->as_wg, m->spec.as_gamma_range, B, T, H, C);
+    /* F1: dres += d RMSNorm(x) -> dres is now d x_in */
+    rmsnorm_backward(m->dres, G + o->ln1_g, m->dln, x_in, a->ln1_rstd, P + o->ln1_g, N, C);
+    return LA_OK;
+}
+
+static la_status check_tokens(const la_model *m, const int32_t *tokens, const int32_t *targets,
+                              int B, int T) {
+    if (!tokens) return la_fail(LA_EINVAL, "model: tokens is NULL");
+    if (B < 1 || T < 1) return la_fail(LA_EINVAL, "model: B=%d and T=%d must be >= 1", B, T);
+    size_t N = (size_t)B * T;
+    for (size_t i = 0; i < N; i++) {
+        if (tokens[i] < 0 || tokens[i] >= m->V)
+            return la_fail(LA_EINVAL, "model: token %d at index %zu is outside the vocabulary [0, %d)",
+                           tokens[i], i, m->V);
+        if (targets && targets[i] >= m->V)
+            return la_fail(LA_EINVAL, "model: target %d at index %zu is outside the vocabulary [0, %d)",
+                           targets[i], i, m->V);
+    }
+    return LA_OK;
+}
+
+/* ---- the whole model ---- */
+
+la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *targets, int B,
+                           int T, float *mean_loss, float *loss_per_token) {
+    if (!m) return la_fail(LA_EINVAL, "la_model_forward: model is NULL");
+    m->can_backward = 0;
+    m->logits_valid = 0;
+    LA_TRY(check_tokens(m, tokens, targets, B, T));
+    double t_start = omp_get_wtime();
+    size_t N = (size_t)B * T;
+    LA_TRY(ensure_train(m, N));
+    int C = m->C;
+    const float *P = m->params;
+    memcpy(m->tokens, tokens, N * sizeof(int32_t));
+    embed_forward(m->res0, tokens, P + m->off_wte, (int)N, C);  // x = wte[tokens]
+    const float *x = m->res0;
+    for (int l = 0; l < m->L; l++) {
+        acts *a = &m->ta[l];
+        LA_TRY(block_forward(m, l, a, x, a->mid, a->res_out, B, T));
+        x = a->res_out;
+    }
+    rmsnorm_forward(m->lnf, m->lnf_rstd, x, P + m->off_lnf_g, (int)N, C);              // final norm
+    mm_forward(&m->timing.matmul_s, m->logits, m->lnf, P + m->off_lm_head, (int)N, C, m->V, 0);  // logits
+    m->logits_valid = 1;
+    m->fB = B;
+    m->fT = T;
+    double sum = 0;
+    int64_t cnt = 0;
+    if (targets) {
+        memcpy(m->targets, targets, N * sizeof(int32_t));
+        cnt = xent_forward(m->loss, m->lse, m->logits, targets, (int)N, m->V, &sum);
+        if (loss_per_token) memcpy(loss_per_token, m->loss, N * sizeof(float));
+        m->can_backward = cnt > 0 ? 2 : 1;  // 2: gradient exists; 1: all targets ignored
+    } else if (loss_per_token) {
+        memset(loss_per_token, 0, N * sizeof(float));
+    }
+    if (mean_loss) *mean_loss = cnt ? (float)(sum / cnt) : 0.0f;
+    m->timing.total_s += omp_get_wtime() - t_start;
+    return LA_OK;
+}
+
+la_status la_model_backward(la_model *m) {
+    if (!m) return la_fail(LA_EINVAL, "la_model_backward: model is NULL");
+    if (!m->can_backward)
+        return la_fail(LA_EINVAL, "la_model_backward: needs a preceding la_model_forward with "
+                                  "targets (la_model_eval and a second backward do not count)");
+    int was = m->can_backward;
+    m->can_backward = 0;
+    if (was == 1) return LA_OK;  // every target ignored: the loss is constant 0
+    double t_start = omp_get_wtime();
+    int B = m->fB, T = m->fT, N = B * T, C = m->C;
+    const float *P = m->params;
+    float *G = m->grads;
+    int64_t cnt = 0;
+    for (int i = 0; i < N; i++) cnt += m->targets[i] >= 0;
+    /* mean loss = sum / cnt */
+    xent_backward(m->logits, m->lse, m->targets, N, m->V, 1.0f / (float)cnt);
+    m->logits_valid = 0;
+    const float *xL = m->L ? m->ta[m->L - 1].res_out : m->res0;
+    mm_backward(&m->timing.matmul_s, m->dln, G + m->off_lm_head, m->logits, m->lnf,
+                P + m->off_lm_head, N, C, m->V, 0);
+    memset(m->dres, 0, sizeof(float) * (size_t)N * C);
+    rmsnorm_backward(m->dres, G + m->off_lnf_g, m->dln, xL, m->lnf_rstd, P + m->off_lnf_g, N, C);
+    for (int l = m->L - 1; l >= 0; l--) {
+        const float *x_in = l ? m->ta[l - 1].res_out : m->res0;
+        LA_TRY(block_backward(m, l, &m->ta[l], x_in, B, T));
+    }
+    embed_backward(G + m->off_wte, m->dres, m->tokens, N, C);
+    m->timing.total_s += omp_get_wtime() - t_start;
+    return LA_OK;
+}
+
+la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                        float *mean_loss, float *loss_per_token, int32_t *argmax,
+                        float *last_logits) {
+    if (!m) return la_fail(LA_EINVAL, "la_model_eval: model is NULL");
+    m->can_backward = 0;
+    m->logits_valid = 0;
+    LA_TRY(check_tokens(m, tokens, targets, B, T));
+    double t_start = omp_get_wtime();
+    size_t N = (size_t)B * T;
+    LA_TRY(ensure_eval(m, N));
+    int C = m->C, V = m->V;
+    const float *P = m->params;
+    embed_forward(m->ex, tokens, P + m->off_wte, (int)N, C);
+    for (int l = 0; l < m->L; l++) LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, B, T));
+    float *xn = m->ea.ln1;  // (N, C) final norm output
+    rmsnorm_forward(xn, m->ea.ln1_rstd, m->ex, P + m->off_lnf_g, (int)N, C);
+    double sum = 0;
+    int64_t cnt = 0;
+    for (size_t r0 = 0; r0 < N; r0 += EVAL_CHUNK) {
+        int rows = (int)(N - r0 < EVAL_CHUNK ? N - r0 : EVAL_CHUNK);
+        float *z = m->e_logits;  // (rows, V)
+        mm_forward(&m->timing.matmul_s, z, xn + r0 * C, P + m->off_lm_head, rows, C, V, 0);
+        double s = 0;
+        float *lossbuf = loss_per_token ? loss_per_token + r0 : m->e_loss;
+        cnt += xent_forward(lossbuf, m->e_lse, z, targets ? targets + r0 : NULL, rows, V, &s);
+        sum += s;
+        for (int r = 0; r < rows; r++) {
+            const float *zr = z + (size_t)r * V;
+            size_t n = r0 + r;
+            if (argmax) {
+                int best = 0;
+                for (int v = 1; v < V; v++)
+                    if (zr[v] > zr[best]) best = v;
+                argmax[n] = best;
+            }
+            if (last_logits && (int)(n % T) == T - 1)
+                memcpy(last_logits + (n / T) * V, zr, sizeof(float) * V);
+        }
+    }
+    if (mean_loss) *mean_loss = cnt ? (float)(sum / cnt) : 0.0f;
+    m->timing.total_s += omp_get_wtime() - t_start;
+    return LA_OK;
+}

@@ -1,0 +1,80 @@
+/* layers.h -- the GPT's layers as forward/backward pairs of plain functions (llm.c style).
+ * Internal to src/model. N = B*T rows; every tensor row-major; shapes in the comments.
+ * Backward functions ACCUMULATE into parameter gradients and, where noted, into input
+ * gradients (so a residual branch adds to the stream's gradient). */
+#ifndef LA_MODEL_LAYERS_H
+#define LA_MODEL_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "longattn.h"
+
+#define LA_RMS_EPS 1e-6f
+
+/* ---- matmul.c: cblas_sgemm wrappers, weights stored (out, in); *timer += seconds ---- */
+/* y (N, out) = x (N, in) W^T (+ y if accumulate) */
+void mm_forward(double *timer, float *y, const float *x, const float *W, int N, int in, int out,
+                int accumulate);
+/* dx (N, in) (+)= dy (N, out) W ;  dW (out, in) += dy^T x.  dx may be NULL. */
+void mm_backward(double *timer, float *dx, float *dW, const float *dy, const float *x,
+                 const float *W, int N, int in, int out, int accumulate_dx);
+
+/* ---- rmsnorm.c: y = x / sqrt(mean(x^2) + eps) * g over the last dimension C ---- */
+/* x, y: (N, C); g: (C); rstd: (N) saved for backward */
+void rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int N, int C);
+/* dx (N, C) += d/dx ; dg (C) += d/dg.  dy: (N, C) */
+void rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
+                      const float *g, int N, int C);
+
+/* ---- mlp.c: ReLU^2 MLP  out = relu(x Wfc^T)^2 Wproj^T ---- */
+/* x: (N, C)  h_pre, h_act: (N, F)  y: (N, C), ADDED to (residual) */
+void mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const float *x,
+                 const float *w_fc, const float *w_proj, int N, int C, int F);
+/* dy: (N, C) -> dx (N, C) overwritten; dw_fc, dw_proj accumulated. dh: (N, F) scratch */
+void mlp_backward(double *timer, float *dx, float *dw_fc, float *dw_proj, float *dh,
+                  const float *dy, const float *x, const float *h_pre, const float *h_act,
+                  const float *w_fc, const float *w_proj, int N, int C, int F);
+
+/* ---- qknorm.c: per-head RMSNorm over D with a shared gain, fused with the
+ * (B, T, H, D) -> (B, H, T, D) permutation the attention kernel wants ---- */
+/* x: (B, T, H, D)  ->  y: (B, H, T, D), rstd: (B, T, H) */
+void qknorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int T, int H,
+                    int D);
+/* dy: (B, H, T, D) -> dx: (B, T, H, D) overwritten; dg (D) accumulated */
+void qknorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
+                     const float *g, int B, int T, int H, int D);
+/* plain permutations (B, T, H, D) <-> (B, H, T, D) */
+void permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D);
+void permute_bhtd_to_bthd(float *y, const float *x, int B, int T, int H, int D);
+
+/* ---- as_coeffs.c: ASEntmax coefficients (SPEC 5, Vasylenko et al. 2025) per head and
+ * query from the normalised layer input a (N, C):
+ *   beta = softplus(a Wb^T + bb),  gamma = gamma_range * tanh(a Wg^T + bg)   (B, H, T)
+ * This is the hook for the entmax work's coefficient layer. ---- */
+void as_coeffs_forward(double *timer, float *beta, float *gamma, float *pre_b, float *pre_g,
+                       const float *a, const float *wb, const float *bb, const float *wg,
+                       const float *bg, double gamma_range, int B, int T, int H, int C);
+/* dbeta, dgamma: (B, H, T) -> da (N, C) ACCUMULATED; dwb, dbb, dwg, dbg accumulated.
+ * scratch: (2, N, H) */
+void as_coeffs_backward(double *timer, float *da, float *dwb, float *dbb, float *dwg, float *dbg,
+                        float *scratch, const float *dbeta, const float *dgamma,
+                        const float *pre_b, const float *pre_g, const float *a,
+                        const float *wb, const float *wg, double gamma_range, int B, int T,
+                        int H, int C);
+
+/* ---- embed.c: token embedding and the cross-entropy head ---- */
+/* x (N, C) = wte[tokens] ; tokens checked by the caller */
+void embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C);
+/* dwte[tokens[n]] += dx[n] */
+void embed_backward(float *dwte, const float *dx, const int32_t *tokens, int N, int C);
+/* logits (N, V) -> lse (N); loss (N) = lse - logit[target] (0 where target < 0).
+ * Returns the number of counted targets; *sum_loss their loss sum (double). */
+int64_t xent_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int N,
+                     int V, double *sum_loss);
+/* dlogits (N, V) overwritten in place of logits: scale * (softmax - onehot), 0 rows where
+ * target < 0 */
+void xent_backward(float *logits_to_dlogits, const float *lse, const int32_t *targets, int N,
+                   int V, float scale);
+
+#endif

@@ -1,0 +1,71 @@
+/* qknorm.c -- QK-norm (Henry et al. 2020; Dehghani et al. 2023): RMSNorm of each head's
+ * q and k over D with a learnable gain shared by the heads, fused with the permutation from
+ * the linear layers' (B, T, H, D) layout to the kernels' (B, H, T, D). */
+#include <math.h>
+
+#include "model/layers.h"
+
+void qknorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int T, int H,
+                    int D) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                const float *xr = x + (((size_t)b * T + t) * H + h) * D;   // (D)
+                float *yr = y + (((size_t)b * H + h) * T + t) * D;         // (D)
+                double ss = 0;
+                for (int d = 0; d < D; d++) ss += (double)xr[d] * xr[d];
+                float r = (float)(1.0 / sqrt(ss / D + LA_RMS_EPS));       // F1
+                rstd[((size_t)b * T + t) * H + h] = r;
+                for (int d = 0; d < D; d++) yr[d] = xr[d] * r * g[d];    // F2
+            }
+}
+
+void qknorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
+                     const float *g, int B, int T, int H, int D) {
+    /* F2: dg[d] += dy * x * rstd, in a fixed (serial) order */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                const float *xr = x + (((size_t)b * T + t) * H + h) * D;
+                const float *dyr = dy + (((size_t)b * H + h) * T + t) * D;
+                float r = rstd[((size_t)b * T + t) * H + h];
+                for (int d = 0; d < D; d++) dg[d] += dyr[d] * xr[d] * r;
+            }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                const float *xr = x + (((size_t)b * T + t) * H + h) * D;
+                const float *dyr = dy + (((size_t)b * H + h) * T + t) * D;
+                float *dxr = dx + (((size_t)b * T + t) * H + h) * D;
+                float r = rstd[((size_t)b * T + t) * H + h];
+                /* F1+F2: dx = r*g*dy - x r^3 mean(g*dy*x) */
+                double dot = 0;
+                for (int d = 0; d < D; d++) dot += (double)g[d] * dyr[d] * xr[d];
+                float k = (float)(dot / D) * r * r * r;
+                for (int d = 0; d < D; d++) dxr[d] = r * g[d] * dyr[d] - k * xr[d];
+            }
+}
+
+void permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                const float *xr = x + (((size_t)b * T + t) * H + h) * D;
+                float *yr = y + (((size_t)b * H + h) * T + t) * D;
+                for (int d = 0; d < D; d++) yr[d] = xr[d];
+            }
+}
+
+void permute_bhtd_to_bthd(float *y, const float *x, int B, int T, int H, int D) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                const float *xr = x + (((size_t)b * H + h) * T + t) * D;
+                float *yr = y + (((size_t)b * T + t) * H + h) * D;
+                for (int d = 0; d < D; d++) yr[d] = xr[d];
+            }
+}

@@ -1,0 +1,162 @@
+/* checkpoint.c -- trainer checkpoints: weights in <path> (la_model_save, safetensors) and the
+ * optimiser state in <path>.state (safetensors too: "adam.m", "adam.v", "muon.mom"; step,
+ * data sampler state, train config and the hash of the weights as metadata strings). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_io.h"
+#include "train/trainer_internal.h"
+
+#define STATE_FORMAT "longattn-trainer-state-1"
+
+static void state_path(char *buf, size_t n, const char *path) { snprintf(buf, n, "%s.state", path); }
+
+la_status la_trainer_save(const la_trainer *tr, const char *path) {
+    if (!tr || !path || !path[0]) return la_fail(LA_EINVAL, "la_trainer_save: NULL or empty path");
+    LA_TRY(la_model_save(tr->m, path));
+    char sp[1100];
+    state_path(sp, sizeof sp, path);
+    la_st_tensor ts[3];
+    int nt = 0;
+    ts[nt++] = (la_st_tensor){"adam.m", tr->adam_m, 1, {(int64_t)tr->P}};
+    ts[nt++] = (la_st_tensor){"adam.v", tr->adam_v, 1, {(int64_t)tr->P}};
+    if (tr->mom) ts[nt++] = (la_st_tensor){"muon.mom", tr->mom, 1, {(int64_t)tr->P}};
+    la_data_state ds = {{0}, 0};
+    if (tr->data) la_data_get_state(tr->data, &ds);
+    char v_step[32], v_np[32], v_hash[32], v_rng[4][32], v_nw[32];
+    snprintf(v_step, sizeof v_step, "%d", tr->step);
+    snprintf(v_np, sizeof v_np, "%zu", tr->P);
+    snprintf(v_hash, sizeof v_hash, "%016" PRIx64, model_weights_hash(tr->m));
+    for (int i = 0; i < 4; i++) snprintf(v_rng[i], sizeof v_rng[i], "%016" PRIx64, ds.rng[i]);
+    snprintf(v_nw, sizeof v_nw, "%" PRIu64, ds.n_windows);
+    char *cfg = train_config_to_json(&tr->cfg);
+    if (!cfg) return la_fail(LA_ENOMEM, "la_trainer_save: out of memory");
+    const char *meta[] = {"format", STATE_FORMAT,
+                          "step", v_step,
+                          "n_params", v_np,
+                          "optimizer", tr->cfg.optimizer == LA_OPT_MUON ? "muon" : "adamw",
+                          "weights_hash", v_hash,
+                          "data_rng0", v_rng[0],
+                          "data_rng1", v_rng[1],
+                          "data_rng2", v_rng[2],
+                          "data_rng3", v_rng[3],
+                          "data_n_windows", v_nw,
+                          "train_config", cfg};
+    la_status s = la_st_write(sp, ts, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2);
+    free(cfg);
+    return s;
+}
+
+static la_status meta_u64(const la_st_file *f, const char *path, const char *key, int base,
+                          uint64_t *out) {
+    const char *v = la_st_meta(f, key);
+    if (!v) return la_fail(LA_EFORMAT, "%s: metadata key '%s' is missing (corrupt trainer state)", path, key);
+    char *end;
+    *out = strtoull(v, &end, base);
+    if (end == v || *end) return la_fail(LA_EFORMAT, "%s: metadata '%s' = '%s' is malformed", path, key, v);
+    return LA_OK;
+}
+
+static la_status load_checked(la_trainer *tr, const char *path, const la_st_file *wf,
+                              const la_st_file *sf, const char *sp) {
+    /* 1. the weights file describes the trainer's model */
+    la_model_config fc;
+    LA_TRY(model_config_from_meta(wf, path, &fc));
+    char vals[16][LA_SPEC_TEXT_MAX];
+    const char *kv[32];
+    int n = model_config_meta(tr->m, vals, kv);
+    for (int i = 0; i < n; i++) {
+        const char *fv = la_st_meta(wf, kv[2 * i]);
+        if (!strcmp(kv[2 * i], "init_std")) continue;
+        if (!fv || strcmp(fv, kv[2 * i + 1]))
+            return la_fail(LA_EFORMAT, "%s: checkpoint has %s = '%s' but the model has '%s'; build the "
+                           "model from the checkpoint (la_model_load) to resume it",
+                           path, kv[2 * i], fv ? fv : "(missing)", kv[2 * i + 1]);
+    }
+    LA_TRY(model_weights_from_file(tr->m, wf, path, 0));
+    /* 2. the state file */
+    const char *fmt = la_st_meta(sf, "format");
+    if (!fmt || strcmp(fmt, STATE_FORMAT))
+        return la_fail(LA_EFORMAT, "%s: format '%s', expected '%s'", sp, fmt ? fmt : "(missing)", STATE_FORMAT);
+    uint64_t step = 0, np = 0, hash = 0, nw = 0, rng[4] = {0};
+    LA_TRY(meta_u64(sf, sp, "step", 10, &step));
+    LA_TRY(meta_u64(sf, sp, "n_params", 10, &np));
+    LA_TRY(meta_u64(sf, sp, "weights_hash", 16, &hash));
+    LA_TRY(meta_u64(sf, sp, "data_n_windows", 10, &nw));
+    for (int i = 0; i < 4; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "data_rng%d", i);
+        LA_TRY(meta_u64(sf, sp, k, 16, &rng[i]));
+    }
+    if (np != tr->P)
+        return la_fail(LA_EFORMAT, "%s: state is for %llu parameters, the model has %zu", sp,
+                       (unsigned long long)np, tr->P);
+    const char *opt = la_st_meta(sf, "optimizer");
+    const char *want = tr->cfg.optimizer == LA_OPT_MUON ? "muon" : "adamw";
+    if (!opt || strcmp(opt, want))
+        return la_fail(LA_EFORMAT, "%s: state was written by optimizer '%s' but the trainer uses '%s'",
+                       sp, opt ? opt : "(missing)", want);
+    const char *names[3] = {"adam.m", "adam.v", "muon.mom"};
+    for (int i = 0; i < (tr->mom ? 3 : 2); i++) {
+        const la_st_entry *e = la_st_find(sf, names[i]);
+        if (!e || e->ndim != 1 || (size_t)e->shape[0] != tr->P)
+            return la_fail(LA_EFORMAT, "%s: tensor %s is missing or has the wrong size", sp, names[i]);
+    }
+    /* 3. commit: weights first, then check that they are the weights the state was saved with */
+    float *backup = malloc(tr->P * sizeof(float));
+    if (!backup) return la_fail(LA_ENOMEM, "out of memory");
+    float *p = la_model_params(tr->m);
+    memcpy(backup, p, tr->P * sizeof(float));
+    LA_TRY(model_weights_from_file(tr->m, wf, path, 1));
+    if (model_weights_hash(tr->m) != hash) {
+        memcpy(p, backup, tr->P * sizeof(float));
+        free(backup);
+        return la_fail(LA_EFORMAT, "%s and %s do not belong together (weights hash differs): the "
+                       "checkpoint is corrupt or was overwritten half-way; use another checkpoint",
+                       path, sp);
+    }
+    free(backup);
+    memcpy(tr->adam_m, sf->data + la_st_find(sf, "adam.m")->begin, tr->P * sizeof(float));
+    memcpy(tr->adam_v, sf->data + la_st_find(sf, "adam.v")->begin, tr->P * sizeof(float));
+    if (tr->mom) memcpy(tr->mom, sf->data + la_st_find(sf, "muon.mom")->begin, tr->P * sizeof(float));
+    tr->step = (int)step;
+    if (tr->data) {
+        la_data_state ds;
+        memcpy(ds.rng, rng, sizeof rng);
+        ds.n_windows = nw;
+        la_data_set_state(tr->data, &ds);
+    }
+    return LA_OK;
+}
+
+la_status la_trainer_load(la_trainer *tr, const char *path) {
+    if (!tr || !path) return la_fail(LA_EINVAL, "la_trainer_load: NULL argument");
+    char sp[1100];
+    state_path(sp, sizeof sp, path);
+    la_st_file wf, sf;
+    LA_TRY(la_st_read(path, &wf));
+    la_status s = la_st_read(sp, &sf);
+    if (s != LA_OK) {
+        la_st_free(&wf);
+        return s;
+    }
+    s = load_checked(tr, path, &wf, &sf, sp);
+    la_st_free(&wf);
+    la_st_free(&sf);
+    return s;
+}
+
+/* The train config stored in a checkpoint's state file (for `longattn train --resume`). */
+la_status la_trainer_read_config(const char *path, la_train_config *cfg) {
+    char sp[1100];
+    state_path(sp, sizeof sp, path);
+    la_st_file sf;
+    LA_TRY(la_st_read(sp, &sf));
+    const char *js = la_st_meta(&sf, "train_config");
+    la_status s = js ? train_config_from_json(js, cfg)
+                     : la_fail(LA_EFORMAT, "%s: no train_config in the metadata", sp);
+    la_st_free(&sf);
+    return s;
+}

@@ -1,0 +1,353 @@
+/* trainer.c -- optimizer steps (AdamW, or Muon on hidden matrices), gradient accumulation
+ * and clipping, validation, and the training loop with logging and checkpoints. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train/optim.h"
+#include "train/trainer_internal.h"
+
+la_train_config la_train_default_config(void) {
+    la_train_config c;
+    memset(&c, 0, sizeof c);
+    c.steps = 400;
+    c.B = 16;
+    c.T = 128;
+    c.grad_accum = 1;
+    c.lr = 3e-3;
+    c.min_lr = 3e-4;
+    c.warmup = 20;
+    c.beta1 = 0.9;
+    c.beta2 = 0.95;
+    c.eps = 1e-8;
+    c.weight_decay = 0.1;
+    c.clip = 1.0;
+    c.optimizer = LA_OPT_ADAMW;
+    c.muon_lr = 0.02;
+    c.muon_momentum = 0.95;
+    c.seed = 1;
+    c.eval_every = 0;
+    c.eval_batches = 8;
+    c.ckpt_every = 0;
+    return c;
+}
+
+static la_status check_config(const la_train_config *c) {
+#define REQ(cond, ...) \
+    if (!(cond)) return la_fail(LA_EINVAL, __VA_ARGS__)
+    REQ(c->steps >= 1, "train config: steps=%d must be >= 1", c->steps);
+    REQ(c->B >= 1 && c->T >= 1, "train config: B=%d and T=%d must be >= 1", c->B, c->T);
+    REQ(c->grad_accum >= 1, "train config: grad_accum=%d must be >= 1", c->grad_accum);
+    REQ(c->lr > 0 && isfinite(c->lr), "train config: lr=%g must be > 0", c->lr);
+    REQ(c->min_lr >= 0 && c->min_lr <= c->lr, "train config: min_lr=%g must be in [0, lr=%g]", c->min_lr, c->lr);
+    REQ(c->warmup >= 0, "train config: warmup=%d must be >= 0", c->warmup);
+    REQ(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1,
+        "train config: beta1=%g, beta2=%g must be in [0, 1)", c->beta1, c->beta2);
+    REQ(c->eps > 0, "train config: eps=%g must be > 0", c->eps);
+    REQ(c->weight_decay >= 0, "train config: weight_decay=%g must be >= 0", c->weight_decay);
+    REQ(c->clip >= 0, "train config: clip=%g must be >= 0 (0 disables)", c->clip);
+    REQ(c->optimizer == LA_OPT_ADAMW || c->optimizer == LA_OPT_MUON, "train config: unknown optimizer %d", (int)c->optimizer);
+    REQ(c->optimizer != LA_OPT_MUON || (c->muon_lr > 0 && c->muon_momentum >= 0 && c->muon_momentum < 1),
+        "train config: muon_lr=%g must be > 0 and muon_momentum=%g in [0, 1)", c->muon_lr, c->muon_momentum);
+    REQ(c->eval_every >= 0 && c->eval_batches >= 1 && c->ckpt_every >= 0,
+        "train config: eval_every=%d, ckpt_every=%d must be >= 0 and eval_batches=%d >= 1",
+        c->eval_every, c->ckpt_every, c->eval_batches);
+    REQ(memchr(c->ckpt_path, 0, sizeof c->ckpt_path) && memchr(c->csv_path, 0, sizeof c->csv_path),
+        "train config: ckpt_path / csv_path not NUL-terminated");
+#undef REQ
+    return LA_OK;
+}
+
+void la_trainer_free(la_trainer *tr) {
+    if (!tr) return;
+    free(tr->adam_m);
+    free(tr->adam_v);
+    free(tr->mom);
+    free(tr->scratch);
+    free(tr->window);
+    free(tr->inp);
+    free(tr->tgt);
+    free(tr);
+}
+
+la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg, la_trainer **out) {
+    if (!out) return la_fail(LA_EINVAL, "la_trainer_new: out is NULL");
+    *out = NULL;
+    if (!m || !cfg) return la_fail(LA_EINVAL, "la_trainer_new: model and cfg must not be NULL");
+    LA_TRY(check_config(cfg));
+    if (data && la_data_vocab(data) > la_model_get_config(m)->vocab)
+        return la_fail(LA_EINVAL, "trainer: the data's vocabulary (%d) is larger than the model's (%d)",
+                       la_data_vocab(data), la_model_get_config(m)->vocab);
+    la_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) return la_fail(LA_ENOMEM, "trainer: out of memory");
+    tr->m = m;
+    tr->data = data;
+    tr->cfg = *cfg;
+    tr->P = la_model_num_params(m);
+    size_t BT = (size_t)cfg->B * cfg->T;
+    tr->adam_m = calloc(tr->P, sizeof(float));
+    tr->adam_v = calloc(tr->P, sizeof(float));
+    tr->window = malloc((BT + cfg->B) * sizeof(int32_t));
+    tr->inp = malloc(BT * sizeof(int32_t));
+    tr->tgt = malloc(BT * sizeof(int32_t));
+    int ok = tr->adam_m && tr->adam_v && tr->window && tr->inp && tr->tgt;
+    if (ok && cfg->optimizer == LA_OPT_MUON) {
+        size_t need = 0;
+        for (int i = 0; i < la_model_num_tensors(m); i++) {
+            la_tensor_info t;
+            la_model_tensor(m, i, &t);
+            if (t.pclass != LA_PCLASS_MATRIX) continue;
+            size_t r = (size_t)t.shape[0], c = (size_t)t.shape[1], mn = r < c ? r : c;
+            size_t s = 3 * r * c + 2 * mn * mn;
+            if (s > need) need = s;
+        }
+        tr->mom = calloc(tr->P, sizeof(float));
+        tr->scratch = malloc((need ? need : 1) * sizeof(float));
+        ok = tr->mom && tr->scratch;
+    }
+    if (!ok) {
+        size_t np = tr->P;
+        la_trainer_free(tr);
+        return la_fail(LA_ENOMEM, "trainer: cannot allocate optimizer state for %zu parameters", np);
+    }
+    if (data) la_data_seed(data, cfg->seed);
+    *out = tr;
+    return LA_OK;
+}
+
+int la_trainer_step_count(const la_trainer *tr) { return tr->step; }
+
+/* grads hold the SUM of n_micro mean-loss gradients: average, clip, update. */
+static la_status apply_update(la_trainer *tr, double loss, int n_micro, la_step_info *info,
+                              double t0) {
+    la_model *m = tr->m;
+    float *g = la_model_grads(m), *p = la_model_params(m);
+    size_t P = tr->P;
+    float inv = 1.0f / (float)n_micro;
+    double ss = 0;
+    for (size_t i = 0; i < P; i++) {
+        g[i] *= inv;
+        ss += (double)g[i] * g[i];  // serial: reproducible for any thread count
+    }
+    double norm = sqrt(ss);
+    if (!isfinite(loss) || !isfinite(norm)) {
+        la_model_zero_grad(m);
+        return la_fail(LA_ENUMERIC, "trainer: non-finite loss (%g) or gradient norm (%g) at step "
+                       "%d; parameters left unchanged; lower the learning rate", loss, norm, tr->step);
+    }
+    const la_train_config *c = &tr->cfg;
+    if (c->clip > 0 && norm > c->clip) {
+        float sc = (float)(c->clip / norm);
+        for (size_t i = 0; i < P; i++) g[i] *= sc;
+    }
+    double f = la_train_lr_factor(c, tr->step);
+    double lr = c->lr * f;
+    for (int i = 0; i < la_model_num_tensors(m); i++) {
+        la_tensor_info t;
+        la_model_tensor(m, i, &t);
+        int decays = t.pclass == LA_PCLASS_EMBED || t.pclass == LA_PCLASS_MATRIX;
+        double wd = decays ? c->weight_decay : 0.0;
+        size_t o = t.offset;
+        if (c->optimizer == LA_OPT_MUON && t.pclass == LA_PCLASS_MATRIX)
+            muon_update(p + o, g + o, tr->mom + o, (int)t.shape[0], (int)t.shape[1],
+                        c->muon_lr * f, c->muon_momentum, wd, tr->scratch);
+        else
+            adamw_update(p + o, g + o, tr->adam_m + o, tr->adam_v + o, t.numel, lr, c->beta1,
+                         c->beta2, c->eps, wd, tr->step + 1);
+    }
+    tr->step++;
+    if (info) {
+        info->step = tr->step;
+        info->loss = (float)loss;
+        info->grad_norm = (float)norm;
+        info->lr = lr;
+        info->seconds = omp_get_wtime() - t0;
+    }
+    return LA_OK;
+}
+
+la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
+    if (!tr) return la_fail(LA_EINVAL, "la_trainer_step: trainer is NULL");
+    if (!tr->data) return la_fail(LA_EINVAL, "la_trainer_step: the trainer has no data; use la_trainer_step_batch");
+    double t0 = omp_get_wtime();
+    const la_train_config *c = &tr->cfg;
+    int B = c->B, T = c->T;
+    la_model_zero_grad(tr->m);
+    double loss_sum = 0;
+    for (int a = 0; a < c->grad_accum; a++) {
+        LA_TRY(la_data_sample(tr->data, B, T, tr->window));
+        for (int b = 0; b < B; b++) {
+            memcpy(tr->inp + (size_t)b * T, tr->window + (size_t)b * (T + 1), T * sizeof(int32_t));
+            memcpy(tr->tgt + (size_t)b * T, tr->window + (size_t)b * (T + 1) + 1, T * sizeof(int32_t));
+        }
+        float l;
+        LA_TRY(la_model_forward(tr->m, tr->inp, tr->tgt, B, T, &l, NULL));
+        LA_TRY(la_model_backward(tr->m));
+        loss_sum += l;
+    }
+    return apply_update(tr, loss_sum / c->grad_accum, c->grad_accum, info, t0);
+}
+
+la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int32_t *targets,
+                                int B, int T, la_step_info *info) {
+    if (!tr) return la_fail(LA_EINVAL, "la_trainer_step_batch: trainer is NULL");
+    if (!targets) return la_fail(LA_EINVAL, "la_trainer_step_batch: targets must not be NULL");
+    double t0 = omp_get_wtime();
+    la_model_zero_grad(tr->m);
+    float l;
+    LA_TRY(la_model_forward(tr->m, tokens, targets, B, T, &l, NULL));
+    LA_TRY(la_model_backward(tr->m));
+    return apply_update(tr, l, 1, info, t0);
+}
+
+la_status la_trainer_eval(la_trainer *tr, float *val_loss) {
+    if (!tr || !val_loss) return la_fail(LA_EINVAL, "la_trainer_eval: NULL argument");
+    if (!tr->data) return la_fail(LA_EINVAL, "la_trainer_eval: the trainer has no data");
+    const la_train_config *c = &tr->cfg;
+    int B = c->B, T = c->T;
+    double sum = 0;
+    for (int i = 0; i < c->eval_batches; i++) {
+        LA_TRY(la_data_val_batch(tr->data, i, B, T, tr->window));
+        for (int b = 0; b < B; b++) {
+            memcpy(tr->inp + (size_t)b * T, tr->window + (size_t)b * (T + 1), T * sizeof(int32_t));
+            memcpy(tr->tgt + (size_t)b * T, tr->window + (size_t)b * (T + 1) + 1, T * sizeof(int32_t));
+        }
+        float l;
+        LA_TRY(la_model_eval(tr->m, tr->inp, tr->tgt, B, T, &l, NULL, NULL, NULL));
+        sum += l;
+    }
+    *val_loss = (float)(sum / c->eval_batches);
+    return LA_OK;
+}
+
+la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user) {
+    if (!tr) return la_fail(LA_EINVAL, "la_train_run: trainer is NULL");
+    const la_train_config *c = &tr->cfg;
+    FILE *csv = NULL;
+    if (c->csv_path[0]) {
+        int append = tr->step > 0 && access(c->csv_path, F_OK) == 0;
+        csv = fopen(c->csv_path, append ? "a" : "w");
+        if (!csv) return la_fail(LA_EIO, "cannot open the CSV log %s: %s", c->csv_path, strerror(errno));
+        if (!append) fprintf(csv, "step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s\n");
+        fflush(csv);
+    }
+    la_status s = LA_OK;
+    double t0 = omp_get_wtime();
+    int start = tr->step;
+    double tok_per_step = (double)c->B * c->T * c->grad_accum;
+    while (tr->step < c->steps) {
+        la_step_info info;
+        s = la_trainer_step(tr, &info);
+        if (s != LA_OK) break;
+        float val = NAN;
+        if (c->eval_every && (tr->step % c->eval_every == 0 || tr->step == c->steps)) {
+            s = la_trainer_eval(tr, &val);
+            if (s != LA_OK) break;
+        }
+        double el = omp_get_wtime() - t0;
+        int done = tr->step - start;
+        la_train_progress pr = {tr->step, c->steps, info.loss, val, info.grad_norm, info.lr,
+                                done * tok_per_step / (el > 0 ? el : 1e-9), el,
+                                el / done * (c->steps - tr->step)};
+        if (csv) {
+            fprintf(csv, "%d,%.6g,%.6f,%.6f,%.6f,%.1f,%.3f\n", pr.step, pr.lr, pr.loss, pr.val_loss,
+                    pr.grad_norm, pr.tokens_per_s, pr.elapsed_s);
+            fflush(csv);
+        }
+        if (c->ckpt_path[0] && c->ckpt_every && tr->step % c->ckpt_every == 0 && tr->step < c->steps) {
+            s = la_trainer_save(tr, c->ckpt_path);
+            if (s != LA_OK) break;
+        }
+        if (progress && progress(&pr, user)) {
+            if (c->ckpt_path[0]) s = la_trainer_save(tr, c->ckpt_path);
+            if (s == LA_OK)
+                s = la_fail(LA_EINTERRUPTED, "training stopped at step %d of %d%s%s", tr->step,
+                            c->steps, c->ckpt_path[0] ? "; checkpoint saved to " : "",
+                            c->ckpt_path);
+            break;
+        }
+    }
+    if (s == LA_OK && c->ckpt_path[0]) s = la_trainer_save(tr, c->ckpt_path);
+    if (csv) fclose(csv);
+    return s;
+}
+
+/* ---- config <-> JSON ---- */
+
+char *train_config_to_json(const la_train_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "steps", c->steps);
+    cJSON_AddNumberToObject(o, "B", c->B);
+    cJSON_AddNumberToObject(o, "T", c->T);
+    cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum);
+    cJSON_AddNumberToObject(o, "lr", c->lr);
+    cJSON_AddNumberToObject(o, "min_lr", c->min_lr);
+    cJSON_AddNumberToObject(o, "warmup", c->warmup);
+    cJSON_AddNumberToObject(o, "beta1", c->beta1);
+    cJSON_AddNumberToObject(o, "beta2", c->beta2);
+    cJSON_AddNumberToObject(o, "eps", c->eps);
+    cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay);
+    cJSON_AddNumberToObject(o, "clip", c->clip);
+    cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw");
+    cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr);
+    cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
+    cJSON_AddStringToObject(o, "seed", seed);
+    cJSON_AddNumberToObject(o, "eval_every", c->eval_every);
+    cJSON_AddNumberToObject(o, "eval_batches", c->eval_batches);
+    cJSON_AddNumberToObject(o, "ckpt_every", c->ckpt_every);
+    cJSON_AddStringToObject(o, "ckpt_path", c->ckpt_path);
+    cJSON_AddStringToObject(o, "csv_path", c->csv_path);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+la_status train_config_from_json(const char *text, la_train_config *out) {
+    cJSON *o = cJSON_Parse(text);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return la_fail(LA_EFORMAT, "train config JSON is not an object");
+    }
+    la_train_config c = la_train_default_config();
+#define NUM(key, field, type)                                              \
+    do {                                                                   \
+        cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);              \
+        if (cJSON_IsNumber(it)) c.field = (type)it->valuedouble;           \
+    } while (0)
+    NUM("steps", steps, int);
+    NUM("B", B, int);
+    NUM("T", T, int);
+    NUM("grad_accum", grad_accum, int);
+    NUM("lr", lr, double);
+    NUM("min_lr", min_lr, double);
+    NUM("warmup", warmup, int);
+    NUM("beta1", beta1, double);
+    NUM("beta2", beta2, double);
+    NUM("eps", eps, double);
+    NUM("weight_decay", weight_decay, double);
+    NUM("clip", clip, double);
+    NUM("muon_lr", muon_lr, double);
+    NUM("muon_momentum", muon_momentum, double);
+    NUM("eval_every", eval_every, int);
+    NUM("eval_batches", eval_batches, int);
+    NUM("ckpt_every", ckpt_every, int);
+#undef NUM
+    cJSON *it = cJSON_GetObjectItemCaseSensitive(o, "optimizer");
+    if (cJSON_IsString(it)) c.optimizer = strcmp(it->valuestring, "muon") ? LA_OPT_ADAMW : LA_OPT_MUON;
+    it = cJSON_GetObjectItemCaseSensitive(o, "seed");
+    if (cJSON_IsString(it)) c.seed = strtoull(it->valuestring, NULL, 10);
+    it = cJSON_GetObjectItemCaseSensitive(o, "ckpt_path");
+    if (cJSON_IsString(it)) snprintf(c.ckpt_path, sizeof c.ckpt_path, "%s", it->valuestring);
+    it = cJSON_GetObjectItemCaseSensitive(o, "csv_path");
+    if (cJSON_IsString(it)) snprintf(c.csv_path, sizeof c.csv_path, "%s", it->valuestring);
+    cJSON_Delete(o);
+    *out = c;
+    return LA_OK;
+}

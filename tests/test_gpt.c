@@ -1,0 +1,291 @@
+/* test_gpt.c -- the GPT model (src/model): whole-model gradient check against central finite
+ * differences for several attention specs, the evaluation path against the training path,
+ * and bad-argument handling. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <cmocka.h>
+
+#include "longattn.h"
+#include "core/internal.h"
+
+enum { TB = 2, TT = 8, TV = 16 };
+
+static la_model *tiny(const char *spec, int n_kv) {
+    la_model_config c = la_model_default_config();
+    c.n_layer = 2;
+    c.d_model = 16;
+    c.n_head = 2;
+    c.n_kv_head = n_kv;
+    c.vocab = TV;
+    c.train_len = TT;
+    /* a large init so every nonlinearity (norms, softmax, ReLU^2) is away from its linear
+     * regime and gradients are large enough for float32 finite differences */
+    c.init_std = 0.4f;
+    snprintf(c.spec, sizeof c.spec, "%s", spec);
+    la_model *m = NULL;
+    la_status s = la_model_new(&c, 7, &m);
+    if (s != LA_OK) fail_msg("la_model_new(%s): %s", spec, la_errmsg());
+    /* perturb the gains and per-head scalars away from their initial constants */
+    la_rng r;
+    la_rng_seed(&r, 99);
+    float *p = la_model_params(m);
+    for (int i = 0; i < la_model_num_tensors(m); i++) {
+        la_tensor_info t;
+        assert_int_equal(la_model_tensor(m, i, &t), LA_OK);
+        if (t.pclass == LA_PCLASS_GAIN || t.pclass == LA_PCLASS_SCALAR)
+            for (size_t j = 0; j < t.numel; j++) p[t.offset + j] *= (float)(1 + 0.3 * la_rng_normal(&r));
+    }
+    return m;
+}
+
+static void batch(int32_t *tok, int32_t *tgt, unsigned seed) {
+    la_rng r;
+    la_rng_seed(&r, seed);
+    for (int i = 0; i < TB * TT; i++) {
+        tok[i] = (int32_t)la_rng_below(&r, TV);
+        tgt[i] = (int32_t)la_rng_below(&r, TV);
+    }
+    tgt[3] = -1;  // an ignored target
+}
+
+static double loss_at(la_model *m, const int32_t *tok, const int32_t *tgt) {
+    float l;
+    assert_int_equal(la_model_forward(m, tok, tgt, TB, TT, &l, NULL), LA_OK);
+    return l;
+}
+
+/* Central differences, f'(x) ~ (f(x+h) - f(x-h)) / 2h with h = 1e-2. The loss (~3 nats) is
+ * computed in float32, so each evaluation carries ~3e-7 relative rounding noise, i.e. about
+ * 1e-6 absolute; divided by 2h that is ~5e-5 of noise per derivative. Truncation error is
+ * h^2/6 f''' ~ 2e-5 for the O(1) curvatures of this model. We accept
+ * |fd - an| <= 2e-3 + 3e-2 |an| per entry (30x the noise floor), and require the directional
+ * derivative along a random direction to agree to 1e-2 relative. A wrong backward (missing
+ * term, wrong sign, wrong index) gives errors of order |an| and fails. */
+static void gradcheck(const char *spec, int n_kv) {
+    la_model *m = tiny(spec, n_kv);
+    int32_t tok[TB * TT], tgt[TB * TT];
+    batch(tok, tgt, 3);
+    size_t P = la_model_num_params(m);
+    float *p = la_model_params(m);
+    float *g = malloc(P * sizeof(float));
+    la_model_zero_grad(m);
+    loss_at(m, tok, tgt);
+    assert_int_equal(la_model_backward(m), LA_OK);
+    memcpy(g, la_model_grads(m), P * sizeof(float));
+    const float h = 1e-2f;
+    la_rng r;
+    la_rng_seed(&r, 5);
+    int checked = 0, bad = 0;
+    for (int ti = 0; ti < la_model_num_tensors(m); ti++) {
+        la_tensor_info t;
+        la_model_tensor(m, ti, &t);
+        double tnorm = 0;
+        for (size_t j = 0; j < t.numel; j++) tnorm += (double)g[t.offset + j] * g[t.offset + j];
+        /* every tensor must receive a gradient (a forgotten backward leaves it 0) */
+        if (!(tnorm > 0)) fail_msg("%s: tensor %s has an all-zero gradient", spec, t.name);
+        int n = t.numel < 12 ? (int)t.numel : 12;
+        for (int k = 0; k < n; k++) {
+            size_t j = t.offset + (t.numel <= 12 ? (size_t)k : la_rng_below(&r, t.numel));
+            float old = p[j];
+            p[j] = old + h;
+            double lp = loss_at(m, tok, tgt);
+            p[j] = old - h;
+            double lm = loss_at(m, tok, tgt);
+            p[j] = old;
+            double fd = (lp - lm) / (2 * h);
+            checked++;
+            if (fabs(fd - g[j]) > 2e-3 + 3e-2 * fabs(g[j])) {
+                bad++;
+                print_message("%s: %s[%zu] analytic %.6g fd %.6g\n", spec, t.name, j - t.offset,
+                              g[j], fd);
+            }
+        }
+    }
+    /* directional derivative along a random unit direction through ALL parameters */
+    double *u = malloc(P * sizeof(double)), un = 0, gu = 0;
+    for (size_t j = 0; j < P; j++) {
+        u[j] = la_rng_normal(&r);
+        un += u[j] * u[j];
+    }
+    un = sqrt(un);
+    float *p0 = malloc(P * sizeof(float));
+    memcpy(p0, p, P * sizeof(float));
+    for (size_t j = 0; j < P; j++) gu += g[j] * (u[j] /= un);
+    const double hd = 1e-2;
+    for (size_t j = 0; j < P; j++) p[j] = (float)(p0[j] + hd * u[j]);
+    double lp = loss_at(m, tok, tgt);
+    for (size_t j = 0; j < P; j++) p[j] = (float)(p0[j] - hd * u[j]);
+    double lm = loss_at(m, tok, tgt);
+    memcpy(p, p0, P * sizeof(float));
+    double fdu = (lp - lm) / (2 * hd);
+    print_message("%s: %d entries checked, %d bad; directional %.6g vs %.6g\n", spec, checked, bad,
+                  gu, fdu);
+    assert_int_equal(bad, 0);
+    assert_true(fabs(fdu - gu) <= 1e-2 * fabs(gu) + 1e-4);
+    free(u);
+    free(p0);
+    free(g);
+    la_model_free(m);
+}
+
+static void test_gradcheck_softmax(void **st) { (void)st; gradcheck("softmax+rope+causal", 0); }
+static void test_gradcheck_softmax_gqa(void **st) { (void)st; gradcheck("softmax+nope+causal", 1); }
+static void test_gradcheck_sinv_prope(void **st) { (void)st; gradcheck("softmax+sinv(tau=10)+prope(p=0.5)+causal", 0); }
+static void test_gradcheck_logn(void **st) { (void)st; gradcheck("softmax+rope+logn+causal", 0); }
+
+/* Gradients accumulate across backward calls, and a second backward without a forward is
+ * refused. */
+static void test_backward_accumulates(void **st) {
+    (void)st;
+    la_model *m = tiny("softmax+rope+causal", 0);
+    int32_t tok[TB * TT], tgt[TB * TT];
+    batch(tok, tgt, 4);
+    size_t P = la_model_num_params(m);
+    la_model_zero_grad(m);
+    loss_at(m, tok, tgt);
+    assert_int_equal(la_model_backward(m), LA_OK);
+    float *g1 = malloc(P * sizeof(float));
+    memcpy(g1, la_model_grads(m), P * sizeof(float));
+    assert_int_equal(la_model_backward(m), LA_EINVAL);
+    loss_at(m, tok, tgt);
+    assert_int_equal(la_model_backward(m), LA_OK);
+    const float *g2 = la_model_grads(m);
+    for (size_t j = 0; j < P; j++) assert_float_equal(g2[j], 2 * g1[j], 1e-6 + 1e-5 * fabsf(g1[j]));
+    /* evaluation in between invalidates backward */
+    loss_at(m, tok, tgt);
+    assert_int_equal(la_model_eval(m, tok, tgt, TB, TT, NULL, NULL, NULL, NULL), LA_OK);
+    assert_int_equal(la_model_backward(m), LA_EINVAL);
+    free(g1);
+    la_model_free(m);
+}
+
+/* The no-grad evaluation path gives the training forward's losses, logits-derived argmax and
+ * last-position logits, also when B*T grows after a smaller call (buffer regrowth). */
+static void test_eval_matches_forward(void **st) {
+    (void)st;
+    la_model *m = tiny("softmax+sinv(tau=10)+prope(p=0.5)+causal", 0);
+    int32_t tok[TB * TT], tgt[TB * TT];
+    batch(tok, tgt, 8);
+    float lf, le, lpf[TB * TT], lpe[TB * TT], last[TB * TV];
+    int32_t am[TB * TT];
+    /* a small eval first, then the full size: buffers must regrow */
+    assert_int_equal(la_model_eval(m, tok, tgt, 1, 3, &le, NULL, NULL, NULL), LA_OK);
+    assert_int_equal(la_model_forward(m, tok, tgt, TB, TT, &lf, lpf), LA_OK);
+    float *logits = malloc(sizeof(float) * TB * TT * TV);
+    memcpy(logits, la_model_logits(m), sizeof(float) * TB * TT * TV);
+    assert_int_equal(la_model_eval(m, tok, tgt, TB, TT, &le, lpe, am, last), LA_OK);
+    assert_null(la_model_logits(m));
+    /* same operations in the same order except the LM head's row chunking: equal to float
+     * rounding (1e-5 relative) */
+    assert_float_equal(lf, le, 1e-5 * fabsf(lf));
+    double mean = 0;
+    int cnt = 0;
+    for (int i = 0; i < TB * TT; i++) {
+        assert_float_equal(lpf[i], lpe[i], 1e-5 + 1e-5 * fabsf(lpf[i]));
+        if (tgt[i] < 0) assert_true(lpe[i] == 0.0f);
+        else { mean += lpe[i]; cnt++; }
+        const float *z = logits + (size_t)i * TV;
+        int best = 0;
+        for (int v = 1; v < TV; v++) if (z[v] > z[best]) best = v;
+        assert_int_equal(am[i], best);
+        /* loss_per_token = logsumexp - z[target], recomputed in double */
+        if (tgt[i] >= 0) {
+            double mx = z[0], s = 0;
+            for (int v = 1; v < TV; v++) mx = fmax(mx, z[v]);
+            for (int v = 0; v < TV; v++) s += exp(z[v] - mx);
+            assert_float_equal(lpf[i], mx + log(s) - z[tgt[i]], 1e-5);
+        }
+    }
+    assert_float_equal(le, mean / cnt, 1e-5);
+    for (int b = 0; b < TB; b++)
+        for (int v = 0; v < TV; v++)
+            assert_float_equal(last[b * TV + v], logits[((size_t)b * TT + TT - 1) * TV + v], 1e-5);
+    /* causality: changing the last token does not change earlier losses */
+    int32_t tok2[TB * TT];
+    memcpy(tok2, tok, sizeof tok);
+    tok2[TT - 1] = (tok2[TT - 1] + 1) % TV;
+    float lp2[TB * TT];
+    assert_int_equal(la_model_eval(m, tok2, tgt, TB, TT, NULL, lp2, NULL, NULL), LA_OK);
+    for (int t = 0; t < TT - 1; t++) assert_float_equal(lp2[t], lpe[t], 1e-6);
+    assert_true(lp2[TT - 1] != lpe[TT - 1]);
+    free(logits);
+    la_model_free(m);
+}
+
+static void test_bad_arguments(void **st) {
+    (void)st;
+    la_model_config c = la_model_default_config();
+    la_model *m = NULL;
+    c.n_head = 3;  // does not divide 128
+    assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
+    assert_null(m);
+    assert_non_null(strstr(la_errmsg(), "n_head"));
+    c = la_model_default_config();
+    c.n_kv_head = 3;
+    assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
+    c = la_model_default_config();
+    snprintf(c.spec, sizeof c.spec, "softmax+nonsense");
+    assert_int_equal(la_model_new(&c, 1, &m), LA_ESPEC);
+    c = la_model_default_config();
+    c.d_model = 12;
+    c.n_head = 4;  // head size 3, odd, with RoPE
+    assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
+    m = tiny("softmax+rope+causal", 0);
+    int32_t tok[TB * TT], tgt[TB * TT];
+    batch(tok, tgt, 1);
+    tok[5] = TV;  // out of vocabulary
+    assert_int_equal(la_model_forward(m, tok, tgt, TB, TT, NULL, NULL), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "vocabulary"));
+    tok[5] = 0;
+    assert_int_equal(la_model_forward(m, tok, tgt, 0, TT, NULL, NULL), LA_EINVAL);
+    assert_int_equal(la_model_forward(m, tok, NULL, TB, TT, NULL, NULL), LA_OK);
+    assert_non_null(la_model_logits(m));
+    assert_int_equal(la_model_backward(m), LA_EINVAL);  // no targets
+    la_tensor_info ti;
+    assert_int_equal(la_model_tensor(m, -1, &ti), LA_EINVAL);
+    assert_int_equal(la_model_tensor(m, la_model_num_tensors(m), &ti), LA_EINVAL);
+    la_model_free(m);
+}
+
+/* The parameter table covers the parameter array exactly, in order, with the documented
+ * names, and the same seed gives the same weights. */
+static void test_param_table(void **st) {
+    (void)st;
+    la_model *m = tiny("softmax+rope+logn+causal", 0);
+    la_model *m2 = tiny("softmax+rope+logn+causal", 0);
+    size_t off = 0;
+    int n_matrix = 0, has_logn = 0;
+    for (int i = 0; i < la_model_num_tensors(m); i++) {
+        la_tensor_info t;
+        la_model_tensor(m, i, &t);
+        assert_int_equal(t.offset, off);
+        off += t.numel;
+        n_matrix += t.pclass == LA_PCLASS_MATRIX;
+        has_logn += strstr(t.name, "logn_s") != NULL;
+    }
+    assert_int_equal(off, la_model_num_params(m));
+    assert_int_equal(n_matrix, 2 * 6);
+    assert_int_equal(has_logn, 2);
+    assert_memory_equal(la_model_params(m), la_model_params(m2), off * sizeof(float));
+    la_model_free(m);
+    la_model_free(m2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradcheck_softmax),
+        cmocka_unit_test(test_gradcheck_softmax_gqa),
+        cmocka_unit_test(test_gradcheck_sinv_prope),
+        cmocka_unit_test(test_gradcheck_logn),
+        cmocka_unit_test(test_backward_accumulates),
+        cmocka_unit_test(test_eval_matches_forward),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_param_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
