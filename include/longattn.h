@@ -692,16 +692,20 @@ typedef la_status (*la_token_loss_fn)(void *ctx, const int32_t *inputs, const in
  * LA_ESHAPE when no document is long enough (the message gives the longest). */
 la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int64_t *start);
 
-/* Validation loss at context length T on the windows of la_eval_windows(docs, T, n, seed),
- * evaluated one window at a time (B = 1, so memory is whatever fn needs for one length-T
- * window). Results in bits per token (bits per byte for byte documents):
- *   *loss: mean over all n*T target tokens;
+/* Validation loss at context length T, one window at a time (B = 1, so memory is whatever
+ * fn needs for one length-T window). The text evaluated is n spans of span+1 tokens
+ * (la_eval_windows(docs, span, n, seed)); each span is cut into floor(span/T) windows of T
+ * inputs placed back to back, each evaluated from position 0. With span = the longest
+ * evaluation length (and lengths dividing it), every length scores exactly the same target
+ * tokens, so differences between lengths come from context length alone. span = 0 means T.
+ * Results in bits per token (bits per byte for byte documents):
+ *   *loss: mean over every scored target token;
  *   bucket_loss: (ceil(T / bucket)) or NULL, the mean over target positions
  *   [b*bucket, (b+1)*bucket) of every window; bucket_tokens: (same) or NULL, their counts.
  * The token-weighted mean of bucket_loss is *loss. Sums are in double.
- * Errors: as la_eval_windows, LA_EINVAL (bucket < 1), LA_ENUMERIC (a non-finite loss),
- * or whatever fn returns. */
-la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int n,
+ * Errors: as la_eval_windows (for span), LA_EINVAL (bucket < 1, T < 1, span < T),
+ * LA_ENUMERIC (a non-finite loss), or whatever fn returns. */
+la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int span, int n,
                        uint64_t seed, int bucket, double *loss, double *bucket_loss,
                        int64_t *bucket_tokens);
 

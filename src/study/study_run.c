@@ -53,10 +53,11 @@ static double flops_per_token(const la_study *st, int vocab, int T) {
 static double variant_flops(const la_study *st, int vocab) {
     double cL = flops_per_token(st, vocab, st->seq_len);
     double f = 3.0 * st->steps * st->batch * st->seq_len * cL;
-    int n_val = st->steps / st->val_every + 1;
-    f += (double)n_val * st->eval_windows * st->seq_len * cL;
-    for (int i = 0; i < st->n_eval_lens; i++)
-        f += (double)st->eval_windows * st->eval_lens[i] * flops_per_token(st, vocab, st->eval_lens[i]);
+    int span = st->eval_lens[st->n_eval_lens - 1], n_val = st->steps / st->val_every + 1;
+    f += (double)n_val * ((st->eval_windows + 3) / 4) * span * cL;
+    for (int i = 0; i < st->n_eval_lens; i++) /* every length scores eval_windows spans */
+        f += (double)st->eval_windows * (span / st->eval_lens[i]) * st->eval_lens[i] *
+             flops_per_token(st, vocab, st->eval_lens[i]);
     if (st->pk_trials > 0) {
         f += 3.0 * st->pk_steps * st->batch * st->seq_len * cL;
         for (int i = 0; i < st->n_pk_lens; i++)
@@ -170,6 +171,9 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     double t0 = now_s(), tail_sum = 0;
     int tail_n = 0, tail_from = st->steps - (st->steps / 10 > 0 ? st->steps / 10 : 1);
     eval_ctx ec = {m, NULL};
+    /* every length scores the same text: spans of the longest length, cut into windows */
+    const int span = st->eval_lens[st->n_eval_lens - 1];
+    const int n_val = (st->eval_windows + 3) / 4; /* validation during training: a quarter */
     const double train_flops = 3.0 * B * L * tk->c_L;
     phase(tk, "train", st->steps);
     for (int step = 0; step < st->steps; step++) {
@@ -188,12 +192,11 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
         double vb = NAN;
         if ((step + 1) % st->val_every == 0 || step + 1 == st->steps) {
             double vl;
-            if ((s = la_eval_loss(model_token_loss, &ec, val, L, st->eval_windows, st->seed, L, &vl, NULL,
-                                  NULL)) != LA_OK)
+            if ((s = la_eval_loss(model_token_loss, &ec, val, L, span, n_val, st->seed, L, &vl, NULL, NULL)) != LA_OK)
                 goto out;
             vb = vl;
             tk->p.val_loss = vb;
-            tk->flops_done += (double)st->eval_windows * L * tk->c_L;
+            tk->flops_done += (double)n_val * span * tk->c_L;
         }
         if ((s = log_row(v, step + 1, tb, vb, now_s() - t0)) != LA_OK) goto out;
         report(tk, train_flops);
@@ -206,17 +209,19 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     /* ---- validation loss at every evaluation length, buckets of L positions */
     t0 = now_s();
     ec.tk = tk;
-    phase(tk, "eval", st->n_eval_lens * st->eval_windows);
+    int n_eval_windows = 0;
+    for (int i = 0; i < st->n_eval_lens; i++) n_eval_windows += span / st->eval_lens[i] * st->eval_windows;
+    phase(tk, "eval", n_eval_windows);
     for (int i = 0; i < st->n_eval_lens; i++) {
         int T = st->eval_lens[i], nb = (T + L - 1) / L;
         v->n_bucket[i] = nb;
         v->bucket[i] = malloc((size_t)nb * sizeof *v->bucket[i]);
         v->bucket_tokens[i] = malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
         if (!v->bucket[i] || !v->bucket_tokens[i]) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
-        if ((s = la_eval_loss(model_token_loss, &ec, val, T, st->eval_windows, st->seed, L, &v->loss[i],
+        if ((s = la_eval_loss(model_token_loss, &ec, val, T, span, st->eval_windows, st->seed, L, &v->loss[i],
                               v->bucket[i], v->bucket_tokens[i])) != LA_OK)
             goto out;
-        v->tokens[i] = (int64_t)T * st->eval_windows;
+        v->tokens[i] = (int64_t)(span / T) * T * st->eval_windows;
     }
     v->eval_s = now_s() - t0;
     v->trained = 1;
