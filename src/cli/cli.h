@@ -17,5 +17,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 
 /* `longattn study`: the length-generalisation study (src/cli/study.c). */
 int cli_study(int argc, char **argv);
+/* bench/bench_main.c: `longattn bench <name>` (table in bench/bench.h). */
+int cli_bench(int argc, char **argv);
 
 #endif

@@ -8,6 +8,7 @@
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
     {"study", "length-generalisation study: train variants at L, evaluate at L..16L and passkey", cli_study},
+    {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench},
     {NULL, NULL, NULL},
 };
 

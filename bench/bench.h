@@ -1,0 +1,43 @@
+/* bench.h -- `longattn bench <name>`: the table of benchmarks and the helpers they share.
+ *
+ * To add a benchmark: write bench/bench_<name>.c with `int bench_<name>(int argc, char **argv)`
+ * (argv[0] is "<name>"; return 0 ok, 1 runtime failure, 2 bad usage), declare it below and
+ * add one row to la_benches[]. bench/bench_main.c dispatches on the table and lists it in
+ * `longattn bench --help`. Benchmarks print figures, never assert them: speed is reported
+ * as ratios measured in one run (PROTOCOL), not checked by timed unit tests. */
+#ifndef LA_BENCH_H
+#define LA_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *name;    /* `longattn bench <name>` */
+    const char *summary; /* one line for the listing */
+    int (*fn)(int argc, char **argv);
+} la_bench_entry;
+
+
+/* The benchmarks, terminated by a NULL row. Add your row above the terminator. */
+static const la_bench_entry la_benches[] = {
+    {NULL, NULL, NULL},
+};
+
+/* ---- helpers (bench/bench_util.c) ---- */
+
+/* Monotonic wall clock in seconds. */
+double bench_now(void);
+
+/* Median of n values (sorts v in place). n >= 1. */
+double bench_median(double *v, int n);
+
+/* Peak-memory probe of this process (Linux /proc). bench_mem_reset() resets the
+ * high-water mark VmHWM to the current resident size (`echo 5 > /proc/self/clear_refs`)
+ * and returns that size in bytes; bench_mem_peak() returns VmHWM in bytes. So
+ *     base = bench_mem_reset(); run(); extra = bench_mem_peak() - base;
+ * is the resident memory run() added at its peak. Both return -1 when /proc is not
+ * available or the reset is refused (extra memory is then reported as unknown). */
+int64_t bench_mem_reset(void);
+int64_t bench_mem_peak(void);
+
+#endif

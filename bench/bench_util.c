@@ -1,0 +1,53 @@
+/* bench_util.c -- clock, median and peak-RSS probes shared by the benchmarks. */
+#include "bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Value in bytes of a "Key:   1234 kB" line of /proc/self/status, or -1. */
+static int64_t status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    size_t klen = strlen(key);
+    int64_t out = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, key, klen) && line[klen] == ':') {
+            long long kb;
+            if (sscanf(line + klen + 1, "%lld", &kb) == 1) out = (int64_t)kb * 1024;
+            break;
+        }
+    }
+    fclose(f);
+    return out;
+}
+
+int64_t bench_mem_reset(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return -1;
+    int ok = fputs("5", f) >= 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) return -1;
+    /* after the reset VmHWM equals the current VmRSS */
+    return status_kb("VmHWM");
+}
+
+int64_t bench_mem_peak(void) { return status_kb("VmHWM"); }
