@@ -156,14 +156,11 @@ int cli_study(int argc, char **argv) {
     la_study_summary sum;
     la_status s = la_study_run(&st, out, &opts, &sum);
     if (ps.tty) fputc('\n', stderr);
-    if (s != LA_OK) {
-        fprintf(stderr, "longattn study: %s\n", la_errmsg());
-        fprintf(stderr, "(results of the variants that finished are in %s)\n", out);
-        return 1;
-    }
+    char err[1024] = "";
+    if (s != LA_OK) snprintf(err, sizeof err, "%s", la_errmsg());
     char md[PATH_MAX + 16];
     snprintf(md, sizeof md, "%s/results.md", out);
-    FILE *f = fopen(md, "r");
+    FILE *f = s == LA_OK || sum.wall_s > 0 ? fopen(md, "r") : NULL; /* a table only from this run */
     if (f) {
         char buf[4096];
         size_t k;
@@ -173,8 +170,13 @@ int cli_study(int argc, char **argv) {
     }
     char wall[32];
     fmt_time(sum.wall_s, wall, sizeof wall);
-    printf("\nFiles in %s: results.md results.csv passkey.csv training.csv results.json%s (%s)\n", out,
+    if (sum.wall_s > 0)
+        printf("\nFiles in %s: results.md results.csv passkey.csv training.csv results.json%s (%s)\n", out,
            sum.plots_ok ? " and PNG plots" : "", wall);
     if (sum.warning[0]) fprintf(stderr, "longattn study: warning: %s\n", sum.warning);
+    if (s != LA_OK) {
+        fprintf(stderr, "longattn study: %s\n", err);
+        return 1;
+    }
     return 0;
 }

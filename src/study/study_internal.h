@@ -28,6 +28,7 @@ typedef struct {
     int correct[LA_STUDY_MAX_LENS][LA_STUDY_MAX_DEPTHS]; /* exact matches out of pk_trials */
     study_log_row *log;
     int n_log, cap_log;
+    char error[512];            /* why the variant failed, "" if it did not */
 } study_variant;
 
 typedef struct {

@@ -163,6 +163,7 @@ static cJSON *study_json(const study_results *r) {
         cJSON_AddNumberToObject(o, "train_seconds", v->train_s);
         cJSON_AddNumberToObject(o, "eval_seconds", v->eval_s);
         cJSON_AddNumberToObject(o, "passkey_seconds", v->passkey_s);
+        if (v->error[0]) cJSON_AddStringToObject(o, "error", v->error);
         if (st->pk_trials > 0 && st->pk_steps > 0 && v->passkey_done) {
             cJSON_AddNumberToObject(o, "finetune_loss_first", v->ft_first_bpb);
             cJSON_AddNumberToObject(o, "finetune_loss_last", v->ft_last_bpb);
@@ -290,6 +291,10 @@ char *study_markdown(const study_results *r) {
             }
         }
     }
+    for (int vi = 0; vi < st->n_specs; vi++)
+        if (r->v[vi].error[0])
+            sb_printf(&b, "\n**`%s` failed**%s: %s\n", st->specs[vi],
+                      r->v[vi].trained ? " after its loss evaluation" : "", r->v[vi].error);
     sb_printf(&b, "\nWall time %.0f s.\n", r->wall_s);
     if (b.oom) { free(b.s); return NULL; }
     return b.s;

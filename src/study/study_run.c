@@ -357,23 +357,28 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     tk.flops_total = st->n_specs * variant_flops(st, r->vocab);
     tk.p.n_specs = st->n_specs;
     tk.p.loss = tk.p.val_loss = NAN;
+    /* a variant that fails (e.g. diverges) is recorded and the others still run */
+    la_status first_bad = LA_OK;
+    char first_msg[1024] = "";
+    int n_bad = 0;
     for (int vi = 0; vi < st->n_specs; vi++) {
         tk.p.spec_index = vi;
         tk.p.spec = st->specs[vi];
         tk.p.loss = tk.p.val_loss = NAN;
         double before = tk.flops_done;
-        s = run_variant(st, vi, &train, &val, r, &tk, batch, inp, tgt, ex, pred);
+        la_status vs = run_variant(st, vi, &train, &val, r, &tk, batch, inp, tgt, ex, pred);
+        if (vs != LA_OK) {
+            snprintf(r->v[vi].error, sizeof r->v[vi].error, "%s", la_errmsg());
+            if (!n_bad++) {
+                first_bad = vs;
+                snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
+                         r->v[vi].error);
+            }
+        }
         /* keep the ETA honest whatever the flop model missed for this variant */
         tk.flops_done = before + variant_flops(st, r->vocab);
         r->wall_s = now_s() - t_start;
-        la_status ws = study_write_tables(r, out_dir); /* finished variants survive a later failure */
-        if (s == LA_OK) s = ws;
-        if (s != LA_OK) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", la_errmsg());
-            s = la_fail(s, "variant %d (%s): %s", vi + 1, st->specs[vi], msg);
-            goto out;
-        }
+        if ((s = study_write_tables(r, out_dir)) != LA_OK) goto out; /* finished variants are kept */
     }
     tk.p.phase = "write";
     report(&tk, 0);
@@ -385,6 +390,9 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         snprintf(warn, sizeof warn, "plots switched off");
     r->wall_s = now_s() - t_start;
     if (s == LA_OK) s = study_write_tables(r, out_dir); /* with the final wall time */
+    if (s == LA_OK && n_bad)
+        s = la_fail(first_bad, "%s%s; the results of the other variants are in %s", first_msg,
+                    n_bad > 1 ? " (and more: see results.md)" : "", out_dir);
     if (summary) {
         summary->wall_s = r->wall_s;
         summary->plots_ok = plots_ok;
