@@ -19,7 +19,11 @@ typedef struct {
 
 
 /* The benchmarks, terminated by a NULL row. Add your row above the terminator. */
+/* bench/bench_train.c */
+int bench_train(int argc, char **argv);
+
 static const la_bench_entry la_benches[] = {
+    {"train", "GPT training throughput and attention vs matmul share", bench_train},
     {NULL, NULL, NULL},
 };
 

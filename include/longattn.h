@@ -645,7 +645,184 @@ la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user
 /* KV cache  -- section owned by the inference work                         */
 /* ======================================================================== */
 
-/* (declarations added by the inference work) */
+/* A per-layer, per-kv-head cache of keys and values for incremental decoding, with
+ * eviction policies (window, StreamingLLM sinks, H2O heavy hitters) and optional int8
+ * storage. Survey: shared/seeds/003 (H2O, StreamingLLM, quantised KV cache).
+ *
+ * Keys are stored BEFORE any rotary encoding (pre-RoPE). la_kv_attend() hands the kept
+ * keys to la_attn_forward() in slot order, and the kernel rotates key slot j by position
+ * j and the query by its slot position; so re-indexing after an eviction is exact by
+ * construction (no key is ever re-rotated, nothing accumulates rounding).
+ *
+ * Positions seen by the kernel, per policy:
+ *   full            slot j = original position j (nothing is ever evicted; the cache is
+ *                   exactly the prefix of the stream). Query i of a T-row call sits at
+ *                   position len - T + i (LA_POS0_AUTO).
+ *   window/sinks/h2o  re-indexed within the cache (StreamingLLM, Xiao et al. 2024, sec. 3.2):
+ *                   the kept keys, in stream order, sit at positions 0..len-1 and the new
+ *                   query at len - T + i, i.e. the current token is at position "number of
+ *                   cached tokens before it". Distances (RoPE, ALiBi, sinv) and n_q (logn)
+ *                   are therefore measured in cache slots. The spec's own visibility
+ *                   pattern (window(w), sinks(n,w), ...) also applies to slot positions.
+ * Budgets (tokens per layer and kv head; the cache never holds more, at any time):
+ *   full            max_tokens (appending past it is LA_EINVAL)
+ *   window(w)       w: the last w tokens, the current one included
+ *   sinks(n, w)     n + w: the first n tokens of the stream plus the last w
+ *   h2o(heavy, recent, sinks=0)  sinks + heavy + recent: the first `sinks` tokens, the last
+ *                   `recent` tokens and, per kv head, the `heavy` older tokens with the largest
+ *                   cumulative attention mass (H2O, Zhang et al. 2023: score = sum over
+ *                   past queries of their attention probability, summed over the query heads
+ *                   of a GQA group, from la_attn_opts.key_mass). Ties keep the newer token.
+ * Eviction happens inside la_kv_append, BEFORE the new tokens are written, so that after
+ * the append the length is at most the budget. Sink tokens and the newest `recent`
+ * (window: w) tokens are never evicted; in particular the newest token always survives.
+ * int8 storage (combinable with every policy): symmetric absmax quantisation per group of
+ * `group` consecutive channels of one token's k (or v) row: scale = max|x| / 127,
+ * q = round(x / scale) in [-127, 127], x' = scale * q, so |x - x'| <= scale / 2 (half a
+ * step). An all-zero group gets scale 1 (exact zeros); a constant group c gets |c|/127
+ * (q = +-127, exact up to float rounding). group = 0 means one scale per token row (D). */
+
+typedef struct la_kv_cache la_kv_cache; /* opaque */
+
+typedef enum {
+    LA_KV_FULL = 0, /* keep everything up to max_tokens */
+    LA_KV_WINDOW,   /* window(w) */
+    LA_KV_SINKS,    /* sinks(n, w), StreamingLLM */
+    LA_KV_H2O       /* h2o(heavy, recent, sinks) */
+} la_kv_policy;
+
+typedef enum {
+    LA_KV_F32 = 0,  /* float32 rows */
+    LA_KV_INT8      /* int8 rows + one float32 scale per group */
+} la_kv_storage;
+
+typedef struct {
+    int n_layers;        /* >= 1, default 1 */
+    int H;               /* query heads of la_kv_attend calls, default 1 (H % Hkv == 0) */
+    int Hkv;             /* kv heads per layer, default 1 */
+    int D;               /* head dimension, default 64 */
+    la_kv_policy policy; /* default LA_KV_FULL */
+    int64_t max_tokens;  /* capacity of the full policy, default 4096 */
+    int window;          /* w of window(w) and sinks(n, w) */
+    int sinks;           /* n of sinks(n, w); sinks of h2o (default 0) */
+    int heavy;           /* h2o heavy-hitter slots */
+    int recent;          /* h2o recent window */
+    la_kv_storage storage; /* default LA_KV_F32 */
+    int group;           /* int8 group size along D (must divide D); 0 = one scale per row */
+} la_kv_params;
+
+/* n_layers = H = Hkv = 1, D = 64, full policy with max_tokens = 4096, f32 storage. */
+la_kv_params la_kv_default_params(void);
+
+/* Set the policy fields of *p from text such as "full", "window(256)", "window(w=256)",
+ * "sinks(4,252)", "sinks(n=4,w=252)", "h2o(64,64)", "h2o(heavy=64,recent=64,sinks=4)",
+ * optionally joined with "+int8" or "+int8(group=32)" (e.g. "sinks(4,252)+int8").
+ * Shape fields (n_layers, H, Hkv, D, max_tokens) are left untouched.
+ * Errors: LA_ESPEC naming the bad token and listing the valid forms; LA_EINVAL on NULL.
+ * On error *p is untouched. */
+la_status la_kv_policy_parse(const char *text, la_kv_params *p);
+
+/* Canonical text of the policy (parseable by la_kv_policy_parse), snprintf-style. */
+int la_kv_policy_format(const la_kv_params *p, char *buf, size_t n);
+
+/* Check params: sizes >= 1, H % Hkv == 0, window/recent >= 1, sinks/heavy >= 0,
+ * group divides D, ... Errors: LA_EINVAL with the offending field and the fix. */
+la_status la_kv_params_validate(const la_kv_params *p);
+
+/* Tokens per layer and kv head the policy may hold (see Budgets above). */
+int64_t la_kv_budget(const la_kv_params *p);
+
+/* Largest number of new tokens one la_kv_append may add: full: max_tokens; window: w;
+ * sinks: w; h2o: recent (a larger chunk would have to evict part of itself). */
+int64_t la_kv_max_chunk(const la_kv_params *p);
+
+/* Bytes of k/v storage (rows and int8 scales) one cached token takes, all layers and kv
+ * heads together: f32: 2 * n_layers * Hkv * D * 4; int8: 2 * n_layers * Hkv * (D + 4*D/g). */
+double la_kv_bytes_per_token(const la_kv_params *p);
+
+/* Allocate a cache holding budget tokens per layer and kv head: all storage and scratch
+ * (dequantisation and gather buffers, H2O scores) is allocated here once; append and
+ * attend never allocate (the kernel workspace the cache owns grows to the largest
+ * request, then is reused). Errors: LA_EINVAL (bad params), LA_ENOMEM. */
+la_status la_kv_new(const la_kv_params *p, la_kv_cache **out);
+void la_kv_free(la_kv_cache *c);
+
+/* Empty every layer (keeps the allocation). */
+void la_kv_reset(la_kv_cache *c);
+
+/* The params the cache was created with. */
+const la_kv_params *la_kv_get_params(const la_kv_cache *c);
+
+/* Number of tokens held by layer (the same for every kv head), and the number of tokens
+ * ever appended to it (the stream position of the next token). -1 for a bad layer. */
+int64_t la_kv_len(const la_kv_cache *c, int layer);
+int64_t la_kv_seen(const la_kv_cache *c, int layer);
+
+/* Bytes of k/v storage the cache holds allocated (budget * la_kv_bytes_per_token);
+ * constant over the cache's life. */
+size_t la_kv_bytes(const la_kv_cache *c);
+
+/* Append T new tokens to layer: k, v: (Hkv, T, D) PRE-RoPE (un-rotated) keys and values.
+ * First evicts by the policy so that len + T <= budget, then writes (quantising for
+ * int8). New tokens start with H2O score 0. Errors: LA_EINVAL (NULL, bad layer,
+ * T < 1 or T > la_kv_max_chunk, full cache out of room -- use a larger max_tokens or an
+ * evicting policy). */
+la_status la_kv_append(la_kv_cache *c, int layer, const float *k, const float *v, int T);
+
+/* Copy out layer's kept tokens, dequantised: k, v: (Hkv, len, D) pre-RoPE, and
+ * orig_pos: (Hkv, len) their original stream positions. Any output may be NULL. */
+la_status la_kv_read(const la_kv_cache *c, int layer, float *k, float *v, int64_t *orig_pos);
+
+/* H2O scores of layer: (Hkv, len) cumulative attention mass of each kept token. */
+la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores);
+
+/* Attention of T new query rows over layer's kept keys (the last T of which must be the
+ * rows just appended for these queries): one la_attn_forward call with
+ *   q: (1, H, T, D) un-rotated   k, v: (1, Hkv, len, D)   pos0 = len - T
+ *   out: (1, H, T, D)   row_stat: (1, H, T) or NULL.
+ * int8 rows are dequantised into a buffer reused across calls. Under h2o, the kernel's
+ * key_mass (summed over the query heads of each kv head) is added to the scores.
+ * opts may be NULL or carry logn_s, as_beta / as_gamma (1, H, T), n_threads, ws and the
+ * optional statistics (row_entropy (1,H,T), key_mass (1,H,len)); doc_ids must be NULL.
+ * Errors: LA_EINVAL (NULL, bad layer, T > len, doc_ids given), LA_ESHAPE (T < 1),
+ * and those of la_attn_forward. */
+la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, int T,
+                       float *out, float *row_stat, const la_attn_opts *opts);
+
+/* The "rotate by the exact position delta on shift" path for callers that keep
+ * POST-RoPE keys: rotate x (N, D) in place by angle delta * omega_k on every rotary pair
+ * (la_rope_apply with pos = delta for every row; p-RoPE's unrotated pairs and
+ * non-RoPE encodings are left unchanged). Because rotations compose, shifting by a then b
+ * equals shifting by a + b (up to float rounding of cos/sin). A cache that evicts
+ * tokens would shift each kept key by (new slot - old slot). ctx_len as la_rope_apply.
+ * Errors: those of la_rope_apply; LA_ENOMEM. */
+la_status la_kv_rope_shift(const la_spec *spec, float *x, int N, int D, int64_t delta,
+                           int64_t ctx_len);
+
+/* ---- next-token sampling (src/infer/sample.c) ---- */
+
+/* temperature 0 = greedy (argmax, lowest id on ties); top_k 0 = off; top_p 1 = off. */
+typedef struct {
+    double temperature; /* >= 0, default 1 */
+    int top_k;          /* keep the k most likely tokens (Fan et al. 2018); 0 = all */
+    double top_p;       /* nucleus (Holtzman et al. 2020): the smallest set of most likely
+                           tokens whose probability reaches top_p, in (0, 1]; default 1 */
+} la_sample_params;
+
+la_sample_params la_sample_default_params(void);
+
+/* Bytes of scratch la_sample_token needs for a vocabulary of V. */
+size_t la_sample_scratch_bytes(int V);
+
+/* Draw the next token from logits (V) with p ~ softmax(logits / temperature) restricted
+ * to top-k, then to the top-p nucleus, renormalised; u in [0, 1) is the uniform random
+ * number that picks it (inverse CDF over tokens sorted by decreasing logit), so the same u
+ * gives the same token. scratch: la_sample_scratch_bytes(V) bytes (may be NULL when
+ * temperature is 0). Errors: LA_EINVAL (NULL, temperature < 0, top_k < 0, top_p outside
+ * (0, 1], u outside [0, 1)), LA_ESHAPE (V < 1), LA_ENUMERIC (a NaN or +inf logit, or all
+ * -inf). */
+la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
+                          void *scratch, int32_t *token);
 
 /* ======================================================================== */
 /* Length-generalisation study (SPEC 8): documents, evaluation loss, passkey, */
@@ -957,6 +1134,155 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
  * exactly the forced inputs; at the first wrong forced prediction greedy decoding emits
  * that wrong token. */
 int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
+
+/* ======================================================================== */
+/* Critical-scaling simulation (SPEC 8)  -- section owned by the bench work */
+/* ======================================================================== */
+
+/* The model of Chen, Lin, Polyanskiy & Rigollet, "Critical attention scaling in
+ * long-context transformers" (arXiv 2025; seeds/001): tokens on the unit sphere,
+ * K = Q = V = I, one self-attention step with scores beta <x_i, x_j> (self included)
+ * and beta = gamma * log n, outputs normalised back to the sphere:
+ *     y_i = sum_j softmax_j(beta <x_i, x_j>) x_j,   y_i <- y_i / |y_i|.
+ * For tokens with pairwise inner product rho the phase transition is at
+ * gamma = 1 / (1 - rho): below it the tokens collapse to one direction, above it attention
+ * is the identity. All arrays are double, row-major. */
+
+/* One attention step. x: (n, d) unit rows; y: (n, d) output rows (unit; a zero row stays
+ * zero). Streams over blocks of query rows (BLAS dgemm), memory O(n*d + 256*n), no n x n
+ * buffer. Errors: LA_EINVAL (NULL, n or d < 1, beta not finite, x == y), LA_ENOMEM. */
+la_status la_critical_attend(const double *x, int n, int d, double beta, double *y);
+
+/* Mean over the n(n-1)/2 pairs i < j of the angle acos(<x_i, x_j>) (radians, inner
+ * products clamped to [-1, 1]) and of the inner product <x_i, x_j>. x: (n, d), n >= 2.
+ * Either output may be NULL. Errors: LA_EINVAL, LA_ENOMEM. */
+la_status la_critical_pair_stats(const double *x, int n, int d, double *mean_angle,
+                                 double *mean_ip);
+
+/* The paper's Gaussian model (its eq. 3.1): x_i = sqrt(rho) z_0 + sqrt(1-rho) z_i with
+ * z_0, z_i i.i.d. standard Gaussian in R^d (la_rng seeded with seed), each row then
+ * normalised to the unit sphere. x: (n, d). rho in [0, 1]. Errors: LA_EINVAL. */
+la_status la_critical_gaussian_tokens(int n, int d, double rho, uint64_t seed, double *x);
+
+/* The equal-angle (regular simplex) configuration of the theorem's Assumption 1, built
+ * exactly: x_i = sqrt(rho) e_0 + sqrt(1-rho) e_{i+1}, so |x_i| = 1 and <x_i, x_j> = rho
+ * (i != j) up to rounding. x: (n, n+1), i.e. d = n + 1. rho in [0, 1).
+ * Errors: LA_EINVAL. */
+la_status la_critical_simplex_tokens(int n, double rho, double *x);
+
+/* Inner product <y_i, y_j> (i != j) after one step on the equal-angle configuration of n
+ * tokens, in closed form: by symmetry every token puts weight w_s = 1/(1+u) on itself and
+ * w_o = u/(1+u) spread evenly on the m = n-1 others, u = m exp(beta (rho - 1)), so
+ * y_i ~ w_s x_i + w_o o_i with o_i the mean of the other tokens, whose inner products are
+ * exact functions of rho and m (derivation in src/tasks/critical.c). O(1) work, any
+ * n >= 2 (n is a double so that n = 1e12 works). beta = gamma * log n.
+ * Errors: LA_EINVAL (n < 2, rho outside [0, 1), gamma not finite or < 0). */
+la_status la_critical_simplex_ip(double n, double rho, double gamma, double *ip);
+
+/* The theorem's n -> infinity limit of la_critical_simplex_ip (Chen et al. Thm 2.1 with
+ * the simplex assumption): 1 for gamma < 1/(1-rho) (collapse), 4 rho / (1 + 3 rho) at
+ * gamma = 1/(1-rho) (|gamma (1-rho) - 1| <= 1e-12), rho above (identity). */
+double la_critical_simplex_limit(double rho, double gamma);
+
+/* One grid cell of the Gaussian-model simulation. Angles in radians. */
+typedef struct {
+    double rho, gamma;
+    double gamma_crit;     /* 1 / (1 - rho) */
+    double beta;           /* gamma * log n */
+    double angle_before, angle_after; /* mean pairwise angles, averaged over draws */
+    double angle_ratio;    /* angle_after / angle_before (the paper's lambda) */
+    double ip_before, ip_after;       /* mean pairwise inner products */
+    double simplex_ip;     /* la_critical_simplex_ip at the same n, rho, gamma */
+} la_critical_cell;
+
+typedef struct {
+    int n, d;           /* tokens and dimension. default 1024, 256 */
+    int draws;          /* independent token sets per rho, averaged. default 1 */
+    uint64_t seed;      /* default 1 */
+    int n_threads;      /* unused by the BLAS path; reserved. default 0 */
+} la_critical_params;
+
+la_critical_params la_critical_default_params(void);
+
+/* Run the grid: for each rho (n_rho values in [0, 1)) draw `draws` Gaussian token sets
+ * and for each gamma (n_gamma values >= 0) attend once with beta = gamma log n.
+ * cells: (n_rho, n_gamma) row-major. Cost O(n_rho * draws * n_gamma * n^2 * d).
+ * Errors: LA_EINVAL (bad params or grid value, named), LA_ENOMEM. */
+la_status la_critical_grid(const la_critical_params *p, const double *rhos, int n_rho,
+                           const double *gammas, int n_gamma, la_critical_cell *cells);
+
+/* ======================================================================== */
+/* Attention diagnostics (SPEC 8)  -- section owned by the bench work       */
+/* ======================================================================== */
+
+/* Total attention mass and attention entropy per distance range, the two properties of
+ * scale-invariant attention (Anson et al. 2025, arXiv 2505.17083, Defs 3.1 and 3.3):
+ * ranges [t, t*delta) of key distance t = p_q - p_k. Range edges: 0, 1, then
+ * e_{k+1} = max(e_k + 1, ceil(e_k * delta)), i.e. [0,1) [1,10) [10,100) ... for delta 10,
+ * the last range ending past max_dist.
+ * For one query row with probabilities p_t the accumulator computes, per range r,
+ *     M_r = sum_{t in r} p_t,
+ *     H_r = -sum_{t in r} (p_t / M_r) log(p_t / M_r) = log M_r - (sum p_t log p_t) / M_r
+ * (the entropy of the attention renormalised within the range, nats; undefined and not
+ * counted when M_r = 0), and averages both over the rows that had at least one key in the
+ * range (an early query that cannot reach a far range does not dilute its average). Probabilities arrive streamed over
+ * key tiles (a kernel recomputes p = exp(L - lse) tile by tile), never as a T x S buffer;
+ * several rows may be in flight at once, one per slot. */
+typedef struct la_diag la_diag;
+
+/* Accumulator for distances 0 .. max_dist (>= 0) with ratio delta (> 1) and n_slots (>= 1)
+ * rows in flight. Errors: LA_EINVAL naming the bad argument, LA_ENOMEM. */
+la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out);
+void la_diag_free(la_diag *d);
+
+/* Number of ranges and the edges [lo, hi) of range r (hi may exceed max_dist + 1). */
+int la_diag_num_ranges(const la_diag *d);
+la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi);
+
+/* Add n probabilities of one row (slot) for keys at distances t0, t0 + dt, ...,
+ * t0 + (n-1) dt, dt = +1 or -1 (a key tile read forward has decreasing distance).
+ * prob: (n) floats in [0, 1] (1 + 1e-5 is tolerated as float rounding). Errors: LA_EINVAL (slot out of range, dt not +-1, a distance
+ * outside [0, max_dist], a probability that is NaN or outside [0, 1]); nothing is added
+ * on error. */
+la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n);
+
+/* Fold the row held in slot into the per-range averages and clear the slot.
+ * Errors: LA_EINVAL (slot out of range). */
+la_status la_diag_row_end(la_diag *d, int slot);
+
+typedef struct {
+    int64_t lo, hi;       /* the range [lo, hi) */
+    int64_t rows;         /* rows folded in that had keys in the range */
+    double keys;          /* mean keys per such row */
+    double mass;          /* mean M_r over rows */
+    double mass_se;       /* its standard error (0 with one row) */
+    int64_t entropy_rows; /* rows with M_r > 0 */
+    double entropy;       /* mean H_r over those rows, nats */
+    double entropy_se;
+} la_diag_result;
+
+/* Results of range r. Errors: LA_EINVAL (r out of range, NULL). */
+la_status la_diag_get(const la_diag *d, int r, la_diag_result *out);
+
+/* Summary over the complete ranges (hi - 1 <= max_dist) with lo >= lo_min that have
+ * entropy rows: mass_ratio = max M_r / min M_r, entropy_slope = least-squares slope of
+ * H_r against log(lo) (nats per e-fold of t; uniform attention gives 1, the
+ * scale-invariance property wants < 1). n_used: ranges used (< 2: both outputs NaN).
+ * Errors: LA_EINVAL (NULL). */
+la_status la_diag_summary(const la_diag *d, int64_t lo_min, double *mass_ratio,
+                          double *entropy_slope, int *n_used);
+
+/* The scale-invariance check under the paper's Gaussian model (Anson et al. sec. 3):
+ * one query at position N sees keys at distances t = 0..N whose base logits S_t are
+ * i.i.d. N(0, 1) (la_rng seeded with seed); the spec's transform gives L_t (SPEC 4):
+ * none / temp: temp*S; sinv: a_t S + m_t; logn: s log(N+1) S (s = logn_s, or
+ * 1/log(train_len)); qwen-logn: max(1, log(N+1)/log(train_len)) S; critical:
+ * gamma log(N+1) S. Each of `draws` rows is normalised by softmax (log-sum-exp over its
+ * N+1 keys, O(N) memory, no N x N buffer) and streamed into d, slot 0, in key tiles.
+ * The spec must be softmax with the causal pattern; position encodings do not enter the
+ * model. Errors: LA_EINVAL (NULL, N < 1, draws < 1, d's max_dist < N, logn without s or
+ * train), LA_EUNSUPPORTED (other normaliser or pattern, alibi/nape), LA_ENOMEM. */
+la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t seed, la_diag *d);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <math.h>
 #include <cmocka.h>
+#include <cblas.h>
 
 #include "longattn.h"
 #include "core/internal.h"
@@ -277,6 +278,8 @@ static void test_param_table(void **st) {
 }
 
 int main(void) {
+    /* tiny matrices: one BLAS thread (threads only add spin-waiting on a shared machine) */
+    openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradcheck_softmax),
         cmocka_unit_test(test_gradcheck_softmax_gqa),

@@ -8,7 +8,10 @@
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
     {"study", "length-generalisation study: train variants at L, evaluate at L..16L and passkey", cli_study},
+    {"train", "train a GPT on text or llm.c shards (longattn train --help)", cli_train},
     {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench},
+    {"critical", "critical attention scaling simulation (Chen et al. 2025): angle ratio heatmap", cli_critical},
+    {"diagnose", "attention mass and entropy per distance range (--gaussian: scale-invariance check)", cli_diagnose},
     {NULL, NULL, NULL},
 };
 

@@ -190,8 +190,9 @@ la_status la_st_read(const char *path, la_st_file *f) {
         qsort(sorted, f->n, sizeof *sorted, cmp_begin);
         for (int i = 1; i < f->n; i++)
             if (sorted[i].begin < sorted[i - 1].end) {
-                free(sorted);
-                BAD("%s: tensors %s and %s overlap", path, sorted[i - 1].name, sorted[i].name);
+                st = la_fail(LA_EFORMAT, "%s: tensors %s and %s overlap", path, sorted[i - 1].name,
+                             sorted[i].name);
+                break;
             }
         free(sorted);
     }

@@ -433,9 +433,12 @@ static la_status ensure_eval(la_model *m, size_t N) {
 
 /* ---- one transformer block ---- */
 
-static la_attn_opts attn_opts(la_model *m, const layer_off *o, const acts *a) {
+static la_attn_opts attn_opts(la_model *m, const layer_off *o, const acts *a, int B, int T) {
     la_attn_opts op = la_attn_default_opts();
     op.ws = m->ws;
+    /* a small attention call (under ~2M multiply-adds) runs on one thread: waking a team
+     * costs more than the work, and much more on a shared machine */
+    if ((double)B * m->H * T * (T + 1) / 2 * m->D < 2e6) op.n_threads = 1;
     if (m->logn) op.logn_s = m->params + o->logn_s;
     if (m->asent) {
         op.as_beta = a->as_beta;
@@ -464,7 +467,7 @@ static la_status block_forward(la_model *m, int l, acts *a, const float *x_in, f
     qknorm_forward(a->kh, a->k_rstd, a->k_raw, P + o->kn_g, B, T, K, D);   // F7: QK-norm k
     permute_bthd_to_bhtd(a->vh, a->v_raw, B, T, K, D);                     // F8: v layout
     la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
-    la_attn_opts op = attn_opts(m, o, a);
+    la_attn_opts op = attn_opts(m, o, a, B, T);
     double t0 = omp_get_wtime();
     la_status s = la_attn_forward(&m->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, &op);  // F9
     m->timing.attn_s += omp_get_wtime() - t0;
@@ -497,7 +500,7 @@ static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, 
     permute_bthd_to_bhtd(m->datt, m->dy, B, T, H, D);
     /* F9: attention */
     la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
-    la_attn_opts op = attn_opts(m, o, a);
+    la_attn_opts op = attn_opts(m, o, a, B, T);
     if (m->logn) op.dlogn_s = m->dlogn;
     if (m->asent) {
         op.das_beta = m->dbeta;

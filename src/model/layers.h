@@ -12,6 +12,10 @@
 
 #define LA_RMS_EPS 1e-6f
 
+/* Elementwise loops run in parallel only above this many elements: below it the cost of
+ * waking threads (and of spinning when the machine is shared) exceeds the work. */
+#define LA_PAR_MIN ((size_t)1 << 20)
+
 /* ---- matmul.c: cblas_sgemm wrappers, weights stored (out, in); *timer += seconds ---- */
 /* y (N, out) = x (N, in) W^T (+ y if accumulate) */
 void mm_forward(double *timer, float *y, const float *x, const float *W, int N, int in, int out,

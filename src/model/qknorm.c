@@ -7,7 +7,7 @@
 
 void qknorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int T, int H,
                     int D) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * H * D >= LA_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
@@ -32,7 +32,7 @@ void qknorm_backward(float *dx, float *dg, const float *dy, const float *x, cons
                 float r = rstd[((size_t)b * T + t) * H + h];
                 for (int d = 0; d < D; d++) dg[d] += dyr[d] * xr[d] * r;
             }
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * H * D >= LA_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
@@ -49,7 +49,7 @@ void qknorm_backward(float *dx, float *dg, const float *dy, const float *x, cons
 }
 
 void permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * H * D >= LA_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
@@ -60,7 +60,7 @@ void permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D) 
 }
 
 void permute_bhtd_to_bthd(float *y, const float *x, int B, int T, int H, int D) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * H * D >= LA_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {

@@ -5,7 +5,7 @@
 #include "model/layers.h"
 
 void rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= LA_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C; // (C)
         float *yr = y + (size_t)n * C;       // (C)
@@ -26,7 +26,7 @@ void rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, con
         float r = rstd[n];
         for (int c = 0; c < C; c++) dg[c] += dyr[c] * xr[c] * r;
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= LA_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C, *dyr = dy + (size_t)n * C;
         float *dxr = dx + (size_t)n * C;

@@ -86,7 +86,7 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
     LA_TRY(meta_u64(sf, sp, "weights_hash", 16, &hash));
     LA_TRY(meta_u64(sf, sp, "data_n_windows", 10, &nw));
     for (int i = 0; i < 4; i++) {
-        char k[16];
+        char k[32];
         snprintf(k, sizeof k, "data_rng%d", i);
         LA_TRY(meta_u64(sf, sp, k, 16, &rng[i]));
     }

@@ -103,7 +103,7 @@ la_status list_files(const char *path, char ***names, int *n) {
         (*names)[(*n)++] = full;
     }
     closedir(d);
-    qsort(*names, *n, sizeof(char *), cmp_str);
+    if (*n > 1) qsort(*names, *n, sizeof(char *), cmp_str);
     return LA_OK;
 }
 

@@ -1,0 +1,345 @@
+/* attn.c -- public entry points of the attention kernels: argument and shape checks,
+ * the per-call context (position tables, row visibility, distance tables), and the
+ * dispatch on the normaliser. */
+#include "attn/attn_internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+la_attn_opts la_attn_default_opts(void) {
+    la_attn_opts o;
+    memset(&o, 0, sizeof o);
+    return o;
+}
+
+static const char *pattern_name(la_pattern p) {
+    switch (p) {
+    case LA_PAT_WINDOW: return "window";
+    case LA_PAT_SINKS: return "sinks";
+    case LA_PAT_GLOBAL: return "global";
+    default: return "pattern";
+    }
+}
+
+static la_status check_spec(const la_spec *sp, int H, const la_attn_opts *o) {
+    if ((unsigned)sp->pattern > LA_PAT_FULL)
+        return la_fail(LA_EINVAL, "spec.pattern = %d is not a valid la_pattern", (int)sp->pattern);
+    if ((unsigned)sp->pos > LA_POS_NAPE)
+        return la_fail(LA_EINVAL, "spec.pos = %d is not a valid la_pos", (int)sp->pos);
+    if ((unsigned)sp->xform > LA_XF_TEMP)
+        return la_fail(LA_EINVAL, "spec.xform = %d is not a valid la_xform", (int)sp->xform);
+    if ((sp->pattern == LA_PAT_WINDOW || sp->pattern == LA_PAT_SINKS || sp->pattern == LA_PAT_GLOBAL) &&
+        sp->window < 1)
+        return la_fail(LA_EINVAL, "%s pattern needs window >= 1 (got %d); write e.g. window(512)",
+                       pattern_name(sp->pattern), sp->window);
+    if (sp->pattern == LA_PAT_SINKS && sp->sinks < 0)
+        return la_fail(LA_EINVAL, "sinks(n, w) needs n >= 0 (got %d)", sp->sinks);
+    if (sp->pattern == LA_PAT_GLOBAL && sp->global < 0)
+        return la_fail(LA_EINVAL, "global(g) needs g >= 0 (got %d)", sp->global);
+    switch (sp->xform) {
+    case LA_XF_LOGN:
+        if (!o->logn_s && sp->logn_s == 0 && sp->train_len <= 1)
+            return la_fail(LA_EINVAL, "logn needs s (logn(s=...)), opts.logn_s, or train_len > 1 "
+                                      "for the default s = 1/log(train_len)");
+        if (o->logn_s)
+            for (int h = 0; h < H; h++)
+                if (!isfinite(o->logn_s[h]))
+                    return la_fail(LA_EINVAL, "opts.logn_s[%d] = %g is not finite", h, o->logn_s[h]);
+        break;
+    case LA_XF_QWEN_LOGN:
+        if (sp->train_len <= 1)
+            return la_fail(LA_EINVAL, "qwen-logn needs train_len > 1 (got %d)", sp->train_len);
+        break;
+    case LA_XF_SINV:
+        if (!(sp->tau > 0)) return la_fail(LA_EINVAL, "sinv needs tau > 0 (got %g)", sp->tau);
+        break;
+    case LA_XF_CRITICAL:
+        if (!isfinite(sp->gamma)) return la_fail(LA_EINVAL, "critical gamma = %g is not finite", sp->gamma);
+        break;
+    case LA_XF_TEMP:
+        if (!isfinite(sp->temp)) return la_fail(LA_EINVAL, "temp = %g is not finite", sp->temp);
+        break;
+    default:
+        break;
+    }
+    return LA_OK;
+}
+
+la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *shape,
+                           const float *q, const float *k, const float *v,
+                           const la_attn_opts *opts, size_t extra_scratch,
+                           la_workspace **own_ws) {
+    static const la_attn_opts defaults; /* all zero = la_attn_default_opts() */
+    memset(c, 0, sizeof *c);
+    *own_ws = NULL;
+    if (!spec || !shape) return la_fail(LA_EINVAL, "attention: spec and shape must not be NULL");
+    if (!q || !k || !v) return la_fail(LA_EINVAL, "attention: q, k and v must not be NULL");
+    if (!opts) opts = &defaults;
+    const la_shape *s = shape;
+    if (s->B < 1 || s->H < 1 || s->Hkv < 1 || s->T < 1 || s->S < 1 || s->D < 1)
+        return la_fail(LA_ESHAPE, "attention: every dimension must be >= 1 (B=%d H=%d Hkv=%d T=%d S=%d D=%d)",
+                       s->B, s->H, s->Hkv, s->T, s->S, s->D);
+    if (s->H % s->Hkv)
+        return la_fail(LA_ESHAPE, "attention: H = %d is not a multiple of Hkv = %d (grouped-query heads)",
+                       s->H, s->Hkv);
+    if ((int64_t)s->T + s->S > INT32_MAX / 2)
+        return la_fail(LA_ESHAPE, "attention: T + S = %lld is too large", (long long)s->T + s->S);
+    int rotate = la_pos_rotates(spec->pos);
+    if (rotate && s->D % 2)
+        return la_fail(LA_ESHAPE, "attention: D = %d is odd; RoPE-family encodings need an even D", s->D);
+    LA_TRY(check_spec(spec, s->H, opts));
+    int64_t pos0 = s->pos0 == LA_POS0_AUTO ? (int64_t)s->S - s->T : s->pos0;
+    if (pos0 < -((int64_t)1 << 53) || pos0 > ((int64_t)1 << 53))
+        return la_fail(LA_EINVAL, "attention: pos0 = %lld is out of range (|pos0| <= 2^53)", (long long)pos0);
+    if (opts->doc_ids && (pos0 < 0 || pos0 + s->T > s->S))
+        return la_fail(LA_ESHAPE, "attention: with doc_ids every query position pos0+i must be a key "
+                                  "position in [0, S); got pos0 = %lld, T = %d, S = %d",
+                       (long long)pos0, s->T, s->S);
+
+    c->spec = spec; c->opts = opts;
+    c->B = s->B; c->H = s->H; c->Hkv = s->Hkv; c->T = s->T; c->S = s->S; c->D = s->D;
+    c->group = s->H / s->Hkv;
+    c->pos0 = pos0;
+    c->q = q; c->k = k; c->v = v;
+    c->nthreads = opts->n_threads > 0 ? opts->n_threads : omp_get_max_threads();
+    if (c->nthreads < 1) c->nthreads = 1;
+    c->rotate = rotate;
+    c->scale = (float)(la_yarn_logit_factor(spec) / sqrt((double)s->D));
+    c->nqt = (s->T + LA_BQ - 1) / LA_BQ;
+    c->nkt = (s->S + LA_BK - 1) / LA_BK;
+    int has_alibi = spec->pos == LA_POS_ALIBI || (spec->pos == LA_POS_NAPE && s->H >= 2);
+    c->has_sinv = spec->xform == LA_XF_SINV;
+    c->has_t = c->has_sinv || has_alibi;
+    int q_in_table = opts->doc_ids || (pos0 >= 0 && pos0 + s->T <= s->S);
+
+    size_t B = (size_t)s->B, T = (size_t)s->T, S = (size_t)s->S, D = (size_t)s->D;
+    size_t ntab = T + S - 1;
+    c->scratch_bytes = ((la_softmax_scratch_bytes(s->D) + extra_scratch) + 63) & ~(size_t)63;
+    double *omega = NULL;
+    float *kcs = NULL, *qcs = NULL, *t_a = NULL, *t_m = NULL, *t_d = NULL, *slope = NULL, *head_s = NULL;
+    int32_t *dstart = NULL, *dend = NULL;
+    la_rowvis *rows = NULL;
+    la_tilespan *qspan = NULL;
+    /* prepared K/V tiles: at least one (b, hkv) pair, at most 16 MiB beyond that */
+    size_t pair_floats = (size_t)2 * c->nkt * LA_BK * D;
+    size_t npairs = B * (size_t)s->Hkv, fit = ((size_t)4 << 20) / pair_floats;
+    if (fit < 1) fit = 1;
+    if (fit > npairs) fit = npairs;
+    c->prep_pairs = (int)fit;
+    size_t prep_floats = fit * pair_floats;
+    la_ws_req req[] = {
+        {(void **)&omega, rotate ? sizeof(double) * D / 2 : 0},
+        {(void **)&kcs, rotate ? sizeof(float) * S * D : 0},
+        {(void **)&qcs, rotate && !q_in_table ? sizeof(float) * T * D : 0},
+        {(void **)&dstart, opts->doc_ids ? sizeof(int32_t) * B * S : 0},
+        {(void **)&dend, opts->doc_ids ? sizeof(int32_t) * B * S : 0},
+        {(void **)&rows, sizeof(la_rowvis) * B * T},
+        {(void **)&qspan, sizeof(la_tilespan) * B * (size_t)c->nqt},
+        {(void **)&t_a, c->has_t ? sizeof(float) * ntab : 0},
+        {(void **)&t_m, c->has_t ? sizeof(float) * ntab : 0},
+        {(void **)&t_d, c->has_t ? sizeof(float) * ntab : 0},
+        {(void **)&slope, sizeof(float) * (size_t)s->H},
+        {(void **)&head_s, sizeof(float) * (size_t)s->H},
+        {(void **)&c->prep, sizeof(float) * prep_floats},
+        {(void **)&c->part, sizeof(double) * B * (size_t)s->H * (size_t)c->nqt},
+        {(void **)&c->thread_scratch, c->scratch_bytes * (size_t)c->nthreads},
+    };
+    la_workspace *ws = opts->ws;
+    if (!ws) {
+        ws = *own_ws = la_workspace_new();
+        if (!ws) return la_fail(LA_ENOMEM, "attention: cannot allocate a workspace");
+    }
+    LA_TRY(la_ws_carve(ws, req, (int)(sizeof req / sizeof req[0])));
+
+    if (rotate) {
+        LA_TRY(la_rope_freqs(spec, s->D, s->S, omega));
+        c->nrot = 0;
+        for (int kk = 0; kk < s->D / 2; kk++)
+            if (omega[kk] != 0.0) c->nrot = kk + 1;
+        la_rope_table(omega, s->D, 0, s->S, kcs, c->nthreads);
+        if (qcs) la_rope_table(omega, s->D, pos0, s->T, qcs, c->nthreads);
+    }
+    c->kcs = kcs; c->qcs = qcs;
+    if (opts->doc_ids)
+        for (int b = 0; b < s->B; b++)
+            la_doc_runs(opts->doc_ids + (size_t)b * S, s->S, dstart + (size_t)b * S, dend + (size_t)b * S);
+    c->dstart = dstart; c->dend = dend;
+#pragma omp parallel for num_threads(c->nthreads) schedule(static)
+    for (int bi = 0; bi < s->B * c->nqt; bi++) {
+        int b = bi / c->nqt, qt = bi % c->nqt;
+        int i0 = qt * LA_BQ, nr = s->T - i0 < LA_BQ ? s->T - i0 : LA_BQ;
+        la_rowvis *rv = rows + (size_t)b * T + i0;
+        for (int r = 0; r < nr; r++)
+            la_row_visibility(spec, s->S, pos0, i0 + r, dstart ? dstart + (size_t)b * S : NULL,
+                              dend ? dend + (size_t)b * S : NULL, &rv[r]);
+        la_rows_tilespan(rv, nr, &qspan[bi]);
+    }
+    c->rows = rows; c->qspan = qspan;
+    if (c->has_t) {
+        for (size_t idx = 0; idx < ntab; idx++) {
+            int64_t t = pos0 + (int64_t)T - 1 - (int64_t)idx; /* t = pos0 + i - j, idx = j - i + T - 1 */
+            double a = 1.0, m = 0.0;
+            if (spec->xform == LA_XF_SINV) la_sinv_coeffs((double)t, spec->tau, &a, &m);
+            t_a[idx] = (float)a;
+            t_m[idx] = (float)m;
+            t_d[idx] = (float)(t >= 0 ? -t : t); /* -|t| */
+        }
+    }
+    c->t_a = t_a; c->t_m = t_m; c->t_d = t_d;
+    for (int h = 0; h < s->H; h++) slope[h] = 0.0f;
+    if (spec->pos == LA_POS_ALIBI) la_alibi_slopes(s->H, slope);
+    /* nape: heads h < floor(H/2) carry ALiBi with the slopes of an H/2-head model, the rest
+     * are NoPE (Vasylenko et al. 2025, NAPE). */
+    if (spec->pos == LA_POS_NAPE && s->H >= 2) la_alibi_slopes(s->H / 2, slope);
+    for (int h = 0; h < s->H; h++) {
+        double sh = 1.0;
+        if (spec->xform == LA_XF_LOGN)
+            sh = opts->logn_s ? opts->logn_s[h] : spec->logn_s != 0 ? spec->logn_s : 1.0 / log((double)spec->train_len);
+        head_s[h] = (float)sh;
+    }
+    c->slope = slope; c->head_s = head_s;
+    return LA_OK;
+}
+
+void la_load_q(const la_attn_ctx *c, int b, int h, int i0, int nr, float *dst) {
+    int D = c->D;
+    const float *src = c->q + (((size_t)b * c->H + h) * c->T + i0) * D;
+    if (!c->rotate) {
+        memcpy(dst, src, sizeof(float) * (size_t)nr * D);
+        return;
+    }
+    const la_rowvis *rv = c->rows + (size_t)b * c->T + i0;
+    for (int r = 0; r < nr; r++) {
+        const float *cs = c->qcs ? c->qcs + (size_t)(i0 + r) * D : c->kcs + (size_t)rv[r].p * D;
+        la_rope_row(src + (size_t)r * D, dst + (size_t)r * D, cs, D, c->nrot, 0);
+    }
+}
+
+static inline int64_t key_pos(const la_attn_ctx *c, int b, int j) {
+    return c->dstart ? j - c->dstart[(size_t)b * c->S + j] : j;
+}
+
+const float *la_load_k(const la_attn_ctx *c, int b, int hkv, int j0, int nc, float *dst) {
+    int D = c->D;
+    const float *src = c->k + (((size_t)b * c->Hkv + hkv) * c->S + j0) * D;
+    if (!c->rotate) return src;
+    for (int r = 0; r < nc; r++)
+        la_rope_row(src + (size_t)r * D, dst + (size_t)r * D, c->kcs + (size_t)key_pos(c, b, j0 + r) * D, D, c->nrot, 0);
+    return dst;
+}
+
+void la_unrotate_q(const la_attn_ctx *c, int b, int i0, int nr, float *x) {
+    if (!c->rotate) return;
+    int D = c->D;
+    const la_rowvis *rv = c->rows + (size_t)b * c->T + i0;
+    for (int r = 0; r < nr; r++) {
+        const float *cs = c->qcs ? c->qcs + (size_t)(i0 + r) * D : c->kcs + (size_t)rv[r].p * D;
+        la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, c->nrot, 1);
+    }
+}
+
+void la_unrotate_k(const la_attn_ctx *c, int b, int j0, int nc, float *x) {
+    if (!c->rotate) return;
+    int D = c->D;
+    for (int r = 0; r < nc; r++)
+        la_rope_row(x + (size_t)r * D, x + (size_t)r * D, c->kcs + (size_t)key_pos(c, b, j0 + r) * D, D, c->nrot, 1);
+}
+
+void la_row_factors(const la_attn_ctx *c, int h, const la_rowvis *rows, int nr, float *cr) {
+    float f = c->scale * c->head_s[h];
+    for (int r = 0; r < nr; r++) cr[r] = f * rows[r].xrow;
+}
+
+void la_tile_logits(const la_attn_ctx *c, int h, const la_rowvis *rows, int i0, int nr,
+                    int j0, int nc, int cls, const float *cr, const float *sdot,
+                    float *L, int ld) {
+    float slope = c->slope[h];
+    for (int r = 0; r < nr; r++) {
+        int cols[4] = {0, nc, 0, 0};
+        int ng = cls == 1 ? 1 : la_row_cols(&rows[r], j0, nc, cols);
+        const float *sd = sdot + (size_t)r * ld;
+        float *l = L + (size_t)r * ld;
+        float f = cr[r];
+        int prev = 0;
+        for (int g = 0; g < ng; g++) {
+            int c0 = cols[2 * g], c1 = cols[2 * g + 1];
+            for (int x = prev; x < c0; x++) l[x] = -INFINITY;
+            if (!c->has_t) {
+                for (int x = c0; x < c1; x++) l[x] = f * sd[x];
+            } else {
+                size_t base = (size_t)(j0 - (i0 + r) + c->T - 1); /* idx = j - i + T - 1 */
+                const float *ta = c->t_a + base, *tm = c->t_m + base, *td = c->t_d + base;
+                if (slope == 0.0f) /* sinv only */
+                    for (int x = c0; x < c1; x++) l[x] = f * ta[x] * sd[x] + tm[x];
+                else if (!c->has_sinv) /* alibi only */
+                    for (int x = c0; x < c1; x++) l[x] = f * sd[x] + slope * td[x];
+                else
+                    for (int x = c0; x < c1; x++) l[x] = f * ta[x] * sd[x] + tm[x] + slope * td[x];
+            }
+            prev = c1;
+        }
+        for (int x = prev; x < nc; x++) l[x] = -INFINITY;
+    }
+}
+
+size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v) {
+    const int D = c->D;
+    size_t tile = (size_t)D * LA_BK, stride = (size_t)(with_v ? 2 : 1) * c->nkt * tile;
+#pragma omp parallel num_threads(c->nthreads)
+    {
+        float *kr = la_ctx_scratch(c, omp_get_thread_num()); /* (BK, D) rotated rows */
+#pragma omp for schedule(static)
+        for (int t = 0; t < n * c->nkt; t++) {
+            int pr = p0 + t / c->nkt, kt = t % c->nkt;
+            int b = pr / c->Hkv, hkv = pr % c->Hkv;
+            int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
+            float *dst = c->prep + (size_t)(pr - p0) * stride + (size_t)kt * tile;
+            la_transpose(la_load_k(c, b, hkv, j0, nc, kr), nc, D, D, dst, LA_BK);
+            if (with_v)
+                la_transpose(c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * D, nc, D, D,
+                             dst + (size_t)c->nkt * tile, LA_BK);
+        }
+    }
+    return stride;
+}
+
+/* ---- public entry points --------------------------------------------------------- */
+
+la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
+                          const float *q, const float *k, const float *v,
+                          float *out, float *row_stat, const la_attn_opts *opts) {
+    if (!out || !row_stat) return la_fail(LA_EINVAL, "la_attn_forward: out and row_stat must not be NULL");
+    if (spec && spec->norm != LA_NORM_SOFTMAX) {
+        /* dispatch point for the entmax family (issue 3): LA_NORM_ENTMAX, LA_NORM_SPARSEMAX,
+         * LA_NORM_ASENTMAX plug their fused kernels in here, reusing la_attn_ctx_init. */
+        return la_fail(LA_EUNSUPPORTED, "la_attn_forward: normaliser %d (entmax family) is not built "
+                                        "into this library yet; use softmax", (int)spec->norm);
+    }
+    la_attn_ctx c;
+    la_workspace *own = NULL;
+    la_status st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, 0, &own);
+    if (st == LA_OK) st = la_softmax_forward(&c, out, row_stat);
+    la_workspace_free(own);
+    return st;
+}
+
+la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
+                           const float *q, const float *k, const float *v,
+                           const float *out, const float *row_stat, const float *dout,
+                           float *dq, float *dk, float *dv, const la_attn_opts *opts) {
+    if (!out || !row_stat || !dout || !dq || !dk || !dv)
+        return la_fail(LA_EINVAL, "la_attn_backward: out, row_stat, dout, dq, dk and dv must not be NULL");
+    if (spec && spec->norm != LA_NORM_SOFTMAX) {
+        /* dispatch point for the entmax family backward (issue 3) */
+        return la_fail(LA_EUNSUPPORTED, "la_attn_backward: normaliser %d (entmax family) is not built "
+                                        "into this library yet; use softmax", (int)spec->norm);
+    }
+    la_attn_ctx c;
+    la_workspace *own = NULL;
+    la_status st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, 0, &own);
+    if (st == LA_OK) st = la_softmax_backward(&c, out, row_stat, dout, dq, dk, dv);
+    la_workspace_free(own);
+    return st;
+}

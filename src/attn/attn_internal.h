@@ -1,0 +1,228 @@
+/* attn_internal.h -- machinery shared by the attention kernels (softmax.c here, the
+ * entmax kernels of issue 3): call context, per-row visibility, position tables, tile
+ * loading, logit computation, tile products and the workspace. Not public.
+ *
+ * Conventions (SPEC 1-4, decided for this project; see the comments at each item):
+ *   - Query i of batch b sits at absolute position qa = pos0 + i; key j at j.
+ *   - With doc_ids, documents are maximal runs of equal ids; an id that reappears after a
+ *     different id starts a new document. A query (0 <= qa < S required) sees only keys of
+ *     its own run, and its position p = qa - start(doc) restarts at every document. Keys are
+ *     at position j - start(doc(j)).
+ *   - Distance t = qa - j (the same with or without documents, since both positions are
+ *     shifted by the same document start).
+ *   - Logit of a visible pair (SPEC 3-4):
+ *         L = c_r * a_t * dot(R(q), R(k)) + m_t + slope_h * d_t
+ *     c_r   = scale * head_s[h] * xrow[r]   (scale = m_yarn / sqrt(D), m_yarn = mscale^2 for
+ *             YaRN and 1 otherwise, so YaRN's magnitude factor is applied exactly once;
+ *             xrow = log(n_q) for logn, gamma*log(n_q) for critical, qwen factor, temp, or 1;
+ *             head_s = s_h for logn, else 1)
+ *     a_t, m_t: sinv coefficients (a = 1, m = 0 for other transforms)
+ *     d_t = -|t|: ALiBi bias for heads with a slope (slope 0 otherwise). For causal patterns
+ *             t >= 0; non-causal patterns (full, global) use the symmetric -m|t| of the
+ *             ALiBi paper's encoder variant.
+ *   - Masked pairs never reach an arithmetic operation with the key's values: logit
+ *     buffers hold -INFINITY there, and products with K or V rows skip masked columns.
+ */
+#ifndef LA_ATTN_INTERNAL_H
+#define LA_ATTN_INTERNAL_H
+
+#include "core/internal.h"
+
+#include <stdint.h>
+
+/* Tile sizes: BQ query rows x BK keys. */
+#define LA_BQ 64
+#define LA_BK 64
+
+/* ---- workspace (workspace.c) ------------------------------------------------------ */
+
+struct la_workspace {
+    void *base;      /* 64-byte aligned arena */
+    size_t cap;      /* bytes */
+};
+
+/* One request of a carve: *dst receives a 64-byte aligned block of `bytes` bytes. */
+typedef struct {
+    void **dst;
+    size_t bytes;
+} la_ws_req;
+
+/* Grow ws (never shrink) to hold every request, then hand out the blocks. Contents are
+ * undefined. Errors: LA_ENOMEM. */
+la_status la_ws_carve(la_workspace *ws, la_ws_req *reqs, int n);
+/* Bytes currently held by ws (for benchmarks: the kernel's extra memory). */
+size_t la_workspace_capacity(const la_workspace *ws);
+
+/* ---- positions (posenc.c) --------------------------------------------------------- */
+
+/* 1 if the encoding rotates q/k (rope, prope, ntk, dynamic-ntk, yarn). */
+int la_pos_rotates(la_pos pos);
+/* YaRN magnitude factor on the logits: mscale^2 with mscale = 0.1 ln s + 1 for s > 1
+ * (1 for s <= 1, as in the YaRN reference code); 1 for every other encoding. */
+double la_yarn_logit_factor(const la_spec *spec);
+/* cos/sin of pos * omega_k for positions base .. base+n-1, in double then rounded:
+ * cs: (n, D) with cos in [0, D/2) and sin in [D/2, D) of each row. */
+void la_rope_table(const double *omega, int D, int64_t base, int n, float *cs, int nthreads);
+/* Rotate row x (D) by the table row cs (D): (x[k], x[k+D/2]) -> (x c - y s, x s + y c)
+ * for the first nrot pairs (pairs with omega = 0 are copied: p-RoPE's NoPE channels);
+ * inverse rotates by the negative angle. src may equal dst. */
+static inline void la_rope_row(const float *src, float *dst,
+                               const float *restrict cs, int D, int nrot, int inverse) {
+    const int half = D / 2;
+    const float *co = cs, *si = cs + half;
+    const float sg = inverse ? -1.0f : 1.0f;
+    for (int k = 0; k < nrot; k++) {
+        float x = src[k], y = src[k + half], sn = sg * si[k];
+        dst[k] = x * co[k] - y * sn;
+        dst[k + half] = x * sn + y * co[k];
+    }
+    if (src != dst)
+        for (int k = nrot; k < half; k++) {
+            dst[k] = src[k];
+            dst[k + half] = src[k + half];
+        }
+}
+
+/* ---- visibility (mask.c) ---------------------------------------------------------- */
+
+/* Keys visible to one query row: the disjoint half-open ranges [lo0, hi0) and [lo1, hi1)
+ * of absolute key indices, with lo0 <= hi0 <= lo1 <= hi1 (either may be empty). */
+typedef struct {
+    int32_t lo0, hi0, lo1, hi1;
+    int32_t nq;      /* number of visible keys (hi0 - lo0 + hi1 - lo1) */
+    int32_t dstart;  /* first key of the row's document (0 without doc_ids) */
+    int64_t p;       /* query position within its document (pos0 + i without doc_ids) */
+    float xrow;      /* transform row factor without scale and head_s (see above) */
+} la_rowvis;
+
+/* Document runs of doc_ids (S) -> dstart, dend (S): first key and one past the last key
+ * of each key's run. */
+void la_doc_runs(const int32_t *doc_ids, int S, int32_t *dstart, int32_t *dend);
+/* Visibility of query i; dstart/dend (S) of its batch, or NULL without docs (then the
+ * caller guarantees nothing about pos0 + i; with docs 0 <= pos0 + i < S is required). */
+void la_row_visibility(const la_spec *spec, int S, int64_t pos0, int i,
+                       const int32_t *dstart, const int32_t *dend, la_rowvis *rv);
+/* Key-tile span of a set of rows: the tiles [a0,a1) and [b0,b1) (tile indices of size
+ * LA_BK) hold every visible key of the rows; a1 <= b0 (merged when they overlap). */
+typedef struct { int32_t a0, a1, b0, b1; } la_tilespan;
+void la_rows_tilespan(const la_rowvis *rows, int nr, la_tilespan *sp);
+/* Classify the key tile [j0, j0+nc) against the rows: 0 no row sees any key, 1 every row
+ * sees every key, 2 partial. */
+int la_tile_class(const la_rowvis *rows, int nr, int j0, int nc);
+/* Visible columns of one row inside a tile [j0, j0+nc): up to two ranges [c0,c1) local
+ * to the tile; returns how many (0..2). */
+int la_row_cols(const la_rowvis *rv, int j0, int nc, int c[4]);
+
+/* ---- call context (attn.c) -------------------------------------------------------- */
+
+typedef struct {
+    const la_spec *spec;
+    int B, H, Hkv, T, S, D, group; /* group = H / Hkv */
+    int64_t pos0;                  /* resolved (LA_POS0_AUTO -> S - T) */
+    const float *q, *k, *v;        /* (B,H,T,D), (B,Hkv,S,D), (B,Hkv,S,D) */
+    const la_attn_opts *opts;      /* never NULL (defaults substituted) */
+    int nthreads;
+
+    float scale;                   /* m_yarn / sqrt(D) */
+    int rotate;                    /* RoPE family: q, k rotated through the tables */
+    int nrot;                      /* pairs k < nrot rotate (omega_k != 0), the rest do not */
+    const float *kcs;              /* (S, D) cos|sin at key positions 0..S-1 (rotate) */
+    const float *qcs;              /* (T, D) table rows for query i (rotate, no docs, out of
+                                      [0,S)); NULL: queries use kcs at their position */
+    const int32_t *dstart, *dend;  /* (B, S) document run of each key; NULL without docs */
+    const la_rowvis *rows;         /* (B, T) visibility of every query row */
+    const la_tilespan *qspan;      /* (B, nqt) key-tile span of each query tile */
+    int nqt, nkt;                  /* number of query / key tiles */
+
+    int has_t;                     /* any distance term (sinv or alibi) */
+    int has_sinv;                  /* sinv transform (t_a, t_m not trivial) */
+    const float *t_a, *t_m, *t_d;  /* (T+S-1) indexed by (j - i) + T - 1: a_t, m_t, -|t| */
+    const float *slope;            /* (H) ALiBi slope per head, 0 for heads without */
+    const float *head_s;           /* (H) s_h for logn, 1 otherwise */
+
+    double *part;                  /* (B, H, nqt) per-tile partial sums (d logn_s) */
+    float *prep;                   /* prepared tiles of prep_pairs (b, hkv) pairs at a time:
+                                      per pair nkt x (D, BK) rotated K^T tiles, then (with
+                                      V) nkt x (D, BK) V^T tiles (la_prep_pairs) */
+    int prep_pairs;                /* how many (b, hkv) pairs (with V tiles) fit in prep */
+    char *thread_scratch;          /* nthreads x scratch_bytes */
+    size_t scratch_bytes;
+} la_attn_ctx;
+
+/* Validate arguments and build every table for a call; carves the workspace (opts->ws or
+ * *own_ws, which the caller frees with la_workspace_free). extra_scratch: per-thread bytes
+ * beyond the softmax kernels' own (for other normalisers). */
+la_status la_attn_ctx_init(la_attn_ctx *ctx, const la_spec *spec, const la_shape *shape,
+                           const float *q, const float *k, const float *v,
+                           const la_attn_opts *opts, size_t extra_scratch,
+                           la_workspace **own_ws);
+
+/* Prepare rotated, transposed K tiles (and transposed V tiles when with_v) of the pairs
+ * p0 .. p0+n-1 (pair = b * Hkv + hkv) into c->prep, in parallel over tiles. Returns the
+ * stride in floats between pairs; tile kt of pair p starts at
+ * prep + (p - p0) * stride + kt * D * BK (K) and + nkt * D * BK more (V). Used so that a K
+ * tile is rotated and transposed once per call instead of once per query tile. */
+size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v);
+
+/* Scratch of thread tid (scratch_bytes bytes, 64-byte aligned). */
+static inline void *la_ctx_scratch(const la_attn_ctx *c, int tid) {
+    return c->thread_scratch + (size_t)tid * c->scratch_bytes;
+}
+
+/* Rotated (RoPE family) query rows i0..i0+nr-1 of (b,h) into dst (nr, D); unrotated copy
+ * otherwise. */
+void la_load_q(const la_attn_ctx *c, int b, int h, int i0, int nr, float *dst);
+/* Rotated key rows j0..j0+nc-1 of (b,hkv) into dst (nc, D); returns dst, or the pointer
+ * into k itself when nothing rotates. */
+const float *la_load_k(const la_attn_ctx *c, int b, int hkv, int j0, int nc, float *dst);
+/* Inverse-rotate gradient rows (n, D) in place: query rows i0.. (is_q) or key rows j0.. */
+void la_unrotate_q(const la_attn_ctx *c, int b, int i0, int nr, float *x);
+void la_unrotate_k(const la_attn_ctx *c, int b, int j0, int nc, float *x);
+
+/* Row multipliers c_r = scale * head_s[h] * xrow of rows (nr) into cr. */
+void la_row_factors(const la_attn_ctx *c, int h, const la_rowvis *rows, int nr, float *cr);
+/* Logits of a tile from raw dots sdot (nr, ld) into L (nr, ld) (may alias): visible
+ * entries get c_r*a_t*dot + m_t + slope*d_t, masked entries -INFINITY. cls from
+ * la_tile_class. */
+void la_tile_logits(const la_attn_ctx *c, int h, const la_rowvis *rows, int i0, int nr,
+                    int j0, int nc, int cls, const float *cr, const float *sdot,
+                    float *L, int ld);
+
+/* ---- tile products (tile.c) ------------------------------------------------------- */
+
+/* Tile product, the one shape every pass uses:
+ *     C[i][0:N] (+)= sum_k A(i, k) * B[k][0:N]      i < M, k < K
+ * with A(i, k) = A[i*sai + k*sak] (so A may be read transposed), B (K, ldb) row-major,
+ * C (M, ldc). acc = 0 overwrites C, 1 accumulates. AVX-512 register-blocked kernel when
+ * the build targets it, plain loops otherwise (la_mm_generic, kept for tests). */
+void la_mm(int M, int N, int K, const float *A, size_t sai, size_t sak, const float *B,
+           int ldb, float *C, int ldc, int acc);
+void la_mm_generic(int M, int N, int K, const float *A, size_t sai, size_t sak,
+                   const float *B, int ldb, float *C, int ldc, int acc);
+/* Row-range accumulate for partial tiles: for every row r (M rows, visibility rows[r] in
+ * the key tile [j0, j0+n)), C[r] += sum over the row's visible columns c of
+ * P[r][c] * X[c][0:D]. Masked (possibly non-finite) X rows are never read. */
+void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float *P, int ldp,
+                const float *X, int ldx, float *C, int ldc);
+/* Transpose src (n, D, lds) into dst (D, ldd), zero-filling columns n..ldd-1. */
+void la_transpose(const float *src, int n, int D, int lds, float *dst, int ldd);
+
+/* Row reductions in a fixed order (deterministic): max, sum, and sum over entries with
+ * L != -inf of P (L - mx) (entropy numerator). */
+float la_row_max(const float *x, int n);
+float la_row_sum(const float *x, int n);
+float la_row_plogit(const float *P, const float *L, float mx, int n);
+/* sum over entries with L != -inf of a * b (non-finite values at masked entries ignored). */
+float la_row_dot_live(const float *a, const float *b, const float *L, int n);
+
+/* exp(x) for x <= ~88 in float, vectorisable, exact 0 below -87.3 (and for -inf). */
+void la_exp_sub(const float *x, float mx, float *y, int n);
+
+/* ---- softmax kernels (softmax.c) -------------------------------------------------- */
+la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat);
+la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const float *row_stat,
+                              const float *dout, float *dq, float *dk, float *dv);
+/* Per-thread scratch the softmax kernels need for head dimension D. */
+size_t la_softmax_scratch_bytes(int D);
+
+#endif

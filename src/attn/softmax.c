@@ -1,0 +1,411 @@
+/* softmax.c -- fused, tiled softmax attention forward and backward (SPEC 5, softmax).
+ *
+ * Forward: one streaming pass per (batch, head, query tile) with an online maximum
+ * (flash-attention style); the running maximum starts at -inf but is only ever used
+ * through an explicit "no key seen yet" branch. Statistics: log-sum-exp per row, entropy
+ * (online, as log(l) - sum p (L - m) / l with rescaling), support = visible keys, and
+ * key mass by a second pass over (batch, head, key tile) once the lse is known.
+ *
+ * Backward (flash-attention-2, Dao 2023, Alg. 2): D_i = rowsum(dout o out),
+ * dL = P o (dP - D_i) with P = exp(L - lse) and dP = dout V^T, then through
+ * L = c_r a_t dot + m_t + slope d_t: d dot = dL c_r a_t, and d s_h = sum dL scale log(n_q) dot
+ * for logn. dq is accumulated per (b, h, query tile); dk, dv per (b, hkv, key tile), each
+ * recomputing P, so no two threads ever write the same output and no reduction order
+ * depends on the thread count: results are bitwise identical for any n_threads.
+ * Rotated-frame gradients are rotated back by the inverse RoPE rotation at the end.
+ *
+ * Memory: per thread a few BQ x D and BQ x BK tiles; no T x S buffer anywhere.
+ */
+#include "attn/attn_internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+typedef struct {
+    float *Qt;   /* (BQ, D)   rotated query tile */
+    float *Kr;   /* (BK, D)   rotated key tile */
+    float *Kt;   /* (D, BK)   rotated key tile, transposed */
+    float *Vt;   /* (D, BK)   value tile, transposed (backward: dP = dO V^T) */
+    float *Sb;   /* (BQ, BK)  raw dots q.k */
+    float *Lb;   /* (BQ, BK)  logits */
+    float *Pb;   /* (BQ, BK)  probabilities */
+    float *dPb;  /* (BQ, BK)  dP, then dL, then d dot */
+    float *acc;  /* (BQ, D)   output / dq accumulator */
+    float *dka;  /* (BK, D)   dk accumulator */
+    float *dva;  /* (BK, D)   dv accumulator */
+    float *cr, *lse, *Di, *colsum; /* (BQ) */
+    double *m, *l, *s2, *gs;       /* (BQ) */
+} scratch;
+
+size_t la_softmax_scratch_bytes(int D) {
+    size_t f = (size_t)4 * LA_BQ * D + (size_t)2 * LA_BK * D + (size_t)2 * D * LA_BK +
+               (size_t)4 * LA_BQ * LA_BK + 4 * LA_BQ;
+    return f * sizeof(float) + 4 * LA_BQ * sizeof(double) + 16 * 64;
+}
+
+static scratch get_scratch(const la_attn_ctx *c, int tid) {
+    char *p = la_ctx_scratch(c, tid);
+    size_t D = (size_t)c->D;
+    scratch s;
+#define TAKE(ptr, type, n)                          \
+    do {                                            \
+        ptr = (type *)p;                            \
+        p += ((sizeof(type) * (n)) + 63) & ~(size_t)63; \
+    } while (0)
+    TAKE(s.Qt, float, LA_BQ * D);
+    TAKE(s.Kr, float, LA_BK * D);
+    TAKE(s.Kt, float, D * LA_BK);
+    TAKE(s.Vt, float, D * LA_BK);
+    TAKE(s.Sb, float, LA_BQ * LA_BK);
+    TAKE(s.Lb, float, LA_BQ * LA_BK);
+    TAKE(s.Pb, float, LA_BQ * LA_BK);
+    TAKE(s.dPb, float, LA_BQ * LA_BK);
+    TAKE(s.acc, float, LA_BQ * D);
+    TAKE(s.dka, float, LA_BK * D);
+    TAKE(s.dva, float, LA_BK * D);
+    TAKE(s.cr, float, LA_BQ);
+    TAKE(s.lse, float, LA_BQ);
+    TAKE(s.Di, float, LA_BQ);
+    TAKE(s.colsum, float, LA_BK);
+    TAKE(s.m, double, LA_BQ);
+    TAKE(s.l, double, LA_BQ);
+    TAKE(s.s2, double, LA_BQ);
+    TAKE(s.gs, double, LA_BQ);
+#undef TAKE
+    return s;
+}
+
+static inline int in_span(const la_tilespan *sp, int kt) {
+    return (kt >= sp->a0 && kt < sp->a1) || (kt >= sp->b0 && kt < sp->b1);
+}
+
+/* Raw dots and logits of query tile (b,h,i0,nr) against key tile j0..j0+nc (Kt ready). */
+static void tile_scores(const la_attn_ctx *c, const scratch *s, const float *Kt, int h,
+                        const la_rowvis *rows, int i0, int nr, int j0, int nc, int cls) {
+    la_mm(nr, nc, c->D, s->Qt, (size_t)c->D, 1, Kt, LA_BK, s->Sb, LA_BK, 0);
+    la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, s->Sb, s->Lb, LA_BK);
+}
+
+/* ---- forward ---------------------------------------------------------------------- */
+
+static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt, float *out,
+                     float *row_stat, const float *ktiles) {
+    const int D = c->D, T = c->T, S = c->S;
+    const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+    const int hkv = h / c->group;
+    const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+    const la_tilespan *sp = &c->qspan[(size_t)b * c->nqt + qt];
+    const float *vbase = c->v + ((size_t)b * c->Hkv + hkv) * (size_t)S * D;
+    int want_ent = c->opts->row_entropy != NULL;
+
+    la_row_factors(c, h, rows, nr, s->cr);
+    la_load_q(c, b, h, i0, nr, s->Qt);
+    memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
+    for (int r = 0; r < nr; r++) {
+        s->m[r] = -INFINITY; /* only read behind the l == 0 ("nothing seen yet") branch */
+        s->l[r] = 0.0;
+        s->s2[r] = 0.0;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int k0 = pass ? sp->b0 : sp->a0, k1 = pass ? sp->b1 : sp->a1;
+        for (int kt = k0; kt < k1; kt++) {
+            const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+            int cls = la_tile_class(rows, nr, j0, nc);
+            if (!cls) continue; /* fully masked tile: skipped, costs nothing */
+            tile_scores(c, s, ktiles + (size_t)kt * D * LA_BK, h, rows, i0, nr, j0, nc, cls);
+            for (int r = 0; r < nr; r++) {
+                const float *L = s->Lb + (size_t)r * LA_BK;
+                float *P = s->Pb + (size_t)r * LA_BK;
+                float tmax = la_row_max(L, nc);
+                if (tmax == -INFINITY) { /* no visible key of this row in the tile */
+                    memset(P, 0, sizeof(float) * (size_t)nc);
+                    continue;
+                }
+                double mold = s->m[r];
+                int seen = s->l[r] > 0.0;
+                double mnew = seen && mold > tmax ? mold : tmax;
+                la_exp_sub(L, (float)mnew, P, nc);
+                float rs = la_row_sum(P, nc);
+                double e = want_ent ? la_row_plogit(P, L, (float)mnew, nc) : 0.0;
+                if (seen) {
+                    double alpha = exp(mold - mnew);
+                    s->s2[r] = alpha * (s->s2[r] + (mold - mnew) * s->l[r]) + e;
+                    s->l[r] = alpha * s->l[r] + rs;
+                    if (alpha != 1.0) {
+                        float af = (float)alpha;
+                        float *a = s->acc + (size_t)r * D;
+                        for (int d = 0; d < D; d++) a[d] *= af;
+                    }
+                } else {
+                    s->s2[r] = e;
+                    s->l[r] = rs;
+                }
+                s->m[r] = mnew;
+            }
+            const float *V = vbase + (size_t)j0 * D;
+            if (cls == 1)
+                la_mm(nr, D, nc, s->Pb, LA_BK, 1, V, D, s->acc, D, 1);
+            else
+                la_mm_rows(rows, nr, j0, nc, D, s->Pb, LA_BK, V, D, s->acc, D);
+        }
+    }
+    size_t rowbase = ((size_t)b * c->H + h) * T + i0;
+    for (int r = 0; r < nr; r++) {
+        float *o = out + (rowbase + r) * D;
+        const float *a = s->acc + (size_t)r * D;
+        double l = s->l[r];
+        if (rows[r].nq == 0 || !(l > 0.0)) {
+            memset(o, 0, sizeof(float) * (size_t)D);
+            row_stat[rowbase + r] = LA_ROW_EMPTY;
+            if (c->opts->row_entropy) c->opts->row_entropy[rowbase + r] = 0.0f;
+        } else {
+            float inv = (float)(1.0 / l);
+            for (int d = 0; d < D; d++) o[d] = a[d] * inv;
+            row_stat[rowbase + r] = (float)(s->m[r] + log(l));
+            if (c->opts->row_entropy)
+                c->opts->row_entropy[rowbase + r] = (float)(log(l) - s->s2[r] / l);
+        }
+        if (c->opts->row_support) c->opts->row_support[rowbase + r] = (float)rows[r].nq;
+    }
+}
+
+/* P = exp(L - lse) of a tile (rows with no visible key have lse = -inf and all-masked L). */
+static void tile_probs(const scratch *s, const la_rowvis *rows, int nr, int nc) {
+    for (int r = 0; r < nr; r++) {
+        float *P = s->Pb + (size_t)r * LA_BK;
+        if (rows[r].nq == 0) {
+            memset(P, 0, sizeof(float) * (size_t)nc);
+            continue;
+        }
+        la_exp_sub(s->Lb + (size_t)r * LA_BK, s->lse[r], P, nc);
+    }
+}
+
+/* key_mass[b,h,j] = sum_i P_ij, one task per (b, h, key tile), query tiles in order. */
+static void keymass_task(const la_attn_ctx *c, const scratch *s, int b, int h, int kt,
+                         const float *row_stat) {
+    const int D = c->D, T = c->T, S = c->S;
+    const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+    const int hkv = h / c->group;
+    const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
+    la_transpose(Kr, nc, D, D, s->Kt, LA_BK);
+    for (int x = 0; x < nc; x++) s->colsum[x] = 0.0f;
+    for (int qt = 0; qt < c->nqt; qt++) {
+        if (!in_span(&c->qspan[(size_t)b * c->nqt + qt], kt)) continue;
+        const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+        const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+        int cls = la_tile_class(rows, nr, j0, nc);
+        if (!cls) continue;
+        la_row_factors(c, h, rows, nr, s->cr);
+        la_load_q(c, b, h, i0, nr, s->Qt);
+        for (int r = 0; r < nr; r++) s->lse[r] = row_stat[((size_t)b * c->H + h) * T + i0 + r];
+        tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, cls);
+        tile_probs(s, rows, nr, nc);
+        for (int r = 0; r < nr; r++) {
+            const float *P = s->Pb + (size_t)r * LA_BK;
+            float *cs = s->colsum;
+            for (int x = 0; x < nc; x++) cs[x] += P[x];
+        }
+    }
+    float *km = c->opts->key_mass + ((size_t)b * c->H + h) * S + j0;
+    memcpy(km, s->colsum, sizeof(float) * (size_t)nc);
+}
+
+la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) {
+    const int npairs = c->B * c->Hkv, per_pair = c->group * c->nqt;
+    for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
+        const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
+        const size_t stride = la_prep_pairs(c, p0, n, 0);
+#pragma omp parallel num_threads(c->nthreads)
+        {
+            scratch s = get_scratch(c, omp_get_thread_num());
+            /* largest query tiles first (causal cost grows with the tile index) */
+#pragma omp for schedule(dynamic, 1)
+            for (int t = 0; t < n * per_pair; t++) {
+                int pr = p0 + t / per_pair, rem = t % per_pair;
+                int b = pr / c->Hkv, h = (pr % c->Hkv) * c->group + rem / c->nqt;
+                int qt = c->nqt - 1 - rem % c->nqt;
+                fwd_task(c, &s, b, h, qt, out, row_stat, c->prep + (size_t)(pr - p0) * stride);
+            }
+        }
+    }
+    if (c->opts->key_mass) {
+        const int nk = c->B * c->H * c->nkt;
+#pragma omp parallel num_threads(c->nthreads)
+        {
+            scratch s = get_scratch(c, omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+            for (int t = 0; t < nk; t++) {
+                int kt = t % c->nkt, bh = t / c->nkt;
+                keymass_task(c, &s, bh / c->H, bh % c->H, kt, row_stat);
+            }
+        }
+    }
+    return LA_OK;
+}
+
+/* ---- backward --------------------------------------------------------------------- */
+
+/* Load dO rows, lse and D_i = rowsum(dout o out) of a query tile. */
+static const float *load_rowgrad(const la_attn_ctx *c, const scratch *s, int b, int h, int i0,
+                                 int nr, const float *out, const float *row_stat,
+                                 const float *dout) {
+    const int D = c->D;
+    size_t rowbase = ((size_t)b * c->H + h) * c->T + i0;
+    for (int r = 0; r < nr; r++) {
+        const float *o = out + (rowbase + r) * D, *g = dout + (rowbase + r) * D;
+        float acc = 0.0f;
+        for (int d = 0; d < D; d++) acc += o[d] * g[d];
+        s->Di[r] = acc;
+        s->lse[r] = row_stat[rowbase + r];
+    }
+    return dout + rowbase * D;
+}
+
+/* dP = dO V^T, then dL = P o (dP - D_i) on visible entries (0 on masked ones, by selection)
+ * and d dot = dL c_r a_t into dPb. Accumulates sum_j dL dot per row into gs when asked. */
+static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt, const float *dO,
+                         const la_rowvis *rows, int i0, int nr, int j0, int nc, int want_gs) {
+    la_mm(nr, nc, c->D, dO, (size_t)c->D, 1, Vt, LA_BK, s->dPb, LA_BK, 0);
+    for (int r = 0; r < nr; r++) {
+        const float *P = s->Pb + (size_t)r * LA_BK, *L = s->Lb + (size_t)r * LA_BK;
+        const float *sd = s->Sb + (size_t)r * LA_BK;
+        float *g = s->dPb + (size_t)r * LA_BK;
+        float di = s->Di[r], f = s->cr[r];
+        for (int x = 0; x < nc; x++) /* dS = P o (dP - D), exactly 0 on masked entries */
+            g[x] = L[x] == -INFINITY ? 0.0f : P[x] * (g[x] - di);
+        float gsum = want_gs ? la_row_dot_live(g, sd, L, nc) : 0.0f;
+        if (c->has_t) { /* L = c a dot + ...  ->  d dot = dL c a */
+            const float *ta = c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1);
+            for (int x = 0; x < nc; x++) g[x] *= f * ta[x];
+        } else {
+            for (int x = 0; x < nc; x++) g[x] *= f;
+        }
+        if (want_gs) s->gs[r] += gsum;
+    }
+}
+
+static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt,
+                    const float *out, const float *row_stat, const float *dout, float *dq,
+                    double *part, const float *ktiles) {
+    const int D = c->D, T = c->T, S = c->S;
+    const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+    const int hkv = h / c->group;
+    const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+    const la_tilespan *sp = &c->qspan[(size_t)b * c->nqt + qt];
+    int want_gs = part != NULL;
+
+    la_row_factors(c, h, rows, nr, s->cr);
+    la_load_q(c, b, h, i0, nr, s->Qt);
+    const float *dO = load_rowgrad(c, s, b, h, i0, nr, out, row_stat, dout);
+    memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
+    for (int r = 0; r < nr; r++) s->gs[r] = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        int k0 = pass ? sp->b0 : sp->a0, k1 = pass ? sp->b1 : sp->a1;
+        for (int kt = k0; kt < k1; kt++) {
+            const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+            int cls = la_tile_class(rows, nr, j0, nc);
+            if (!cls) continue;
+            const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
+            const float *Kt = ktiles + (size_t)kt * D * LA_BK;
+            tile_scores(c, s, Kt, h, rows, i0, nr, j0, nc, cls);
+            tile_probs(s, rows, nr, nc);
+            tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc, want_gs);
+            /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
+            if (cls == 1)
+                la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr, D, s->acc, D, 1);
+            else
+                la_mm_rows(rows, nr, j0, nc, D, s->dPb, LA_BK, Kr, D, s->acc, D);
+        }
+    }
+    la_unrotate_q(c, b, i0, nr, s->acc);
+    size_t rowbase = ((size_t)b * c->H + h) * T + i0;
+    memcpy(dq + rowbase * D, s->acc, sizeof(float) * (size_t)nr * D);
+    if (part) { /* d s_h of this tile: sum_r scale log(n_q) sum_j dL dot (d c_r / d s_h) */
+        double acc = 0.0;
+        for (int r = 0; r < nr; r++) acc += s->gs[r] * c->scale * rows[r].xrow;
+        *part = acc;
+    }
+}
+
+static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int kt,
+                     const float *out, const float *row_stat, const float *dout, float *dk,
+                     float *dv) {
+    const int D = c->D, T = c->T, S = c->S;
+    const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+    const float *vtile = c->v + (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+    const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
+    la_transpose(Kr, nc, D, D, s->Kt, LA_BK);
+    la_transpose(vtile, nc, D, D, s->Vt, LA_BK);
+    memset(s->dka, 0, sizeof(float) * (size_t)nc * D);
+    memset(s->dva, 0, sizeof(float) * (size_t)nc * D);
+    for (int g = 0; g < c->group; g++) { /* GQA: the group's query heads in a fixed order */
+        int h = hkv * c->group + g;
+        for (int qt = 0; qt < c->nqt; qt++) {
+            if (!in_span(&c->qspan[(size_t)b * c->nqt + qt], kt)) continue;
+            const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+            const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+            int cls = la_tile_class(rows, nr, j0, nc);
+            if (!cls) continue;
+            la_row_factors(c, h, rows, nr, s->cr);
+            la_load_q(c, b, h, i0, nr, s->Qt);
+            const float *dO = load_rowgrad(c, s, b, h, i0, nr, out, row_stat, dout);
+            tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, cls);
+            tile_probs(s, rows, nr, nc);
+            /* dv += P^T dO */
+            la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva, D, 1);
+            tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, 0);
+            /* dk_rot += (d dot)^T Q_rot */
+            la_mm(nc, D, nr, s->dPb, 1, LA_BK, s->Qt, D, s->dka, D, 1);
+        }
+    }
+    la_unrotate_k(c, b, j0, nc, s->dka);
+    size_t kbase = (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+    memcpy(dk + kbase, s->dka, sizeof(float) * (size_t)nc * D);
+    memcpy(dv + kbase, s->dva, sizeof(float) * (size_t)nc * D);
+}
+
+la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const float *row_stat,
+                              const float *dout, float *dq, float *dk, float *dv) {
+    float *dlogn = c->opts->dlogn_s;
+    double *part = dlogn && c->spec->xform == LA_XF_LOGN ? c->part : NULL;
+    const int ntk = c->B * c->Hkv * c->nkt;
+    const int npairs = c->B * c->Hkv, per_pair = c->group * c->nqt;
+    for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
+        const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
+        const size_t stride = la_prep_pairs(c, p0, n, 1);
+#pragma omp parallel num_threads(c->nthreads)
+        {
+            scratch s = get_scratch(c, omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+            for (int t = 0; t < n * per_pair; t++) {
+                int pr = p0 + t / per_pair, rem = t % per_pair;
+                int b = pr / c->Hkv, h = (pr % c->Hkv) * c->group + rem / c->nqt;
+                int qt = c->nqt - 1 - rem % c->nqt;
+                dq_task(c, &s, b, h, qt, out, row_stat, dout, dq,
+                        part ? part + ((size_t)b * c->H + h) * c->nqt + qt : NULL,
+                        c->prep + (size_t)(pr - p0) * stride);
+            }
+        }
+    }
+#pragma omp parallel num_threads(c->nthreads)
+    {
+        scratch s = get_scratch(c, omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+        for (int t = 0; t < ntk; t++) {
+            int kt = t % c->nkt, bh = t / c->nkt;
+            dkv_task(c, &s, bh / c->Hkv, bh % c->Hkv, kt, out, row_stat, dout, dk, dv);
+        }
+    }
+    if (dlogn) {
+        for (int h = 0; h < c->H; h++) {
+            double acc = 0.0;
+            if (part)
+                for (int b = 0; b < c->B; b++)
+                    for (int qt = 0; qt < c->nqt; qt++) acc += part[((size_t)b * c->H + h) * c->nqt + qt];
+            dlogn[h] = (float)acc;
+        }
+    }
+    return LA_OK;
+}

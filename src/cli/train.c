@@ -1,0 +1,293 @@
+/* train.c -- `longattn train`: train the GPT of SPEC 7 on a directory of text or on llm.c
+ * token shards, with a progress display, a CSV log, checkpoints, Ctrl-C saving a
+ * checkpoint, and --resume. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "longattn.h"
+
+static volatile sig_atomic_t g_stop = 0;
+static void on_sigint(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: longattn train --data PATH [options]\n"
+            "       longattn train --resume --out DIR [--steps N]\n"
+            "\n"
+            "Train a decoder-only transformer (pre-norm RMSNorm, QK-norm, ReLU^2 MLP, the given\n"
+            "attention spec) on a text file or directory of text files (bytes, vocab 256, one\n"
+            "document per file) or on llm.c token shards (*.bin, GPT-2 vocab 50257).\n"
+            "Writes DIR/model.safetensors (+ .state: optimiser, step, data position) and\n"
+            "DIR/log.csv. Ctrl-C saves a checkpoint and exits; --resume continues it exactly.\n"
+            "\n"
+            "data and output:\n"
+            "  --data PATH         text file/dir or .bin shard file/dir\n"
+            "  --val-fraction X    documents held out for validation (default 0.1)\n"
+            "  --out DIR           output directory (default runs/train)\n"
+            "  --resume            continue from DIR/model.safetensors with its saved settings\n"
+            "model:\n"
+            "  --spec TEXT         attention spec (default softmax+rope+causal)\n"
+            "  --layers N          (default 4)   --d-model N (default 128)\n"
+            "  --heads N           (default 4)   --kv-heads N (default = heads)\n"
+            "  --d-ff N            MLP width (default 4 * d-model)\n"
+            "training:\n"
+            "  --steps N           optimizer steps (default 400; with --resume: new total)\n"
+            "  --batch B           sequences per micro-batch (default 16)\n"
+            "  --seq-len T         training context (default 128)\n"
+            "  --accum N           micro-batches per step (default 1)\n"
+            "  --optimizer NAME    adamw | muon (default adamw)\n"
+            "  --lr X              AdamW peak lr (default 3e-3); --min-lr X (default lr/10)\n"
+            "  --muon-lr X         Muon peak lr (default 0.02)\n"
+            "  --warmup N          warm-up steps (default 20)\n"
+            "  --wd X              weight decay (default 0.1); --clip X grad-norm clip (default 1)\n"
+            "  --seed N            seed of the weights and the data order (default 1)\n"
+            "  --eval-every N      validation every N steps (default 50; 0 = end only)\n"
+            "  --ckpt-every N      checkpoint every N steps (default 100; always at the end)\n");
+}
+
+typedef struct {
+    int tty;
+    int every;
+    double last_draw;
+} progress_ctx;
+
+static void fmt_time(double s, char *buf, size_t n) {
+    if (!isfinite(s) || s < 0) s = 0;
+    int t = (int)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%d:%02d", t / 60, t % 60);
+}
+
+static int on_progress(const la_train_progress *p, void *user) {
+    progress_ctx *pc = user;
+    char eta[32], el[32], val[32] = "";
+    fmt_time(p->eta_s, eta, sizeof eta);
+    fmt_time(p->elapsed_s, el, sizeof el);
+    if (!isnan(p->val_loss)) snprintf(val, sizeof val, "  val %.4f", p->val_loss);
+    if (pc->tty) {
+        int w = 24, fill = (int)((double)p->step / p->steps * w);
+        char bar[64];
+        for (int i = 0; i < w; i++) bar[i] = i < fill ? '#' : '.';
+        bar[w] = 0;
+        fprintf(stderr, "\r\033[K[%s] step %d/%d  loss %.4f  %.0f tok/s  lr %.2g  %s elapsed  ETA %s%s",
+                bar, p->step, p->steps, p->loss, p->tokens_per_s, p->lr, el, eta, val);
+        if (!isnan(p->val_loss) || p->step == p->steps) fprintf(stderr, "\n");
+        fflush(stderr);
+    } else if (p->step % pc->every == 0 || p->step == p->steps || !isnan(p->val_loss) || p->step == 1) {
+        printf("step %d/%d loss %.4f tok/s %.0f lr %.3g elapsed %s eta %s%s\n", p->step, p->steps,
+               p->loss, p->tokens_per_s, p->lr, el, eta, val);
+        fflush(stdout);
+    }
+    return g_stop != 0;
+}
+
+static int parse_int(const char *cmd, const char *opt, const char *v, int lo, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > 1000000000)
+        return cli_usage_error(cmd, "%s expects an integer >= %d, got '%s'", opt, lo, v);
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_double(const char *cmd, const char *opt, const char *v, double lo, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || end == v || !(x >= lo) || !isfinite(x))
+        return cli_usage_error(cmd, "%s expects a number >= %g, got '%s'", opt, lo, v);
+    *out = x;
+    return 0;
+}
+
+int cli_train(int argc, char **argv) {
+    const char *cmd = "train";
+    la_model_config mc = la_model_default_config();
+    la_train_config tc = la_train_default_config();
+    la_data_config dc = la_data_default_config();
+    const char *data_path = NULL, *out = "runs/train";
+    int resume = 0, steps_set = 0, min_lr_set = 0;
+    tc.eval_every = 50;
+    tc.ckpt_every = 100;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--resume")) {
+            resume = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "option %s needs a value", a);
+        const char *v = argv[++i];
+        int r = 0;
+        double d;
+        if (!strcmp(a, "--data")) data_path = v;
+        else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--spec")) {
+            if (strlen(v) >= sizeof mc.spec) return cli_usage_error(cmd, "--spec text too long");
+            snprintf(mc.spec, sizeof mc.spec, "%s", v);
+        } else if (!strcmp(a, "--layers")) r = parse_int(cmd, a, v, 1, &mc.n_layer);
+        else if (!strcmp(a, "--heads")) r = parse_int(cmd, a, v, 1, &mc.n_head);
+        else if (!strcmp(a, "--kv-heads")) r = parse_int(cmd, a, v, 1, &mc.n_kv_head);
+        else if (!strcmp(a, "--d-model")) r = parse_int(cmd, a, v, 1, &mc.d_model);
+        else if (!strcmp(a, "--d-ff")) r = parse_int(cmd, a, v, 1, &mc.d_ff);
+        else if (!strcmp(a, "--steps")) { r = parse_int(cmd, a, v, 1, &tc.steps); steps_set = 1; }
+        else if (!strcmp(a, "--batch")) r = parse_int(cmd, a, v, 1, &tc.B);
+        else if (!strcmp(a, "--seq-len")) r = parse_int(cmd, a, v, 2, &tc.T);
+        else if (!strcmp(a, "--accum")) r = parse_int(cmd, a, v, 1, &tc.grad_accum);
+        else if (!strcmp(a, "--warmup")) r = parse_int(cmd, a, v, 0, &tc.warmup);
+        else if (!strcmp(a, "--eval-every")) r = parse_int(cmd, a, v, 0, &tc.eval_every);
+        else if (!strcmp(a, "--ckpt-every")) r = parse_int(cmd, a, v, 0, &tc.ckpt_every);
+        else if (!strcmp(a, "--lr")) r = parse_double(cmd, a, v, 1e-12, &tc.lr);
+        else if (!strcmp(a, "--min-lr")) { r = parse_double(cmd, a, v, 0, &tc.min_lr); min_lr_set = 1; }
+        else if (!strcmp(a, "--muon-lr")) r = parse_double(cmd, a, v, 1e-12, &tc.muon_lr);
+        else if (!strcmp(a, "--wd")) r = parse_double(cmd, a, v, 0, &tc.weight_decay);
+        else if (!strcmp(a, "--clip")) r = parse_double(cmd, a, v, 0, &tc.clip);
+        else if (!strcmp(a, "--val-fraction")) {
+            r = parse_double(cmd, a, v, 0, &dc.val_fraction);
+            if (!r && dc.val_fraction >= 1) return cli_usage_error(cmd, "--val-fraction must be < 1");
+        } else if (!strcmp(a, "--seed")) {
+            r = parse_double(cmd, a, v, 0, &d);
+            tc.seed = (uint64_t)d;
+        } else if (!strcmp(a, "--optimizer")) {
+            if (!strcmp(v, "adamw")) tc.optimizer = LA_OPT_ADAMW;
+            else if (!strcmp(v, "muon")) tc.optimizer = LA_OPT_MUON;
+            else return cli_usage_error(cmd, "--optimizer must be adamw or muon, got '%s'", v);
+        } else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (r) return r;
+    }
+    if (!min_lr_set) tc.min_lr = tc.lr / 10;
+    if (!resume && !data_path) return cli_usage_error(cmd, "--data PATH is required (a text file/dir or .bin shards)");
+    if (strlen(out) > 900) return cli_usage_error(cmd, "--out path too long");
+    {
+        /* mkdir -p */
+        char tmp[1024];
+        snprintf(tmp, sizeof tmp, "%s", out);
+        for (char *q = tmp + 1; *q; q++)
+            if (*q == '/') {
+                *q = 0;
+                mkdir(tmp, 0755);
+                *q = '/';
+            }
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "longattn train: cannot create %s: %s\n", out, strerror(errno));
+            return 1;
+        }
+    }
+    char ckpt[1024], csv[1024], meta_path[1100];
+    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", out);
+    snprintf(csv, sizeof csv, "%s/log.csv", out);
+    snprintf(meta_path, sizeof meta_path, "%s/data.txt", out);
+
+    la_model *m = NULL;
+    la_data *data = NULL;
+    la_trainer *tr = NULL;
+    la_status s;
+    int rc = 1;
+    if (resume) {
+        /* settings from the checkpoint; --steps may extend the run */
+        int new_steps = tc.steps;
+        s = la_trainer_read_config(ckpt, &tc);
+        if (s != LA_OK) {
+            fprintf(stderr, "longattn train: cannot resume from %s: %s\n", ckpt, la_errmsg());
+            return 1;
+        }
+        if (steps_set) tc.steps = new_steps;
+        /* data path and split fraction recorded by the first run (data.txt) */
+        static char saved[1024];
+        double saved_vf = dc.val_fraction;
+        FILE *f = fopen(meta_path, "r");
+        if (f) {
+            if (!fgets(saved, sizeof saved, f)) saved[0] = 0;
+            saved[strcspn(saved, "\n")] = 0;
+            if (fscanf(f, "%lf", &saved_vf) != 1) saved_vf = dc.val_fraction;
+            fclose(f);
+        }
+        if (!data_path && saved[0]) data_path = saved;
+        dc.val_fraction = saved_vf;
+        if (!data_path) return cli_usage_error(cmd, "--resume: %s has no record of the data; pass --data", meta_path);
+        if ((s = la_model_load(ckpt, &m)) != LA_OK) goto fail;
+    } else {
+        if (!data_path) return cli_usage_error(cmd, "--data PATH is required (a text file/dir or .bin shards)");
+        mc.train_len = tc.T;
+    }
+    /* the split fraction and seed are the defaults unless given; record them with the data */
+    if ((s = la_data_open(data_path, &dc, &data)) != LA_OK) goto fail;
+    if (!resume) {
+        mc.vocab = la_data_vocab(data);
+        if ((s = la_model_new(&mc, tc.seed, &m)) != LA_OK) goto fail;
+        FILE *f = fopen(meta_path, "w");
+        if (f) {
+            fprintf(f, "%s\n%.17g\n", data_path, dc.val_fraction);
+            fclose(f);
+        }
+    }
+    snprintf(tc.ckpt_path, sizeof tc.ckpt_path, "%s", ckpt);
+    snprintf(tc.csv_path, sizeof tc.csv_path, "%s", csv);
+    if ((s = la_trainer_new(m, data, &tc, &tr)) != LA_OK) goto fail;
+    if (resume && (s = la_trainer_load(tr, ckpt)) != LA_OK) goto fail;
+    const la_model_config *c = la_model_get_config(m);
+    fprintf(stderr,
+            "longattn train: %s  %d layers, d_model %d, %d heads, vocab %d, %.2fM params\n"
+            "  data %s: %lld train / %lld val tokens (%d / %d documents)\n"
+            "  %s, steps %d (from %d), batch %d x %d x accum %d, lr %g, out %s\n",
+            c->spec, c->n_layer, c->d_model, c->n_head, c->vocab, la_model_num_params(m) / 1e6,
+            data_path, (long long)la_data_num_tokens(data, LA_SPLIT_TRAIN),
+            (long long)la_data_num_tokens(data, LA_SPLIT_VAL), la_data_num_docs(data, LA_SPLIT_TRAIN),
+            la_data_num_docs(data, LA_SPLIT_VAL), tc.optimizer == LA_OPT_MUON ? "muon" : "adamw",
+            tc.steps, la_trainer_step_count(tr), tc.B, tc.T, tc.grad_accum, tc.lr, out);
+    if (la_data_num_tokens(data, LA_SPLIT_VAL) < tc.T + 1 && tc.eval_every) {
+        fprintf(stderr, "  (validation split shorter than one window: validation disabled)\n");
+        tc.eval_every = 0;
+        la_trainer_free(tr);
+        tr = NULL;
+        if ((s = la_trainer_new(m, data, &tc, &tr)) != LA_OK) goto fail;
+        if (resume && (s = la_trainer_load(tr, ckpt)) != LA_OK) goto fail;
+    }
+    progress_ctx pc = {isatty(STDERR_FILENO), tc.steps / 50 > 0 ? tc.steps / 50 : 1, 0};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    s = la_train_run(tr, on_progress, &pc);
+    signal(SIGINT, SIG_DFL);
+    if (pc.tty) fprintf(stderr, "\n");
+    if (s == LA_EINTERRUPTED) {
+        fprintf(stderr, "longattn train: interrupted at step %d; checkpoint saved in %s\n"
+                        "  continue with: longattn train --resume --out %s\n",
+                la_trainer_step_count(tr), ckpt, out);
+        rc = 1;
+        goto done;
+    }
+    if (s != LA_OK) goto fail;
+    float val;
+    if (la_data_num_tokens(data, LA_SPLIT_VAL) >= tc.T + 1 && la_trainer_eval(tr, &val) == LA_OK)
+        fprintf(stderr, "longattn train: done, %d steps; validation loss %.4f nats/token (%.4f bits)\n",
+                la_trainer_step_count(tr), val, val / log(2.0));
+    else
+        fprintf(stderr, "longattn train: done, %d steps\n", la_trainer_step_count(tr));
+    fprintf(stderr, "  weights %s, log %s\n", ckpt, csv);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "longattn train: %s: %s\n", la_status_name(s), la_errmsg());
+    rc = 1;
+done:
+    la_trainer_free(tr);
+    la_data_free(data);
+    la_model_free(m);
+    return rc;
+}

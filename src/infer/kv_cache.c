@@ -1,0 +1,262 @@
+/* kv_cache.c -- the KV cache's storage: allocation (once), append with eviction by
+ * policy, compaction, read-out. Eviction rules: window (sliding window), sinks (StreamingLLM,
+ * Xiao et al. 2024: keep the first n "attention sink" tokens and the last w), h2o (H2O,
+ * Zhang et al. 2023: keep the `heavy` tokens with the largest cumulative attention mass
+ * plus the `recent` newest; we also never evict `sinks` first tokens). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/kv_internal.h"
+
+static size_t elt_size(const la_kv_cache *c) { return c->p.storage == LA_KV_INT8 ? 1 : sizeof(float); }
+
+void la_kv_free(la_kv_cache *c) {
+    if (!c) return;
+    if (c->layers) {
+        for (int l = 0; l < c->p.n_layers; l++) {
+            la_kv_layer *L = &c->layers[l];
+            free(L->k);
+            free(L->v);
+            free(L->k_scale);
+            free(L->v_scale);
+            free(L->pos);
+            free(L->score);
+        }
+        free(c->layers);
+    }
+    free(c->kbuf);
+    free(c->vbuf);
+    free(c->mass);
+    free(c->stat);
+    free(c->keep);
+    la_workspace_free(c->ws);
+    free(c);
+}
+
+la_status la_kv_new(const la_kv_params *p, la_kv_cache **out) {
+    if (!out) return la_fail(LA_EINVAL, "la_kv_new: out is NULL");
+    *out = NULL;
+    LA_TRY(la_kv_params_validate(p));
+    la_kv_cache *c = calloc(1, sizeof *c);
+    if (!c) return la_fail(LA_ENOMEM, "la_kv_new: out of memory");
+    c->p = *p;
+    c->C = la_kv_budget(p);
+    c->group = (p->storage == LA_KV_INT8 && p->group > 0) ? p->group : p->D;
+    c->n_groups = p->D / c->group;
+    const size_t C = (size_t)c->C, D = (size_t)p->D, Hkv = (size_t)p->Hkv, H = (size_t)p->H;
+    c->layers = calloc((size_t)p->n_layers, sizeof *c->layers);
+    int ok = c->layers != NULL;
+    for (int l = 0; ok && l < p->n_layers; l++) {
+        la_kv_layer *L = &c->layers[l];
+        L->k = malloc(Hkv * C * D * elt_size(c));
+        L->v = malloc(Hkv * C * D * elt_size(c));
+        L->pos = malloc(Hkv * C * sizeof *L->pos);
+        L->score = malloc(Hkv * C * sizeof *L->score);
+        ok = L->k && L->v && L->pos && L->score;
+        if (ok && p->storage == LA_KV_INT8) {
+            L->k_scale = malloc(Hkv * C * (size_t)c->n_groups * sizeof(float));
+            L->v_scale = malloc(Hkv * C * (size_t)c->n_groups * sizeof(float));
+            ok = L->k_scale && L->v_scale;
+        }
+    }
+    if (ok) {
+        /* rows go to the kernel straight from storage only for f32 with one kv head; else
+         * they are dequantised / gathered into (Hkv, len, D) here */
+        c->kbuf = malloc(Hkv * C * D * sizeof(float));
+        c->vbuf = malloc(Hkv * C * D * sizeof(float));
+        c->mass = malloc(H * C * sizeof(float));
+        c->stat = malloc(H * C * sizeof(float));
+        c->keep = malloc(C);
+        c->ws = la_workspace_new();
+        ok = c->kbuf && c->vbuf && c->mass && c->stat && c->keep && c->ws;
+    }
+    if (!ok) {
+        la_kv_free(c);
+        return la_fail(LA_ENOMEM, "la_kv_new: out of memory for a cache of %lld tokens x %d layers x %d kv heads x D=%d",
+                       (long long)C, p->n_layers, p->Hkv, p->D);
+    }
+    la_kv_reset(c);
+    *out = c;
+    return LA_OK;
+}
+
+void la_kv_reset(la_kv_cache *c) {
+    if (!c) return;
+    for (int l = 0; l < c->p.n_layers; l++) {
+        c->layers[l].len = 0;
+        c->layers[l].seen = 0;
+    }
+}
+
+const la_kv_params *la_kv_get_params(const la_kv_cache *c) { return c ? &c->p : NULL; }
+
+int64_t la_kv_len(const la_kv_cache *c, int layer) {
+    if (!c || layer < 0 || layer >= c->p.n_layers) return -1;
+    return c->layers[layer].len;
+}
+
+int64_t la_kv_seen(const la_kv_cache *c, int layer) {
+    if (!c || layer < 0 || layer >= c->p.n_layers) return -1;
+    return c->layers[layer].seen;
+}
+
+size_t la_kv_bytes(const la_kv_cache *c) {
+    if (!c) return 0;
+    return (size_t)c->C * (size_t)la_kv_bytes_per_token(&c->p);
+}
+
+/* Move slot `from` of head h to slot `to` (to < from). */
+static void move_slot(la_kv_cache *c, la_kv_layer *L, size_t h, size_t from, size_t to) {
+    const size_t C = (size_t)c->C, D = (size_t)c->p.D, es = elt_size(c), G = (size_t)c->n_groups;
+    char *k = L->k, *v = L->v;
+    memcpy(k + ((h * C + to) * D) * es, k + ((h * C + from) * D) * es, D * es);
+    memcpy(v + ((h * C + to) * D) * es, v + ((h * C + from) * D) * es, D * es);
+    if (L->k_scale) {
+        memcpy(L->k_scale + (h * C + to) * G, L->k_scale + (h * C + from) * G, G * sizeof(float));
+        memcpy(L->v_scale + (h * C + to) * G, L->v_scale + (h * C + from) * G, G * sizeof(float));
+    }
+    L->pos[h * C + to] = L->pos[h * C + from];
+    L->score[h * C + to] = L->score[h * C + from];
+}
+
+/* Evict from every kv head of L so that len + T <= budget. Protected: the first `sinks`
+ * slots and the newest (recent - T) slots (they stay within the recent window once the T
+ * new tokens arrive). Among the rest, H2O keeps the `heavy` largest scores (evicting the
+ * smallest first, the older of equal scores first); window/sinks have heavy = 0. */
+static void evict_for(la_kv_cache *c, la_kv_layer *L, int64_t T) {
+    const int64_t n = L->len, C = c->C;
+    if (n + T <= C) return;
+    int64_t sinks, heavy, recent;
+    la_kv_policy_counts(&c->p, &sinks, &heavy, &recent);
+    const int64_t n_evict = n + T - C;          /* >= 1 */
+    const int64_t lo = sinks < n ? sinks : n;   /* candidates are slots [lo, hi) */
+    const int64_t hi = n - (recent - T);        /* recent >= T is checked by the caller */
+    for (int64_t h = 0; h < c->p.Hkv; h++) {
+        unsigned char *keep = c->keep;
+        memset(keep, 1, (size_t)n);
+        const float *sc = L->score + h * C;
+        if (heavy == 0) {
+            /* window / sinks: the oldest candidates go */
+            for (int64_t j = lo; j < lo + n_evict; j++) keep[j] = 0;
+        } else {
+            for (int64_t e = 0; e < n_evict; e++) {
+                int64_t arg = -1;
+                for (int64_t j = lo; j < hi; j++) {
+                    if (!keep[j]) continue;
+                    if (arg < 0 || sc[j] < sc[arg]) arg = j; /* strict: the oldest of ties */
+                }
+                keep[arg] = 0;
+            }
+        }
+        int64_t w = 0;
+        for (int64_t j = 0; j < n; j++) {
+            if (!keep[j]) continue;
+            if (w != j) move_slot(c, L, (size_t)h, (size_t)j, (size_t)w);
+            w++;
+        }
+    }
+    L->len = n - n_evict;
+}
+
+static int all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+la_status la_kv_append(la_kv_cache *c, int layer, const float *k, const float *v, int T) {
+    if (!c || !k || !v) return la_fail(LA_EINVAL, "la_kv_append: NULL cache, k or v");
+    if (layer < 0 || layer >= c->p.n_layers)
+        return la_fail(LA_EINVAL, "la_kv_append: layer %d out of range [0, %d)", layer, c->p.n_layers);
+    const int64_t max_chunk = la_kv_max_chunk(&c->p);
+    if (T < 1 || T > max_chunk)
+        return la_fail(LA_EINVAL,
+                       "la_kv_append: T = %d new tokens, must be in [1, %lld] for this policy (its recent window); "
+                       "append a long prompt in chunks",
+                       T, (long long)max_chunk);
+    la_kv_layer *L = &c->layers[layer];
+    if (c->p.policy == LA_KV_FULL && L->len + T > c->C)
+        return la_fail(LA_EINVAL,
+                       "la_kv_append: full cache holds %lld of max_tokens = %lld, cannot add %d more; "
+                       "create it with a larger max_tokens or use an evicting policy (window, sinks, h2o)",
+                       (long long)L->len, (long long)c->C, T);
+    const size_t D = (size_t)c->p.D, C = (size_t)c->C, Hkv = (size_t)c->p.Hkv, G = (size_t)c->n_groups;
+    if (c->p.storage == LA_KV_INT8 && (!all_finite(k, Hkv * (size_t)T * D) || !all_finite(v, Hkv * (size_t)T * D)))
+        return la_fail(LA_ENUMERIC, "la_kv_append: non-finite value in k or v of layer %d; int8 storage cannot hold it",
+                       layer);
+    evict_for(c, L, T);
+    for (size_t h = 0; h < Hkv; h++) {
+        for (size_t t = 0; t < (size_t)T; t++) {
+            const size_t slot = h * C + (size_t)L->len + t;
+            const float *ks = k + (h * (size_t)T + t) * D, *vs = v + (h * (size_t)T + t) * D;
+            if (c->p.storage == LA_KV_INT8) {
+                la_kv_quant_row(ks, (int)D, c->group, (int8_t *)L->k + slot * D, L->k_scale + slot * G);
+                la_kv_quant_row(vs, (int)D, c->group, (int8_t *)L->v + slot * D, L->v_scale + slot * G);
+            } else {
+                memcpy((float *)L->k + slot * D, ks, D * sizeof(float));
+                memcpy((float *)L->v + slot * D, vs, D * sizeof(float));
+            }
+            L->pos[slot] = L->seen + (int64_t)t;
+            L->score[slot] = 0.0f;
+        }
+    }
+    L->len += T;
+    L->seen += T;
+    return LA_OK;
+}
+
+/* Row j of head h as float into dst (D). */
+static void row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j, float *dst) {
+    const size_t D = (size_t)c->p.D, C = (size_t)c->C, G = (size_t)c->n_groups;
+    const size_t slot = h * C + j;
+    if (c->p.storage == LA_KV_INT8) {
+        const int8_t *q = (const int8_t *)(which_v ? L->v : L->k) + slot * D;
+        const float *s = (which_v ? L->v_scale : L->k_scale) + slot * G;
+        la_kv_dequant_row(q, s, (int)D, c->group, dst);
+    } else {
+        memcpy(dst, (const float *)(which_v ? L->v : L->k) + slot * D, D * sizeof(float));
+    }
+}
+
+la_status la_kv_read(const la_kv_cache *c, int layer, float *k, float *v, int64_t *orig_pos) {
+    if (!c) return la_fail(LA_EINVAL, "la_kv_read: NULL cache");
+    if (layer < 0 || layer >= c->p.n_layers)
+        return la_fail(LA_EINVAL, "la_kv_read: layer %d out of range [0, %d)", layer, c->p.n_layers);
+    const la_kv_layer *L = &c->layers[layer];
+    const size_t D = (size_t)c->p.D, n = (size_t)L->len;
+    for (size_t h = 0; h < (size_t)c->p.Hkv; h++)
+        for (size_t j = 0; j < n; j++) {
+            if (k) row_f32(c, L, 0, h, j, k + (h * n + j) * D);
+            if (v) row_f32(c, L, 1, h, j, v + (h * n + j) * D);
+            if (orig_pos) orig_pos[h * n + j] = L->pos[h * (size_t)c->C + j];
+        }
+    return LA_OK;
+}
+
+la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores) {
+    if (!c || !scores) return la_fail(LA_EINVAL, "la_kv_scores: NULL argument");
+    if (layer < 0 || layer >= c->p.n_layers)
+        return la_fail(LA_EINVAL, "la_kv_scores: layer %d out of range [0, %d)", layer, c->p.n_layers);
+    const la_kv_layer *L = &c->layers[layer];
+    for (size_t h = 0; h < (size_t)c->p.Hkv; h++)
+        memcpy(scores + h * (size_t)L->len, L->score + h * (size_t)c->C, (size_t)L->len * sizeof(float));
+    return LA_OK;
+}
+
+void la_kv_gather(la_kv_cache *c, int layer, const float **k, const float **v) {
+    la_kv_layer *L = &c->layers[layer];
+    const size_t D = (size_t)c->p.D, n = (size_t)L->len;
+    if (c->p.storage == LA_KV_F32 && (c->p.Hkv == 1 || L->len == c->C)) {
+        *k = L->k;
+        *v = L->v;
+        return;
+    }
+    for (size_t h = 0; h < (size_t)c->p.Hkv; h++)
+        for (size_t j = 0; j < n; j++) {
+            row_f32(c, L, 0, h, j, c->kbuf + (h * n + j) * D);
+            row_f32(c, L, 1, h, j, c->vbuf + (h * n + j) * D);
+        }
+    *k = c->kbuf;
+    *v = c->vbuf;
+}

@@ -1,0 +1,281 @@
+/* diagnose.c -- attention mass and entropy per distance range [t, t*delta), the two
+ * properties of scale-invariant attention (Anson et al. 2025, arXiv 2505.17083: Def. 3.1
+ * scale-invariant total attention, Defs. 3.3/3.4 scale-invariant sparsity), accumulated
+ * from per-row probabilities streamed over key tiles, plus the paper's Gaussian model
+ * (la_diag_gaussian).
+ *
+ * Per row and range r the accumulator keeps M_r = sum p_t and P_r = sum p_t log p_t over the
+ * keys of the range; at the end of the row
+ *     H_r = -sum (p_t/M_r) log(p_t/M_r) = log M_r - P_r / M_r
+ * is the entropy of the attention renormalised within the range. Means and standard errors
+ * over rows are kept as running sums of x and x^2 in double. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+struct la_diag {
+    int64_t max_dist;
+    double delta;
+    int n_ranges;
+    int64_t *edges;   /* (n_ranges + 1): range r is [edges[r], edges[r+1]) */
+    int n_slots;
+    double *s_mass;   /* (n_slots, n_ranges) current row: sum p */
+    double *s_plogp;  /* (n_slots, n_ranges) current row: sum p log p */
+    int64_t *s_keys;  /* (n_slots, n_ranges) current row: keys seen */
+    int64_t *rows;    /* (n_ranges) rows with keys in the range */
+    double *keys;     /* (n_ranges) sum of keys per row */
+    double *m1, *m2;  /* (n_ranges) sum M, sum M^2 */
+    int64_t *erows;   /* (n_ranges) rows with M > 0 */
+    double *h1, *h2;  /* (n_ranges) sum H, sum H^2 */
+};
+
+la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out) {
+    if (!out) return la_fail(LA_EINVAL, "la_diag_new: out must not be NULL");
+    *out = NULL;
+    if (max_dist < 0) return la_fail(LA_EINVAL, "la_diag_new: max_dist must be >= 0 (got %lld)", (long long)max_dist);
+    if (!(delta > 1) || !isfinite(delta)) return la_fail(LA_EINVAL, "la_diag_new: delta must be a finite number > 1 (got %g)", delta);
+    if (n_slots < 1) return la_fail(LA_EINVAL, "la_diag_new: n_slots must be >= 1 (got %d)", n_slots);
+    /* edges 0, 1, then e_{k+1} = max(e_k + 1, ceil(e_k * delta)) until past max_dist */
+    int64_t e[130];
+    int n = 0;
+    e[n++] = 0;
+    e[n++] = 1;
+    while (e[n - 1] <= max_dist) {
+        double nx = ceil((double)e[n - 1] * delta - 1e-9 * (double)e[n - 1]);
+        int64_t v = (int64_t)nx;
+        if (v < e[n - 1] + 1) v = e[n - 1] + 1;
+        if (n == 129) return la_fail(LA_EINVAL, "la_diag_new: delta %g gives more than 128 ranges up to %lld; use a larger delta", delta, (long long)max_dist);
+        e[n++] = v;
+    }
+    la_diag *d = calloc(1, sizeof *d);
+    if (!d) return la_fail(LA_ENOMEM, "la_diag_new: out of memory");
+    d->max_dist = max_dist, d->delta = delta, d->n_ranges = n - 1, d->n_slots = n_slots;
+    size_t R = (size_t)d->n_ranges, SR = (size_t)n_slots * R;
+    d->edges = malloc(sizeof(int64_t) * (R + 1));
+    d->s_mass = calloc(SR, sizeof(double)), d->s_plogp = calloc(SR, sizeof(double));
+    d->s_keys = calloc(SR, sizeof(int64_t));
+    d->rows = calloc(R, sizeof(int64_t)), d->erows = calloc(R, sizeof(int64_t));
+    d->keys = calloc(R, sizeof(double));
+    d->m1 = calloc(R, sizeof(double)), d->m2 = calloc(R, sizeof(double));
+    d->h1 = calloc(R, sizeof(double)), d->h2 = calloc(R, sizeof(double));
+    if (!d->edges || !d->s_mass || !d->s_plogp || !d->s_keys || !d->rows || !d->erows || !d->keys || !d->m1 ||
+        !d->m2 || !d->h1 || !d->h2) {
+        la_diag_free(d);
+        return la_fail(LA_ENOMEM, "la_diag_new: out of memory");
+    }
+    memcpy(d->edges, e, sizeof(int64_t) * (R + 1));
+    *out = d;
+    return LA_OK;
+}
+
+void la_diag_free(la_diag *d) {
+    if (!d) return;
+    free(d->edges), free(d->s_mass), free(d->s_plogp), free(d->s_keys), free(d->rows), free(d->erows);
+    free(d->keys), free(d->m1), free(d->m2), free(d->h1), free(d->h2);
+    free(d);
+}
+
+int la_diag_num_ranges(const la_diag *d) { return d ? d->n_ranges : 0; }
+
+la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi) {
+    if (!d || r < 0 || r >= d->n_ranges)
+        return la_fail(LA_EINVAL, "la_diag_range_edges: range %d out of 0..%d", r, d ? d->n_ranges - 1 : -1);
+    if (lo) *lo = d->edges[r];
+    if (hi) *hi = d->edges[r + 1];
+    return LA_OK;
+}
+
+/* index of the range holding distance t (0 <= t <= max_dist) */
+static int range_of(const la_diag *d, int64_t t) {
+    int lo = 0, hi = d->n_ranges - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (d->edges[mid] <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n) {
+    if (!d || (!prob && n > 0)) return la_fail(LA_EINVAL, "la_diag_add: NULL argument");
+    if (slot < 0 || slot >= d->n_slots) return la_fail(LA_EINVAL, "la_diag_add: slot %d out of 0..%d", slot, d->n_slots - 1);
+    if (dt != 1 && dt != -1) return la_fail(LA_EINVAL, "la_diag_add: dt must be +1 or -1 (got %d)", dt);
+    if (n < 0) return la_fail(LA_EINVAL, "la_diag_add: n must be >= 0 (got %d)", n);
+    if (n == 0) return LA_OK;
+    int64_t t_last = t0 + (int64_t)(n - 1) * dt;
+    int64_t tmin = t0 < t_last ? t0 : t_last, tmax = t0 < t_last ? t_last : t0;
+    if (tmin < 0 || tmax > d->max_dist)
+        return la_fail(LA_EINVAL, "la_diag_add: distances %lld..%lld fall outside 0..%lld (max_dist of la_diag_new)",
+                       (long long)tmin, (long long)tmax, (long long)d->max_dist);
+    for (int i = 0; i < n; i++)
+        if (!(prob[i] >= 0.0f && prob[i] <= 1.0f + 1e-5f))
+            return la_fail(LA_EINVAL, "la_diag_add: probability %d is %g, not in [0, 1]", i, (double)prob[i]);
+    size_t base = (size_t)slot * d->n_ranges;
+    int r = range_of(d, t0);
+    int64_t lo = d->edges[r], hi = d->edges[r + 1];
+    double m = 0, pl = 0;
+    int64_t k = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t t = t0 + (int64_t)i * dt;
+        if (t < lo || t >= hi) { /* crossed into the next range: flush */
+            d->s_mass[base + r] += m, d->s_plogp[base + r] += pl, d->s_keys[base + r] += k;
+            m = pl = 0, k = 0;
+            r += dt;
+            lo = d->edges[r], hi = d->edges[r + 1];
+        }
+        double p = prob[i];
+        m += p;
+        if (p > 0) pl += p * log(p);
+        k++;
+    }
+    d->s_mass[base + r] += m, d->s_plogp[base + r] += pl, d->s_keys[base + r] += k;
+    return LA_OK;
+}
+
+la_status la_diag_row_end(la_diag *d, int slot) {
+    if (!d) return la_fail(LA_EINVAL, "la_diag_row_end: NULL argument");
+    if (slot < 0 || slot >= d->n_slots) return la_fail(LA_EINVAL, "la_diag_row_end: slot %d out of 0..%d", slot, d->n_slots - 1);
+    size_t base = (size_t)slot * d->n_ranges;
+    for (int r = 0; r < d->n_ranges; r++) {
+        if (d->s_keys[base + r] == 0) continue;
+        double M = d->s_mass[base + r], P = d->s_plogp[base + r];
+        d->rows[r]++;
+        d->keys[r] += (double)d->s_keys[base + r];
+        d->m1[r] += M, d->m2[r] += M * M;
+        if (M > 0) {
+            double H = log(M) - P / M;
+            if (H < 0) H = 0; /* rounding when one key holds all the range's mass */
+            d->erows[r]++;
+            d->h1[r] += H, d->h2[r] += H * H;
+        }
+        d->s_mass[base + r] = d->s_plogp[base + r] = 0;
+        d->s_keys[base + r] = 0;
+    }
+    return LA_OK;
+}
+
+static double mean_se(double s1, double s2, int64_t n, double *se) {
+    if (n < 1) {
+        *se = NAN;
+        return NAN;
+    }
+    double mu = s1 / (double)n;
+    double var = n > 1 ? (s2 - (double)n * mu * mu) / (double)(n - 1) : 0;
+    *se = n > 1 ? sqrt(var > 0 ? var / (double)n : 0) : 0;
+    return mu;
+}
+
+la_status la_diag_get(const la_diag *d, int r, la_diag_result *out) {
+    if (!d || !out) return la_fail(LA_EINVAL, "la_diag_get: NULL argument");
+    if (r < 0 || r >= d->n_ranges) return la_fail(LA_EINVAL, "la_diag_get: range %d out of 0..%d", r, d->n_ranges - 1);
+    memset(out, 0, sizeof *out);
+    out->lo = d->edges[r], out->hi = d->edges[r + 1];
+    out->rows = d->rows[r];
+    out->keys = d->rows[r] ? d->keys[r] / (double)d->rows[r] : 0;
+    out->mass = mean_se(d->m1[r], d->m2[r], d->rows[r], &out->mass_se);
+    out->entropy_rows = d->erows[r];
+    out->entropy = mean_se(d->h1[r], d->h2[r], d->erows[r], &out->entropy_se);
+    return LA_OK;
+}
+
+la_status la_diag_summary(const la_diag *d, int64_t lo_min, double *mass_ratio, double *entropy_slope, int *n_used) {
+    if (!d || !mass_ratio || !entropy_slope) return la_fail(LA_EINVAL, "la_diag_summary: NULL argument");
+    double mmax = -INFINITY, mmin = INFINITY, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int k = 0;
+    for (int r = 0; r < d->n_ranges; r++) {
+        int64_t lo = d->edges[r], hi = d->edges[r + 1];
+        if (lo < lo_min || lo < 1 || hi - 1 > d->max_dist || d->erows[r] == 0) continue;
+        double M = d->m1[r] / (double)d->rows[r], H = d->h1[r] / (double)d->erows[r], x = log((double)lo);
+        mmax = fmax(mmax, M), mmin = fmin(mmin, M);
+        sx += x, sy += H, sxx += x * x, sxy += x * H;
+        k++;
+    }
+    if (n_used) *n_used = k;
+    if (k < 2) {
+        *mass_ratio = *entropy_slope = NAN;
+        return LA_OK;
+    }
+    *mass_ratio = mmax / mmin;
+    *entropy_slope = (k * sxy - sx * sy) / (k * sxx - sx * sx);
+    return LA_OK;
+}
+
+/* Transformed logit L_t = coef_a[t] * S_t + coef_m[t] for the spec's transform. */
+static la_status gaussian_coeffs(const la_spec *sp, int64_t N, double *ca, double *cm) {
+    double nq = (double)(N + 1), scale = 1;
+    switch (sp->xform) {
+    case LA_XF_NONE: scale = 1; break;
+    case LA_XF_TEMP: scale = sp->temp; break;
+    case LA_XF_CRITICAL: scale = sp->gamma * log(nq); break;
+    case LA_XF_LOGN: {
+        double s = sp->logn_s;
+        if (s == 0) {
+            if (sp->train_len < 2)
+                return la_fail(LA_EINVAL, "la_diag_gaussian: logn needs s or train >= 2 (e.g. logn(train=4096)) to set s = 1/log(train)");
+            s = 1.0 / log((double)sp->train_len);
+        }
+        scale = s * log(nq);
+        break;
+    }
+    case LA_XF_QWEN_LOGN:
+        if (sp->train_len < 2) return la_fail(LA_EINVAL, "la_diag_gaussian: qwen-logn needs train >= 2");
+        scale = fmax(1.0, log(nq) / log((double)sp->train_len));
+        break;
+    case LA_XF_SINV:
+        if (!(sp->tau > 0)) return la_fail(LA_EINVAL, "la_diag_gaussian: sinv needs tau > 0 (got %g)", sp->tau);
+        /* SPEC 4: a_t^2 = 1 + 2 log1p(t/tau), m_t = -2 log1p(t/tau) */
+        for (int64_t t = 0; t <= N; t++) {
+            double l = log1p((double)t / sp->tau);
+            ca[t] = sqrt(1 + 2 * l), cm[t] = -2 * l;
+        }
+        return LA_OK;
+    default:
+        return la_fail(LA_EUNSUPPORTED, "la_diag_gaussian: unknown transform %d", (int)sp->xform);
+    }
+    for (int64_t t = 0; t <= N; t++) ca[t] = scale, cm[t] = 0;
+    return LA_OK;
+}
+
+#define GAUSS_TILE 1024
+
+la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t seed, la_diag *d) {
+    if (!spec || !d) return la_fail(LA_EINVAL, "la_diag_gaussian: NULL argument");
+    if (N < 1 || N > ((int64_t)1 << 30)) return la_fail(LA_EINVAL, "la_diag_gaussian: N must be in 1..2^30 (got %lld)", (long long)N);
+    if (draws < 1) return la_fail(LA_EINVAL, "la_diag_gaussian: draws must be >= 1 (got %d)", draws);
+    if (d->max_dist < N)
+        return la_fail(LA_EINVAL, "la_diag_gaussian: the accumulator covers distances up to %lld but N = %lld; create it with max_dist >= N",
+                       (long long)d->max_dist, (long long)N);
+    if (spec->norm != LA_NORM_SOFTMAX)
+        return la_fail(LA_EUNSUPPORTED, "la_diag_gaussian: the Gaussian model is defined for softmax only (the spec has another normaliser)");
+    if (spec->pattern != LA_PAT_CAUSAL)
+        return la_fail(LA_EUNSUPPORTED, "la_diag_gaussian: the Gaussian model uses the causal pattern (the query sees distances 0..N)");
+    if (spec->pos == LA_POS_ALIBI || spec->pos == LA_POS_NAPE)
+        return la_fail(LA_EUNSUPPORTED, "la_diag_gaussian: alibi/nape add a distance bias the Gaussian model does not include");
+    size_t nk = (size_t)N + 1;
+    double *ca = malloc(sizeof(double) * nk), *cm = malloc(sizeof(double) * nk), *L = malloc(sizeof(double) * nk);
+    float *p = malloc(sizeof(float) * GAUSS_TILE);
+    la_status s = (!ca || !cm || !L || !p) ? la_fail(LA_ENOMEM, "la_diag_gaussian: out of memory for N = %lld", (long long)N)
+                                           : gaussian_coeffs(spec, N, ca, cm);
+    for (int k = 0; k < draws && s == LA_OK; k++) {
+        la_rng r;
+        la_rng_seed(&r, seed * 0x9E3779B97F4A7C15ull + (uint64_t)k);
+        double mx = -INFINITY;
+        for (size_t t = 0; t < nk; t++) {
+            L[t] = ca[t] * la_rng_normal(&r) + cm[t]; /* base logit S_t ~ N(0,1) */
+            mx = L[t] > mx ? L[t] : mx;
+        }
+        double z = 0;
+        for (size_t t = 0; t < nk; t++) z += exp(L[t] - mx);
+        double lse = mx + log(z);
+        for (size_t t0 = 0; t0 < nk && s == LA_OK; t0 += GAUSS_TILE) {
+            int n = (int)(nk - t0 < GAUSS_TILE ? nk - t0 : GAUSS_TILE);
+            for (int i = 0; i < n; i++) p[i] = (float)exp(L[t0 + i] - lse);
+            s = la_diag_add(d, 0, (int64_t)t0, 1, p, n);
+        }
+        if (s == LA_OK) s = la_diag_row_end(d, 0);
+    }
+    free(ca), free(cm), free(L), free(p);
+    return s;
+}

@@ -1,0 +1,446 @@
+/* test_softmax_kernel.c -- the fused softmax attention kernel (src/attn/softmax.c,
+ * attn.c, mask.c, tile.c) against a naive double reference (tests/attn_testutil.h),
+ * finite differences, and fault cases. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "attn_testutil.h"
+#include "attn/attn_internal.h"
+
+typedef struct {
+    la_shape sh;
+    float *q, *k, *v, *dout, *out, *lse, *ent, *km, *sup, *dq, *dk, *dv;
+    float dlogn[64];
+} prob;
+
+static void fill(float *x, size_t n, la_rng *r, double sc) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(sc * la_rng_normal(r));
+}
+
+static prob prob_new(int B, int H, int Hkv, int T, int S, int D, int64_t pos0, uint64_t seed) {
+    prob p;
+    memset(&p, 0, sizeof p);
+    p.sh = (la_shape){B, H, Hkv, T, S, D, pos0};
+    size_t nq = (size_t)B * H * T * D, nk = (size_t)B * Hkv * S * D, bht = (size_t)B * H * T;
+    p.q = malloc(sizeof(float) * nq); p.k = malloc(sizeof(float) * nk); p.v = malloc(sizeof(float) * nk);
+    p.dout = malloc(sizeof(float) * nq); p.out = malloc(sizeof(float) * nq);
+    p.lse = malloc(sizeof(float) * bht); p.ent = malloc(sizeof(float) * bht); p.sup = malloc(sizeof(float) * bht);
+    p.km = malloc(sizeof(float) * (size_t)B * H * S);
+    p.dq = malloc(sizeof(float) * nq); p.dk = malloc(sizeof(float) * nk); p.dv = malloc(sizeof(float) * nk);
+    la_rng r;
+    la_rng_seed(&r, seed);
+    fill(p.q, nq, &r, 1.0); fill(p.k, nk, &r, 1.0); fill(p.v, nk, &r, 1.0); fill(p.dout, nq, &r, 1.0);
+    return p;
+}
+
+static void prob_free(prob *p) {
+    free(p->q); free(p->k); free(p->v); free(p->dout); free(p->out); free(p->lse); free(p->ent);
+    free(p->sup); free(p->km); free(p->dq); free(p->dk); free(p->dv);
+}
+
+static double maxerr(const float *a, const double *b, size_t n, double *scale) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isinf(b[i]) && a[i] == b[i]) continue;
+        double d = fabs(a[i] - b[i]);
+        if (!(d <= e)) e = d; /* NaN counts as huge */
+        if (isnan(d)) e = INFINITY;
+        if (fabs(b[i]) > s && isfinite(b[i])) s = fabs(b[i]);
+    }
+    if (scale) *scale = s;
+    return e;
+}
+
+static la_status run(const la_spec *sp, prob *p, const int32_t *docs, const float *logn_s, int threads, int bwd) {
+    la_attn_opts o = la_attn_default_opts();
+    o.doc_ids = docs;
+    o.logn_s = logn_s;
+    o.row_entropy = p->ent;
+    o.key_mass = p->km;
+    o.row_support = p->sup;
+    o.n_threads = threads;
+    o.dlogn_s = p->dlogn;
+    la_status st = la_attn_forward(sp, &p->sh, p->q, p->k, p->v, p->out, p->lse, &o);
+    if (st != LA_OK || !bwd) return st;
+    return la_attn_backward(sp, &p->sh, p->q, p->k, p->v, p->out, p->lse, p->dout, p->dq, p->dk, p->dv, &o);
+}
+
+/* Compare forward, statistics and backward with the double reference. Tolerances: float32
+ * accumulation over <= 1025 keys of O(1) terms gives ~1e-6 relative per op; 2e-4 absolute
+ * on O(1) outputs and 2e-3 relative to the largest gradient leave a wide margin while any
+ * wrong mask, position or factor changes results by >= 1e-2. */
+static void check_case(const char *name, const la_spec *sp, int B, int H, int Hkv, int T, int S,
+                       int D, int64_t pos0, const int32_t *docs, const float *logn_s) {
+    prob p = prob_new(B, H, Hkv, T, S, D, pos0, 1234 + T * 7 + S);
+    la_status st = run(sp, &p, docs, logn_s, 2, 1);
+    if (st != LA_OK) fail_msg("%s: status %s: %s", name, la_status_name(st), la_errmsg());
+    tu_ref R = tu_ref_alloc(&p.sh);
+    tu_reference(sp, &p.sh, p.q, p.k, p.v, docs, logn_s, p.dout, &R);
+    size_t bht = (size_t)B * H * T, nk = (size_t)B * Hkv * S * D;
+    double sc, e;
+    e = maxerr(p.out, R.out, bht * D, &sc);
+    if (e > 2e-4) fail_msg("%s: out max err %g", name, e);
+    e = maxerr(p.lse, R.lse, bht, &sc);
+    if (e > 2e-4 * (1 + sc)) fail_msg("%s: lse max err %g (scale %g)", name, e, sc);
+    e = maxerr(p.ent, R.ent, bht, &sc);
+    if (e > 5e-4 * (1 + sc)) fail_msg("%s: entropy max err %g", name, e);
+    e = maxerr(p.km, R.kmass, (size_t)B * H * S, &sc);
+    if (e > 2e-4 * (1 + sc)) fail_msg("%s: key mass max err %g", name, e);
+    e = maxerr(p.dq, R.dq, bht * D, &sc);
+    if (e > 2e-3 * (1 + sc)) fail_msg("%s: dq max err %g (scale %g)", name, e, sc);
+    e = maxerr(p.dk, R.dk, nk, &sc);
+    if (e > 2e-3 * (1 + sc)) fail_msg("%s: dk max err %g (scale %g)", name, e, sc);
+    e = maxerr(p.dv, R.dv, nk, &sc);
+    if (e > 2e-3 * (1 + sc)) fail_msg("%s: dv max err %g (scale %g)", name, e, sc);
+    if (sp->xform == LA_XF_LOGN) {
+        e = maxerr(p.dlogn, R.dlogn, (size_t)H, &sc);
+        if (e > 2e-3 * (1 + sc)) fail_msg("%s: dlogn_s max err %g (scale %g)", name, e, sc);
+    }
+    tu_ref_free(&R);
+    prob_free(&p);
+}
+
+static void test_vs_reference(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    s.pos = LA_POS_ROPE;
+    check_case("causal+rope GQA", &s, 2, 4, 2, 137, 137, 16, LA_POS0_AUTO, NULL, NULL);
+    s = tu_spec();
+    s.pos = LA_POS_ALIBI; s.pattern = LA_PAT_WINDOW; s.window = 7;
+    check_case("window(7)+alibi T!=S", &s, 1, 3, 1, 65, 130, 8, LA_POS0_AUTO, NULL, NULL);
+    s = tu_spec();
+    s.pos = LA_POS_PROPE; s.xform = LA_XF_SINV; s.pattern = LA_PAT_SINKS; s.sinks = 3; s.window = 5;
+    check_case("sinks(3,5)+sinv+prope", &s, 1, 2, 2, 70, 70, 16, LA_POS0_AUTO, NULL, NULL);
+    s = tu_spec();
+    s.pos = LA_POS_NAPE; s.xform = LA_XF_LOGN; s.pattern = LA_PAT_GLOBAL; s.global = 4; s.window = 8;
+    float ls[4] = {0.3f, 0.5f, 0.7f, 1.1f};
+    check_case("global(4)+window(8)+logn+nape", &s, 1, 4, 2, 67, 67, 8, LA_POS0_AUTO, NULL, ls);
+    s = tu_spec();
+    s.pos = LA_POS_YARN; s.pos_scale = 4; s.train_len = 32; s.xform = LA_XF_CRITICAL; s.gamma = 0.7;
+    s.pattern = LA_PAT_FULL;
+    check_case("full+yarn+critical", &s, 1, 2, 1, 33, 71, 16, LA_POS0_AUTO, NULL, NULL);
+    s = tu_spec();
+    s.pos = LA_POS_DYNAMIC_NTK; s.pos_scale = 2; s.train_len = 40; s.xform = LA_XF_TEMP; s.temp = 1.7;
+    check_case("dynamic-ntk (S>L)+temp, pos0<0 empty rows", &s, 1, 2, 1, 64, 100, 16, -5, NULL, NULL);
+    s = tu_spec();
+    s.pos = LA_POS_NTK; s.pos_scale = 3; s.xform = LA_XF_LOGN; s.train_len = 64;
+    check_case("ntk+logn default s, pos0 > S-T", &s, 1, 2, 1, 20, 40, 8, 60, NULL, NULL);
+}
+
+static void test_docs_vs_reference(void **state) {
+    (void)state;
+    int S = 100;
+    int32_t docs[200];
+    for (int j = 0; j < S; j++) docs[j] = j < 13 ? 5 : j < 64 ? 9 : j < 66 ? 2 : 7;
+    for (int j = 0; j < S; j++) docs[S + j] = j < 50 ? 1 : 3;
+    la_spec s = tu_spec();
+    s.pos = LA_POS_ROPE; s.xform = LA_XF_QWEN_LOGN; s.train_len = 8;
+    check_case("docs+causal+rope+qwen pos0=30", &s, 2, 2, 1, 50, S, 16, 30, docs, NULL);
+    s = tu_spec();
+    s.pos = LA_POS_ALIBI; s.xform = LA_XF_SINV; s.pattern = LA_PAT_WINDOW; s.window = 9;
+    check_case("docs+window+sinv+alibi", &s, 2, 2, 2, 100, S, 8, LA_POS0_AUTO, docs, NULL);
+    s = tu_spec();
+    s.pattern = LA_PAT_GLOBAL; s.global = 3; s.window = 4; s.xform = LA_XF_LOGN; s.logn_s = 0.8;
+    check_case("docs+global+logn", &s, 2, 2, 1, 70, S, 8, 10, docs, NULL);
+}
+
+/* Tile edges: T, S around the tile size 64 and 1. */
+static void test_tile_edges(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    s.pos = LA_POS_ROPE;
+    int sizes[][2] = {{1, 1}, {2, 2}, {63, 63}, {64, 64}, {65, 65}, {1, 65}, {65, 129}, {129, 64}};
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        char name[64];
+        snprintf(name, sizeof name, "rope causal T=%d S=%d", sizes[c][0], sizes[c][1]);
+        check_case(name, &s, 1, 2, 1, sizes[c][0], sizes[c][1], 8, LA_POS0_AUTO, NULL, NULL);
+    }
+    s.pattern = LA_PAT_FULL;
+    check_case("full D=20", &s, 1, 1, 1, 70, 90, 20, LA_POS0_AUTO, NULL, NULL);
+}
+
+/* Bitwise equality for 1 and 2 threads, forward, statistics and backward. */
+static void test_threads_bitwise(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    s.pos = LA_POS_ROPE; s.xform = LA_XF_LOGN; s.logn_s = 0.4;
+    prob a = prob_new(2, 4, 2, 200, 230, 32, LA_POS0_AUTO, 7), b = prob_new(2, 4, 2, 200, 230, 32, LA_POS0_AUTO, 7);
+    assert_int_equal(run(&s, &a, NULL, NULL, 1, 1), LA_OK);
+    assert_int_equal(run(&s, &b, NULL, NULL, 2, 1), LA_OK);
+    size_t nq = (size_t)2 * 4 * 200 * 32, nk = (size_t)2 * 2 * 230 * 32;
+    assert_memory_equal(a.out, b.out, nq * sizeof(float));
+    assert_memory_equal(a.lse, b.lse, 1600 * sizeof(float));
+    assert_memory_equal(a.ent, b.ent, 1600 * sizeof(float));
+    assert_memory_equal(a.km, b.km, (size_t)2 * 4 * 230 * sizeof(float));
+    assert_memory_equal(a.dq, b.dq, nq * sizeof(float));
+    assert_memory_equal(a.dk, b.dk, nk * sizeof(float));
+    assert_memory_equal(a.dv, b.dv, nk * sizeof(float));
+    assert_memory_equal(a.dlogn, b.dlogn, 4 * sizeof(float));
+    prob_free(&a);
+    prob_free(&b);
+}
+
+/* Central finite differences of loss = sum(out * G) against the kernel's own backward.
+ * eps = 1e-2 on O(1) inputs in float: truncation O(eps^2) ~ 1e-4, rounding ~ 1e-6/eps;
+ * tolerance 2e-2 relative + 2e-3 absolute. */
+static double loss_of(const la_spec *sp, prob *p, const float *ls) {
+    la_attn_opts o = la_attn_default_opts();
+    o.logn_s = ls;
+    assert_int_equal(la_attn_forward(sp, &p->sh, p->q, p->k, p->v, p->out, p->lse, &o), LA_OK);
+    double L = 0;
+    size_t n = (size_t)p->sh.B * p->sh.H * p->sh.T * p->sh.D;
+    for (size_t i = 0; i < n; i++) L += (double)p->out[i] * p->dout[i];
+    return L;
+}
+
+static void fd_check(const char *name, const la_spec *sp, float *x, const float *g, size_t n, prob *p, float *ls) {
+    for (size_t i = 0; i < n; i += (n > 40 ? n / 40 : 1)) {
+        float keep = x[i];
+        double eps = 1e-2;
+        x[i] = keep + (float)eps;
+        double lp = loss_of(sp, p, ls);
+        x[i] = keep - (float)eps;
+        double lm = loss_of(sp, p, ls);
+        x[i] = keep;
+        double fd = (lp - lm) / (2 * eps);
+        if (fabs(fd - g[i]) > 2e-3 + 2e-2 * fabs(fd))
+            fail_msg("%s[%zu]: finite difference %g, backward %g", name, i, fd, (double)g[i]);
+    }
+}
+
+static void test_finite_differences(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    s.pos = LA_POS_ROPE; s.xform = LA_XF_LOGN; s.pattern = LA_PAT_SINKS; s.sinks = 2; s.window = 6;
+    float ls[2] = {0.6f, 0.9f};
+    prob p = prob_new(1, 2, 1, 20, 24, 8, LA_POS0_AUTO, 99);
+    la_attn_opts o = la_attn_default_opts();
+    o.logn_s = ls;
+    o.dlogn_s = p.dlogn;
+    assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, p.out, p.lse, &o), LA_OK);
+    assert_int_equal(la_attn_backward(&s, &p.sh, p.q, p.k, p.v, p.out, p.lse, p.dout, p.dq, p.dk, p.dv, &o), LA_OK);
+    fd_check("dq", &s, p.q, p.dq, 2 * 20 * 8, &p, ls);
+    fd_check("dk", &s, p.k, p.dk, 24 * 8, &p, ls);
+    fd_check("dv", &s, p.v, p.dv, 24 * 8, &p, ls);
+    fd_check("dlogn_s", &s, ls, p.dlogn, 2, &p, ls);
+    prob_free(&p);
+}
+
+/* pos0 = -10 and window: rows with no visible key -> out 0, lse -inf, zero gradients. */
+static void test_empty_rows(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    s.pos = LA_POS_ROPE; s.xform = LA_XF_LOGN; s.logn_s = 1.0;
+    prob p = prob_new(1, 1, 1, 30, 30, 8, -10, 5);
+    assert_int_equal(run(&s, &p, NULL, NULL, 2, 1), LA_OK);
+    for (int i = 0; i < 30; i++) {
+        int empty = i < 10; /* query at position i-10 < 0 sees nothing under causal */
+        for (int d = 0; d < 8; d++) {
+            assert_false(isnan(p.out[i * 8 + d]) || isnan(p.dq[i * 8 + d]));
+            if (empty) {
+                assert_true(p.out[i * 8 + d] == 0.0f);
+                assert_true(p.dq[i * 8 + d] == 0.0f);
+            }
+        }
+        if (empty) assert_true(isinf(p.lse[i]) && p.lse[i] < 0);
+        else assert_true(isfinite(p.lse[i]));
+        assert_true(p.sup[i] == (float)(empty ? 0 : i - 9));
+    }
+    for (int j = 0; j < 30 * 8; j++) assert_false(isnan(p.dk[j]) || isnan(p.dv[j]));
+    /* the last 10 keys are seen by nobody: exactly zero gradient */
+    for (int j = 20 * 8; j < 30 * 8; j++) assert_true(p.dk[j] == 0.0f && p.dv[j] == 0.0f);
+    prob_free(&p);
+}
+
+/* NaN/Inf in masked K/V rows change nothing (bitwise), in full and partial tiles. */
+static void test_masked_nan_inf(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    s.pos = LA_POS_ROPE; s.pattern = LA_PAT_WINDOW; s.window = 4;
+    prob a = prob_new(1, 1, 1, 100, 100, 8, LA_POS0_AUTO, 11);
+    assert_int_equal(run(&s, &a, NULL, NULL, 2, 1), LA_OK);
+    prob b = prob_new(1, 1, 1, 100, 100, 8, LA_POS0_AUTO, 11);
+    /* key 0 is visible only to queries 0..3: poison it and compare rows 4.. */
+    for (int d = 0; d < 8; d++) { b.k[d] = NAN; b.v[d] = INFINITY; }
+    assert_int_equal(run(&s, &b, NULL, NULL, 2, 1), LA_OK);
+    assert_memory_equal(a.out + 4 * 8, b.out + 4 * 8, 96 * 8 * sizeof(float));
+    assert_memory_equal(a.lse + 4, b.lse + 4, 96 * sizeof(float));
+    assert_memory_equal(a.dq + 4 * 8, b.dq + 4 * 8, 96 * 8 * sizeof(float));
+    prob_free(&a);
+    prob_free(&b);
+    /* keys beyond the last query (pos0 = 0, T < S) are masked for every row */
+    s.pattern = LA_PAT_CAUSAL;
+    a = prob_new(1, 2, 1, 40, 200, 8, 0, 12);
+    b = prob_new(1, 2, 1, 40, 200, 8, 0, 12);
+    for (int j = 40 * 8; j < 200 * 8; j++) { b.k[j] = (j & 1) ? NAN : -INFINITY; b.v[j] = (j & 1) ? INFINITY : NAN; }
+    assert_int_equal(run(&s, &a, NULL, NULL, 2, 1), LA_OK);
+    assert_int_equal(run(&s, &b, NULL, NULL, 2, 1), LA_OK);
+    assert_memory_equal(a.out, b.out, 2 * 40 * 8 * sizeof(float));
+    assert_memory_equal(a.dq, b.dq, 2 * 40 * 8 * sizeof(float));
+    assert_memory_equal(a.dk, b.dk, 40 * 8 * sizeof(float));
+    assert_memory_equal(a.km, b.km, 2 * 200 * sizeof(float));
+    prob_free(&a);
+    prob_free(&b);
+}
+
+/* Logits of +-1e4: everything finite, out is the arg-max value row. */
+static void test_huge_logits_finite(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    s.pattern = LA_PAT_FULL; s.xform = LA_XF_TEMP; s.temp = 1e4;
+    prob p = prob_new(1, 1, 1, 8, 8, 4, LA_POS0_AUTO, 3);
+    for (int i = 0; i < 8 * 4; i++) { p.q[i] = (i % 4 == 0) ? ((i / 4) % 2 ? 2.0f : -2.0f) : 0.0f; }
+    for (int j = 0; j < 8; j++) { p.k[j * 4] = (float)(j - 4) * 0.25f; p.k[j * 4 + 1] = p.k[j * 4 + 2] = p.k[j * 4 + 3] = 0; }
+    assert_int_equal(run(&s, &p, NULL, NULL, 2, 1), LA_OK);
+    for (int i = 0; i < 8 * 4; i++) {
+        assert_true(isfinite(p.out[i]) && isfinite(p.dq[i]) && isfinite(p.dk[i]) && isfinite(p.dv[i]));
+    }
+    for (int i = 0; i < 8; i++) {
+        assert_true(isfinite(p.lse[i]) && fabsf(p.lse[i]) > 1000.0f && isfinite(p.ent[i]));
+        int best = (i % 2) ? 7 : 0; /* q = +-2: largest logit at the largest / smallest k */
+        for (int d = 0; d < 4; d++) assert_float_equal(p.out[i * 4 + d], p.v[best * 4 + d], 1e-5);
+    }
+    prob_free(&p);
+}
+
+/* window(w): the row at position p sees exactly min(p+1, w) keys (row_support). */
+static void test_window_counts(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    s.pattern = LA_PAT_WINDOW; s.window = 37;
+    prob p = prob_new(1, 1, 1, 300, 300, 4, LA_POS0_AUTO, 4);
+    assert_int_equal(run(&s, &p, NULL, NULL, 2, 0), LA_OK);
+    for (int i = 0; i < 300; i++) assert_true(p.sup[i] == (float)(i + 1 < 37 ? i + 1 : 37));
+    /* and the key mass of the window pattern sums to the number of rows */
+    double tot = 0;
+    for (int j = 0; j < 300; j++) tot += p.km[j];
+    assert_float_equal(tot, 300.0, 1e-3);
+    prob_free(&p);
+}
+
+/* Workspace reuse gives identical results and does not shrink. */
+static void test_workspace_reuse(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    s.pos = LA_POS_ROPE;
+    prob p = prob_new(1, 2, 1, 90, 90, 16, LA_POS0_AUTO, 8);
+    la_workspace *ws = la_workspace_new();
+    la_attn_opts o = la_attn_default_opts();
+    o.ws = ws;
+    float *out2 = malloc(sizeof(float) * 2 * 90 * 16);
+    assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, p.out, p.lse, &o), LA_OK);
+    assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, out2, p.lse, &o), LA_OK);
+    assert_memory_equal(p.out, out2, sizeof(float) * 2 * 90 * 16);
+    free(out2);
+    la_workspace_free(ws);
+    prob_free(&p);
+}
+
+static void test_bad_arguments(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    prob p = prob_new(1, 4, 2, 8, 8, 6, LA_POS0_AUTO, 1);
+    la_shape bad = p.sh;
+    bad.Hkv = 3;
+    assert_int_equal(la_attn_forward(&s, &bad, p.q, p.k, p.v, p.out, p.lse, NULL), LA_ESHAPE);
+    assert_non_null(strstr(la_errmsg(), "Hkv"));
+    bad = p.sh;
+    bad.T = 0;
+    assert_int_equal(la_attn_forward(&s, &bad, p.q, p.k, p.v, p.out, p.lse, NULL), LA_ESHAPE);
+    assert_int_equal(la_attn_forward(&s, &p.sh, NULL, p.k, p.v, p.out, p.lse, NULL), LA_EINVAL);
+    assert_int_equal(la_attn_forward(NULL, &p.sh, p.q, p.k, p.v, p.out, p.lse, NULL), LA_EINVAL);
+    s.pos = LA_POS_ROPE;
+    bad = p.sh;
+    bad.D = 5;
+    assert_int_equal(la_attn_forward(&s, &bad, p.q, p.k, p.v, p.out, p.lse, NULL), LA_ESHAPE);
+    assert_non_null(strstr(la_errmsg(), "odd"));
+    s = tu_spec();
+    s.pattern = LA_PAT_WINDOW; s.window = 0;
+    assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, p.out, p.lse, NULL), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "window"));
+    s = tu_spec();
+    s.xform = LA_XF_LOGN; /* no s, no train_len */
+    assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, p.out, p.lse, NULL), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "logn"));
+    s = tu_spec();
+    int32_t docs[8] = {0};
+    la_attn_opts o = la_attn_default_opts();
+    o.doc_ids = docs;
+    bad = p.sh;
+    bad.pos0 = 3; /* queries 3..10 overrun S = 8 */
+    assert_int_equal(la_attn_forward(&s, &bad, p.q, p.k, p.v, p.out, p.lse, &o), LA_ESHAPE);
+    assert_non_null(strstr(la_errmsg(), "doc_ids"));
+    s.norm = LA_NORM_SPARSEMAX;
+    assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, p.out, p.lse, NULL), LA_EUNSUPPORTED);
+    prob_free(&p);
+}
+
+/* The generic tile product equals the (possibly SIMD) one on odd sizes and strides. */
+static void test_tile_products(void **state) {
+    (void)state;
+    la_rng r;
+    la_rng_seed(&r, 77);
+    int M = 13, N = 37, K = 29;
+    float A[64 * 64], B[64 * 64], C1[64 * 64], C2[64 * 64];
+    fill(A, 64 * 64, &r, 1); fill(B, 64 * 64, &r, 1); fill(C1, 64 * 64, &r, 1);
+    memcpy(C2, C1, sizeof C1);
+    la_mm(M, N, K, A, 1, 50, B, 40, C1, 45, 1);      /* A read transposed */
+    la_mm_generic(M, N, K, A, 1, 50, B, 40, C2, 45, 1);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) assert_float_equal(C1[i * 45 + j], C2[i * 45 + j], 1e-4);
+    /* columns past N untouched */
+    for (int i = 0; i < M; i++) assert_true(C1[i * 45 + N] == C2[i * 45 + N]);
+    la_mm(M, 64, K, A, 64, 1, B, 64, C1, 64, 0);
+    la_mm_generic(M, 64, K, A, 64, 1, B, 64, C2, 64, 0);
+    for (int i = 0; i < M * 64; i++) assert_float_equal(C1[i], C2[i], 1e-4);
+    /* transpose (16x16 register blocks plus scalar edges) */
+    float Tt[80 * 64];
+    int shapes[3][2] = {{64, 64}, {37, 48}, {50, 20}};
+    for (int c = 0; c < 3; c++) {
+        int n = shapes[c][0], Dd = shapes[c][1];
+        la_transpose(A, n, Dd, 64, Tt, 64);
+        for (int d = 0; d < Dd; d++)
+            for (int j = 0; j < 64; j++) assert_true(Tt[d * 64 + j] == (j < n ? A[j * 64 + d] : 0.0f));
+    }
+    /* row reductions */
+    float rr[37];
+    for (int i = 0; i < 37; i++) rr[i] = (float)((i * 7) % 11) - 3.0f;
+    assert_true(la_row_max(rr, 37) == 7.0f && la_row_max(rr, 3) == 4.0f);
+    double sref = 0;
+    for (int i = 0; i < 37; i++) sref += rr[i];
+    assert_float_equal(la_row_sum(rr, 37), sref, 1e-4);
+    /* vectorised exp: relative error and exact zeros for -inf */
+    float x[40], y[40];
+    for (int i = 0; i < 40; i++) x[i] = -90.0f + 2.3f * i;
+    x[5] = -INFINITY;
+    la_exp_sub(x, 1.0f, y, 40);
+    for (int i = 0; i < 40; i++) {
+        double ref = i == 5 ? 0.0 : exp((double)x[i] - 1.0);
+        assert_true(fabs(y[i] - ref) <= 2e-7 * ref + 1e-37);
+    }
+    assert_true(y[5] == 0.0f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vs_reference),
+        cmocka_unit_test(test_docs_vs_reference),
+        cmocka_unit_test(test_tile_edges),
+        cmocka_unit_test(test_threads_bitwise),
+        cmocka_unit_test(test_finite_differences),
+        cmocka_unit_test(test_empty_rows),
+        cmocka_unit_test(test_masked_nan_inf),
+        cmocka_unit_test(test_huge_logits_finite),
+        cmocka_unit_test(test_window_counts),
+        cmocka_unit_test(test_workspace_reuse),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_tile_products),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
