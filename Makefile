@@ -5,7 +5,8 @@
 #   make check           both (this is what CI runs)
 #   make bench           build/longattn bench attn
 # Every src/<module>/*.c except src/cli goes into the library; src/cli/*.c and bench/*.c
-# make the CLI; tests/test_*.c are one cmocka program each, linked with tests/support/*.c.
+# make the CLI; tests/test_*.c are one cmocka program each, linked with tests/support/*.c;
+# examples/*.c are one program each, linked with the library only.
 
 BUILD ?= build
 CC ?= cc
@@ -19,14 +20,16 @@ LIB_SRC   := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c) $(wildcard bench/*.c))
 TSUP_SRC  := $(sort $(wildcard tests/support/*.c))
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
+EX_SRC    := $(sort $(wildcard examples/*.c))
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TSUP_OBJ  := $(TSUP_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 
 .PHONY: all lib test test-san check bench clean
-all: $(BUILD)/liblongattn.a $(BUILD)/longattn $(TEST_BIN)
+all: $(BUILD)/liblongattn.a $(BUILD)/longattn $(TEST_BIN) $(EX_BIN)
 lib: $(BUILD)/liblongattn.a
 
 $(BUILD)/%.o: %.c
@@ -43,6 +46,11 @@ $(BUILD)/longattn: $(CLI_OBJ) $(BUILD)/liblongattn.a
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TSUP_OBJ) $(BUILD)/liblongattn.a
 	$(CC) -o $@ $< $(TSUP_OBJ) $(BUILD)/liblongattn.a $(LDLIBS_ALL) -lcmocka
 
+# examples/*.c: small programs using only the public header (the README shows them;
+# tests/test_example.c runs them)
+$(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/liblongattn.a
+	$(CC) -o $@ $< $(BUILD)/liblongattn.a $(LDLIBS_ALL)
+
 test: all
 	LA_BIN=$(BUILD)/longattn tests/run.sh $(BUILD)
 
@@ -58,4 +66,4 @@ bench: all
 clean:
 	rm -rf build build-san
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TSUP_OBJ:.o=.d) $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TSUP_OBJ:.o=.d) $(TEST_BIN:=.d) $(EX_BIN:=.d)

@@ -137,15 +137,23 @@ la_spec la_spec_default(void);
  * Tokens are joined by '+', at most one per category (normaliser, position, transform,
  * pattern; global(g) combines with window(w)); missing categories take defaults.
  * Errors: LA_ESPEC with la_errmsg() naming the offending token and listing the valid
- * choices; LA_EINVAL if text or out is NULL. On error *out is untouched. */
+ * choices; LA_EINVAL if text or out is NULL. On error *out is untouched.
+ * Token `name` or `name(args)`, args positional in documented order or key=value, e.g.
+ * yarn(s, train, beta_fast=32, beta_slow=1, theta=10000); the full table is in README.md
+ * ("Attention spec strings"). `logn` without s and train parses to s = 0, train = 0: the
+ * kernel then needs la_attn_opts.logn_s or a train_len set by the caller (trainer). */
 la_status la_spec_parse(const char *text, la_spec *out);
 
-/* Check a spec's parameters for consistency (alpha > 1, window >= 1, ...). */
+/* Check the parameters the chosen kinds use (alpha > 1, p in [0,1], theta > 1, s >= 1,
+ * window >= 1, train where required, ...). Errors: LA_ESPEC naming the category, the
+ * canonical spec and the rule; LA_EINVAL for NULL. logn with s = 0 and train = 0 is valid. */
 la_status la_spec_validate(const la_spec *spec);
 
-/* Canonical text form of spec into buf (always NUL-terminated when n > 0).
- * la_spec_parse(la_spec_format(s)) == s. Returns the length the full text needs,
- * like snprintf. */
+/* Canonical text form of spec into buf (always NUL-terminated when n > 0): categories in
+ * the order normaliser+transform+position+pattern, transform `none` omitted, every
+ * parameter named, doubles in the shortest text that reads back bit for bit.
+ * la_spec_parse(la_spec_format(s)) == s for every s la_spec_parse produced. Returns the
+ * length the full text needs, like snprintf (buf may be NULL when n == 0). */
 int la_spec_format(const la_spec *spec, char *buf, size_t n);
 
 /* ======================================================================== */
@@ -310,12 +318,17 @@ la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t
 /* NumPy .npy files                                                         */
 /* ======================================================================== */
 
-/* Read a little-endian float32 C-order .npy file. On success *data is malloc'ed (free()
- * it) and shape[0..*ndim) holds the dimensions (at most 8).
- * Errors: LA_EIO (cannot open), LA_EFORMAT (not .npy, not <f4, Fortran order, truncated). */
+/* Read a little-endian float32 C-order .npy file (format versions 1.0, 2.0, 3.0). On
+ * success *data is malloc'ed (free() it; non-NULL even for 0 elements) and
+ * shape[0..*ndim) holds the dimensions (at most 8; ndim 0 is a scalar). On error the
+ * outputs are untouched. Errors: LA_EIO (cannot open, not a regular file), LA_EFORMAT (bad
+ * magic, dtype other than '<f4' -- the message names it and says x.astype(np.float32) --,
+ * Fortran order, header over 1 MiB or malformed, truncated data or stray bytes), LA_ENOMEM. */
 la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t shape[8]);
 
-/* Write float32 data as .npy atomically (temp file, fsync, rename). */
+/* Write float32 data (ndim 0..8 dimensions, shape >= 0) as a version 1.0 .npy file
+ * atomically (temp file, fsync, rename); byte-identical to np.save of the same array.
+ * Errors: LA_EINVAL (bad shape, NULL data with elements), LA_EIO. */
 la_status la_npy_write_f32(const char *path, const float *data, int ndim, const int64_t *shape);
 
 /* ======================================================================== */
@@ -442,6 +455,11 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
                         float *mean_loss, float *loss_per_token, int32_t *argmax,
                         float *last_logits);
 
+/* Threads for the attention kernels of this model (la_attn_opts.n_threads); 0 (the default)
+ * means the OpenMP default. Calls with under ~2M multiply-adds always use one thread.
+ * la_trainer_new applies la_train_config.n_threads when it is > 0. */
+void la_model_set_threads(la_model *m, int n_threads);
+
 /* Hand back every activation buffer (they are reallocated on the next forward). */
 void la_model_release_buffers(la_model *m);
 
@@ -563,7 +581,7 @@ typedef struct {
     int ckpt_every;       /* la_train_run: checkpoint every N steps (and at the end); 0: end only */
     char ckpt_path[1024]; /* la_train_run: checkpoint path ("" = none), see la_trainer_save */
     char csv_path[1024];  /* la_train_run: CSV log ("" = none): step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s */
-    int n_threads;        /* attention threads; 0: OpenMP default */
+    int n_threads;        /* attention threads of the model (la_model_set_threads); 0: leave as is */
 } la_train_config;
 
 la_train_config la_train_default_config(void);

@@ -218,6 +218,47 @@ static void test_eval_matches_forward(void **st) {
     la_model_free(m);
 }
 
+/* The evaluation path cuts the LM head into chunks of 256 rows: with B = 3, T = 200 the
+ * 600 rows span three chunks and the last positions of sequences 0 and 1 fall inside chunks.
+ * Losses, greedy predictions and last-position logits must match the training forward's. */
+static void test_eval_chunks(void **st) {
+    (void)st;
+    enum { B3 = 3, T3 = 200 };
+    la_model *m = tiny("softmax+rope+causal", 0);
+    int32_t *tok = malloc(sizeof(int32_t) * B3 * T3), *tgt = malloc(sizeof(int32_t) * B3 * T3);
+    la_rng r;
+    la_rng_seed(&r, 12);
+    for (int i = 0; i < B3 * T3; i++) {
+        tok[i] = (int32_t)la_rng_below(&r, TV);
+        tgt[i] = i % 7 == 3 ? -1 : (int32_t)la_rng_below(&r, TV);
+    }
+    float lf, le, *lpf = malloc(sizeof(float) * B3 * T3), *lpe = malloc(sizeof(float) * B3 * T3);
+    float last[B3 * TV];
+    int32_t *am = malloc(sizeof(int32_t) * B3 * T3);
+    assert_int_equal(la_model_forward(m, tok, tgt, B3, T3, &lf, lpf), LA_OK);
+    const float *lg = la_model_logits(m);
+    assert_int_equal(la_model_eval(m, tok, tgt, B3, T3, &le, lpe, am, last), LA_OK);
+    assert_float_equal(lf, le, 1e-5 * fabsf(lf));
+    for (int i = 0; i < B3 * T3; i++) assert_float_equal(lpf[i], lpe[i], 1e-5 + 1e-5 * fabsf(lpf[i]));
+    /* forward's logits are gone after eval; recompute them */
+    assert_int_equal(la_model_forward(m, tok, tgt, B3, T3, &lf, NULL), LA_OK);
+    lg = la_model_logits(m);
+    for (int i = 0; i < B3 * T3; i++) {
+        int best = 0;
+        for (int v = 1; v < TV; v++) if (lg[(size_t)i * TV + v] > lg[(size_t)i * TV + best]) best = v;
+        assert_int_equal(am[i], best);
+    }
+    for (int b = 0; b < B3; b++)
+        for (int v = 0; v < TV; v++)
+            assert_float_equal(last[b * TV + v], lg[((size_t)b * T3 + T3 - 1) * TV + v], 1e-5);
+    free(tok);
+    free(tgt);
+    free(lpf);
+    free(lpe);
+    free(am);
+    la_model_free(m);
+}
+
 static void test_bad_arguments(void **st) {
     (void)st;
     la_model_config c = la_model_default_config();
@@ -287,6 +328,7 @@ int main(void) {
         cmocka_unit_test(test_gradcheck_logn),
         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_eval_matches_forward),
+        cmocka_unit_test(test_eval_chunks),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_param_table),
     };

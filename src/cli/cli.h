@@ -17,6 +17,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 
 /* `longattn study`: the length-generalisation study (src/cli/study.c). */
 int cli_study(int argc, char **argv);
+/* longattn attn: run the attention kernel on .npy files (src/cli/attn.c). */
+int cli_attn(int argc, char **argv);
 /* bench/bench_main.c: `longattn bench <name>` (table in bench/bench.h). */
 int cli_bench(int argc, char **argv);
 /* src/cli/plot.c: run `gnuplot script_path`; returns its exit status (127: gnuplot not
@@ -26,6 +28,10 @@ int cli_gnuplot(const char *script_path);
 /* src/cli/critical.c, src/cli/diagnose.c */
 int cli_critical(int argc, char **argv);
 int cli_diagnose(int argc, char **argv);
+
+/* src/cli/blas_coretype.c: if OpenBLAS fell back to its generic SSE3 kernels on an
+ * AVX2/AVX-512 CPU, set OPENBLAS_CORETYPE and re-execute (returns only when it does not). */
+void cli_blas_fix_coretype(char **argv);
 
 /* src/cli/train.c: `longattn train` (GPT trainer). */
 int cli_train(int argc, char **argv);

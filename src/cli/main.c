@@ -8,6 +8,7 @@
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
     {"study", "length-generalisation study: train variants at L, evaluate at L..16L and passkey", cli_study},
+    {"attn", "run the attention kernel on .npy files (forward, optional backward)", cli_attn},
     {"train", "train a GPT on text or llm.c shards (longattn train --help)", cli_train},
     {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench},
     {"critical", "critical attention scaling simulation (Chen et al. 2025): angle ratio heatmap", cli_critical},
@@ -31,6 +32,7 @@ static void print_help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_blas_fix_coretype(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

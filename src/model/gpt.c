@@ -79,6 +79,7 @@ struct la_model {
     float *eval_block;
 
     la_workspace *ws;
+    int n_threads;  // attention threads, 0: OpenMP default
     la_model_timing timing;
 };
 
@@ -299,6 +300,8 @@ la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info) {
     return LA_OK;
 }
 
+void la_model_set_threads(la_model *m, int n_threads) { m->n_threads = n_threads > 0 ? n_threads : 0; }
+
 void la_model_zero_grad(la_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
 
 void la_model_get_timing(const la_model *m, la_model_timing *t) { *t = m->timing; }
@@ -438,6 +441,7 @@ static la_attn_opts attn_opts(la_model *m, const layer_off *o, const acts *a, in
     op.ws = m->ws;
     /* a small attention call (under ~2M multiply-adds) runs on one thread: waking a team
      * costs more than the work, and much more on a shared machine */
+    op.n_threads = m->n_threads;
     if ((double)B * m->H * T * (T + 1) / 2 * m->D < 2e6) op.n_threads = 1;
     if (m->logn) op.logn_s = m->params + o->logn_s;
     if (m->asent) {

@@ -116,6 +116,7 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
         return la_fail(LA_ENOMEM, "trainer: cannot allocate optimizer state for %zu parameters", np);
     }
     if (data) la_data_seed(data, cfg->seed);
+    if (cfg->n_threads > 0) la_model_set_threads(m, cfg->n_threads);
     *out = tr;
     return LA_OK;
 }
