@@ -314,6 +314,40 @@ la_status la_entmax_bisect_backward_f64(const double *p, const double *dp, int64
 la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t rows, int n,
                                         double alpha, float *dz, double *dalpha);
 
+/* Fused sparse attention: la_attn_forward / la_attn_backward with spec->norm set to
+ * LA_NORM_ENTMAX (alpha = spec->alpha > 1), LA_NORM_SPARSEMAX (alpha = 2) or LA_NORM_ASENTMAX
+ * ("entmax(alpha=1.5)", "sparsemax", "asentmax(alpha=1.5,delta=1,gamma_range=2)" in spec
+ * strings). row_stat is tau in units of (alpha-1) * logit (p = [(alpha-1) L - tau]_+^(1/(alpha-1))),
+ * LA_ROW_EMPTY for rows without a visible key. opts->row_support receives the support size of
+ * each row (number of keys with p > 0); the fraction of exact zeros of a row is
+ * 1 - row_support / n_q, n_q its number of visible keys. opts->row_entropy gets -sum p log p.
+ * ASEntmax needs opts->as_beta and opts->as_gamma (B, H, T) (from la_asentmax_params_forward):
+ * the query of head h, token i is scaled by spec->as_delta + beta (log n)^gamma, n = p + 2 with
+ * p its document-relative position (n = 2 for p < 0), before RoPE; with nape only the NoPE heads
+ * (h >= H/2) are scaled. la_attn_backward then writes opts->das_beta and opts->das_gamma
+ * (B, H, T) when non-NULL. Extra errors: LA_EINVAL for alpha <= 1 or missing as_beta/as_gamma. */
+
+/* ASEntmax scale parameters (Vasylenko et al. 2025, eq. 9-10), per head and token:
+ *   beta[b,h,t]  = softplus(sum_c w_beta[h,c] x[b,t,c] + b_beta[h])
+ *   gamma[b,h,t] = gamma_range * tanh(sum_c w_gamma[h,c] x[b,t,c] + b_gamma[h])
+ * x: (B, T, C) layer input; w_beta, w_gamma: (H, C); b_beta, b_gamma: (H) or NULL (zero);
+ * beta, gamma: (B, H, T), the layout of la_attn_opts.as_beta / as_gamma.
+ * Errors: LA_EINVAL (NULL array, non-finite gamma_range), LA_ESHAPE (a size < 1). */
+la_status la_asentmax_params_forward(const float *x, int B, int T, int C, int H,
+                                     const float *w_beta, const float *b_beta,
+                                     const float *w_gamma, const float *b_gamma,
+                                     double gamma_range, float *beta, float *gamma);
+/* Backward of la_asentmax_params_forward from its outputs beta, gamma and their gradients
+ * dbeta, dgamma (B, H, T). ACCUMULATES (+=, llm.c style) into dx (B, T, C), dw_beta, dw_gamma
+ * (H, C), db_beta, db_gamma (H); any of these may be NULL to skip it. Uses
+ * d softplus(a)/da = 1 - exp(-beta) and d gamma/da = gamma_range - gamma^2/gamma_range. */
+la_status la_asentmax_params_backward(const float *x, int B, int T, int C, int H,
+                                      const float *w_beta, const float *w_gamma,
+                                      double gamma_range, const float *beta, const float *gamma,
+                                      const float *dbeta, const float *dgamma, float *dx,
+                                      float *dw_beta, float *db_beta, float *dw_gamma,
+                                      float *db_gamma);
+
 /* ======================================================================== */
 /* NumPy .npy files                                                         */
 /* ======================================================================== */
@@ -1152,6 +1186,16 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
  * exactly the forced inputs; at the first wrong forced prediction greedy decoding emits
  * that wrong token. */
 int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
+
+/* Exact-match accuracy of model m on examples 0 .. n-1 of stream `seed` of task p at
+ * content length L (> 0): one no-grad pass (la_model_eval) per batch of examples,
+ * greedy answers read as the teacher-forced argmax at the target and EOS positions
+ * (la_task_exact_match), batched so that batch x tokens <= max_batch_tokens (at least one
+ * example per batch). *n_correct gets the number of exactly right answers.
+ * Errors: LA_EINVAL (bad params/L/n, model vocabulary smaller than the task's),
+ * LA_ENOMEM, model errors. */
+la_status la_task_eval(la_model *m, const la_task_params *p, int content_len, int n,
+                       uint64_t seed, int64_t max_batch_tokens, int *n_correct);
 
 /* ======================================================================== */
 /* Critical-scaling simulation (SPEC 8)  -- section owned by the bench work */

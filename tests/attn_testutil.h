@@ -85,7 +85,7 @@ static inline void tu_reference(const la_spec *sp, const la_shape *sh, const flo
     long long pos0 = sh->pos0 == LA_POS0_AUTO ? (long long)S - T : sh->pos0;
     double *om = calloc((size_t)D, sizeof(double));
     int rot = tu_rotates(sp->pos);
-    if (rot) la_rope_freqs(sp, D, S, om);
+    if (rot) la_rope_freqs(sp, D, S, om); /* dynamic-ntk context n = S */
     double myarn = 1;
     if (sp->pos == LA_POS_YARN && sp->pos_scale > 1) {
         double ms = 0.1 * log(sp->pos_scale) + 1;

@@ -2,6 +2,7 @@
  * the per-call context (position tables, row visibility, distance tables), and the
  * dispatch on the normaliser. */
 #include "attn/attn_internal.h"
+#include "attn/entmax_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -154,6 +155,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     LA_TRY(la_ws_carve(ws, req, (int)(sizeof req / sizeof req[0])));
 
     if (rotate) {
+        /* context length n of dynamic-ntk: the number of keys S (lead's decision) */
         LA_TRY(la_rope_freqs(spec, s->D, s->S, omega));
         c->nrot = 0;
         for (int kk = 0; kk < s->D / 2; kk++)
@@ -312,10 +314,11 @@ la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
                           float *out, float *row_stat, const la_attn_opts *opts) {
     if (!out || !row_stat) return la_fail(LA_EINVAL, "la_attn_forward: out and row_stat must not be NULL");
     if (spec && spec->norm != LA_NORM_SOFTMAX) {
-        /* dispatch point for the entmax family (issue 3): LA_NORM_ENTMAX, LA_NORM_SPARSEMAX,
-         * LA_NORM_ASENTMAX plug their fused kernels in here, reusing la_attn_ctx_init. */
-        return la_fail(LA_EUNSUPPORTED, "la_attn_forward: normaliser %d (entmax family) is not built "
-                                        "into this library yet; use softmax", (int)spec->norm);
+        /* entmax family (issue 3): LA_NORM_ENTMAX, LA_NORM_SPARSEMAX, LA_NORM_ASENTMAX run the
+         * fused kernels of entmax_attn.c, which build their context with la_attn_ctx_init. */
+        if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
+            return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
+        return la_entmax_attn_forward(spec, shape, q, k, v, out, row_stat, opts);
     }
     la_attn_ctx c;
     la_workspace *own = NULL;
@@ -332,9 +335,10 @@ la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
     if (!out || !row_stat || !dout || !dq || !dk || !dv)
         return la_fail(LA_EINVAL, "la_attn_backward: out, row_stat, dout, dq, dk and dv must not be NULL");
     if (spec && spec->norm != LA_NORM_SOFTMAX) {
-        /* dispatch point for the entmax family backward (issue 3) */
-        return la_fail(LA_EUNSUPPORTED, "la_attn_backward: normaliser %d (entmax family) is not built "
-                                        "into this library yet; use softmax", (int)spec->norm);
+        /* entmax family backward (issue 3, entmax_attn.c) */
+        if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
+            return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
+        return la_entmax_attn_backward(spec, shape, q, k, v, out, row_stat, dout, dq, dk, dv, opts);
     }
     la_attn_ctx c;
     la_workspace *own = NULL;

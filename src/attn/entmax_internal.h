@@ -26,4 +26,21 @@ double la_entmax_tau_bisect(const double *c, int n, int nfin, double alpha);
 void la_entmax_backward_row_f64(const double *p, const double *dp, int n, double alpha,
                                 double *dz, double *dalpha);
 
+/* ---- fused attention (entmax_attn.c) ----
+ * Full entry points behind la_attn_forward / la_attn_backward for LA_NORM_ENTMAX,
+ * LA_NORM_SPARSEMAX and LA_NORM_ASENTMAX: same arguments, errors and outputs (row_stat = tau).
+ * They build their own call context with la_attn_ctx_init. */
+la_status la_entmax_attn_forward(const la_spec *spec, const la_shape *shape, const float *q,
+                                 const float *k, const float *v, float *out, float *row_stat,
+                                 const la_attn_opts *opts);
+la_status la_entmax_attn_backward(const la_spec *spec, const la_shape *shape, const float *q,
+                                  const float *k, const float *v, const float *out,
+                                  const float *row_stat, const float *dout, float *dq, float *dk,
+                                  float *dv, const la_attn_opts *opts);
+/* Per-thread budget of the logits strip (default 8 MiB); above it every pass recomputes the
+ * logits. For tests of the recompute path; not thread-safe against concurrent calls. */
+void la_entmax_attn_set_strip_budget(size_t bytes);
+/* Per-thread scratch bytes of the fused entmax kernels for head dimension D and S keys. */
+size_t la_entmax_attn_scratch_bytes(int D, int S);
+
 #endif

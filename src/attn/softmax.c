@@ -255,8 +255,10 @@ static const float *load_rowgrad(const la_attn_ctx *c, const scratch *s, int b, 
     size_t rowbase = ((size_t)b * c->H + h) * c->T + i0;
     for (int r = 0; r < nr; r++) {
         const float *o = out + (rowbase + r) * D, *g = dout + (rowbase + r) * D;
+        /* the same fused multiply-add chain as the tile product that forms dP = dO V^T, so
+         * that a row with one visible key (out = v, P = 1) gets dP - D_i = 0 exactly */
         float acc = 0.0f;
-        for (int d = 0; d < D; d++) acc += o[d] * g[d];
+        for (int d = 0; d < D; d++) acc = fmaf(g[d], o[d], acc);
         s->Di[r] = acc;
         s->lse[r] = row_stat[rowbase + r];
     }

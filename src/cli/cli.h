@@ -29,11 +29,15 @@ int cli_gnuplot(const char *script_path);
 int cli_critical(int argc, char **argv);
 int cli_diagnose(int argc, char **argv);
 
-/* src/cli/blas_coretype.c: if OpenBLAS fell back to its generic SSE3 kernels on an
- * AVX2/AVX-512 CPU, set OPENBLAS_CORETYPE and re-execute (returns only when it does not). */
+/* src/cli/blas_coretype.c: fix OPENBLAS_CORETYPE (when OpenBLAS fell back to SSE3 kernels),
+ * OPENBLAS_NUM_THREADS=1 and OMP_WAIT_POLICY=passive unless the user set them, by
+ * re-executing once (returns when nothing needs changing or exec fails). */
 void cli_blas_fix_coretype(char **argv);
 
 /* src/cli/train.c: `longattn train` (GPT trainer). */
 int cli_train(int argc, char **argv);
+
+/* longattn synth (src/cli/synth.c) */
+int cli_synth(int argc, char **argv);
 
 #endif

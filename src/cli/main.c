@@ -11,6 +11,7 @@ static const la_cli_cmd commands[] = {
     {"attn", "run the attention kernel on .npy files (forward, optional backward)", cli_attn},
     {"train", "train a GPT on text or llm.c shards (longattn train --help)", cli_train},
     {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench},
+    {"synth", "train + evaluate synthetic length-generalisation tasks (MQMTAR, copy, ...)", cli_synth},
     {"critical", "critical attention scaling simulation (Chen et al. 2025): angle ratio heatmap", cli_critical},
     {"diagnose", "attention mass and entropy per distance range (--gaussian: scale-invariance check)", cli_diagnose},
     {NULL, NULL, NULL},

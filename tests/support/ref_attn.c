@@ -122,6 +122,7 @@ typedef struct {
     double *slope;  /* (H) */
     double *s_h;    /* (H) */
     int rot;
+    const ref_attn_opts *o;
 } call_t;
 
 static int setup(call_t *c, const la_spec *spec, const la_shape *sh, const ref_attn_opts *o) {
@@ -131,7 +132,13 @@ static int setup(call_t *c, const la_spec *spec, const la_shape *sh, const ref_a
     if (c->B < 1 || c->H < 1 || c->Hkv < 1 || c->T < 1 || c->S < 1 || c->D < 1 || c->H % c->Hkv)
         return ref_fail("bad shape");
     if (c->D > 1024) return ref_fail("the reference handles D <= 1024");
-    if (spec->norm != LA_NORM_SOFTMAX) return ref_fail("the reference computes softmax only");
+    if (spec->norm != LA_NORM_SOFTMAX) {
+        double a = spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha;
+        if (!(a > 1.0)) return ref_fail("entmax needs alpha > 1");
+        if (spec->norm == LA_NORM_ASENTMAX && (!o || !o->as_beta || !o->as_gamma))
+            return ref_fail("asentmax needs as_beta and as_gamma");
+    }
+    c->o = o;
     c->pos0 = sh->pos0 == LA_POS0_AUTO ? (int64_t)c->S - c->T : sh->pos0;
     c->docs = o ? o->doc_ids : NULL;
     c->ctx = o && o->ctx_len > 0 ? o->ctx_len : c->S;
@@ -202,7 +209,9 @@ typedef struct {
     double *mult;    /* (S) dL/dS */
     double *dmds;    /* (S) d mult / d s_h */
     double *P;       /* (S) probabilities */
-    double lse;
+    double lse;      /* softmax: log-sum-exp; entmax family: tau */
+    double as_s, as_ln; /* asentmax query scale s and log n (s = 1 otherwise) */
+    int as_on;       /* this row's query is scaled */
 } row_t;
 
 static void row_logits(const call_t *c, int b, int h, int i, const double *qrow, const double *rk /* (S,D) */,
@@ -219,8 +228,17 @@ static void row_logits(const call_t *c, int b, int h, int i, const double *qrow,
         r->L[j] = vis ? 0.0 : -INFINITY;
         r->nq += vis;
     }
-    if (c->rot) rotate(qrow, r->rq, c->omega, D, (double)r->p, 1.0);
-    else memcpy(r->rq, qrow, sizeof(double) * (size_t)D);
+    double qs[1024];
+    r->as_s = 1.0, r->as_ln = 0.0, r->as_on = 0;
+    if (sp->norm == LA_NORM_ASENTMAX && !(sp->pos == LA_POS_NAPE && c->H >= 2 && h < c->H / 2)) {
+        size_t ri = ((size_t)b * c->H + h) * c->T + i;
+        r->as_ln = log((double)(r->p + 2 > 2 ? r->p + 2 : 2));
+        r->as_s = sp->as_delta + c->o->as_beta[ri] * pow(r->as_ln, c->o->as_gamma[ri]);
+        r->as_on = 1;
+    }
+    for (int d = 0; d < D; d++) qs[d] = r->as_s * qrow[d];
+    if (c->rot) rotate(qs, r->rq, c->omega, D, (double)r->p, 1.0);
+    else memcpy(r->rq, qs, sizeof(double) * (size_t)D);
     double scale = ref_yarn_mscale2(sp) / sqrt((double)D);
     double logn = r->nq > 0 ? log((double)r->nq) : 0.0;
     double xf = 1.0, dxf = 0.0;
@@ -259,6 +277,30 @@ static void row_logits(const call_t *c, int b, int h, int i, const double *qrow,
     if (r->nq == 0) {
         r->lse = -INFINITY;
         for (int j = 0; j < S; j++) r->P[j] = 0.0;
+        return;
+    }
+    if (sp->norm != LA_NORM_SOFTMAX) {
+        /* entmax: bisection on tau in [am1 mx - 1, am1 mx - nq^(1-alpha)] */
+        double alpha = sp->norm == LA_NORM_SPARSEMAX ? 2.0 : sp->alpha, am1 = alpha - 1.0;
+        double lo = am1 * mx - 1.0, hi = am1 * mx - pow((double)r->nq, 1.0 - alpha);
+        for (int it = 0; it < 200; it++) {
+            double mid = 0.5 * (lo + hi), f = -1.0;
+            if (!(mid > lo && mid < hi)) break;
+            for (int j = 0; j < S; j++) {
+                double x = am1 * r->L[j] - mid;
+                if (x > 0.0) f += am1 == 1.0 ? x : am1 == 0.5 ? x * x : pow(x, 1.0 / am1);
+            }
+            if (f > 0.0) lo = mid;
+            else hi = mid;
+        }
+        double tau = 0.5 * (lo + hi), z = 0.0;
+        for (int j = 0; j < S; j++) {
+            double x = am1 * r->L[j] - tau;
+            r->P[j] = x > 0.0 ? pow(x, 1.0 / am1) : 0.0;
+            z += r->P[j];
+        }
+        for (int j = 0; j < S; j++) r->P[j] /= z;
+        r->lse = tau;
         return;
     }
     double z = 0.0;
@@ -343,6 +385,11 @@ int ref_attn_forward(const la_spec *spec, const la_shape *shape, const double *q
                 }
                 lse[ri] = w.r.lse;
                 if (entropy) entropy[ri] = ent;
+                if (o && o->row_support) {
+                    int ns = 0;
+                    for (int j = 0; j < S; j++) ns += w.r.P[j] > 0.0;
+                    o->row_support[ri] = ns;
+                }
             }
         }
     bufs_free(&w);
@@ -379,6 +426,8 @@ int ref_attn_backward(const la_spec *spec, const la_shape *shape, const double *
             for (int i = 0; i < T; i++) {
                 size_t ri = ((size_t)b * c.H + h) * T + i;
                 row_logits(&c, b, h, i, q + ri * D, w.rk, w.kpos, w.kst, &w.r);
+                if (o && o->das_beta) o->das_beta[ri] = 0.0;
+                if (o && o->das_gamma) o->das_gamma[ri] = 0.0;
                 if (w.r.nq == 0) continue; /* empty row: zero gradients */
                 const double *g = dout + ri * D;
                 /* out = sum_j P_j v_j  ->  dv_j += P_j g ; dP_j = g . v_j */
@@ -395,11 +444,24 @@ int ref_attn_backward(const la_spec *spec, const la_shape *shape, const double *
                     dl[j] = dp;
                     gdot_out += pj * dp;
                 }
-                /* P = softmax(L) -> dL_j = P_j (dP_j - sum_k P_k dP_k) */
+                /* P = softmax(L) -> dL_j = P_j (dP_j - sum_k P_k dP_k);
+                 * entmax: dL_j = u_j (dP_j - sum u dP / sum u), u = p^(2-alpha) on the support */
+                double em_a = spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha, em_q = 0.0;
+                if (spec->norm != LA_NORM_SOFTMAX) {
+                    double su = 0.0, sug = 0.0;
+                    for (int j = 0; j < S; j++)
+                        if (w.r.P[j] > 0.0) {
+                            double u = pow(w.r.P[j], 2.0 - em_a);
+                            su += u, sug += u * dl[j];
+                        }
+                    em_q = su > 0.0 ? sug / su : 0.0;
+                }
                 for (int d = 0; d < D; d++) drq[d] = 0.0;
                 for (int j = 0; j < S; j++) {
                     if (w.r.L[j] == -INFINITY) continue;
-                    double dL = w.r.P[j] * (dl[j] - gdot_out);
+                    double dL = spec->norm == LA_NORM_SOFTMAX
+                                    ? w.r.P[j] * (dl[j] - gdot_out)
+                                    : w.r.P[j] > 0.0 ? pow(w.r.P[j], 2.0 - em_a) * (dl[j] - em_q) : 0.0;
                     /* L = mult * S + bias -> dS = dL mult ; d s_h += dL * dmds * S */
                     if (dlogn_s && spec->xform == LA_XF_LOGN) dlogn_s[h] += dL * w.r.dmds[j] * w.r.score[j];
                     double ds = dL * w.r.mult[j] * scale; /* S = scale * rq . rk */
@@ -411,6 +473,13 @@ int ref_attn_backward(const la_spec *spec, const la_shape *shape, const double *
                 /* rq = R(p) q -> dq = R(p)^T drq = R(-p) drq */
                 if (c.rot) rotate(drq, dq + ri * D, c.omega, D, (double)w.r.p, -1.0);
                 else memcpy(dq + ri * D, drq, sizeof(double) * (size_t)D);
+                if (w.r.as_on) { /* q_s = s q: dq = s dq_s, ds = q . dq_s */
+                    double ds = 0.0, *g2 = dq + ri * D;
+                    for (int d = 0; d < D; d++) ds += q[ri * D + d] * g2[d], g2[d] *= w.r.as_s;
+                    double lp = pow(w.r.as_ln, o->as_gamma[ri]);
+                    if (o->das_beta) o->das_beta[ri] = ds * lp;
+                    if (o->das_gamma) o->das_gamma[ri] = ds * o->as_beta[ri] * lp * log(w.r.as_ln);
+                }
             }
             double *dkb = dk + ((size_t)b * c.Hkv + hkv) * S * D;
             double tmp[1024];

@@ -2,7 +2,7 @@
  *
  * Written independently of src/attn (no shared code or tables): every row's logits are
  * materialised in double, RoPE angles, ALiBi slopes (Press et al.'s recursive rule), sinv
- * coefficients and the YaRN ramp are computed here from the formulas. Softmax only.
+ * coefficients and the YaRN ramp are computed here from the formulas. Softmax and the entmax family.
  *
  * Semantics (decided by the lead; the kernel follows the same):
  *   score  S = (R(q) . R(k)) / sqrt(D) * m_yarn   (m_yarn = mscale^2, mscale = 0.1 ln s + 1,
@@ -23,6 +23,10 @@
  *          (a query at a negative position is not global: it sees the g global keys).
  *   dynamic-ntk: the context length n is S (the number of keys) unless given.
  *   row with no visible key: out 0, lse -inf, entropy 0, zero gradients.
+ *   entmax / sparsemax / asentmax normalisers (issue 3): p_j = [(alpha-1) L_j - tau]_+^(1/(alpha-1))
+ *          with tau found by plain bisection in double (200 halvings, then p renormalised);
+ *          the lse output holds tau; backward dL = u (dP - sum u dP / sum u), u = p^(2-alpha)
+ *          on the support.
  */
 #ifndef LA_REF_ATTN_H
 #define LA_REF_ATTN_H
@@ -35,6 +39,14 @@ typedef struct {
     const int32_t *doc_ids; /* (B, S) or NULL */
     const double *logn_s;   /* (H) per-head s_h of logn, or NULL: spec->logn_s (0: 1/log(train)) */
     int64_t ctx_len;        /* context length n of dynamic-ntk; 0 means S (the number of keys) */
+    /* entmax family (added for issue 3): asentmax scales the query of head h, token i by
+     * s = delta + beta (log n)^gamma, n = max(p + 2, 2), p its in-document position (only the
+     * NoPE heads h >= H/2 under nape); */
+    const double *as_beta;  /* (B, H, T) asentmax beta (required for asentmax) */
+    const double *as_gamma; /* (B, H, T) asentmax gamma (required for asentmax) */
+    double *das_beta;       /* (B, H, T) written by ref_attn_backward for asentmax, or NULL */
+    double *das_gamma;      /* (B, H, T) written by ref_attn_backward for asentmax, or NULL */
+    double *row_support;    /* (B, H, T) written by ref_attn_forward: keys with p > 0, or NULL */
 } ref_attn_opts;
 
 /* Forward. q (B,H,T,D), k, v (B,Hkv,S,D) -> out (B,H,T,D), lse (B,H,T); entropy (B,H,T)

@@ -1,0 +1,792 @@
+/* entmax_attn.c -- fused alpha-entmax / sparsemax / ASEntmax attention, forward and backward
+ * (SPEC 5), on the tiles, visibility and logits of attn_internal.h.
+ *
+ * Forward, per (batch, head, query tile of LA_BQ rows):
+ *   1. one pass over the visible key tiles computes the logits L (QK^T, transform, bias) and
+ *      the row maxima M_r and per-tile row maxima; the logits of the query tile's key span
+ *      are kept in a per-thread strip (LA_BQ x S floats) when it fits the strip budget,
+ *      otherwise every later pass recomputes them (O(T*D + S*D) memory either way);
+ *   2. the shifted threshold t_r of every row (c = (alpha-1)(L - M_r), t in [-1, -n^(1-alpha)])
+ *      is found by passes that evaluate f(t) = sum [c - t]_+^(1/(alpha-1)) - 1 and f'(t) for
+ *      all rows at once: Newton steps guarded by the bracket, bisection when a step leaves it
+ *      or fails to halve it (AdaSplash), and for alpha = 2 / 1.5 the closed form on the
+ *      support once the candidate set above the lower bracket end is consistent; tiles whose
+ *      row maxima are all at or below the rows' current t are skipped;
+ *   3. the output pass forms p = [c - t]_+^(1/(alpha-1)) and accumulates p V, skipping tiles
+ *      where every p is zero.
+ * Row statistic: tau = t + (alpha-1) M (unshifted units of (alpha-1) L), LA_ROW_EMPTY for rows
+ * without a visible key.
+ *
+ * Backward (Peters et al. 2019 eq. 10): u = p^(2-alpha) on the support, dP = dO V^T,
+ * delta_r = sum u dP / sum u, dL = u (dP - delta_r) on the support (0 elsewhere, selected, so
+ * NaN in masked V rows cannot leak), dS = dL * c_r * a_t. Phase A (query tiles) computes
+ * delta and dq; phase B (key tiles, all query heads of the kv group) computes dk and dv, so
+ * no two threads write the same row.
+ *
+ * ASEntmax (Vasylenko et al. 2025, eq. 8): the query of head h, token i is scaled by
+ * s = delta + beta * (log n)^gamma, n = p + 2 (p the query's document-relative position; n = 2
+ * for p < 0), before RoPE and the score. With nape only the NoPE heads (h >= H/2) are scaled.
+ * The kernel runs on the scaled queries; backward maps dq_s back: dq = s dq_s,
+ * d beta = (q . dq_s) (log n)^gamma, d gamma = (q . dq_s) beta (log n)^gamma log log n. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn_internal.h"
+#include "attn/entmax_internal.h"
+
+/* Strip budget: logits of one query tile against its key span are cached per thread when
+ * LA_BQ * span * 4 bytes is at most this (8 MiB: S <= 32768 keys). */
+#define EM_STRIP_BYTES ((size_t)8 << 20)
+
+typedef struct {
+    const la_attn_ctx *c;
+    double alpha, am1, r; /* r = 1/(alpha-1) */
+    int rk;               /* 1: r == 1 (sparsemax), 2: r == 2 (1.5-entmax), 0: general */
+    int cache;            /* logits strip cached */
+    size_t strip_ld;      /* row stride of the strip: nkt * LA_BK */
+} em_t;
+
+static inline double em_pow(const em_t *e, double x) {
+    return e->rk == 1 ? x : e->rk == 2 ? x * x : pow(x, e->r);
+}
+/* x^(r-1) = p / x, the derivative factor (u = p^(2-alpha) = x^(r-1)) */
+static inline double em_powm1(const em_t *e, double x) {
+    return e->rk == 1 ? 1.0 : e->rk == 2 ? x : pow(x, e->r - 1.0);
+}
+
+/* A float strictly below the logit threshold y = M + t/(alpha-1) (two float ulps under its
+ * rounding), so that every logit l with (alpha-1)(l - M) - t > 0 also has l > the result:
+ * the kernels skip the double-precision test for entries at or below it. */
+static inline float em_float_below(double y) {
+    float f = (float)y;
+    if (!isfinite(f)) return isnan(f) ? -INFINITY : f;
+    return nextafterf(nextafterf(f, -INFINITY), -INFINITY);
+}
+
+/* ---- per-thread scratch layout ------------------------------------------------------- */
+
+typedef struct {
+    float *qb;     /* (BQ, D) rotated query tile */
+    float *kb;     /* (BK, D) rotated key tile (when rotating) */
+    float *kt;     /* (D, BK) transposed key or value tile */
+    float *sd;     /* (BQ, BK) raw dots */
+    float *L;      /* (BQ, BK) logits (recompute mode) */
+    float *P;      /* (BQ, BK) probabilities */
+    float *U;      /* (BQ, BK) dL or u */
+    float *dP;     /* (BQ, BK) dO V^T */
+    float *acc;    /* (BQ, D) output / dq accumulator; (BK, D) dk accumulator */
+    float *acc2;   /* (BK, D) dv accumulator */
+    float *cr;     /* (BQ) row factors */
+    float *tmax;   /* (nkt, BQ) per tile row maxima */
+    signed char *cls; /* (nkt) tile classes (-1: outside the span) */
+    double *rowd;  /* (24, BQ) row state */
+    float *strip;  /* (BQ, nkt*BK) logits strip, or NULL */
+} em_scratch;
+
+static size_t em_align(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static size_t em_layout(int D, int nkt, int cache, char *base, em_scratch *s) {
+    size_t off = 0;
+#define EM_TAKE(field, type, count)                                  \
+    do {                                                             \
+        if (s) s->field = (type *)(void *)(base + off);              \
+        off += em_align(sizeof(type) * (size_t)(count));             \
+    } while (0)
+    EM_TAKE(qb, float, LA_BQ * D);
+    EM_TAKE(kb, float, LA_BK * D);
+    EM_TAKE(kt, float, D * LA_BK);
+    EM_TAKE(sd, float, LA_BQ * LA_BK);
+    EM_TAKE(L, float, LA_BQ * LA_BK);
+    EM_TAKE(P, float, LA_BQ * LA_BK);
+    EM_TAKE(U, float, LA_BQ * LA_BK);
+    EM_TAKE(dP, float, LA_BQ * LA_BK);
+    EM_TAKE(acc, float, LA_BQ * D);
+    EM_TAKE(acc2, float, LA_BK * D);
+    EM_TAKE(cr, float, LA_BQ);
+    EM_TAKE(tmax, float, (size_t)nkt * LA_BQ);
+    EM_TAKE(cls, signed char, nkt);
+    EM_TAKE(rowd, double, 24 * LA_BQ); /* row state, R_COUNT <= 24 slots */
+    if (cache) EM_TAKE(strip, float, (size_t)LA_BQ * nkt * LA_BK);
+    else if (s) s->strip = NULL;
+#undef EM_TAKE
+    return off;
+}
+
+static size_t em_strip_budget = EM_STRIP_BYTES;
+
+void la_entmax_attn_set_strip_budget(size_t bytes) { em_strip_budget = bytes; }
+
+static int em_use_cache(int nkt) {
+    return (size_t)LA_BQ * (size_t)nkt * LA_BK * sizeof(float) <= em_strip_budget;
+}
+
+size_t la_entmax_attn_scratch_bytes(int D, int S) {
+    int nkt = (S + LA_BK - 1) / LA_BK;
+    return em_layout(D, nkt, em_use_cache(nkt), NULL, NULL) + 64;
+}
+
+/* ---- logits of one tile ------------------------------------------------------------- */
+
+static inline int tile_in_span(const la_tilespan *sp, int kt) {
+    return (kt >= sp->a0 && kt < sp->a1) || (kt >= sp->b0 && kt < sp->b1);
+}
+
+/* QK^T dots of the query tile qb (nr, D) against key tile kt into sd (nr, BK). */
+static void tile_dots(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
+                      const float *qb, float *sd, int ld) {
+    int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
+    const float *kp = la_load_k(c, b, hkv, j0, nc, s->kb);
+    la_transpose(kp, nc, c->D, c->D, s->kt, LA_BK);
+    la_mm(nr, nc, c->D, qb, (size_t)c->D, 1, s->kt, LA_BK, sd, ld, 0);
+}
+
+/* Logits of tile kt for the query tile: a pointer to (nr, *ld) floats, from the strip or
+ * recomputed into s->L (raw dots left in s->sd when recomputed or want_dots). */
+static const float *tile_L(const em_t *e, em_scratch *s, int b, int h, int i0, int nr, int kt,
+                           int *ld, int want_dots) {
+    const la_attn_ctx *c = e->c;
+    const la_rowvis *rows = c->rows + (size_t)b * c->T + i0;
+    int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
+    if (s->strip && !want_dots) {
+        *ld = (int)e->strip_ld;
+        return s->strip + (size_t)kt * LA_BK;
+    }
+    tile_dots(c, s, b, h / c->group, kt, nr, s->qb, s->sd, LA_BK);
+    la_tile_logits(c, h, rows, i0, nr, j0, nc, s->cls[kt], s->cr, s->sd, s->L, LA_BK);
+    *ld = LA_BK;
+    return s->L;
+}
+
+/* ---- forward -------------------------------------------------------------------------- */
+
+/* Row state indices in s->rowd (each LA_BQ doubles). */
+enum { R_M, R_T, R_LO, R_HI, R_F, R_DF, R_N, R_S1, R_S2, R_CMIN, R_AN, R_AS1, R_AS2, R_ACMIN,
+       R_WID, R_DONE, R_FLO, R_DFLO, R_FHI, R_DFHI, R_SLOW, R_COUNT };
+
+static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, float *out,
+                            float *row_stat) {
+    const la_attn_ctx *c = e->c;
+    const int D = c->D, T = c->T, S = c->S;
+    const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+    const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+    const la_tilespan sp = c->qspan[(size_t)b * c->nqt + qt];
+    const int hkv = h / c->group;
+    double *M = s->rowd + R_M * LA_BQ, *t = s->rowd + R_T * LA_BQ;
+    double *lo = s->rowd + R_LO * LA_BQ, *hi = s->rowd + R_HI * LA_BQ;
+    double *f = s->rowd + R_F * LA_BQ, *df = s->rowd + R_DF * LA_BQ;
+    double *N = s->rowd + R_N * LA_BQ, *S1 = s->rowd + R_S1 * LA_BQ, *S2 = s->rowd + R_S2 * LA_BQ;
+    double *cmin = s->rowd + R_CMIN * LA_BQ;
+    double *aN = s->rowd + R_AN * LA_BQ, *aS1 = s->rowd + R_AS1 * LA_BQ;
+    double *aS2 = s->rowd + R_AS2 * LA_BQ, *acmin = s->rowd + R_ACMIN * LA_BQ;
+    double *wid = s->rowd + R_WID * LA_BQ, *done = s->rowd + R_DONE * LA_BQ;
+    double *flo = s->rowd + R_FLO * LA_BQ, *dflo = s->rowd + R_DFLO * LA_BQ;
+    double *fhi = s->rowd + R_FHI * LA_BQ, *dfhi = s->rowd + R_DFHI * LA_BQ;
+    double *slow = s->rowd + R_SLOW * LA_BQ;
+    const double am1 = e->am1;
+
+    la_load_q(c, b, h, i0, nr, s->qb);
+    la_row_factors(c, h, rows, nr, s->cr);
+    for (int r = 0; r < nr; r++) M[r] = -INFINITY;
+
+    /* pass 1: logits, row maxima, per-tile row maxima */
+    for (int kt = 0; kt < c->nkt; kt++) {
+        s->cls[kt] = -1;
+        if (!tile_in_span(&sp, kt)) continue;
+        int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+        int cls = la_tile_class(rows, nr, j0, nc);
+        s->cls[kt] = (signed char)cls;
+        float *tm = s->tmax + (size_t)kt * LA_BQ;
+        if (cls == 0) continue;
+        float *Lt;
+        int ld;
+        if (s->strip) {
+            Lt = s->strip + (size_t)kt * LA_BK;
+            ld = (int)e->strip_ld;
+        } else {
+            Lt = s->L;
+            ld = LA_BK;
+        }
+        tile_dots(c, s, b, hkv, kt, nr, s->qb, Lt, ld);
+        la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, Lt, Lt, ld);
+        for (int r = 0; r < nr; r++) {
+            const float *l = Lt + (size_t)r * ld;
+            float m = -INFINITY;
+            for (int x = 0; x < nc; x++) m = l[x] > m ? l[x] : m;
+            tm[r] = m;
+            if (m > M[r]) M[r] = m;
+        }
+    }
+
+    /* pass 2..: thresholds. Every row starts with an evaluation at lo = -1. */
+    int active = 0;
+    for (int r = 0; r < nr; r++) {
+        done[r] = !(rows[r].nq > 0 && M[r] > -INFINITY);
+        lo[r] = -1.0;
+        hi[r] = -pow((double)rows[r].nq, 1.0 - e->alpha);
+        t[r] = -1.0;
+        wid[r] = INFINITY;
+        aN[r] = 0;
+        slow[r] = 0, dflo[r] = 0, dfhi[r] = 0, fhi[r] = 0;
+        if (!done[r]) active++;
+    }
+    for (int pass = 0; pass < 200 && active > 0; pass++) {
+        for (int r = 0; r < nr; r++) {
+            f[r] = -1.0, df[r] = 0.0, N[r] = 0.0, S1[r] = 0.0, S2[r] = 0.0, cmin[r] = INFINITY;
+        }
+        for (int kt = 0; kt < c->nkt; kt++) {
+            if (s->cls[kt] <= 0) continue;
+            const float *tm = s->tmax + (size_t)kt * LA_BQ;
+            int need = 0;
+            for (int r = 0; r < nr && !need; r++)
+                need = !done[r] && am1 * ((double)tm[r] - M[r]) - t[r] > 0.0;
+            if (!need) continue;
+            int ld, nc = S - kt * LA_BK < LA_BK ? S - kt * LA_BK : LA_BK;
+            const float *Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 0);
+            for (int r = 0; r < nr; r++) {
+                if (done[r] || !(am1 * ((double)tm[r] - M[r]) - t[r] > 0.0)) continue;
+                const float *l = Lt + (size_t)r * ld;
+                double fr = 0, gr = 0, n_ = 0, s1 = 0, s2 = 0, cm = cmin[r];
+                const double mr = M[r], tr = t[r];
+                if (e->rk) {
+                    /* alpha = 2 / 1.5: branch-free, vectorisable form of the loop below */
+                    if (e->rk == 2) {
+#pragma omp simd reduction(+ : fr, gr, n_, s1, s2) reduction(min : cm)
+                        for (int x = 0; x < nc; x++) {
+                            double cc = am1 * ((double)l[x] - mr);
+                            double xx = cc - tr;
+                            double xp = xx > 0.0 ? xx : 0.0, cs = xx > 0.0 ? cc : 0.0;
+                            double cq = xx > 0.0 ? cc : INFINITY;
+                            fr += xp * xp; /* g = x^(r-1) = x, f term x^2 */
+                            gr += xp;
+                            n_ += xx > 0.0 ? 1.0 : 0.0;
+                            s1 += cs;
+                            s2 += cs * cs;
+                            cm = cq < cm ? cq : cm;
+                        }
+                    } else {
+#pragma omp simd reduction(+ : fr, gr, n_, s1, s2) reduction(min : cm)
+                        for (int x = 0; x < nc; x++) {
+                            double cc = am1 * ((double)l[x] - mr);
+                            double xx = cc - tr;
+                            double xp = xx > 0.0 ? xx : 0.0, cs = xx > 0.0 ? cc : 0.0;
+                            double cq = xx > 0.0 ? cc : INFINITY, mk = xx > 0.0 ? 1.0 : 0.0;
+                            fr += xp; /* g = 1, f term x */
+                            gr += mk;
+                            n_ += mk;
+                            s1 += cs;
+                            s2 += cs * cs;
+                            cm = cq < cm ? cq : cm;
+                        }
+                    }
+                    f[r] += fr, df[r] -= e->r * gr, N[r] += n_, S1[r] += s1, S2[r] += s2;
+                    cmin[r] = cm;
+                    continue;
+                }
+                const float lt = em_float_below(mr + tr / am1);
+                for (int x = 0; x < nc; x++) {
+                    if (!(l[x] > lt)) continue; /* cheap float prefilter, exact test below */
+                    double cc = am1 * ((double)l[x] - mr);
+                    double xx = cc - tr;
+                    if (xx > 0.0) {
+                        double g = em_powm1(e, xx);
+                        fr += g * xx;
+                        gr += g;
+                        n_ += 1;
+                        s1 += cc;
+                        s2 += cc * cc;
+                        cm = cc < cm ? cc : cm;
+                    }
+                }
+                f[r] += fr, df[r] -= e->r * gr, N[r] += n_, S1[r] += s1, S2[r] += s2, cmin[r] = cm;
+            }
+        }
+        /* update each row's bracket and choose its next point */
+        for (int r = 0; r < nr; r++) {
+            if (done[r]) continue;
+            double fr = f[r];
+            if (fr == 0.0) { done[r] = 1; active--; continue; }
+            /* progress of the monotone side: |f| there should at least halve per step */
+            if (fr > 0.0) {
+                if (e->r >= 1.0) slow[r] = (dflo[r] < 0.0 && fr > 0.5 * flo[r]) ? slow[r] + 1 : 0;
+                lo[r] = t[r], flo[r] = fr, dflo[r] = df[r];
+                aN[r] = N[r], aS1[r] = S1[r], aS2[r] = S2[r], acmin[r] = cmin[r];
+            } else {
+                if (e->r < 1.0) slow[r] = (dfhi[r] < 0.0 && fr < 0.5 * fhi[r]) ? slow[r] + 1 : 0;
+                hi[r] = t[r], fhi[r] = fr, dfhi[r] = df[r];
+            }
+            if (pass == 0 && fr <= 0.0) { done[r] = 1; active--; continue; } /* one-hot at -1 */
+            /* closed form on the set above lo (alpha = 2, 1.5): exact once consistent */
+            if (e->rk && aN[r] > 0) {
+                double k = aN[r], mean = aS1[r] / k, tc;
+                if (e->rk == 1) tc = (aS1[r] - 1.0) / k;
+                else {
+                    double m2 = aS2[r] - aS1[r] * mean;
+                    double delta = (1.0 - m2) / k;
+                    tc = mean - sqrt(delta > 0.0 ? delta : 0.0);
+                }
+                if (tc > lo[r] && tc <= hi[r] && acmin[r] >= tc) {
+                    t[r] = tc;
+                    done[r] = 1;
+                    active--;
+                    continue;
+                }
+            }
+            double width = hi[r] - lo[r];
+            double mid = lo[r] + 0.5 * width;
+            if (!(mid > lo[r] && mid < hi[r]) || fabs(fr) <= 1e-14) {
+                done[r] = 1; /* converged: keep the last evaluated point */
+                active--;
+                continue;
+            }
+            /* Newton from the side where it is monotone: f is convex for alpha <= 2 (r >= 1),
+             * so the step from lo lands in (lo, root]; concave for alpha > 2, step from hi.
+             * (For sparsemax the step from lo is the closed form on the set above lo, i.e.
+             * Michelot's support shrinking.) Bisection when that side has no evaluation yet,
+             * the step leaves the bracket, or |f| on that side failed to halve twice in a row. */
+            double next = mid;
+            if (e->r >= 1.0 && dflo[r] < 0.0) next = lo[r] - flo[r] / dflo[r];
+            else if (e->r < 1.0 && dfhi[r] < 0.0 && fhi[r] < 0.0) next = hi[r] - fhi[r] / dfhi[r];
+            if (!(next > lo[r] && next < hi[r]) || slow[r] >= 2) next = mid, slow[r] = 0;
+            wid[r] = width;
+            t[r] = next;
+        }
+    }
+
+    /* output pass */
+    double *supp = s->rowd + R_N * LA_BQ, *ent = s->rowd + R_S1 * LA_BQ;
+    for (int r = 0; r < nr; r++) supp[r] = 0, ent[r] = 0;
+    memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
+    const float *vbase = c->v + ((size_t)b * c->Hkv + hkv) * (size_t)S * D;
+    float *key_mass = c->opts->key_mass ? c->opts->key_mass + ((size_t)b * c->H + h) * S : NULL;
+    for (int kt = 0; kt < c->nkt; kt++) {
+        if (s->cls[kt] <= 0) continue;
+        const float *tm = s->tmax + (size_t)kt * LA_BQ;
+        int need = 0;
+        for (int r = 0; r < nr && !need; r++)
+            need = rows[r].nq > 0 && am1 * ((double)tm[r] - M[r]) - t[r] > 0.0;
+        if (!need) continue;
+        int ld, j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+        const float *Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 0);
+        for (int r = 0; r < nr; r++) {
+            const float *l = Lt + (size_t)r * ld;
+            float *p = s->P + (size_t)r * LA_BK;
+            if (!(rows[r].nq > 0 && am1 * ((double)tm[r] - M[r]) - t[r] > 0.0)) {
+                for (int x = 0; x < nc; x++) p[x] = 0.0f;
+                continue;
+            }
+            const double mr = M[r], tr = t[r];
+            double sp_ = 0, en = 0;
+            const float lt = em_float_below(mr + tr / am1);
+            for (int x = 0; x < nc; x++) {
+                if (!(l[x] > lt)) { /* cheap float prefilter, exact test below */
+                    p[x] = 0.0f;
+                    continue;
+                }
+                double xx = am1 * ((double)l[x] - mr) - tr;
+                double pv = xx > 0.0 ? em_pow(e, xx) : 0.0;
+                p[x] = (float)pv;
+                if (pv > 0.0) sp_ += 1, en -= pv * log(pv);
+            }
+            supp[r] += sp_, ent[r] += en;
+        }
+        if (s->cls[kt] == 1)
+            la_mm(nr, D, nc, s->P, LA_BK, 1, vbase + (size_t)j0 * D, D, s->acc, D, 1);
+        else
+            la_mm_rows(rows, nr, j0, nc, D, s->P, LA_BK, vbase + (size_t)j0 * D, D, s->acc, D);
+        if (key_mass)
+            for (int x = 0; x < nc; x++) {
+                float m = 0;
+                for (int r = 0; r < nr; r++) m += s->P[(size_t)r * LA_BK + x];
+                if (m != 0.0f) {
+#pragma omp atomic
+                    key_mass[j0 + x] += m;
+                }
+            }
+    }
+    size_t rbase = ((size_t)b * c->H + h) * T + i0;
+    memcpy(out + rbase * D, s->acc, sizeof(float) * (size_t)nr * D);
+    for (int r = 0; r < nr; r++) {
+        int empty = !(rows[r].nq > 0 && M[r] > -INFINITY);
+        row_stat[rbase + r] = empty ? LA_ROW_EMPTY : (float)(t[r] + am1 * M[r]);
+        if (c->opts->row_support) c->opts->row_support[rbase + r] = (float)supp[r];
+        if (c->opts->row_entropy) c->opts->row_entropy[rbase + r] = (float)ent[r];
+    }
+}
+
+static la_status em_init(em_t *e, const la_attn_ctx *c, double alpha) {
+    e->c = c;
+    e->alpha = alpha;
+    e->am1 = alpha - 1.0;
+    e->r = 1.0 / e->am1;
+    e->rk = alpha == 2.0 ? 1 : alpha == 1.5 ? 2 : 0;
+    e->cache = em_use_cache(c->nkt);
+    e->strip_ld = (size_t)c->nkt * LA_BK;
+    size_t need = em_layout(c->D, c->nkt, e->cache, NULL, NULL);
+    if (need > c->scratch_bytes)
+        return la_fail(LA_ENOMEM, "entmax attention: thread scratch of %zu bytes < %zu needed",
+                       c->scratch_bytes, need);
+    return LA_OK;
+}
+
+static em_scratch em_thread(const em_t *e, int tid) {
+    em_scratch s;
+    char *base = la_ctx_scratch(e->c, tid);
+    em_layout(e->c->D, e->c->nkt, e->cache, base, &s);
+    return s;
+}
+
+static la_status em_forward(const la_attn_ctx *c, double alpha, float *out, float *row_stat) {
+    em_t e;
+    LA_TRY(em_init(&e, c, alpha));
+    if (c->opts->key_mass) memset(c->opts->key_mass, 0, sizeof(float) * (size_t)c->B * c->H * c->S);
+    int ntask = c->B * c->H * c->nqt;
+#pragma omp parallel num_threads(c->nthreads)
+    {
+        em_scratch s = em_thread(&e, omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+        for (int task = 0; task < ntask; task++) {
+            int qt = task % c->nqt, bh = task / c->nqt;
+            em_forward_tile(&e, &s, bh / c->H, bh % c->H, qt, out, row_stat);
+        }
+    }
+    return LA_OK;
+}
+
+/* ---- backward ----------------------------------------------------------------------- */
+
+/* p and the derivative factor u of one tile from logits and tau: P, U (nr, BK). Returns the
+ * number of nonzero p. */
+static int tile_pu(const em_t *e, const float *Lt, int ld, int nr, int nc, const float *tau,
+                   float *P, float *U) {
+    int nz = 0;
+    for (int r = 0; r < nr; r++) {
+        const float *l = Lt + (size_t)r * ld;
+        float *p = P + (size_t)r * LA_BK, *u = U + (size_t)r * LA_BK;
+        double tr = tau[r];
+        if (tr == LA_ROW_EMPTY) {
+            for (int x = 0; x < nc; x++) p[x] = 0.0f, u[x] = 0.0f;
+            continue;
+        }
+        for (int x = 0; x < nc; x++) {
+            double xx = e->am1 * (double)l[x] - tr;
+            if (xx > 0.0) {
+                p[x] = (float)em_pow(e, xx);
+                u[x] = (float)em_powm1(e, xx);
+                nz++;
+            } else {
+                p[x] = 0.0f, u[x] = 0.0f;
+            }
+        }
+    }
+    return nz;
+}
+
+/* dO V^T of tile kt into s->dP (nr, BK). */
+static void tile_dov(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
+                     const float *dob) {
+    int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
+    const float *vp = c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * c->D;
+    la_transpose(vp, nc, c->D, c->D, s->kt, LA_BK);
+    la_mm(nr, nc, c->D, dob, (size_t)c->D, 1, s->kt, LA_BK, s->dP, LA_BK, 0);
+}
+
+/* dS = dL * c_r * a_t into s->U in place (dL given in U); returns sum dL * dS/ds_h for logn. */
+static double tile_dscore(const em_t *e, em_scratch *s, int h, const la_rowvis *rows, int i0,
+                          int nr, int j0, int nc) {
+    const la_attn_ctx *c = e->c;
+    double dls = 0.0;
+    int want_s = c->spec->xform == LA_XF_LOGN && c->opts->dlogn_s;
+    for (int r = 0; r < nr; r++) {
+        float *dl = s->U + (size_t)r * LA_BK;
+        const float *sd = s->sd + (size_t)r * LA_BK;
+        const float *ta = c->has_t ? c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1) : NULL;
+        float cr = s->cr[r];
+        double sx = (double)c->scale * rows[r].xrow;
+        for (int x = 0; x < nc; x++) {
+            if (dl[x] == 0.0f) continue;
+            float a = ta ? ta[x] : 1.0f;
+            if (want_s) dls += (double)dl[x] * sx * a * sd[x];
+            dl[x] = dl[x] * cr * a;
+        }
+    }
+    return dls;
+}
+
+static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
+                           const float *row_stat, const float *dout, float *delta, float *dq,
+                           double *dls) {
+    const la_attn_ctx *c = e->c;
+    const int D = c->D, T = c->T, S = c->S, hkv = h / c->group;
+    const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+    const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+    const la_tilespan sp = c->qspan[(size_t)b * c->nqt + qt];
+    size_t rbase = ((size_t)b * c->H + h) * T + i0;
+    const float *tau = row_stat + rbase, *dob = dout + rbase * D;
+    double *su = s->rowd, *sug = s->rowd + LA_BQ;
+    la_load_q(c, b, h, i0, nr, s->qb);
+    la_row_factors(c, h, rows, nr, s->cr);
+    for (int r = 0; r < nr; r++) su[r] = 0, sug[r] = 0;
+    /* sweep 1: delta_r = sum u dP / sum u; remember which tiles carry any p > 0 */
+    for (int kt = 0; kt < c->nkt; kt++) {
+        s->cls[kt] = -1;
+        if (!tile_in_span(&sp, kt)) continue;
+        int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+        int cls = la_tile_class(rows, nr, j0, nc);
+        s->cls[kt] = (signed char)(cls == 0 ? -1 : cls);
+        if (cls == 0) continue;
+        int ld;
+        const float *Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 1);
+        if (!tile_pu(e, Lt, ld, nr, nc, tau, s->P, s->U)) {
+            s->cls[kt] = -1;
+            continue;
+        }
+        tile_dov(c, s, b, hkv, kt, nr, dob);
+        for (int r = 0; r < nr; r++) {
+            const float *u = s->U + (size_t)r * LA_BK, *dp = s->dP + (size_t)r * LA_BK;
+            double a = 0, g = 0;
+            for (int x = 0; x < nc; x++)
+                if (s->P[(size_t)r * LA_BK + x] > 0.0f) a += u[x], g += (double)u[x] * dp[x];
+            su[r] += a, sug[r] += g;
+        }
+    }
+    for (int r = 0; r < nr; r++) delta[rbase + r] = su[r] > 0 ? (float)(sug[r] / su[r]) : 0.0f;
+    /* sweep 2: dL = u (dP - delta) on the support; dq += dS K */
+    memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
+    for (int kt = 0; kt < c->nkt; kt++) {
+        if (s->cls[kt] <= 0) continue;
+        int ld, j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+        const float *Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 1);
+        tile_pu(e, Lt, ld, nr, nc, tau, s->P, s->U);
+        tile_dov(c, s, b, hkv, kt, nr, dob);
+        for (int r = 0; r < nr; r++) {
+            float *u = s->U + (size_t)r * LA_BK;
+            const float *p = s->P + (size_t)r * LA_BK, *dp = s->dP + (size_t)r * LA_BK;
+            float dr = delta[rbase + r];
+            for (int x = 0; x < nc; x++) u[x] = p[x] > 0.0f ? u[x] * (dp[x] - dr) : 0.0f;
+        }
+        *dls += tile_dscore(e, s, h, rows, i0, nr, j0, nc);
+        const float *kp = la_load_k(c, b, hkv, j0, nc, s->kb);
+        if (s->cls[kt] == 1) la_mm(nr, D, nc, s->U, LA_BK, 1, kp, D, s->acc, D, 1);
+        else la_mm_rows(rows, nr, j0, nc, D, s->U, LA_BK, kp, D, s->acc, D);
+    }
+    la_unrotate_q(c, b, i0, nr, s->acc);
+    memcpy(dq + rbase * D, s->acc, sizeof(float) * (size_t)nr * D);
+}
+
+static void em_backward_dkv(const em_t *e, em_scratch *s, int b, int hkv, int kt,
+                            const float *row_stat, const float *dout, const float *delta,
+                            float *dk, float *dv) {
+    const la_attn_ctx *c = e->c;
+    const int D = c->D, T = c->T, S = c->S;
+    const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+    float *dka = s->acc, *dva = s->acc2;
+    memset(dka, 0, sizeof(float) * (size_t)nc * D);
+    memset(dva, 0, sizeof(float) * (size_t)nc * D);
+    for (int g = 0; g < c->group; g++) {
+        int h = hkv * c->group + g;
+        for (int qt = 0; qt < c->nqt; qt++) {
+            if (!tile_in_span(&c->qspan[(size_t)b * c->nqt + qt], kt)) continue;
+            int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+            const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+            int cls = la_tile_class(rows, nr, j0, nc);
+            if (cls == 0) continue;
+            size_t rbase = ((size_t)b * c->H + h) * T + i0;
+            const float *tau = row_stat + rbase, *dob = dout + rbase * D;
+            la_load_q(c, b, h, i0, nr, s->qb);
+            la_row_factors(c, h, rows, nr, s->cr);
+            tile_dots(c, s, b, hkv, kt, nr, s->qb, s->sd, LA_BK);
+            la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, s->sd, s->L, LA_BK);
+            if (!tile_pu(e, s->L, LA_BK, nr, nc, tau, s->P, s->U)) continue;
+            tile_dov(c, s, b, hkv, kt, nr, dob);
+            for (int r = 0; r < nr; r++) {
+                float *u = s->U + (size_t)r * LA_BK;
+                const float *p = s->P + (size_t)r * LA_BK, *dp = s->dP + (size_t)r * LA_BK;
+                float dr = delta[rbase + r];
+                for (int x = 0; x < nc; x++) u[x] = p[x] > 0.0f ? u[x] * (dp[x] - dr) : 0.0f;
+            }
+            tile_dscore(e, s, h, rows, i0, nr, j0, nc);
+            /* dv (nc, D) += P^T dO ; dk (nc, D) += dS^T Q  (rotated frame) */
+            la_mm(nc, D, nr, s->P, 1, LA_BK, dob, D, dva, D, 1);
+            la_mm(nc, D, nr, s->U, 1, LA_BK, s->qb, D, dka, D, 1);
+        }
+    }
+    la_unrotate_k(c, b, j0, nc, dka);
+    size_t kbase = (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+    memcpy(dk + kbase, dka, sizeof(float) * (size_t)nc * D);
+    memcpy(dv + kbase, dva, sizeof(float) * (size_t)nc * D);
+}
+
+static la_status em_backward(const la_attn_ctx *c, double alpha, const float *row_stat,
+                             const float *dout, float *dq, float *dk, float *dv) {
+    em_t e;
+    LA_TRY(em_init(&e, c, alpha));
+    e.cache = 0; /* the backward recomputes dots (it needs them for dS and dlogn_s) */
+    float *delta = malloc(sizeof(float) * (size_t)c->B * c->H * c->T);
+    double *dls = calloc((size_t)c->H, sizeof(double));
+    if (!delta || !dls) {
+        free(delta), free(dls);
+        return la_fail(LA_ENOMEM, "entmax attention backward: cannot allocate (B, H, T) floats");
+    }
+    int nq = c->B * c->H * c->nqt, nk = c->B * c->Hkv * c->nkt;
+#pragma omp parallel num_threads(c->nthreads)
+    {
+        em_scratch s = em_thread(&e, omp_get_thread_num());
+        s.strip = NULL;
+#pragma omp for schedule(dynamic, 1)
+        for (int task = 0; task < nq; task++) {
+            int qt = task % c->nqt, bh = task / c->nqt;
+            double d = 0.0;
+            em_backward_dq(&e, &s, bh / c->H, bh % c->H, qt, row_stat, dout, delta, dq, &d);
+            if (d != 0.0) {
+#pragma omp atomic
+                dls[bh % c->H] += d;
+            }
+        }
+        /* implicit barrier: delta is complete */
+#pragma omp for schedule(dynamic, 1)
+        for (int task = 0; task < nk; task++) {
+            int kt = task % c->nkt, bh = task / c->nkt;
+            em_backward_dkv(&e, &s, bh / c->Hkv, bh % c->Hkv, kt, row_stat, dout, delta, dk, dv);
+        }
+    }
+    if (c->opts->dlogn_s)
+        for (int h = 0; h < c->H; h++) c->opts->dlogn_s[h] = (float)dls[h];
+    free(delta);
+    free(dls);
+    return LA_OK;
+}
+
+/* ---- ASEntmax query scaling and the public dispatch ---------------------------------- */
+
+static double norm_alpha(const la_spec *spec) {
+    return spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha;
+}
+
+/* Query positions p (doc-relative) of batch b: p[i] for i < T (linear scan of the runs). */
+static void query_positions(const la_shape *sh, const int32_t *doc_ids, int b, int64_t *p) {
+    int64_t pos0 = sh->pos0 == LA_POS0_AUTO ? (int64_t)sh->S - sh->T : sh->pos0;
+    const int32_t *d = doc_ids ? doc_ids + (size_t)b * sh->S : NULL;
+    int64_t ds = 0;
+    for (int i = 0; i < sh->T; i++) {
+        int64_t qa = pos0 + i;
+        if (d && qa >= 0 && qa < sh->S) {
+            if (i == 0 || qa == 0 || qa - 1 < 0 || qa - 1 >= sh->S) {
+                ds = qa;
+                while (ds > 0 && d[ds - 1] == d[qa]) ds--;
+            } else if (d[qa] != d[qa - 1]) {
+                ds = qa;
+            }
+        } else {
+            ds = 0;
+        }
+        p[i] = qa - ds;
+    }
+}
+
+static int as_head_scaled(const la_spec *spec, int H, int h) {
+    return !(spec->pos == LA_POS_NAPE && H >= 2 && h < H / 2);
+}
+
+/* s (B,H,T) and log n (B,H,T)... computed per (b,h,i) on the fly; scaled copy of q. */
+static la_status as_scale_q(const la_spec *spec, const la_shape *sh, const float *q,
+                            const la_attn_opts *o, float **q_s) {
+    if (!o || !o->as_beta || !o->as_gamma)
+        return la_fail(LA_EINVAL, "asentmax: opts.as_beta and opts.as_gamma (B, H, T) are required "
+                                  "(compute them with la_asentmax_params_forward)");
+    if (!q) return la_fail(LA_EINVAL, "attention: q must not be NULL");
+    if (sh->B < 1 || sh->H < 1 || sh->T < 1 || sh->D < 1 || sh->S < 1)
+        return la_fail(LA_ESHAPE, "attention: every dimension must be >= 1");
+    size_t n = (size_t)sh->B * sh->H * sh->T * sh->D;
+    float *qs = malloc(sizeof(float) * n);
+    int64_t *pos = malloc(sizeof(int64_t) * (size_t)sh->T);
+    if (!qs || !pos) {
+        free(qs), free(pos);
+        return la_fail(LA_ENOMEM, "asentmax: cannot allocate the scaled queries (%zu floats)", n);
+    }
+    for (int b = 0; b < sh->B; b++) {
+        query_positions(sh, o->doc_ids, b, pos);
+        for (int h = 0; h < sh->H; h++)
+            for (int i = 0; i < sh->T; i++) {
+                size_t ri = ((size_t)b * sh->H + h) * sh->T + i;
+                double sc = 1.0;
+                if (as_head_scaled(spec, sh->H, h)) {
+                    double ln = log((double)(pos[i] + 2 > 2 ? pos[i] + 2 : 2));
+                    sc = spec->as_delta + o->as_beta[ri] * pow(ln, o->as_gamma[ri]);
+                }
+                for (int d = 0; d < sh->D; d++) qs[ri * sh->D + d] = (float)(sc * q[ri * sh->D + d]);
+            }
+    }
+    free(pos);
+    *q_s = qs;
+    return LA_OK;
+}
+
+la_status la_entmax_attn_forward(const la_spec *spec, const la_shape *shape, const float *q,
+                                 const float *k, const float *v, float *out, float *row_stat,
+                                 const la_attn_opts *opts) {
+    if (!spec || !shape) return la_fail(LA_EINVAL, "attention: spec and shape must not be NULL");
+    double alpha = norm_alpha(spec);
+    LA_TRY(la_entmax_check_alpha(alpha, "la_attn_forward (entmax normaliser)"));
+    float *qs = NULL;
+    if (spec->norm == LA_NORM_ASENTMAX) LA_TRY(as_scale_q(spec, shape, q, opts, &qs));
+    la_attn_ctx c;
+    la_workspace *own = NULL;
+    la_status st = la_attn_ctx_init(&c, spec, shape, qs ? qs : q, k, v, opts,
+                                    la_entmax_attn_scratch_bytes(shape->D, shape->S), &own);
+    if (st == LA_OK) st = em_forward(&c, alpha, out, row_stat);
+    la_workspace_free(own);
+    free(qs);
+    return st;
+}
+
+la_status la_entmax_attn_backward(const la_spec *spec, const la_shape *shape, const float *q,
+                                  const float *k, const float *v, const float *out,
+                                  const float *row_stat, const float *dout, float *dq, float *dk,
+                                  float *dv, const la_attn_opts *opts) {
+    if (!spec || !shape) return la_fail(LA_EINVAL, "attention: spec and shape must not be NULL");
+    double alpha = norm_alpha(spec);
+    LA_TRY(la_entmax_check_alpha(alpha, "la_attn_backward (entmax normaliser)"));
+    float *qs = NULL;
+    if (spec->norm == LA_NORM_ASENTMAX) LA_TRY(as_scale_q(spec, shape, q, opts, &qs));
+    la_attn_ctx c;
+    la_workspace *own = NULL;
+    la_status st = la_attn_ctx_init(&c, spec, shape, qs ? qs : q, k, v, opts,
+                                    la_entmax_attn_scratch_bytes(shape->D, shape->S), &own);
+    if (st == LA_OK) st = em_backward(&c, alpha, row_stat, dout, dq, dk, dv);
+    la_workspace_free(own);
+    if (st == LA_OK && qs) {
+        /* dq currently holds d loss / d q_s; map back (see the file comment) */
+        const la_shape *sh = shape;
+        int64_t *pos = malloc(sizeof(int64_t) * (size_t)sh->T);
+        if (!pos) st = la_fail(LA_ENOMEM, "asentmax backward: cannot allocate %d positions", sh->T);
+        for (int b = 0; st == LA_OK && b < sh->B; b++) {
+            query_positions(sh, opts->doc_ids, b, pos);
+            for (int h = 0; h < sh->H; h++)
+                for (int i = 0; i < sh->T; i++) {
+                    size_t ri = ((size_t)b * sh->H + h) * sh->T + i;
+                    float *g = dq + ri * sh->D;
+                    const float *x = q + ri * sh->D;
+                    double sc = 1.0, ds = 0.0, lnp = 0.0, ln = 0.0;
+                    int scaled = as_head_scaled(spec, sh->H, h);
+                    if (scaled) {
+                        ln = log((double)(pos[i] + 2 > 2 ? pos[i] + 2 : 2));
+                        lnp = pow(ln, opts->as_gamma[ri]);
+                        sc = spec->as_delta + opts->as_beta[ri] * lnp;
+                    }
+                    for (int d = 0; d < sh->D; d++) {
+                        ds += (double)x[d] * g[d];
+                        g[d] = (float)(sc * g[d]);
+                    }
+                    if (opts->das_beta) opts->das_beta[ri] = scaled ? (float)(ds * lnp) : 0.0f;
+                    if (opts->das_gamma)
+                        opts->das_gamma[ri] =
+                            scaled ? (float)(ds * opts->as_beta[ri] * lnp * log(ln)) : 0.0f;
+                }
+        }
+        free(pos);
+    }
+    free(qs);
+    return st;
+}

@@ -1,0 +1,151 @@
+/* test_synth_cli.c -- `longattn synth --quick` end to end: it trains, evaluates, and its
+ * results.json / results.csv / results.md / PNG plots exist and agree with each other;
+ * bad options are usage errors (exit 2) that name the problem. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+
+static const char *bin(void) {
+    const char *b = getenv("LA_BIN");
+    return b && *b ? b : "build/longattn";
+}
+
+/* Run `bin args`, capture stderr+stdout into out (cap), return the exit code. */
+static int run(const char *args, char *out, size_t cap) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin(), args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+static void test_quick_run_end_to_end(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_synth_cli_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char args[512], path[600];
+    static char out[1 << 16];
+    snprintf(args, sizeof args, "synth --quick --out %s/run", dir);
+    int rc = run(args, out, sizeof out);
+    if (rc != 0) fail_msg("longattn synth --quick exited %d:\n%s", rc, out);
+
+    snprintf(path, sizeof path, "%s/run/results.json", dir);
+    char *js = slurp(path);
+    assert_non_null(js);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *runs = cJSON_GetObjectItem(root, "runs");
+    assert_true(cJSON_IsArray(runs));
+    /* --quick: 2 tasks x 2 specs, lengths 1x, 2x, 4x */
+    assert_int_equal(cJSON_GetArraySize(runs), 4);
+    int rows = 0;
+    cJSON *r;
+    cJSON_ArrayForEach(r, runs) {
+        assert_true(cJSON_IsString(cJSON_GetObjectItem(r, "task")));
+        assert_true(cJSON_IsString(cJSON_GetObjectItem(r, "spec")));
+        double loss = cJSON_GetObjectItem(r, "final_loss")->valuedouble;
+        assert_true(loss > 0 && loss < 20); /* finite cross-entropy */
+        cJSON *ev = cJSON_GetObjectItem(r, "eval");
+        assert_int_equal(cJSON_GetArraySize(ev), 3);
+        int mult = 1;
+        cJSON *e;
+        cJSON_ArrayForEach(e, ev) {
+            assert_int_equal(cJSON_GetObjectItem(e, "mult")->valueint, mult);
+            assert_int_equal(cJSON_GetObjectItem(e, "content_len")->valueint, 16 * mult);
+            int n = cJSON_GetObjectItem(e, "n")->valueint, c = cJSON_GetObjectItem(e, "correct")->valueint;
+            assert_int_equal(n, 16);
+            assert_true(c >= 0 && c <= n);
+            double acc = cJSON_GetObjectItem(e, "exact_match")->valuedouble;
+            assert_true(acc == (double)c / n);
+            mult *= 2;
+            rows++;
+        }
+    }
+    cJSON_Delete(root);
+    free(js);
+
+    /* CSV: header + one row per run x length */
+    snprintf(path, sizeof path, "%s/run/results.csv", dir);
+    char *csv = slurp(path);
+    assert_non_null(csv);
+    assert_true(!strncmp(csv, "task,spec,mult,content_len,tokens,n,correct,exact_match", 55));
+    int lines = 0;
+    for (char *c = csv; *c; c++) lines += *c == '\n';
+    assert_int_equal(lines, 1 + rows);
+    free(csv);
+
+    /* Markdown table with a row per run; plots are PNG files */
+    snprintf(path, sizeof path, "%s/run/results.md", dir);
+    char *md = slurp(path);
+    assert_non_null(md);
+    assert_non_null(strstr(md, "| task | spec |"));
+    assert_non_null(strstr(md, "| flipflop | `softmax+nape` |"));
+    assert_non_null(strstr(md, "| copy | `softmax+logn+nape` |"));
+    free(md);
+    const char *tasks[] = {"flipflop", "copy"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/run/synth_%s.png", dir, tasks[i]);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        unsigned char sig[8] = {0};
+        assert_int_equal(fread(sig, 1, 8, f), 8);
+        fclose(f);
+        assert_memory_equal(sig, "\x89PNG\r\n\x1a\n", 8);
+    }
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    assert_int_equal(system(args), 0);
+}
+
+static void test_bad_options(void **state) {
+    (void)state;
+    static char out[1 << 14];
+    assert_int_equal(run("synth --tasks mqmtar,bogus --out /tmp/la_never", out, sizeof out), 2);
+    assert_non_null(strstr(out, "bogus"));
+    assert_int_equal(run("synth --specs 'softmax+nope;softmaxx' --out /tmp/la_never", out, sizeof out), 2);
+    assert_non_null(strstr(out, "softmaxx"));
+    assert_int_equal(run("synth --steps 0", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--steps"));
+    assert_int_equal(run("synth --max-mult 3", out, sizeof out), 2);
+    assert_non_null(strstr(out, "power of two"));
+    assert_int_equal(run("synth --min-len 80", out, sizeof out), 2);
+    assert_int_equal(run("synth --tasks mqmtar --min-len 8 --max-len 16", out, sizeof out), 2);
+    assert_non_null(strstr(out, "n_queries"));
+    assert_int_equal(run("synth --frobnicate 1", out, sizeof out), 2);
+    assert_non_null(strstr(out, "frobnicate"));
+    assert_int_equal(run("synth --help", out, sizeof out), 0);
+    assert_non_null(strstr(out, "--tasks"));
+    assert_int_not_equal(access("/tmp/la_never", F_OK), 0); /* nothing was created */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_quick_run_end_to_end),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
