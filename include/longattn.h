@@ -876,6 +876,38 @@ size_t la_sample_scratch_bytes(int V);
 la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
                           void *scratch, int32_t *token);
 
+/* ---- incremental decoding of the GPT through a KV cache (src/infer/decode.c) ---- */
+
+/* A model plus a KV cache plus the buffers of one decoding step (opaque). Each
+ * la_decoder_step runs T new tokens through every block exactly as la_model_forward does
+ * (same layer functions, SPEC 7), except that attention is la_kv_attend over the cache:
+ * the tokens' QK-normed, un-rotated k and v are appended to each layer's cache (evicting by
+ * the policy) and the queries attend over the kept tokens. With the full policy the logits
+ * of a token equal those of one la_model_forward over the whole prefix (tests/test_decode.c).
+ * With evicting policies the kept tokens are re-indexed (StreamingLLM positions). */
+typedef struct la_decoder la_decoder;
+
+/* Fill the shape fields of p (n_layers, H, Hkv, D) from the model's config. */
+la_status la_kv_params_for_model(const la_model *m, la_kv_params *p);
+
+/* Decoder for m (which must outlive it) with the policy fields of *policy (shape fields
+ * are taken from the model; for full, policy->max_tokens is the longest stream).
+ * max_step: the most tokens one la_decoder_step may take, in [1, la_kv_max_chunk].
+ * Errors: LA_EINVAL (NULL, bad policy, bad max_step), LA_EFORMAT (model lacks a tensor),
+ * LA_ENOMEM. */
+la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, la_decoder **out);
+void la_decoder_free(la_decoder *d);
+/* Start a new stream (empties the cache). */
+void la_decoder_reset(la_decoder *d);
+la_kv_cache *la_decoder_cache(la_decoder *d);
+int la_decoder_max_step(const la_decoder *d);
+
+/* Run tokens (T) through the model, appending to the cache. logits: (T, V) if all_rows,
+ * else (1, V) for the last token only; may be NULL. Errors: LA_EINVAL (NULL, T outside
+ * [1, max_step], token outside the vocabulary, a full cache out of room), others from the
+ * kernel. */
+la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *logits, int all_rows);
+
 /* ======================================================================== */
 /* Length-generalisation study (SPEC 8): documents, evaluation loss, passkey, */
 /* study files and runs  -- section owned by the study work                  */

@@ -37,6 +37,10 @@ void cli_blas_fix_coretype(char **argv);
 /* src/cli/train.c: `longattn train` (GPT trainer). */
 int cli_train(int argc, char **argv);
 
+/* src/cli/generate.c, src/cli/kv_eval.c: text generation and KV cache policy evaluation. */
+int cli_generate(int argc, char **argv);
+int cli_kv_eval(int argc, char **argv);
+
 /* longattn synth (src/cli/synth.c) */
 int cli_synth(int argc, char **argv);
 
