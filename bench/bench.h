@@ -17,12 +17,12 @@ typedef struct {
     int (*fn)(int argc, char **argv);
 } la_bench_entry;
 
+int bench_attn(int argc, char **argv);  /* bench/bench_attn.c */
+int bench_train(int argc, char **argv); /* bench/bench_train.c */
 
 /* The benchmarks, terminated by a NULL row. Add your row above the terminator. */
-/* bench/bench_train.c */
-int bench_train(int argc, char **argv);
-
 static const la_bench_entry la_benches[] = {
+    {"attn", "attention kernel GFLOP/s vs sgemm, sinv overhead, window cost, extra memory", bench_attn},
     {"train", "GPT training throughput and attention vs matmul share", bench_train},
     {NULL, NULL, NULL},
 };

@@ -1234,7 +1234,7 @@ la_status la_critical_grid(const la_critical_params *p, const double *rhos, int 
  * several rows may be in flight at once, one per slot. */
 typedef struct la_diag la_diag;
 
-/* Accumulator for distances 0 .. max_dist (>= 0) with ratio delta (> 1) and n_slots (>= 1)
+/* Accumulator for distances 0 .. max_dist (0 <= max_dist <= 2^50) with ratio delta (> 1) and n_slots (>= 1)
  * rows in flight. Errors: LA_EINVAL naming the bad argument, LA_ENOMEM. */
 la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out);
 void la_diag_free(la_diag *d);

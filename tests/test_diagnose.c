@@ -193,6 +193,7 @@ static void test_bad_arguments(void **st) {
     assert_int_equal(la_diag_new(100, NAN, 1, &d), LA_EINVAL);
     assert_int_equal(la_diag_new(-1, 10, 1, &d), LA_EINVAL);
     assert_int_equal(la_diag_new(100, 10, 0, &d), LA_EINVAL);
+    assert_int_equal(la_diag_new(INT64_MAX, 10, 1, &d), LA_EINVAL); /* edges would overflow */
     assert_int_equal(la_diag_new(100, 10, 2, &d), LA_OK);
     float p[3] = {0.2f, 0.3f, 0.5f}, bad[3] = {0.2f, NAN, 0.1f}, big[2] = {0.5f, 1.5f};
     assert_int_equal(la_diag_add(d, 2, 5, 1, p, 3), LA_EINVAL);

@@ -243,7 +243,8 @@ static void test_grid_small(void **state) {
     assert_int_equal(ncase, 320);
 }
 
-/* T != S (decoding alignment pos0 = S - T), B = 2, sinv / logn transforms, doc ids. */
+/* T != S (decoding alignment pos0 = S - T), B = 2, sinv / logn transforms, doc ids (ASEntmax's
+ * n = p + 2 restarts with each document). */
 static void test_rect_transforms_docs(void **state) {
     (void)state;
     int cfg[][2] = {{1, 65}, {63, 130}, {65, 64}, {17, 200}};
@@ -253,7 +254,8 @@ static void test_rect_transforms_docs(void **state) {
         for (int x = 0; x < 3; x++)
             for (int docs = 0; docs < 2; docs++) {
                 la_pos others[] = {LA_POS_NOPE, LA_POS_PROPE, LA_POS_YARN, LA_POS_DYNAMIC_NTK};
-                la_spec sp = make_spec(c % 2 ? LA_NORM_SPARSEMAX : LA_NORM_ENTMAX, 1.5,
+                la_norm nm = c == 3 ? LA_NORM_ASENTMAX : c % 2 ? LA_NORM_SPARSEMAX : LA_NORM_ENTMAX;
+                la_spec sp = make_spec(nm, 1.5,
                                        x == 1 ? LA_POS_ROPE : others[c],
                                        c == 3 ? LA_PAT_WINDOW : LA_PAT_CAUSAL);
                 sp.xform = xfs[x];

@@ -138,6 +138,9 @@ static void test_gradcheck_softmax(void **st) { (void)st; gradcheck("softmax+rop
 static void test_gradcheck_softmax_gqa(void **st) { (void)st; gradcheck("softmax+nope+causal", 1); }
 static void test_gradcheck_sinv_prope(void **st) { (void)st; gradcheck("softmax+sinv(tau=10)+prope(p=0.5)+causal", 0); }
 static void test_gradcheck_logn(void **st) { (void)st; gradcheck("softmax+rope+logn+causal", 0); }
+/* ASEntmax (alpha = 1.5: p = [z/2 - tau]_+^2 is continuously differentiable, so central
+ * differences apply) with its beta/gamma layer parameters, on NAPE positions */
+static void test_gradcheck_asentmax(void **st) { (void)st; gradcheck("asentmax(alpha=1.5)+nape+causal", 0); }
 
 /* Gradients accumulate across backward calls, and a second backward without a forward is
  * refused. */
@@ -326,6 +329,7 @@ int main(void) {
         cmocka_unit_test(test_gradcheck_softmax_gqa),
         cmocka_unit_test(test_gradcheck_sinv_prope),
         cmocka_unit_test(test_gradcheck_logn),
+        cmocka_unit_test(test_gradcheck_asentmax),
         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_eval_matches_forward),
         cmocka_unit_test(test_eval_chunks),

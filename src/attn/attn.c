@@ -168,7 +168,8 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         for (int b = 0; b < s->B; b++)
             la_doc_runs(opts->doc_ids + (size_t)b * S, s->S, dstart + (size_t)b * S, dend + (size_t)b * S);
     c->dstart = dstart; c->dend = dend;
-#pragma omp parallel for num_threads(c->nthreads) schedule(static)
+    /* row visibility: trivial work per row, so threads only for long inputs */
+#pragma omp parallel for num_threads(c->nthreads) schedule(static) if ((size_t)s->B * s->T >= 65536)
     for (int bi = 0; bi < s->B * c->nqt; bi++) {
         int b = bi / c->nqt, qt = bi % c->nqt;
         int i0 = qt * LA_BQ, nr = s->T - i0 < LA_BQ ? s->T - i0 : LA_BQ;
@@ -286,25 +287,31 @@ void la_tile_logits(const la_attn_ctx *c, int h, const la_rowvis *rows, int i0, 
     }
 }
 
-size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v) {
+size_t la_prep_stride(const la_attn_ctx *c, int with_v) {
+    return (size_t)(with_v ? 2 : 1) * c->nkt * (size_t)c->D * LA_BK;
+}
+
+void la_prep_pairs_for(const la_attn_ctx *c, int p0, int n, int with_v) {
     const int D = c->D;
-    size_t tile = (size_t)D * LA_BK, stride = (size_t)(with_v ? 2 : 1) * c->nkt * tile;
-#pragma omp parallel num_threads(c->nthreads)
-    {
-        float *kr = la_ctx_scratch(c, omp_get_thread_num()); /* (BK, D) rotated rows */
+    size_t tile = (size_t)D * LA_BK, stride = la_prep_stride(c, with_v);
+    float *kr = la_ctx_scratch(c, omp_get_thread_num()); /* (BK, D) rotated rows */
 #pragma omp for schedule(static)
-        for (int t = 0; t < n * c->nkt; t++) {
-            int pr = p0 + t / c->nkt, kt = t % c->nkt;
-            int b = pr / c->Hkv, hkv = pr % c->Hkv;
-            int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
-            float *dst = c->prep + (size_t)(pr - p0) * stride + (size_t)kt * tile;
-            la_transpose(la_load_k(c, b, hkv, j0, nc, kr), nc, D, D, dst, LA_BK);
-            if (with_v)
-                la_transpose(c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * D, nc, D, D,
-                             dst + (size_t)c->nkt * tile, LA_BK);
-        }
+    for (int t = 0; t < n * c->nkt; t++) {
+        int pr = p0 + t / c->nkt, kt = t % c->nkt;
+        int b = pr / c->Hkv, hkv = pr % c->Hkv;
+        int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
+        float *dst = c->prep + (size_t)(pr - p0) * stride + (size_t)kt * tile;
+        la_transpose(la_load_k(c, b, hkv, j0, nc, kr), nc, D, D, dst, LA_BK);
+        if (with_v)
+            la_transpose(c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * D, nc, D, D,
+                         dst + (size_t)c->nkt * tile, LA_BK);
     }
-    return stride;
+}
+
+size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v) {
+#pragma omp parallel num_threads(c->nthreads)
+    la_prep_pairs_for(c, p0, n, with_v);
+    return la_prep_stride(c, with_v);
 }
 
 /* ---- public entry points --------------------------------------------------------- */

@@ -163,6 +163,10 @@ la_status la_attn_ctx_init(la_attn_ctx *ctx, const la_spec *spec, const la_shape
  * prep + (p - p0) * stride + kt * D * BK (K) and + nkt * D * BK more (V). Used so that a K
  * tile is rotated and transposed once per call instead of once per query tile. */
 size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v);
+/* The same as a worksharing loop inside an existing parallel region (every thread of the
+ * team must call it; ends with the loop's barrier). */
+void la_prep_pairs_for(const la_attn_ctx *c, int p0, int n, int with_v);
+size_t la_prep_stride(const la_attn_ctx *c, int with_v);
 
 /* Scratch of thread tid (scratch_bytes bytes, 64-byte aligned). */
 static inline void *la_ctx_scratch(const la_attn_ctx *c, int tid) {
@@ -216,7 +220,7 @@ float la_row_plogit(const float *P, const float *L, float mx, int n);
 float la_row_dot_live(const float *a, const float *b, const float *L, int n);
 
 /* exp(x) for x <= ~88 in float, vectorisable, exact 0 below -87.3 (and for -inf). */
-void la_exp_sub(const float *x, float mx, float *y, int n);
+float la_exp_sub(const float *x, float mx, float *y, int n); /* returns sum of y */
 
 /* ---- softmax kernels (softmax.c) -------------------------------------------------- */
 la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat);

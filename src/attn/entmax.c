@@ -200,6 +200,11 @@ double la_entmax_tau_bisect(const double *c, int n, int nfin, double alpha) {
     return best;
 }
 
+double la_entmax_tau_sorted(int kind, double *c, int n) {
+    int m = sorted_finite(c, n, c); /* in place: compaction never overtakes the reader */
+    return kind == LA_ENTMAX_SPARSEMAX ? tau_sparsemax_sorted(c, m) : tau_entmax15_sorted(c, m);
+}
+
 /* ---- step 3 + one row --------------------------------------------------------------- */
 
 la_status la_entmax_row_f64(int kind, double alpha, const double *z, int n, double *p,

@@ -81,8 +81,10 @@ typedef struct {
     float *cr;     /* (BQ) row factors */
     float *tmax;   /* (nkt, BQ) per tile row maxima */
     signed char *cls; /* (nkt) tile classes (-1: outside the span) */
+    double *cbuf;  /* (nkt) shifted tile maxima of one row */
     double *rowd;  /* (24, BQ) row state */
-    float *strip;  /* (BQ, nkt*BK) logits strip, or NULL */
+    float *strip;  /* (BQ, nkt*BK) logits strip (forward) / raw-dot tiles (backward), or NULL */
+    float *strip2; /* (nkt, BQ, BK) dO V^T tiles (backward), or NULL */
 } em_scratch;
 
 static size_t em_align(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -107,9 +109,14 @@ static size_t em_layout(int D, int nkt, int cache, char *base, em_scratch *s) {
     EM_TAKE(cr, float, LA_BQ);
     EM_TAKE(tmax, float, (size_t)nkt * LA_BQ);
     EM_TAKE(cls, signed char, nkt);
+    EM_TAKE(cbuf, double, nkt);
     EM_TAKE(rowd, double, 24 * LA_BQ); /* row state, R_COUNT <= 24 slots */
-    if (cache) EM_TAKE(strip, float, (size_t)LA_BQ * nkt * LA_BK);
-    else if (s) s->strip = NULL;
+    if (cache) {
+        EM_TAKE(strip, float, (size_t)LA_BQ * nkt * LA_BK);
+        EM_TAKE(strip2, float, (size_t)LA_BQ * nkt * LA_BK);
+    } else if (s) {
+        s->strip = s->strip2 = NULL;
+    }
 #undef EM_TAKE
     return off;
 }
@@ -213,19 +220,38 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
         for (int r = 0; r < nr; r++) {
             const float *l = Lt + (size_t)r * ld;
             float m = -INFINITY;
+#pragma omp simd reduction(max : m)
             for (int x = 0; x < nc; x++) m = l[x] > m ? l[x] : m;
             tm[r] = m;
             if (m > M[r]) M[r] = m;
         }
     }
 
-    /* pass 2..: thresholds. Every row starts with an evaluation at lo = -1. */
+    /* pass 2..: thresholds. Starting point: the root of f restricted to the per-tile row
+     * maxima. Dropping entries only lowers f, so that root is a lower bound of the true one
+     * and usually close to it (the big entries are tile maxima); a small margin keeps it
+     * below when the two coincide. */
     int active = 0;
     for (int r = 0; r < nr; r++) {
         done[r] = !(rows[r].nq > 0 && M[r] > -INFINITY);
         lo[r] = -1.0;
         hi[r] = -pow((double)rows[r].nq, 1.0 - e->alpha);
         t[r] = -1.0;
+        if (!done[r]) {
+            int cnt = 0;
+            for (int kt = 0; kt < c->nkt; kt++) {
+                if (s->cls[kt] <= 0) continue;
+                double cv = am1 * ((double)s->tmax[(size_t)kt * LA_BQ + r] - M[r]);
+                if (cv > -1.0) s->cbuf[cnt++] = cv;
+            }
+            if (cnt > 1) {
+                double ts = e->rk ? la_entmax_tau_sorted(e->rk == 1 ? LA_ENTMAX_SPARSEMAX : LA_ENTMAX_15,
+                                                         s->cbuf, cnt)
+                                  : la_entmax_tau_bisect(s->cbuf, cnt, cnt, e->alpha);
+                ts -= 1e-12 * (1.0 + fabs(ts));
+                if (ts > -1.0 && ts < hi[r]) t[r] = ts;
+            }
+        }
         wid[r] = INFINITY;
         aN[r] = 0;
         slow[r] = 0, dflo[r] = 0, dfhi[r] = 0, fhi[r] = 0;
@@ -316,7 +342,11 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
                 if (e->r < 1.0) slow[r] = (dfhi[r] < 0.0 && fr < 0.5 * fhi[r]) ? slow[r] + 1 : 0;
                 hi[r] = t[r], fhi[r] = fr, dfhi[r] = df[r];
             }
-            if (pass == 0 && fr <= 0.0) { done[r] = 1; active--; continue; } /* one-hot at -1 */
+            if (pass == 0 && t[r] == -1.0 && fr <= 0.0) { /* one-hot at -1 */
+                done[r] = 1;
+                active--;
+                continue;
+            }
             /* closed form on the set above lo (alpha = 2, 1.5): exact once consistent */
             if (e->rk && aN[r] > 0) {
                 double k = aN[r], mean = aS1[r] / k, tc;
@@ -347,7 +377,7 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
              * the step leaves the bracket, or |f| on that side failed to halve twice in a row. */
             double next = mid;
             if (e->r >= 1.0 && dflo[r] < 0.0) next = lo[r] - flo[r] / dflo[r];
-            else if (e->r < 1.0 && dfhi[r] < 0.0 && fhi[r] < 0.0) next = hi[r] - fhi[r] / dfhi[r];
+            else if (dfhi[r] < 0.0 && fhi[r] < 0.0) next = hi[r] - fhi[r] / dfhi[r];
             if (!(next > lo[r] && next < hi[r]) || slow[r] >= 2) next = mid, slow[r] = 0;
             wid[r] = width;
             t[r] = next;
@@ -378,6 +408,22 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             }
             const double mr = M[r], tr = t[r];
             double sp_ = 0, en = 0;
+            if (e->rk) { /* alpha = 2 / 1.5: branch-free, vectorised */
+                const int sq = e->rk == 2;
+#pragma omp simd reduction(+ : sp_)
+                for (int x = 0; x < nc; x++) {
+                    double xx = am1 * ((double)l[x] - mr) - tr;
+                    double xp = xx > 0.0 ? xx : 0.0;
+                    float pf = (float)(sq ? xp * xp : xp);
+                    p[x] = pf;
+                    sp_ += pf > 0.0f ? 1.0 : 0.0; /* support = p > 0 after rounding, as backward */
+                }
+                if (c->opts->row_entropy)
+                    for (int x = 0; x < nc; x++)
+                        if (p[x] > 0.0f) en -= (double)p[x] * log((double)p[x]);
+                supp[r] += sp_, ent[r] += en;
+                continue;
+            }
             const float lt = em_float_below(mr + tr / am1);
             for (int x = 0; x < nc; x++) {
                 if (!(l[x] > lt)) { /* cheap float prefilter, exact test below */
@@ -469,6 +515,22 @@ static int tile_pu(const em_t *e, const float *Lt, int ld, int nr, int nc, const
             for (int x = 0; x < nc; x++) p[x] = 0.0f, u[x] = 0.0f;
             continue;
         }
+        if (e->rk) { /* alpha = 2 / 1.5: branch-free, vectorised */
+            const int sq = e->rk == 2;
+            int cnt = 0;
+            const double am1 = e->am1;
+#pragma omp simd reduction(+ : cnt)
+            for (int x = 0; x < nc; x++) {
+                double xx = am1 * (double)l[x] - tr;
+                double xp = xx > 0.0 ? xx : 0.0;
+                float pf = (float)(sq ? xp * xp : xp);
+                p[x] = pf;
+                u[x] = pf > 0.0f ? (float)(sq ? xp : 1.0) : 0.0f;
+                cnt += pf > 0.0f;
+            }
+            nz += cnt;
+            continue;
+        }
         for (int x = 0; x < nc; x++) {
             double xx = e->am1 * (double)l[x] - tr;
             if (xx > 0.0) {
@@ -504,11 +566,16 @@ static double tile_dscore(const em_t *e, em_scratch *s, int h, const la_rowvis *
         const float *ta = c->has_t ? c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1) : NULL;
         float cr = s->cr[r];
         double sx = (double)c->scale * rows[r].xrow;
-        for (int x = 0; x < nc; x++) {
-            if (dl[x] == 0.0f) continue;
-            float a = ta ? ta[x] : 1.0f;
-            if (want_s) dls += (double)dl[x] * sx * a * sd[x];
-            dl[x] = dl[x] * cr * a;
+        if (want_s)
+            for (int x = 0; x < nc; x++)
+                if (dl[x] != 0.0f) dls += (double)dl[x] * sx * (ta ? ta[x] : 1.0f) * sd[x];
+        /* dl is exactly 0 off the support; multiplying keeps it 0 (cr, a finite) */
+        if (ta) {
+#pragma omp simd
+            for (int x = 0; x < nc; x++) dl[x] = dl[x] * cr * ta[x];
+        } else {
+#pragma omp simd
+            for (int x = 0; x < nc; x++) dl[x] = dl[x] * cr;
         }
     }
     return dls;
@@ -543,6 +610,11 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
             continue;
         }
         tile_dov(c, s, b, hkv, kt, nr, dob);
+        if (s->strip) { /* keep the dots and dO V^T of this tile for sweep 2 */
+            size_t blk = (size_t)kt * LA_BQ * LA_BK, bytes = sizeof(float) * (size_t)nr * LA_BK;
+            memcpy(s->strip + blk, s->sd, bytes);
+            memcpy(s->strip2 + blk, s->dP, bytes);
+        }
         for (int r = 0; r < nr; r++) {
             const float *u = s->U + (size_t)r * LA_BK, *dp = s->dP + (size_t)r * LA_BK;
             double a = 0, g = 0;
@@ -557,9 +629,19 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
     for (int kt = 0; kt < c->nkt; kt++) {
         if (s->cls[kt] <= 0) continue;
         int ld, j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
-        const float *Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 1);
+        const float *Lt;
+        if (s->strip) {
+            size_t blk = (size_t)kt * LA_BQ * LA_BK, bytes = sizeof(float) * (size_t)nr * LA_BK;
+            memcpy(s->sd, s->strip + blk, bytes);
+            memcpy(s->dP, s->strip2 + blk, bytes);
+            la_tile_logits(c, h, rows, i0, nr, j0, nc, s->cls[kt], s->cr, s->sd, s->L, LA_BK);
+            Lt = s->L;
+            ld = LA_BK;
+        } else {
+            Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 1);
+            tile_dov(c, s, b, hkv, kt, nr, dob);
+        }
         tile_pu(e, Lt, ld, nr, nc, tau, s->P, s->U);
-        tile_dov(c, s, b, hkv, kt, nr, dob);
         for (int r = 0; r < nr; r++) {
             float *u = s->U + (size_t)r * LA_BK;
             const float *p = s->P + (size_t)r * LA_BK, *dp = s->dP + (size_t)r * LA_BK;
@@ -622,7 +704,6 @@ static la_status em_backward(const la_attn_ctx *c, double alpha, const float *ro
                              const float *dout, float *dq, float *dk, float *dv) {
     em_t e;
     LA_TRY(em_init(&e, c, alpha));
-    e.cache = 0; /* the backward recomputes dots (it needs them for dS and dlogn_s) */
     float *delta = malloc(sizeof(float) * (size_t)c->B * c->H * c->T);
     double *dls = calloc((size_t)c->H, sizeof(double));
     if (!delta || !dls) {
@@ -633,7 +714,6 @@ static la_status em_backward(const la_attn_ctx *c, double alpha, const float *ro
 #pragma omp parallel num_threads(c->nthreads)
     {
         em_scratch s = em_thread(&e, omp_get_thread_num());
-        s.strip = NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int task = 0; task < nq; task++) {
             int qt = task % c->nqt, bh = task / c->nqt;

@@ -22,6 +22,10 @@ la_status la_entmax_row_f64(int kind, double alpha, const double *z, int n, doub
  * finite entries: sum_i [c_i - t]_+^(1/(alpha-1)) = 1, t in [-1, -nfin^(1-alpha)]. */
 double la_entmax_tau_bisect(const double *c, int n, int nfin, double alpha);
 
+/* Exact shifted threshold for alpha = 2 (kind LA_ENTMAX_SPARSEMAX) or 1.5 (LA_ENTMAX_15) of
+ * c (n) as above (at least one finite entry); sorts c in place (c is destroyed). */
+double la_entmax_tau_sorted(int kind, double *c, int n);
+
 /* Backward of one row (see la_entmax_bisect_backward_f64); dalpha may be NULL. */
 void la_entmax_backward_row_f64(const double *p, const double *dp, int n, double alpha,
                                 double *dz, double *dalpha);

@@ -84,7 +84,7 @@ la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, double *ome
 
 void la_rope_table(const double *omega, int D, int64_t base, int n, float *cs, int nthreads) {
     int half = D / 2;
-#pragma omp parallel for num_threads(nthreads) schedule(static)
+#pragma omp parallel for num_threads(nthreads) schedule(static) if ((size_t)n * D >= 65536)
     for (int r = 0; r < n; r++) {
         double pos = (double)(base + r);
         float *row = cs + (size_t)r * D;

@@ -125,8 +125,7 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
                 double mold = s->m[r];
                 int seen = s->l[r] > 0.0;
                 double mnew = seen && mold > tmax ? mold : tmax;
-                la_exp_sub(L, (float)mnew, P, nc);
-                float rs = la_row_sum(P, nc);
+                float rs = la_exp_sub(L, (float)mnew, P, nc); /* P and its row sum */
                 double e = want_ent ? la_row_plogit(P, L, (float)mnew, nc) : 0.0;
                 if (seen) {
                     double alpha = exp(mold - mnew);
@@ -214,12 +213,14 @@ static void keymass_task(const la_attn_ctx *c, const scratch *s, int b, int h, i
 
 la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) {
     const int npairs = c->B * c->Hkv, per_pair = c->group * c->nqt;
-    for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
-        const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
-        const size_t stride = la_prep_pairs(c, p0, n, 0);
+    const size_t stride = la_prep_stride(c, 0);
+    /* one parallel region for the whole call (fewer fork/joins and barriers) */
 #pragma omp parallel num_threads(c->nthreads)
-        {
-            scratch s = get_scratch(c, omp_get_thread_num());
+    {
+        scratch s = get_scratch(c, omp_get_thread_num());
+        for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
+            const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
+            la_prep_pairs_for(c, p0, n, 0);
             /* largest query tiles first (causal cost grows with the tile index) */
 #pragma omp for schedule(dynamic, 1)
             for (int t = 0; t < n * per_pair; t++) {
@@ -229,12 +230,8 @@ la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) 
                 fwd_task(c, &s, b, h, qt, out, row_stat, c->prep + (size_t)(pr - p0) * stride);
             }
         }
-    }
-    if (c->opts->key_mass) {
-        const int nk = c->B * c->H * c->nkt;
-#pragma omp parallel num_threads(c->nthreads)
-        {
-            scratch s = get_scratch(c, omp_get_thread_num());
+        if (c->opts->key_mass) {
+            const int nk = c->B * c->H * c->nkt;
 #pragma omp for schedule(dynamic, 1)
             for (int t = 0; t < nk; t++) {
                 int kt = t % c->nkt, bh = t / c->nkt;
@@ -374,12 +371,13 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
     double *part = dlogn && c->spec->xform == LA_XF_LOGN ? c->part : NULL;
     const int ntk = c->B * c->Hkv * c->nkt;
     const int npairs = c->B * c->Hkv, per_pair = c->group * c->nqt;
-    for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
-        const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
-        const size_t stride = la_prep_pairs(c, p0, n, 1);
+    const size_t stride = la_prep_stride(c, 1);
 #pragma omp parallel num_threads(c->nthreads)
-        {
-            scratch s = get_scratch(c, omp_get_thread_num());
+    {
+        scratch s = get_scratch(c, omp_get_thread_num());
+        for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
+            const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
+            la_prep_pairs_for(c, p0, n, 1);
 #pragma omp for schedule(dynamic, 1)
             for (int t = 0; t < n * per_pair; t++) {
                 int pr = p0 + t / per_pair, rem = t % per_pair;
@@ -390,10 +388,6 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
                         c->prep + (size_t)(pr - p0) * stride);
             }
         }
-    }
-#pragma omp parallel num_threads(c->nthreads)
-    {
-        scratch s = get_scratch(c, omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
         for (int t = 0; t < ntk; t++) {
             int kt = t % c->nkt, bh = t / c->nkt;

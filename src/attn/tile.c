@@ -234,13 +234,14 @@ float la_row_plogit(const float *P, const float *L, float mx, int n) {
 /* y = exp(x - mx), exactly 0 where x = -inf (masked). exp by range reduction
  * x = n ln2 + r, |r| <= ln2/2, Taylor polynomial of degree 7 (relative error < 1e-8 before
  * rounding), scaled by 2^n with scalef (gradual underflow to 0). */
-void la_exp_sub(const float *x, float mx, float *y, int n) {
+float la_exp_sub(const float *x, float mx, float *y, int n) {
     int i = 0;
 #ifdef __AVX512F__
     const __m512 vm = _mm512_set1_ps(mx), lo = _mm512_set1_ps(-104.0f);
     const __m512 l2e = _mm512_set1_ps(1.44269504088896341f);
     const __m512 ln2h = _mm512_set1_ps(0.693359375f), ln2l = _mm512_set1_ps(-2.12194440e-4f);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 acc = _mm512_setzero_ps();
     for (; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         __m512 xv = _mm512_mask_loadu_ps(ninf, k, x + i);
@@ -258,9 +259,16 @@ void la_exp_sub(const float *x, float mx, float *y, int n) {
         p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
         p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
         p = _mm512_scalef_ps(p, nn);
-        _mm512_mask_storeu_ps(y + i, k, _mm512_maskz_mov_ps(live, p));
+        p = _mm512_maskz_mov_ps(live, p);
+        acc = _mm512_add_ps(acc, p);
+        _mm512_mask_storeu_ps(y + i, k, p);
     }
-    return;
+    return _mm512_reduce_add_ps(acc);
 #endif
-    for (; i < n; i++) y[i] = x[i] == -INFINITY ? 0.0f : expf(x[i] - mx);
+    float sum = 0.0f;
+    for (; i < n; i++) {
+        y[i] = x[i] == -INFINITY ? 0.0f : expf(x[i] - mx);
+        sum += y[i];
+    }
+    return sum;
 }

@@ -41,7 +41,7 @@ typedef struct {
     float *h_pre;     // (N, F)
     float *h_act;     // (N, F) (train; eval aliases h_pre)
     float *res_out;   // (N, C) (train) block output
-    float *as_beta, *as_gamma, *as_pre_b, *as_pre_g;  // (B, H, T) x2, (N, H) x2 (asentmax)
+    float *as_beta, *as_gamma;  // (B, H, T) ASEntmax beta, gamma (asentmax only)
     float *block;     // the one allocation
 } acts;
 
@@ -66,7 +66,7 @@ struct la_model {
     int32_t *tokens, *targets;                             // (N) copies for backward
     /* backward scratch */
     float *dres, *dln, *dy, *datt, *dqh, *dkh, *dvh, *dq_raw, *dk_raw, *dv_raw, *dh, *dbeta,
-        *dgamma, *as_scratch, *dlogn;
+        *dgamma, *dlogn;
     float *train_block;
     int fB, fT;          // shape of the last training forward
     int can_backward;
@@ -353,10 +353,8 @@ static void carve_acts(carver *cv, acts *a, const la_model *m, size_t N, int tra
     if (m->asent) {
         a->as_beta = carve(cv, N * H);
         a->as_gamma = carve(cv, N * H);
-        a->as_pre_b = carve(cv, N * H);
-        a->as_pre_g = carve(cv, N * H);
     } else {
-        a->as_beta = a->as_gamma = a->as_pre_b = a->as_pre_g = NULL;
+        a->as_beta = a->as_gamma = NULL;
     }
 }
 
@@ -385,7 +383,6 @@ static void carve_train(carver *cv, la_model *m, size_t N) {
     if (m->asent) {
         m->dbeta = carve(cv, N * H);
         m->dgamma = carve(cv, N * H);
-        m->as_scratch = carve(cv, 2 * N * H);
     }
 }
 
@@ -463,10 +460,10 @@ static la_status block_forward(la_model *m, int l, acts *a, const float *x_in, f
     mm_forward(tm, a->q_raw, a->ln1, P + o->wq, N, C, H * D, 0);           // F2: q = a Wq^T
     mm_forward(tm, a->k_raw, a->ln1, P + o->wk, N, C, K * D, 0);           // F3: k = a Wk^T
     mm_forward(tm, a->v_raw, a->ln1, P + o->wv, N, C, K * D, 0);           // F4: v = a Wv^T
-    if (m->asent)                                                           // F5: beta, gamma
-        as_coeffs_forward(tm, a->as_beta, a->as_gamma, a->as_pre_b, a->as_pre_g, a->ln1,
-                          P + o->as_wb, P + o->as_bb, P + o->as_wg, P + o->as_bg,
-                          m->spec.as_gamma_range, B, T, H, C);
+    if (m->asent)  // F5: ASEntmax beta, gamma (B, H, T) from a, the entmax work's layer
+        LA_TRY(la_asentmax_params_forward(a->ln1, B, T, C, H, P + o->as_wb, P + o->as_bb,
+                                          P + o->as_wg, P + o->as_bg, m->spec.as_gamma_range,
+                                          a->as_beta, a->as_gamma));
     qknorm_forward(a->qh, a->q_rstd, a->q_raw, P + o->qn_g, B, T, H, D);   // F6: QK-norm q
     qknorm_forward(a->kh, a->k_rstd, a->k_raw, P + o->kn_g, B, T, K, D);   // F7: QK-norm k
     permute_bthd_to_bhtd(a->vh, a->v_raw, B, T, K, D);                     // F8: v layout
@@ -525,10 +522,11 @@ static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, 
     mm_backward(tm, m->dln, G + o->wq, m->dq_raw, a->ln1, P + o->wq, N, C, H * D, 0);
     mm_backward(tm, m->dln, G + o->wk, m->dk_raw, a->ln1, P + o->wk, N, C, K * D, 1);
     mm_backward(tm, m->dln, G + o->wv, m->dv_raw, a->ln1, P + o->wv, N, C, K * D, 1);
-    if (m->asent)  // F5
-        as_coeffs_backward(tm, m->dln, G + o->as_wb, G + o->as_bb, G + o->as_wg, G + o->as_bg,
-                           m->as_scratch, m->dbeta, m->dgamma, a->as_pre_b, a->as_pre_g, a->ln1,
-                           P + o->as_wb, P + o->as_wg, m->spec.as_gamma_range, B, T, H, C);
+    if (m->asent)  // F5: d a += from beta, gamma; dWb, dbb, dWg, dbg accumulated
+        LA_TRY(la_asentmax_params_backward(a->ln1, B, T, C, H, P + o->as_wb, P + o->as_wg,
+                                           m->spec.as_gamma_range, a->as_beta, a->as_gamma,
+                                           m->dbeta, m->dgamma, m->dln, G + o->as_wb,
+                                           G + o->as_bb, G + o->as_wg, G + o->as_bg));
     /* F1: dres += d RMSNorm(x) -> dres is now d x_in */
     rmsnorm_backward(m->dres, G + o->ln1_g, m->dln, x_in, a->ln1_rstd, P + o->ln1_g, N, C);
     return LA_OK;

@@ -52,21 +52,6 @@ void qknorm_backward(float *dx, float *dg, const float *dy, const float *x, cons
 void permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D);
 void permute_bhtd_to_bthd(float *y, const float *x, int B, int T, int H, int D);
 
-/* ---- as_coeffs.c: ASEntmax coefficients (SPEC 5, Vasylenko et al. 2025) per head and
- * query from the normalised layer input a (N, C):
- *   beta = softplus(a Wb^T + bb),  gamma = gamma_range * tanh(a Wg^T + bg)   (B, H, T)
- * This is the hook for the entmax work's coefficient layer. ---- */
-void as_coeffs_forward(double *timer, float *beta, float *gamma, float *pre_b, float *pre_g,
-                       const float *a, const float *wb, const float *bb, const float *wg,
-                       const float *bg, double gamma_range, int B, int T, int H, int C);
-/* dbeta, dgamma: (B, H, T) -> da (N, C) ACCUMULATED; dwb, dbb, dwg, dbg accumulated.
- * scratch: (2, N, H) */
-void as_coeffs_backward(double *timer, float *da, float *dwb, float *dbb, float *dwg, float *dbg,
-                        float *scratch, const float *dbeta, const float *dgamma,
-                        const float *pre_b, const float *pre_g, const float *a,
-                        const float *wb, const float *wg, double gamma_range, int B, int T,
-                        int H, int C);
-
 /* ---- embed.c: token embedding and the cross-entropy head ---- */
 /* x (N, C) = wte[tokens] ; tokens checked by the caller */
 void embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C);

@@ -37,6 +37,8 @@ la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out
     if (max_dist < 0) return la_fail(LA_EINVAL, "la_diag_new: max_dist must be >= 0 (got %lld)", (long long)max_dist);
     if (!(delta > 1) || !isfinite(delta)) return la_fail(LA_EINVAL, "la_diag_new: delta must be a finite number > 1 (got %g)", delta);
     if (n_slots < 1) return la_fail(LA_EINVAL, "la_diag_new: n_slots must be >= 1 (got %d)", n_slots);
+    if (max_dist > ((int64_t)1 << 50))
+        return la_fail(LA_EINVAL, "la_diag_new: max_dist must be <= 2^50 (got %lld)", (long long)max_dist);
     /* edges 0, 1, then e_{k+1} = max(e_k + 1, ceil(e_k * delta)) until past max_dist */
     int64_t e[130];
     int n = 0;

@@ -1,0 +1,494 @@
+/* bench_attn.c -- `longattn bench attn`: attention kernel speed against the machine's
+ * sgemm, measured in one run (issue 2, Benchmark section).
+ *
+ * What it measures, with B = 1, H = Hkv = 8, D = 64, T = S, bottom-right alignment:
+ *   - cblas_sgemm GFLOP/s at 1024^3 (2*n^3 flops), best of 5, same thread count as the
+ *     kernel (--threads, default 2);
+ *   - la_attn_forward and forward+backward GFLOP/s for `softmax+causal` and
+ *     `softmax+sinv(tau=10)+prope(p=0.5)+causal` at T in {1024, 4096, 16384}, and for
+ *     `softmax+window(512)` at T = 65536;
+ *   - extra memory of each run: resident memory beyond the input, output and gradient
+ *     tensors at the run's peak (VmHWM after resetting it with /proc/self/clear_refs once
+ *     the tensors are allocated and touched; a fresh workspace per row, so the workspace
+ *     counts as extra).
+ * FLOPs: 4*D per visible (query, key) pair forward, 10*D forward+backward, pairs counted
+ * exactly from the pattern (count_pairs). Each row: one warm-up call (also the memory
+ * probe) that grows the reused la_workspace, then the median of REPS timed calls (REPS_SHORT
+ * for calls under SHORT_RUN_S); a
+ * warm-up slower than LONG_RUN_S is itself the measurement (reps = 1), so T = 16384 stays
+ * affordable on 2 cores.
+ * Targets (informative, printed as PASS/FAIL, never asserted): forward at T >= 4096 >= 50%
+ * of sgemm; sinv+prope at most 15% slower than softmax; window(512)@65536 >= half the
+ * GFLOP/s of causal@4096; extra memory < 64 MiB at T = 65536. */
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "bench.h"
+#include "cli/cli.h"
+#include "core/internal.h"
+#include "longattn.h"
+
+#define NH 8
+#define HD 64
+#define REPS 3
+#define REPS_SHORT 5  /* calls under SHORT_RUN_S: more of them, the median resists a busy machine */
+#define SHORT_RUN_S 0.5
+#define LONG_RUN_S 2.0
+#define MIB (1024.0 * 1024.0)
+
+static const char *SPEC_CAUSAL = "softmax+causal";
+static const char *SPEC_SINV = "softmax+sinv(tau=10)+prope(p=0.5)+causal";
+
+typedef struct {
+    char spec[96];
+    int T;
+    int bwd;             /* 0: "fwd", 1: "fwd+bwd" */
+    double pairs;        /* visible (query, key) pairs over all heads */
+    double seconds;      /* median time of one call (fwd) or fwd+bwd pair */
+    double gflops;
+    int reps;            /* timed calls the median is over */
+    int64_t extra_bytes; /* -1: unknown */
+    double vs_sgemm;     /* gflops / the run's sgemm figure */
+} row_result;
+
+typedef struct {
+    int threads, quick, json;
+    row_result rows[32];
+    int n_rows;
+    double sgemm_gflops;           /* the better of the start and end measurements */
+    double sgemm_start, sgemm_end; /* sgemm before and after the attention rows */
+    int sgemm_n;
+} bench_state;
+
+/* Visible (query, key) pairs of one head, from SPEC 2, for query positions pos0 .. pos0+T-1
+ * and keys 0 .. S-1. Exact integer count (double holds it exactly below 2^53). */
+static double count_pairs(const la_spec *sp, int T, int S, int64_t pos0) {
+    double total = 0;
+    for (int i = 0; i < T; i++) {
+        int64_t p = pos0 + i, lo = 0, hi = S - 1, n;
+        switch (sp->pattern) {
+        case LA_PAT_FULL:
+            n = S;
+            break;
+        case LA_PAT_CAUSAL:
+            hi = p < hi ? p : hi;
+            n = hi >= lo ? hi - lo + 1 : 0;
+            break;
+        case LA_PAT_WINDOW:
+            hi = p < hi ? p : hi;
+            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
+            n = hi >= lo ? hi - lo + 1 : 0;
+            break;
+        case LA_PAT_SINKS: {
+            hi = p < hi ? p : hi;
+            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
+            n = hi >= lo ? hi - lo + 1 : 0;
+            int64_t s_hi = sp->sinks - 1 < hi ? sp->sinks - 1 : hi; /* sinks 0..n-1 */
+            int64_t s_end = s_hi < lo - 1 ? s_hi : lo - 1;           /* not already in the window */
+            if (s_end >= 0) n += s_end + 1;
+            break;
+        }
+        default:
+            return -1; /* global: not used by this benchmark */
+        }
+        total += (double)n;
+    }
+    return total;
+}
+
+static void fill_uniform(float *x, size_t n, la_rng *r, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * (float)(2.0 * la_rng_uniform(r) - 1.0);
+}
+
+/* OpenBLAS's DYNAMIC_ARCH picks its kernel at load time from the CPU id; on some virtual
+ * CPUs it falls back to an old SSE3 kernel (Prescott) and sgemm runs several times below
+ * the machine's capability, which would flatter every ratio against it. Detect that case
+ * so the output says so (the fix is OPENBLAS_CORETYPE=SkylakeX or Haswell in the
+ * environment, read by OpenBLAS before main). */
+static int blas_core_is_weak(const char *core) {
+    static const char *weak[] = {"prescott", "core2", "katmai", "coppermine", "northwood", "penryn", "dunnington",
+                                 "nehalem", "atom", "banias", "generic"};
+    int has_avx2 = __builtin_cpu_supports("avx2");
+    if (!has_avx2 || !core) return 0;
+    for (size_t i = 0; i < sizeof weak / sizeof *weak; i++)
+        if (!strcasecmp(core, weak[i])) return 1;
+    return 0;
+}
+
+static double sgemm_gflops(int n, int threads) {
+    float *a = malloc(sizeof(float) * (size_t)n * n), *b = malloc(sizeof(float) * (size_t)n * n),
+          *c = malloc(sizeof(float) * (size_t)n * n);
+    if (!a || !b || !c) {
+        free(a), free(b), free(c);
+        return -1;
+    }
+    la_rng r;
+    la_rng_seed(&r, 7);
+    fill_uniform(a, (size_t)n * n, &r, 1.0f);
+    fill_uniform(b, (size_t)n * n, &r, 1.0f);
+    memset(c, 0, sizeof(float) * (size_t)n * n);
+    int saved = openblas_get_num_threads();
+    openblas_set_num_threads(threads);
+    double best = 1e30;
+    for (int rep = 0; rep < 6; rep++) { /* rep 0 is the warm-up */
+        double t0 = bench_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double dt = bench_now() - t0;
+        if (rep > 0 && dt < best) best = dt;
+    }
+    openblas_set_num_threads(saved);
+    free(a), free(b), free(c);
+    return 2.0 * n * (double)n * n / best / 1e9;
+}
+
+/* Tensors of one size, allocated and touched before the memory baseline. */
+typedef struct {
+    la_shape sh;
+    float *q, *k, *v, *out, *lse, *dout, *dq, *dk, *dv;
+} tensors;
+
+static void tensors_free(tensors *t) {
+    free(t->q), free(t->k), free(t->v), free(t->out), free(t->lse);
+    free(t->dout), free(t->dq), free(t->dk), free(t->dv);
+    memset(t, 0, sizeof *t);
+}
+
+static int tensors_alloc(tensors *t, int T) {
+    memset(t, 0, sizeof *t);
+    t->sh = (la_shape){.B = 1, .H = NH, .Hkv = NH, .T = T, .S = T, .D = HD, .pos0 = LA_POS0_AUTO};
+    size_t nq = (size_t)NH * T * HD;
+    t->q = malloc(nq * sizeof(float)), t->k = malloc(nq * sizeof(float));
+    t->v = malloc(nq * sizeof(float)), t->out = malloc(nq * sizeof(float));
+    t->lse = malloc((size_t)NH * T * sizeof(float));
+    t->dout = malloc(nq * sizeof(float)), t->dq = malloc(nq * sizeof(float));
+    t->dk = malloc(nq * sizeof(float)), t->dv = malloc(nq * sizeof(float));
+    if (!t->q || !t->k || !t->v || !t->out || !t->lse || !t->dout || !t->dq || !t->dk || !t->dv) {
+        tensors_free(t);
+        return -1;
+    }
+    la_rng r;
+    la_rng_seed(&r, (uint64_t)T);
+    /* q, k of unit-ish rms: scores of order 1 as after QK-norm */
+    fill_uniform(t->q, nq, &r, 1.7f), fill_uniform(t->k, nq, &r, 1.7f);
+    fill_uniform(t->v, nq, &r, 1.0f), fill_uniform(t->dout, nq, &r, 1.0f);
+    memset(t->out, 0, nq * sizeof(float)), memset(t->lse, 0, (size_t)NH * T * sizeof(float));
+    memset(t->dq, 0, nq * sizeof(float)), memset(t->dk, 0, nq * sizeof(float));
+    memset(t->dv, 0, nq * sizeof(float));
+    return 0;
+}
+
+static la_status run_once(const la_spec *sp, tensors *t, int bwd, const la_attn_opts *o) {
+    la_status s = la_attn_forward(sp, &t->sh, t->q, t->k, t->v, t->out, t->lse, o);
+    if (s != LA_OK || !bwd) return s;
+    return la_attn_backward(sp, &t->sh, t->q, t->k, t->v, t->out, t->lse, t->dout, t->dq, t->dk,
+                            t->dv, o);
+}
+
+static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) {
+    la_spec sp;
+    if (la_spec_parse(spec_text, &sp) != LA_OK) {
+        fprintf(stderr, "longattn bench attn: %s\n", la_errmsg());
+        return 1;
+    }
+    row_result *r = &st->rows[st->n_rows];
+    memset(r, 0, sizeof *r);
+    snprintf(r->spec, sizeof r->spec, "%s", spec_text);
+    r->T = t->sh.T;
+    r->bwd = bwd;
+    r->pairs = NH * count_pairs(&sp, t->sh.T, t->sh.S, t->sh.S - t->sh.T);
+
+    la_workspace *ws = la_workspace_new();
+    if (!ws) {
+        fprintf(stderr, "longattn bench attn: out of memory (workspace)\n");
+        return 1;
+    }
+    la_attn_opts o = la_attn_default_opts();
+    o.n_threads = st->threads;
+    o.ws = ws;
+
+    /* warm-up = memory probe: fresh workspace, peak RSS reset after the tensors exist */
+    int64_t base = bench_mem_reset();
+    double t0 = bench_now();
+    la_status s = run_once(&sp, t, bwd, &o);
+    double first = bench_now() - t0;
+    int64_t peak = bench_mem_peak();
+    r->extra_bytes = (base >= 0 && peak >= 0) ? peak - base : -1;
+    if (s != LA_OK) {
+        fprintf(stderr, "longattn bench attn: %s T=%d: %s: %s\n", spec_text, t->sh.T,
+                la_status_name(s), la_errmsg());
+        la_workspace_free(ws);
+        return 1;
+    }
+    double times[REPS_SHORT];
+    int reps = 0, want = first < SHORT_RUN_S ? REPS_SHORT : REPS;
+    if (first >= LONG_RUN_S) {
+        times[reps++] = first;
+    } else {
+        for (; reps < want; reps++) {
+            t0 = bench_now();
+            s = run_once(&sp, t, bwd, &o);
+            times[reps] = bench_now() - t0;
+            if (s != LA_OK) {
+                fprintf(stderr, "longattn bench attn: %s: %s\n", la_status_name(s), la_errmsg());
+                la_workspace_free(ws);
+                return 1;
+            }
+        }
+    }
+    la_workspace_free(ws);
+    r->reps = reps;
+    r->seconds = bench_median(times, reps);
+    r->gflops = r->pairs * (bwd ? 10.0 : 4.0) * HD / r->seconds / 1e9;
+    st->n_rows++;
+    fprintf(stderr, "  %-44s T=%-6d %-8s %8.2f GFLOP/s  %.3f s\n", r->spec, r->T, bwd ? "fwd+bwd" : "fwd", r->gflops,
+            r->seconds);
+    return 0;
+}
+
+static const row_result *find_row(const bench_state *st, const char *spec, int T, int bwd) {
+    for (int i = 0; i < st->n_rows; i++)
+        if (!strcmp(st->rows[i].spec, spec) && st->rows[i].T == T && st->rows[i].bwd == bwd) return &st->rows[i];
+    return NULL;
+}
+
+/* One target line: PASS/FAIL, what, the measured value and the threshold. */
+typedef struct {
+    char name[64];
+    char detail[200];
+    double value, threshold;
+    int pass;
+} target;
+
+static int eval_targets(const bench_state *st, const int *Ts, int nT, int T_win, const char *spec_win,
+                        target *tg) {
+    int n = 0;
+    /* 1. forward at T >= 4096 (quick: the largest T) >= 50% of sgemm: worst such row */
+    int T_min = st->quick ? Ts[nT - 1] : 4096;
+    double worst = 1e30;
+    int worst_T = 0;
+    for (int i = 0; i < nT; i++) {
+        const row_result *r = find_row(st, SPEC_CAUSAL, Ts[i], 0);
+        if (r && Ts[i] >= T_min && r->gflops / st->sgemm_gflops < worst) worst = r->gflops / st->sgemm_gflops, worst_T = Ts[i];
+    }
+    if (worst_T) {
+        tg[n] = (target){.value = worst, .threshold = 0.5, .pass = worst >= 0.5};
+        snprintf(tg[n].name, sizeof tg[n].name, "fwd_vs_sgemm");
+        snprintf(tg[n].detail, sizeof tg[n].detail,
+                 "causal softmax forward at T>=%d reaches >= 50%% of sgemm (worst T=%d: %.2fx)", T_min, worst_T, worst);
+        n++;
+    }
+    /* 2. sinv+prope overhead over softmax: worst ratio of seconds over every T and pass */
+    double wr = 0;
+    int wT = 0, wb = 0;
+    for (int i = 0; i < nT; i++)
+        for (int b = 0; b < 2; b++) {
+            const row_result *a = find_row(st, SPEC_CAUSAL, Ts[i], b), *s = find_row(st, SPEC_SINV, Ts[i], b);
+            if (a && s && s->seconds / a->seconds > wr) wr = s->seconds / a->seconds, wT = Ts[i], wb = b;
+        }
+    if (wT) {
+        tg[n] = (target){.value = wr - 1.0, .threshold = 0.15, .pass = wr <= 1.15};
+        snprintf(tg[n].name, sizeof tg[n].name, "sinv_overhead");
+        snprintf(tg[n].detail, sizeof tg[n].detail,
+                 "sinv+prope costs <= 15%% over softmax (worst T=%d %s: %+.1f%%)", wT, wb ? "fwd+bwd" : "fwd",
+                 100.0 * (wr - 1.0));
+        n++;
+    }
+    /* 3. window GFLOP/s (on visible pairs) >= half of causal at T = 4096 (quick: largest T) */
+    int T_ref = st->quick ? Ts[nT - 1] : 4096;
+    for (int b = 0; b < 2; b++) {
+        const row_result *w = find_row(st, spec_win, T_win, b), *c = find_row(st, SPEC_CAUSAL, T_ref, b);
+        if (!w || !c) continue;
+        double ratio = w->gflops / c->gflops;
+        tg[n] = (target){.value = ratio, .threshold = 0.5, .pass = ratio >= 0.5};
+        snprintf(tg[n].name, sizeof tg[n].name, "window_vs_causal_%s", b ? "fwdbwd" : "fwd");
+        snprintf(tg[n].detail, sizeof tg[n].detail,
+                 "%s at T=%d keeps >= half the GFLOP/s of causal at T=%d, %s (%.2fx)", spec_win, T_win, T_ref,
+                 b ? "fwd+bwd" : "fwd", ratio);
+        n++;
+    }
+    /* 4. extra memory at the window row's T < 64 MiB */
+    int64_t mx = -1;
+    for (int b = 0; b < 2; b++) {
+        const row_result *w = find_row(st, spec_win, T_win, b);
+        if (w && w->extra_bytes > mx) mx = w->extra_bytes;
+    }
+    tg[n] = (target){.value = mx >= 0 ? mx / MIB : NAN, .threshold = 64.0, .pass = mx >= 0 && mx < 64 * MIB};
+    snprintf(tg[n].name, sizeof tg[n].name, "extra_memory_mib");
+    snprintf(tg[n].detail, sizeof tg[n].detail, "extra memory at T=%d < 64 MiB (%s)", T_win,
+             mx >= 0 ? "measured below" : "VmHWM not available");
+    if (mx >= 0)
+        snprintf(tg[n].detail, sizeof tg[n].detail, "extra memory at T=%d < 64 MiB (%.1f MiB)", T_win, mx / MIB);
+    n++;
+    return n;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: longattn bench attn [--threads N] [--json] [--quick]\n"
+            "  sgemm GFLOP/s (1024^3) and attention forward / forward+backward GFLOP/s at\n"
+            "  B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
+            "  T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory.\n"
+            "  --threads N  threads for sgemm and the kernel (default 2)\n"
+            "  --json       print one JSON object {sgemm_gflops, rows[...], targets[...]}\n"
+            "  --quick      small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
+            "               a smoke test of the benchmark itself, not a measurement\n");
+}
+
+int bench_attn(int argc, char **argv) {
+    bench_state *st = calloc(1, sizeof *st);
+    if (!st) return 1;
+    st->threads = 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) st->json = 1;
+        else if (!strcmp(argv[i], "--quick")) st->quick = 1;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            if (*end || n < 1 || n > 1024) {
+                free(st);
+                return cli_usage_error("bench attn", "--threads wants an integer in 1..1024, got '%s'", argv[i]);
+            }
+            st->threads = (int)n;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            free(st);
+            return 0;
+        } else {
+            free(st);
+            return cli_usage_error("bench attn", "unknown option '%s' (valid: --threads N, --json, --quick)", argv[i]);
+        }
+    }
+    /* big buffers are mmapped and handed back on free, so each row's baseline is honest */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+
+    static const int Ts_full[] = {1024, 4096, 16384}, Ts_quick[] = {128, 256};
+    const int *Ts = st->quick ? Ts_quick : Ts_full;
+    int nT = st->quick ? 2 : 3;
+    int T_win = st->quick ? 1024 : 65536;
+    const char *spec_win = st->quick ? "softmax+window(64)" : "softmax+window(512)";
+    st->sgemm_n = st->quick ? 256 : 1024;
+    const char *core = openblas_get_corename();
+    int weak = blas_core_is_weak(core);
+    st->sgemm_start = st->sgemm_gflops = sgemm_gflops(st->sgemm_n, st->threads);
+    if (st->sgemm_gflops <= 0) {
+        fprintf(stderr, "longattn bench attn: out of memory (sgemm buffers)\n");
+        free(st);
+        return 1;
+    }
+    if (!st->json) {
+        printf("longattn bench attn: B=1 H=%d D=%d, %d thread%s%s\n", NH, HD, st->threads,
+               st->threads > 1 ? "s" : "", st->quick ? " (QUICK sizes: smoke test only)" : "");
+        printf("sgemm %d^3 at the start: %.2f GFLOP/s (best of 5), OpenBLAS kernel %s\n", st->sgemm_n, st->sgemm_gflops,
+               core);
+        if (weak)
+            printf("WARNING: OpenBLAS picked its %s kernel on a CPU with AVX2%s, so this sgemm is several times below\n"
+                   "the machine's; rerun with OPENBLAS_CORETYPE=%s for a meaningful baseline.\n",
+                   core, __builtin_cpu_supports("avx512f") ? "/AVX-512" : "", __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
+        fflush(stdout);
+    }
+    fprintf(stderr, "longattn bench attn: running (progress on stderr, results at the end)\n");
+
+    int rc = 0;
+    tensors t;
+    for (int i = 0; i < nT && !rc; i++) {
+        if (tensors_alloc(&t, Ts[i])) {
+            fprintf(stderr, "longattn bench attn: out of memory (T=%d tensors)\n", Ts[i]);
+            rc = 1;
+            break;
+        }
+        /* softmax and sinv+prope back to back for each pass, so the pair compared by the
+         * sinv target is measured under the same machine load */
+        for (int b = 0; b < 2 && !rc; b++) {
+            rc = run_row(st, SPEC_CAUSAL, &t, b);
+            if (!rc) rc = run_row(st, SPEC_SINV, &t, b);
+        }
+        tensors_free(&t);
+    }
+    if (!rc) {
+        if (tensors_alloc(&t, T_win)) {
+            fprintf(stderr, "longattn bench attn: out of memory (T=%d tensors)\n", T_win);
+            rc = 1;
+        } else {
+            for (int b = 0; b < 2 && !rc; b++) rc = run_row(st, spec_win, &t, b);
+            tensors_free(&t);
+        }
+    }
+    if (rc) {
+        free(st);
+        return rc;
+    }
+
+    /* sgemm again at the end: on a shared machine the load may have changed meanwhile; the
+     * ratios use the better figure, so they are never flattered by a slow sgemm run */
+    st->sgemm_end = sgemm_gflops(st->sgemm_n, st->threads);
+    if (st->sgemm_end > st->sgemm_gflops) st->sgemm_gflops = st->sgemm_end;
+    for (int i = 0; i < st->n_rows; i++) st->rows[i].vs_sgemm = st->rows[i].gflops / st->sgemm_gflops;
+    if (!st->json) printf("sgemm %d^3 at the end: %.2f GFLOP/s; ratios use %.2f\n\n", st->sgemm_n, st->sgemm_end, st->sgemm_gflops);
+
+    if (!st->json) {
+        printf("%-44s %6s %-8s %9s %8s %9s  %6s %s\n", "spec", "T", "pass", "GFLOP/s", "seconds", "extraMiB",
+               "/sgemm", "reps");
+        for (int i = 0; i < st->n_rows; i++) {
+            const row_result *r = &st->rows[i];
+            printf("%-44s %6d %-8s %9.2f %8.3f %9.1f  %5.2fx  %d\n", r->spec, r->T, r->bwd ? "fwd+bwd" : "fwd", r->gflops,
+                   r->seconds, r->extra_bytes >= 0 ? r->extra_bytes / MIB : NAN, r->vs_sgemm, r->reps);
+        }
+    }
+
+    target tg[8];
+    int ntg = eval_targets(st, Ts, nT, T_win, spec_win, tg);
+    if (st->json) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "sgemm_gflops", st->sgemm_gflops);
+        cJSON_AddNumberToObject(root, "sgemm_n", st->sgemm_n);
+        cJSON_AddNumberToObject(root, "sgemm_gflops_start", st->sgemm_start);
+        cJSON_AddNumberToObject(root, "sgemm_gflops_end", st->sgemm_end);
+        cJSON_AddNumberToObject(root, "threads", st->threads);
+        cJSON_AddStringToObject(root, "blas_core", core ? core : "?");
+        cJSON_AddBoolToObject(root, "blas_core_weak", weak);
+        cJSON_AddBoolToObject(root, "quick", st->quick);
+        cJSON_AddNumberToObject(root, "H", NH);
+        cJSON_AddNumberToObject(root, "D", HD);
+        cJSON *rows = cJSON_AddArrayToObject(root, "rows");
+        for (int i = 0; i < st->n_rows; i++) {
+            const row_result *r = &st->rows[i];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "spec", r->spec);
+            cJSON_AddNumberToObject(o, "T", r->T);
+            cJSON_AddStringToObject(o, "pass", r->bwd ? "fwd+bwd" : "fwd");
+            cJSON_AddNumberToObject(o, "gflops", r->gflops);
+            cJSON_AddNumberToObject(o, "seconds", r->seconds);
+            cJSON_AddNumberToObject(o, "extra_bytes", (double)r->extra_bytes);
+            cJSON_AddNumberToObject(o, "pairs", r->pairs);
+            cJSON_AddNumberToObject(o, "reps", r->reps);
+            cJSON_AddNumberToObject(o, "vs_sgemm", r->vs_sgemm);
+            cJSON_AddItemToArray(rows, o);
+        }
+        cJSON *tgs = cJSON_AddArrayToObject(root, "targets");
+        for (int i = 0; i < ntg; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", tg[i].name);
+            cJSON_AddStringToObject(o, "detail", tg[i].detail);
+            cJSON_AddNumberToObject(o, "value", tg[i].value);
+            cJSON_AddNumberToObject(o, "threshold", tg[i].threshold);
+            cJSON_AddBoolToObject(o, "pass", tg[i].pass);
+            cJSON_AddItemToArray(tgs, o);
+        }
+        char *text = cJSON_Print(root);
+        if (text) printf("%s\n", text);
+        free(text);
+        cJSON_Delete(root);
+    } else {
+        printf("\ntargets (informative%s%s):\n", st->quick ? "; quick sizes do not measure them" : "",
+               weak ? "; sgemm baseline from a weak BLAS kernel, see WARNING" : "");
+        for (int i = 0; i < ntg; i++) printf("%s %s\n", tg[i].pass ? "PASS" : "FAIL", tg[i].detail);
+    }
+    free(st);
+    return 0;
+}

@@ -1,0 +1,130 @@
+/* test_bench_cli.c -- `longattn bench attn --quick --json` (bench/bench_attn.c, the
+ * dispatcher bench/bench_main.c): the JSON parses and has every documented key, the rows are
+ * the documented ones, and the exact visible-pair counts behind the GFLOP/s are right.
+ * Timing values are only checked to be positive and consistent (speed is never asserted). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+static const char *bin(void) {
+    const char *b = getenv("LA_BIN");
+    return b ? b : "build/longattn";
+}
+
+static int run_status(const char *args) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>&1", bin(), args);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* stdout of the command (progress goes to stderr), NUL-terminated; NULL on failure */
+static char *run_capture(const char *args, int *status) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", bin(), args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = 0;
+    int rc = pclose(p);
+    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return buf;
+}
+
+/* visible pairs of one head, written out by hand: causal T(T+1)/2; window(w) at T keys:
+ * 1 + 2 + ... + w for the first w queries, then w each */
+static double causal_pairs(int T) { return T * (T + 1.0) / 2; }
+static double window_pairs(int T, int w) { return w * (w + 1.0) / 2 + (double)(T - w) * w; }
+
+static void test_quick_json(void **st) {
+    (void)st;
+    int status;
+    char *out = run_capture("bench attn --quick --json", &status);
+    assert_non_null(out);
+    assert_int_equal(status, 0);
+    cJSON *root = cJSON_Parse(out);
+    assert_non_null(root);
+    cJSON *sg = cJSON_GetObjectItem(root, "sgemm_gflops");
+    assert_true(cJSON_IsNumber(sg) && sg->valuedouble > 0);
+    cJSON *rows = cJSON_GetObjectItem(root, "rows");
+    assert_true(cJSON_IsArray(rows));
+    /* quick: per T in {128, 256}: causal fwd, sinv+prope fwd, causal fwd+bwd, sinv+prope
+     * fwd+bwd; then window(64) at 1024 fwd, fwd+bwd */
+    assert_int_equal(cJSON_GetArraySize(rows), 10);
+    static const char *specs[] = {"softmax+causal", "softmax+sinv(tau=10)+prope(p=0.5)+causal"};
+    for (int i = 0; i < 10; i++) {
+        cJSON *r = cJSON_GetArrayItem(rows, i);
+        cJSON *spec = cJSON_GetObjectItem(r, "spec"), *T = cJSON_GetObjectItem(r, "T"), *pass = cJSON_GetObjectItem(r, "pass"),
+              *gf = cJSON_GetObjectItem(r, "gflops"), *sec = cJSON_GetObjectItem(r, "seconds"),
+              *xb = cJSON_GetObjectItem(r, "extra_bytes"), *pairs = cJSON_GetObjectItem(r, "pairs");
+        assert_true(cJSON_IsString(spec) && cJSON_IsNumber(T) && cJSON_IsString(pass));
+        assert_true(cJSON_IsNumber(gf) && cJSON_IsNumber(sec) && cJSON_IsNumber(xb) && cJSON_IsNumber(pairs));
+        int bwd = i < 8 ? (i % 4) / 2 : i % 2;
+        assert_string_equal(pass->valuestring, bwd ? "fwd+bwd" : "fwd");
+        double want;
+        if (i < 8) {
+            int Ti = i < 4 ? 128 : 256;
+            assert_int_equal(T->valueint, Ti);
+            assert_string_equal(spec->valuestring, specs[i % 2]);
+            want = 8 * causal_pairs(Ti);
+        } else {
+            assert_int_equal(T->valueint, 1024);
+            assert_string_equal(spec->valuestring, "softmax+window(64)");
+            want = 8 * window_pairs(1024, 64);
+        }
+        assert_true(pairs->valuedouble == want);
+        assert_true(sec->valuedouble > 0 && gf->valuedouble > 0);
+        /* gflops = pairs * (4 or 10) * D / seconds */
+        double expect = want * (bwd ? 10 : 4) * 64 / sec->valuedouble / 1e9;
+        assert_true(fabs(gf->valuedouble - expect) <= 1e-9 * expect);
+        /* peak RSS probe: available on Linux; a few MiB at most at these sizes under ASan too */
+        assert_true(xb->valuedouble >= 0 && xb->valuedouble < 256.0 * 1024 * 1024);
+    }
+    cJSON *tg = cJSON_GetObjectItem(root, "targets");
+    assert_true(cJSON_IsArray(tg) && cJSON_GetArraySize(tg) == 5);
+    for (int i = 0; i < 5; i++) {
+        cJSON *t = cJSON_GetArrayItem(tg, i);
+        assert_true(cJSON_IsString(cJSON_GetObjectItem(t, "name")));
+        assert_true(cJSON_IsBool(cJSON_GetObjectItem(t, "pass")));
+    }
+    cJSON_Delete(root);
+    free(out);
+}
+
+static void test_dispatcher_and_options(void **st) {
+    (void)st;
+    assert_int_equal(run_status("bench"), 2);             /* no benchmark named */
+    assert_int_equal(run_status("bench --help"), 0);
+    assert_int_equal(run_status("bench nosuch"), 2);
+    assert_int_equal(run_status("bench attn --threads 0"), 2);
+    assert_int_equal(run_status("bench attn --threads x"), 2);
+    assert_int_equal(run_status("bench attn --bogus"), 2);
+    assert_int_equal(run_status("bench attn --help"), 0);
+    int status;
+    char *out = run_capture("bench --help", &status);
+    assert_non_null(strstr(out, "attn"));
+    free(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quick_json),
+        cmocka_unit_test(test_dispatcher_and_options),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
