@@ -59,7 +59,7 @@ static void defaults(synth_opts *o) {
     snprintf(o->tasks, sizeof o->tasks, "%s", DEFAULT_TASKS);
     snprintf(o->specs, sizeof o->specs, "%s", DEFAULT_SPECS);
     snprintf(o->out, sizeof o->out, "runs/synth");
-    o->steps = 2000;
+    o->steps = 3000;
     o->batch = 32;
     o->warmup = 30;
     o->layers = 2;
@@ -105,7 +105,7 @@ static void usage(FILE *f) {
             "  --quick             tiny CI configuration (~20 s): flipflop,copy; softmax+nape and\n"
             "                      softmax+logn+nape; lengths 8-16; 40 steps; 16 examples at 1x-4x\n"
             "  --out DIR           output folder (default runs/synth)\n"
-            "  --steps N           optimizer steps per run (default 2000)\n"
+            "  --steps N           optimizer steps per run (default 3000)\n"
             "  --batch B           sequences per step (default 32)\n"
             "  --lr X              AdamW peak learning rate, cosine to lr/10 (default 3e-3)\n"
             "  --warmup N          linear warm-up steps (default 30)\n"
