@@ -63,25 +63,36 @@ static void test_quick_json(void **st) {
     assert_true(cJSON_IsNumber(sg) && sg->valuedouble > 0);
     cJSON *rows = cJSON_GetObjectItem(root, "rows");
     assert_true(cJSON_IsArray(rows));
-    /* quick: per T in {128, 256}: causal fwd, sinv+prope fwd, causal fwd+bwd, sinv+prope
-     * fwd+bwd; then window(64) at 1024 fwd, fwd+bwd */
-    assert_int_equal(cJSON_GetArraySize(rows), 10);
-    static const char *specs[] = {"softmax+causal", "softmax+sinv(tau=10)+prope(p=0.5)+causal"};
-    for (int i = 0; i < 10; i++) {
+    /* quick: per T in {128, 256}: causal fwd, sinv+prope fwd, entmax-1.5 fwd, then the same
+     * three fwd+bwd; then window(64) at 1024 fwd, fwd+bwd */
+    assert_int_equal(cJSON_GetArraySize(rows), 14);
+    static const char *specs[] = {"softmax+causal", "softmax+sinv(tau=10)+prope(p=0.5)+causal",
+                                  "entmax(alpha=1.5)+causal"};
+    for (int i = 0; i < 14; i++) {
         cJSON *r = cJSON_GetArrayItem(rows, i);
         cJSON *spec = cJSON_GetObjectItem(r, "spec"), *T = cJSON_GetObjectItem(r, "T"), *pass = cJSON_GetObjectItem(r, "pass"),
               *gf = cJSON_GetObjectItem(r, "gflops"), *sec = cJSON_GetObjectItem(r, "seconds"),
               *xb = cJSON_GetObjectItem(r, "extra_bytes"), *pairs = cJSON_GetObjectItem(r, "pairs");
         assert_true(cJSON_IsString(spec) && cJSON_IsNumber(T) && cJSON_IsString(pass));
         assert_true(cJSON_IsNumber(gf) && cJSON_IsNumber(sec) && cJSON_IsNumber(xb) && cJSON_IsNumber(pairs));
-        int bwd = i < 8 ? (i % 4) / 2 : i % 2;
+        int bwd = i < 12 ? (i % 6) / 3 : i % 2;
         assert_string_equal(pass->valuestring, bwd ? "fwd+bwd" : "fwd");
         double want;
-        if (i < 8) {
-            int Ti = i < 4 ? 128 : 256;
+        cJSON *ms = cJSON_GetObjectItem(r, "mean_support"), *zf = cJSON_GetObjectItem(r, "zero_fraction");
+        if (i < 12) {
+            int Ti = i < 6 ? 128 : 256;
             assert_int_equal(T->valueint, Ti);
-            assert_string_equal(spec->valuestring, specs[i % 2]);
+            assert_string_equal(spec->valuestring, specs[i % 3]);
             want = 8 * causal_pairs(Ti);
+            if (i % 3 == 2) { /* entmax rows carry support statistics */
+                assert_true(cJSON_IsNumber(ms) && ms->valuedouble >= 1 && ms->valuedouble <= Ti);
+                assert_true(cJSON_IsNumber(zf) && zf->valuedouble >= 0 && zf->valuedouble < 1);
+                /* zero fraction = 1 - (support summed over rows) / visible pairs */
+                double rows_n = 8.0 * Ti;
+                assert_true(fabs(zf->valuedouble - (1 - ms->valuedouble * rows_n / want)) <= 1e-9);
+            } else {
+                assert_null(ms);
+            }
         } else {
             assert_int_equal(T->valueint, 1024);
             assert_string_equal(spec->valuestring, "softmax+window(64)");
@@ -96,8 +107,8 @@ static void test_quick_json(void **st) {
         assert_true(xb->valuedouble >= 0 && xb->valuedouble < 256.0 * 1024 * 1024);
     }
     cJSON *tg = cJSON_GetObjectItem(root, "targets");
-    assert_true(cJSON_IsArray(tg) && cJSON_GetArraySize(tg) == 5);
-    for (int i = 0; i < 5; i++) {
+    assert_true(cJSON_IsArray(tg) && cJSON_GetArraySize(tg) == 7);
+    for (int i = 0; i < 7; i++) {
         cJSON *t = cJSON_GetArrayItem(tg, i);
         assert_true(cJSON_IsString(cJSON_GetObjectItem(t, "name")));
         assert_true(cJSON_IsBool(cJSON_GetObjectItem(t, "pass")));

@@ -409,14 +409,23 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             const double mr = M[r], tr = t[r];
             double sp_ = 0, en = 0;
             if (e->rk) { /* alpha = 2 / 1.5: branch-free, vectorised */
-                const int sq = e->rk == 2;
+                if (e->rk == 2) {
 #pragma omp simd reduction(+ : sp_)
-                for (int x = 0; x < nc; x++) {
-                    double xx = am1 * ((double)l[x] - mr) - tr;
-                    double xp = xx > 0.0 ? xx : 0.0;
-                    float pf = (float)(sq ? xp * xp : xp);
-                    p[x] = pf;
-                    sp_ += pf > 0.0f ? 1.0 : 0.0; /* support = p > 0 after rounding, as backward */
+                    for (int x = 0; x < nc; x++) {
+                        double xx = am1 * ((double)l[x] - mr) - tr;
+                        double xp = xx > 0.0 ? xx : 0.0;
+                        float pf = (float)(xp * xp);
+                        p[x] = pf;
+                        sp_ += pf > 0.0f ? 1.0 : 0.0; /* support = p > 0 after rounding */
+                    }
+                } else {
+#pragma omp simd reduction(+ : sp_)
+                    for (int x = 0; x < nc; x++) {
+                        double xx = am1 * ((double)l[x] - mr) - tr;
+                        float pf = (float)(xx > 0.0 ? xx : 0.0);
+                        p[x] = pf;
+                        sp_ += pf > 0.0f ? 1.0 : 0.0;
+                    }
                 }
                 if (c->opts->row_entropy)
                     for (int x = 0; x < nc; x++)
@@ -516,17 +525,27 @@ static int tile_pu(const em_t *e, const float *Lt, int ld, int nr, int nc, const
             continue;
         }
         if (e->rk) { /* alpha = 2 / 1.5: branch-free, vectorised */
-            const int sq = e->rk == 2;
             int cnt = 0;
             const double am1 = e->am1;
+            if (e->rk == 2) {
 #pragma omp simd reduction(+ : cnt)
-            for (int x = 0; x < nc; x++) {
-                double xx = am1 * (double)l[x] - tr;
-                double xp = xx > 0.0 ? xx : 0.0;
-                float pf = (float)(sq ? xp * xp : xp);
-                p[x] = pf;
-                u[x] = pf > 0.0f ? (float)(sq ? xp : 1.0) : 0.0f;
-                cnt += pf > 0.0f;
+                for (int x = 0; x < nc; x++) {
+                    double xx = am1 * (double)l[x] - tr;
+                    double xp = xx > 0.0 ? xx : 0.0;
+                    float pf = (float)(xp * xp);
+                    p[x] = pf;
+                    u[x] = pf > 0.0f ? (float)xp : 0.0f;
+                    cnt += pf > 0.0f;
+                }
+            } else {
+#pragma omp simd reduction(+ : cnt)
+                for (int x = 0; x < nc; x++) {
+                    double xx = am1 * (double)l[x] - tr;
+                    float pf = (float)(xx > 0.0 ? xx : 0.0);
+                    p[x] = pf;
+                    u[x] = pf > 0.0f ? 1.0f : 0.0f;
+                    cnt += pf > 0.0f;
+                }
             }
             nz += cnt;
             continue;

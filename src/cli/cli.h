@@ -15,6 +15,8 @@ typedef struct {
 /* Print "longattn: <msg>" to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* `longattn study`: the length-generalisation study (src/cli/study.c). */
+int cli_study(int argc, char **argv);
 /* longattn attn: run the attention kernel on .npy files (src/cli/attn.c). */
 int cli_attn(int argc, char **argv);
 /* bench/bench_main.c: `longattn bench <name>` (table in bench/bench.h). */
@@ -34,6 +36,10 @@ void cli_blas_fix_coretype(char **argv);
 
 /* src/cli/train.c: `longattn train` (GPT trainer). */
 int cli_train(int argc, char **argv);
+
+/* src/cli/generate.c, src/cli/kv_eval.c: text generation and KV cache policy evaluation. */
+int cli_generate(int argc, char **argv);
+int cli_kv_eval(int argc, char **argv);
 
 /* longattn synth (src/cli/synth.c) */
 int cli_synth(int argc, char **argv);

@@ -7,12 +7,15 @@
 
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
+    {"study", "length-generalisation study: train variants at L, evaluate at L..16L and passkey", cli_study},
     {"attn", "run the attention kernel on .npy files (forward, optional backward)", cli_attn},
     {"train", "train a GPT on text or llm.c shards (longattn train --help)", cli_train},
     {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench},
     {"synth", "train + evaluate synthetic length-generalisation tasks (MQMTAR, copy, ...)", cli_synth},
     {"critical", "critical attention scaling simulation (Chen et al. 2025): angle ratio heatmap", cli_critical},
     {"diagnose", "attention mass and entropy per distance range (--gaussian: scale-invariance check)", cli_diagnose},
+    {"generate", "stream text from a checkpoint through the KV cache (greedy/top-k/top-p, any cache policy)", cli_generate},
+    {"kv-eval", "KV cache policies: validation loss and passkey accuracy up to 16x the training length", cli_kv_eval},
     {NULL, NULL, NULL},
 };
 

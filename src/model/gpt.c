@@ -24,25 +24,13 @@ typedef struct {
 typedef struct {
     float *ln1;       // (N, C)   RMSNorm(x_in); eval: also used for ln2
     float *ln1_rstd;  // (N)
-    float *q_raw;     // (N, H*D) = (B, T, H, D) before QK-norm; eval: also y
-    float *k_raw;     // (N, Hkv*D)
-    float *v_raw;     // (N, Hkv*D)
-    float *q_rstd;    // (N, H)
-    float *k_rstd;    // (N, Hkv)
-    float *qh;        // (B, H, T, D)
-    float *kh;        // (B, Hkv, T, D)
-    float *vh;        // (B, Hkv, T, D)
-    float *att;       // (B, H, T, D) attention output
-    float *row_stat;  // (B, H, T)
-    float *y;         // (N, H*D) attention output in (B, T, H, D)
+    attn_acts at;     // the attention sublayer's activations (eval: y aliases q_raw)
     float *mid;       // (N, C) (train) residual after attention
     float *ln2;       // (N, C) (train) RMSNorm(mid)
     float *ln2_rstd;  // (N)
     float *h_pre;     // (N, F)
     float *h_act;     // (N, F) (train; eval aliases h_pre)
     float *res_out;   // (N, C) (train) block output
-    float *as_beta, *as_gamma;  // (B, H, T) ASEntmax beta, gamma (asentmax only)
-    float *block;     // the one allocation
 } acts;
 
 struct la_model {
@@ -65,8 +53,8 @@ struct la_model {
     float *res0, *lnf, *lnf_rstd, *logits, *lse, *loss;  // (N,C) (N,C) (N) (N,V) (N) (N)
     int32_t *tokens, *targets;                             // (N) copies for backward
     /* backward scratch */
-    float *dres, *dln, *dy, *datt, *dqh, *dkh, *dvh, *dq_raw, *dk_raw, *dv_raw, *dh, *dbeta,
-        *dgamma, *dlogn;
+    float *dres, *dln, *dh;  // (N, C) (N, C) (N, F)
+    attn_scratch sc;
     float *train_block;
     int fB, fT;          // shape of the last training forward
     int can_backward;
@@ -249,8 +237,8 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     build_table(m);
     m->params = malloc(m->n_params * sizeof(float));
     m->grads = calloc(m->n_params, sizeof(float));
-    m->dlogn = calloc(m->H, sizeof(float));
-    if (!m->params || !m->grads || !m->dlogn) {
+    m->sc.dlogn = calloc(m->H, sizeof(float));
+    if (!m->params || !m->grads || !m->sc.dlogn) {
         size_t np = m->n_params;
         la_model_free(m);
         return la_fail(LA_ENOMEM, "la_model_new: cannot allocate %zu parameters", np);
@@ -276,7 +264,7 @@ void la_model_free(la_model *m) {
     la_model_release_buffers(m);
     free(m->params);
     free(m->grads);
-    free(m->dlogn);
+    free(m->sc.dlogn);
     free(m->tensors);
     free(m->names);
     free(m->lo);
@@ -325,36 +313,37 @@ static float *carve(carver *cv, size_t n) {
 
 static void carve_acts(carver *cv, acts *a, const la_model *m, size_t N, int train) {
     size_t C = m->C, HD = (size_t)m->H * m->D, KD = (size_t)m->Hkv * m->D, F = m->F, H = m->H;
+    attn_acts *t = &a->at;
     a->ln1 = carve(cv, N * C);
     a->ln1_rstd = carve(cv, N);
-    a->q_raw = carve(cv, N * HD);
-    a->k_raw = carve(cv, N * KD);
-    a->v_raw = carve(cv, N * KD);
-    a->q_rstd = carve(cv, N * H);
-    a->k_rstd = carve(cv, N * m->Hkv);
-    a->qh = carve(cv, N * HD);
-    a->kh = carve(cv, N * KD);
-    a->vh = carve(cv, N * KD);
-    a->att = carve(cv, N * HD);
-    a->row_stat = carve(cv, N * H);
+    t->q_raw = carve(cv, N * HD);
+    t->k_raw = carve(cv, N * KD);
+    t->v_raw = carve(cv, N * KD);
+    t->q_rstd = carve(cv, N * H);
+    t->k_rstd = carve(cv, N * m->Hkv);
+    t->qh = carve(cv, N * HD);
+    t->kh = carve(cv, N * KD);
+    t->vh = carve(cv, N * KD);
+    t->att = carve(cv, N * HD);
+    t->row_stat = carve(cv, N * H);
     a->h_pre = carve(cv, N * F);
     a->ln2_rstd = carve(cv, N);
     if (train) {
-        a->y = carve(cv, N * HD);
+        t->y = carve(cv, N * HD);
         a->mid = carve(cv, N * C);
         a->ln2 = carve(cv, N * C);
         a->h_act = carve(cv, N * F);
         a->res_out = carve(cv, N * C);
     } else {
-        a->y = a->q_raw;    // q_raw is dead once QK-norm has run
+        t->y = t->q_raw;  // q_raw is dead once QK-norm has run
         a->mid = a->ln2 = a->res_out = NULL;
         a->h_act = a->h_pre;
     }
     if (m->asent) {
-        a->as_beta = carve(cv, N * H);
-        a->as_gamma = carve(cv, N * H);
+        t->as_beta = carve(cv, N * H);
+        t->as_gamma = carve(cv, N * H);
     } else {
-        a->as_beta = a->as_gamma = NULL;
+        t->as_beta = t->as_gamma = NULL;
     }
 }
 
@@ -371,18 +360,19 @@ static void carve_train(carver *cv, la_model *m, size_t N) {
     m->targets = (int32_t *)carve(cv, N);
     m->dres = carve(cv, N * C);
     m->dln = carve(cv, N * C);
-    m->dy = carve(cv, N * HD);
-    m->datt = carve(cv, N * HD);
-    m->dqh = carve(cv, N * HD);
-    m->dkh = carve(cv, N * KD);
-    m->dvh = carve(cv, N * KD);
-    m->dq_raw = carve(cv, N * HD);
-    m->dk_raw = carve(cv, N * KD);
-    m->dv_raw = carve(cv, N * KD);
     m->dh = carve(cv, N * F);
+    attn_scratch *sc = &m->sc;
+    sc->dy = carve(cv, N * HD);
+    sc->datt = carve(cv, N * HD);
+    sc->dqh = carve(cv, N * HD);
+    sc->dkh = carve(cv, N * KD);
+    sc->dvh = carve(cv, N * KD);
+    sc->dq_raw = carve(cv, N * HD);
+    sc->dk_raw = carve(cv, N * KD);
+    sc->dv_raw = carve(cv, N * KD);
     if (m->asent) {
-        m->dbeta = carve(cv, N * H);
-        m->dgamma = carve(cv, N * H);
+        sc->dbeta = carve(cv, N * H);
+        sc->dgamma = carve(cv, N * H);
     }
 }
 
@@ -433,19 +423,27 @@ static la_status ensure_eval(la_model *m, size_t N) {
 
 /* ---- one transformer block ---- */
 
-static la_attn_opts attn_opts(la_model *m, const layer_off *o, const acts *a, int B, int T) {
-    la_attn_opts op = la_attn_default_opts();
-    op.ws = m->ws;
-    /* a small attention call (under ~2M multiply-adds) runs on one thread: waking a team
-     * costs more than the work, and much more on a shared machine */
-    op.n_threads = m->n_threads;
-    if ((double)B * m->H * T * (T + 1) / 2 * m->D < 2e6) op.n_threads = 1;
-    if (m->logn) op.logn_s = m->params + o->logn_s;
-    if (m->asent) {
-        op.as_beta = a->as_beta;
-        op.as_gamma = a->as_gamma;
-    }
-    return op;
+/* One block's attention weights inside an array of the parameter layout (params or grads). */
+static attn_weights weights_at(const la_model *m, float *base, const layer_off *o) {
+    attn_weights w;
+    w.wq = base + o->wq;
+    w.wk = base + o->wk;
+    w.wv = base + o->wv;
+    w.q_norm_g = base + o->qn_g;
+    w.k_norm_g = base + o->kn_g;
+    w.wo = base + o->wo;
+    w.logn_s = m->logn ? base + o->logn_s : NULL;
+    w.as_wb = m->asent ? base + o->as_wb : NULL;
+    w.as_bb = m->asent ? base + o->as_bb : NULL;
+    w.as_wg = m->asent ? base + o->as_wg : NULL;
+    w.as_bg = m->asent ? base + o->as_bg : NULL;
+    return w;
+}
+
+static attn_dims dims_of(la_model *m, int B, int T) {
+    attn_dims d = {&m->spec, B, T, m->C, m->H, m->Hkv, m->D, m->ws, m->n_threads,
+                   &m->timing.matmul_s, &m->timing.attn_s};
+    return d;
 }
 
 /* x_in (N, C) -> x_out (N, C). Training: mid and x_out are separate buffers; evaluation:
@@ -454,32 +452,17 @@ static la_status block_forward(la_model *m, int l, acts *a, const float *x_in, f
                                float *x_out, int B, int T) {
     const layer_off *o = &m->lo[l];
     const float *P = m->params;
-    int N = B * T, C = m->C, H = m->H, K = m->Hkv, D = m->D, F = m->F;
+    int N = B * T, C = m->C, F = m->F;
     double *tm = &m->timing.matmul_s;
+    attn_dims d = dims_of(m, B, T);
+    attn_weights w = weights_at(m, m->params, o);
     rmsnorm_forward(a->ln1, a->ln1_rstd, x_in, P + o->ln1_g, N, C);         // F1: a = RMSNorm(x)
-    mm_forward(tm, a->q_raw, a->ln1, P + o->wq, N, C, H * D, 0);           // F2: q = a Wq^T
-    mm_forward(tm, a->k_raw, a->ln1, P + o->wk, N, C, K * D, 0);           // F3: k = a Wk^T
-    mm_forward(tm, a->v_raw, a->ln1, P + o->wv, N, C, K * D, 0);           // F4: v = a Wv^T
-    if (m->asent)  // F5: ASEntmax beta, gamma (B, H, T) from a, the entmax work's layer
-        LA_TRY(la_asentmax_params_forward(a->ln1, B, T, C, H, P + o->as_wb, P + o->as_bb,
-                                          P + o->as_wg, P + o->as_bg, m->spec.as_gamma_range,
-                                          a->as_beta, a->as_gamma));
-    qknorm_forward(a->qh, a->q_rstd, a->q_raw, P + o->qn_g, B, T, H, D);   // F6: QK-norm q
-    qknorm_forward(a->kh, a->k_rstd, a->k_raw, P + o->kn_g, B, T, K, D);   // F7: QK-norm k
-    permute_bthd_to_bhtd(a->vh, a->v_raw, B, T, K, D);                     // F8: v layout
-    la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
-    la_attn_opts op = attn_opts(m, o, a, B, T);
-    double t0 = omp_get_wtime();
-    la_status s = la_attn_forward(&m->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, &op);  // F9
-    m->timing.attn_s += omp_get_wtime() - t0;
-    if (s != LA_OK) return s;
-    permute_bhtd_to_bthd(a->y, a->att, B, T, H, D);                        // F10: y (N, H*D)
     if (mid != x_in) memcpy(mid, x_in, sizeof(float) * (size_t)N * C);
-    mm_forward(tm, mid, a->y, P + o->wo, N, H * D, C, 1);                  // F11: mid = x + y Wo^T
+    LA_TRY(attn_layer_forward(&d, &w, &a->at, a->ln1, mid));               // F2: mid = x + attn(a)
     float *ln2 = a->ln2 ? a->ln2 : a->ln1;
-    rmsnorm_forward(ln2, a->ln2_rstd, mid, P + o->ln2_g, N, C);             // F12: RMSNorm(mid)
+    rmsnorm_forward(ln2, a->ln2_rstd, mid, P + o->ln2_g, N, C);             // F3: RMSNorm(mid)
     if (x_out != mid) memcpy(x_out, mid, sizeof(float) * (size_t)N * C);
-    mlp_forward(tm, x_out, a->h_pre, a->h_act, ln2, P + o->w_fc, P + o->w_proj, N, C, F);  // F13
+    mlp_forward(tm, x_out, a->h_pre, a->h_act, ln2, P + o->w_fc, P + o->w_proj, N, C, F);  // F4
     return LA_OK;
 }
 
@@ -488,45 +471,17 @@ static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, 
     const layer_off *o = &m->lo[l];
     const float *P = m->params;
     float *G = m->grads;
-    int N = B * T, C = m->C, H = m->H, K = m->Hkv, D = m->D, F = m->F;
+    int N = B * T, C = m->C, F = m->F;
     double *tm = &m->timing.matmul_s;
-    /* F13: x_out = mid + MLP(ln2): dln2, dWfc, dWproj; the identity path keeps dres */
+    attn_dims d = dims_of(m, B, T);
+    attn_weights w = weights_at(m, m->params, o), g = weights_at(m, m->grads, o);
+    /* F4: x_out = mid + MLP(ln2): dln2, dWfc, dWproj; the identity path keeps dres */
     mlp_backward(tm, m->dln, G + o->w_fc, G + o->w_proj, m->dh, m->dres, a->ln2, a->h_pre,
                  a->h_act, P + o->w_fc, P + o->w_proj, N, C, F);
-    /* F12: dres += d RMSNorm(mid) -> dres is now d mid */
+    /* F3: dres += d RMSNorm(mid) -> dres is now d mid */
     rmsnorm_backward(m->dres, G + o->ln2_g, m->dln, a->mid, a->ln2_rstd, P + o->ln2_g, N, C);
-    /* F11: mid = x + y Wo^T: dy, dWo; dres passes through to x */
-    mm_backward(tm, m->dy, G + o->wo, m->dres, a->y, P + o->wo, N, H * D, C, 0);
-    /* F10: permutation back to (B, H, T, D) */
-    permute_bthd_to_bhtd(m->datt, m->dy, B, T, H, D);
-    /* F9: attention */
-    la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
-    la_attn_opts op = attn_opts(m, o, a, B, T);
-    if (m->logn) op.dlogn_s = m->dlogn;
-    if (m->asent) {
-        op.das_beta = m->dbeta;
-        op.das_gamma = m->dgamma;
-    }
-    double t0 = omp_get_wtime();
-    la_status s = la_attn_backward(&m->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat,
-                                   m->datt, m->dqh, m->dkh, m->dvh, &op);
-    m->timing.attn_s += omp_get_wtime() - t0;
-    if (s != LA_OK) return s;
-    if (m->logn)
-        for (int h = 0; h < H; h++) G[o->logn_s + h] += m->dlogn[h];
-    /* F8, F7, F6: back to the linear layers' (B, T, H, D) layout */
-    permute_bhtd_to_bthd(m->dv_raw, m->dvh, B, T, K, D);
-    qknorm_backward(m->dk_raw, G + o->kn_g, m->dkh, a->k_raw, a->k_rstd, P + o->kn_g, B, T, K, D);
-    qknorm_backward(m->dq_raw, G + o->qn_g, m->dqh, a->q_raw, a->q_rstd, P + o->qn_g, B, T, H, D);
-    /* F2, F3, F4: d a = dq Wq + dk Wk + dv Wv */
-    mm_backward(tm, m->dln, G + o->wq, m->dq_raw, a->ln1, P + o->wq, N, C, H * D, 0);
-    mm_backward(tm, m->dln, G + o->wk, m->dk_raw, a->ln1, P + o->wk, N, C, K * D, 1);
-    mm_backward(tm, m->dln, G + o->wv, m->dv_raw, a->ln1, P + o->wv, N, C, K * D, 1);
-    if (m->asent)  // F5: d a += from beta, gamma; dWb, dbb, dWg, dbg accumulated
-        LA_TRY(la_asentmax_params_backward(a->ln1, B, T, C, H, P + o->as_wb, P + o->as_wg,
-                                           m->spec.as_gamma_range, a->as_beta, a->as_gamma,
-                                           m->dbeta, m->dgamma, m->dln, G + o->as_wb,
-                                           G + o->as_bb, G + o->as_wg, G + o->as_bg));
+    /* F2: mid = x + attn(a): d a into dln; the identity path keeps dres */
+    LA_TRY(attn_layer_backward(&d, &w, &g, &a->at, &m->sc, a->ln1, m->dres, m->dln));
     /* F1: dres += d RMSNorm(x) -> dres is now d x_in */
     rmsnorm_backward(m->dres, G + o->ln1_g, m->dln, x_in, a->ln1_rstd, P + o->ln1_g, N, C);
     return LA_OK;

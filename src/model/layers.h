@@ -52,6 +52,47 @@ void qknorm_backward(float *dx, float *dg, const float *dy, const float *x, cons
 void permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D);
 void permute_bhtd_to_bthd(float *y, const float *x, int B, int T, int H, int D);
 
+/* ---- attention.c: the attention sublayer (projections, QK-norm, fused attention, output
+ * projection) ---- */
+typedef struct {  /* one block's attention weights, or their gradients (NULL where absent) */
+    float *wq, *wk, *wv;          // (H*D, C), (Hkv*D, C), (Hkv*D, C)
+    float *q_norm_g, *k_norm_g;   // (D), (D)
+    float *wo;                    // (C, H*D)
+    float *logn_s;                // (H) logn only
+    float *as_wb, *as_bb, *as_wg, *as_bg;  // (H, C), (H), (H, C), (H) asentmax only
+} attn_weights;
+
+typedef struct {  /* activations kept for the backward pass */
+    float *q_raw, *k_raw, *v_raw; // (B, T, H, D), (B, T, Hkv, D) x2 projections
+    float *q_rstd, *k_rstd;       // (B, T, H), (B, T, Hkv)
+    float *qh, *kh, *vh;          // (B, H, T, D), (B, Hkv, T, D) x2 kernel inputs
+    float *att, *row_stat;        // (B, H, T, D), (B, H, T) kernel outputs
+    float *y;                     // (B, T, H, D) = (N, H*D)
+    float *as_beta, *as_gamma;    // (B, H, T) asentmax only
+} attn_acts;
+
+typedef struct {  /* backward scratch, shared by the blocks */
+    float *dy, *datt, *dqh, *dkh, *dvh, *dq_raw, *dk_raw, *dv_raw;  // shapes as above
+    float *dbeta, *dgamma;        // (B, H, T) asentmax only
+    float *dlogn;                 // (H)
+} attn_scratch;
+
+typedef struct {
+    const la_spec *spec;
+    int B, T, C, H, Hkv, D;
+    la_workspace *ws;             // kernel scratch reused across calls
+    int n_threads;                // kernel threads, 0: OpenMP default
+    double *t_mm, *t_attn;        // timers (seconds, accumulated)
+} attn_dims;
+
+/* x (N, C) normalised block input -> out (N, C) += attention(x) Wo^T. */
+la_status attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_acts *a,
+                             const float *x, float *out);
+/* dout (N, C) -> dx (N, C) OVERWRITTEN; gradients g accumulated. */
+la_status attn_layer_backward(const attn_dims *d, const attn_weights *w, attn_weights *g,
+                              const attn_acts *a, attn_scratch *sc, const float *x,
+                              const float *dout, float *dx);
+
 /* ---- embed.c: token embedding and the cross-entropy head ---- */
 /* x (N, C) = wte[tokens] ; tokens checked by the caller */
 void embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C);
