@@ -953,16 +953,20 @@ typedef la_status (*la_token_loss_fn)(void *ctx, const int32_t *inputs, const in
  * LA_ESHAPE when no document is long enough (the message gives the longest). */
 la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int64_t *start);
 
-/* Validation loss at context length T on the windows of la_eval_windows(docs, T, n, seed),
- * evaluated one window at a time (B = 1, so memory is whatever fn needs for one length-T
- * window). Results in bits per token (bits per byte for byte documents):
- *   *loss: mean over all n*T target tokens;
+/* Validation loss at context length T, one window at a time (B = 1, so memory is whatever
+ * fn needs for one length-T window). The text evaluated is n spans of span+1 tokens
+ * (la_eval_windows(docs, span, n, seed)); each span is cut into floor(span/T) windows of T
+ * inputs placed back to back, each evaluated from position 0. With span = the longest
+ * evaluation length (and lengths dividing it), every length scores exactly the same target
+ * tokens, so differences between lengths come from context length alone. span = 0 means T.
+ * Results in bits per token (bits per byte for byte documents):
+ *   *loss: mean over every scored target token;
  *   bucket_loss: (ceil(T / bucket)) or NULL, the mean over target positions
  *   [b*bucket, (b+1)*bucket) of every window; bucket_tokens: (same) or NULL, their counts.
  * The token-weighted mean of bucket_loss is *loss. Sums are in double.
- * Errors: as la_eval_windows, LA_EINVAL (bucket < 1), LA_ENUMERIC (a non-finite loss),
- * or whatever fn returns. */
-la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int n,
+ * Errors: as la_eval_windows (for span), LA_EINVAL (bucket < 1, T < 1, span < T),
+ * LA_ENUMERIC (a non-finite loss), or whatever fn returns. */
+la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int span, int n,
                        uint64_t seed, int bucket, double *loss, double *bucket_loss,
                        int64_t *bucket_tokens);
 
@@ -1046,6 +1050,60 @@ typedef struct {
 la_status la_study_parse(const char *text, const char *where, la_study *out);
 /* Read and parse a study file. Errors: LA_EIO, then as la_study_parse. */
 la_status la_study_load(const char *path, la_study *out);
+
+/* ---- running a study (src/study/study_run.c) ---- */
+
+/* Progress of la_study_run, reported at every step and phase change. */
+typedef struct {
+    int spec_index, n_specs; /* variant being worked on (0-based) */
+    const char *spec;        /* its spec text */
+    const char *phase;       /* "train", "eval", "finetune", "passkey" or "write" */
+    int done, total;         /* steps / windows / examples done in this phase */
+    double loss;             /* latest training loss in bits per token, NAN if none */
+    double val_loss;         /* latest validation loss at L in bits per token, NAN if none */
+    double elapsed_s;        /* wall time since the study started */
+    double eta_s;            /* estimated seconds left for the whole study, NAN until known;
+                                from a flop count of every remaining phase and the measured rate */
+} la_study_progress;
+typedef void (*la_study_progress_fn)(void *user, const la_study_progress *p);
+
+typedef struct {
+    int n_threads;                 /* attention threads; 0: OpenMP default */
+    la_study_progress_fn progress; /* NULL: silent */
+    void *user;
+    const char *gnuplot;           /* gnuplot program; NULL: "gnuplot"; "": no plots */
+    const char *data;              /* non-NULL: use this data folder instead of the file's "data" */
+} la_study_opts;
+
+la_study_opts la_study_default_opts(void);
+
+/* What a finished study reports besides its files. */
+typedef struct {
+    double wall_s;       /* wall time of the whole study */
+    int plots_ok;        /* 1 if every PNG was written */
+    char warning[512];   /* non-fatal problems (e.g. gnuplot missing), "" if none */
+} la_study_summary;
+
+/* Run a study: for each spec, build the GPT of the study's size (same seed), train it for
+ * `steps` optimizer steps on B x L windows of <data>/train (the same windows in the same
+ * order for every spec), evaluate the validation loss on <data>/val at every eval length
+ * (la_eval_loss, buckets of L positions), then fine-tune on passkey examples of length L
+ * (haystacks from the training documents, loss on the answer digits only) and score exact
+ * match over passkey lens x depths x trials (haystacks from the validation documents).
+ * Writes into out_dir (created if needed), atomically, after every variant:
+ *   results.csv  spec,eval_len,loss_bpb,windows,tokens,pos_0,pos_L,... (bucket losses)
+ *   passkey.csv  spec,length,depth,trials,correct,passkey_acc
+ *   training.csv spec,step,train_loss_bpb,val_loss_bpb,elapsed_s
+ *   results.json every number above plus the study's settings
+ *   results.md   the summary table (markdown)
+ * and at the end PNG plots made by gnuplot from a generated script (plots.gp):
+ *   loss_vs_length.png, loss_by_position.png, passkey_<i>.png (one heatmap per spec).
+ * Losses are bits per byte for text data (bits per token for shards). summary may be NULL.
+ * Errors: LA_EINVAL (NULL), LA_EIO (data or output folder), LA_ESHAPE (a validation
+ * document shorter than the longest eval length: checked before any training), errors of
+ * the model and trainer; files of finished variants stay written. */
+la_status la_study_run(const la_study *study, const char *out_dir, const la_study_opts *opts,
+                       la_study_summary *summary);
 
 /* ======================================================================== */
 /* Synthetic tasks (SPEC 8)  -- section owned by the synth work             */

@@ -99,7 +99,7 @@ static void test_loss_matches_reference_and_buckets_average(void **state) {
     const int T = 1000, n = 6, bucket = 128; /* 8 buckets, the last one 104 positions */
     double loss, bl[8];
     int64_t bt[8];
-    assert_int_equal(la_eval_loss(unigram_loss, &u, &val, T, n, 4, bucket, &loss, bl, bt), LA_OK);
+    assert_int_equal(la_eval_loss(unigram_loss, &u, &val, T, 0, n, 4, bucket, &loss, bl, bt), LA_OK);
     assert_int_equal(u.calls, n); /* one window per call: B = 1 */
     /* independent reference in double over the same windows */
     int64_t start[6];
@@ -132,20 +132,118 @@ static void test_bucket_assignment(void **state) {
     (void)state;
     const int T = 300, bucket = 100;
     double loss, bl[3];
-    assert_int_equal(la_eval_loss(position_loss, NULL, &val, T, 3, 1, bucket, &loss, bl, NULL), LA_OK);
+    assert_int_equal(la_eval_loss(position_loss, NULL, &val, T, 0, 3, 1, bucket, &loss, bl, NULL), LA_OK);
     /* bucket b holds positions 100b .. 100b+99: mean 0.01*(100b + 49.5) nats */
     for (int b = 0; b < 3; b++) assert_true(fabs(bl[b] - 0.01 * (100 * b + 49.5) / log(2.0)) < 1e-5);
     assert_true(fabs(loss - 0.01 * 149.5 / log(2.0)) < 1e-5);
 }
 
+/* Cutting spans of 600 tokens into windows of T scores the same 600 targets per span at
+ * every T: a position-independent model gives the same loss at every length. */
+static void test_spans_score_the_same_tokens_at_every_length(void **state) {
+    (void)state;
+    unigram u = {{0}, 0};
+    for (int c = 0; c < 256; c++) u.logp[c] = -1.0 - (c % 7) * 0.5;
+    const int Ts[] = {100, 200, 300, 600};
+    double ref = 0;
+    for (int i = 0; i < 4; i++) {
+        double loss;
+        int nb = (Ts[i] + 99) / 100;
+        int64_t bt[6];
+        u.calls = 0;
+        assert_int_equal(la_eval_loss(unigram_loss, &u, &val, Ts[i], 600, 5, 3, 100, &loss, NULL, bt), LA_OK);
+        assert_int_equal(u.calls, 5 * (600 / Ts[i]));
+        int64_t tok = 0;
+        for (int b = 0; b < nb; b++) tok += bt[b];
+        assert_int_equal(tok, 5 * 600);
+        if (i == 0) ref = loss;
+        /* float losses summed in double in a different grouping: 1e-9 relative */
+        assert_true(fabs(loss - ref) < 1e-9 * ref);
+    }
+    double loss;
+    assert_int_equal(la_eval_loss(unigram_loss, &u, &val, 700, 600, 5, 3, 100, &loss, NULL, NULL), LA_EINVAL);
+}
+
+/* The evaluation path (la_model_eval, one window at a time) against the training path
+ * (la_model_forward on a batch of the same windows): the validation loss at the training
+ * length must be the same number, position by position. The model is trained a little
+ * first so that its predictions depend on the context. */
+static la_status model_loss(void *ctx, const int32_t *in, const int32_t *tgt, int T, float *loss) {
+    return la_model_eval(ctx, in, tgt, 1, T, NULL, loss, NULL, NULL);
+}
+
+static void test_eval_at_L_equals_training_forward(void **state) {
+    (void)state;
+    enum { T = 64, N = 4, B = 8 };
+    la_model_config mc = la_model_default_config();
+    mc.n_layer = 1;
+    mc.d_model = 32;
+    mc.n_head = 2;
+    mc.train_len = T;
+    snprintf(mc.spec, sizeof mc.spec, "softmax+rope");
+    la_model *m;
+    assert_int_equal(la_model_new(&mc, 5, &m), LA_OK);
+    la_train_config tc = la_train_default_config();
+    tc.steps = 25;
+    tc.B = B;
+    tc.T = T;
+    tc.lr = 1e-2;
+    tc.warmup = 2;
+    tc.n_threads = 1;
+    la_trainer *tr;
+    assert_int_equal(la_trainer_new(m, NULL, &tc, &tr), LA_OK);
+    int32_t in[B * T], tg[B * T];
+    la_rng r;
+    la_rng_seed(&r, 8);
+    float first = 0, last = 0;
+    for (int step = 0; step < tc.steps; step++) {
+        for (int b = 0; b < B; b++) {
+            int64_t s0 = (int64_t)la_rng_below(&r, (uint64_t)(val.n_tokens - T - 1));
+            for (int t = 0; t < T; t++) {
+                in[b * T + t] = val.tokens[s0 + t];
+                tg[b * T + t] = val.tokens[s0 + t + 1];
+            }
+        }
+        la_step_info info;
+        assert_int_equal(la_trainer_step_batch(tr, in, tg, B, T, &info), LA_OK);
+        if (step == 0) first = info.loss;
+        last = info.loss;
+    }
+    la_trainer_free(tr);
+    assert_true(last < first - 0.5f); /* it learned something: predictions are not uniform */
+
+    double loss, pos[T];
+    int64_t cnt[T];
+    assert_int_equal(la_eval_loss(model_loss, m, &val, T, 0, N, 77, 1, &loss, pos, cnt), LA_OK);
+    int64_t start[N];
+    assert_int_equal(la_eval_windows(&val, T, N, 77, start), LA_OK);
+    for (int w = 0; w < N; w++)
+        for (int t = 0; t < T; t++) {
+            in[w * T + t] = val.tokens[start[w] + t];
+            tg[w * T + t] = val.tokens[start[w] + t + 1];
+        }
+    float mean, per[N * T];
+    assert_int_equal(la_model_forward(m, in, tg, N, T, &mean, per), LA_OK);
+    /* float32 forward passes that group their sums differently: 1e-4 relative */
+    assert_true(fabs(loss - mean / log(2.0)) < 1e-4 * loss);
+    for (int t = 0; t < T; t++) {
+        double ref = 0;
+        for (int w = 0; w < N; w++) ref += per[w * T + t];
+        ref /= N * log(2.0);
+        assert_int_equal(cnt[t], N);
+        assert_true(fabs(pos[t] - ref) < 1e-4 * (ref + 1));
+    }
+    la_model_free(m);
+}
+
 static void test_errors(void **state) {
     (void)state;
     double loss;
-    assert_int_equal(la_eval_loss(nan_loss, NULL, &val, 64, 2, 1, 64, &loss, NULL, NULL), LA_ENUMERIC);
+    assert_int_equal(la_eval_loss(nan_loss, NULL, &val, 64, 0, 2, 1, 64, &loss, NULL, NULL), LA_ENUMERIC);
     assert_non_null(strstr(la_errmsg(), "position 32"));
-    assert_int_equal(la_eval_loss(position_loss, NULL, &val, 64, 2, 1, 0, &loss, NULL, NULL), LA_EINVAL);
-    assert_int_equal(la_eval_loss(position_loss, NULL, &val, 6000, 2, 1, 64, &loss, NULL, NULL), LA_ESHAPE);
-    assert_int_equal(la_eval_loss(NULL, NULL, &val, 64, 2, 1, 64, &loss, NULL, NULL), LA_EINVAL);
+    assert_int_equal(la_eval_loss(position_loss, NULL, &val, 64, 0, 2, 1, 0, &loss, NULL, NULL), LA_EINVAL);
+    assert_int_equal(la_eval_loss(position_loss, NULL, &val, 6000, 0, 2, 1, 64, &loss, NULL, NULL), LA_ESHAPE);
+    assert_int_equal(la_eval_loss(NULL, NULL, &val, 64, 0, 2, 1, 64, &loss, NULL, NULL), LA_EINVAL);
 }
 
 int main(void) {
@@ -153,6 +251,8 @@ int main(void) {
         cmocka_unit_test(test_windows_inside_long_documents),
         cmocka_unit_test(test_loss_matches_reference_and_buckets_average),
         cmocka_unit_test(test_bucket_assignment),
+        cmocka_unit_test(test_spans_score_the_same_tokens_at_every_length),
+        cmocka_unit_test(test_eval_at_L_equals_training_forward),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -15,6 +15,8 @@ typedef struct {
 /* Print "longattn: <msg>" to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* `longattn study`: the length-generalisation study (src/cli/study.c). */
+int cli_study(int argc, char **argv);
 /* longattn attn: run the attention kernel on .npy files (src/cli/attn.c). */
 int cli_attn(int argc, char **argv);
 /* bench/bench_main.c: `longattn bench <name>` (table in bench/bench.h). */

@@ -307,7 +307,7 @@ int cli_kv_eval(int argc, char **argv) {
         for (int i = 0; i < nl; i++) {
             const int T = lens[i];
             double bits = NAN;
-            la_status st = la_eval_loss(cached_loss, &lc, &docs, T, (int)windows, (uint64_t)seed, T, &bits, NULL, NULL);
+            la_status st = la_eval_loss(cached_loss, &lc, &docs, T, 0, (int)windows, (uint64_t)seed, T, &bits, NULL, NULL);
             if (st != LA_OK) {
                 fprintf(stderr, "longattn kv-eval: policy '%s', length %d: %s\n", res[p].name, T, la_errmsg());
                 la_decoder_free(lc.d);

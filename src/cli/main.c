@@ -7,6 +7,7 @@
 
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
+    {"study", "length-generalisation study: train variants at L, evaluate at L..16L and passkey", cli_study},
     {"attn", "run the attention kernel on .npy files (forward, optional backward)", cli_attn},
     {"train", "train a GPT on text or llm.c shards (longattn train --help)", cli_train},
     {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench},

@@ -24,10 +24,10 @@ struct la_decoder {
     const float *wte, *lnf_g, *lm_head;
     dec_layer *ly;       /* (L) */
     float *block;        /* one allocation for the buffers below */
-    float *x, *a, *q_raw, *k_raw, *v_raw, *rstd, *qh, *kh, *vh, *att, *y, *h, *beta, *gamma,
-        *pre_b, *pre_g;  /* x, a: (S, C); q_raw, y: (S, H*D); k_raw, v_raw: (S, K*D);
-                            rstd: (S*H); qh, att: (H, S, D); kh, vh: (K, S, D); h: (S, F);
-                            beta, gamma, pre_b, pre_g: (S*H); S = max_step */
+    float *x, *a, *q_raw, *k_raw, *v_raw, *rstd, *qh, *kh, *vh, *att, *y, *h, *beta,
+        *gamma;      /* x, a: (S, C); q_raw, y: (S, H*D); k_raw, v_raw: (S, K*D);
+                        rstd: (S*H); qh, att: (H, S, D); kh, vh: (K, S, D); h: (S, F);
+                        beta, gamma: (H, S); S = max_step */
     double timer;
 };
 
@@ -123,19 +123,20 @@ la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, 
                                    "is it a longattn GPT built by la_model_new / la_model_load?");
     }
     const size_t S = (size_t)max_step;
-    size_t sizes[16] = {S * C, S * C, S * H * D, S * K * D, S * K * D, S * H, H * S * D, K * S * D,
-                        K * S * D, H * S * D, S * H * D, S * F, S * H, S * H, S * H, S * H};
+    enum { NBUF = 14 };
+    size_t sizes[NBUF] = {S * C, S * C, S * H * D, S * K * D, S * K * D, S * H, H * S * D, K * S * D,
+                          K * S * D, H * S * D, S * H * D, S * F, S * H, S * H};
     size_t total = 0;
-    for (int i = 0; i < 16; i++) total += sizes[i];
+    for (int i = 0; i < NBUF; i++) total += sizes[i];
     d->block = malloc(total * sizeof(float));
     if (!d->block) {
         la_decoder_free(d);
         return la_fail(LA_ENOMEM, "la_decoder_new: out of memory for %zu floats of buffers", total);
     }
-    float **slots[16] = {&d->x, &d->a, &d->q_raw, &d->k_raw, &d->v_raw, &d->rstd, &d->qh, &d->kh,
-                         &d->vh, &d->att, &d->y, &d->h, &d->beta, &d->gamma, &d->pre_b, &d->pre_g};
+    float **slots[NBUF] = {&d->x, &d->a, &d->q_raw, &d->k_raw, &d->v_raw, &d->rstd, &d->qh,
+                           &d->kh, &d->vh, &d->att, &d->y, &d->h, &d->beta, &d->gamma};
     float *p0 = d->block;
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < NBUF; i++) {
         *slots[i] = p0;
         p0 += sizes[i];
     }

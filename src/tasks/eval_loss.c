@@ -40,15 +40,19 @@ la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int6
     return LA_OK;
 }
 
-la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int n,
+la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int span, int n,
                        uint64_t seed, int bucket, double *loss, double *bucket_loss,
                        int64_t *bucket_tokens) {
     if (!fn || !loss) return la_fail(LA_EINVAL, "la_eval_loss: NULL argument");
     if (bucket < 1) return la_fail(LA_EINVAL, "la_eval_loss: bucket must be >= 1 (got %d)", bucket);
+    if (span == 0) span = T;
+    if (T < 1 || span < T)
+        return la_fail(LA_EINVAL, "la_eval_loss: need 1 <= T <= span (got T=%d, span=%d)", T, span);
     int64_t *start = malloc((size_t)(n > 0 ? n : 1) * sizeof *start);
     if (!start) return la_fail(LA_ENOMEM, "la_eval_loss: out of memory");
-    la_status st = la_eval_windows(docs, T, n, seed, start);
+    la_status st = la_eval_windows(docs, span, n, seed, start);
     if (st != LA_OK) { free(start); return st; }
+    const int chunks = span / T; /* windows of T cut from each span, back to back */
     int n_buckets = (T + bucket - 1) / bucket;
     int32_t *inputs = malloc((size_t)T * sizeof *inputs);  // (T)
     int32_t *targets = malloc((size_t)T * sizeof *targets); // (T)
@@ -60,22 +64,27 @@ la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int 
         goto done;
     }
     double total = 0;
+    int64_t count = 0;
     for (int w = 0; w < n && st == LA_OK; w++) {
-        memcpy(inputs, docs->tokens + start[w], (size_t)T * sizeof *inputs);
-        memcpy(targets, docs->tokens + start[w] + 1, (size_t)T * sizeof *targets);
-        st = fn(ctx, inputs, targets, T, tok_loss);
-        for (int t = 0; st == LA_OK && t < T; t++) {
-            if (!isfinite(tok_loss[t]))
-                st = la_fail(LA_ENUMERIC, "evaluation at length %d: loss at position %d of window %d is "
-                             "%g; the model diverged (lower the learning rate)", T, t, w, (double)tok_loss[t]);
-            bsum[t / bucket] += tok_loss[t];
-            bcnt[t / bucket]++;
-            total += tok_loss[t];
+        for (int c = 0; c < chunks && st == LA_OK; c++) {
+            const int32_t *src = docs->tokens + start[w] + (int64_t)c * T;
+            memcpy(inputs, src, (size_t)T * sizeof *inputs);
+            memcpy(targets, src + 1, (size_t)T * sizeof *targets);
+            st = fn(ctx, inputs, targets, T, tok_loss);
+            for (int t = 0; st == LA_OK && t < T; t++) {
+                if (!isfinite(tok_loss[t]))
+                    st = la_fail(LA_ENUMERIC, "evaluation at length %d: loss at position %d of window %d is "
+                                 "%g; the model diverged (lower the learning rate)", T, t, w, (double)tok_loss[t]);
+                bsum[t / bucket] += tok_loss[t];
+                bcnt[t / bucket]++;
+                total += tok_loss[t];
+                count++;
+            }
         }
     }
     if (st == LA_OK) {
         const double bits = 1.0 / log(2.0);
-        *loss = total / ((double)n * T) * bits;
+        *loss = total / (double)count * bits;
         for (int b = 0; b < n_buckets; b++) {
             if (bucket_loss) bucket_loss[b] = bsum[b] / (double)bcnt[b] * bits;
             if (bucket_tokens) bucket_tokens[b] = bcnt[b];

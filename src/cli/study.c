@@ -1,0 +1,182 @@
+/* study.c -- `longattn study`: the main job, a length-generalisation study on real text
+ * (train each attention variant at L, evaluate at L..16L, passkey retrieval). */
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "longattn.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots]\n"
+            "\n"
+            "Train every attention variant of STUDY_FILE (default studies/default.json) at the same\n"
+            "length L with the same data and seed, then report validation loss at each evaluation length\n"
+            "(L, 4L, 16L by default) and passkey retrieval accuracy after a short fine-tune at L.\n"
+            "\n"
+            "  --quick       run studies/quick.json instead (a minute or two; what CI runs)\n"
+            "  --out DIR     run folder for results.csv, passkey.csv, training.csv, results.json,\n"
+            "                results.md and PNG plots (default runs/<study name>)\n"
+            "  --threads N   CPU threads for attention and matrix products (default: all cores)\n"
+            "  --data DIR    use DIR (holding train/ and val/) instead of the file's \"data\"\n"
+            "  --no-plots    skip gnuplot\n"
+            "\n"
+            "The default corpus data/pydoc is built by scripts/setup.sh (scripts/prepare_corpus.sh).\n");
+}
+
+static void fmt_time(double s, char *buf, size_t n) {
+    if (!(s >= 0) || isinf(s)) { snprintf(buf, n, "?"); return; }
+    int t = (int)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%dh%02dm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, n, "%dm%02ds", t / 60, t % 60);
+    else snprintf(buf, n, "%ds", t);
+}
+
+typedef struct {
+    int tty;
+    const char *last_phase;
+    int last_spec;
+    double last_print;
+} progress_state;
+
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void on_progress(void *user, const la_study_progress *p) {
+    progress_state *ps = user;
+    char el[32], eta[32], line[512];
+    fmt_time(p->elapsed_s, el, sizeof el);
+    fmt_time(p->eta_s, eta, sizeof eta);
+    int k = snprintf(line, sizeof line, "[%d/%d %s] %-8s %d/%d", p->spec_index + 1, p->n_specs,
+                     p->spec ? p->spec : "", p->phase, p->done, p->total);
+    if (!isnan(p->loss) && (!strcmp(p->phase, "train") || !strcmp(p->phase, "finetune")))
+        k += snprintf(line + k, sizeof line - (size_t)k, "  loss %.3f", p->loss);
+    if (!isnan(p->val_loss) && !strcmp(p->phase, "train"))
+        k += snprintf(line + k, sizeof line - (size_t)k, "  val %.3f", p->val_loss);
+    snprintf(line + k, sizeof line - (size_t)k, "  | %s elapsed, ETA %s", el, eta);
+    int new_phase = p->phase != ps->last_phase || p->spec_index != ps->last_spec;
+    double now = mono();
+    if (ps->tty) {
+        if (new_phase && ps->last_phase) fputc('\n', stderr); /* keep one line per finished phase */
+        fprintf(stderr, "\r%s\033[K", line);
+        fflush(stderr);
+    } else if (new_phase || now - ps->last_print >= 10.0 || (p->total > 0 && p->done == p->total)) {
+        fprintf(stderr, "%s\n", line);
+        ps->last_print = now;
+    }
+    ps->last_phase = p->phase;
+    ps->last_spec = p->spec_index;
+}
+
+/* studies/<name>.json from the current folder, else next to the program (../studies). */
+static void find_preset(const char *name, char *buf, size_t n) {
+    snprintf(buf, n, "studies/%s.json", name);
+    if (access(buf, R_OK) == 0) return;
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            char alt[PATH_MAX + 64];
+            snprintf(alt, sizeof alt, "%s/../studies/%s.json", exe, name);
+            if (access(alt, R_OK) == 0) { snprintf(buf, n, "%s", alt); return; }
+        }
+    }
+}
+
+int cli_study(int argc, char **argv) {
+    const char *file = NULL, *out = NULL, *data = NULL;
+    int quick = 0, threads = 0, plots = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(a, "--quick")) quick = 1;
+        else if (!strcmp(a, "--no-plots")) plots = 0;
+        else if (!strcmp(a, "--out") || !strcmp(a, "--threads") || !strcmp(a, "--data")) {
+            if (i + 1 >= argc) return cli_usage_error("study", "%s needs a value", a);
+            const char *val = argv[++i];
+            if (!strcmp(a, "--out")) out = val;
+            else if (!strcmp(a, "--data")) data = val;
+            else {
+                char *end;
+                long t = strtol(val, &end, 10);
+                if (*end || t < 1 || t > 1024)
+                    return cli_usage_error("study", "--threads wants a whole number from 1 to 1024 (got '%s')", val);
+                threads = (int)t;
+            }
+        } else if (a[0] == '-') return cli_usage_error("study", "unknown option '%s'", a);
+        else if (file) return cli_usage_error("study", "give one study file (got '%s' and '%s')", file, a);
+        else file = a;
+    }
+    if (file && quick)
+        return cli_usage_error("study", "--quick runs studies/quick.json; do not also name a study file ('%s')", file);
+    char preset[PATH_MAX + 128];
+    if (!file) {
+        find_preset(quick ? "quick" : "default", preset, sizeof preset);
+        file = preset;
+    }
+    la_study st;
+    if (la_study_load(file, &st) != LA_OK) {
+        fprintf(stderr, "longattn study: %s\n", la_errmsg());
+        return 1;
+    }
+    char outbuf[PATH_MAX];
+    if (!out) {
+        snprintf(outbuf, sizeof outbuf, "runs/%s", st.name[0] ? st.name : "study");
+        out = outbuf;
+    }
+    if (threads > 0) {
+        omp_set_num_threads(threads);
+        openblas_set_num_threads(threads);
+    }
+    fprintf(stderr, "longattn study: %s -> %s (%d variants, %d steps of %d x %d, eval at", file, out, st.n_specs,
+            st.steps, st.batch, st.seq_len);
+    for (int i = 0; i < st.n_eval_lens; i++) fprintf(stderr, " %d", st.eval_lens[i]);
+    fprintf(stderr, ", %d threads)\n", threads > 0 ? threads : omp_get_max_threads());
+
+    progress_state ps = {isatty(2), NULL, -1, 0};
+    la_study_opts opts = la_study_default_opts();
+    opts.n_threads = threads;
+    opts.progress = on_progress;
+    opts.user = &ps;
+    opts.data = data;
+    if (!plots) opts.gnuplot = "";
+    la_study_summary sum;
+    la_status s = la_study_run(&st, out, &opts, &sum);
+    if (ps.tty) fputc('\n', stderr);
+    char err[1024] = "";
+    if (s != LA_OK) snprintf(err, sizeof err, "%s", la_errmsg());
+    char md[PATH_MAX + 16];
+    snprintf(md, sizeof md, "%s/results.md", out);
+    FILE *f = s == LA_OK || sum.wall_s > 0 ? fopen(md, "r") : NULL; /* a table only from this run */
+    if (f) {
+        char buf[4096];
+        size_t k;
+        printf("\n");
+        while ((k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, stdout);
+        fclose(f);
+    }
+    char wall[32];
+    fmt_time(sum.wall_s, wall, sizeof wall);
+    if (sum.wall_s > 0)
+        printf("\nFiles in %s: results.md results.csv passkey.csv training.csv results.json%s (%s)\n", out,
+           sum.plots_ok ? " and PNG plots" : "", wall);
+    if (sum.warning[0]) fprintf(stderr, "longattn study: warning: %s\n", sum.warning);
+    if (s != LA_OK) {
+        fprintf(stderr, "longattn study: %s\n", err);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,60 @@
+/* study_internal.h -- results of a study in memory, shared by the runner (study_run.c)
+ * and the writers of its tables and plots (study_report.c). Not public. */
+#ifndef LA_STUDY_INTERNAL_H
+#define LA_STUDY_INTERNAL_H
+
+#include "core/internal.h"
+
+typedef struct {
+    int step;           /* optimizer steps done */
+    double train_bpb;   /* training loss of that step, bits per token */
+    double val_bpb;     /* validation loss at L (NAN when not evaluated at this step) */
+    double elapsed_s;   /* since the variant started */
+} study_log_row;
+
+typedef struct {
+    char canon[256];            /* canonical spec text (la_spec_format) */
+    size_t n_params;
+    int trained;                /* training and loss evaluation finished */
+    int passkey_done;           /* passkey grid finished (or switched off) */
+    double train_s, eval_s, passkey_s; /* wall time of the phases */
+    double final_train_bpb;     /* mean training loss of the last 10% of steps, bits per token */
+    double loss[LA_STUDY_MAX_LENS];        /* (n_eval_lens) bits per token */
+    int64_t tokens[LA_STUDY_MAX_LENS];     /* target tokens behind each loss */
+    double *bucket[LA_STUDY_MAX_LENS];     /* (n_bucket[i]) bits per token per L positions */
+    int64_t *bucket_tokens[LA_STUDY_MAX_LENS];
+    int n_bucket[LA_STUDY_MAX_LENS];
+    double ft_first_bpb, ft_last_bpb;      /* passkey fine-tune answer loss, first / last step */
+    int correct[LA_STUDY_MAX_LENS][LA_STUDY_MAX_DEPTHS]; /* exact matches out of pk_trials */
+    study_log_row *log;
+    int n_log, cap_log;
+    char error[512];            /* why the variant failed, "" if it did not */
+} study_variant;
+
+typedef struct {
+    const la_study *st;
+    int is_bytes;               /* 1: units are bits per byte */
+    int vocab;
+    int64_t train_tokens, val_tokens;
+    int train_docs, val_docs;
+    int n_threads;
+    study_variant v[LA_STUDY_MAX_SPECS];
+    double wall_s;
+} study_results;
+
+/* Tables: results.csv, passkey.csv, training.csv, results.json, results.md (atomic). */
+la_status study_write_tables(const study_results *r, const char *out_dir);
+
+/* Plots: plots.gp and its .dat files, then gnuplot -> PNG (atomic rename after a PNG
+ * signature check). Returns LA_OK with *ok = 0 and a message in warn when gnuplot is
+ * missing or fails: plots are not worth losing the numbers for. */
+la_status study_write_plots(const study_results *r, const char *out_dir, const char *gnuplot,
+                            int *ok, char *warn, size_t warn_n);
+
+/* Markdown summary table (the content of results.md). Returns a malloc'ed string. */
+char *study_markdown(const study_results *r);
+
+/* File-name-safe form of a spec: letters, digits, '.', '-' kept, runs of others -> '_'. */
+void study_slug(const char *spec, char *buf, size_t n);
+
+#endif

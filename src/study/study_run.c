@@ -1,0 +1,418 @@
+/* study_run.c -- `longattn study`: train every attention variant of a study file with the
+ * same data and seed, then evaluate validation loss at each length and passkey retrieval
+ * after a short fine-tune (SPEC 8; the protocol of the scale-invariant attention paper,
+ * Anson et al. 2025: train at L, validate at L, 4L, 16L, needle-in-a-haystack after
+ * fine-tuning at L). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "study/study_internal.h"
+
+#define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
+#define TAG_FT 0x66696e6574756e65ULL     /* "finetune": passkey fine-tune examples */
+#define TAG_PK 0x706b5f6576616c5fULL     /* "pk_eval_": passkey evaluation grid */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+la_study_opts la_study_default_opts(void) {
+    la_study_opts o;
+    memset(&o, 0, sizeof o);
+    return o;
+}
+
+/* ---- progress and ETA ----
+ * Work is counted in forward flops: a token at context T costs
+ *   c(T) = 2 P_blocks + 2 C V + n_layer * 2 T C
+ * (matrix products, LM head, and causal attention: on average T/2 keys, 2 products of
+ * 2 C flops), a training token 3 c(L) (forward + backward). The rate measured so far
+ * turns the flops left into seconds. */
+typedef struct {
+    const la_study *st;
+    const la_study_opts *opts;
+    la_study_progress p;
+    double t0, flops_total, flops_done;
+    double c_L;
+    int vocab;
+} tracker;
+
+static double flops_per_token(const la_study *st, int vocab, int T) {
+    double C = st->d_model, F = 4.0 * C, ckv = C * st->n_kv_head / st->n_head;
+    double blocks = st->n_layer * (2 * C * C + 2 * C * ckv + 2 * C * F);
+    return 2 * blocks + 2 * C * vocab + st->n_layer * 2.0 * T * C;
+}
+
+static double variant_flops(const la_study *st, int vocab) {
+    double cL = flops_per_token(st, vocab, st->seq_len);
+    double f = 3.0 * st->steps * st->batch * st->seq_len * cL;
+    int span = st->eval_lens[st->n_eval_lens - 1], n_val = st->steps / st->val_every + 1;
+    f += (double)n_val * ((st->eval_windows + 3) / 4) * span * cL;
+    for (int i = 0; i < st->n_eval_lens; i++) /* every length scores eval_windows spans */
+        f += (double)st->eval_windows * (span / st->eval_lens[i]) * st->eval_lens[i] *
+             flops_per_token(st, vocab, st->eval_lens[i]);
+    if (st->pk_trials > 0) {
+        f += 3.0 * st->pk_steps * st->batch * st->seq_len * cL;
+        for (int i = 0; i < st->n_pk_lens; i++)
+            f += (double)st->n_pk_depths * st->pk_trials * st->pk_lens[i] *
+                 flops_per_token(st, vocab, st->pk_lens[i]);
+    }
+    return f;
+}
+
+static void report(tracker *tk, double flops) {
+    tk->flops_done += flops;
+    double el = now_s() - tk->t0;
+    tk->p.elapsed_s = el;
+    tk->p.eta_s = (tk->flops_done > 0 && el > 0.2)
+                      ? el / tk->flops_done * fmax(0.0, tk->flops_total - tk->flops_done) : NAN;
+    if (tk->opts->progress) tk->opts->progress(tk->opts->user, &tk->p);
+}
+
+static void phase(tracker *tk, const char *name, int total) {
+    tk->p.phase = name;
+    tk->p.done = 0;
+    tk->p.total = total;
+    report(tk, 0);
+}
+
+/* ---- the model as an evaluation function (B = 1 windows) ---- */
+typedef struct {
+    la_model *m;
+    tracker *tk;
+} eval_ctx;
+
+static la_status model_token_loss(void *ctx, const int32_t *inputs, const int32_t *targets, int T,
+                                  float *loss) {
+    eval_ctx *e = ctx;
+    la_status st = la_model_eval(e->m, inputs, targets, 1, T, NULL, loss, NULL, NULL);
+    if (st == LA_OK && e->tk) {
+        e->tk->p.done++;
+        report(e->tk, (double)T * flops_per_token(e->tk->st, e->tk->vocab, T));
+    }
+    return st;
+}
+
+static la_status log_row(study_variant *v, int step, double train_bpb, double val_bpb, double el) {
+    if (v->n_log == v->cap_log) {
+        int cap = v->cap_log ? 2 * v->cap_log : 64;
+        study_log_row *l = realloc(v->log, (size_t)cap * sizeof *l);
+        if (!l) return la_fail(LA_ENOMEM, "study: out of memory for the training log");
+        v->log = l;
+        v->cap_log = cap;
+    }
+    v->log[v->n_log++] = (study_log_row){step, train_bpb, val_bpb, el};
+    return LA_OK;
+}
+
+static la_status mkdir_p(const char *dir) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return la_fail(LA_EINVAL, "output folder path is too long");
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return la_fail(LA_EIO, "cannot create output folder '%s': %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return la_fail(LA_EIO, "output path '%s' exists and is not a folder; choose another --out", dir);
+    return LA_OK;
+}
+
+/* One variant: train, evaluate, fine-tune, passkey. */
+static la_status run_variant(const la_study *st, int vi, const la_docs *train, const la_docs *val,
+                             study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
+                             int32_t *inp /* (B, L) */, int32_t *tgt /* (B, L) */,
+                             int32_t *ex /* (max len + 1) */, int32_t *pred /* (max len) */) {
+    study_variant *v = &r->v[vi];
+    const int B = st->batch, L = st->seq_len;
+    const double bits = 1.0 / log(2.0);
+    la_model_config mc = la_model_default_config();
+    mc.n_layer = st->n_layer;
+    mc.d_model = st->d_model;
+    mc.n_head = st->n_head;
+    mc.n_kv_head = st->n_kv_head;
+    mc.vocab = r->vocab;
+    mc.train_len = L;
+    snprintf(mc.spec, sizeof mc.spec, "%s", st->specs[vi]);
+    la_model *m = NULL;
+    la_trainer *tr = NULL;
+    la_status s = la_model_new(&mc, st->seed, &m);
+    if (s != LA_OK) return s;
+    v->n_params = la_model_num_params(m);
+    la_spec_format(la_model_spec(m), v->canon, sizeof v->canon);
+
+    /* ---- pre-training on B x L windows, the same ones in the same order for every spec */
+    la_train_config tc = la_train_default_config();
+    tc.steps = st->steps;
+    tc.B = B;
+    tc.T = L;
+    tc.lr = st->lr;
+    tc.min_lr = st->lr / 10;
+    tc.warmup = st->warmup;
+    tc.seed = st->seed;
+    tc.n_threads = r->n_threads;
+    if ((s = la_trainer_new(m, NULL, &tc, &tr)) != LA_OK) goto out;
+    la_rng order;
+    la_rng_seed(&order, st->seed ^ TAG_TRAIN);
+    double t0 = now_s(), tail_sum = 0;
+    int tail_n = 0, tail_from = st->steps - (st->steps / 10 > 0 ? st->steps / 10 : 1);
+    eval_ctx ec = {m, NULL};
+    /* every length scores the same text: spans of the longest length, cut into windows */
+    const int span = st->eval_lens[st->n_eval_lens - 1];
+    const int n_val = (st->eval_windows + 3) / 4; /* validation during training: a quarter */
+    const double train_flops = 3.0 * B * L * tk->c_L;
+    phase(tk, "train", st->steps);
+    for (int step = 0; step < st->steps; step++) {
+        for (int b = 0; b < B; b++) {
+            int64_t start = (int64_t)la_rng_below(&order, (uint64_t)(train->n_tokens - L));
+            memcpy(batch + (size_t)b * (L + 1), train->tokens + start, (size_t)(L + 1) * sizeof *batch);
+            memcpy(inp + (size_t)b * L, batch + (size_t)b * (L + 1), (size_t)L * sizeof *inp);
+            memcpy(tgt + (size_t)b * L, batch + (size_t)b * (L + 1) + 1, (size_t)L * sizeof *tgt);
+        }
+        la_step_info info;
+        if ((s = la_trainer_step_batch(tr, inp, tgt, B, L, &info)) != LA_OK) goto out;
+        double tb = info.loss * bits;
+        if (step >= tail_from) { tail_sum += tb; tail_n++; }
+        tk->p.loss = tb;
+        tk->p.done = step + 1;
+        double vb = NAN;
+        if ((step + 1) % st->val_every == 0 || step + 1 == st->steps) {
+            double vl;
+            if ((s = la_eval_loss(model_token_loss, &ec, val, L, span, n_val, st->seed, L, &vl, NULL, NULL)) != LA_OK)
+                goto out;
+            vb = vl;
+            tk->p.val_loss = vb;
+            tk->flops_done += (double)n_val * span * tk->c_L;
+        }
+        if ((s = log_row(v, step + 1, tb, vb, now_s() - t0)) != LA_OK) goto out;
+        report(tk, train_flops);
+    }
+    v->final_train_bpb = tail_sum / tail_n;
+    v->train_s = now_s() - t0;
+    la_trainer_free(tr);
+    tr = NULL;
+
+    /* ---- validation loss at every evaluation length, buckets of L positions */
+    t0 = now_s();
+    ec.tk = tk;
+    int n_eval_windows = 0;
+    for (int i = 0; i < st->n_eval_lens; i++) n_eval_windows += span / st->eval_lens[i] * st->eval_windows;
+    phase(tk, "eval", n_eval_windows);
+    for (int i = 0; i < st->n_eval_lens; i++) {
+        int T = st->eval_lens[i], nb = (T + L - 1) / L;
+        v->n_bucket[i] = nb;
+        v->bucket[i] = malloc((size_t)nb * sizeof *v->bucket[i]);
+        v->bucket_tokens[i] = malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
+        if (!v->bucket[i] || !v->bucket_tokens[i]) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
+        if ((s = la_eval_loss(model_token_loss, &ec, val, T, span, st->eval_windows, st->seed, L, &v->loss[i],
+                              v->bucket[i], v->bucket_tokens[i])) != LA_OK)
+            goto out;
+        v->tokens[i] = (int64_t)(span / T) * T * st->eval_windows;
+    }
+    v->eval_s = now_s() - t0;
+    v->trained = 1;
+
+    /* ---- passkey: fine-tune at L on the answer digits, then the exact-match grid */
+    if (st->pk_trials > 0) {
+        t0 = now_s();
+        if (st->pk_steps > 0) {
+            la_train_config fc = tc;
+            fc.steps = st->pk_steps;
+            fc.lr = st->pk_lr;
+            fc.min_lr = st->pk_lr / 10;
+            fc.warmup = st->pk_steps / 10;
+            if ((s = la_trainer_new(m, NULL, &fc, &tr)) != LA_OK) goto out;
+            la_rng fr;
+            la_rng_seed(&fr, st->seed ^ TAG_FT);
+            phase(tk, "finetune", st->pk_steps);
+            for (int step = 0; step < st->pk_steps; step++) {
+                for (int b = 0; b < B; b++) {
+                    la_passkey pk;
+                    double depth = la_rng_uniform(&fr);
+                    if ((s = la_passkey_make(train, L, depth, la_rng_u64(&fr), ex, &pk)) != LA_OK) goto out;
+                    int32_t *ib = inp + (size_t)b * L, *tb = tgt + (size_t)b * L;
+                    memcpy(ib, ex, (size_t)L * sizeof *ib);
+                    for (int t = 0; t < L; t++) tb[t] = t >= pk.answer_pos - 1 ? ex[t + 1] : -1;
+                }
+                la_step_info info;
+                if ((s = la_trainer_step_batch(tr, inp, tgt, B, L, &info)) != LA_OK) goto out;
+                if (step == 0) v->ft_first_bpb = info.loss * bits;
+                v->ft_last_bpb = info.loss * bits;
+                tk->p.loss = info.loss * bits;
+                tk->p.done = step + 1;
+                report(tk, train_flops);
+            }
+            la_trainer_free(tr);
+            tr = NULL;
+        }
+        phase(tk, "passkey", st->n_pk_lens * st->n_pk_depths * st->pk_trials);
+        for (int li = 0; li < st->n_pk_lens; li++) {
+            int T = st->pk_lens[li];
+            double cT = (double)T * flops_per_token(st, r->vocab, T);
+            for (int di = 0; di < st->n_pk_depths; di++) {
+                v->correct[li][di] = 0;
+                for (int k = 0; k < st->pk_trials; k++) {
+                    /* the same examples for every spec */
+                    uint64_t seed = (st->seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
+                    la_passkey pk;
+                    if ((s = la_passkey_make(val, T, st->pk_depths[di], seed, ex, &pk)) != LA_OK) goto out;
+                    if ((s = la_model_eval(m, ex, NULL, 1, T, NULL, NULL, pred, NULL)) != LA_OK) goto out;
+                    v->correct[li][di] += la_passkey_exact(pred, ex, &pk);
+                    tk->p.done++;
+                    report(tk, cT);
+                }
+            }
+        }
+        v->passkey_s = now_s() - t0;
+    }
+    v->passkey_done = 1;
+out:
+    la_trainer_free(tr);
+    la_model_free(m);
+    return s;
+}
+
+la_status la_study_run(const la_study *st, const char *out_dir, const la_study_opts *opts_in,
+                       la_study_summary *summary) {
+    if (!st || !out_dir) return la_fail(LA_EINVAL, "la_study_run: NULL argument");
+    la_study_opts opts = opts_in ? *opts_in : la_study_default_opts();
+    if (summary) memset(summary, 0, sizeof *summary);
+    const char *data = opts.data ? opts.data : st->data;
+    double t_start = now_s();
+    char path[4096];
+    la_docs train = {0}, val = {0};
+    study_results *r = calloc(1, sizeof *r);
+    if (!r) return la_fail(LA_ENOMEM, "study: out of memory");
+    int32_t *batch = NULL, *inp = NULL, *tgt = NULL, *ex = NULL, *pred = NULL;
+    la_status s;
+
+    snprintf(path, sizeof path, "%s/train", data);
+    if ((s = la_docs_load(path, &train)) != LA_OK) goto out;
+    snprintf(path, sizeof path, "%s/val", data);
+    if ((s = la_docs_load(path, &val)) != LA_OK) goto out;
+    const int L = st->seq_len, B = st->batch;
+    /* everything that can be checked before hours of training is checked now */
+    if (train.is_bytes != val.is_bytes || train.vocab != val.vocab) {
+        s = la_fail(LA_EFORMAT, "%s/train and %s/val hold different kinds of data (text vs token shards)", data, data);
+        goto out;
+    }
+    if (train.n_tokens < (int64_t)L + 2) {
+        s = la_fail(LA_ESHAPE, "%s/train holds %lld tokens, fewer than one training window of %d; add data or "
+                    "lower seq_len", data, (long long)train.n_tokens, L + 1);
+        goto out;
+    }
+    int64_t longest = la_docs_longest(&val);
+    int max_eval = st->eval_lens[st->n_eval_lens - 1];
+    if (longest < (int64_t)max_eval + 1) {
+        s = la_fail(LA_ESHAPE, "key \"eval_lens\": evaluating at %d tokens needs a validation document of %d tokens; "
+                    "the longest in %s/val has %lld: lower eval_lens or add longer documents",
+                    max_eval, max_eval + 1, data, (long long)longest);
+        goto out;
+    }
+    if (st->pk_trials > 0 && !val.is_bytes) {
+        s = la_fail(LA_EINVAL, "the passkey task needs byte-level text (token shards cannot spell its question); "
+                    "set \"passkey\": {\"trials\": 0} for shard data");
+        goto out;
+    }
+    if ((s = mkdir_p(out_dir)) != LA_OK) goto out;
+
+    r->st = st;
+    r->is_bytes = train.is_bytes;
+    r->vocab = train.vocab;
+    r->train_tokens = train.n_tokens;
+    r->val_tokens = val.n_tokens;
+    r->train_docs = train.n_docs;
+    r->val_docs = val.n_docs;
+    r->n_threads = opts.n_threads;
+    int max_len = L;
+    for (int i = 0; i < st->n_pk_lens; i++) if (st->pk_lens[i] > max_len) max_len = st->pk_lens[i];
+    batch = malloc((size_t)B * (L + 1) * sizeof *batch); // (B, L+1)
+    inp = malloc((size_t)B * L * sizeof *inp);           // (B, L)
+    tgt = malloc((size_t)B * L * sizeof *tgt);           // (B, L)
+    ex = malloc(((size_t)max_len + 1) * sizeof *ex);     // (max_len + 1)
+    pred = malloc((size_t)max_len * sizeof *pred);       // (max_len)
+    if (!batch || !inp || !tgt || !ex || !pred) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
+
+    tracker tk;
+    memset(&tk, 0, sizeof tk);
+    tk.st = st;
+    tk.opts = &opts;
+    tk.t0 = t_start;
+    tk.vocab = r->vocab;
+    tk.c_L = flops_per_token(st, r->vocab, L);
+    tk.flops_total = st->n_specs * variant_flops(st, r->vocab);
+    tk.p.n_specs = st->n_specs;
+    tk.p.loss = tk.p.val_loss = NAN;
+    /* a variant that fails (e.g. diverges) is recorded and the others still run */
+    la_status first_bad = LA_OK;
+    char first_msg[1024] = "";
+    int n_bad = 0;
+    for (int vi = 0; vi < st->n_specs; vi++) {
+        tk.p.spec_index = vi;
+        tk.p.spec = st->specs[vi];
+        tk.p.loss = tk.p.val_loss = NAN;
+        double before = tk.flops_done;
+        la_status vs = run_variant(st, vi, &train, &val, r, &tk, batch, inp, tgt, ex, pred);
+        if (vs != LA_OK) {
+            snprintf(r->v[vi].error, sizeof r->v[vi].error, "%s", la_errmsg());
+            if (!n_bad++) {
+                first_bad = vs;
+                snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
+                         r->v[vi].error);
+            }
+        }
+        /* keep the ETA honest whatever the flop model missed for this variant */
+        tk.flops_done = before + variant_flops(st, r->vocab);
+        r->wall_s = now_s() - t_start;
+        if ((s = study_write_tables(r, out_dir)) != LA_OK) goto out; /* finished variants are kept */
+    }
+    tk.p.phase = "write";
+    report(&tk, 0);
+    int plots_ok = 0;
+    char warn[512] = "";
+    if (!(opts.gnuplot && !opts.gnuplot[0]))
+        s = study_write_plots(r, out_dir, opts.gnuplot ? opts.gnuplot : "gnuplot", &plots_ok, warn, sizeof warn);
+    else
+        snprintf(warn, sizeof warn, "plots switched off");
+    r->wall_s = now_s() - t_start;
+    if (s == LA_OK) s = study_write_tables(r, out_dir); /* with the final wall time */
+    if (s == LA_OK && n_bad)
+        s = la_fail(first_bad, "%s%s; the results of the other variants are in %s", first_msg,
+                    n_bad > 1 ? " (and more: see results.md)" : "", out_dir);
+    if (summary) {
+        summary->wall_s = r->wall_s;
+        summary->plots_ok = plots_ok;
+        snprintf(summary->warning, sizeof summary->warning, "%s", warn);
+    }
+out:
+    for (int vi = 0; vi < LA_STUDY_MAX_SPECS; vi++) {
+        for (int i = 0; i < LA_STUDY_MAX_LENS; i++) {
+            free(r->v[vi].bucket[i]);
+            free(r->v[vi].bucket_tokens[i]);
+        }
+        free(r->v[vi].log);
+    }
+    free(r);
+    free(batch);
+    free(inp);
+    free(tgt);
+    free(ex);
+    free(pred);
+    la_docs_free(&train);
+    la_docs_free(&val);
+    return s;
+}
