@@ -345,6 +345,20 @@ static void test_workspace_reuse(void **state) {
     assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, p.out, p.lse, &o), LA_OK);
     assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, out2, p.lse, &o), LA_OK);
     assert_memory_equal(p.out, out2, sizeof(float) * 2 * 90 * 16);
+    /* the cached RoPE table must follow a change of frequencies and of S: compare each
+     * call on the shared workspace with a call on a fresh one */
+    la_spec specs[3] = {tu_spec(), tu_spec(), tu_spec()};
+    specs[0].pos = LA_POS_YARN; specs[0].pos_scale = 4; specs[0].train_len = 16;
+    specs[1].pos = LA_POS_ROPE; specs[1].theta = 500;
+    specs[2].pos = LA_POS_ROPE;
+    for (int c = 0; c < 3; c++) {
+        la_shape sh = p.sh;
+        if (c == 2) sh.S = 60, sh.T = 60; /* fewer keys than the cached table */
+        la_attn_opts fresh = la_attn_default_opts();
+        assert_int_equal(la_attn_forward(&specs[c], &sh, p.q, p.k, p.v, out2, p.lse, &o), LA_OK);
+        assert_int_equal(la_attn_forward(&specs[c], &sh, p.q, p.k, p.v, p.out, p.lse, &fresh), LA_OK);
+        assert_memory_equal(p.out, out2, sizeof(float) * 2 * (size_t)sh.T * 16);
+    }
     free(out2);
     la_workspace_free(ws);
     prob_free(&p);

@@ -119,7 +119,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     size_t ntab = T + S - 1;
     c->scratch_bytes = ((la_softmax_scratch_bytes(s->D) + extra_scratch) + 63) & ~(size_t)63;
     double *omega = NULL;
-    float *kcs = NULL, *qcs = NULL, *t_a = NULL, *t_m = NULL, *t_d = NULL, *slope = NULL, *head_s = NULL;
+    float *qcs = NULL, *t_a = NULL, *t_m = NULL, *t_d = NULL, *slope = NULL, *head_s = NULL;
     int32_t *dstart = NULL, *dend = NULL;
     la_rowvis *rows = NULL;
     la_tilespan *qspan = NULL;
@@ -132,7 +132,6 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     size_t prep_floats = fit * pair_floats;
     la_ws_req req[] = {
         {(void **)&omega, rotate ? sizeof(double) * D / 2 : 0},
-        {(void **)&kcs, rotate ? sizeof(float) * S * D : 0},
         {(void **)&qcs, rotate && !q_in_table ? sizeof(float) * T * D : 0},
         {(void **)&dstart, opts->doc_ids ? sizeof(int32_t) * B * S : 0},
         {(void **)&dend, opts->doc_ids ? sizeof(int32_t) * B * S : 0},
@@ -160,10 +159,12 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         c->nrot = 0;
         for (int kk = 0; kk < s->D / 2; kk++)
             if (omega[kk] != 0.0) c->nrot = kk + 1;
-        la_rope_table(omega, s->D, 0, s->S, kcs, c->nthreads);
+        const float *ktab = NULL;
+        LA_TRY(la_ws_rope_table(ws, omega, s->D, s->S, c->nthreads, &ktab));
+        c->kcs = ktab;
         if (qcs) la_rope_table(omega, s->D, pos0, s->T, qcs, c->nthreads);
     }
-    c->kcs = kcs; c->qcs = qcs;
+    c->qcs = qcs;
     if (opts->doc_ids)
         for (int b = 0; b < s->B; b++)
             la_doc_runs(opts->doc_ids + (size_t)b * S, s->S, dstart + (size_t)b * S, dend + (size_t)b * S);

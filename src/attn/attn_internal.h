@@ -39,6 +39,13 @@
 struct la_workspace {
     void *base;      /* 64-byte aligned arena */
     size_t cap;      /* bytes */
+    /* RoPE cos/sin table of key positions 0..rope_n-1, kept across calls: a training loop
+     * or benchmark with the same S, D and frequencies computes it once. */
+    float *rope;         /* (rope_n, rope_D) */
+    size_t rope_cap;     /* floats allocated */
+    double *rope_omega;  /* (rope_D / 2) frequencies the table was built with */
+    int rope_D;
+    int64_t rope_n;      /* 0: no valid table */
 };
 
 /* One request of a carve: *dst receives a 64-byte aligned block of `bytes` bytes. */
@@ -52,6 +59,10 @@ typedef struct {
 la_status la_ws_carve(la_workspace *ws, la_ws_req *reqs, int n);
 /* Bytes currently held by ws (for benchmarks: the kernel's extra memory). */
 size_t la_workspace_capacity(const la_workspace *ws);
+/* The cos/sin table (n, D) of key positions 0..n-1 for frequencies omega (D/2), reused
+ * from the previous call when n, D and omega are the same. */
+la_status la_ws_rope_table(la_workspace *ws, const double *omega, int D, int64_t n, int nthreads,
+                           const float **tab);
 
 /* ---- positions (posenc.c) --------------------------------------------------------- */
 

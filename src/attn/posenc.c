@@ -1,6 +1,7 @@
 /* posenc.c -- RoPE family frequencies and rotations, ALiBi slopes, sinv coefficients
  * (SPEC 3 and 4). Angles are formed in double and only cos/sin are rounded to float, so
  * positions past 2^20 keep full float accuracy. */
+#define _GNU_SOURCE /* sincos */
 #include "attn/attn_internal.h"
 
 #include <math.h>
@@ -89,9 +90,10 @@ void la_rope_table(const double *omega, int D, int64_t base, int n, float *cs, i
         double pos = (double)(base + r);
         float *row = cs + (size_t)r * D;
         for (int k = 0; k < half; k++) {
-            double ang = pos * omega[k];
-            row[k] = (float)cos(ang);
-            row[half + k] = (float)sin(ang);
+            double sn = 0.0, cs1 = 1.0;
+            if (omega[k] != 0.0) sincos(pos * omega[k], &sn, &cs1);
+            row[k] = (float)cs1;
+            row[half + k] = (float)sn;
         }
     }
 }

@@ -12,10 +12,46 @@ la_workspace *la_workspace_new(void) {
 void la_workspace_free(la_workspace *ws) {
     if (!ws) return;
     free(ws->base);
+    free(ws->rope);
+    free(ws->rope_omega);
     free(ws);
 }
 
-size_t la_workspace_capacity(const la_workspace *ws) { return ws ? ws->cap : 0; }
+size_t la_workspace_capacity(const la_workspace *ws) {
+    return ws ? ws->cap + ws->rope_cap * sizeof(float) : 0;
+}
+
+la_status la_ws_rope_table(la_workspace *ws, const double *omega, int D, int64_t n, int nthreads,
+                           const float **tab) {
+    int half = D / 2;
+    if (ws->rope_n >= n && ws->rope_D == D && ws->rope &&
+        memcmp(ws->rope_omega, omega, sizeof(double) * (size_t)half) == 0) {
+        *tab = ws->rope; /* same frequencies, covers positions 0..n-1: rows depend only on the position */
+        return LA_OK;
+    }
+    size_t need = (size_t)n * (size_t)D;
+    ws->rope_n = 0;
+    if (need > ws->rope_cap) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, need * sizeof(float)) != 0 || !p)
+            return la_fail(LA_ENOMEM, "attention workspace: cannot allocate the RoPE table (%zu bytes)",
+                           need * sizeof(float));
+        free(ws->rope);
+        ws->rope = p;
+        ws->rope_cap = need;
+    }
+    if (ws->rope_D != D || !ws->rope_omega) {
+        free(ws->rope_omega);
+        ws->rope_omega = malloc(sizeof(double) * (size_t)half);
+        if (!ws->rope_omega) return la_fail(LA_ENOMEM, "attention workspace: out of memory");
+    }
+    la_rope_table(omega, D, 0, (int)n, ws->rope, nthreads);
+    memcpy(ws->rope_omega, omega, sizeof(double) * (size_t)half);
+    ws->rope_D = D;
+    ws->rope_n = n;
+    *tab = ws->rope;
+    return LA_OK;
+}
 
 la_status la_ws_carve(la_workspace *ws, la_ws_req *reqs, int n) {
     size_t total = 0;
