@@ -59,7 +59,7 @@ static void defaults(synth_opts *o) {
     snprintf(o->tasks, sizeof o->tasks, "%s", DEFAULT_TASKS);
     snprintf(o->specs, sizeof o->specs, "%s", DEFAULT_SPECS);
     snprintf(o->out, sizeof o->out, "runs/synth");
-    o->steps = 1200;
+    o->steps = 3000;
     o->batch = 32;
     o->warmup = 30;
     o->layers = 2;
@@ -79,7 +79,7 @@ static void defaults(synth_opts *o) {
     o->threads = 0;
     o->seed = 1;
     o->curriculum = 8;
-    o->ramp = 0.5;
+    o->ramp = 0.4;
 }
 
 static void apply_quick(synth_opts *o) {
@@ -105,7 +105,7 @@ static void usage(FILE *f) {
             "  --quick             tiny CI configuration (~20 s): flipflop,copy; softmax+nape and\n"
             "                      softmax+logn+nape; lengths 8-16; 40 steps; 16 examples at 1x-4x\n"
             "  --out DIR           output folder (default runs/synth)\n"
-            "  --steps N           optimizer steps per run (default 1200)\n"
+            "  --steps N           optimizer steps per run (default 3000)\n"
             "  --batch B           sequences per step (default 32)\n"
             "  --lr X              AdamW peak learning rate, cosine to lr/10 (default 3e-3)\n"
             "  --warmup N          linear warm-up steps (default 30)\n"
@@ -119,7 +119,7 @@ static void usage(FILE *f) {
             "  --curriculum L0     train first on content lengths up to L0, raising the bound\n"
             "                      linearly to max-len over the first --ramp share of the steps\n"
             "                      (lower bound: half the upper one, at most min-len); 0: off (default 8)\n"
-            "  --ramp F            share of the steps the curriculum ramps over (default 0.5)\n"
+            "  --ramp F            share of the steps the curriculum ramps over (default 0.4)\n"
             "  --seed S            model init and data seed (default 1)\n"
             "  --threads N         attention threads (default: OpenMP default)\n",
             DEFAULT_TASKS, DEFAULT_SPECS);
