@@ -398,6 +398,12 @@ typedef struct {
                           are scaled by 1/sqrt(2*n_layer). default 0.02 */
     char spec[LA_SPEC_TEXT_MAX]; /* attention spec text (SPEC 6), parsed by la_model_new.
                           default "softmax+rope+causal" */
+    float qk_gain;     /* initial value of the QK-norm gains (q_norm.g, k_norm.g). With QK-norm
+                          a logit is at most qk_gain^2 * sqrt(D) (unit-RMS q and k, S = q.k/sqrt(D)):
+                          5.7 at D = 32 and gain 1, too flat to put most of the attention on one key
+                          of 128, which retrieval (passkey, induction) needs; larger values start
+                          sharper (cf. Henry et al. 2020, QK-norm with a learned scale). Only the
+                          initialisation: a checkpoint carries the learned gains. default 1 */
 } la_model_config;
 
 la_model_config la_model_default_config(void);
@@ -1040,6 +1046,9 @@ typedef struct {
     int pk_trials;             /* "trials" per length x depth, default 10 */
     char specs[LA_STUDY_MAX_SPECS][256]; /* "specs": attention spec strings (SPEC 6) */
     int n_specs;
+    double qk_gain;            /* "model": {"qk_gain"}: initial QK-norm gain (la_model_config.qk_gain), default 1 */
+    double pk_mix;             /* "passkey": {"pretrain_mix"}: fraction of every pre-training batch
+                                  that is passkey examples at L (loss on every byte), default 0 */
 } la_study;
 
 /* Parse study-file text. where names the source in messages (a file name). Every key is

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <math.h>
 #include <cmocka.h>
 #include <cblas.h>
@@ -280,6 +281,10 @@ static void test_bad_arguments(void **st) {
     c.d_model = 12;
     c.n_head = 4;  // head size 3, odd, with RoPE
     assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
+    c = la_model_default_config();
+    c.qk_gain = 0;  // QK-norm gains must start positive
+    assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "qk_gain"));
     m = tiny("softmax+rope+causal", 0);
     int32_t tok[TB * TT], tgt[TB * TT];
     batch(tok, tgt, 1);
@@ -319,6 +324,41 @@ static void test_param_table(void **st) {
     assert_memory_equal(la_model_params(m), la_model_params(m2), off * sizeof(float));
     la_model_free(m);
     la_model_free(m2);
+    /* qk_gain sets exactly the QK-norm gains; every other gain still starts at 1 and the
+     * matrices are the same draws, and it survives a save/load round trip */
+    la_model_config c = la_model_default_config();
+    c.n_layer = 2;
+    c.qk_gain = 1.6f;
+    la_model *g = NULL, *g1 = NULL;
+    assert_int_equal(la_model_new(&c, 7, &g), LA_OK);
+    c.qk_gain = 1.0f;
+    assert_int_equal(la_model_new(&c, 7, &g1), LA_OK);
+    int n_qk = 0;
+    for (int i = 0; i < la_model_num_tensors(g); i++) {
+        la_tensor_info t;
+        la_model_tensor(g, i, &t);
+        const float *p = la_model_params(g) + t.offset, *p1 = la_model_params(g1) + t.offset;
+        int is_qk = strstr(t.name, "q_norm.g") || strstr(t.name, "k_norm.g");
+        n_qk += is_qk;
+        for (size_t j = 0; j < t.numel; j++) {
+            if (is_qk) assert_true(p[j] == 1.6f);
+            else assert_true(p[j] == p1[j]);
+        }
+    }
+    assert_int_equal(n_qk, 2 * 2);
+    char dir[] = "/tmp/la_gpt_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    assert_int_equal(la_model_save(g, path), LA_OK);
+    la_model *gl = NULL;
+    assert_int_equal(la_model_load(path, &gl), LA_OK);
+    assert_true(la_model_get_config(gl)->qk_gain == 1.6f);
+    assert_memory_equal(la_model_params(gl), la_model_params(g), la_model_num_params(g) * sizeof(float));
+    remove(path);
+    rmdir(dir);
+    la_model_free(gl);
+    la_model_free(g);
+    la_model_free(g1);
 }
 
 int main(void) {

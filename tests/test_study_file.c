@@ -36,6 +36,12 @@ static void test_minimal_file_takes_defaults(void **state) {
     assert_int_equal(s.n_kv_head, 4);
     assert_int_equal(s.n_specs, 1);
     assert_string_equal(s.specs[0], "softmax+rope");
+    assert_true(s.qk_gain == 1.0); /* model default: QK-norm gains start at 1 */
+    assert_true(s.pk_mix == 0.0);  /* no passkey rows in pre-training unless asked */
+    assert_int_equal(la_study_parse("{" MIN_OK ", \"model\": {\"qk_gain\": 1.5}, \"passkey\": {\"pretrain_mix\": 0.25}}",
+                                    "mini.json", &s), LA_OK);
+    assert_true(s.qk_gain == 1.5);
+    assert_true(s.pk_mix == 0.25);
 }
 
 static void test_shipped_study_files_parse(void **state) {
@@ -92,6 +98,9 @@ static void test_bad_files_have_clear_errors(void **state) {
     expect_error("{" MIN_OK ", \"steps\": 5}", LA_EFORMAT, "\"steps\"", "twice", NULL);
     expect_error("{\"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, \"specs\": [\"softmax\"]}",
                  LA_EFORMAT, "\"data\"", "missing", "data/pydoc");
+    expect_error("{" MIN_OK ", \"passkey\": {\"pretrain_mix\": 1.5}}", LA_EFORMAT, "passkey.pretrain_mix", "[0, 1]", NULL);
+    expect_error("{" MIN_OK ", \"passkey\": {\"pretrain_mix\": \"a lot\"}}", LA_EFORMAT, "passkey.pretrain_mix", NULL, NULL);
+    expect_error("{" MIN_OK ", \"model\": {\"qk_gain\": 0}}", LA_EFORMAT, "model.qk_gain", NULL, NULL);
     expect_error("[1, 2]", LA_EFORMAT, "one JSON object", NULL, NULL);
     /* syntax error: line and column of the fault */
     expect_error("{\n  \"data\": \"d\",\n  \"steps\": 100,,\n}", LA_EFORMAT, "bad.json:3:", "not valid JSON", NULL);

@@ -23,10 +23,10 @@ static const char STUDY[] =
     "{\n"
     "  \"name\": \"ci\",\n"
     "  \"data\": \"%s/data\",\n"
-    "  \"model\": {\"n_layer\": 1, \"d_model\": 32, \"n_head\": 2, \"n_kv_head\": 1},\n"
+    "  \"model\": {\"n_layer\": 1, \"d_model\": 32, \"n_head\": 2, \"n_kv_head\": 1, \"qk_gain\": 1.5},\n"
     "  \"steps\": 16, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.01, \"warmup\": 2, \"seed\": 7,\n"
     "  \"eval_lens\": [128, 512], \"eval_windows\": 2, \"val_every\": 8,\n"
-    "  \"passkey\": {\"finetune_steps\": 4, \"lens\": [128, 256], \"depths\": [0, 1], \"trials\": 2},\n"
+    "  \"passkey\": {\"pretrain_mix\": 0.25, \"finetune_steps\": 4, \"lens\": [128, 256], \"depths\": [0, 1], \"trials\": 2},\n"
     "  \"specs\": [\"softmax+rope\", \"softmax+sinv(tau=10)+prope(p=0.5)\"]\n"
     "}\n";
 
@@ -165,6 +165,17 @@ static void test_quick_study_end_to_end(void **state) {
     char *md = slurp("results.md");
     assert_non_null(strstr(md, "| `softmax+sinv(tau=10)+prope(p=0.5)` |"));
     free(md);
+    /* the final weights of each variant, loadable, with the study's spec and QK-norm gain */
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/out/model_%d_%s.safetensors", dir, i + 1,
+                 i == 0 ? "softmax_rope" : "softmax_sinv_tau_10_prope_p_0.5");
+        la_model *m = NULL;
+        if (la_model_load(path, &m) != LA_OK) fail_msg("%s: %s", path, la_errmsg());
+        assert_true(la_model_get_config(m)->qk_gain == 1.5f);
+        assert_int_equal(la_model_get_config(m)->train_len, 128);
+        la_model_free(m);
+    }
     char *tr = slurp("training.csv");
     assert_non_null(strstr(tr, "\"softmax+rope\",16,"));
     free(tr);

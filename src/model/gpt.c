@@ -84,6 +84,7 @@ la_model_config la_model_default_config(void) {
     c.vocab = 256;
     c.train_len = 128;
     c.init_std = 0.02f;
+    c.qk_gain = 1.0f;
     snprintf(c.spec, sizeof c.spec, "softmax+rope+causal");
     return c;
 }
@@ -156,7 +157,9 @@ static void init_params(la_model *m, uint64_t seed) {
         float *p = m->params + t->offset;
         const char *nm = t->name;
         size_t n = t->numel;
-        if (t->pclass == LA_PCLASS_GAIN) {
+        if (strstr(nm, "q_norm.g") || strstr(nm, "k_norm.g")) {
+            for (size_t j = 0; j < n; j++) p[j] = m->cfg.qk_gain;
+        } else if (t->pclass == LA_PCLASS_GAIN) {
             for (size_t j = 0; j < n; j++) p[j] = 1.0f;
         } else if (strstr(nm, "logn_s")) {
             for (size_t j = 0; j < n; j++) p[j] = (float)logn0;
@@ -196,6 +199,9 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
         return la_fail(LA_EINVAL, "model config: n_kv_head=%d does not divide n_head=%d",
                        c.n_kv_head, c.n_head);
     if (!(c.init_std > 0)) return la_fail(LA_EINVAL, "model config: init_std must be > 0");
+    if (!(c.qk_gain > 0 && c.qk_gain <= 100))
+        return la_fail(LA_EINVAL, "model config: qk_gain must be in (0, 100] (the initial QK-norm gain; "
+                       "la_model_default_config sets 1)");
     if (memchr(c.spec, 0, sizeof c.spec) == NULL)
         return la_fail(LA_EINVAL, "model config: spec text is not NUL-terminated");
     la_spec spec;

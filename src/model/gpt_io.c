@@ -28,6 +28,7 @@ int model_config_meta(const la_model *m, char vals[][LA_SPEC_TEXT_MAX], const ch
     PUT("vocab", "%d", c->vocab);
     PUT("train_len", "%d", c->train_len);
     PUT("init_std", "%.9g", (double)c->init_std);
+    PUT("qk_gain", "%.9g", (double)c->qk_gain);
     PUT("spec", "%s", c->spec);
 #undef PUT
     return n;
@@ -58,6 +59,8 @@ la_status model_config_from_meta(const la_st_file *f, const char *path, la_model
     LA_TRY(meta_int(f, path, "train_len", &c->train_len));
     const char *is = la_st_meta(f, "init_std");
     if (is) c->init_std = strtof(is, NULL);
+    const char *qg = la_st_meta(f, "qk_gain"); /* absent in older checkpoints: default */
+    if (qg) c->qk_gain = strtof(qg, NULL);
     const char *sp = la_st_meta(f, "spec");
     if (!sp) return la_fail(LA_EFORMAT, "%s: metadata key 'spec' is missing", path);
     if (strlen(sp) >= sizeof c->spec) return la_fail(LA_EFORMAT, "%s: spec text too long", path);

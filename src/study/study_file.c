@@ -102,13 +102,14 @@ static la_status parse_model(const cJSON *m, const char *where, la_study *s) {
     if (!cJSON_IsObject(m))
         return BAD("%s: key \"model\" must be an object, e.g. {\"n_layer\": 4, \"d_model\": 128, "
                    "\"n_head\": 4, \"n_kv_head\": 4}", where);
-    static const char *const keys[] = {"n_layer", "d_model", "n_head", "n_kv_head", NULL};
+    static const char *const keys[] = {"n_layer", "d_model", "n_head", "n_kv_head", "qk_gain", NULL};
     LA_TRY(check_keys(m, keys, where, "\"model\""));
     LA_TRY(get_int(m, "n_layer", "model.n_layer", 1, 256, 0, where, &s->n_layer));
     LA_TRY(get_int(m, "d_model", "model.d_model", 2, 1 << 16, 0, where, &s->d_model));
     LA_TRY(get_int(m, "n_head", "model.n_head", 1, 1024, 0, where, &s->n_head));
     s->n_kv_head = s->n_head;
     LA_TRY(get_int(m, "n_kv_head", "model.n_kv_head", 1, 1024, 0, where, &s->n_kv_head));
+    LA_TRY(get_num(m, "qk_gain", "model.qk_gain", 0.01, 100, 0, where, &s->qk_gain));
     if (s->d_model % s->n_head)
         return BAD("%s: key \"model.d_model\" (%d) must be a multiple of model.n_head (%d)", where, s->d_model, s->n_head);
     if ((s->d_model / s->n_head) % 2)
@@ -123,11 +124,18 @@ static la_status parse_passkey(const cJSON *p, const char *where, la_study *s, i
     if (!cJSON_IsObject(p))
         return BAD("%s: key \"passkey\" must be an object, e.g. {\"finetune_steps\": 100, \"lens\": [128, 512], "
                    "\"depths\": [0, 0.5, 1], \"trials\": 10}", where);
-    static const char *const keys[] = {"finetune_steps", "finetune_lr", "lens", "depths", "trials", NULL};
+    static const char *const keys[] = {"finetune_steps", "finetune_lr", "lens", "depths", "trials", "pretrain_mix", NULL};
     LA_TRY(check_keys(p, keys, where, "\"passkey\""));
     LA_TRY(get_int(p, "finetune_steps", "passkey.finetune_steps", 0, 10000000, 0, where, &s->pk_steps));
     LA_TRY(get_num(p, "finetune_lr", "passkey.finetune_lr", 0, 1, 0, where, &s->pk_lr));
     LA_TRY(get_int(p, "trials", "passkey.trials", 0, 1000000, 0, where, &s->pk_trials));
+    const cJSON *mx = cJSON_GetObjectItemCaseSensitive(p, "pretrain_mix");
+    if (mx) {
+        if (!cJSON_IsNumber(mx) || !(mx->valuedouble >= 0 && mx->valuedouble <= 1))
+            return BAD("%s: key \"passkey.pretrain_mix\" must be a fraction in [0, 1] of every pre-training "
+                       "batch given to passkey examples, e.g. 0.25", where);
+        s->pk_mix = mx->valuedouble;
+    }
     LA_TRY(get_lens(p, "lens", "passkey.lens", 1, where, s->pk_lens, &s->n_pk_lens, lens_given));
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(p, "depths");
     if (d) {
@@ -213,6 +221,8 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     s.seed = 1337;
     s.eval_windows = 8;
     s.pk_trials = 10;
+    s.qk_gain = 1.0;
+    s.pk_mix = 0.0;
     s.pk_steps = -1;
     s.pk_lr = -1;
     s.warmup = -1;

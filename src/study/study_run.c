@@ -16,6 +16,7 @@
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
 #define TAG_FT 0x66696e6574756e65ULL     /* "finetune": passkey fine-tune examples */
 #define TAG_PK 0x706b5f6576616c5fULL     /* "pk_eval_": passkey evaluation grid */
+#define TAG_MIX 0x706b5f6d69785f5fULL    /* "pk_mix__": passkey rows of pre-training batches */
 
 static double now_s(void) {
     struct timespec ts;
@@ -134,7 +135,7 @@ static la_status mkdir_p(const char *dir) {
 
 /* One variant: train, evaluate, fine-tune, passkey. */
 static la_status run_variant(const la_study *st, int vi, const la_docs *train, const la_docs *val,
-                             study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
+                             const char *out_dir, study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
                              int32_t *inp /* (B, L) */, int32_t *tgt /* (B, L) */,
                              int32_t *ex /* (max len + 1) */, int32_t *pred /* (max len) */) {
     study_variant *v = &r->v[vi];
@@ -147,6 +148,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     mc.n_kv_head = st->n_kv_head;
     mc.vocab = r->vocab;
     mc.train_len = L;
+    mc.qk_gain = (float)st->qk_gain;
     snprintf(mc.spec, sizeof mc.spec, "%s", st->specs[vi]);
     la_model *m = NULL;
     la_trainer *tr = NULL;
@@ -175,11 +177,24 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     const int span = st->eval_lens[st->n_eval_lens - 1];
     const int n_val = (st->eval_windows + 3) / 4; /* validation during training: a quarter */
     const double train_flops = 3.0 * B * L * tk->c_L;
+    /* the first n_mix rows of every batch are passkey examples at L from the training
+     * documents, scored on every byte (their haystack is text like the rest): retrieval is
+     * learned alongside the language model, so the short fine-tune below only sharpens it */
+    const int n_mix = (int)(st->pk_mix * B + 0.5);
+    la_rng mix_rng;
+    la_rng_seed(&mix_rng, st->seed ^ TAG_MIX);
     phase(tk, "train", st->steps);
     for (int step = 0; step < st->steps; step++) {
         for (int b = 0; b < B; b++) {
-            int64_t start = (int64_t)la_rng_below(&order, (uint64_t)(train->n_tokens - L));
-            memcpy(batch + (size_t)b * (L + 1), train->tokens + start, (size_t)(L + 1) * sizeof *batch);
+            if (b < n_mix) {
+                la_passkey pk;
+                double depth = la_rng_uniform(&mix_rng);
+                if ((s = la_passkey_make(train, L, depth, la_rng_u64(&mix_rng), batch + (size_t)b * (L + 1), &pk)) != LA_OK)
+                    goto out;
+            } else {
+                int64_t start = (int64_t)la_rng_below(&order, (uint64_t)(train->n_tokens - L));
+                memcpy(batch + (size_t)b * (L + 1), train->tokens + start, (size_t)(L + 1) * sizeof *batch);
+            }
             memcpy(inp + (size_t)b * L, batch + (size_t)b * (L + 1), (size_t)L * sizeof *inp);
             memcpy(tgt + (size_t)b * L, batch + (size_t)b * (L + 1) + 1, (size_t)L * sizeof *tgt);
         }
@@ -280,6 +295,14 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
         v->passkey_s = now_s() - t0;
     }
     v->passkey_done = 1;
+    /* the final weights (after the passkey fine-tune when there is one), for kv-eval,
+     * generate and diagnose: model_<i>_<spec>.safetensors, written atomically */
+    {
+        char slug[128], path[2048];
+        study_slug(st->specs[vi], slug, sizeof slug);
+        snprintf(path, sizeof path, "%s/model_%d_%s.safetensors", out_dir, vi + 1, slug);
+        if ((s = la_model_save(m, path)) != LA_OK) goto out;
+    }
 out:
     la_trainer_free(tr);
     la_model_free(m);
@@ -323,9 +346,9 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
                     max_eval, max_eval + 1, data, (long long)longest);
         goto out;
     }
-    if (st->pk_trials > 0 && !val.is_bytes) {
+    if ((st->pk_trials > 0 || st->pk_mix > 0) && !val.is_bytes) {
         s = la_fail(LA_EINVAL, "the passkey task needs byte-level text (token shards cannot spell its question); "
-                    "set \"passkey\": {\"trials\": 0} for shard data");
+                    "set \"passkey\": {\"trials\": 0, \"pretrain_mix\": 0} for shard data");
         goto out;
     }
     if ((s = mkdir_p(out_dir)) != LA_OK) goto out;
@@ -366,7 +389,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         tk.p.spec = st->specs[vi];
         tk.p.loss = tk.p.val_loss = NAN;
         double before = tk.flops_done;
-        la_status vs = run_variant(st, vi, &train, &val, r, &tk, batch, inp, tgt, ex, pred);
+        la_status vs = run_variant(st, vi, &train, &val, out_dir, r, &tk, batch, inp, tgt, ex, pred);
         if (vs != LA_OK) {
             snprintf(r->v[vi].error, sizeof r->v[vi].error, "%s", la_errmsg());
             if (!n_bad++) {

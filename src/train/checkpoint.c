@@ -69,7 +69,7 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
     int n = model_config_meta(tr->m, vals, kv);
     for (int i = 0; i < n; i++) {
         const char *fv = la_st_meta(wf, kv[2 * i]);
-        if (!strcmp(kv[2 * i], "init_std")) continue;
+        if (!strcmp(kv[2 * i], "init_std") || !strcmp(kv[2 * i], "qk_gain")) continue; /* initialisation only */
         if (!fv || strcmp(fv, kv[2 * i + 1]))
             return la_fail(LA_EFORMAT, "%s: checkpoint has %s = '%s' but the model has '%s'; build the "
                            "model from the checkpoint (la_model_load) to resume it",
