@@ -1353,7 +1353,8 @@ la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi)
  * on error. */
 la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n);
 
-/* la_diag_add with log p given: logp (n) holds log prob[i] (read only where prob[i] > 0),
+/* la_diag_add with log p given: logp (n) holds log prob[i] (read only where prob[i] > 0;
+ * partial sums of <= 16 terms are formed in float, relative rounding ~1e-7),
  * for kernels that know it without a log call (softmax: log p = L - lse). Errors: as
  * la_diag_add, and LA_EINVAL for logp NULL with n > 0. */
 la_status la_diag_add_logp(la_diag *d, int slot, int64_t t0, int dt, const float *prob,

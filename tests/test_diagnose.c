@@ -215,8 +215,9 @@ static void test_logp_merge_reset(void **st) {
         la_diag_get(all, r, &x), la_diag_get(a, r, &y);
         assert_int_equal(x.rows, 6);
         assert_int_equal(y.rows, 6);
-        assert_true(fabs(x.mass - y.mass) < 1e-9);
-        assert_true(fabs(x.mass_se - y.mass_se) < 1e-9);
+        /* la_diag_add_logp sums in float lanes of <= 16 terms (relative ~1e-7) */
+        assert_true(fabs(x.mass - y.mass) < 1e-6);
+        assert_true(fabs(x.mass_se - y.mass_se) < 1e-6);
         assert_true(fabs(x.entropy - y.entropy) < TOL);
     }
     assert_int_equal(la_diag_max_dist(a), N);
