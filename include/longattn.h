@@ -495,8 +495,9 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
  * the kernel's row statistics, la_attn_diagnose) streamed into diag[l * n_head + h].
  *   diag: (n_layer * n_head) accumulators (la_diag_new) with max_dist >= T - 1; rows are
  *         added to what they hold. No LM head is computed.
- * Memory as la_model_eval (O(T * (C + F + H)), no T x T buffer); time about twice the
- * attention part of la_model_eval. Invalidates la_model_backward.
+ * Memory as la_model_eval (O(T * (C + F + H)), no T x T buffer); time about twice that of
+ * la_model_eval (the attention is computed, then recomputed for the probabilities).
+ * Invalidates la_model_backward.
  * Errors: those of la_model_eval (LA_EINVAL bad tokens), LA_EINVAL (diag NULL, an
  * accumulator NULL or with max_dist < T - 1), those of la_attn_diagnose. */
 typedef struct la_diag la_diag; /* attention diagnostics accumulator (declared below) */
