@@ -74,11 +74,14 @@ static void run_model_case(const char *spec, int n_kv_head) {
     for (int i = 0; i < la_model_num_tensors(m); i++) {
         la_tensor_info t;
         la_model_tensor(m, i, &t);
-        if (strstr(t.name, ".g"))
-            for (size_t x = 0; x < t.numel; x++) {
-                s = s * 6364136223846793005ull + 1442695040888963407ull;
-                P[t.offset + x] = (float)(0.6 + 0.8 * (double)(s >> 11) / 9007199254740992.0);
-            }
+        /* gains and logn s_h in [0.6, 1.4) x their value; ASEntmax weights random */
+        int gain = strstr(t.name, ".g") != NULL, logn = strstr(t.name, "logn_s") != NULL;
+        int as = strstr(t.name, "attn.as_") != NULL;
+        for (size_t x = 0; x < t.numel && (gain || logn || as); x++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            double u = (double)(s >> 11) / 9007199254740992.0;
+            P[t.offset + x] = as ? (float)(0.6 * (u - 0.5)) : gain ? (float)(0.6 + 0.8 * u) : (float)(P[t.offset + x] * (0.6 + 0.8 * u));
+        }
     }
     int32_t tokens[150];
     for (int i = 0; i < T; i++) tokens[i] = (int32_t)((i * 37 + (i / 7) * 11) % 256);
@@ -118,6 +121,20 @@ static void run_model_case(const char *spec, int n_kv_head) {
     la_spec sp;
     assert_int_equal(la_spec_parse(spec, &sp), LA_OK);
     if (!sp.train_len) sp.train_len = cfg.train_len;
+    double logn_s[2] = {0, 0};
+    float *af = malloc(sizeof(float) * T * C), *beta = malloc(sizeof(float) * H * T), *gamma = malloc(sizeof(float) * H * T);
+    if (sp.xform == LA_XF_LOGN) {
+        const float *ls = tensor(m, "h.0.attn.logn_s", NULL);
+        for (int h = 0; h < H; h++) logn_s[h] = ls[h];
+    }
+    if (sp.norm == LA_NORM_ASENTMAX) { /* beta, gamma from the layer input a, as the model does */
+        for (size_t x = 0; x < (size_t)T * C; x++) af[x] = (float)a[x];
+        assert_int_equal(la_asentmax_params_forward(af, 1, T, C, H, tensor(m, "h.0.attn.as_wb", NULL),
+                                                    tensor(m, "h.0.attn.as_bb", NULL), tensor(m, "h.0.attn.as_wg", NULL),
+                                                    tensor(m, "h.0.attn.as_bg", NULL), sp.as_gamma_range, beta, gamma),
+                         LA_OK);
+    }
+    double bd[2], gd[2];
     double *qrow = malloc(sizeof(double) * H * D), *out = malloc(sizeof(double) * H * D);
     double lse[8], *km = malloc(sizeof(double) * H * T);
     double M[2][16] = {{0}}, E[2][16] = {{0}};
@@ -128,6 +145,9 @@ static void run_model_case(const char *spec, int n_kv_head) {
         la_shape s1 = {1, H, K, 1, T, D, i};
         ref_attn_opts ro;
         memset(&ro, 0, sizeof ro);
+        if (sp.xform == LA_XF_LOGN) ro.logn_s = logn_s;
+        for (int h = 0; h < H; h++) bd[h] = beta[h * T + i], gd[h] = gamma[h * T + i];
+        ro.as_beta = bd, ro.as_gamma = gd;
         if (ref_attn_forward(&sp, &s1, qrow, k, v, &ro, out, lse, NULL, km)) fail_msg("reference: %s", ref_attn_error());
         for (int h = 0; h < H; h++)
             for (int r = 0; r < la_diag_num_ranges(d[h]); r++) {
@@ -168,6 +188,7 @@ static void run_model_case(const char *spec, int n_kv_head) {
     }
     assert_true(differ);
     for (int i = 0; i < L * H; i++) la_diag_free(d[i]);
+    free(af), free(beta), free(gamma);
     free(a), free(qr), free(kr), free(q), free(k), free(v), free(qrow), free(out), free(km);
     la_model_free(m);
 }
@@ -177,6 +198,8 @@ static void test_layer0_vs_reference(void **st) {
     run_model_case("softmax+rope+causal", 2);
     run_model_case("softmax+sinv(tau=10)+prope(p=0.5)+causal", 1); /* GQA */
     run_model_case("entmax(alpha=1.5)+alibi+causal", 2);
+    run_model_case("softmax+logn+rope+causal", 2);    /* learned s_h per head */
+    run_model_case("asentmax+nape+causal", 2);        /* beta, gamma from the layer input */
 }
 
 static void test_bad_arguments(void **st) {
