@@ -495,6 +495,20 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
                         float *mean_loss, float *loss_per_token, int32_t *argmax,
                         float *last_logits);
 
+/* Attention diagnostics of one text (SPEC 8): the no-grad forward of la_model_eval on
+ * tokens (T, one sequence, B = 1) and, after every layer's attention, that layer's
+ * attention probabilities (recomputed tile by tile from the layer's q, k after QK-norm and
+ * the kernel's row statistics, la_attn_diagnose) streamed into diag[l * n_head + h].
+ *   diag: (n_layer * n_head) accumulators (la_diag_new) with max_dist >= T - 1; rows are
+ *         added to what they hold. No LM head is computed.
+ * Memory as la_model_eval (O(T * (C + F + H)), no T x T buffer); time about twice that of
+ * la_model_eval (the attention is computed, then recomputed for the probabilities).
+ * Invalidates la_model_backward.
+ * Errors: those of la_model_eval (LA_EINVAL bad tokens), LA_EINVAL (diag NULL, an
+ * accumulator NULL or with max_dist < T - 1), those of la_attn_diagnose. */
+typedef struct la_diag la_diag; /* attention diagnostics accumulator (declared below) */
+la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag **diag);
+
 /* Threads for the attention kernels of this model (la_attn_opts.n_threads); 0 (the default)
  * means the OpenMP default. Calls with under ~2M multiply-adds always use one thread.
  * la_trainer_new applies la_train_config.n_threads when it is > 0. */
@@ -1349,6 +1363,13 @@ la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi)
  * on error. */
 la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n);
 
+/* la_diag_add with log p given: logp (n) holds log prob[i] (read only where prob[i] > 0;
+ * partial sums of <= 16 terms are formed in float, relative rounding ~1e-7),
+ * for kernels that know it without a log call (softmax: log p = L - lse). Errors: as
+ * la_diag_add, and LA_EINVAL for logp NULL with n > 0. */
+la_status la_diag_add_logp(la_diag *d, int slot, int64_t t0, int dt, const float *prob,
+                           const float *logp, int n);
+
 /* Fold the row held in slot into the per-range averages and clear the slot.
  * Errors: LA_EINVAL (slot out of range). */
 la_status la_diag_row_end(la_diag *d, int slot);
@@ -1374,6 +1395,47 @@ la_status la_diag_get(const la_diag *d, int r, la_diag_result *out);
  * Errors: LA_EINVAL (NULL). */
 la_status la_diag_summary(const la_diag *d, int64_t lo_min, double *mass_ratio,
                           double *entropy_slope, int *n_used);
+
+/* max_dist and delta the accumulator was created with (-1 / NaN for NULL). */
+int64_t la_diag_max_dist(const la_diag *d);
+double la_diag_delta(const la_diag *d);
+/* Forget every folded row and every row in flight (keeps the ranges). */
+void la_diag_reset(la_diag *d);
+/* dst += src: the folded rows of src join dst's averages (rows in flight are not moved).
+ * Merging partial accumulators in a fixed order gives results independent of how the rows
+ * were split. Errors: LA_EINVAL (NULL, different range edges). */
+la_status la_diag_merge(la_diag *dst, const la_diag *src);
+
+/* Attention diagnostics of a finished attention call, without a T x S buffer: recomputes
+ * the probabilities of every query row tile by tile (LA_BQ x LA_BK = 64 x 64 tiles, the
+ * kernel's own tile loading, RoPE rotation, logit transform, ALiBi bias, visibility pattern,
+ * documents and GQA head mapping) and streams them into one accumulator per (b, h):
+ *     softmax:              p = exp(L - lse)                  (SPEC 5; log p = L - lse)
+ *     entmax / sparsemax /  p = [(alpha-1) L - tau]_+^(1/(alpha-1))  (SPEC 5; alpha = 2 for
+ *     asentmax                 sparsemax; asentmax scales q as la_attn_forward does)
+ * with row_stat = lse or tau as written by la_attn_forward for the same arguments. Key j of
+ * query i sits at distance t = pos0 + i - j (documents: the same, both positions shift);
+ * for non-causal patterns (full, global) a key after the query counts at distance |t| (the
+ * symmetric convention the kernel uses for ALiBi). Rows with no visible key (row_stat
+ * LA_ROW_EMPTY) are skipped. Probabilities are float as in the kernel (an entry whose
+ * float value underflows to 0 counts as a key of its range with p = 0), and mass per row
+ * sums to 1 up to the float rounding of the row statistic (~1e-6 relative); values above 1
+ * by rounding are clamped to 1.
+ *   spec, shape, q (B,H,T,D), k (B,Hkv,S,D), opts: exactly as given to la_attn_forward
+ *     (opts may be NULL; doc_ids, logn_s, as_beta/as_gamma, n_threads and ws are read,
+ *     the statistics outputs are ignored);
+ *   row_stat (B,H,T): its row statistic;
+ *   diag (B*H): accumulator of (b, h) at diag[b*H + h], each with max_dist >= the largest
+ *     distance any row sees (S - 1 covers every causal case); rows are added (call
+ *     la_diag_reset first to start afresh).
+ * Work: O(visible pairs * D), parallel over query-tile chunks of each (b, h) (a fixed
+ * split, merged in order: results do not depend on the thread count).
+ * Errors: those of la_attn_forward's argument checks (LA_EINVAL, LA_ESHAPE), LA_EINVAL
+ * (row_stat or diag NULL, a diag too short for the distances, a non-finite row statistic
+ * that is not LA_ROW_EMPTY), LA_ENOMEM. */
+la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const float *q,
+                           const float *k, const float *row_stat, const la_attn_opts *opts,
+                           la_diag **diag);
 
 /* The scale-invariance check under the paper's Gaussian model (Anson et al. sec. 3):
  * one query at position N sees keys at distances t = 0..N whose base logits S_t are

@@ -185,6 +185,56 @@ static void test_gaussian_scale_invariance(void **st) {
     la_diag_free(d);
 }
 
+/* la_diag_add_logp with exact log p equals la_diag_add; merging two halves of the rows
+ * equals feeding all rows into one accumulator; reset forgets everything. */
+static void test_logp_merge_reset(void **st) {
+    (void)st;
+    const int N = 2000;
+    float *p = malloc(sizeof(float) * (N + 1)), *lp = malloc(sizeof(float) * (N + 1));
+    la_diag *all, *a, *b, *odd;
+    assert_int_equal(la_diag_new(N, 10, 1, &all), LA_OK);
+    assert_int_equal(la_diag_new(N, 10, 1, &a), LA_OK);
+    assert_int_equal(la_diag_new(N, 10, 1, &b), LA_OK);
+    for (int row = 0; row < 6; row++) {
+        double z = 0, q = 0.9 + 0.015 * row;
+        for (int t = 0; t <= N; t++) z += pow(q, t);
+        for (int t = 0; t <= N; t++) p[t] = (float)(pow(q, t) / z), lp[t] = logf(p[t]);
+        assert_int_equal(la_diag_add(all, 0, N, -1, p, N + 1), LA_OK); /* reversed order: t = N - i */
+        assert_int_equal(la_diag_row_end(all, 0), LA_OK);
+        la_diag *half = row < 3 ? a : b;
+        /* the same row with distances ascending, given log p */
+        float *pr = malloc(sizeof(float) * (N + 1)), *lr = malloc(sizeof(float) * (N + 1));
+        for (int i = 0; i <= N; i++) pr[i] = p[N - i], lr[i] = lp[N - i];
+        assert_int_equal(la_diag_add_logp(half, 0, 0, 1, pr, lr, N + 1), LA_OK);
+        assert_int_equal(la_diag_row_end(half, 0), LA_OK);
+        free(pr), free(lr);
+    }
+    assert_int_equal(la_diag_merge(a, b), LA_OK);
+    for (int r = 0; r < la_diag_num_ranges(all); r++) {
+        la_diag_result x, y;
+        la_diag_get(all, r, &x), la_diag_get(a, r, &y);
+        assert_int_equal(x.rows, 6);
+        assert_int_equal(y.rows, 6);
+        /* la_diag_add_logp sums in float lanes of <= 16 terms (relative ~1e-7) */
+        assert_true(fabs(x.mass - y.mass) < 1e-6);
+        assert_true(fabs(x.mass_se - y.mass_se) < 1e-6);
+        assert_true(fabs(x.entropy - y.entropy) < TOL);
+    }
+    assert_int_equal(la_diag_max_dist(a), N);
+    assert_true(la_diag_delta(a) == 10);
+    assert_int_equal(la_diag_new(N, 3, 1, &odd), LA_OK);
+    assert_int_equal(la_diag_merge(a, odd), LA_EINVAL); /* different ranges */
+    assert_int_equal(la_diag_add_logp(a, 0, 0, 1, p, NULL, 3), LA_EINVAL);
+    la_diag_reset(a);
+    for (int r = 0; r < la_diag_num_ranges(a); r++) {
+        la_diag_result y;
+        la_diag_get(a, r, &y);
+        assert_int_equal(y.rows, 0);
+    }
+    la_diag_free(all), la_diag_free(a), la_diag_free(b), la_diag_free(odd);
+    free(p), free(lp);
+}
+
 static void test_bad_arguments(void **st) {
     (void)st;
     la_diag *d = (la_diag *)&d;
@@ -233,6 +283,7 @@ int main(void) {
         cmocka_unit_test(test_summary_uniform),
         cmocka_unit_test(test_gaussian_temp0_is_uniform),
         cmocka_unit_test(test_gaussian_scale_invariance),
+        cmocka_unit_test(test_logp_merge_reset),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

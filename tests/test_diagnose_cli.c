@@ -1,5 +1,8 @@
-/* test_diagnose_cli.c -- `longattn diagnose --gaussian` (src/cli/diagnose.c) end to end at a
- * small N: CSV written with one block per spec, PASS for sinv, bad options rejected. */
+/* test_diagnose_cli.c -- `longattn diagnose` (src/cli/diagnose.c) end to end:
+ *   --gaussian at a small N: CSV written with one block per spec, PASS for sinv;
+ *   --ckpt on a tiny random model saved here and a generated text: CSV / summary layout,
+ *   every row's masses sum to 1 (sum of rows * mass = N per layer and head);
+ *   bad options, missing / corrupt checkpoints and short or missing texts rejected. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,8 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
+
+#include "longattn.h"
 
 static char dir[64];
 
@@ -70,9 +76,123 @@ static void test_gaussian_small(void **st) {
     assert_int_equal(fail, 2);
 }
 
+
+/* a tiny model (2 layers, 2 heads) saved as dir/model.safetensors, a 3000-byte text, a
+ * 100-byte text and a folder holding both */
+static void make_inputs(void) {
+    la_model_config cfg = la_model_default_config();
+    cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 32, cfg.d_ff = 64, cfg.train_len = 32;
+    la_model *m;
+    assert_int_equal(la_model_new(&cfg, 5, &m), LA_OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    assert_int_equal(la_model_save(m, path), LA_OK);
+    la_model_free(m);
+    snprintf(path, sizeof path, "%s/texts", dir);
+    assert_int_equal(mkdir(path, 0777), 0);
+    const char *names[] = {"a_short.txt", "b_long.txt"};
+    const int sizes[] = {100, 3000};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/texts/%s", dir, names[k]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        for (int i = 0; i < sizes[k]; i++) fputc("the quick brown fox jumps over the lazy dog. "[i % 45], f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/bad.safetensors", dir);
+    FILE *f = fopen(path, "w");
+    fputs("not a safetensors file", f);
+    fclose(f);
+}
+
+static void test_ckpt_small(void **st) {
+    (void)st;
+    make_inputs();
+    char args[512], path[256], line[512];
+    /* folder: the first file with offset + N bytes is b_long.txt */
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --text %s/texts --n 400 --offset 50 --delta 4 --no-plot --out %s/ck",
+             dir, dir, dir);
+    snprintf(path, sizeof path, "%s/ck_stdout.txt", dir);
+    assert_int_equal(run(args, path), 0);
+    FILE *f = fopen(path, "r");
+    int saw_text = 0;
+    while (fgets(line, sizeof line, f)) saw_text |= strstr(line, "b_long.txt") != NULL;
+    fclose(f);
+    assert_true(saw_text);
+    snprintf(path, sizeof path, "%s/ck/diagnose.csv", dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_string_equal(line, "layer,head,range_lo,range_hi,rows,keys,mass,mass_se,entropy,entropy_se\n");
+    double tot[4] = {0};
+    int nlines[4] = {0};
+    while (fgets(line, sizeof line, f)) {
+        int l, h;
+        long long lo, hi, rows;
+        double keys, mass;
+        assert_int_equal(sscanf(line, "%d,%d,%lld,%lld,%lld,%lf,%lf", &l, &h, &lo, &hi, &rows, &keys, &mass), 7);
+        assert_true(l >= 0 && l < 2 && h >= 0 && h < 2);
+        tot[l * 2 + h] += (double)rows * mass;
+        nlines[l * 2 + h]++;
+    }
+    fclose(f);
+    /* delta 4 up to distance 399: [0,1) [1,4) [4,16) [16,64) [64,256) [256,1024) */
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(nlines[i], 6);
+        assert_true(fabs(tot[i] - 400) < 400 * 1e-5);
+    }
+    snprintf(path, sizeof path, "%s/ck/summary.csv", dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    int n = 0;
+    while (fgets(line, sizeof line, f)) n++;
+    fclose(f);
+    assert_int_equal(n, 5); /* header + 2 layers x 2 heads */
+    snprintf(path, sizeof path, "%s/ck/diagnose.gp", dir);
+    assert_int_equal(access(path, R_OK), 0);
+}
+
+static void test_ckpt_bad_inputs(void **st) {
+    (void)st;
+    char args[512];
+    /* missing checkpoint, corrupt checkpoint: runtime failures */
+    snprintf(args, sizeof args, "--ckpt %s/none.safetensors --text %s/texts --n 50 --no-plot --out %s/x", dir, dir, dir);
+    assert_int_equal(run(args, NULL), 1);
+    snprintf(args, sizeof args, "--ckpt %s/bad.safetensors --text %s/texts --n 50 --no-plot --out %s/x", dir, dir, dir);
+    assert_int_equal(run(args, NULL), 1);
+    /* missing text, text shorter than N, folder with no file long enough */
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --text %s/nothing.txt --n 50 --no-plot --out %s/x", dir, dir, dir);
+    assert_int_equal(run(args, NULL), 1);
+    char out[256], line[512];
+    snprintf(out, sizeof out, "%s/short_stdout.txt", dir);
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --text %s/texts/a_short.txt --n 200 --no-plot --out %s/x", dir, dir, dir);
+    assert_int_equal(run(args, out), 1);
+    FILE *f = fopen(out, "r");
+    int said = 0;
+    while (fgets(line, sizeof line, f)) said |= strstr(line, "has 100 bytes, fewer than") != NULL;
+    fclose(f);
+    assert_true(said);
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --text %s/texts --n 2990 --offset 20 --no-plot --out %s/x", dir, dir, dir);
+    assert_int_equal(run(args, NULL), 1);
+    /* usage errors */
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --n 50", dir);
+    assert_int_equal(run(args, NULL), 2); /* no --text */
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --text %s/texts --n 70000", dir, dir);
+    assert_int_equal(run(args, NULL), 2);
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --text %s/texts --offset -3", dir, dir);
+    assert_int_equal(run(args, NULL), 2);
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --text %s/texts --spec softmax+causal", dir, dir);
+    assert_int_equal(run(args, NULL), 2);
+    snprintf(args, sizeof args, "--gaussian --ckpt %s/model.safetensors", dir);
+    assert_int_equal(run(args, NULL), 2);
+    /* nothing was written by the failed runs */
+    snprintf(args, sizeof args, "%s/x/diagnose.csv", dir);
+    assert_int_equal(access(args, F_OK), -1);
+}
+
 static void test_bad_options(void **st) {
     (void)st;
-    assert_int_equal(run("", NULL), 2); /* checkpoint mode not implemented: says so */
+    assert_int_equal(run("", NULL), 2); /* neither --ckpt/--text nor --gaussian */
     assert_int_equal(run("--gaussian --n 0", NULL), 2);
     assert_int_equal(run("--gaussian --delta 1", NULL), 2);
     assert_int_equal(run("--gaussian --spec softmax+bogus", NULL), 2);
@@ -89,6 +209,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gaussian_small),
         cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_ckpt_small),
+        cmocka_unit_test(test_ckpt_bad_inputs),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[128];

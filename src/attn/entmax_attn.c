@@ -889,3 +889,9 @@ la_status la_entmax_attn_backward(const la_spec *spec, const la_shape *shape, co
     free(qs);
     return st;
 }
+
+/* ASEntmax query scaling for other passes over a finished call (attention diagnostics). */
+la_status la_asentmax_scale_q(const la_spec *spec, const la_shape *shape, const float *q,
+                              const la_attn_opts *opts, float **q_s) {
+    return as_scale_q(spec, shape, q, opts, q_s);
+}

@@ -13,7 +13,7 @@ static const la_cli_cmd commands[] = {
     {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench},
     {"synth", "train + evaluate synthetic length-generalisation tasks (MQMTAR, copy, ...)", cli_synth},
     {"critical", "critical attention scaling simulation (Chen et al. 2025): angle ratio heatmap", cli_critical},
-    {"diagnose", "attention mass and entropy per distance range (--gaussian: scale-invariance check)", cli_diagnose},
+    {"diagnose", "attention mass and entropy per distance range (--ckpt model on a text, --gaussian model)", cli_diagnose},
     {"generate", "stream text from a checkpoint through the KV cache (greedy/top-k/top-p, any cache policy)", cli_generate},
     {"kv-eval", "KV cache policies: validation loss and passkey accuracy up to 16x the training length", cli_kv_eval},
     {NULL, NULL, NULL},

@@ -48,6 +48,16 @@ la_status attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_act
     return LA_OK;
 }
 
+la_status attn_layer_diagnose(const attn_dims *d, const attn_weights *w, const attn_acts *a,
+                              la_diag **diag) {
+    la_shape sh = {d->B, d->H, d->Hkv, d->T, d->T, d->D, LA_POS0_AUTO};
+    la_attn_opts op = opts_for(d, w, a);  // the forward's inputs: logn s_h, ASEntmax beta/gamma
+    double t0 = omp_get_wtime();
+    la_status s = la_attn_diagnose(d->spec, &sh, a->qh, a->kh, a->row_stat, &op, diag);
+    *d->t_attn += omp_get_wtime() - t0;
+    return s;
+}
+
 la_status attn_layer_backward(const attn_dims *d, const attn_weights *w, attn_weights *g,
                               const attn_acts *a, attn_scratch *sc, const float *x,
                               const float *dout, float *dx) {

@@ -624,3 +624,32 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
     m->timing.total_s += omp_get_wtime() - t_start;
     return LA_OK;
 }
+
+la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag **diag) {
+    if (!m) return la_fail(LA_EINVAL, "la_model_diagnose: model is NULL");
+    if (!diag) return la_fail(LA_EINVAL, "la_model_diagnose: diag is NULL (n_layer * n_head accumulators)");
+    m->can_backward = 0;
+    m->logits_valid = 0;
+    LA_TRY(check_tokens(m, tokens, NULL, 1, T));
+    for (int i = 0; i < m->L * m->H; i++) {
+        if (!diag[i])
+            return la_fail(LA_EINVAL, "la_model_diagnose: diag[%d] (layer %d, head %d) is NULL", i, i / m->H, i % m->H);
+        if (la_diag_max_dist(diag[i]) < (int64_t)T - 1)
+            return la_fail(LA_EINVAL, "la_model_diagnose: diag[%d] covers distances up to %lld < T - 1 = %d; "
+                                      "create it with max_dist >= T - 1",
+                           i, (long long)la_diag_max_dist(diag[i]), T - 1);
+    }
+    double t_start = omp_get_wtime();
+    LA_TRY(ensure_eval(m, (size_t)T));
+    embed_forward(m->ex, tokens, m->params + m->off_wte, T, m->C);
+    for (int l = 0; l < m->L; l++) {
+        /* the eval activations keep this layer's q, k (after QK-norm), row statistics and
+         * ASEntmax beta/gamma until the next block overwrites them */
+        LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, 1, T));
+        attn_dims d = dims_of(m, 1, T);
+        attn_weights w = weights_at(m, m->params, &m->lo[l]);
+        LA_TRY(attn_layer_diagnose(&d, &w, &m->ea.at, diag + (size_t)l * m->H));
+    }
+    m->timing.total_s += omp_get_wtime() - t_start;
+    return LA_OK;
+}

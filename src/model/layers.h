@@ -93,6 +93,11 @@ la_status attn_layer_backward(const attn_dims *d, const attn_weights *w, attn_we
                               const attn_acts *a, attn_scratch *sc, const float *x,
                               const float *dout, float *dx);
 
+/* Attention diagnostics of the last attn_layer_forward with activations a (same d, w):
+ * probabilities from a->qh, a->kh and a->row_stat into diag (B*H), la_attn_diagnose. */
+la_status attn_layer_diagnose(const attn_dims *d, const attn_weights *w, const attn_acts *a,
+                              la_diag **diag);
+
 /* ---- embed.c: token embedding and the cross-entropy head ---- */
 /* x (N, C) = wte[tokens] ; tokens checked by the caller */
 void embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C);

@@ -100,39 +100,109 @@ static int range_of(const la_diag *d, int64_t t) {
     return lo;
 }
 
-la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n) {
-    if (!d || (!prob && n > 0)) return la_fail(LA_EINVAL, "la_diag_add: NULL argument");
-    if (slot < 0 || slot >= d->n_slots) return la_fail(LA_EINVAL, "la_diag_add: slot %d out of 0..%d", slot, d->n_slots - 1);
-    if (dt != 1 && dt != -1) return la_fail(LA_EINVAL, "la_diag_add: dt must be +1 or -1 (got %d)", dt);
-    if (n < 0) return la_fail(LA_EINVAL, "la_diag_add: n must be >= 0 (got %d)", n);
+/* Shared body of la_diag_add and la_diag_add_logp: logp (n) or NULL (then log p is taken
+ * here). The run of distances is cut where it crosses a range edge; each piece is summed in
+ * a plain loop. */
+static la_status diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob,
+                          const float *logp, int n, const char *fn) {
+    if (!d || (!prob && n > 0)) return la_fail(LA_EINVAL, "%s: NULL argument", fn);
+    if (slot < 0 || slot >= d->n_slots) return la_fail(LA_EINVAL, "%s: slot %d out of 0..%d", fn, slot, d->n_slots - 1);
+    if (dt != 1 && dt != -1) return la_fail(LA_EINVAL, "%s: dt must be +1 or -1 (got %d)", fn, dt);
+    if (n < 0) return la_fail(LA_EINVAL, "%s: n must be >= 0 (got %d)", fn, n);
     if (n == 0) return LA_OK;
     int64_t t_last = t0 + (int64_t)(n - 1) * dt;
     int64_t tmin = t0 < t_last ? t0 : t_last, tmax = t0 < t_last ? t_last : t0;
     if (tmin < 0 || tmax > d->max_dist)
-        return la_fail(LA_EINVAL, "la_diag_add: distances %lld..%lld fall outside 0..%lld (max_dist of la_diag_new)",
-                       (long long)tmin, (long long)tmax, (long long)d->max_dist);
-    for (int i = 0; i < n; i++)
-        if (!(prob[i] >= 0.0f && prob[i] <= 1.0f + 1e-5f))
-            return la_fail(LA_EINVAL, "la_diag_add: probability %d is %g, not in [0, 1]", i, (double)prob[i]);
+        return la_fail(LA_EINVAL, "%s: distances %lld..%lld fall outside 0..%lld (max_dist of la_diag_new)",
+                       fn, (long long)tmin, (long long)tmax, (long long)d->max_dist);
+    int ok = 1; /* branch-free first pass (vectorises); the offender is searched only on error */
+#pragma omp simd reduction(& : ok)
+    for (int i = 0; i < n; i++) ok &= (prob[i] >= 0.0f) & (prob[i] <= 1.0f + 1e-5f);
+    if (!ok)
+        for (int i = 0; i < n; i++)
+            if (!(prob[i] >= 0.0f && prob[i] <= 1.0f + 1e-5f))
+                return la_fail(LA_EINVAL, "%s: probability %d is %g, not in [0, 1]", fn, i, (double)prob[i]);
     size_t base = (size_t)slot * d->n_ranges;
     int r = range_of(d, t0);
-    int64_t lo = d->edges[r], hi = d->edges[r + 1];
-    double m = 0, pl = 0;
-    int64_t k = 0;
-    for (int i = 0; i < n; i++) {
+    int i = 0;
+    while (i < n) {
+        /* keys i .. i1-1 lie in range r */
         int64_t t = t0 + (int64_t)i * dt;
-        if (t < lo || t >= hi) { /* crossed into the next range: flush */
-            d->s_mass[base + r] += m, d->s_plogp[base + r] += pl, d->s_keys[base + r] += k;
-            m = pl = 0, k = 0;
-            r += dt;
-            lo = d->edges[r], hi = d->edges[r + 1];
+        int64_t left = dt > 0 ? d->edges[r + 1] - t : t - d->edges[r] + 1;
+        int i1 = (int64_t)(n - i) < left ? n : i + (int)left;
+        double m = 0, pl = 0;
+        if (logp) {
+            /* 16 float lanes over blocks of at most 256 keys, folded into double after each
+             * block: vectorises, keeps a fixed summation order (deterministic), and float
+             * partial sums of <= 16 terms lose < 1e-6 relative. This loop sees every visible
+             * pair of a diagnosis. */
+            int x = i;
+            while (x < i1) {
+                int xe = i1 - x > 256 ? x + 256 : i1;
+                float ms[16] = {0}, ls[16] = {0};
+                for (; x + 16 <= xe; x += 16)
+                    for (int u = 0; u < 16; u++) {
+                        float p = prob[x + u], l = logp[x + u];
+                        ms[u] += p;
+                        ls[u] += p > 0.0f ? p * l : 0.0f;
+                    }
+                for (int u = 0; x < xe; x++, u++) {
+                    float p = prob[x];
+                    ms[u] += p;
+                    if (p > 0.0f) ls[u] += p * logp[x];
+                }
+                for (int u = 0; u < 16; u++) m += ms[u], pl += ls[u];
+            }
+        } else {
+            for (int x = i; x < i1; x++) {
+                double p = prob[x];
+                m += p;
+                if (p > 0) pl += p * log(p);
+            }
         }
-        double p = prob[i];
-        m += p;
-        if (p > 0) pl += p * log(p);
-        k++;
+        d->s_mass[base + r] += m, d->s_plogp[base + r] += pl, d->s_keys[base + r] += i1 - i;
+        i = i1;
+        r += dt;
     }
-    d->s_mass[base + r] += m, d->s_plogp[base + r] += pl, d->s_keys[base + r] += k;
+    return LA_OK;
+}
+
+la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n) {
+    return diag_add(d, slot, t0, dt, prob, NULL, n, "la_diag_add");
+}
+
+la_status la_diag_add_logp(la_diag *d, int slot, int64_t t0, int dt, const float *prob,
+                           const float *logp, int n) {
+    if (!logp && n > 0) return la_fail(LA_EINVAL, "la_diag_add_logp: logp is NULL (use la_diag_add)");
+    return diag_add(d, slot, t0, dt, prob, logp, n, "la_diag_add_logp");
+}
+
+int64_t la_diag_max_dist(const la_diag *d) { return d ? d->max_dist : -1; }
+double la_diag_delta(const la_diag *d) { return d ? d->delta : NAN; }
+
+void la_diag_reset(la_diag *d) {
+    if (!d) return;
+    size_t R = (size_t)d->n_ranges, SR = (size_t)d->n_slots * R;
+    memset(d->s_mass, 0, sizeof(double) * SR), memset(d->s_plogp, 0, sizeof(double) * SR);
+    memset(d->s_keys, 0, sizeof(int64_t) * SR);
+    memset(d->rows, 0, sizeof(int64_t) * R), memset(d->erows, 0, sizeof(int64_t) * R);
+    memset(d->keys, 0, sizeof(double) * R);
+    memset(d->m1, 0, sizeof(double) * R), memset(d->m2, 0, sizeof(double) * R);
+    memset(d->h1, 0, sizeof(double) * R), memset(d->h2, 0, sizeof(double) * R);
+}
+
+la_status la_diag_merge(la_diag *dst, const la_diag *src) {
+    if (!dst || !src) return la_fail(LA_EINVAL, "la_diag_merge: NULL argument");
+    if (dst->n_ranges != src->n_ranges || memcmp(dst->edges, src->edges, sizeof(int64_t) * (size_t)(dst->n_ranges + 1)))
+        return la_fail(LA_EINVAL, "la_diag_merge: the accumulators have different ranges (max_dist %lld, delta %g vs "
+                                  "max_dist %lld, delta %g); create them with the same max_dist and delta",
+                       (long long)dst->max_dist, dst->delta, (long long)src->max_dist, src->delta);
+    for (int r = 0; r < dst->n_ranges; r++) {
+        dst->rows[r] += src->rows[r], dst->erows[r] += src->erows[r];
+        dst->keys[r] += src->keys[r];
+        dst->m1[r] += src->m1[r], dst->m2[r] += src->m2[r];
+        dst->h1[r] += src->h1[r], dst->h2[r] += src->h2[r];
+    }
     return LA_OK;
 }
 

@@ -1,0 +1,244 @@
+/* attn_diag.c -- attention diagnostics of a finished attention call (la_attn_diagnose):
+ * the probabilities of every query row are recomputed tile by tile from q, k and the row
+ * statistic (lse for softmax, tau for the entmax family) with the kernels' own machinery of
+ * attn_internal.h (la_attn_ctx_init: RoPE tables, visibility, documents, distance tables,
+ * ALiBi slopes, logn factors; la_prep_pairs: rotated, transposed K tiles; la_tile_logits: the
+ * logit formula), and streamed into la_diag accumulators (src/tasks/diagnose.c). No T x S
+ * buffer: per thread one LA_BQ x LA_BK tile of dots, logits, p and log p.
+ *
+ *   softmax:         p = exp(L - lse), log p = L - lse                      (SPEC 5)
+ *   entmax family:   p = [(alpha-1) L - tau]_+^(1/(alpha-1)),
+ *                    log p = log((alpha-1) L - tau) / (alpha-1) on the support (SPEC 5,
+ *                    tau in the units of entmax_attn.c: tau = t + (alpha-1) M)
+ *
+ * Parallel split: the query tiles of one (b, h) are cut into DG_CHUNKS fixed chunks, each
+ * with its own accumulator, merged in chunk order: the sums do not depend on the number of
+ * threads or on the schedule. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn_internal.h"
+#include "attn/entmax_internal.h"
+
+#define DG_CHUNKS 16
+
+typedef struct {
+    float *Qt;  /* (BQ, D)  rotated query tile */
+    float *Sb;  /* (BQ, BK) raw dots */
+    float *Lb;  /* (BQ, BK) logits */
+    float *Pb;  /* (BQ, BK) probabilities */
+    float *Gb;  /* (BQ, BK) log probabilities */
+    float *cr;  /* (BQ)     row factors */
+} dg_scratch;
+
+static size_t dg_layout(int D, char *base, dg_scratch *s) {
+    size_t off = 0;
+#define DG_TAKE(field, count)                                          \
+    do {                                                               \
+        if (s) s->field = (float *)(void *)(base + off);               \
+        off += (sizeof(float) * (size_t)(count) + 63) & ~(size_t)63;   \
+    } while (0)
+    DG_TAKE(Qt, (size_t)LA_BQ * D);
+    DG_TAKE(Sb, LA_BQ * LA_BK);
+    DG_TAKE(Lb, LA_BQ * LA_BK);
+    DG_TAKE(Pb, LA_BQ * LA_BK);
+    DG_TAKE(Gb, LA_BQ * LA_BK);
+    DG_TAKE(cr, LA_BQ);
+#undef DG_TAKE
+    return off;
+}
+
+typedef struct {
+    const la_attn_ctx *c;
+    const float *row_stat; /* (B, H, T) */
+    int entmax;            /* 0 softmax, 1 entmax family */
+    double am1, r;         /* alpha - 1, 1 / (alpha - 1) */
+    int rk;                /* 1: r == 1 (sparsemax), 2: r == 2 (1.5-entmax), 0: general */
+} dg_t;
+
+/* p and log p of visible columns [c0, c1) of one row (logits l, statistic st). */
+static void row_probs(const dg_t *g, const float *l, float st, int c0, int c1, float *p, float *lp) {
+    if (!g->entmax) {
+        la_exp_sub(l + c0, st, p + c0, c1 - c0);
+        for (int x = c0; x < c1; x++) {
+            lp[x] = l[x] - st;
+            /* float rounding of lse can put the largest p a few ulps above 1 */
+            if (p[x] > 1.0f) p[x] = 1.0f, lp[x] = 0.0f;
+        }
+        return;
+    }
+    const double am1 = g->am1, tau = st;
+    for (int x = c0; x < c1; x++) {
+        double xx = am1 * (double)l[x] - tau;
+        if (!(xx > 0.0)) { /* outside the support (entries on the threshold too, SPEC 5) */
+            p[x] = 0.0f, lp[x] = 0.0f;
+            continue;
+        }
+        double pv = g->rk == 1 ? xx : g->rk == 2 ? xx * xx : pow(xx, g->r);
+        double lv = g->r * log(xx);
+        if (pv > 1.0) pv = 1.0, lv = 0.0;
+        p[x] = (float)pv, lp[x] = (float)lv;
+    }
+}
+
+/* Rows of query tile qt of (b, h) into d (one slot per row of the tile). On error the
+ * message is copied into msg. */
+static la_status dg_query_tile(const dg_t *g, const dg_scratch *s, int b, int h, int qt,
+                               const float *ktiles, la_diag *d) {
+    const la_attn_ctx *c = g->c;
+    const int D = c->D, T = c->T, S = c->S;
+    const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+    const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+    const la_tilespan *sp = &c->qspan[(size_t)b * c->nqt + qt];
+    const float *stat = g->row_stat + ((size_t)b * c->H + h) * T + i0;
+    int live = 0;
+    for (int r = 0; r < nr; r++) live |= rows[r].nq > 0 && stat[r] != LA_ROW_EMPTY;
+    if (!live) return LA_OK;
+    la_row_factors(c, h, rows, nr, s->cr);
+    la_load_q(c, b, h, i0, nr, s->Qt);
+    for (int pass = 0; pass < 2; pass++) {
+        int k0 = pass ? sp->b0 : sp->a0, k1 = pass ? sp->b1 : sp->a1;
+        for (int kt = k0; kt < k1; kt++) {
+            const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+            int cls = la_tile_class(rows, nr, j0, nc);
+            if (!cls) continue; /* fully masked tile */
+            la_mm(nr, nc, D, s->Qt, (size_t)D, 1, ktiles + (size_t)kt * D * LA_BK, LA_BK, s->Sb, LA_BK, 0);
+            la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, s->Sb, s->Lb, LA_BK);
+            for (int r = 0; r < nr; r++) {
+                if (rows[r].nq == 0 || stat[r] == LA_ROW_EMPTY) continue;
+                int cols[4] = {0, nc, 0, 0};
+                int ng = cls == 1 ? 1 : la_row_cols(&rows[r], j0, nc, cols);
+                const float *l = s->Lb + (size_t)r * LA_BK;
+                float *p = s->Pb + (size_t)r * LA_BK, *lp = s->Gb + (size_t)r * LA_BK;
+                int64_t qa = c->pos0 + i0 + r; /* absolute query position; t = qa - j */
+                for (int gi = 0; gi < ng; gi++) {
+                    int c0 = cols[2 * gi], c1 = cols[2 * gi + 1];
+                    if (c1 <= c0) continue;
+                    row_probs(g, l, stat[r], c0, c1, p, lp);
+                    /* keys j <= qa (t >= 0, read forward: t decreases), then keys after the
+                     * query (non-causal patterns: distance j - qa, increasing) */
+                    int64_t xm64 = qa - j0 + 1;
+                    int xm = xm64 < c0 ? c0 : xm64 > c1 ? c1 : (int)xm64;
+                    if (xm > c0)
+                        LA_TRY(la_diag_add_logp(d, r, qa - (j0 + c0), -1, p + c0, lp + c0, xm - c0));
+                    if (c1 > xm)
+                        LA_TRY(la_diag_add_logp(d, r, (j0 + xm) - qa, 1, p + xm, lp + xm, c1 - xm));
+                }
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++) LA_TRY(la_diag_row_end(d, r));
+    return LA_OK;
+}
+
+/* Largest |t| any row of the call sees (0 when no row sees a key). */
+static int64_t max_distance(const la_attn_ctx *c) {
+    int64_t m = 0;
+    for (size_t n = 0; n < (size_t)c->B * c->T; n++) {
+        const la_rowvis *rv = &c->rows[n];
+        if (rv->nq == 0) continue;
+        int64_t qa = c->pos0 + (int64_t)(n % (size_t)c->T);
+        int64_t lo = rv->lo0, hi = rv->hi1 > rv->lo1 ? rv->hi1 : rv->hi0; /* first, one past last key */
+        if (qa - lo > m) m = qa - lo;
+        if (hi - 1 - qa > m) m = hi - 1 - qa;
+    }
+    return m;
+}
+
+static la_status dg_run(const dg_t *g, la_diag **diag) {
+    const la_attn_ctx *c = g->c;
+    int nch = c->nqt < DG_CHUNKS ? c->nqt : DG_CHUNKS;
+    la_diag *tmp[DG_CHUNKS] = {0};
+    la_status cst[DG_CHUNKS];
+    char (*msg)[256] = calloc(DG_CHUNKS, 256);
+    la_status st = msg ? LA_OK : la_fail(LA_ENOMEM, "la_attn_diagnose: out of memory");
+    for (int bp = 0; bp < c->B * c->Hkv && st == LA_OK; bp++) {
+        int b = bp / c->Hkv, hkv = bp % c->Hkv;
+        la_prep_pairs(c, bp, 1, 0); /* rotated, transposed K tiles of (b, hkv) in c->prep */
+        for (int h = hkv * c->group; h < (hkv + 1) * c->group && st == LA_OK; h++) {
+            la_diag *dst = diag[(size_t)b * c->H + h];
+            for (int ch = 0; ch < nch && st == LA_OK; ch++) {
+                if (tmp[ch] && la_diag_max_dist(tmp[ch]) == la_diag_max_dist(dst) &&
+                    la_diag_delta(tmp[ch]) == la_diag_delta(dst)) {
+                    la_diag_reset(tmp[ch]);
+                    continue;
+                }
+                la_diag_free(tmp[ch]);
+                tmp[ch] = NULL;
+                st = la_diag_new(la_diag_max_dist(dst), la_diag_delta(dst), LA_BQ, &tmp[ch]);
+            }
+            if (st != LA_OK) break;
+#pragma omp parallel num_threads(c->nthreads)
+            {
+                dg_scratch s;
+                dg_layout(c->D, la_ctx_scratch(c, omp_get_thread_num()), &s);
+#pragma omp for schedule(dynamic, 1)
+                for (int k = 0; k < nch; k++) {
+                    int ch = nch - 1 - k; /* causal: later chunks hold more pairs, start them first */
+                    int q0 = (int)((int64_t)ch * c->nqt / nch), q1 = (int)((int64_t)(ch + 1) * c->nqt / nch);
+                    cst[ch] = LA_OK;
+                    for (int qt = q0; qt < q1 && cst[ch] == LA_OK; qt++)
+                        cst[ch] = dg_query_tile(g, &s, b, h, qt, c->prep, tmp[ch]);
+                    if (cst[ch] != LA_OK) snprintf(msg[ch], 256, "%s", la_errmsg());
+                }
+            }
+            for (int ch = 0; ch < nch && st == LA_OK; ch++)
+                if (cst[ch] != LA_OK)
+                    st = la_fail(cst[ch], "la_attn_diagnose (b=%d, h=%d): %s", b, h, msg[ch]);
+            for (int ch = 0; ch < nch && st == LA_OK; ch++) st = la_diag_merge(dst, tmp[ch]);
+        }
+    }
+    for (int ch = 0; ch < DG_CHUNKS; ch++) la_diag_free(tmp[ch]);
+    free(msg);
+    return st;
+}
+
+la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const float *q,
+                           const float *k, const float *row_stat, const la_attn_opts *opts,
+                           la_diag **diag) {
+    if (!spec || !shape) return la_fail(LA_EINVAL, "la_attn_diagnose: spec and shape must not be NULL");
+    if (!row_stat || !diag) return la_fail(LA_EINVAL, "la_attn_diagnose: row_stat and diag must not be NULL");
+    if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
+        return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
+    dg_t g;
+    memset(&g, 0, sizeof g);
+    g.row_stat = row_stat;
+    g.entmax = spec->norm != LA_NORM_SOFTMAX;
+    if (g.entmax) {
+        double alpha = spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha;
+        LA_TRY(la_entmax_check_alpha(alpha, "la_attn_diagnose"));
+        g.am1 = alpha - 1.0;
+        g.r = 1.0 / g.am1;
+        g.rk = alpha == 2.0 ? 1 : alpha == 1.5 ? 2 : 0;
+    }
+    if (shape->B >= 1 && shape->H >= 1)
+        for (size_t n = 0; n < (size_t)shape->B * shape->H; n++)
+            if (!diag[n]) return la_fail(LA_EINVAL, "la_attn_diagnose: diag[%zu] is NULL (one accumulator per (b, h))", n);
+    float *qs = NULL;
+    if (spec->norm == LA_NORM_ASENTMAX) LA_TRY(la_asentmax_scale_q(spec, shape, q, opts, &qs));
+    la_attn_ctx c;
+    la_workspace *own = NULL;
+    /* v is never read here: k stands in for the kernel's non-NULL check */
+    la_status st = la_attn_ctx_init(&c, spec, shape, qs ? qs : q, k, k, opts,
+                                    dg_layout(shape->D, NULL, NULL) + 64, &own);
+    if (st == LA_OK) {
+        g.c = &c;
+        size_t nrow = (size_t)c.B * c.H * c.T;
+        for (size_t n = 0; n < nrow && st == LA_OK; n++)
+            if (isnan(row_stat[n]) || row_stat[n] == INFINITY)
+                st = la_fail(LA_EINVAL, "la_attn_diagnose: row_stat[%zu] = %g is not a row statistic of "
+                                        "la_attn_forward (finite, or LA_ROW_EMPTY)", n, (double)row_stat[n]);
+        int64_t md = st == LA_OK ? max_distance(&c) : 0;
+        for (size_t n = 0; n < (size_t)c.B * c.H && st == LA_OK; n++)
+            if (la_diag_max_dist(diag[n]) < md)
+                st = la_fail(LA_EINVAL, "la_attn_diagnose: diag[%zu] covers distances up to %lld but the rows "
+                                        "see keys up to distance %lld; create it with max_dist >= %lld",
+                             n, (long long)la_diag_max_dist(diag[n]), (long long)md, (long long)md);
+        if (st == LA_OK) st = dg_run(&g, diag);
+    }
+    la_workspace_free(own);
+    free(qs);
+    return st;
+}
