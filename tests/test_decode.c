@@ -247,6 +247,97 @@ static void test_kv_eval_cli_outputs(void **state) {
     assert_int_equal(system(cmdline), 0);
 }
 
+/* Read kv_eval.csv rows: loss and passkey digit accuracy per (policy, length) row. */
+static int read_kv_csv(const char *dir, double *loss, double *dacc, int max) {
+    char path[1024], line[512];
+    snprintf(path, sizeof path, "%s/kv_eval.csv", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    if (!fgets(line, sizeof line, f)) { fclose(f); return -1; }
+    while (n < max && fgets(line, sizeof line, f)) {
+        char *q = strrchr(line, '"');
+        int len, trials;
+        double ratio, acc;
+        if (!q || sscanf(q + 1, ",%d,%lf,%lf,%lf,%lf,%d", &len, &ratio, &loss[n], &acc, &dacc[n], &trials) != 6) break;
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* --passkey-ckpt: losses come from --ckpt and passkey scores from the second model, exactly
+ * as if each had been evaluated alone; a model of another config is refused by name. */
+static void test_kv_eval_passkey_ckpt(void **state) {
+    (void)state;
+    const char *bin = getenv("LA_BIN");
+    if (!bin) bin = "build/longattn";
+    char dir[] = "/tmp/la_kvpk_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char a[600], b[600], c[600], cmd[4096];
+    la_rng r;
+    la_rng_seed(&r, 5);
+    snprintf(a, sizeof a, "%s/doc.txt", dir);
+    FILE *fp = fopen(a, "w");
+    assert_non_null(fp);
+    for (int w = 0; w < 300; w++) fprintf(fp, "%s", la_rng_below(&r, 2) ? "pass key " : "the text ");
+    fclose(fp);
+    la_model *ma = tiny_model("softmax+rope+causal", 8), *mb = tiny_model("softmax+rope+causal", 9),
+             *mc = tiny_model("softmax+alibi+causal", 9);
+    snprintf(a, sizeof a, "%s/a.safetensors", dir);
+    snprintf(b, sizeof b, "%s/b.safetensors", dir);
+    snprintf(c, sizeof c, "%s/c.safetensors", dir);
+    assert_int_equal(la_model_save(ma, a), LA_OK);
+    assert_int_equal(la_model_save(mb, b), LA_OK);
+    assert_int_equal(la_model_save(mc, c), LA_OK);
+    la_model_free(ma);
+    la_model_free(mb);
+    la_model_free(mc);
+    double la[4], da[4], lb[4], db[4], lx[4], dx[4];
+    char out[700];
+    const char *runs[3][2] = {{a, NULL}, {b, NULL}, {a, b}};
+    double *lo[3] = {la, lb, lx}, *dg[3] = {da, db, dx};
+    for (int i = 0; i < 3; i++) {
+        snprintf(out, sizeof out, "%s/out%d", dir, i);
+        snprintf(cmd, sizeof cmd,
+                 "%s kv-eval --ckpt %s %s%s --data %s --out %s --lens 128 --windows 1 --trials 4 "
+                 "--policies 'full;window(16)' 2>/dev/null >/dev/null",
+                 bin, runs[i][0], runs[i][1] ? "--passkey-ckpt " : "", runs[i][1] ? runs[i][1] : "", dir, out);
+        assert_int_equal(system(cmd), 0);
+        assert_int_equal(read_kv_csv(out, lo[i], dg[i], 4), 2);
+    }
+    for (int k = 0; k < 2; k++) {
+        assert_true(lx[k] == la[k]); /* loss: --ckpt */
+        assert_true(dx[k] == db[k]); /* passkey: --passkey-ckpt */
+    }
+    assert_true(la[0] != lb[0]);     /* the two models differ, so the checks above mean something */
+    snprintf(out, sizeof out, "%s/out2/kv_eval.md", dir);
+    fp = fopen(out, "r");
+    assert_non_null(fp);
+    char md[4096] = "";
+    size_t got = fread(md, 1, sizeof md - 1, fp);
+    md[got] = 0;
+    fclose(fp);
+    assert_non_null(strstr(md, "Passkey columns from the fine-tuned weights"));
+    /* another model: refused with both names in the message */
+    snprintf(cmd, sizeof cmd, "%s kv-eval --ckpt %s --passkey-ckpt %s --data %s --out %s/bad --lens 128 2>%s/err >/dev/null",
+             bin, a, c, dir, dir, dir);
+    assert_int_not_equal(system(cmd), 0);
+    snprintf(out, sizeof out, "%s/err", dir);
+    fp = fopen(out, "r");
+    assert_non_null(fp);
+    got = fread(md, 1, sizeof md - 1, fp);
+    md[got] = 0;
+    fclose(fp);
+    assert_non_null(strstr(md, "not the same model"));
+    assert_non_null(strstr(md, "alibi"));
+    snprintf(cmd, sizeof cmd, "%s kv-eval --ckpt %s --passkey-ckpt %s/missing.safetensors --data %s 2>/dev/null >/dev/null",
+             bin, a, dir, dir);
+    assert_int_not_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_cache_matches_forward),
@@ -254,6 +345,7 @@ int main(void) {
         cmocka_unit_test(test_decoder_errors),
         cmocka_unit_test(test_generate_cli_greedy),
         cmocka_unit_test(test_kv_eval_cli_outputs),
+        cmocka_unit_test(test_kv_eval_passkey_ckpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -165,11 +165,12 @@ static void test_quick_study_end_to_end(void **state) {
     char *md = slurp("results.md");
     assert_non_null(strstr(md, "| `softmax+sinv(tau=10)+prope(p=0.5)` |"));
     free(md);
-    /* the final weights of each variant, loadable, with the study's spec and QK-norm gain */
-    for (int i = 0; i < 2; i++) {
+    /* the pre-trained and the passkey-tuned weights of each variant, loadable, with the
+     * study's spec and QK-norm gain */
+    for (int i = 0; i < 4; i++) {
         char path[512];
-        snprintf(path, sizeof path, "%s/out/model_%d_%s.safetensors", dir, i + 1,
-                 i == 0 ? "softmax_rope" : "softmax_sinv_tau_10_prope_p_0.5");
+        snprintf(path, sizeof path, "%s/out/%s_%d_%s.safetensors", dir, i < 2 ? "model" : "passkey", i % 2 + 1,
+                 i % 2 == 0 ? "softmax_rope" : "softmax_sinv_tau_10_prope_p_0.5");
         la_model *m = NULL;
         if (la_model_load(path, &m) != LA_OK) fail_msg("%s: %s", path, la_errmsg());
         assert_true(la_model_get_config(m)->qk_gain == 1.5f);

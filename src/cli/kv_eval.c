@@ -23,7 +23,10 @@ static void usage(FILE *f) {
             "usage: longattn kv-eval --ckpt FILE --data DIR [options]\n"
             "Evaluate a byte-level checkpoint decoded through the KV cache under several policies:\n"
             "validation loss (bits per byte) and passkey accuracy at each length, and the cache size.\n"
-            "  --ckpt FILE        model weights (from `longattn train`)\n"
+            "  --ckpt FILE        model weights (from `longattn train` or `longattn study`)\n"
+            "  --passkey-ckpt F   score the passkey with these weights instead (e.g. the study's\n"
+            "                     passkey_<i>_<spec>.safetensors, fine-tuned on the task); same\n"
+            "                     model config and spec as --ckpt. Losses always use --ckpt\n"
             "  --data DIR         text documents; DIR/val is used when it exists\n"
             "  --out DIR          output folder (default runs/kv-eval): kv_eval.md, kv_eval.csv, kv_eval.png\n"
             "  --lens A,B,...     context lengths (default L,2L,4L,8L,16L; L = the model's train_len)\n"
@@ -97,7 +100,7 @@ typedef struct {
 } pol_result;
 
 static int write_outputs(const char *out, pol_result *res, int np, const int *lens, int nl, int L, int trials,
-                         int windows, const char *ckpt) {
+                         int windows, const char *ckpt, const char *pk_ckpt) {
     char path[1200];
     la_afile af;
     snprintf(path, sizeof path, "%s/kv_eval.csv", out);
@@ -118,6 +121,7 @@ static int write_outputs(const char *out, pol_result *res, int np, const int *le
                   "Cells: validation bits per byte / passkey accuracy (whole key) / passkey digit accuracy (teacher-forced\n"
                   "greedy, per digit; chance is about 0.1). Cache = KiB of k/v held at the longest length (all layers).\n\n",
             ckpt, L, windows, trials);
+    if (pk_ckpt) fprintf(af.f, "Passkey columns from the fine-tuned weights `%s`.\n\n", pk_ckpt);
     fprintf(af.f, "| policy | bytes/token |");
     for (int i = 0; i < nl; i++) fprintf(af.f, " %d (%gL) |", lens[i], (double)lens[i] / L);
     fprintf(af.f, " cache KiB @%d |\n|---|---:|", lens[nl - 1]);
@@ -171,7 +175,7 @@ static int write_outputs(const char *out, pol_result *res, int np, const int *le
 }
 
 int cli_kv_eval(int argc, char **argv) {
-    const char *cmd = "kv-eval", *ckpt = NULL, *data = NULL, *out = "runs/kv-eval", *lens_s = NULL, *pols_s = NULL;
+    const char *cmd = "kv-eval", *ckpt = NULL, *pk_ckpt = NULL, *data = NULL, *out = "runs/kv-eval", *lens_s = NULL, *pols_s = NULL;
     long windows = 4, trials = 6, chunk_opt = 1, seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -183,6 +187,7 @@ int cli_kv_eval(int argc, char **argv) {
         const char *val = argv[++i];
         char *end;
         if (!strcmp(a, "--ckpt")) ckpt = val;
+        else if (!strcmp(a, "--passkey-ckpt")) pk_ckpt = val;
         else if (!strcmp(a, "--data")) data = val;
         else if (!strcmp(a, "--out")) out = val;
         else if (!strcmp(a, "--lens")) lens_s = val;
@@ -208,6 +213,26 @@ int cli_kv_eval(int argc, char **argv) {
     }
     const la_model_config *cfg = la_model_get_config(m);
     const int L = cfg->train_len, V = cfg->vocab;
+    la_model *mp = NULL; /* passkey weights; NULL: m */
+    if (pk_ckpt) {
+        if (la_model_load(pk_ckpt, &mp) != LA_OK) {
+            fprintf(stderr, "longattn kv-eval: cannot load --passkey-ckpt '%s': %s\n", pk_ckpt, la_errmsg());
+            la_model_free(m);
+            return 1;
+        }
+        const la_model_config *c2 = la_model_get_config(mp);
+        if (c2->n_layer != cfg->n_layer || c2->n_head != cfg->n_head || c2->n_kv_head != cfg->n_kv_head ||
+            c2->d_model != cfg->d_model || c2->d_ff != cfg->d_ff || c2->vocab != V || c2->train_len != L ||
+            strcmp(c2->spec, cfg->spec)) {
+            fprintf(stderr, "longattn kv-eval: --passkey-ckpt '%s' (%s, %d layers, d_model %d, L %d) is not the same "
+                    "model as --ckpt '%s' (%s, %d layers, d_model %d, L %d); give the fine-tuned weights of the same model\n",
+                    pk_ckpt, c2->spec, c2->n_layer, c2->d_model, c2->train_len, ckpt, cfg->spec, cfg->n_layer,
+                    cfg->d_model, L);
+            la_model_free(mp);
+            la_model_free(m);
+            return 1;
+        }
+    }
     int lens[MAX_LEN], nl = 0;
     if (lens_s) {
         char buf[256];
@@ -218,6 +243,7 @@ int cli_kv_eval(int argc, char **argv) {
             long v = strtol(t, &end, 10);
             if (*end != '\0' || v < 2 || v > (1L << 24) || nl >= MAX_LEN || (nl > 0 && v <= lens[nl - 1])) {
                 la_model_free(m);
+                la_model_free(mp);
                 return cli_usage_error(cmd, "--lens: '%s' must be increasing integers >= 2 (at most %d)", lens_s, MAX_LEN);
             }
             lens[nl++] = (int)v;
@@ -227,6 +253,7 @@ int cli_kv_eval(int argc, char **argv) {
     }
     if (nl == 0) {
         la_model_free(m);
+        la_model_free(mp);
         return cli_usage_error(cmd, "--lens is empty");
     }
     pol_result *res = calloc(MAX_POL, sizeof *res);
@@ -247,6 +274,7 @@ int cli_kv_eval(int argc, char **argv) {
                 fprintf(stderr, "longattn kv-eval: --policies: %s\n", la_errmsg());
                 free(res);
                 la_model_free(m);
+                la_model_free(mp);
                 return 2;
             }
             kp.max_tokens = lens[nl - 1] + 1;
@@ -263,6 +291,7 @@ int cli_kv_eval(int argc, char **argv) {
         fprintf(stderr, "longattn kv-eval: cannot load documents from '%s': %s\n", valdir, la_errmsg());
         free(res);
         la_model_free(m);
+        la_model_free(mp);
         return 1;
     }
     if (docs.vocab != V) {
@@ -270,6 +299,7 @@ int cli_kv_eval(int argc, char **argv) {
         la_docs_free(&docs);
         free(res);
         la_model_free(m);
+        la_model_free(mp);
         return 1;
     }
     if (trials > 0 && !docs.is_bytes) {
@@ -281,12 +311,13 @@ int cli_kv_eval(int argc, char **argv) {
         la_docs_free(&docs);
         free(res);
         la_model_free(m);
+        la_model_free(mp);
         return 1;
     }
     int rc = 1;
     int32_t *tok = malloc(sizeof(int32_t) * ((size_t)lens[nl - 1] + 1)), *pred = malloc(sizeof(int32_t) * (size_t)lens[nl - 1]);
     float *logits = malloc(sizeof(float) * (size_t)V * 256);
-    loss_ctx lc = {NULL, logits, 1, V};
+    loss_ctx lc = {NULL, logits, 1, V}, lp = {NULL, logits, 1, V}; /* lp: passkey decoder */
     if (!tok || !pred || !logits) {
         fprintf(stderr, "longattn kv-eval: out of memory\n");
         goto done;
@@ -300,7 +331,9 @@ int cli_kv_eval(int argc, char **argv) {
         int64_t chunk = kp->policy == LA_KV_FULL ? 256 : chunk_opt;
         if (chunk > la_kv_max_chunk(kp)) chunk = la_kv_max_chunk(kp);
         lc.chunk = (int)chunk;
-        if (la_decoder_new(m, kp, lc.chunk, &lc.d) != LA_OK) {
+        lp.chunk = lc.chunk;
+        if (la_decoder_new(m, kp, lc.chunk, &lc.d) != LA_OK ||
+            (mp && la_decoder_new(mp, kp, lp.chunk, &lp.d) != LA_OK)) {
             fprintf(stderr, "longattn kv-eval: policy '%s': %s\n", res[p].name, la_errmsg());
             goto done;
         }
@@ -311,7 +344,8 @@ int cli_kv_eval(int argc, char **argv) {
             if (st != LA_OK) {
                 fprintf(stderr, "longattn kv-eval: policy '%s', length %d: %s\n", res[p].name, T, la_errmsg());
                 la_decoder_free(lc.d);
-                lc.d = NULL;
+                la_decoder_free(lp.d);
+                lc.d = lp.d = NULL;
                 goto done;
             }
             res[p].loss[i] = bits;
@@ -321,10 +355,11 @@ int cli_kv_eval(int argc, char **argv) {
                 la_passkey info;
                 if (la_passkey_make(&docs, T, depth, (uint64_t)seed * 1000003u + (uint64_t)tr * 7919u + (uint64_t)T, tok,
                                     &info) != LA_OK ||
-                    cached_argmax(&lc, tok, T, pred) != LA_OK) {
+                    cached_argmax(mp ? &lp : &lc, tok, T, pred) != LA_OK) {
                     fprintf(stderr, "longattn kv-eval: passkey at length %d: %s\n", T, la_errmsg());
                     la_decoder_free(lc.d);
-                    lc.d = NULL;
+                    la_decoder_free(lp.d);
+                    lc.d = lp.d = NULL;
                     goto done;
                 }
                 hits += la_passkey_exact(pred, tok, &info);
@@ -341,12 +376,16 @@ int cli_kv_eval(int argc, char **argv) {
                     (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
         }
         la_decoder_free(lc.d);
-        lc.d = NULL;
+        la_decoder_free(lp.d);
+        lc.d = lp.d = NULL;
     }
-    rc = write_outputs(out, res, np, lens, nl, L, (int)trials, (int)windows, ckpt) < 0 ? 1 : 0;
+    rc = write_outputs(out, res, np, lens, nl, L, (int)trials, (int)windows, ckpt, mp ? pk_ckpt : NULL) < 0 ? 1 : 0;
     if (rc == 0) printf("wrote %s/kv_eval.md, %s/kv_eval.csv, %s/kv_eval.png\n", out, out, out);
     else fprintf(stderr, "longattn kv-eval: cannot write the outputs in '%s': %s\n", out, la_errmsg());
 done:
+    la_decoder_free(lc.d);
+    la_decoder_free(lp.d);
+    la_model_free(mp);
     free(tok);
     free(pred);
     free(logits);

@@ -28,6 +28,7 @@ typedef struct {
     char tasks[256], specs[1024], out[1024];
     int steps, batch, warmup, layers, heads, d_model, d_ff;
     double lr;
+    double qk_gain; /* initial QK-norm gain (la_model_config.qk_gain) */
     int n_symbols, min_len, max_len, queries, k_len, v_len;
     int eval_n, max_mult, threads;
     int curriculum; /* start length of the curriculum; 0: off */
@@ -67,6 +68,7 @@ static void defaults(synth_opts *o) {
     o->d_model = 64;
     o->d_ff = 0;
     o->lr = 3e-3;
+    o->qk_gain = 1.0;
     o->n_symbols = 0; /* 0: the task's own default */
     o->min_len = 32;
     o->max_len = 64;
@@ -110,6 +112,7 @@ static void usage(FILE *f) {
             "  --lr X              AdamW peak learning rate, cosine to lr/10 (default 3e-3)\n"
             "  --warmup N          linear warm-up steps (default 30)\n"
             "  --layers N --heads H --d-model C --d-ff F   model size (default 2, 8, 64, 4C)\n"
+            "  --qk-gain X         initial QK-norm gain (default 1; see the study's qk_gain)\n"
             "  --n-symbols N       task alphabet (default 16; mqmtar: key/value alphabet)\n"
             "  --min-len N --max-len N   training content lengths (default 32, 64)\n"
             "  --queries N --k-len N --v-len N   mqmtar queries and key/value tokens (4, 2, 2)\n"
@@ -180,6 +183,11 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             o->lr = strtod(v, &end);
             if (end == v || *end || !(o->lr > 0 && o->lr < 1))
                 return cli_usage_error("synth", "--lr wants a number in (0, 1), got '%s'", v);
+        } else if (!strcmp(a, "--qk-gain")) {
+            char *end;
+            o->qk_gain = strtod(v, &end);
+            if (end == v || *end || !(o->qk_gain > 0 && o->qk_gain <= 100))
+                return cli_usage_error("synth", "--qk-gain wants a number in (0, 100], got '%s'", v);
         } else if (!strcmp(a, "--ramp")) {
             char *end;
             o->ramp = strtod(v, &end);
@@ -279,6 +287,7 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
     mc.d_ff = o->d_ff;
     mc.vocab = voc.vocab_size;
     mc.train_len = n_max;
+    mc.qk_gain = (float)o->qk_gain;
     snprintf(mc.spec, sizeof mc.spec, "%s", spec);
     la_model *m = NULL;
     la_trainer *tr = NULL;

@@ -40,6 +40,7 @@ static void usage(FILE *f) {
             "  --layers N          (default 4)   --d-model N (default 128)\n"
             "  --heads N           (default 4)   --kv-heads N (default = heads)\n"
             "  --d-ff N            MLP width (default 4 * d-model)\n"
+            "  --qk-gain X         initial QK-norm gain (default 1; larger starts sharper attention)\n"
             "training:\n"
             "  --steps N           optimizer steps (default 400; with --resume: new total)\n"
             "  --batch B           sequences per micro-batch (default 16)\n"
@@ -152,6 +153,11 @@ int cli_train(int argc, char **argv) {
         else if (!strcmp(a, "--eval-every")) r = parse_int(cmd, a, v, 0, &tc.eval_every);
         else if (!strcmp(a, "--ckpt-every")) r = parse_int(cmd, a, v, 0, &tc.ckpt_every);
         else if (!strcmp(a, "--lr")) r = parse_double(cmd, a, v, 1e-12, &tc.lr);
+        else if (!strcmp(a, "--qk-gain")) {
+            r = parse_double(cmd, a, v, 1e-6, &d);
+            if (!r && d > 100) r = cli_usage_error(cmd, "--qk-gain %g is too large (at most 100)", d);
+            if (!r) mc.qk_gain = (float)d;
+        }
         else if (!strcmp(a, "--min-lr")) { r = parse_double(cmd, a, v, 0, &tc.min_lr); min_lr_set = 1; }
         else if (!strcmp(a, "--muon-lr")) r = parse_double(cmd, a, v, 1e-12, &tc.muon_lr);
         else if (!strcmp(a, "--wd")) r = parse_double(cmd, a, v, 0, &tc.weight_decay);

@@ -133,6 +133,15 @@ static la_status mkdir_p(const char *dir) {
     return LA_OK;
 }
 
+/* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>.safetensors (atomic), for
+ * kv-eval, generate and diagnose. */
+static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const char *spec) {
+    char slug[128], path[2048];
+    study_slug(spec, slug, sizeof slug);
+    snprintf(path, sizeof path, "%s/%s_%d_%s.safetensors", out_dir, what, vi + 1, slug);
+    return la_model_save(m, path);
+}
+
 /* One variant: train, evaluate, fine-tune, passkey. */
 static la_status run_variant(const la_study *st, int vi, const la_docs *train, const la_docs *val,
                              const char *out_dir, study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
@@ -178,8 +187,8 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     const int n_val = (st->eval_windows + 3) / 4; /* validation during training: a quarter */
     const double train_flops = 3.0 * B * L * tk->c_L;
     /* the first n_mix rows of every batch are passkey examples at L from the training
-     * documents, scored on every byte (their haystack is text like the rest): retrieval is
-     * learned alongside the language model, so the short fine-tune below only sharpens it */
+     * documents, scored on the five answer digits only (as the fine-tune below): retrieval
+     * is learned alongside the language model, so the short fine-tune only sharpens it */
     const int n_mix = (int)(st->pk_mix * B + 0.5);
     la_rng mix_rng;
     la_rng_seed(&mix_rng, st->seed ^ TAG_MIX);
@@ -197,6 +206,8 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
             }
             memcpy(inp + (size_t)b * L, batch + (size_t)b * (L + 1), (size_t)L * sizeof *inp);
             memcpy(tgt + (size_t)b * L, batch + (size_t)b * (L + 1) + 1, (size_t)L * sizeof *tgt);
+            if (b < n_mix) /* answer digits only: targets L-5 .. L-1 */
+                for (int t = 0; t < L - LA_PASSKEY_DIGITS; t++) tgt[(size_t)b * L + t] = -1;
         }
         la_step_info info;
         if ((s = la_trainer_step_batch(tr, inp, tgt, B, L, &info)) != LA_OK) goto out;
@@ -240,6 +251,9 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     }
     v->eval_s = now_s() - t0;
     v->trained = 1;
+    /* the pre-trained weights whose losses are in the table (the passkey fine-tune, scored
+     * on the answer digits only, does not keep the language model) */
+    if ((s = save_weights(m, out_dir, "model", vi, st->specs[vi])) != LA_OK) goto out;
 
     /* ---- passkey: fine-tune at L on the answer digits, then the exact-match grid */
     if (st->pk_trials > 0) {
@@ -295,14 +309,8 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
         v->passkey_s = now_s() - t0;
     }
     v->passkey_done = 1;
-    /* the final weights (after the passkey fine-tune when there is one), for kv-eval,
-     * generate and diagnose: model_<i>_<spec>.safetensors, written atomically */
-    {
-        char slug[128], path[2048];
-        study_slug(st->specs[vi], slug, sizeof slug);
-        snprintf(path, sizeof path, "%s/model_%d_%s.safetensors", out_dir, vi + 1, slug);
-        if ((s = la_model_save(m, path)) != LA_OK) goto out;
-    }
+    if (st->pk_trials > 0 && st->pk_steps > 0 && (s = save_weights(m, out_dir, "passkey", vi, st->specs[vi])) != LA_OK)
+        goto out;
 out:
     la_trainer_free(tr);
     la_model_free(m);
