@@ -100,6 +100,8 @@ static void test_bad_files_have_clear_errors(void **state) {
                  LA_EFORMAT, "\"data\"", "missing", "data/pydoc");
     expect_error("{" MIN_OK ", \"passkey\": {\"pretrain_mix\": 1.5}}", LA_EFORMAT, "passkey.pretrain_mix", "[0, 1]", NULL);
     expect_error("{" MIN_OK ", \"passkey\": {\"pretrain_mix\": \"a lot\"}}", LA_EFORMAT, "passkey.pretrain_mix", NULL, NULL);
+    expect_error("{\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 64, \"lr\": 0.001, \"specs\": [\"softmax\"], "
+                 "\"passkey\": {\"trials\": 0, \"pretrain_mix\": 0.5}}", LA_EFORMAT, "passkey.pretrain_mix", "seq_len 64", NULL);
     expect_error("{" MIN_OK ", \"model\": {\"qk_gain\": 0}}", LA_EFORMAT, "model.qk_gain", NULL, NULL);
     expect_error("[1, 2]", LA_EFORMAT, "one JSON object", NULL, NULL);
     /* syntax error: line and column of the fault */

@@ -308,6 +308,11 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
             goto done;
         }
     }
+    if (s.pk_mix > 0 && s.seq_len < la_passkey_min_len()) {
+        st = BAD("%s: key \"passkey.pretrain_mix\": seq_len %d is shorter than a passkey example (%d); raise "
+                 "seq_len or set pretrain_mix to 0", where, s.seq_len, la_passkey_min_len());
+        goto done;
+    }
     *out = s;
 done:
     cJSON_Delete(root);
