@@ -541,7 +541,9 @@ la_status la_model_load(const char *path, la_model **out);
 
 /* Token source split into train and validation documents (opaque).
  * Text: a file or a directory of files (regular files, not recursive, sorted by name,
- * hidden files skipped), read as bytes, vocab 256, one document per file. Every document is
+ * hidden files skipped), read as bytes, vocab 256, one document per file. A directory with a
+ * train/ subfolder (the study corpus layout) is read as train/ plus, if present, val/: the
+ * val/ documents are then the validation split and val_fraction is not used. Every document is
  * assigned to validation with probability val_fraction (la_rng seeded with split_seed);
  * if that leaves a split empty and there is more than one document, the last document by
  * name moves across; a single document is cut at byte (1 - val_fraction) * size.

@@ -151,6 +151,14 @@ static void test_bad_usage(void **st) {
     assert_true(output_has("missing"));
     snprintf(args, sizeof args, "--resume --out %s/nothing_here", g_dir);
     assert_int_equal(run(args), 1);
+    /* --resume with a setting the checkpoint fixes: refused before anything is read */
+    snprintf(args, sizeof args, "--resume --out %s/run --spec softmax+alibi", g_dir);
+    assert_int_equal(run(args), 2);
+    assert_true(output_has("--spec cannot change"));
+    snprintf(args, sizeof args, "--resume --out %s/run --lr 0.5", g_dir);
+    assert_int_equal(run(args), 2);
+    assert_int_equal(run("--data x --qk-gain 0"), 2);
+    assert_true(output_has("(0, 100]"));
     snprintf(args, sizeof args, "--data %s/text --out %s/r3 --spec softmax+bogus", g_dir, g_dir);
     assert_int_equal(run(args), 1);
     assert_true(output_has("bogus"));

@@ -123,6 +123,42 @@ static void test_text_directory(void **st) {
     la_data_free(d2);
 }
 
+/* A folder with train/ and val/ subfolders (the study corpus layout, data/pydoc) is read as
+ * those two splits whatever val_fraction says; a folder with only train/ is split as usual.
+ * Other files beside the subfolders (e.g. a MANIFEST) are not documents. */
+static void test_train_val_folders(void **st) {
+    (void)st;
+    char p[256];
+    const char *dirs[] = {"tv", "tv/train", "tv/val", "tonly", "tonly/train"};
+    for (int i = 0; i < 5; i++) {
+        path_in(p, sizeof p, dirs[i]);
+        mkdir(p, 0755);
+    }
+    write_file("tv/MANIFEST", "not a document", 14);
+    write_file("tv/train/a.txt", "aaaaaaaaaa", 10);
+    write_file("tv/train/b.txt", "bbbbbbbbbbbb", 12);
+    write_file("tv/train/c.txt", "cccccccc", 8);
+    write_file("tv/val/v.txt", "vvvvv", 5);
+    la_data *d = open_ok("tv", 0.5);
+    assert_int_equal(la_data_num_docs(d, LA_SPLIT_TRAIN), 3);
+    assert_int_equal(la_data_num_docs(d, LA_SPLIT_VAL), 1);
+    assert_int_equal(la_data_num_tokens(d, LA_SPLIT_TRAIN), 30);
+    assert_int_equal(la_data_num_tokens(d, LA_SPLIT_VAL), 5);
+    int32_t first;
+    assert_int_equal(la_data_read(d, LA_SPLIT_VAL, 0, 0, 1, &first), LA_OK);
+    assert_int_equal(first, 'v');
+    la_data_free(d);
+    for (int i = 0; i < 10; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "tonly/train/d%d.txt", i);
+        write_file(name, "0123456789", 10);
+    }
+    d = open_ok("tonly", 0.3);
+    assert_int_equal(la_data_num_docs(d, LA_SPLIT_TRAIN) + la_data_num_docs(d, LA_SPLIT_VAL), 10);
+    assert_true(la_data_num_docs(d, LA_SPLIT_VAL) >= 1);
+    la_data_free(d);
+}
+
 /* A single text file is cut at (1 - val_fraction) of its bytes. */
 static void test_single_text_file_cut(void **st) {
     (void)st;
@@ -277,6 +313,7 @@ int main(void) {
     openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_directory),
+        cmocka_unit_test(test_train_val_folders),
         cmocka_unit_test(test_single_text_file_cut),
         cmocka_unit_test(test_sampling_bounds_and_resume),
         cmocka_unit_test(test_val_batches),

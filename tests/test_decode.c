@@ -334,6 +334,15 @@ static void test_kv_eval_passkey_ckpt(void **state) {
     snprintf(cmd, sizeof cmd, "%s kv-eval --ckpt %s --passkey-ckpt %s/missing.safetensors --data %s 2>/dev/null >/dev/null",
              bin, a, dir, dir);
     assert_int_not_equal(system(cmd), 0);
+    /* an empty policy list and an option where a value belongs are usage errors */
+    snprintf(cmd, sizeof cmd, "%s kv-eval --ckpt %s --data %s --out %s/empty --policies ';;' 2>/dev/null >/dev/null", bin, a,
+             dir, dir);
+    assert_int_not_equal(system(cmd), 0);
+    snprintf(out, sizeof out, "%s/empty/kv_eval.md", dir);
+    assert_int_not_equal(access(out, F_OK), 0);
+    snprintf(cmd, sizeof cmd, "%s kv-eval --ckpt %s --data %s --passkey-ckpt --out %s/x 2>/dev/null >/dev/null", bin, a, dir,
+             dir);
+    assert_int_not_equal(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
 }

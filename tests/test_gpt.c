@@ -354,6 +354,19 @@ static void test_param_table(void **st) {
     assert_int_equal(la_model_load(path, &gl), LA_OK);
     assert_true(la_model_get_config(gl)->qk_gain == 1.6f);
     assert_memory_equal(la_model_params(gl), la_model_params(g), la_model_num_params(g) * sizeof(float));
+    /* a non-finite weight makes the file unloadable, with the tensor named */
+    la_tensor_info ti;
+    for (int i = 0; i < la_model_num_tensors(g); i++) {
+        la_model_tensor(g, i, &ti);
+        if (strstr(ti.name, "h.1.attn.wq")) break;
+    }
+    la_model_params(g)[ti.offset + 3] = NAN;
+    assert_int_equal(la_model_save(g, path), LA_OK);
+    la_model *bad = NULL;
+    assert_int_equal(la_model_load(path, &bad), LA_EFORMAT);
+    assert_null(bad);
+    assert_non_null(strstr(la_errmsg(), "h.1.attn.wq"));
+    assert_non_null(strstr(la_errmsg(), "non-finite"));
     remove(path);
     rmdir(dir);
     la_model_free(gl);

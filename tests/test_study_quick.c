@@ -149,6 +149,11 @@ static void test_quick_study_end_to_end(void **state) {
         /* every length scores the same 2 x 512 target bytes */
         assert_int_equal(cJSON_GetObjectItem(e, "tokens")->valueint, 1024);
     }
+    /* the settings that shaped the run are recorded */
+    cJSON *sst = cJSON_GetObjectItem(root, "study");
+    assert_true(cJSON_GetObjectItem(cJSON_GetObjectItem(sst, "model"), "qk_gain")->valuedouble == 1.5);
+    assert_true(cJSON_GetObjectItem(cJSON_GetObjectItem(sst, "passkey"), "pretrain_mix")->valuedouble == 0.25);
+    assert_int_equal(cJSON_GetObjectItem(sst, "val_every")->valueint, 8);
     cJSON *pks = cJSON_GetObjectItem(root, "passkey");
     assert_int_equal(cJSON_GetArraySize(pks), 8);
     cJSON_ArrayForEach(e, pks) {

@@ -185,6 +185,8 @@ int cli_kv_eval(int argc, char **argv) {
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
         const char *val = argv[++i];
+        if (val[0] == '-' && val[1] == '-')
+            return cli_usage_error(cmd, "option '%s' needs a value, got the option '%s'", a, val);
         char *end;
         if (!strcmp(a, "--ckpt")) ckpt = val;
         else if (!strcmp(a, "--passkey-ckpt")) pk_ckpt = val;
@@ -281,6 +283,13 @@ int cli_kv_eval(int argc, char **argv) {
             snprintf(res[np].name, sizeof res[np].name, "%s", t);
             res[np++].kp = kp;
         }
+    }
+    if (np == 0) {
+        free(res);
+        la_model_free(m);
+        la_model_free(mp);
+        return cli_usage_error(cmd, "--policies '%s' names no policy; give e.g. 'full;window(128);h2o(64,64)'",
+                               pols_s ? pols_s : "");
     }
     char valdir[1100];
     struct stat sb;

@@ -119,6 +119,7 @@ int cli_train(int argc, char **argv) {
     la_data_config dc = la_data_default_config();
     const char *data_path = NULL, *out = "runs/train";
     int resume = 0, steps_set = 0, min_lr_set = 0;
+    const char *fixed_opt = NULL; /* last option given that a checkpoint fixes */
     tc.eval_every = 50;
     tc.ckpt_every = 100;
     for (int i = 1; i < argc; i++) {
@@ -131,7 +132,14 @@ int cli_train(int argc, char **argv) {
             resume = 1;
             continue;
         }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "option %s needs a value", a);
+        if (i + 1 >= argc) return cli_usage_error(cmd, "option %s is unknown or needs a value", a);
+        /* what the checkpoint fixes: with --resume these would be silently ignored */
+        static const char *const fixed[] = {"--spec", "--layers", "--heads", "--kv-heads", "--d-model", "--d-ff",
+                                            "--qk-gain", "--batch", "--seq-len", "--accum", "--optimizer", "--lr",
+                                            "--min-lr", "--muon-lr", "--warmup", "--wd", "--clip", "--seed",
+                                            "--val-fraction", NULL};
+        for (int k = 0; fixed[k]; k++)
+            if (!strcmp(a, fixed[k])) fixed_opt = fixed[k];
         const char *v = argv[++i];
         int r = 0;
         double d;
@@ -154,8 +162,8 @@ int cli_train(int argc, char **argv) {
         else if (!strcmp(a, "--ckpt-every")) r = parse_int(cmd, a, v, 0, &tc.ckpt_every);
         else if (!strcmp(a, "--lr")) r = parse_double(cmd, a, v, 1e-12, &tc.lr);
         else if (!strcmp(a, "--qk-gain")) {
-            r = parse_double(cmd, a, v, 1e-6, &d);
-            if (!r && d > 100) r = cli_usage_error(cmd, "--qk-gain %g is too large (at most 100)", d);
+            r = parse_double(cmd, a, v, 0, &d);
+            if (!r && !(d > 0 && d <= 100)) r = cli_usage_error(cmd, "--qk-gain wants a number in (0, 100], got %g", d);
             if (!r) mc.qk_gain = (float)d;
         }
         else if (!strcmp(a, "--min-lr")) { r = parse_double(cmd, a, v, 0, &tc.min_lr); min_lr_set = 1; }
@@ -176,6 +184,10 @@ int cli_train(int argc, char **argv) {
         if (r) return r;
     }
     if (!min_lr_set) tc.min_lr = tc.lr / 10;
+    if (resume && fixed_opt)
+        return cli_usage_error(cmd, "--resume continues the run with the model, optimiser and data settings of its "
+                                    "checkpoint; %s cannot change them (only --steps, --eval-every, --ckpt-every and "
+                                    "--data may be given). Start a new run with another --out instead", fixed_opt);
     if (!resume && !data_path) return cli_usage_error(cmd, "--data PATH is required (a text file/dir or .bin shards)");
     if (strlen(out) > 900) return cli_usage_error(cmd, "--out path too long");
     {

@@ -1,5 +1,6 @@
 /* gpt_io.c -- model weights in safetensors: config and attention spec in "__metadata__"
  * (strings, as the format requires), one F32 tensor per parameter tensor. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,17 @@ la_status model_weights_from_file(la_model *m, const la_st_file *f, const char *
             if (!same)
                 return la_fail(LA_EFORMAT, "%s: tensor %s has a different shape than the model's",
                                path, t.name);
+            if (pass == 0) { /* a corrupt file must not load as a model that computes garbage */
+                const uint8_t *src = f->data + e->begin;
+                for (size_t j = 0; j < t.numel; j++) {
+                    float x;
+                    memcpy(&x, src + j * sizeof x, sizeof x);
+                    if (!isfinite(x))
+                        return la_fail(LA_EFORMAT, "%s: tensor %s holds a non-finite value (%g at element %zu): "
+                                       "the checkpoint is corrupt or came from a diverged run",
+                                       path, t.name, (double)x, j);
+                }
+            }
             if (pass == 1)
                 memcpy(la_model_params(m) + t.offset, f->data + e->begin, t.numel * sizeof(float));
         }

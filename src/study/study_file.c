@@ -109,7 +109,7 @@ static la_status parse_model(const cJSON *m, const char *where, la_study *s) {
     LA_TRY(get_int(m, "n_head", "model.n_head", 1, 1024, 0, where, &s->n_head));
     s->n_kv_head = s->n_head;
     LA_TRY(get_int(m, "n_kv_head", "model.n_kv_head", 1, 1024, 0, where, &s->n_kv_head));
-    LA_TRY(get_num(m, "qk_gain", "model.qk_gain", 0.01, 100, 0, where, &s->qk_gain));
+    LA_TRY(get_num(m, "qk_gain", "model.qk_gain", 0, 100, 0, where, &s->qk_gain));
     if (s->d_model % s->n_head)
         return BAD("%s: key \"model.d_model\" (%d) must be a multiple of model.n_head (%d)", where, s->d_model, s->n_head);
     if ((s->d_model / s->n_head) % 2)

@@ -123,6 +123,7 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddNumberToObject(m, "d_model", st->d_model);
     cJSON_AddNumberToObject(m, "n_head", st->n_head);
     cJSON_AddNumberToObject(m, "n_kv_head", st->n_kv_head);
+    cJSON_AddNumberToObject(m, "qk_gain", st->qk_gain);
     cJSON_AddNumberToObject(s, "steps", st->steps);
     cJSON_AddNumberToObject(s, "batch", st->batch);
     cJSON_AddNumberToObject(s, "seq_len", st->seq_len);
@@ -131,7 +132,9 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddNumberToObject(s, "seed", (double)st->seed);
     cJSON_AddItemToObject(s, "eval_lens", int_array(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(s, "eval_windows", st->eval_windows);
+    cJSON_AddNumberToObject(s, "val_every", st->val_every);
     cJSON *pk = cJSON_AddObjectToObject(s, "passkey");
+    cJSON_AddNumberToObject(pk, "pretrain_mix", st->pk_mix);
     cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
     cJSON_AddNumberToObject(pk, "finetune_lr", st->pk_lr);
     cJSON_AddItemToObject(pk, "lens", int_array(st->pk_lens, st->n_pk_lens));

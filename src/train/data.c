@@ -107,6 +107,46 @@ la_status list_files(const char *path, char ***names, int *n) {
     return LA_OK;
 }
 
+/* The files of path; when path is a directory with a train/ subfolder (the layout of the
+ * study corpus, data/pydoc/{train,val}), the files of train/ then those of val/ (if any),
+ * with *n_train the number from train/ (else -1): val/ documents are the validation split. */
+static la_status list_split_files(const char *path, char ***names, int *n, int *n_train) {
+    *n_train = -1;
+    struct stat st;
+    size_t pl = strlen(path) + 8;
+    char *sub = malloc(pl);
+    if (!sub) return la_fail(LA_ENOMEM, "out of memory");
+    snprintf(sub, pl, "%s/train", path);
+    if (!(stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(sub, &st) == 0 && S_ISDIR(st.st_mode))) {
+        free(sub);
+        return list_files(path, names, n);
+    }
+    la_status s = list_files(sub, names, n);
+    snprintf(sub, pl, "%s/val", path);
+    if (s == LA_OK && stat(sub, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char **vn = NULL;
+        int nv = 0;
+        s = list_files(sub, &vn, &nv);
+        if (s == LA_OK && nv > 0) {
+            char **all = realloc(*names, (size_t)(*n + nv) * sizeof(char *));
+            if (!all) {
+                free_names(vn, nv);
+                free(sub);
+                return la_fail(LA_ENOMEM, "out of memory");
+            }
+            memcpy(all + *n, vn, (size_t)nv * sizeof(char *));
+            free(vn);
+            *names = all;
+            *n_train = *n;
+            *n += nv;
+        } else {
+            free_names(vn, nv);
+        }
+    }
+    free(sub);
+    return s;
+}
+
 static int ends_with(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && !strcmp(s + a - b, suf);
@@ -154,8 +194,8 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
     if (!(cfg.val_fraction >= 0 && cfg.val_fraction < 1))
         return la_fail(LA_EINVAL, "data: val_fraction %g must be in [0, 1)", cfg.val_fraction);
     char **names;
-    int nf;
-    LA_TRY(list_files(path, &names, &nf));
+    int nf, n_train = -1; /* n_train >= 0: names[n_train..] come from a val/ folder */
+    LA_TRY(list_split_files(path, &names, &nf, &n_train));
     int nbin = 0;
     for (int i = 0; i < nf; i++) nbin += ends_with(names[i], ".bin");
     if (nf == 0) {
@@ -175,8 +215,12 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
         return free_names(names, nf), la_fail(LA_EINVAL, "data: eot id %d outside the vocabulary [0, %d)", cfg.eot, vocab);
     doc_list dl = {0};
     la_status s = LA_OK;
-    for (int i = 0; i < nf && s == LA_OK; i++)
+    for (int i = 0; i < nf && s == LA_OK; i++) {
+        int before = dl.n;
         s = shards ? shard_read_file(names[i], cfg.eot, vocab, &dl) : text_read_file(names[i], &dl);
+        if (n_train >= 0 && i >= n_train)
+            for (int j = before; j < dl.n; j++) dl.forced_val[j] = 1; /* from DIR/val */
+    }
     free_names(names, nf);
     if (s == LA_OK && dl.n == 0)
         s = la_fail(LA_EFORMAT, "%s: no tokens (all files empty)", path);
