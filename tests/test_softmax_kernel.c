@@ -297,6 +297,21 @@ static void test_masked_nan_inf(void **state) {
     prob_free(&b);
 }
 
+/* A NaN or Inf in q is an error naming the element (softmax and entmax paths), never a row
+ * silently treated as empty. */
+static void test_nonfinite_q_is_an_error(void **state) {
+    (void)state;
+    la_spec s = tu_spec();
+    for (int norm = 0; norm < 2; norm++) {
+        if (norm) { s.norm = LA_NORM_ENTMAX; s.alpha = 1.5; }
+        prob a = prob_new(1, 2, 1, 30, 30, 8, LA_POS0_AUTO, 13);
+        a.q[1 * 30 * 8 + 7 * 8 + 5] = norm ? INFINITY : NAN; /* b 0, h 1, t 7, d 5 */
+        assert_int_equal(run(&s, &a, NULL, NULL, 1, 0), LA_ENUMERIC);
+        assert_non_null(strstr(la_errmsg(), "q[0, 1, 7, 5]"));
+        prob_free(&a);
+    }
+}
+
 /* Logits of +-1e4: everything finite, out is the arg-max value row. */
 static void test_huge_logits_finite(void **state) {
     (void)state;
@@ -460,6 +475,7 @@ int main(void) {
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_empty_rows),
         cmocka_unit_test(test_masked_nan_inf),
+        cmocka_unit_test(test_nonfinite_q_is_an_error),
         cmocka_unit_test(test_huge_logits_finite),
         cmocka_unit_test(test_window_counts),
         cmocka_unit_test(test_workspace_reuse),
