@@ -142,6 +142,19 @@ static la_status save_weights(const la_model *m, const char *out_dir, const char
     return la_model_save(m, path);
 }
 
+/* One training row that is a passkey example at length L from the training documents, at a
+ * depth and seed drawn from rng, scored on the answer digits only (the targets before them
+ * are -1): the rows mixed into pre-training and the fine-tune's rows.
+ * ex: (L+1) scratch; inp, tgt: (L) the row. */
+static la_status passkey_row(const la_docs *train, int L, la_rng *rng, int32_t *ex, int32_t *inp, int32_t *tgt) {
+    la_passkey pk;
+    double depth = la_rng_uniform(rng);
+    LA_TRY(la_passkey_make(train, L, depth, la_rng_u64(rng), ex, &pk));
+    memcpy(inp, ex, (size_t)L * sizeof *inp);
+    for (int t = 0; t < L; t++) tgt[t] = t >= pk.answer_pos - 1 ? ex[t + 1] : -1;
+    return LA_OK;
+}
+
 /* One variant: train, evaluate, fine-tune, passkey. */
 static la_status run_variant(const la_study *st, int vi, const la_docs *train, const la_docs *val,
                              const char *out_dir, study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
@@ -196,18 +209,14 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     for (int step = 0; step < st->steps; step++) {
         for (int b = 0; b < B; b++) {
             if (b < n_mix) {
-                la_passkey pk;
-                double depth = la_rng_uniform(&mix_rng);
-                if ((s = la_passkey_make(train, L, depth, la_rng_u64(&mix_rng), batch + (size_t)b * (L + 1), &pk)) != LA_OK)
+                if ((s = passkey_row(train, L, &mix_rng, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK)
                     goto out;
-            } else {
-                int64_t start = (int64_t)la_rng_below(&order, (uint64_t)(train->n_tokens - L));
-                memcpy(batch + (size_t)b * (L + 1), train->tokens + start, (size_t)(L + 1) * sizeof *batch);
+                continue;
             }
+            int64_t start = (int64_t)la_rng_below(&order, (uint64_t)(train->n_tokens - L));
+            memcpy(batch + (size_t)b * (L + 1), train->tokens + start, (size_t)(L + 1) * sizeof *batch);
             memcpy(inp + (size_t)b * L, batch + (size_t)b * (L + 1), (size_t)L * sizeof *inp);
             memcpy(tgt + (size_t)b * L, batch + (size_t)b * (L + 1) + 1, (size_t)L * sizeof *tgt);
-            if (b < n_mix) /* answer digits only: targets L-5 .. L-1 */
-                for (int t = 0; t < L - LA_PASSKEY_DIGITS; t++) tgt[(size_t)b * L + t] = -1;
         }
         la_step_info info;
         if ((s = la_trainer_step_batch(tr, inp, tgt, B, L, &info)) != LA_OK) goto out;
@@ -269,14 +278,8 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
             la_rng_seed(&fr, st->seed ^ TAG_FT);
             phase(tk, "finetune", st->pk_steps);
             for (int step = 0; step < st->pk_steps; step++) {
-                for (int b = 0; b < B; b++) {
-                    la_passkey pk;
-                    double depth = la_rng_uniform(&fr);
-                    if ((s = la_passkey_make(train, L, depth, la_rng_u64(&fr), ex, &pk)) != LA_OK) goto out;
-                    int32_t *ib = inp + (size_t)b * L, *tb = tgt + (size_t)b * L;
-                    memcpy(ib, ex, (size_t)L * sizeof *ib);
-                    for (int t = 0; t < L; t++) tb[t] = t >= pk.answer_pos - 1 ? ex[t + 1] : -1;
-                }
+                for (int b = 0; b < B; b++)
+                    if ((s = passkey_row(train, L, &fr, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK) goto out;
                 la_step_info info;
                 if ((s = la_trainer_step_batch(tr, inp, tgt, B, L, &info)) != LA_OK) goto out;
                 if (step == 0) v->ft_first_bpb = info.loss * bits;
