@@ -22,9 +22,10 @@
  * (mean keys with p > 0 per row, fraction of visible pairs with p exactly 0, from
  * opts.row_support).
  * Targets (informative, printed as PASS/FAIL, never asserted): forward at T >= 4096 >= 50%
- * of sgemm; sinv+prope at most 15% slower than softmax (interleaved calls, paired_sinv_ratio); window(512)@65536 >= half the
- * GFLOP/s of causal@4096; extra memory < 64 MiB at T = 65536; entmax-1.5 at most 2.5x the
- * time of softmax at T = 4096, forward and forward+backward. */
+ * of sgemm; sinv+prope at most 15% slower than softmax (from interleaved calls,
+ * paired_sinv_ratio); window(512)@65536 >= half the GFLOP/s of causal@4096; extra memory
+ * < 64 MiB at T = 65536; entmax-1.5 at most 2.5x the time of softmax at T = 4096, forward
+ * and forward+backward. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <malloc.h>
@@ -203,8 +204,8 @@ static la_status run_once(const la_spec *sp, tensors *t, int bwd, const la_attn_
 /* Time ratio sinv+prope / softmax from interleaved calls (softmax, sinv, softmax, sinv, ...),
  * the best call of each: a machine whose speed drifts between two rows measured one after
  * the other cannot bias it (single-row readings of the same pair spread by +-8 %, single
- * calls at T = 16384 by more). With warm, one untimed call each first (fresh workspaces). */
-static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pairs, int warm, double *ratio) {
+ * calls at T = 16384 by more). One untimed call each first (fresh workspaces). */
+static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pairs, double *ratio) {
     la_spec sp[2];
     if (la_spec_parse(SPEC_CAUSAL, &sp[0]) != LA_OK || la_spec_parse(SPEC_SINV, &sp[1]) != LA_OK) return 1;
     la_workspace *ws[2] = {la_workspace_new(), la_workspace_new()};
@@ -214,7 +215,7 @@ static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pai
     for (int k = 0; k < 2 && !rc; k++) {
         o[k].n_threads = st->threads;
         o[k].ws = ws[k];
-        if (warm) rc = run_once(&sp[k], t, bwd, &o[k]) != LA_OK;
+        rc = run_once(&sp[k], t, bwd, &o[k]) != LA_OK;
     }
     for (int i = 0; i < pairs && !rc; i++)
         for (int k = 0; k < 2 && !rc; k++) {
@@ -482,7 +483,7 @@ int bench_attn(int argc, char **argv) {
             /* the sinv target's own measurement: interleaved calls */
             if (!rc && i < 8) {
                 int pairs = Ts[i] > 4096 ? (b ? 1 : 2) : 5;
-                rc = paired_sinv_ratio(st, &t, b, pairs, 1, &st->sinv_ratio[i][b]);
+                rc = paired_sinv_ratio(st, &t, b, pairs, &st->sinv_ratio[i][b]);
                 if (!rc)
                     fprintf(stderr, "  sinv+prope / softmax, interleaved best of %d, T=%-6d %-8s %+.1f%%\n", pairs,
                             Ts[i], b ? "fwd+bwd" : "fwd", 100.0 * (st->sinv_ratio[i][b] - 1.0));
