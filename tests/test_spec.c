@@ -308,7 +308,9 @@ static void test_error_bad_numbers(void **state) {
     parse_fails("window(-3)", "bad pattern 'window'", "window w must be >= 1 (got -3)", "valid patterns");
     parse_fails("window(0)", "window w must be >= 1", NULL, NULL);
     parse_fails("sinks(0,8)", "sinks needs n >= 1", NULL, NULL);
-    parse_fails("entmax(alpha=1)", "bad normaliser 'entmax'", "alpha must be a finite number > 1 (got 1", NULL);
+    parse_fails("entmax(alpha=1)", "bad normaliser 'entmax'", "alpha must be a number in (1, 4] (got 1", NULL);
+    parse_fails("entmax(alpha=1e308)", "alpha must be a number in (1, 4] (got 1e+308", NULL, NULL);
+    parse_fails("asentmax(alpha=4.5)", "alpha must be a number in (1, 4]", NULL, NULL);
     parse_fails("entmax(0.5)", "alpha must be", NULL, NULL);
     parse_fails("asentmax(delta=-1)", "delta must be", NULL, NULL);
     parse_fails("prope(p=1.5)", "bad position 'prope'", "p must lie in [0, 1] (got 1.5)", NULL);

@@ -29,6 +29,12 @@ la_status la_entmax_check_alpha(double alpha, const char *fn) {
                        "%s: alpha = %g, need a finite alpha > 1 (alpha = 1 is softmax, which is "
                        "its own normaliser: use the softmax normaliser, LA_NORM_SOFTMAX)",
                        fn, alpha);
+    if (alpha > LA_ENTMAX_ALPHA_MAX)
+        return la_fail(LA_EINVAL,
+                       "%s: alpha = %g is above %g: there the threshold tau needs more than float64 "
+                       "precision and the probabilities no longer sum to 1 (|sum - 1| reaches 2e-3 "
+                       "at alpha = 8); use 1 < alpha <= %g (alpha = 2 is sparsemax)",
+                       fn, alpha, LA_ENTMAX_ALPHA_MAX, LA_ENTMAX_ALPHA_MAX);
     return LA_OK;
 }
 
@@ -170,31 +176,37 @@ double la_entmax_tau_bisect(const double *c, int n, int nfin, double alpha) {
         if (fabs(ft) <= 4 * 2.220446049250313e-16) break; /* sum is 1 to rounding */
     }
     double best = (flo < -fhi) ? lo : hi;
-    /* For alpha = 2 and 1.5, re-solve t in closed form on the support above lo (it holds the
-     * whole true support since the root is >= lo), so that exact inputs give exact
-     * thresholds; an on-threshold entry in that set contributes 0 to the closed form. */
+    /* For alpha = 2 and 1.5, re-solve t in closed form so that exact inputs give exact
+     * thresholds. The closed form assumes a support set S; it is the root only when every
+     * entry of S lies at or above it (entries outside S lie at or below lo <= root). Try
+     * S = {c > lo} (holds the whole true support, since the root is >= lo), then, when the
+     * bracket was left wide and S holds entries below the root, S = {c > best}. An
+     * on-threshold entry in S contributes 0 to the closed form either way. */
     if (alpha == 2.0 || alpha == 1.5) {
-        int k = 0;
-        double mean = 0.0, m2 = 0.0, sum = 0.0;
-        for (int i = 0; i < n; i++) {
-            double x = c[i];
-            if (!(x > lo)) continue;
-            k++;
-            sum += x;
-            double d = x - mean;
-            mean += d / k;
-            m2 += d * (x - mean);
-        }
-        if (k > 0) {
+        const double slack = 8 * 2.220446049250313e-16 * (fabs(lo) + fabs(hi));
+        const double floors[2] = {lo, best};
+        for (int pass = 0; pass < 2; pass++) {
+            int k = 0;
+            double mean = 0.0, m2 = 0.0, sum = 0.0, smin = INFINITY;
+            for (int i = 0; i < n; i++) {
+                double x = c[i];
+                if (!(x > floors[pass])) continue;
+                k++;
+                sum += x;
+                double d = x - mean;
+                mean += d / k;
+                m2 += d * (x - mean);
+                if (x < smin) smin = x;
+            }
+            if (k == 0) break;
             double tc;
             if (alpha == 2.0) tc = (sum - 1.0) / k;
             else {
                 double delta = (1.0 - m2) / k;
                 tc = mean - sqrt(delta > 0.0 ? delta : 0.0);
             }
-            /* keep it only if it lies in the final bracket up to rounding */
-            double slack = 8 * 2.220446049250313e-16 * (fabs(lo) + fabs(hi));
-            if (tc >= lo - slack && tc <= hi + slack) return tc;
+            /* keep it only if S is its support and it lies in the final bracket */
+            if (smin >= tc - slack && tc >= lo - slack && tc <= hi + slack) return tc;
         }
     }
     return best;
