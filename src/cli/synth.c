@@ -27,7 +27,8 @@
 typedef struct {
     char tasks[256], specs[1024], out[1024];
     int steps, batch, warmup, layers, heads, d_model, d_ff;
-    double lr;
+    double lr, muon_lr;
+    int optimizer;  /* la_optimizer: LA_OPT_ADAMW or LA_OPT_MUON */
     double qk_gain; /* initial QK-norm gain (la_model_config.qk_gain) */
     int n_symbols, min_len, max_len, queries, k_len, v_len;
     int eval_n, max_mult, threads;
@@ -68,6 +69,8 @@ static void defaults(synth_opts *o) {
     o->d_model = 64;
     o->d_ff = 0;
     o->lr = 3e-3;
+    o->optimizer = LA_OPT_ADAMW;
+    o->muon_lr = 0.02;
     o->qk_gain = 1.0;
     o->n_symbols = 0; /* 0: the task's own default */
     o->min_len = 32;
@@ -111,6 +114,8 @@ static void usage(FILE *f) {
             "  --batch B           sequences per step (default 32)\n"
             "  --lr X              AdamW peak learning rate, cosine to lr/10 (default 3e-3)\n"
             "  --warmup N          linear warm-up steps (default 30)\n"
+            "  --optimizer NAME    adamw | muon (Muon on the hidden matrices, default adamw)\n"
+            "  --muon-lr X         Muon peak learning rate, cosine to X/10 (default 0.02)\n"
             "  --layers N --heads H --d-model C --d-ff F   model size (default 2, 8, 64, 4C)\n"
             "  --qk-gain X         initial QK-norm gain (default 1; see the study's qk_gain)\n"
             "  --n-symbols N       task alphabet (default 16; mqmtar: key/value alphabet)\n"
@@ -183,6 +188,15 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             o->lr = strtod(v, &end);
             if (end == v || *end || !(o->lr > 0 && o->lr < 1))
                 return cli_usage_error("synth", "--lr wants a number in (0, 1), got '%s'", v);
+        } else if (!strcmp(a, "--optimizer")) {
+            if (!strcmp(v, "adamw")) o->optimizer = LA_OPT_ADAMW;
+            else if (!strcmp(v, "muon")) o->optimizer = LA_OPT_MUON;
+            else return cli_usage_error("synth", "--optimizer must be adamw or muon, got '%s'", v);
+        } else if (!strcmp(a, "--muon-lr")) {
+            char *end;
+            o->muon_lr = strtod(v, &end);
+            if (end == v || *end || !(o->muon_lr > 0 && o->muon_lr < 10))
+                return cli_usage_error("synth", "--muon-lr wants a number in (0, 10), got '%s'", v);
         } else if (!strcmp(a, "--qk-gain")) {
             char *end;
             o->qk_gain = strtod(v, &end);
@@ -309,6 +323,8 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
     tc.min_lr = o->lr / 10;
     tc.warmup = o->warmup < o->steps ? o->warmup : 0;
     tc.weight_decay = 0.0; /* as the paper's synthetic configs */
+    tc.optimizer = (la_optimizer)o->optimizer;
+    tc.muon_lr = o->muon_lr;
     tc.seed = o->seed;
     tc.n_threads = o->threads;
     s = la_trainer_new(m, NULL, &tc, &tr);
@@ -469,6 +485,8 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
     cJSON_AddNumberToObject(cfg, "steps", o->steps);
     cJSON_AddNumberToObject(cfg, "batch", o->batch);
     cJSON_AddNumberToObject(cfg, "lr", o->lr);
+    cJSON_AddStringToObject(cfg, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
+    if (o->optimizer == LA_OPT_MUON) cJSON_AddNumberToObject(cfg, "muon_lr", o->muon_lr);
     cJSON_AddNumberToObject(cfg, "warmup", o->warmup);
     cJSON_AddNumberToObject(cfg, "layers", o->layers);
     cJSON_AddNumberToObject(cfg, "heads", o->heads);
