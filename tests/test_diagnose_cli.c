@@ -76,6 +76,26 @@ static void test_gaussian_small(void **st) {
     assert_int_equal(fail, 2);
 }
 
+/* Fewer than two complete ranges: the checks are reported as n/a with the fix (raise --n),
+ * never as nan or FAIL. N = 500 with delta 10 has only [10,100) complete. */
+static void test_gaussian_too_short(void **st) {
+    (void)st;
+    char args[512], out[128], line[512];
+    snprintf(out, sizeof out, "%s/stdout_short.txt", dir);
+    snprintf(args, sizeof args, "--gaussian --n 500 --draws 2 --no-plot --out %s", dir);
+    assert_int_equal(run(args, out), 0);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    int na = 0, bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "n/a: only 1 complete range") && strstr(line, "the checks need")) na++;
+        if (strstr(line, "raise --n to at least 1000")) na++;
+        if (strstr(line, "nan") || strstr(line, "FAIL") || strstr(line, "PASS")) bad++;
+    }
+    fclose(f);
+    assert_true(na >= 2);
+    assert_int_equal(bad, 0);
+}
 
 /* a tiny model (2 layers, 2 heads) saved as dir/model.safetensors, a 3000-byte text, a
  * 100-byte text and a folder holding both */
@@ -208,6 +228,7 @@ int main(void) {
     if (!mkdtemp(dir)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gaussian_small),
+        cmocka_unit_test(test_gaussian_too_short),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_ckpt_small),
         cmocka_unit_test(test_ckpt_bad_inputs),

@@ -254,7 +254,8 @@ static int run_ckpt(const ckpt_opts *o) {
             int used = 0;
             la_diag_summary(d[i], lo_min, &ratio, &slope, &used);
             fprintf(af.f, "%d,%d,%.6g,%.6g,%d\n", i / H, i % H, ratio, slope, used);
-            printf("  %5d %4d  %10.3g  %13.3f  %6d  ", i / H, i % H, ratio, slope, used);
+            if (used >= 2) printf("  %5d %4d  %10.3g  %13.3f  %6d  ", i / H, i % H, ratio, slope, used);
+            else printf("  %5d %4d  %10s  %13s  %6d  ", i / H, i % H, "n/a", "n/a", used); /* < 2 ranges */
             for (int r = 0; r < la_diag_num_ranges(d[i]); r++) {
                 la_diag_result res;
                 la_diag_get(d[i], r, &res);
@@ -427,10 +428,17 @@ int cli_diagnose(int argc, char **argv) {
         double ratio, slope;
         int used;
         la_diag_summary(d, (int64_t)ceil(delta), &ratio, &slope, &used);
-        printf("  (* partial range)  over %d complete ranges: mass max/min = %.3f, entropy slope = %.3f per e-fold of t\n", used,
-               ratio, slope);
-        printf("  %s total attention per range roughly constant in t (max/min <= 2)\n", used >= 2 && ratio <= 2 ? "PASS" : "FAIL");
-        printf("  %s entropy per range grows slower than log t (slope <= 0.5)\n\n", used >= 2 && slope <= 0.5 ? "PASS" : "FAIL");
+        if (used < 2) {
+            /* a check needs two complete ranges: say so instead of printing nan and FAIL */
+            printf("  (* partial range)  n/a: only %d complete range(s) with t >= %g at N = %d; the checks need\n"
+                   "  two: raise --n to at least %.0f or lower --delta\n\n",
+                   used, delta, (int)N, ceil(delta) * delta * delta);
+        } else {
+            printf("  (* partial range)  over %d complete ranges: mass max/min = %.3f, entropy slope = %.3f per e-fold of t\n",
+                   used, ratio, slope);
+            printf("  %s total attention per range roughly constant in t (max/min <= 2)\n", ratio <= 2 ? "PASS" : "FAIL");
+            printf("  %s entropy per range grows slower than log t (slope <= 0.5)\n\n", slope <= 0.5 ? "PASS" : "FAIL");
+        }
         la_diag_free(d);
     }
     if (rc) {
