@@ -1155,7 +1155,13 @@ la_status la_study_run(const la_study *study, const char *out_dir, const la_stud
  *   copy / reverse / sort  source L random tokens in [0, n_symbols); target the source,
  *                          reversed, or sorted ascending (L tokens).
  *   mqmtar                 source: a key-value region of exactly L tokens, then
- *                          n_queries x (QSEP key); target n_queries x (QSEP value).
+ *                          n_queries x (QSEP key); target n_queries x (QSEP value)
+ *                          (mq_layout LA_MQ_PAPER, the default). With LA_MQ_INLINE the
+ *                          source is the region alone and the target n_queries x
+ *                          (QSEP key value): each query key sits right before its value, as in
+ *                          Zoology's MQAR (Arora et al. 2023), and the query keys are given
+ *                          (teacher-forced), not predicted: la_task_batch scores only the
+ *                          QSEPs, the values and EOS.
  *                          Content ids: SPACE 0, KVSEP 1, QSEP 2, alphabet 3 .. 3+n_symbols-1.
  *                          A key is k_len alphabet tokens, a value v_len. The region holds
  *                          n_kv = min(floor(L*kv_frac/(k_len+v_len+2)), n_symbols^k_len,
@@ -1178,6 +1184,12 @@ typedef enum {
     LA_TASK_COUNT_      /* number of tasks (not a task) */
 } la_task;
 
+/* Where MQMTAR puts its queries (see above). */
+typedef enum {
+    LA_MQ_PAPER = 0,  /* queries at the end of the source, values in the target (the paper) */
+    LA_MQ_INLINE = 1  /* QSEP key value per query in the target; keys given, not scored */
+} la_mq_layout;
+
 typedef struct {
     la_task task;
     int n_symbols;     /* copy/reverse/sort: token range; mqmtar: key/value alphabet size */
@@ -1187,6 +1199,7 @@ typedef struct {
     double kv_frac;    /* mqmtar share of the region given to pairs, (0, 1] (default 0.8) */
     int n_queries;     /* mqmtar queries per example (default 4) */
     double write_prob; /* flipflop probability of a middle WRITE, (0, 1) (default 0.1) */
+    la_mq_layout mq_layout; /* mqmtar query placement (default LA_MQ_PAPER) */
 } la_task_params;
 
 /* Token ids of a task's vocabulary; vocab_size = n_content + 4. */
@@ -1236,7 +1249,8 @@ la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed
  *   inputs:  (B, T) row b holds example tokens[0 .. n-2], right-padded with PAD;
  *   targets: (B, T) tokens[1 .. n-1] where the loss applies -- the positions predicting a
  *            target token or EOS (t >= sep) -- and -1 elsewhere (source, the SEP
- *            prediction, padding): the loss is on the target only;
+ *            prediction, padding): the loss is on the target only (LA_MQ_INLINE: also -1
+ *            where the next token is a given query key);
  *   ex:      (B) example layouts, or NULL.
  * T must be >= the longest example's n_tokens - 1 (la_task_tokens_at(max L) - 1).
  * content_len as in la_task_sample. Errors: LA_EINVAL, LA_ESHAPE (T too small). */

@@ -28,8 +28,13 @@ static const la_task ALL[] = {LA_TASK_MQMTAR, LA_TASK_COPY, LA_TASK_REVERSE, LA_
 static void expected_sizes(const la_task_params *p, int L, int *src, int *tgt) {
     switch (p->task) {
     case LA_TASK_MQMTAR:
-        *src = L + p->n_queries * (1 + p->k_len);
-        *tgt = p->n_queries * (1 + p->v_len);
+        if (p->mq_layout == LA_MQ_INLINE) {
+            *src = L;
+            *tgt = p->n_queries * (1 + p->k_len + p->v_len);
+        } else {
+            *src = L + p->n_queries * (1 + p->k_len);
+            *tgt = p->n_queries * (1 + p->v_len);
+        }
         break;
     case LA_TASK_FLIPFLOP:
         *src = 2 * (L / 2) - 1;
@@ -100,6 +105,27 @@ static int solve_mqmtar(const int32_t *src, int n, int k, int v, int32_t *out) {
     return o;
 }
 
+/* LA_MQ_INLINE: the queries are the given keys inside the target (QSEP key value ...); the
+ * solver reads the source and those keys only, and writes the whole target. */
+static int solve_mqmtar_inline(const int32_t *src, int n, const int32_t *tgt, int nq, int k, int v,
+                               int32_t *out) {
+    int o = 0;
+    for (int q = 0; q < nq; q++) {
+        const int32_t *key = tgt + q * (1 + k + v) + 1;
+        int found = -1;
+        for (int j = k; j + v < n; j++) {
+            if (src[j] != KVSEP || memcmp(src + j - k, key, (size_t)k * sizeof *key)) continue;
+            if (found >= 0) return -1;
+            found = j;
+        }
+        if (found < 0) return -1;
+        out[o++] = QSEP;
+        for (int t = 0; t < k; t++) out[o++] = key[t];
+        for (int t = 0; t < v; t++) out[o++] = src[found + 1 + t];
+    }
+    return o;
+}
+
 static int solve(const la_task_params *p, const int32_t *src, int n, int32_t *out) {
     switch (p->task) {
     case LA_TASK_COPY: return solve_copy(src, n, out);
@@ -150,7 +176,10 @@ static int check_and_solve(const la_task_params *p, int L, uint64_t seed, int n)
         assert_int_equal(tok[ex.eos], voc.eos);
         for (int t = 1; t < ex.eos; t++)
             if (t != ex.sep) assert_true(tok[t] >= 0 && tok[t] < voc.n_content);
-        int m = solve(p, tok + ex.src_start, ex.src_len, ans);
+        int m = p->task == LA_TASK_MQMTAR && p->mq_layout == LA_MQ_INLINE
+                    ? solve_mqmtar_inline(tok + ex.src_start, ex.src_len, tok + ex.tgt_start, p->n_queries,
+                                          p->k_len, p->v_len, ans)
+                    : solve(p, tok + ex.src_start, ex.src_len, ans);
         if (m == ex.tgt_len && !memcmp(ans, tok + ex.tgt_start, (size_t)m * sizeof *ans)) correct++;
     }
     if (!L && n >= 500) assert_true(saw_min && saw_max); /* the whole range is drawn */
@@ -367,6 +396,61 @@ static void test_golden_checksum(void **state) {
     assert_int_equal(bad, 0);
 }
 
+/* LA_MQ_INLINE: source = the region alone, target = n_queries x (QSEP key value) asking the
+ * same queries as the paper layout from the same draws; the solver (source + given keys)
+ * scores 100%; la_task_batch scores exactly the QSEPs, the values and EOS. */
+static void test_mqmtar_inline(void **state) {
+    (void)state;
+    la_task_params pp = la_task_default_params(LA_TASK_MQMTAR), p = pp;
+    p.mq_layout = LA_MQ_INLINE;
+    assert_int_equal(check_and_solve(&p, 0, 5, 1000), 1000);
+    assert_int_equal(check_and_solve(&p, 1024, 5, 100), 100);
+    la_task_params p1 = p;
+    p1.k_len = p1.v_len = 1;
+    p1.n_queries = 6;
+    assert_int_equal(check_and_solve(&p1, 0, 6, 1000), 1000);
+    int cap = 0, capp = 0;
+    assert_int_equal(la_task_tokens_at(&p, 64, &cap), LA_OK);
+    assert_int_equal(la_task_tokens_at(&pp, 64, &capp), LA_OK);
+    assert_int_equal(cap, capp - p.n_queries); /* one QSEP per query fewer: QSEP k v, not QSEP k + QSEP v */
+    int32_t *a = malloc((size_t)capp * sizeof *a), *b = malloc((size_t)cap * sizeof *b);
+    const int u = 1 + p.k_len + p.v_len;
+    for (int i = 0; i < 50; i++) {
+        la_task_example ea, eb;
+        assert_int_equal(la_task_sample(&pp, 64, 3, (uint64_t)i, a, capp, &ea), LA_OK);
+        assert_int_equal(la_task_sample(&p, 64, 3, (uint64_t)i, b, cap, &eb), LA_OK);
+        assert_int_equal(eb.src_len, 64);
+        assert_memory_equal(a + 1, b + 1, 64 * sizeof *a); /* the same region */
+        for (int q = 0; q < p.n_queries; q++) {
+            const int32_t *tq = b + eb.tgt_start + q * u;
+            assert_int_equal(tq[0], QSEP);
+            assert_memory_equal(tq + 1, a + 1 + 64 + q * 3 + 1, 2 * sizeof *a);       /* key */
+            assert_memory_equal(tq + 3, a + ea.tgt_start + q * 3 + 1, 2 * sizeof *a); /* value */
+        }
+    }
+    /* batch: -1 where the next token is a given key; scored: QSEPs, values, EOS */
+    const int B = 3, T = cap - 1;
+    int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
+    la_task_example ex[3];
+    assert_int_equal(la_task_batch(&p, 64, 3, 0, B, T, in, tg, ex), LA_OK);
+    for (int r = 0; r < B; r++) {
+        assert_int_equal(la_task_sample(&p, 64, 3, (uint64_t)r, b, cap, NULL), LA_OK);
+        int scored = 0;
+        for (int t = 0; t < T; t++) {
+            int nxt = t + 1, j = nxt - ex[r].tgt_start;
+            int key = nxt < ex[r].eos && j >= 0 && j % u >= 1 && j % u <= p.k_len;
+            int want = nxt >= ex[r].tgt_start && nxt <= ex[r].eos && !key;
+            assert_int_equal(tg[(size_t)r * T + t], want ? b[nxt] : -1);
+            scored += want;
+        }
+        assert_int_equal(scored, p.n_queries * (1 + p.v_len) + 1);
+    }
+    p.mq_layout = (la_mq_layout)7;
+    assert_int_equal(la_task_validate(&p), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "mq_layout"));
+    free(in), free(tg), free(a), free(b);
+}
+
 static void test_batch_packing(void **state) {
     (void)state;
     for (int a = 0; a < N_ALL; a++) {
@@ -509,6 +593,7 @@ int main(void) {
         cmocka_unit_test(test_reproducible),
         cmocka_unit_test(test_golden_checksum),
         cmocka_unit_test(test_batch_packing),
+        cmocka_unit_test(test_mqmtar_inline),
         cmocka_unit_test(test_vocab_and_names),
         cmocka_unit_test(test_bad_params),
     };

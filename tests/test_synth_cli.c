@@ -121,6 +121,40 @@ static void test_quick_run_end_to_end(void **state) {
     assert_int_equal(system(args), 0);
 }
 
+/* The sizing options reach the run and its record: MQMTAR inline layout, Muon, init std. */
+static void test_quick_mqmtar_inline_options(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_synth_cli_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char args[512], path[600];
+    static char out[1 << 16];
+    snprintf(args, sizeof args,
+             "synth --quick --tasks mqmtar --specs softmax+rope --mq-layout inline --optimizer muon "
+             "--muon-lr 0.03 --init-std 0.07 --max-mult 2 --out %s/run", dir);
+    int rc = run(args, out, sizeof out);
+    if (rc != 0) fail_msg("synth exited %d:\n%s", rc, out);
+    snprintf(path, sizeof path, "%s/run/results.json", dir);
+    char *js = slurp(path);
+    assert_non_null(js);
+    cJSON *root = cJSON_Parse(js);
+    assert_non_null(root);
+    cJSON *cfg = cJSON_GetObjectItem(root, "config");
+    assert_non_null(cfg);
+    assert_string_equal(cJSON_GetObjectItem(cfg, "optimizer")->valuestring, "muon");
+    assert_true(cJSON_GetObjectItem(cfg, "muon_lr")->valuedouble == 0.03);
+    assert_true(cJSON_GetObjectItem(cfg, "init_std")->valuedouble == 0.07);
+    cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "runs"), 0);
+    assert_non_null(r);
+    cJSON *tp = cJSON_GetObjectItem(r, "task_params");
+    assert_string_equal(cJSON_GetObjectItem(tp, "layout")->valuestring, "inline");
+    double loss = cJSON_GetObjectItem(r, "final_loss")->valuedouble;
+    assert_true(loss > 0 && loss < 20);
+    cJSON_Delete(root);
+    free(js);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    assert_int_equal(system(args), 0);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     static char out[1 << 14];
@@ -135,6 +169,14 @@ static void test_bad_options(void **state) {
     assert_int_equal(run("synth --min-len 80", out, sizeof out), 2);
     assert_int_equal(run("synth --tasks mqmtar --min-len 8 --max-len 16", out, sizeof out), 2);
     assert_non_null(strstr(out, "n_queries"));
+    assert_int_equal(run("synth --mq-layout sideways", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--mq-layout must be paper or inline"));
+    assert_int_equal(run("synth --optimizer sgd", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--optimizer must be adamw or muon"));
+    assert_int_equal(run("synth --init-std 0", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--init-std"));
+    assert_int_equal(run("synth --muon-lr -1", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--muon-lr"));
     assert_int_equal(run("synth --frobnicate 1", out, sizeof out), 2);
     assert_non_null(strstr(out, "frobnicate"));
     assert_int_equal(run("synth --help", out, sizeof out), 0);
@@ -146,6 +188,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_quick_run_end_to_end),
+        cmocka_unit_test(test_quick_mqmtar_inline_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

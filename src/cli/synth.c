@@ -30,7 +30,9 @@ typedef struct {
     double lr, muon_lr;
     int optimizer;  /* la_optimizer: LA_OPT_ADAMW or LA_OPT_MUON */
     double qk_gain; /* initial QK-norm gain (la_model_config.qk_gain) */
+    double init_std; /* weight init std (la_model_config.init_std); 0: the model's default */
     int n_symbols, min_len, max_len, queries, k_len, v_len;
+    int mq_layout;  /* la_mq_layout */
     int eval_n, max_mult, threads;
     int curriculum; /* start length of the curriculum; 0: off */
     double ramp;    /* share of the steps over which the curriculum ramps */
@@ -118,9 +120,13 @@ static void usage(FILE *f) {
             "  --muon-lr X         Muon peak learning rate, cosine to X/10 (default 0.02)\n"
             "  --layers N --heads H --d-model C --d-ff F   model size (default 2, 8, 64, 4C)\n"
             "  --qk-gain X         initial QK-norm gain (default 1; see the study's qk_gain)\n"
+            "  --init-std X        weight init standard deviation (default: the model's, 0.02)\n"
             "  --n-symbols N       task alphabet (default 16; mqmtar: key/value alphabet)\n"
             "  --min-len N --max-len N   training content lengths (default 32, 64)\n"
             "  --queries N --k-len N --v-len N   mqmtar queries and key/value tokens (4, 2, 2)\n"
+            "  --mq-layout L       mqmtar query placement: paper (queries after the pairs, values\n"
+            "                      as the target; default) or inline (QSEP key value per query in\n"
+            "                      the target, keys given and not scored, as Zoology's MQAR)\n"
             "  --eval-n N          examples per evaluation length (default 100)\n"
             "  --max-mult M        largest length multiplier, a power of two <= 1024 (default 32)\n"
             "  --max-eval-tokens N skip lengths whose sequences exceed N tokens (default 131072)\n"
@@ -188,6 +194,15 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             o->lr = strtod(v, &end);
             if (end == v || *end || !(o->lr > 0 && o->lr < 1))
                 return cli_usage_error("synth", "--lr wants a number in (0, 1), got '%s'", v);
+        } else if (!strcmp(a, "--init-std")) {
+            char *end;
+            o->init_std = strtod(v, &end);
+            if (end == v || *end || !(o->init_std > 0 && o->init_std <= 1))
+                return cli_usage_error("synth", "--init-std wants a number in (0, 1], got '%s'", v);
+        } else if (!strcmp(a, "--mq-layout")) {
+            if (!strcmp(v, "paper")) o->mq_layout = LA_MQ_PAPER;
+            else if (!strcmp(v, "inline")) o->mq_layout = LA_MQ_INLINE;
+            else return cli_usage_error("synth", "--mq-layout must be paper or inline, got '%s'", v);
         } else if (!strcmp(a, "--optimizer")) {
             if (!strcmp(v, "adamw")) o->optimizer = LA_OPT_ADAMW;
             else if (!strcmp(v, "muon")) o->optimizer = LA_OPT_MUON;
@@ -253,6 +268,7 @@ static la_task_params task_params(const synth_opts *o, la_task t) {
     if (o->queries) p.n_queries = o->queries;
     if (o->k_len) p.k_len = o->k_len;
     if (o->v_len) p.v_len = o->v_len;
+    p.mq_layout = (la_mq_layout)o->mq_layout;
     if (t == LA_TASK_MQMTAR && o->quick) p.n_queries = 1;
     return p;
 }
@@ -302,6 +318,7 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
     mc.vocab = voc.vocab_size;
     mc.train_len = n_max;
     mc.qk_gain = (float)o->qk_gain;
+    if (o->init_std > 0) mc.init_std = (float)o->init_std;
     snprintf(mc.spec, sizeof mc.spec, "%s", spec);
     la_model *m = NULL;
     la_trainer *tr = NULL;
@@ -485,6 +502,7 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
     cJSON_AddNumberToObject(cfg, "steps", o->steps);
     cJSON_AddNumberToObject(cfg, "batch", o->batch);
     cJSON_AddNumberToObject(cfg, "lr", o->lr);
+    cJSON_AddNumberToObject(cfg, "init_std", o->init_std > 0 ? o->init_std : la_model_default_config().init_std);
     cJSON_AddStringToObject(cfg, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
     if (o->optimizer == LA_OPT_MUON) cJSON_AddNumberToObject(cfg, "muon_lr", o->muon_lr);
     cJSON_AddNumberToObject(cfg, "warmup", o->warmup);
@@ -519,6 +537,7 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
             cJSON_AddNumberToObject(tp, "k_len", p.k_len);
             cJSON_AddNumberToObject(tp, "v_len", p.v_len);
             cJSON_AddNumberToObject(tp, "kv_frac", p.kv_frac);
+            cJSON_AddStringToObject(tp, "layout", p.mq_layout == LA_MQ_INLINE ? "inline" : "paper");
         }
         if (r->task == LA_TASK_FLIPFLOP) cJSON_AddNumberToObject(tp, "write_prob", p.write_prob);
         cJSON_AddNumberToObject(j, "n_params", (double)r->n_params);

@@ -113,6 +113,9 @@ la_status la_task_validate(const la_task_params *p) {
                            p->kv_frac);
         if (p->n_queries < 1)
             return la_fail(LA_EINVAL, "task mqmtar: n_queries=%d invalid; need >= 1", p->n_queries);
+        if (p->mq_layout != LA_MQ_PAPER && p->mq_layout != LA_MQ_INLINE)
+            return la_fail(LA_EINVAL, "task mqmtar: mq_layout=%d invalid; use LA_MQ_PAPER (0) or LA_MQ_INLINE (1)",
+                           (int)p->mq_layout);
         int nkv = mq_n_kv(p, p->min_len);
         if (nkv < p->n_queries)
             return la_fail(LA_EINVAL,
@@ -153,8 +156,13 @@ static la_status part_sizes(const la_task_params *p, int L, int *src, int *tgt) 
             return la_fail(LA_EINVAL, "task mqmtar: content length %d holds no key-value pair; use "
                                       "L >= %d",
                            L, (int)ceil((p->k_len + p->v_len + 2) / p->kv_frac));
-        *src = L + p->n_queries * (1 + p->k_len);
-        *tgt = p->n_queries * (1 + p->v_len);
+        if (p->mq_layout == LA_MQ_INLINE) {
+            *src = L;
+            *tgt = p->n_queries * (1 + p->k_len + p->v_len);
+        } else {
+            *src = L + p->n_queries * (1 + p->k_len);
+            *tgt = p->n_queries * (1 + p->v_len);
+        }
         break;
     case LA_TASK_FLIPFLOP:
         *src = 2 * (L / 2) - 1;
@@ -247,15 +255,23 @@ static la_status gen_mqmtar(const la_task_params *p, int L, la_rng *r, int32_t *
         put_word(src + off + p->k_len + 1, vals[i], p->v_len, p->n_symbols);
         at += b; /* the token after the value (off + unit - 1 < at) stays SPACE */
     }
-    int32_t *q = src + L;
+    /* paper: QSEP key after the region, QSEP value in the target; inline: QSEP key value in
+     * the target (the same draws, so both layouts ask the same queries) */
+    const int inl = p->mq_layout == LA_MQ_INLINE;
+    int32_t *q = inl ? tgt : src + L;
     for (int j = 0; j < p->n_queries; j++) {
         int i = (int)la_rng_below(r, (uint64_t)nkv);
         q[0] = MQ_QSEP;
         put_word(q + 1, keys[i], p->k_len, p->n_symbols);
         q += 1 + p->k_len;
-        tgt[0] = MQ_QSEP;
-        put_word(tgt + 1, vals[i], p->v_len, p->n_symbols);
-        tgt += 1 + p->v_len;
+        if (!inl) {
+            tgt[0] = MQ_QSEP;
+            put_word(tgt + 1, vals[i], p->v_len, p->n_symbols);
+            tgt += 1 + p->v_len;
+        } else {
+            put_word(q, vals[i], p->v_len, p->n_symbols);
+            q += p->v_len;
+        }
     }
     free(words);
     return LA_OK;
@@ -365,11 +381,17 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
         }
         if (s != LA_OK) break;
         int32_t *in = inputs + (size_t)b * T, *tg = targets + (size_t)b * T;
+        const int unit = 1 + p->k_len + p->v_len; /* LA_MQ_INLINE: QSEP key value */
+        const int given_keys = p->task == LA_TASK_MQMTAR && p->mq_layout == LA_MQ_INLINE;
         for (int t = 0; t < T; t++) {
             if (t < e.n_tokens - 1) {
                 in[t] = row[t];
                 /* position t predicts token t+1: loss on target tokens and EOS only */
                 tg[t] = t >= e.sep ? row[t + 1] : -1;
+                if (given_keys && t + 1 < e.eos) { /* query keys are given, not predicted */
+                    int j = (t + 1 - e.tgt_start) % unit;
+                    if (j >= 1 && j <= p->k_len) tg[t] = -1;
+                }
             } else {
                 in[t] = voc.pad;
                 tg[t] = -1;
