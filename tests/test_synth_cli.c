@@ -177,6 +177,8 @@ static void test_bad_options(void **state) {
     assert_non_null(strstr(out, "--init-std"));
     assert_int_equal(run("synth --muon-lr -1", out, sizeof out), 2);
     assert_non_null(strstr(out, "--muon-lr"));
+    assert_int_equal(run("synth --inline-share 1", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--inline-share wants a number in [0, 1)"));
     assert_int_equal(run("synth --frobnicate 1", out, sizeof out), 2);
     assert_non_null(strstr(out, "frobnicate"));
     assert_int_equal(run("synth --help", out, sizeof out), 0);

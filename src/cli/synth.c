@@ -33,6 +33,7 @@ typedef struct {
     double init_std; /* weight init std (la_model_config.init_std); 0: the model's default */
     int n_symbols, min_len, max_len, queries, k_len, v_len;
     int mq_layout;  /* la_mq_layout */
+    double inline_share; /* mqmtar paper layout: share of the steps first trained on inline */
     int eval_n, max_mult, threads;
     int curriculum; /* start length of the curriculum; 0: off */
     double ramp;    /* share of the steps over which the curriculum ramps */
@@ -127,6 +128,8 @@ static void usage(FILE *f) {
             "  --mq-layout L       mqmtar query placement: paper (queries after the pairs, values\n"
             "                      as the target; default) or inline (QSEP key value per query in\n"
             "                      the target, keys given and not scored, as Zoology's MQAR)\n"
+            "  --inline-share F    mqmtar, paper layout: train the first F share of the steps on the\n"
+            "                      inline layout, then on the paper layout (evaluated); default 0\n"
             "  --eval-n N          examples per evaluation length (default 100)\n"
             "  --max-mult M        largest length multiplier, a power of two <= 1024 (default 32)\n"
             "  --max-eval-tokens N skip lengths whose sequences exceed N tokens (default 131072)\n"
@@ -194,6 +197,11 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             o->lr = strtod(v, &end);
             if (end == v || *end || !(o->lr > 0 && o->lr < 1))
                 return cli_usage_error("synth", "--lr wants a number in (0, 1), got '%s'", v);
+        } else if (!strcmp(a, "--inline-share")) {
+            char *end;
+            o->inline_share = strtod(v, &end);
+            if (end == v || *end || !(o->inline_share >= 0 && o->inline_share < 1))
+                return cli_usage_error("synth", "--inline-share wants a number in [0, 1), got '%s'", v);
         } else if (!strcmp(a, "--init-std")) {
             char *end;
             o->init_std = strtod(v, &end);
@@ -353,6 +361,8 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
     for (int step = 0; step < o->steps && s == LA_OK; step++) {
         la_step_info info;
         la_task_params cp = curriculum_params(o, p, step);
+        /* layout schedule: the inline layout first teaches the key-value lookup */
+        if (p->task == LA_TASK_MQMTAR && step < (int)(o->inline_share * o->steps)) cp.mq_layout = LA_MQ_INLINE;
         int n_cur = n_max;
         s = la_task_tokens_at(&cp, cp.max_len, &n_cur);
         const int Tc = n_cur - 1; /* shorter batches early in the curriculum */
@@ -502,6 +512,7 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
     cJSON_AddNumberToObject(cfg, "steps", o->steps);
     cJSON_AddNumberToObject(cfg, "batch", o->batch);
     cJSON_AddNumberToObject(cfg, "lr", o->lr);
+    cJSON_AddNumberToObject(cfg, "inline_share", o->inline_share);
     cJSON_AddNumberToObject(cfg, "init_std", o->init_std > 0 ? o->init_std : la_model_default_config().init_std);
     cJSON_AddStringToObject(cfg, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
     if (o->optimizer == LA_OPT_MUON) cJSON_AddNumberToObject(cfg, "muon_lr", o->muon_lr);
