@@ -93,6 +93,30 @@ static void test_train_and_resume(void **st) {
     assert_int_equal(csv_rows(csv), 8);
 }
 
+/* A run started with a relative --data path resumes from another working directory:
+ * data.txt records the absolute path. */
+static void test_resume_elsewhere(void **st) {
+    (void)st;
+    char *bin = realpath(g_bin, NULL);
+    assert_non_null(bin);
+    char cmd[2048], meta[256], line[512];
+    snprintf(cmd, sizeof cmd, "cd %s && %s train --data text --out rel " SMALL " --steps 3 >%s/out.txt 2>&1", g_dir,
+             bin, g_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(meta, sizeof meta, "%s/rel/data.txt", g_dir);
+    FILE *f = fopen(meta, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_int_equal(line[0], '/'); /* absolute */
+    assert_non_null(strstr(line, "/text"));
+    snprintf(cmd, sizeof cmd, "cd / && %s train --resume --out %s/rel --steps 5 >%s/out.txt 2>&1", bin, g_dir, g_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(meta, sizeof meta, "%s/rel/log.csv", g_dir);
+    assert_int_equal(csv_rows(meta), 5);
+    free(bin);
+}
+
 /* SIGINT during training: exit code 1, a checkpoint at the step reached, resumable. */
 static void test_sigint_saves(void **st) {
     (void)st;
@@ -167,6 +191,7 @@ static void test_bad_usage(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_and_resume),
+        cmocka_unit_test(test_resume_elsewhere),
         cmocka_unit_test(test_sigint_saves),
         cmocka_unit_test(test_bad_usage),
     };

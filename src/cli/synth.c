@@ -34,6 +34,7 @@ typedef struct {
     int n_symbols, min_len, max_len, queries, k_len, v_len;
     int mq_layout;  /* la_mq_layout */
     double inline_share; /* mqmtar paper layout: share of the steps first trained on inline */
+    double kv_frac;      /* mqmtar share of the region given to pairs; 0: the task default */
     int eval_n, max_mult, threads;
     int curriculum; /* start length of the curriculum; 0: off */
     double ramp;    /* share of the steps over which the curriculum ramps */
@@ -125,6 +126,8 @@ static void usage(FILE *f) {
             "  --n-symbols N       task alphabet (default 16; mqmtar: key/value alphabet)\n"
             "  --min-len N --max-len N   training content lengths (default 32, 64)\n"
             "  --queries N --k-len N --v-len N   mqmtar queries and key/value tokens (4, 2, 2)\n"
+            "  --kv-frac F         mqmtar share of the region given to key-value pairs (default 0.8;\n"
+            "                      fewer pairs, more SPACE padding when lower)\n"
             "  --mq-layout L       mqmtar query placement: paper (queries after the pairs, values\n"
             "                      as the target; default) or inline (QSEP key value per query in\n"
             "                      the target, keys given and not scored, as Zoology's MQAR)\n"
@@ -197,6 +200,11 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             o->lr = strtod(v, &end);
             if (end == v || *end || !(o->lr > 0 && o->lr < 1))
                 return cli_usage_error("synth", "--lr wants a number in (0, 1), got '%s'", v);
+        } else if (!strcmp(a, "--kv-frac")) {
+            char *end;
+            o->kv_frac = strtod(v, &end);
+            if (end == v || *end || !(o->kv_frac > 0 && o->kv_frac <= 1))
+                return cli_usage_error("synth", "--kv-frac wants a number in (0, 1], got '%s'", v);
         } else if (!strcmp(a, "--inline-share")) {
             char *end;
             o->inline_share = strtod(v, &end);
@@ -277,6 +285,7 @@ static la_task_params task_params(const synth_opts *o, la_task t) {
     if (o->k_len) p.k_len = o->k_len;
     if (o->v_len) p.v_len = o->v_len;
     p.mq_layout = (la_mq_layout)o->mq_layout;
+    if (o->kv_frac > 0) p.kv_frac = o->kv_frac;
     if (t == LA_TASK_MQMTAR && o->quick) p.n_queries = 1;
     return p;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/internal.h"
 #include "longattn.h"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -247,15 +248,23 @@ int cli_train(int argc, char **argv) {
     if (!resume) {
         mc.vocab = la_data_vocab(data);
         if ((s = la_model_new(&mc, tc.seed, &m)) != LA_OK) goto fail;
-        FILE *f = fopen(meta_path, "w");
-        if (f) {
-            fprintf(f, "%s\n%.17g\n", data_path, dc.val_fraction);
-            fclose(f);
-        }
     }
     snprintf(tc.ckpt_path, sizeof tc.ckpt_path, "%s", ckpt);
     snprintf(tc.csv_path, sizeof tc.csv_path, "%s", csv);
     if ((s = la_trainer_new(m, data, &tc, &tr)) != LA_OK) goto fail;
+    if (!resume) {
+        /* record the data for --resume once the run can start: an absolute path (so a resume
+         * from another directory finds it) and the split fraction, written atomically */
+        char *abs = realpath(data_path, NULL);
+        la_afile af;
+        if ((s = la_afile_open(&af, meta_path)) != LA_OK) {
+            free(abs);
+            goto fail;
+        }
+        fprintf(af.f, "%s\n%.17g\n", abs ? abs : data_path, dc.val_fraction);
+        free(abs);
+        if ((s = la_afile_commit(&af)) != LA_OK) goto fail;
+    }
     if (resume && (s = la_trainer_load(tr, ckpt)) != LA_OK) goto fail;
     const la_model_config *c = la_model_get_config(m);
     fprintf(stderr,
