@@ -191,31 +191,31 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
                 *ints[k].dst = (int)x;
                 done = 1;
             }
+        /* real-valued options: lo < x < hi, or lo <= x / x <= hi where the flag says so */
+        struct { const char *name; double *dst, lo, hi; int lo_in, hi_in; } dbls[] = {
+            {"--lr", &o->lr, 0, 1, 0, 0},           {"--muon-lr", &o->muon_lr, 0, 10, 0, 0},
+            {"--qk-gain", &o->qk_gain, 0, 100, 0, 1}, {"--init-std", &o->init_std, 0, 1, 0, 1},
+            {"--ramp", &o->ramp, 0, 1, 0, 1},        {"--kv-frac", &o->kv_frac, 0, 1, 0, 1},
+            {"--inline-share", &o->inline_share, 0, 1, 1, 0},
+        };
+        for (size_t k = 0; k < sizeof dbls / sizeof dbls[0] && !done; k++)
+            if (!strcmp(a, dbls[k].name)) {
+                char *end;
+                double d = strtod(v, &end);
+                int ok = end != v && !*end && (dbls[k].lo_in ? d >= dbls[k].lo : d > dbls[k].lo) &&
+                         (dbls[k].hi_in ? d <= dbls[k].hi : d < dbls[k].hi);
+                if (!ok)
+                    return cli_usage_error("synth", "%s wants a number in %c%g, %g%c, got '%s'", a,
+                                           dbls[k].lo_in ? '[' : '(', dbls[k].lo, dbls[k].hi,
+                                           dbls[k].hi_in ? ']' : ')', v);
+                *dbls[k].dst = d;
+                done = 1;
+            }
         if (done) continue;
         if (!strcmp(a, "--tasks")) snprintf(o->tasks, sizeof o->tasks, "%s", v);
         else if (!strcmp(a, "--specs")) snprintf(o->specs, sizeof o->specs, "%s", v);
         else if (!strcmp(a, "--out")) snprintf(o->out, sizeof o->out, "%s", v);
-        else if (!strcmp(a, "--lr")) {
-            char *end;
-            o->lr = strtod(v, &end);
-            if (end == v || *end || !(o->lr > 0 && o->lr < 1))
-                return cli_usage_error("synth", "--lr wants a number in (0, 1), got '%s'", v);
-        } else if (!strcmp(a, "--kv-frac")) {
-            char *end;
-            o->kv_frac = strtod(v, &end);
-            if (end == v || *end || !(o->kv_frac > 0 && o->kv_frac <= 1))
-                return cli_usage_error("synth", "--kv-frac wants a number in (0, 1], got '%s'", v);
-        } else if (!strcmp(a, "--inline-share")) {
-            char *end;
-            o->inline_share = strtod(v, &end);
-            if (end == v || *end || !(o->inline_share >= 0 && o->inline_share < 1))
-                return cli_usage_error("synth", "--inline-share wants a number in [0, 1), got '%s'", v);
-        } else if (!strcmp(a, "--init-std")) {
-            char *end;
-            o->init_std = strtod(v, &end);
-            if (end == v || *end || !(o->init_std > 0 && o->init_std <= 1))
-                return cli_usage_error("synth", "--init-std wants a number in (0, 1], got '%s'", v);
-        } else if (!strcmp(a, "--mq-layout")) {
+        else if (!strcmp(a, "--mq-layout")) {
             if (!strcmp(v, "paper")) o->mq_layout = LA_MQ_PAPER;
             else if (!strcmp(v, "inline")) o->mq_layout = LA_MQ_INLINE;
             else return cli_usage_error("synth", "--mq-layout must be paper or inline, got '%s'", v);
@@ -223,21 +223,6 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             if (!strcmp(v, "adamw")) o->optimizer = LA_OPT_ADAMW;
             else if (!strcmp(v, "muon")) o->optimizer = LA_OPT_MUON;
             else return cli_usage_error("synth", "--optimizer must be adamw or muon, got '%s'", v);
-        } else if (!strcmp(a, "--muon-lr")) {
-            char *end;
-            o->muon_lr = strtod(v, &end);
-            if (end == v || *end || !(o->muon_lr > 0 && o->muon_lr < 10))
-                return cli_usage_error("synth", "--muon-lr wants a number in (0, 10), got '%s'", v);
-        } else if (!strcmp(a, "--qk-gain")) {
-            char *end;
-            o->qk_gain = strtod(v, &end);
-            if (end == v || *end || !(o->qk_gain > 0 && o->qk_gain <= 100))
-                return cli_usage_error("synth", "--qk-gain wants a number in (0, 100], got '%s'", v);
-        } else if (!strcmp(a, "--ramp")) {
-            char *end;
-            o->ramp = strtod(v, &end);
-            if (end == v || *end || !(o->ramp > 0 && o->ramp <= 1))
-                return cli_usage_error("synth", "--ramp wants a number in (0, 1], got '%s'", v);
         } else if (!strcmp(a, "--max-eval-tokens")) {
             if (parse_int(v, 16, 1L << 30, &x))
                 return cli_usage_error("synth", "--max-eval-tokens wants an integer >= 16, got '%s'", v);
