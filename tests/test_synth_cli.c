@@ -44,21 +44,29 @@ static char *slurp(const char *path) {
     return s;
 }
 
-static void test_quick_run_end_to_end(void **state) {
-    (void)state;
-    char dir[] = "/tmp/la_synth_cli_XXXXXX";
+/* Run `synth OPTIONS --out DIR/run` in a fresh temp folder dir (mkdtemp template), fail
+ * with its output unless it exits 0, and return its parsed results.json. */
+static cJSON *run_synth_json(const char *options, char *dir) {
     assert_non_null(mkdtemp(dir));
-    char args[512], path[600];
+    char args[768], path[600];
     static char out[1 << 16];
-    snprintf(args, sizeof args, "synth --quick --out %s/run", dir);
+    snprintf(args, sizeof args, "synth %s --out %s/run", options, dir);
     int rc = run(args, out, sizeof out);
-    if (rc != 0) fail_msg("longattn synth --quick exited %d:\n%s", rc, out);
-
+    if (rc != 0) fail_msg("longattn %s exited %d:\n%s", args, rc, out);
     snprintf(path, sizeof path, "%s/run/results.json", dir);
     char *js = slurp(path);
     assert_non_null(js);
     cJSON *root = cJSON_Parse(js);
+    free(js);
     assert_non_null(root);
+    return root;
+}
+
+static void test_quick_run_end_to_end(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_synth_cli_XXXXXX";
+    char args[512], path[600];
+    cJSON *root = run_synth_json("--quick", dir);
     cJSON *runs = cJSON_GetObjectItem(root, "runs");
     assert_true(cJSON_IsArray(runs));
     /* --quick: 2 tasks x 2 specs, lengths 1x, 2x, 4x */
@@ -87,7 +95,6 @@ static void test_quick_run_end_to_end(void **state) {
         }
     }
     cJSON_Delete(root);
-    free(js);
 
     /* CSV: header + one row per run x length */
     snprintf(path, sizeof path, "%s/run/results.csv", dir);
@@ -125,19 +132,10 @@ static void test_quick_run_end_to_end(void **state) {
 static void test_quick_mqmtar_inline_options(void **state) {
     (void)state;
     char dir[] = "/tmp/la_synth_cli_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char args[512], path[600];
-    static char out[1 << 16];
-    snprintf(args, sizeof args,
-             "synth --quick --tasks mqmtar --specs softmax+rope --mq-layout inline --optimizer muon "
-             "--muon-lr 0.03 --init-std 0.07 --max-mult 2 --out %s/run", dir);
-    int rc = run(args, out, sizeof out);
-    if (rc != 0) fail_msg("synth exited %d:\n%s", rc, out);
-    snprintf(path, sizeof path, "%s/run/results.json", dir);
-    char *js = slurp(path);
-    assert_non_null(js);
-    cJSON *root = cJSON_Parse(js);
-    assert_non_null(root);
+    char args[512];
+    cJSON *root = run_synth_json("--quick --tasks mqmtar --specs softmax+rope --mq-layout inline --optimizer muon "
+                                 "--muon-lr 0.03 --init-std 0.07 --max-mult 2",
+                                 dir);
     cJSON *cfg = cJSON_GetObjectItem(root, "config");
     assert_non_null(cfg);
     assert_string_equal(cJSON_GetObjectItem(cfg, "optimizer")->valuestring, "muon");
@@ -150,7 +148,6 @@ static void test_quick_mqmtar_inline_options(void **state) {
     double loss = cJSON_GetObjectItem(r, "final_loss")->valuedouble;
     assert_true(loss > 0 && loss < 20);
     cJSON_Delete(root);
-    free(js);
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     assert_int_equal(system(args), 0);
 }
