@@ -1161,7 +1161,11 @@ la_status la_study_run(const la_study *study, const char *out_dir, const la_stud
  *                          (QSEP key value): each query key sits right before its value, as in
  *                          Zoology's MQAR (Arora et al. 2023), and the query keys are given
  *                          (teacher-forced), not predicted: la_task_batch scores only the
- *                          QSEPs, the values and EOS.
+ *                          QSEPs, the values and EOS. LA_MQ_ECHO keeps the paper's source
+ *                          and makes the target n_queries x (QSEP key value), every token
+ *                          scored: the model first copies the query key from the source,
+ *                          then looks up its value (a recall "chain of thought" that
+ *                          supervises each of the two hops on its own).
  *                          Content ids: SPACE 0, KVSEP 1, QSEP 2, alphabet 3 .. 3+n_symbols-1.
  *                          A key is k_len alphabet tokens, a value v_len. The region holds
  *                          n_kv = min(floor(L*kv_frac/(k_len+v_len+2)), n_symbols^k_len,
@@ -1187,7 +1191,9 @@ typedef enum {
 /* Where MQMTAR puts its queries (see above). */
 typedef enum {
     LA_MQ_PAPER = 0,  /* queries at the end of the source, values in the target (the paper) */
-    LA_MQ_INLINE = 1  /* QSEP key value per query in the target; keys given, not scored */
+    LA_MQ_INLINE = 1, /* QSEP key value per query in the target; keys given, not scored */
+    LA_MQ_ECHO = 2    /* queries as in the paper; the target repeats each query key before
+                         its value (QSEP key value), all scored */
 } la_mq_layout;
 
 typedef struct {

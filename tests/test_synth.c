@@ -33,7 +33,7 @@ static void expected_sizes(const la_task_params *p, int L, int *src, int *tgt) {
             *tgt = p->n_queries * (1 + p->k_len + p->v_len);
         } else {
             *src = L + p->n_queries * (1 + p->k_len);
-            *tgt = p->n_queries * (1 + p->v_len);
+            *tgt = p->n_queries * (1 + (p->mq_layout == LA_MQ_ECHO ? p->k_len : 0) + p->v_len);
         }
         break;
     case LA_TASK_FLIPFLOP:
@@ -83,8 +83,9 @@ static int solve_flipflop(const int32_t *src, int n, int32_t *out) {
 }
 
 /* Scan the source: a KVSEP with k tokens before it and v after it is a pair; a QSEP starts
- * a query. Each query is answered by the value of the pair whose key matches. */
-static int solve_mqmtar(const int32_t *src, int n, int k, int v, int32_t *out) {
+ * a query. Each query is answered by the value of the pair whose key matches, preceded by
+ * the key itself when echo is set (LA_MQ_ECHO). */
+static int solve_mqmtar(const int32_t *src, int n, int k, int v, int echo, int32_t *out) {
     int o = 0;
     for (int i = 0; i < n; i++) {
         if (src[i] != QSEP) continue;
@@ -99,6 +100,7 @@ static int solve_mqmtar(const int32_t *src, int n, int k, int v, int32_t *out) {
         }
         if (found < 0) return -1;
         out[o++] = QSEP;
+        for (int t = 0; echo && t < k; t++) out[o++] = q[t];
         for (int t = 0; t < v; t++) out[o++] = src[found + 1 + t];
         i += k;
     }
@@ -132,7 +134,7 @@ static int solve(const la_task_params *p, const int32_t *src, int n, int32_t *ou
     case LA_TASK_REVERSE: return solve_reverse(src, n, out);
     case LA_TASK_SORT: return solve_sort(src, n, out);
     case LA_TASK_FLIPFLOP: return solve_flipflop(src, n, out);
-    case LA_TASK_MQMTAR: return solve_mqmtar(src, n, p->k_len, p->v_len, out);
+    case LA_TASK_MQMTAR: return solve_mqmtar(src, n, p->k_len, p->v_len, p->mq_layout == LA_MQ_ECHO, out);
     default: return -1;
     }
 }
@@ -451,6 +453,46 @@ static void test_mqmtar_inline(void **state) {
     free(in), free(tg), free(a), free(b);
 }
 
+/* LA_MQ_ECHO: the paper's source (same region and queries from the same draws), target
+ * n_queries x (QSEP key value); the source-only solver scores 100%; la_task_batch scores
+ * every target token (keys included) and EOS. */
+static void test_mqmtar_echo(void **state) {
+    (void)state;
+    la_task_params pp = la_task_default_params(LA_TASK_MQMTAR), p = pp;
+    p.mq_layout = LA_MQ_ECHO;
+    assert_int_equal(check_and_solve(&p, 0, 5, 1000), 1000);
+    assert_int_equal(check_and_solve(&p, 1024, 5, 100), 100);
+    int cap = 0, capp = 0;
+    assert_int_equal(la_task_tokens_at(&p, 64, &cap), LA_OK);
+    assert_int_equal(la_task_tokens_at(&pp, 64, &capp), LA_OK);
+    assert_int_equal(cap, capp + p.n_queries * p.k_len); /* each answer repeats its key */
+    int32_t *a = malloc((size_t)capp * sizeof *a), *b = malloc((size_t)cap * sizeof *b);
+    const int u = 1 + p.k_len + p.v_len;
+    for (int i = 0; i < 50; i++) {
+        la_task_example ea, eb;
+        assert_int_equal(la_task_sample(&pp, 64, 3, (uint64_t)i, a, capp, &ea), LA_OK);
+        assert_int_equal(la_task_sample(&p, 64, 3, (uint64_t)i, b, cap, &eb), LA_OK);
+        assert_int_equal(eb.src_len, ea.src_len);
+        assert_memory_equal(a, b, (size_t)(ea.sep + 1) * sizeof *a); /* BOS source SEP */
+        for (int q = 0; q < p.n_queries; q++) {
+            const int32_t *tq = b + eb.tgt_start + q * u;
+            assert_int_equal(tq[0], QSEP);
+            assert_memory_equal(tq + 1, a + 1 + 64 + q * 3 + 1, 2 * sizeof *a);       /* key */
+            assert_memory_equal(tq + 3, a + ea.tgt_start + q * 3 + 1, 2 * sizeof *a); /* value */
+        }
+    }
+    const int B = 3, T = cap - 1;
+    int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
+    la_task_example ex[3];
+    assert_int_equal(la_task_batch(&p, 64, 3, 0, B, T, in, tg, ex), LA_OK);
+    for (int r = 0; r < B; r++) {
+        int scored = 0;
+        for (int t = 0; t < T; t++) scored += tg[(size_t)r * T + t] >= 0;
+        assert_int_equal(scored, p.n_queries * u + 1);
+    }
+    free(in), free(tg), free(a), free(b);
+}
+
 static void test_batch_packing(void **state) {
     (void)state;
     for (int a = 0; a < N_ALL; a++) {
@@ -594,6 +636,7 @@ int main(void) {
         cmocka_unit_test(test_golden_checksum),
         cmocka_unit_test(test_batch_packing),
         cmocka_unit_test(test_mqmtar_inline),
+        cmocka_unit_test(test_mqmtar_echo),
         cmocka_unit_test(test_vocab_and_names),
         cmocka_unit_test(test_bad_params),
     };

@@ -167,7 +167,9 @@ static void test_bad_options(void **state) {
     assert_int_equal(run("synth --tasks mqmtar --min-len 8 --max-len 16", out, sizeof out), 2);
     assert_non_null(strstr(out, "n_queries"));
     assert_int_equal(run("synth --mq-layout sideways", out, sizeof out), 2);
-    assert_non_null(strstr(out, "--mq-layout must be paper or inline"));
+    assert_non_null(strstr(out, "--mq-layout must be paper, inline or echo"));
+    assert_int_equal(run("synth --tasks mqmtar --inline-share 0.5 --echo-share 0.5", out, sizeof out), 2);
+    assert_non_null(strstr(out, "make their sum < 1"));
     assert_int_equal(run("synth --optimizer sgd", out, sizeof out), 2);
     assert_non_null(strstr(out, "--optimizer must be adamw or muon"));
     assert_int_equal(run("synth --init-std 0", out, sizeof out), 2);
@@ -183,11 +185,34 @@ static void test_bad_options(void **state) {
     assert_int_not_equal(access("/tmp/la_never", F_OK), 0); /* nothing was created */
 }
 
+/* The echo layout and the three-phase layout schedule reach the run and its record. */
+static void test_quick_mqmtar_echo_schedule(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_synth_cli_XXXXXX";
+    char args[512];
+    cJSON *root = run_synth_json("--quick --tasks mqmtar --specs softmax+rope --mq-layout echo "
+                                 "--inline-share 0.25 --echo-share 0.5 --max-mult 2",
+                                 dir);
+    cJSON *cfg = cJSON_GetObjectItem(root, "config");
+    assert_true(cJSON_GetObjectItem(cfg, "inline_share")->valuedouble == 0.25);
+    assert_true(cJSON_GetObjectItem(cfg, "echo_share")->valuedouble == 0.5);
+    cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "runs"), 0);
+    assert_non_null(r);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "task_params"), "layout")->valuestring,
+                        "echo");
+    double loss = cJSON_GetObjectItem(r, "final_loss")->valuedouble;
+    assert_true(loss > 0 && loss < 20);
+    cJSON_Delete(root);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    assert_int_equal(system(args), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_quick_run_end_to_end),
         cmocka_unit_test(test_quick_mqmtar_inline_options),
+        cmocka_unit_test(test_quick_mqmtar_echo_schedule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

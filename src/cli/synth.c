@@ -33,7 +33,8 @@ typedef struct {
     double init_std; /* weight init std (la_model_config.init_std); 0: the model's default */
     int n_symbols, min_len, max_len, queries, k_len, v_len;
     int mq_layout;  /* la_mq_layout */
-    double inline_share; /* mqmtar paper layout: share of the steps first trained on inline */
+    double inline_share; /* mqmtar: share of the steps first trained on the inline layout */
+    double echo_share;   /* mqmtar: share of the steps then trained on the echo layout */
     double kv_frac;      /* mqmtar share of the region given to pairs; 0: the task default */
     int eval_n, max_mult, threads;
     int curriculum; /* start length of the curriculum; 0: off */
@@ -129,10 +130,12 @@ static void usage(FILE *f) {
             "  --kv-frac F         mqmtar share of the region given to key-value pairs (default 0.8;\n"
             "                      fewer pairs, more SPACE padding when lower)\n"
             "  --mq-layout L       mqmtar query placement: paper (queries after the pairs, values\n"
-            "                      as the target; default) or inline (QSEP key value per query in\n"
-            "                      the target, keys given and not scored, as Zoology's MQAR)\n"
-            "  --inline-share F    mqmtar, paper layout: train the first F share of the steps on the\n"
-            "                      inline layout, then on the paper layout (evaluated); default 0\n"
+            "                      as the target; default), inline (QSEP key value per query in\n"
+            "                      the target, keys given and not scored, as Zoology's MQAR) or\n"
+            "                      echo (paper source; target QSEP key value, all scored)\n"
+            "  --inline-share F    mqmtar layout curriculum: train the first F share of the steps\n"
+            "                      on the inline layout, then --echo-share on the echo layout,\n"
+            "  --echo-share F      then the rest on --mq-layout (evaluated); defaults 0, 0\n"
             "  --eval-n N          examples per evaluation length (default 100)\n"
             "  --max-mult M        largest length multiplier, a power of two <= 1024 (default 32)\n"
             "  --max-eval-tokens N skip lengths whose sequences exceed N tokens (default 131072)\n"
@@ -197,6 +200,7 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
             {"--qk-gain", &o->qk_gain, 0, 100, 0, 1}, {"--init-std", &o->init_std, 0, 1, 0, 1},
             {"--ramp", &o->ramp, 0, 1, 0, 1},        {"--kv-frac", &o->kv_frac, 0, 1, 0, 1},
             {"--inline-share", &o->inline_share, 0, 1, 1, 0},
+            {"--echo-share", &o->echo_share, 0, 1, 1, 0},
         };
         for (size_t k = 0; k < sizeof dbls / sizeof dbls[0] && !done; k++)
             if (!strcmp(a, dbls[k].name)) {
@@ -218,7 +222,8 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
         else if (!strcmp(a, "--mq-layout")) {
             if (!strcmp(v, "paper")) o->mq_layout = LA_MQ_PAPER;
             else if (!strcmp(v, "inline")) o->mq_layout = LA_MQ_INLINE;
-            else return cli_usage_error("synth", "--mq-layout must be paper or inline, got '%s'", v);
+            else if (!strcmp(v, "echo")) o->mq_layout = LA_MQ_ECHO;
+            else return cli_usage_error("synth", "--mq-layout must be paper, inline or echo, got '%s'", v);
         } else if (!strcmp(a, "--optimizer")) {
             if (!strcmp(v, "adamw")) o->optimizer = LA_OPT_ADAMW;
             else if (!strcmp(v, "muon")) o->optimizer = LA_OPT_MUON;
@@ -239,6 +244,10 @@ static int parse_args(int argc, char **argv, synth_opts *o) {
                                o->max_mult);
     if (o->min_len > o->max_len)
         return cli_usage_error("synth", "--min-len %d exceeds --max-len %d", o->min_len, o->max_len);
+    if (o->inline_share + o->echo_share >= 1)
+        return cli_usage_error("synth", "--inline-share %g plus --echo-share %g leave no steps for "
+                                        "the evaluated layout; make their sum < 1",
+                               o->inline_share, o->echo_share);
     return 0;
 }
 
@@ -355,8 +364,11 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
     for (int step = 0; step < o->steps && s == LA_OK; step++) {
         la_step_info info;
         la_task_params cp = curriculum_params(o, p, step);
-        /* layout schedule: the inline layout first teaches the key-value lookup */
+        /* layout schedule: the inline layout first teaches the key-value lookup, the echo
+         * layout then the hop to the query key, each with its own supervision */
         if (p->task == LA_TASK_MQMTAR && step < (int)(o->inline_share * o->steps)) cp.mq_layout = LA_MQ_INLINE;
+        else if (p->task == LA_TASK_MQMTAR && step < (int)((o->inline_share + o->echo_share) * o->steps))
+            cp.mq_layout = LA_MQ_ECHO;
         int n_cur = n_max;
         s = la_task_tokens_at(&cp, cp.max_len, &n_cur);
         const int Tc = n_cur - 1; /* shorter batches early in the curriculum */
@@ -507,6 +519,7 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
     cJSON_AddNumberToObject(cfg, "batch", o->batch);
     cJSON_AddNumberToObject(cfg, "lr", o->lr);
     cJSON_AddNumberToObject(cfg, "inline_share", o->inline_share);
+    cJSON_AddNumberToObject(cfg, "echo_share", o->echo_share);
     cJSON_AddNumberToObject(cfg, "init_std", o->init_std > 0 ? o->init_std : la_model_default_config().init_std);
     cJSON_AddStringToObject(cfg, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
     if (o->optimizer == LA_OPT_MUON) cJSON_AddNumberToObject(cfg, "muon_lr", o->muon_lr);
@@ -542,7 +555,8 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
             cJSON_AddNumberToObject(tp, "k_len", p.k_len);
             cJSON_AddNumberToObject(tp, "v_len", p.v_len);
             cJSON_AddNumberToObject(tp, "kv_frac", p.kv_frac);
-            cJSON_AddStringToObject(tp, "layout", p.mq_layout == LA_MQ_INLINE ? "inline" : "paper");
+            cJSON_AddStringToObject(tp, "layout", p.mq_layout == LA_MQ_INLINE ? "inline"
+                                                  : p.mq_layout == LA_MQ_ECHO ? "echo" : "paper");
         }
         if (r->task == LA_TASK_FLIPFLOP) cJSON_AddNumberToObject(tp, "write_prob", p.write_prob);
         cJSON_AddNumberToObject(j, "n_params", (double)r->n_params);

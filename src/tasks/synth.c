@@ -113,8 +113,9 @@ la_status la_task_validate(const la_task_params *p) {
                            p->kv_frac);
         if (p->n_queries < 1)
             return la_fail(LA_EINVAL, "task mqmtar: n_queries=%d invalid; need >= 1", p->n_queries);
-        if (p->mq_layout != LA_MQ_PAPER && p->mq_layout != LA_MQ_INLINE)
-            return la_fail(LA_EINVAL, "task mqmtar: mq_layout=%d invalid; use LA_MQ_PAPER (0) or LA_MQ_INLINE (1)",
+        if (p->mq_layout != LA_MQ_PAPER && p->mq_layout != LA_MQ_INLINE && p->mq_layout != LA_MQ_ECHO)
+            return la_fail(LA_EINVAL, "task mqmtar: mq_layout=%d invalid; use LA_MQ_PAPER (0), "
+                                      "LA_MQ_INLINE (1) or LA_MQ_ECHO (2)",
                            (int)p->mq_layout);
         int nkv = mq_n_kv(p, p->min_len);
         if (nkv < p->n_queries)
@@ -158,6 +159,9 @@ static la_status part_sizes(const la_task_params *p, int L, int *src, int *tgt) 
                            L, (int)ceil((p->k_len + p->v_len + 2) / p->kv_frac));
         if (p->mq_layout == LA_MQ_INLINE) {
             *src = L;
+            *tgt = p->n_queries * (1 + p->k_len + p->v_len);
+        } else if (p->mq_layout == LA_MQ_ECHO) {
+            *src = L + p->n_queries * (1 + p->k_len);
             *tgt = p->n_queries * (1 + p->k_len + p->v_len);
         } else {
             *src = L + p->n_queries * (1 + p->k_len);
@@ -256,22 +260,25 @@ static la_status gen_mqmtar(const la_task_params *p, int L, la_rng *r, int32_t *
         at += b; /* the token after the value (off + unit - 1 < at) stays SPACE */
     }
     /* paper: QSEP key after the region, QSEP value in the target; inline: QSEP key value in
-     * the target (the same draws, so both layouts ask the same queries) */
-    const int inl = p->mq_layout == LA_MQ_INLINE;
-    int32_t *q = inl ? tgt : src + L;
+     * the target; echo: QSEP key after the region and QSEP key value in the target (the same
+     * draws, so every layout asks the same queries) */
+    const int inl = p->mq_layout == LA_MQ_INLINE, echo = p->mq_layout == LA_MQ_ECHO;
+    int32_t *q = src + L;
     for (int j = 0; j < p->n_queries; j++) {
         int i = (int)la_rng_below(r, (uint64_t)nkv);
-        q[0] = MQ_QSEP;
-        put_word(q + 1, keys[i], p->k_len, p->n_symbols);
-        q += 1 + p->k_len;
         if (!inl) {
-            tgt[0] = MQ_QSEP;
-            put_word(tgt + 1, vals[i], p->v_len, p->n_symbols);
-            tgt += 1 + p->v_len;
-        } else {
-            put_word(q, vals[i], p->v_len, p->n_symbols);
-            q += p->v_len;
+            q[0] = MQ_QSEP;
+            put_word(q + 1, keys[i], p->k_len, p->n_symbols);
+            q += 1 + p->k_len;
         }
+        tgt[0] = MQ_QSEP;
+        tgt += 1;
+        if (inl || echo) {
+            put_word(tgt, keys[i], p->k_len, p->n_symbols);
+            tgt += p->k_len;
+        }
+        put_word(tgt, vals[i], p->v_len, p->n_symbols);
+        tgt += p->v_len;
     }
     free(words);
     return LA_OK;
