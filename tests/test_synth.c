@@ -398,6 +398,36 @@ static void test_golden_checksum(void **state) {
     assert_int_equal(bad, 0);
 }
 
+/* Layout p (inline or echo) asks the same queries as the paper layout pp from the same
+ * draws: the same region at L = 64 (echo: the whole BOS source SEP), and each target unit is
+ * QSEP, the paper's query key, the paper's value (default k_len = v_len = 2). */
+static void check_same_queries_as_paper(const la_task_params *pp, const la_task_params *p) {
+    int cap = 0, capp = 0;
+    assert_int_equal(la_task_tokens_at(p, 64, &cap), LA_OK);
+    assert_int_equal(la_task_tokens_at(pp, 64, &capp), LA_OK);
+    int32_t *a = malloc((size_t)capp * sizeof *a), *b = malloc((size_t)cap * sizeof *b);
+    const int u = 1 + p->k_len + p->v_len;
+    for (int i = 0; i < 50; i++) {
+        la_task_example ea, eb;
+        assert_int_equal(la_task_sample(pp, 64, 3, (uint64_t)i, a, capp, &ea), LA_OK);
+        assert_int_equal(la_task_sample(p, 64, 3, (uint64_t)i, b, cap, &eb), LA_OK);
+        if (p->mq_layout == LA_MQ_ECHO) {
+            assert_int_equal(eb.src_len, ea.src_len);
+            assert_memory_equal(a, b, (size_t)(ea.sep + 1) * sizeof *a); /* BOS source SEP */
+        } else {
+            assert_int_equal(eb.src_len, 64);
+            assert_memory_equal(a + 1, b + 1, 64 * sizeof *a); /* the same region */
+        }
+        for (int q = 0; q < p->n_queries; q++) {
+            const int32_t *tq = b + eb.tgt_start + q * u;
+            assert_int_equal(tq[0], QSEP);
+            assert_memory_equal(tq + 1, a + 1 + 64 + q * 3 + 1, 2 * sizeof *a);       /* key */
+            assert_memory_equal(tq + 3, a + ea.tgt_start + q * 3 + 1, 2 * sizeof *a); /* value */
+        }
+    }
+    free(a), free(b);
+}
+
 /* LA_MQ_INLINE: source = the region alone, target = n_queries x (QSEP key value) asking the
  * same queries as the paper layout from the same draws; the solver (source + given keys)
  * scores 100%; la_task_batch scores exactly the QSEPs, the values and EOS. */
@@ -415,21 +445,9 @@ static void test_mqmtar_inline(void **state) {
     assert_int_equal(la_task_tokens_at(&p, 64, &cap), LA_OK);
     assert_int_equal(la_task_tokens_at(&pp, 64, &capp), LA_OK);
     assert_int_equal(cap, capp - p.n_queries); /* one QSEP per query fewer: QSEP k v, not QSEP k + QSEP v */
-    int32_t *a = malloc((size_t)capp * sizeof *a), *b = malloc((size_t)cap * sizeof *b);
+    check_same_queries_as_paper(&pp, &p);
+    int32_t *b = malloc((size_t)cap * sizeof *b);
     const int u = 1 + p.k_len + p.v_len;
-    for (int i = 0; i < 50; i++) {
-        la_task_example ea, eb;
-        assert_int_equal(la_task_sample(&pp, 64, 3, (uint64_t)i, a, capp, &ea), LA_OK);
-        assert_int_equal(la_task_sample(&p, 64, 3, (uint64_t)i, b, cap, &eb), LA_OK);
-        assert_int_equal(eb.src_len, 64);
-        assert_memory_equal(a + 1, b + 1, 64 * sizeof *a); /* the same region */
-        for (int q = 0; q < p.n_queries; q++) {
-            const int32_t *tq = b + eb.tgt_start + q * u;
-            assert_int_equal(tq[0], QSEP);
-            assert_memory_equal(tq + 1, a + 1 + 64 + q * 3 + 1, 2 * sizeof *a);       /* key */
-            assert_memory_equal(tq + 3, a + ea.tgt_start + q * 3 + 1, 2 * sizeof *a); /* value */
-        }
-    }
     /* batch: -1 where the next token is a given key; scored: QSEPs, values, EOS */
     const int B = 3, T = cap - 1;
     int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
@@ -450,7 +468,7 @@ static void test_mqmtar_inline(void **state) {
     p.mq_layout = (la_mq_layout)7;
     assert_int_equal(la_task_validate(&p), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "mq_layout"));
-    free(in), free(tg), free(a), free(b);
+    free(in), free(tg), free(b);
 }
 
 /* LA_MQ_ECHO: the paper's source (same region and queries from the same draws), target
@@ -466,21 +484,8 @@ static void test_mqmtar_echo(void **state) {
     assert_int_equal(la_task_tokens_at(&p, 64, &cap), LA_OK);
     assert_int_equal(la_task_tokens_at(&pp, 64, &capp), LA_OK);
     assert_int_equal(cap, capp + p.n_queries * p.k_len); /* each answer repeats its key */
-    int32_t *a = malloc((size_t)capp * sizeof *a), *b = malloc((size_t)cap * sizeof *b);
+    check_same_queries_as_paper(&pp, &p);
     const int u = 1 + p.k_len + p.v_len;
-    for (int i = 0; i < 50; i++) {
-        la_task_example ea, eb;
-        assert_int_equal(la_task_sample(&pp, 64, 3, (uint64_t)i, a, capp, &ea), LA_OK);
-        assert_int_equal(la_task_sample(&p, 64, 3, (uint64_t)i, b, cap, &eb), LA_OK);
-        assert_int_equal(eb.src_len, ea.src_len);
-        assert_memory_equal(a, b, (size_t)(ea.sep + 1) * sizeof *a); /* BOS source SEP */
-        for (int q = 0; q < p.n_queries; q++) {
-            const int32_t *tq = b + eb.tgt_start + q * u;
-            assert_int_equal(tq[0], QSEP);
-            assert_memory_equal(tq + 1, a + 1 + 64 + q * 3 + 1, 2 * sizeof *a);       /* key */
-            assert_memory_equal(tq + 3, a + ea.tgt_start + q * 3 + 1, 2 * sizeof *a); /* value */
-        }
-    }
     const int B = 3, T = cap - 1;
     int32_t *in = malloc((size_t)B * T * sizeof *in), *tg = malloc((size_t)B * T * sizeof *tg);
     la_task_example ex[3];
@@ -490,7 +495,7 @@ static void test_mqmtar_echo(void **state) {
         for (int t = 0; t < T; t++) scored += tg[(size_t)r * T + t] >= 0;
         assert_int_equal(scored, p.n_queries * u + 1);
     }
-    free(in), free(tg), free(a), free(b);
+    free(in), free(tg);
 }
 
 static void test_batch_packing(void **state) {
