@@ -205,6 +205,22 @@ static void test_quick_mqmtar_echo_schedule(void **state) {
     cJSON_Delete(root);
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     assert_int_equal(system(args), 0);
+
+    /* echo phase before the (shorter) paper layout: the batches must hold the echo
+     * sequences, which reach the full length within --quick's curriculum */
+    char dir2[] = "/tmp/la_synth_cli_XXXXXX";
+    root = run_synth_json("--quick --tasks mqmtar --specs softmax+rope --inline-share 0.25 "
+                          "--echo-share 0.5 --ramp 0.1 --max-mult 2",
+                          dir2);
+    r = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "runs"), 0);
+    assert_non_null(r);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "task_params"), "layout")->valuestring,
+                        "paper");
+    loss = cJSON_GetObjectItem(r, "final_loss")->valuedouble;
+    assert_true(loss > 0 && loss < 20);
+    cJSON_Delete(root);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir2);
+    assert_int_equal(system(args), 0);
 }
 
 int main(void) {

@@ -112,7 +112,7 @@ static void usage(FILE *f) {
             "then report exact-match accuracy at 1x, 2x, 4x, ... max-len (whole target right).\n"
             "  --tasks LIST        comma list of mqmtar,copy,reverse,sort,flipflop (default %s)\n"
             "  --specs LIST        ';' list of attention specs (default \"%s\")\n"
-            "  --quick             tiny CI configuration (~20 s): flipflop,copy; softmax+nape and\n"
+            "  --quick             tiny CI configuration (seconds): flipflop,copy; softmax+nape and\n"
             "                      softmax+logn+nape; lengths 8-16; 40 steps; 16 examples at 1x-4x\n"
             "  --out DIR           output folder (default runs/synth)\n"
             "  --steps N           optimizer steps per run (default 3000)\n"
@@ -135,7 +135,8 @@ static void usage(FILE *f) {
             "                      echo (paper source; target QSEP key value, all scored)\n"
             "  --inline-share F    mqmtar layout curriculum: train the first F share of the steps\n"
             "                      on the inline layout, then --echo-share on the echo layout,\n"
-            "  --echo-share F      then the rest on --mq-layout (evaluated); defaults 0, 0\n"
+            "  --echo-share F      then the rest on --mq-layout (evaluated); defaults 0, 0, the\n"
+            "                      sum below 1; other tasks ignore both\n"
             "  --eval-n N          examples per evaluation length (default 100)\n"
             "  --max-mult M        largest length multiplier, a power of two <= 1024 (default 32)\n"
             "  --max-eval-tokens N skip lengths whose sequences exceed N tokens (default 131072)\n"
@@ -280,7 +281,7 @@ static la_task_params task_params(const synth_opts *o, la_task t) {
     if (o->v_len) p.v_len = o->v_len;
     p.mq_layout = (la_mq_layout)o->mq_layout;
     if (o->kv_frac > 0) p.kv_frac = o->kv_frac;
-    if (t == LA_TASK_MQMTAR && o->quick) p.n_queries = 1;
+    if (t == LA_TASK_MQMTAR && o->quick && !o->queries) p.n_queries = 1; /* fits lengths 8-16 */
     return p;
 }
 
@@ -310,6 +311,15 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* MQMTAR layout of a training step: inline for the first --inline-share of the steps, echo
+ * for the next --echo-share, then the evaluated layout p->mq_layout. */
+static la_mq_layout layout_at(const synth_opts *o, const la_task_params *p, int step) {
+    if (p->task != LA_TASK_MQMTAR) return p->mq_layout;
+    if (step < (int)(o->inline_share * o->steps)) return LA_MQ_INLINE;
+    if (step < (int)((o->inline_share + o->echo_share) * o->steps)) return LA_MQ_ECHO;
+    return p->mq_layout;
+}
+
 /* Train one model on task p with spec text, then evaluate it at every multiplier. */
 static int run_one(const synth_opts *o, const la_task_params *p, const char *spec, run_result *r) {
     la_task_vocab voc;
@@ -320,7 +330,23 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
         fprintf(stderr, "longattn synth: task %s: %s\n", la_task_name(p->task), la_errmsg());
         return 1;
     }
-    const int T = n_max - 1;
+    /* batches hold the longest sequence any trained layout makes (echo: n_queries * k_len
+     * tokens longer than the paper's); step 0 and the two phase starts cover every phase */
+    int n_buf = n_max;
+    const int phase_start[3] = {0, (int)(o->inline_share * o->steps),
+                                (int)((o->inline_share + o->echo_share) * o->steps)};
+    for (int k = 0; k < 3 && s == LA_OK; k++) {
+        la_task_params lp = *p;
+        lp.mq_layout = layout_at(o, p, phase_start[k] < o->steps ? phase_start[k] : o->steps - 1);
+        int n = 0;
+        s = la_task_tokens_at(&lp, lp.max_len, &n);
+        if (n > n_buf) n_buf = n;
+    }
+    if (s != LA_OK) {
+        fprintf(stderr, "longattn synth: task %s: %s\n", la_task_name(p->task), la_errmsg());
+        return 1;
+    }
+    const int T = n_buf - 1;
     la_model_config mc = la_model_default_config();
     mc.n_layer = o->layers;
     mc.n_head = o->heads;
@@ -366,9 +392,7 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
         la_task_params cp = curriculum_params(o, p, step);
         /* layout schedule: the inline layout first teaches the key-value lookup, the echo
          * layout then the hop to the query key, each with its own supervision */
-        if (p->task == LA_TASK_MQMTAR && step < (int)(o->inline_share * o->steps)) cp.mq_layout = LA_MQ_INLINE;
-        else if (p->task == LA_TASK_MQMTAR && step < (int)((o->inline_share + o->echo_share) * o->steps))
-            cp.mq_layout = LA_MQ_ECHO;
+        cp.mq_layout = layout_at(o, p, step);
         int n_cur = n_max;
         s = la_task_tokens_at(&cp, cp.max_len, &n_cur);
         const int Tc = n_cur - 1; /* shorter batches early in the curriculum */
