@@ -185,42 +185,31 @@ static void test_bad_options(void **state) {
     assert_int_not_equal(access("/tmp/la_never", F_OK), 0); /* nothing was created */
 }
 
-/* The echo layout and the three-phase layout schedule reach the run and its record. */
+/* The echo layout and the three-phase layout schedule reach the run and its record; an echo
+ * phase before the (shorter) paper layout runs too: the batches must hold the echo
+ * sequences, which reach the full length within --quick's curriculum at --ramp 0.1. */
 static void test_quick_mqmtar_echo_schedule(void **state) {
     (void)state;
-    char dir[] = "/tmp/la_synth_cli_XXXXXX";
-    char args[512];
-    cJSON *root = run_synth_json("--quick --tasks mqmtar --specs softmax+rope --mq-layout echo "
-                                 "--inline-share 0.25 --echo-share 0.5 --max-mult 2",
-                                 dir);
-    cJSON *cfg = cJSON_GetObjectItem(root, "config");
-    assert_true(cJSON_GetObjectItem(cfg, "inline_share")->valuedouble == 0.25);
-    assert_true(cJSON_GetObjectItem(cfg, "echo_share")->valuedouble == 0.5);
-    cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "runs"), 0);
-    assert_non_null(r);
-    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "task_params"), "layout")->valuestring,
-                        "echo");
-    double loss = cJSON_GetObjectItem(r, "final_loss")->valuedouble;
-    assert_true(loss > 0 && loss < 20);
-    cJSON_Delete(root);
-    snprintf(args, sizeof args, "rm -rf '%s'", dir);
-    assert_int_equal(system(args), 0);
-
-    /* echo phase before the (shorter) paper layout: the batches must hold the echo
-     * sequences, which reach the full length within --quick's curriculum */
-    char dir2[] = "/tmp/la_synth_cli_XXXXXX";
-    root = run_synth_json("--quick --tasks mqmtar --specs softmax+rope --inline-share 0.25 "
-                          "--echo-share 0.5 --ramp 0.1 --max-mult 2",
-                          dir2);
-    r = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "runs"), 0);
-    assert_non_null(r);
-    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "task_params"), "layout")->valuestring,
-                        "paper");
-    loss = cJSON_GetObjectItem(r, "final_loss")->valuedouble;
-    assert_true(loss > 0 && loss < 20);
-    cJSON_Delete(root);
-    snprintf(args, sizeof args, "rm -rf '%s'", dir2);
-    assert_int_equal(system(args), 0);
+    const char *cases[2][2] = {{"--mq-layout echo", "echo"}, {"--ramp 0.1", "paper"}};
+    for (int c = 0; c < 2; c++) {
+        char dir[] = "/tmp/la_synth_cli_XXXXXX";
+        char args[512];
+        snprintf(args, sizeof args, "--quick --tasks mqmtar --specs softmax+rope --inline-share 0.25 "
+                                    "--echo-share 0.5 --max-mult 2 %s", cases[c][0]);
+        cJSON *root = run_synth_json(args, dir);
+        cJSON *cfg = cJSON_GetObjectItem(root, "config");
+        assert_true(cJSON_GetObjectItem(cfg, "inline_share")->valuedouble == 0.25);
+        assert_true(cJSON_GetObjectItem(cfg, "echo_share")->valuedouble == 0.5);
+        cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "runs"), 0);
+        assert_non_null(r);
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "task_params"), "layout")->valuestring,
+                            cases[c][1]);
+        double loss = cJSON_GetObjectItem(r, "final_loss")->valuedouble;
+        assert_true(loss > 0 && loss < 20);
+        cJSON_Delete(root);
+        snprintf(args, sizeof args, "rm -rf '%s'", dir);
+        assert_int_equal(system(args), 0);
+    }
 }
 
 int main(void) {
