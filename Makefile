@@ -2,7 +2,8 @@
 #   make                 library build/liblongattn.a, CLI build/longattn, test binaries
 #   make test            run the test suite against the normal build
 #   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
-#   make check           both (this is what CI runs)
+#   make test-python     the Python tests (tests/python) with .venv's pytest
+#   make check           all three, one closing line (this is what CI runs)
 #   make bench           build/longattn bench attn
 # Every src/<module>/*.c except src/cli goes into the library; src/cli/*.c and bench/*.c
 # make the CLI; tests/test_*.c are one cmocka program each, linked with tests/support/*.c;
@@ -28,7 +29,7 @@ TSUP_OBJ  := $(TSUP_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 
-.PHONY: all lib test test-san check bench clean
+.PHONY: all lib test test-san test-python check bench clean
 all: $(BUILD)/liblongattn.a $(BUILD)/longattn $(TEST_BIN) $(EX_BIN)
 lib: $(BUILD)/liblongattn.a
 
@@ -58,7 +59,16 @@ test-san:
 	$(MAKE) BUILD=build-san OPT="-O1 -march=native" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" all
 	LA_BIN=build-san/longattn LA_SANITIZED=1 tests/run.sh build-san
 
-check: test test-san
+# Python tests (tests/python, pytest in .venv made by scripts/setup_venv.sh): references
+# from PyPI packages (gguf, tokenizers, ...) and the Python package
+PYTHON ?= .venv/bin/python
+test-python: all
+	@test -x $(PYTHON) || { echo "$(PYTHON) missing: run scripts/setup_venv.sh (or ./scripts/setup.sh)"; exit 1; }
+	LA_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/python
+
+# all three, with one closing "check: N passed, N failed" line (tests/check.sh)
+check:
+	tests/check.sh
 
 bench: all
 	$(BUILD)/longattn bench attn

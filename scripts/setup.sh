@@ -6,9 +6,13 @@
 #   unit-test framework  libcmocka-dev
 #   plots                gnuplot-nox
 #   default text corpus  python3.11-doc (the Python documentation sources)
+#   Python tests         python3-venv, python3-dev, python3-numpy, python3-pytest, python3-cffi,
+#                        python3-torch (references and the Python package's tests; the
+#                        PyPI packages of scripts/requirements-test.txt go into .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs="build-essential libopenblas-dev libcjson-dev libcmocka-dev gnuplot-nox python3.11-doc"
+pkgs="build-essential libopenblas-dev libcjson-dev libcmocka-dev gnuplot-nox python3.11-doc
+      python3-venv python3-dev python3-numpy python3-pytest python3-cffi python3-torch"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -19,3 +23,6 @@ fi
 make -j"$(nproc)" all
 # default corpus of the main job (data/pydoc/{train,val}); skipped when already built
 scripts/prepare_corpus.sh
+# Python virtual environment for the test references (.venv, from Debian's python3 so that
+# Debian's torch/numpy are visible); skipped when it already has the listed packages
+scripts/setup_venv.sh

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# make check: the C tests (normal build), the C tests again under ASan+UBSan, the Python
+# tests (pytest in .venv), then one closing line summing the three that CI reads.
+set -u
+cd "$(dirname "$0")/.."
+total_p=0; total_f=0; rc_all=0
+stage() {
+    local name=$1; shift
+    local log; log=$(mktemp)
+    "$@" 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]}
+    local line p f
+    if [ "$name" = python ]; then
+        line=$(grep -E '(passed|failed|error).* in [0-9.]+s' "$log" | tail -1)
+        p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); p=${p:-0}
+        f=$(echo "$line" | grep -oE '[0-9]+ (failed|error)' | awk '{s+=$1} END{print s+0}')
+    else
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+        p=$(echo "$line" | cut -d' ' -f1); f=$(echo "$line" | cut -d' ' -f3)
+        p=${p:-0}; f=${f:-0}
+    fi
+    if [ "$rc" -ne 0 ] && [ "$f" = 0 ]; then f=1; fi
+    echo "== stage $name: $p passed, $f failed (exit $rc)"
+    total_p=$((total_p + p)); total_f=$((total_f + f))
+    [ "$rc" -ne 0 ] && rc_all=1
+    rm -f "$log"
+}
+stage c make test
+stage sanitized make test-san
+stage python make test-python
+echo "check: $total_p passed, $total_f failed"
+exit $rc_all
