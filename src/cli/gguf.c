@@ -4,6 +4,7 @@
  *   longattn gguf types                          ggml type table (id, name, block, bytes) */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,11 +90,21 @@ static cJSON *json_int(const la_gguf_kv *kv, uint64_t i) {
     return cJSON_CreateRaw(buf);
 }
 
+/* %.17g: exact (cJSON's own number printing may round to 15 digits); non-finite values
+ * as Python's json module writes them */
+static cJSON *json_float(double v) {
+    char buf[40];
+    if (isnan(v)) snprintf(buf, sizeof buf, "NaN");
+    else if (isinf(v)) snprintf(buf, sizeof buf, "%sInfinity", v < 0 ? "-" : "");
+    else snprintf(buf, sizeof buf, "%.17g", v);
+    return cJSON_CreateRaw(buf);
+}
+
 static cJSON *json_elem(const la_gguf_kv *kv, uint64_t i) {
     int t = kv->type == LA_GGUF_ARR ? (int)kv->arr_type : (int)kv->type;
     switch (t) {
     case LA_GGUF_STR: return cJSON_CreateString(la_gguf_arr_str(kv, i, NULL));
-    case LA_GGUF_F32: case LA_GGUF_F64: return cJSON_CreateNumber(la_gguf_arr_float(kv, i));
+    case LA_GGUF_F32: case LA_GGUF_F64: return json_float(la_gguf_arr_float(kv, i));
     case LA_GGUF_BOOL: return cJSON_CreateBool(la_gguf_arr_int(kv, i) != 0);
     default: return json_int(kv, i);
     }
