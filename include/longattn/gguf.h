@@ -82,6 +82,10 @@ typedef struct {
  * beyond the end of the file), LA_EUNSUPPORTED (version 1, big-endian file, nested
  * arrays), LA_ENOMEM. On error *out is NULL. */
 la_status la_gguf_open(const char *path, la_gguf **out);
+/* The same checks on a file image in memory (size bytes at data, any alignment; tensor
+ * data is then only as aligned as data is). The buffer is not copied: it must outlive g.
+ * name is used in messages (NULL: "(memory)"). */
+la_status la_gguf_open_mem(const void *data, size_t size, const char *name, la_gguf **out);
 void la_gguf_close(la_gguf *g); /* NULL is a no-op */
 
 uint32_t la_gguf_version(const la_gguf *g);

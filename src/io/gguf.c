@@ -96,6 +96,7 @@ static int table_init(name_table *t, int64_t n) {
 struct la_gguf {
     const uint8_t *map;
     uint64_t size;
+    int mapped; /* map is ours (mmap) rather than the caller's buffer */
     uint32_t version;
     uint64_t alignment, data_offset;
     int64_t n_kv, n_tensors;
@@ -473,7 +474,28 @@ la_status la_gguf_open(const char *path, la_gguf **out) {
                        (unsigned long long)st.st_size, strerror(errno));
     }
     g->map = m;
+    g->mapped = 1;
     la_status s = parse(g, path);
+    if (s != LA_OK) {
+        la_gguf_close(g);
+        return s;
+    }
+    *out = g;
+    return LA_OK;
+}
+
+la_status la_gguf_open_mem(const void *data, size_t size, const char *name, la_gguf **out) {
+    if (!out) return la_fail(LA_EINVAL, "la_gguf_open_mem: out is NULL");
+    *out = NULL;
+    if (!data && size) return la_fail(LA_EINVAL, "la_gguf_open_mem: data is NULL");
+    if (!name) name = "(memory)";
+    if (size == 0) return la_fail(LA_EFORMAT, "%s: empty buffer (0 bytes), not a GGUF file", name);
+    la_gguf *g = calloc(1, sizeof *g);
+    if (!g) return la_fail(LA_ENOMEM, "%s: out of memory", name);
+    snprintf(g->path, sizeof g->path, "%s", name);
+    g->map = data;
+    g->size = size;
+    la_status s = parse(g, name);
     if (s != LA_OK) {
         la_gguf_close(g);
         return s;
@@ -484,7 +506,7 @@ la_status la_gguf_open(const char *path, la_gguf **out) {
 
 void la_gguf_close(la_gguf *g) {
     if (!g) return;
-    if (g->map) munmap((void *)g->map, (size_t)g->size);
+    if (g->map && g->mapped) munmap((void *)g->map, (size_t)g->size);
     for (int64_t i = 0; i < g->n_blocks; i++) free(g->blocks[i]);
     free(g->blocks);
     free(g->kv);
