@@ -258,6 +258,22 @@ static float dot_f16(const uint8_t *b, const float *x, int64_t cols) {
     return s;
 }
 
+static float dot_bf16(const uint8_t *b, const float *x, int64_t cols) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= cols; i += 16) {
+        __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(b + 2 * i)));
+        __m256i g = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(b + 2 * i + 16)));
+        acc0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)),
+                               _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(g, 16)),
+                               _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float s = hsum8(_mm256_add_ps(acc0, acc1));
+    for (; i < cols; i++) s += la_bf16_to_f32(la_ld16(b + 2 * i)) * x[i];
+    return s;
+}
+
 static float dot_f32(const uint8_t *b, const float *x, int64_t cols) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -304,6 +320,7 @@ static float row_dot(uint32_t type, block_dot_fn f, const uint8_t *row, const fl
 #ifdef QMV_AVX2
     if (type == LA_GGML_F32) return dot_f32(row, x, cols);
     if (type == LA_GGML_F16) return dot_f16(row, x, cols);
+    if (type == LA_GGML_BF16) return dot_bf16(row, x, cols);
 #endif
     (void)xs;
     return dot_generic(type, row, x, cols);
