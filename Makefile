@@ -23,8 +23,12 @@ CC ?= cc
 OPT ?= -O3 -march=native
 SAN ?=
 WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SAN) $(CFLAGS)
+CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SAN) $(FILE_CFLAGS) $(CFLAGS)
 LDLIBS_ALL = -fopenmp $(SAN) -lopenblas -lcjson -lm -lpthread $(LDLIBS)
+
+# per-file flags: ggml dequantization is bit-identical to ggml/gguf-py only without FMA
+# contraction (src/io/gguf_quant.c)
+$(BUILD)/src/io/gguf_quant.o: FILE_CFLAGS = -ffp-contract=off
 
 LIB_SRC   := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c) $(wildcard bench/*.c))

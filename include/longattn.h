@@ -1502,6 +1502,9 @@ LA_API la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, co
  * train), LA_EUNSUPPORTED (other normaliser or pattern, alibi/nape), LA_ENOMEM. */
 LA_API la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t seed, la_diag *d);
 
+/* GGUF model files, tensor types, quantized matrix-vector products */
+#include "longattn/gguf.h"
+
 #ifdef __cplusplus
 }
 #endif
