@@ -1482,3 +1482,6 @@ la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t s
 }
 #endif
 #endif /* LONGATTN_H */
+
+/* tokenizers from GGUF vocabulary data */
+#include "longattn/tokenizer.h"
