@@ -257,3 +257,168 @@ def test_smollm_transformers_gguf(smollm_c, smollm_vocab):
     assert len(texts) > 150
     ref = [tok(t, add_special_tokens=False).input_ids for t in texts]
     assert_same_ids(texts, smollm_c.encode(texts, PARSE_SPECIAL), ref)
+
+
+# ---- byte-level BPE trained here, one per pre-tokenizer ----
+
+# The pre-tokenizers as the model families' tokenizer.json files write them.
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+             r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+            r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+# Extra training text so that the small vocabularies merge digits, CJK, accents, emoji
+NUMBERS = " ".join(str(7 ** k) for k in range(1, 60)) + " 2024 1999 3.14 1,000,000 ١٢٣٤"
+
+
+def hf_pre_tokenizer(pre):
+    from tokenizers import Regex, pre_tokenizers as pt
+    if pre == "gpt2":
+        return pt.ByteLevel(add_prefix_space=False, use_regex=True)
+    if pre == "smollm":
+        return pt.Sequence([pt.Digits(individual_digits=True),
+                            pt.ByteLevel(add_prefix_space=False, use_regex=True)])
+    regex = {"llama-bpe": LLAMA3_RE, "qwen2": QWEN2_RE}[pre]
+    return pt.Sequence([pt.Split(Regex(regex), behavior="isolated", invert=False),
+                        pt.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+def train_bpe(pre, texts, vocab_size=1500):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tk = Tokenizer(models.BPE(ignore_merges=(pre == "llama-bpe")))  # Llama 3 sets ignore_merges
+    tk.pre_tokenizer = hf_pre_tokenizer(pre)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tk.train_from_iterator(texts, trainer)
+    return tk
+
+
+def write_bpe_gguf(tk, pre, path):
+    """The trained tokenizer as a GGUF file (what convert_hf_to_gguf.py writes for gpt2 models)."""
+    j = json.loads(tk.to_str())
+    vocab = j["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for t, i in vocab.items():
+        tokens[i] = t
+    merges = [m if isinstance(m, str) else " ".join(m) for m in j["model"]["merges"]]
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
+    w.add_token_merges(merges)
+    w.add_bos_token_id(vocab["<|endoftext|>"])
+    w.add_eos_token_id(vocab["<|im_end|>"])
+    w.add_add_bos_token(False)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.fixture(scope="session")
+def train_texts():
+    return corpus_lines(3000, TRAIN) + HARD * 3 + [NUMBERS] * 5
+
+
+@pytest.mark.parametrize("pre", ["gpt2", "smollm", "llama-bpe", "qwen2"])
+def test_trained_bpe(pre, tool, tmp_path, train_texts):
+    tk = train_bpe(pre, train_texts)
+    path = tmp_path / f"bpe-{pre}.gguf"
+    write_bpe_gguf(tk, pre, path)
+    c = CTok(tool, vocab_from_gguf(path), tmp_path)
+    texts = corpus_lines(300) + corpus_paragraphs(40) + HARD + [NUMBERS]
+    ours = c.run(texts, PARSE_SPECIAL)
+    ref = [e.ids for e in tk.encode_batch(texts, add_special_tokens=False)]
+    assert_same_ids(texts, [r["ids"] for r in ours], ref)
+    for text, r in zip(texts, ours):
+        assert r["text"] == text
+    # the pre-tokenizers differ on these texts, so the comparison tests each one's own rules
+    assert len(ref[texts.index(NUMBERS)]) > 0
+
+
+def test_pre_tokenizers_differ(tool, tmp_path, train_texts):
+    """The four pre-tokenizers give different ids on digits / contractions / newlines
+    under one vocabulary: a wrong name would not go unnoticed."""
+    tk = train_bpe("gpt2", train_texts)
+    path = tmp_path / "bpe.gguf"
+    write_bpe_gguf(tk, "gpt2", path)
+    v = vocab_from_gguf(path)
+    text = [NUMBERS + " I'M here\n\n  x " + corpus_paragraphs(1)[0]]
+    got = {}
+    for pre in ["gpt2", "smollm", "llama-bpe", "qwen2"]:
+        got[pre] = CTok(tool, dict(v, pre=pre), tmp_path).encode(text)[0]
+    assert len({tuple(x) for x in got.values()}) == 4, got
+
+
+def test_unknown_pre_tokenizer(tool, smollm_vocab, tmp_path):
+    c = CTok(tool, dict(smollm_vocab, pre="falcon"), tmp_path)
+    p = subprocess.run([str(tool), str(c.vpath), "--new"], capture_output=True, text=True)
+    assert p.returncode == 1
+    assert "falcon" in p.stdout and "smollm" in p.stdout and "llama-bpe" in p.stdout and "qwen2" in p.stdout
+
+
+# ---- SentencePiece BPE (model "llama") ----
+
+SPM_EXTRA = [
+    "<s> and </s> and <unk> as text",
+    "▁ already a space mark",
+    " two leading spaces and a trailing one ",
+    "rare: 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ☃ ⚙ 𓂀 ꙮ",
+]
+
+
+@pytest.fixture(scope="session")
+def spm_model(tmp_path_factory, train_texts):
+    spm = pytest.importorskip("sentencepiece")
+    d = tmp_path_factory.mktemp("spm")
+    # Llama 2's trainer settings where they matter for encoding: BPE, identity normaliser,
+    # dummy prefix, whitespace kept, digits split, byte fallback for characters left out
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([t for t in train_texts if t.strip()]), model_prefix=str(d / "sp"),
+        model_type="bpe", vocab_size=1500, byte_fallback=True, character_coverage=0.995,
+        normalization_rule_name="identity", add_dummy_prefix=True, remove_extra_whitespaces=False,
+        split_digits=True, allow_whitespace_only_pieces=True, unk_id=0, bos_id=1, eos_id=2,
+        pad_id=-1, num_threads=1, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=str(d / "sp.model"))
+    n = sp.get_piece_size()
+    types = []
+    for i in range(n):  # llama.cpp's convert_hf_to_gguf.py mapping
+        types.append(2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 5 if sp.is_unused(i)
+                     else 6 if sp.is_byte(i) else 1)
+    path = d / "spm.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list([sp.id_to_piece(i) for i in range(n)])
+    w.add_token_scores([sp.get_score(i) for i in range(n)])
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return sp, path
+
+
+def test_sentencepiece(spm_model, tool, tmp_path):
+    sp, path = spm_model
+    v = vocab_from_gguf(path)
+    assert v["model"] == "llama" and "add_space_prefix" not in v  # llama's default: 1
+    c = CTok(tool, v, tmp_path)
+    texts = corpus_lines(300) + corpus_paragraphs(40) + [t for t in HARD if "<|" not in t] + SPM_EXTRA
+    ours = c.run(texts, ADD_SPECIAL)
+    ref = [[1] + sp.encode(t) for t in texts]
+    assert_same_ids(texts, [r["ids"] for r in ours], ref)
+    byte_ids = set(range(sp.get_piece_size())) & {i for i in range(sp.get_piece_size()) if sp.is_byte(i)}
+    assert any(set(r) & byte_ids for r in ref), "no text needed the byte fallback"
+    for text, r in zip(texts, ours):
+        assert r["text_skip"] == sp.decode(r["ids"][1:])
+        assert r["text"].startswith("<s>")
+

@@ -3,7 +3,8 @@
  *
  *   tok_tool VOCAB.json TEXTS.json OUT.json FLAGS
  *       TEXTS.json: an array of strings; FLAGS: la_tokenizer_encode flags (integer).
- *       OUT.json: one object per text: {"ids": [...], "text": decode(ids)} or {"error": msg}.
+ *       OUT.json: one object per text: {"ids": [...], "text": decode(ids), "text_skip":
+ *       decode(ids, LA_TOK_SKIP_SPECIAL)} or {"error": msg}.
  *   tok_tool VOCAB.json --bench FILE
  *       encode FILE (whole) and print "bytes N tokens N seconds S tokens_per_s R".
  *   tok_tool VOCAB.json --new
@@ -138,12 +139,14 @@ int main(int argc, char **argv) {
             } else {
                 cJSON *arr = cJSON_AddArrayToObject(o, "ids");
                 for (int64_t i = 0; i < ids.n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids.ids[i]));
-                char *dec;
-                if (la_tokenizer_decode(t, ids.ids, ids.n, 0, &dec, NULL) == LA_OK) {
-                    cJSON_AddStringToObject(o, "text", dec);
-                    free(dec);
-                } else {
-                    cJSON_AddStringToObject(o, "error", la_errmsg());
+                for (int skip = 0; skip < 2; skip++) {
+                    char *dec;
+                    if (la_tokenizer_decode(t, ids.ids, ids.n, skip ? LA_TOK_SKIP_SPECIAL : 0, &dec, NULL) == LA_OK) {
+                        cJSON_AddStringToObject(o, skip ? "text_skip" : "text", dec);
+                        free(dec);
+                    } else {
+                        cJSON_AddStringToObject(o, "error", la_errmsg());
+                    }
                 }
             }
             cJSON_AddItemToArray(res, o);
