@@ -1509,3 +1509,6 @@ LA_API la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uin
 }
 #endif
 #endif /* LONGATTN_H */
+
+/* tokenizers from GGUF vocabulary data */
+#include "longattn/tokenizer.h"
