@@ -23,14 +23,19 @@ CC ?= cc
 OPT ?= -O3 -march=native
 SAN ?=
 WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SAN) $(CFLAGS)
-LDLIBS_ALL = -fopenmp $(SAN) -lopenblas -lcjson -lm -lpthread $(LDLIBS)
+CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SAN) $(FILE_CFLAGS) $(CFLAGS)
+LDLIBS_ALL = -fopenmp $(SAN) -lopenblas -lcjson -lpcre2-8 -lm -lpthread $(LDLIBS)
+
+# per-file flags: ggml dequantization is bit-identical to ggml/gguf-py only without FMA
+# contraction (src/io/gguf_quant.c)
+$(BUILD)/src/io/gguf_quant.o: FILE_CFLAGS = -ffp-contract=off
 
 LIB_SRC   := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c) $(wildcard bench/*.c))
 TSUP_SRC  := $(sort $(wildcard tests/support/*.c))
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 EX_SRC    := $(sort $(wildcard examples/*.c))
+TOOL_SRC  := $(sort $(wildcard tests/tools/*.c))
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB_PIC   = -fPIC -fvisibility=hidden -fno-semantic-interposition
@@ -38,10 +43,11 @@ CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TSUP_OBJ  := $(TSUP_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
+TOOL_BIN  := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: FORCE all lib shared test test-san test-python check bench clean
 LIBS_OUT := $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a $(BUILD)/liblongattn.so
-all: $(LIBS_OUT) $(BUILD)/longattn $(TEST_BIN) $(EX_BIN)
+all: $(LIBS_OUT) $(BUILD)/longattn $(TEST_BIN) $(EX_BIN) $(TOOL_BIN)
 lib: $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a
 shared: $(BUILD)/liblongattn.so
 
@@ -110,4 +116,4 @@ bench: all
 clean:
 	rm -rf build build-san
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TSUP_OBJ:.o=.d) $(TEST_BIN:=.d) $(EX_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TSUP_OBJ:.o=.d) $(TEST_BIN:=.d) $(EX_BIN:=.d) $(TOOL_BIN:=.d)

@@ -12,6 +12,9 @@
  *   longattn/core.h         la_status, la_status_name, la_errmsg, la_version, LA_API,
  *                           LA_VERSION_*
  *   longattn/io.h           la_npy_*                    NumPy .npy files
+ *   longattn/gguf.h         la_gguf_*, la_ggml_*, la_qmatvec   GGUF files, ggml tensor
+ *                           types, quantized matrix-vector products
+ *   longattn/tokenizer.h    la_tokenizer_*, la_token_*  tokenizers from GGUF vocabularies
  *   longattn/attn.h         la_spec_*, la_attn_*, la_workspace_*, la_rope_*, la_alibi_*,
  *                           la_sinv_*, la_sparsemax_*, la_entmax15_*, la_entmax_bisect_*,
  *                           la_asentmax_*, la_diag_* (attention statistics accumulator)
@@ -39,6 +42,8 @@
 
 #include "longattn/core.h"
 #include "longattn/io.h"
+#include "longattn/gguf.h"
+#include "longattn/tokenizer.h"
 #include "longattn/attn.h"
 #include "longattn/model.h"
 #include "longattn/train.h"
