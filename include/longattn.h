@@ -24,9 +24,29 @@
  *   longattn/experiments.h  la_docs_*, la_eval_*, la_passkey_*, la_study_*, la_task_*,
  *                           la_critical_*, la_diag_gaussian
  *
- * Naming rule: every public symbol starts with la_ followed by its module prefix above;
- * every public function is declared LA_API (the library is built with hidden visibility,
- * tests/test_exports.c checks both); macros and enum constants start with LA_.
+ * Naming rule (new API follows it; tests/test_exports.c checks the first point):
+ *   - Every public function starts with la_ and its module prefix above and is declared
+ *     LA_API (the library is built with hidden visibility: nothing else is exported);
+ *     types are la_<name>, macros and enum constants LA_<NAME>.
+ *   - Default constructor of a parameter struct: la_<type>_default(), named after the type
+ *     without la_: la_attn_opts_default(), la_model_config_default(), la_kv_params_default(),
+ *     la_spec_default(). Objects are made by a function that returns la_status and the
+ *     object through its last argument (la_model_new(cfg, seed, &m), la_data_open(path,
+ *     cfg, &d)) and released by la_<type>_free().
+ *   - Getters: la_<obj>_<noun>(const la_<obj> *o, ...) returns the value
+ *     (la_model_spec, la_kv_len, la_decoder_cache). They are la_<obj>_get_<noun>(o, ..., out)
+ *     instead when the value is written through an out pointer (la_model_get_timing,
+ *     la_model_get_tensor, la_diag_get_range_edges, la_task_get_vocab, la_gguf_get_u32) or
+ *     when la_<obj>_<noun> is already a type name, since C shares one namespace between
+ *     types and functions (la_model_get_config, la_kv_get_params); a setter is then
+ *     la_<obj>_set_<noun> (la_data_get_state / la_data_set_state).
+ *   - Callbacks take the user pointer FIRST: (void *user, args...) (la_trainer_progress_fn,
+ *     la_study_progress_fn, la_token_loss_fn); the function registering one takes
+ *     (..., fn, user).
+ *   Old spellings (la_attn_default_opts, la_model_default_config, la_train_run with its
+ *   user-last callback, la_model_tensor, la_task_vocab_of, la_tokenizer_vocab_init, ...)
+ *   still compile: each module header ends with static inline aliases marked
+ *   LA_DEPRECATED, whose warning names the replacement.
  *
  * Every function that can fail returns la_status. On failure la_errmsg() returns a
  * thread-local message that names the problem and the fix. The library never prints

@@ -142,7 +142,7 @@ typedef struct la_workspace la_workspace;
 LA_API la_workspace *la_workspace_new(void);
 LA_API void la_workspace_free(la_workspace *ws);
 
-/* Optional inputs and outputs of an attention call. Start from la_attn_default_opts();
+/* Optional inputs and outputs of an attention call. Start from la_attn_opts_default();
  * new fields are added at the end so existing callers keep compiling. */
 typedef struct {
     /* optional inputs */
@@ -168,7 +168,7 @@ typedef struct {
     la_workspace *ws;       /* scratch to reuse; NULL: allocated and freed inside the call */
 } la_attn_opts;
 
-LA_API la_attn_opts la_attn_default_opts(void);
+LA_API la_attn_opts la_attn_opts_default(void);
 
 /* Fused attention forward (SPEC 1-5), tiled with O(T*D + S*D) extra memory.
  *   q: (B, H, T, D)   k, v: (B, Hkv, S, D)   out: (B, H, T, D)
@@ -346,7 +346,7 @@ LA_API void la_diag_free(la_diag *d);
 
 /* Number of ranges and the edges [lo, hi) of range r (hi may exceed max_dist + 1). */
 LA_API int la_diag_num_ranges(const la_diag *d);
-LA_API la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi);
+LA_API la_status la_diag_get_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi);
 
 /* Add n probabilities of one row (slot) for keys at distances t0, t0 + dt, ...,
  * t0 + (n-1) dt, dt = +1 or -1 (a key tile read forward has decreasing distance).
@@ -428,6 +428,16 @@ LA_API la_status la_diag_merge(la_diag *dst, const la_diag *src);
 LA_API la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const float *q,
                            const float *k, const float *row_stat, const la_attn_opts *opts,
                            la_diag **diag);
+
+/* ---- deprecated names: kept so existing programs compile (with a warning naming
+ * the replacement); see the naming rule in longattn.h ---- */
+
+LA_DEPRECATED("use la_attn_opts_default") static inline la_attn_opts la_attn_default_opts(void) {
+    return la_attn_opts_default();
+}
+LA_DEPRECATED("use la_diag_get_range_edges") static inline la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi) {
+    return la_diag_get_range_edges(d, r, lo, hi);
+}
 
 #ifdef __cplusplus
 }

@@ -185,7 +185,7 @@ typedef struct {
     const char *data;              /* non-NULL: use this data folder instead of the file's "data" */
 } la_study_opts;
 
-LA_API la_study_opts la_study_default_opts(void);
+LA_API la_study_opts la_study_opts_default(void);
 
 /* What a finished study reports besides its files. */
 typedef struct {
@@ -305,7 +305,7 @@ typedef struct {
 
 /* Defaults for a task (n_symbols 16: copy/reverse/sort token range 16; mqmtar alphabet
  * 16, i.e. 256 possible keys of 2 tokens). */
-LA_API la_task_params la_task_default_params(la_task task);
+LA_API la_task_params la_task_params_default(la_task task);
 
 /* "mqmtar", "copy", "reverse", "sort", "flipflop" (also "flip-flop").
  * Errors: LA_EINVAL naming the bad name and the valid ones. */
@@ -316,7 +316,7 @@ LA_API const char *la_task_name(la_task task); /* "?" for an unknown value */
  * Errors: LA_EINVAL naming the field and its valid range. */
 LA_API la_status la_task_validate(const la_task_params *p);
 
-LA_API la_status la_task_vocab_of(const la_task_params *p, la_task_vocab *v);
+LA_API la_status la_task_get_vocab(const la_task_params *p, la_task_vocab *v);
 
 /* Tokens of an example at content length L (every example at L has exactly this many).
  * Errors: LA_EINVAL (bad params, L < 4 or L too large for int). */
@@ -426,7 +426,7 @@ typedef struct {
     int n_threads;      /* unused by the BLAS path; reserved. default 0 */
 } la_critical_params;
 
-LA_API la_critical_params la_critical_default_params(void);
+LA_API la_critical_params la_critical_params_default(void);
 
 /* Run the grid: for each rho (n_rho values in [0, 1)) draw `draws` Gaussian token sets
  * and for each gamma (n_gamma values >= 0) attend once with beta = gamma log n.
@@ -451,6 +451,22 @@ LA_API la_status la_critical_grid(const la_critical_params *p, const double *rho
  * train), LA_EUNSUPPORTED (other normaliser or pattern, alibi/nape), LA_ENOMEM. */
 LA_API la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t seed, la_diag *d);
 
+
+/* ---- deprecated names: kept so existing programs compile (with a warning naming
+ * the replacement); see the naming rule in longattn.h ---- */
+
+LA_DEPRECATED("use la_study_opts_default") static inline la_study_opts la_study_default_opts(void) {
+    return la_study_opts_default();
+}
+LA_DEPRECATED("use la_task_params_default") static inline la_task_params la_task_default_params(la_task task) {
+    return la_task_params_default(task);
+}
+LA_DEPRECATED("use la_task_get_vocab") static inline la_status la_task_vocab_of(const la_task_params *p, la_task_vocab *v) {
+    return la_task_get_vocab(p, v);
+}
+LA_DEPRECATED("use la_critical_params_default") static inline la_critical_params la_critical_default_params(void) {
+    return la_critical_params_default();
+}
 
 #ifdef __cplusplus
 }

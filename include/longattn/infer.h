@@ -84,7 +84,7 @@ typedef struct {
 } la_kv_params;
 
 /* n_layers = H = Hkv = 1, D = 64, full policy with max_tokens = 4096, f32 storage. */
-LA_API la_kv_params la_kv_default_params(void);
+LA_API la_kv_params la_kv_params_default(void);
 
 /* Set the policy fields of *p from text such as "full", "window(256)", "window(w=256)",
  * "sinks(4,252)", "sinks(n=4,w=252)", "h2o(64,64)", "h2o(heavy=64,recent=64,sinks=4)",
@@ -181,7 +181,7 @@ typedef struct {
                            tokens whose probability reaches top_p, in (0, 1]; default 1 */
 } la_sample_params;
 
-LA_API la_sample_params la_sample_default_params(void);
+LA_API la_sample_params la_sample_params_default(void);
 
 /* Bytes of scratch la_sample_token needs for a vocabulary of V. */
 LA_API size_t la_sample_scratch_bytes(int V);
@@ -227,6 +227,16 @@ LA_API int la_decoder_max_step(const la_decoder *d);
  * [1, max_step], token outside the vocabulary, a full cache out of room), others from the
  * kernel. */
 LA_API la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *logits, int all_rows);
+
+/* ---- deprecated names: kept so existing programs compile (with a warning naming
+ * the replacement); see the naming rule in longattn.h ---- */
+
+LA_DEPRECATED("use la_kv_params_default") static inline la_kv_params la_kv_default_params(void) {
+    return la_kv_params_default();
+}
+LA_DEPRECATED("use la_sample_params_default") static inline la_sample_params la_sample_default_params(void) {
+    return la_sample_params_default();
+}
 
 #ifdef __cplusplus
 }

@@ -53,7 +53,7 @@ typedef struct {
                           initialisation: a checkpoint carries the learned gains. default 1 */
 } la_model_config;
 
-LA_API la_model_config la_model_default_config(void);
+LA_API la_model_config la_model_config_default(void);
 
 /* A GPT model: parameters, gradients, activation buffers (opaque). */
 typedef struct la_model la_model;
@@ -101,7 +101,7 @@ typedef struct {
 
 LA_API int la_model_num_tensors(const la_model *m);
 /* Errors: LA_EINVAL if i is out of range. */
-LA_API la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info);
+LA_API la_status la_model_get_tensor(const la_model *m, int i, la_tensor_info *info);
 
 /* Training forward pass. Keeps every activation la_model_backward needs.
  *   tokens:  (B, T) int32 in [0, V)
@@ -170,7 +170,7 @@ LA_API void la_model_get_timing(const la_model *m, la_model_timing *t);
 LA_API void la_model_reset_timing(la_model *m);
 
 /* Weights as safetensors (little-endian u64 header length, JSON header with dtype "F32",
- * shape, data_offsets per tensor named as la_model_tensor; "__metadata__" holds the
+ * shape, data_offsets per tensor named as la_model_get_tensor; "__metadata__" holds the
  * config as strings: format "longattn-gpt-1", n_layer, n_head, n_kv_head, d_model, d_ff,
  * vocab, train_len, spec). Written atomically. Errors: LA_EIO. */
 LA_API la_status la_model_save(const la_model *m, const char *path);
@@ -180,6 +180,16 @@ LA_API la_status la_model_save(const la_model *m, const char *path);
  * wrong dtype/shape/offsets, missing tensor or metadata; the message says which),
  * LA_ESPEC (bad spec in metadata), LA_ENOMEM. */
 LA_API la_status la_model_load(const char *path, la_model **out);
+
+/* ---- deprecated names: kept so existing programs compile (with a warning naming
+ * the replacement); see the naming rule in longattn.h ---- */
+
+LA_DEPRECATED("use la_model_config_default") static inline la_model_config la_model_default_config(void) {
+    return la_model_config_default();
+}
+LA_DEPRECATED("use la_model_get_tensor") static inline la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info) {
+    return la_model_get_tensor(m, i, info);
+}
 
 #ifdef __cplusplus
 }

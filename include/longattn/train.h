@@ -41,7 +41,7 @@ typedef struct {
     int vocab;            /* 0: 256 for text, 50257 for shards */
 } la_data_config;
 
-LA_API la_data_config la_data_default_config(void);
+LA_API la_data_config la_data_config_default(void);
 
 /* Open a text file/directory or shard file/directory (the kind is chosen by the ".bin"
  * suffix; a directory must hold only one kind). Errors: LA_EIO (missing/unreadable),
@@ -109,15 +109,15 @@ typedef struct {
     double muon_lr;       /* Muon peak lr (same schedule shape). default 0.02 */
     double muon_momentum; /* Nesterov momentum of Muon. default 0.95 */
     uint64_t seed;        /* data sampler seed. default 1 */
-    int eval_every;       /* la_train_run: validation every N steps (and at the end); 0: never */
+    int eval_every;       /* la_trainer_run: validation every N steps (and at the end); 0: never */
     int eval_batches;     /* validation batches of B x T per evaluation. default 8 */
-    int ckpt_every;       /* la_train_run: checkpoint every N steps (and at the end); 0: end only */
-    char ckpt_path[1024]; /* la_train_run: checkpoint path ("" = none), see la_trainer_save */
-    char csv_path[1024];  /* la_train_run: CSV log ("" = none): step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s */
+    int ckpt_every;       /* la_trainer_run: checkpoint every N steps (and at the end); 0: end only */
+    char ckpt_path[1024]; /* la_trainer_run: checkpoint path ("" = none), see la_trainer_save */
+    char csv_path[1024];  /* la_trainer_run: CSV log ("" = none): step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s */
     int n_threads;        /* attention threads of the model (la_model_set_threads); 0: leave as is */
 } la_train_config;
 
-LA_API la_train_config la_train_default_config(void);
+LA_API la_train_config la_train_config_default(void);
 
 /* Learning-rate multiplier in [min_lr/lr, 1] at a step (0-based): linear warm-up over
  * `warmup` steps, then cosine decay to min_lr at `steps`. */
@@ -176,21 +176,48 @@ LA_API la_status la_trainer_load(la_trainer *tr, const char *path);
  * settings). Errors: LA_EIO, LA_EFORMAT. */
 LA_API la_status la_trainer_read_config(const char *path, la_train_config *cfg);
 
-/* Progress report of la_train_run, once per step. val_loss is NAN unless an evaluation
- * ran at this step. Return nonzero to stop: la_train_run then saves a checkpoint (if
+/* Progress report of la_trainer_run, once per step. val_loss is NAN unless an evaluation
+ * ran at this step. Return nonzero to stop: la_trainer_run then saves a checkpoint (if
  * ckpt_path is set) and returns LA_EINTERRUPTED. */
 typedef struct {
     int step, steps;
     float loss, val_loss, grad_norm;
     double lr, tokens_per_s, elapsed_s, eta_s;
 } la_train_progress;
-typedef int (*la_train_progress_fn)(const la_train_progress *p, void *user);
+/* user data first, like every callback of the API */
+typedef int (*la_trainer_progress_fn)(void *user, const la_train_progress *p);
 
 /* Run tr until cfg.steps (continuing from its step count, so a resumed trainer finishes
  * the same schedule), evaluating, logging CSV (appending when resuming) and
  * checkpointing as configured. progress may be NULL. Errors: from the steps,
  * LA_EINTERRUPTED (progress asked to stop; checkpoint saved), LA_EIO (log/checkpoint). */
-LA_API la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user);
+LA_API la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *user);
+
+/* ---- deprecated names: kept so existing programs compile (with a warning naming
+ * the replacement); see the naming rule in longattn.h ---- */
+
+LA_DEPRECATED("use la_data_config_default") static inline la_data_config la_data_default_config(void) {
+    return la_data_config_default();
+}
+LA_DEPRECATED("use la_train_config_default") static inline la_train_config la_train_default_config(void) {
+    return la_train_config_default();
+}
+/* la_train_run took the callback with the user data last; la_trainer_run calls it through
+ * this adapter. */
+typedef int (*la_train_progress_fn)(const la_train_progress *p, void *user);
+typedef struct {
+    la_train_progress_fn fn;
+    void *user;
+} la_train_progress_adapter_;
+static inline int la_train_progress_adapt_(void *adapter, const la_train_progress *p) {
+    const la_train_progress_adapter_ *a = (const la_train_progress_adapter_ *)adapter;
+    return a->fn(p, a->user);
+}
+LA_DEPRECATED("use la_trainer_run (callback (void *user, const la_train_progress *p))")
+static inline la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user) {
+    la_train_progress_adapter_ a = {progress, user};
+    return la_trainer_run(tr, progress ? la_train_progress_adapt_ : (la_trainer_progress_fn)0, &a);
+}
 
 #ifdef __cplusplus
 }
