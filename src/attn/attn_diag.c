@@ -216,13 +216,16 @@ la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const flo
     if (shape->B >= 1 && shape->H >= 1)
         for (size_t n = 0; n < (size_t)shape->B * shape->H; n++)
             if (!diag[n]) return la_fail(LA_EINVAL, "la_attn_diagnose: diag[%zu] is NULL (one accumulator per (b, h))", n);
-    float *qs = NULL;
-    if (spec->norm == LA_NORM_ASENTMAX) LA_TRY(la_asentmax_scale_q(spec, shape, q, opts, &qs));
+    int as = spec->norm == LA_NORM_ASENTMAX;
+    if (as && (!opts || !opts->as_beta || !opts->as_gamma))
+        return la_fail(LA_EINVAL, "asentmax: opts.as_beta and opts.as_gamma (B, H, T) are required "
+                                  "(compute them with la_asentmax_params_forward)");
     la_attn_ctx c;
     la_workspace *own = NULL;
+    la_ctx_extra x = {dg_layout(shape->D, NULL, NULL) + 64, 0, as};
     /* v is never read here: k stands in for the kernel's non-NULL check */
-    la_status st = la_attn_ctx_init(&c, spec, shape, qs ? qs : q, k, k, opts,
-                                    dg_layout(shape->D, NULL, NULL) + 64, &own);
+    la_status st = la_attn_ctx_init(&c, spec, shape, q, k, k, opts, &x, &own);
+    if (st == LA_OK && as) st = la_asentmax_ctx_scale(&c); /* the queries the kernel attended with */
     if (st == LA_OK) {
         g.c = &c;
         size_t nrow = (size_t)c.B * c.H * c.T;
@@ -239,6 +242,5 @@ la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const flo
         if (st == LA_OK) st = dg_run(&g, diag);
     }
     la_workspace_free(own);
-    free(qs);
     return st;
 }
