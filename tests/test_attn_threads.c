@@ -7,7 +7,8 @@
  *     unwritten fails the comparison too);
  *   - a second call with the same shapes on the same workspace does not grow it (the
  *     entmax path used to allocate delta and the scaled queries on every call);
- *   - the work-item orders are permutations, costliest first, and the tile iterators
+ *   - the work-item orders are permutations, pair by pair and costliest first within a
+ *     (b, kv head) pair, and the tile iterators
  *     visit exactly the tiles with a visible pair (checked pair by pair against SPEC 2's
  *     visibility rule written out in attn_testutil.h). */
 #include <setjmp.h>
@@ -264,14 +265,18 @@ static void test_schedule(void **state) {
                         if (tu_visible(&sp, qa - ds, j - kd))
                             vis[((size_t)b * ctx.nqt + i / LA_BQ) * ctx.nkt + j / LA_BK] = 1;
                     }
-            /* query items: a permutation; within each chunk costs never increase */
+            /* query items: a permutation; each chunk holds its own items, pair by pair, and
+             * within a pair costs never increase */
             for (int ch = 0; ch < la_sched_nchunks(&ctx); ch++) {
-                int i0, i1, prev = INT32_MAX;
+                int i0, i1, prev = INT32_MAX, prev_pair = -1;
                 la_sched_chunk(&ctx, ch, &i0, &i1);
                 for (int pos = i0; pos < i1; pos++) {
                     la_item it = la_sched_qitem(&ctx, pos);
                     int id = (it.b * c.H + it.h) * ctx.nqt + it.tile;
+                    int pair = it.b * c.Hkv + it.h / ctx.group;
                     assert_true(id >= i0 && id < i1);
+                    assert_true(pair >= prev_pair);
+                    if (pair != prev_pair) prev = INT32_MAX, prev_pair = pair;
                     assert_false(seen[id]);
                     seen[id] = 1;
                     la_kiter ki;
@@ -294,10 +299,13 @@ static void test_schedule(void **state) {
                 }
             }
             memset(seen, 0, (size_t)nq);
-            int prev = INT32_MAX;
+            int prev = INT32_MAX, prev_pair = -1;
             for (int pos = 0; pos < nk; pos++) {
                 la_item it = la_sched_kitem(&ctx, pos);
                 int id = (it.b * c.Hkv + it.h) * ctx.nkt + it.tile;
+                int pair = it.b * c.Hkv + it.h;
+                assert_true(pair >= prev_pair);
+                if (pair != prev_pair) prev = INT32_MAX, prev_pair = pair;
                 assert_false(seen[id]);
                 seen[id] = 1;
                 la_qiter qi;

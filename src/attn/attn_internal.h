@@ -233,8 +233,9 @@ void la_tile_logits(const la_attn_ctx *c, int h, const la_rowvis *rows, int i0, 
  *                                     (kv item, g) with h = hkv * group + g.
  * Every item writes only its own outputs (and partial sums, reduced afterwards in a fixed
  * order), so no result depends on which thread ran an item or on the thread count. Items
- * are handed out one at a time, costliest first (cost = visible key tiles of a query tile,
- * query tiles seeing a key tile), which balances causal and windowed patterns and keeps
+ * are handed out one at a time, (b, kv head) pair by pair and costliest first within a
+ * pair (cost = visible key tiles of a query tile, query tiles seeing a key tile), which
+ * balances causal and windowed patterns, keeps a pair's K/V tiles in cache and keeps
  * threads busy on a loaded machine. Query items are grouped in chunks of c->prep_pairs
  * (b, kv head) pairs so that the prepared K/V tiles of a chunk (la_prep_pairs) serve them. */
 

@@ -2,8 +2,11 @@
  * work-item lists in run order, the worksharing loop over them, and the iterators over
  * the visible tiles of one item.
  *
- * Run order: costliest items first (counting sort, stable, so equal costs keep id order).
- * The order only affects speed: every item writes its own outputs and partial sums, and
+ * Run order: (b, kv head) pair by pair, and within a pair costliest items first (counting
+ * sort, stable, so equal costs keep id order): the items of a pair share their K and V
+ * tiles, which then stay in cache (ordering all items by cost alone interleaves the pairs
+ * and was ~4 % slower on one thread), and each pair ends with its cheapest items, which
+ * evens out the threads' finishing times. The order only affects speed: every item writes its own outputs and partial sums, and
  * those are reduced in id order afterwards, so results are bitwise identical for any
  * thread count. Items are claimed one at a time (OpenMP dynamic schedule) rather than
  * split statically: a static split would be just as deterministic but leaves threads idle
@@ -42,12 +45,13 @@ void la_sched_build(la_attn_ctx *c, int32_t *kcost, int32_t *cnt) {
         }
         for (int kt = 1; kt <= c->nkt; kt++) kc[kt] += kc[kt - 1];
     }
-    for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
-        int i0, i1;
-        la_sched_chunk(c, ch, &i0, &i1);
-        sort_range(c->qorder, i0, i1, c->nkt, cnt, c, 1, NULL);
+    /* per (b, kv head) pair: the pair's items stay together (they share K and V tiles, which
+     * then stay in cache), costliest first within the pair */
+    const int qper = c->group * c->nqt;
+    for (int p = 0; p < c->B * c->Hkv; p++) {
+        sort_range(c->qorder, p * qper, (p + 1) * qper, c->nkt, cnt, c, 1, NULL);
+        sort_range(c->korder, p * c->nkt, (p + 1) * c->nkt, c->nqt, cnt, c, 0, kcost);
     }
-    sort_range(c->korder, 0, la_sched_nk(c), c->nqt, cnt, c, 0, kcost);
 }
 
 int la_sched_nchunks(const la_attn_ctx *c) {
