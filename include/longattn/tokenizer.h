@@ -90,14 +90,14 @@ enum {
  * Errors: LA_EINVAL (NULL t/out, text NULL with len > 0, text not valid UTF-8 -- the
  * message names the byte offset --), LA_ENOMEM. On error out->n is unchanged. */
 LA_API la_status la_tokenizer_encode(la_tokenizer *t, const char *text, size_t len, int flags,
-                              la_token_buf *out);
+                                     la_token_buf *out);
 
 /* Text of ids[0..n): byte-level tokens mapped back to bytes; SentencePiece U+2581 back to
  * spaces, <0xXX> tokens to their byte, the prefix space removed. *text is malloc'ed,
  * NUL-terminated (free() it), *len excludes the NUL (len may be NULL). flags:
  * LA_TOK_SKIP_SPECIAL. Errors: LA_EINVAL (NULL, n < 0, an id out of range), LA_ENOMEM. */
 LA_API la_status la_tokenizer_decode(const la_tokenizer *t, const int32_t *ids, int64_t n, int flags,
-                              char **text, size_t *len);
+                                     char **text, size_t *len);
 
 LA_API int32_t la_tokenizer_n_vocab(const la_tokenizer *t);
 /* the vocabulary text of a token (NULL if id is out of range) */
