@@ -17,6 +17,7 @@ References:
   llama.cpp's converter does (pieces, scores, types); the reference is sentencepiece.
 """
 import json
+import os
 import pathlib
 import subprocess
 
@@ -24,6 +25,8 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 tokenizers = pytest.importorskip("tokenizers")
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every reference here is built from local files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SMOLLM = ROOT / "data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
