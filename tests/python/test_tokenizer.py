@@ -126,12 +126,16 @@ def vocab_from_gguf(path):
 
 
 class CTok:
-    """tok_tool over a vocabulary dict."""
+    """tok_tool over a vocabulary dict (la_tokenizer_new) or a GGUF file
+    (la_gguf_open + la_tokenizer_from_gguf)."""
 
     def __init__(self, tool, vocab, tmp):
         self.tool, self.tmp = tool, tmp
-        self.vpath = tmp / "vocab.json"
-        self.vpath.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        if isinstance(vocab, pathlib.Path):
+            self.vpath = vocab
+        else:
+            self.vpath = tmp / "vocab.json"
+            self.vpath.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
 
     def run(self, texts, flags=0):
         tin, tout = self.tmp / "texts.json", self.tmp / "out.json"
@@ -208,13 +212,24 @@ def test_smollm_vocab_shape(smollm_vocab):
     assert len(smollm_vocab["tokens"]) == 49152 and len(smollm_vocab["merges"]) > 40000
 
 
-def test_smollm_corpus_lines(smollm_c, smollm_ref):
+def test_smollm_corpus_lines(tool, tmp_path, smollm_ref):
+    """Straight from the GGUF file (la_tokenizer_from_gguf)."""
     texts = corpus_lines(400) + corpus_paragraphs(60)
-    ours = smollm_c.run(texts, PARSE_SPECIAL)
+    ours = CTok(tool, SMOLLM, tmp_path).run(texts, PARSE_SPECIAL)
     ref = [e.ids for e in smollm_ref.encode_batch(texts, add_special_tokens=False)]
     assert_same_ids(texts, [r["ids"] for r in ours], ref)
     for text, r in zip(texts, ours):  # byte-level decoding is exact
         assert r["text"] == text
+
+
+def test_smollm_whole_corpus(tool, tmp_path, smollm_ref):
+    """The whole 1 MB validation corpus as one text."""
+    text = "".join(f.read_text(encoding="utf-8") for f in sorted(VAL.glob("*.txt")))
+    ours = CTok(tool, SMOLLM, tmp_path).run([text], PARSE_SPECIAL)[0]
+    ref = smollm_ref.encode(text, add_special_tokens=False).ids
+    assert len(ref) > 200000
+    assert_same_ids([text], [ours["ids"]], [ref])
+    assert ours["text"] == text
 
 
 def test_smollm_hard_cases(smollm_c, smollm_ref):
@@ -331,7 +346,7 @@ def test_trained_bpe(pre, tool, tmp_path, train_texts):
     tk = train_bpe(pre, train_texts)
     path = tmp_path / f"bpe-{pre}.gguf"
     write_bpe_gguf(tk, pre, path)
-    c = CTok(tool, vocab_from_gguf(path), tmp_path)
+    c = CTok(tool, path, tmp_path)
     texts = corpus_lines(300) + corpus_paragraphs(40) + HARD + [NUMBERS]
     ours = c.run(texts, PARSE_SPECIAL)
     ref = [e.ids for e in tk.encode_batch(texts, add_special_tokens=False)]
@@ -410,11 +425,20 @@ def spm_model(tmp_path_factory, train_texts):
     return sp, path
 
 
+def test_sentencepiece_json_path(spm_model, tool, tmp_path):
+    """The same vocabulary through la_tokenizer_new (JSON) and la_tokenizer_from_gguf."""
+    sp, path = spm_model
+    texts = corpus_lines(50) + SPM_EXTRA
+    a = CTok(tool, path, tmp_path).encode(texts, ADD_SPECIAL | PARSE_SPECIAL)
+    b = CTok(tool, vocab_from_gguf(path), tmp_path).encode(texts, ADD_SPECIAL | PARSE_SPECIAL)
+    assert a == b
+
+
 def test_sentencepiece(spm_model, tool, tmp_path):
     sp, path = spm_model
     v = vocab_from_gguf(path)
     assert v["model"] == "llama" and "add_space_prefix" not in v  # llama's default: 1
-    c = CTok(tool, v, tmp_path)
+    c = CTok(tool, path, tmp_path)
     texts = corpus_lines(300) + corpus_paragraphs(40) + [t for t in HARD if "<|" not in t] + SPM_EXTRA
     ours = c.run(texts, ADD_SPECIAL)
     ref = [[1] + sp.encode(t) for t in texts]
