@@ -449,3 +449,46 @@ def test_sentencepiece(spm_model, tool, tmp_path):
         assert r["text_skip"] == sp.decode(r["ids"][1:])
         assert r["text"].startswith("<s>")
 
+
+
+# ---- longattn tokenize ----
+
+def run_cli(build_dir, *args):
+    return subprocess.run([str(build_dir / "longattn"), "tokenize", *map(str, args)],
+                          capture_output=True)
+
+
+def test_cli_tokenize(build_dir, tmp_path, smollm_ref):
+    text = corpus_paragraphs(1)[0] + "\n<|im_start|>user\nnaïve 😀 12345<|im_end|>"
+    f = tmp_path / "t.txt"
+    f.write_text(text, encoding="utf-8")
+    p = run_cli(build_dir, "--model", SMOLLM, "--text", f, "--ids")
+    assert p.returncode == 0, p.stderr
+    ids = [int(x) for x in p.stdout.split()]
+    assert ids == smollm_ref.encode(text, add_special_tokens=False).ids
+    # one token a line, with its text, then the count
+    p = run_cli(build_dir, "--model", SMOLLM, "--prompt", "Hello world")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.decode().splitlines()
+    assert lines[0].split() == ["19556", '"Hello"'] and lines[-1] == "2 tokens, 11 bytes"
+    # control tokens as text
+    p = run_cli(build_dir, "--model", SMOLLM, "--prompt", "<|im_end|>", "--ids", "--no-parse-special")
+    assert p.returncode == 0 and "2" not in p.stdout.split()
+    # decode back
+    p = run_cli(build_dir, "--model", SMOLLM, "--decode", " ".join(map(str, ids)))
+    assert p.returncode == 0 and p.stdout.decode("utf-8") == text + "\n"
+    p = run_cli(build_dir, "--model", SMOLLM, "--decode", "1 19556 2", "--skip-special")
+    assert p.stdout == b"Hello\n"
+
+
+def test_cli_tokenize_errors(build_dir, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine \xc3\x28")
+    p = run_cli(build_dir, "--model", SMOLLM, "--text", bad)
+    assert p.returncode == 1 and b"byte offset 5" in p.stderr
+    assert run_cli(build_dir, "--model", SMOLLM).returncode == 2
+    assert run_cli(build_dir, "--prompt", "x").returncode == 2
+    p = run_cli(build_dir, "--model", tmp_path / "missing.gguf", "--prompt", "x")
+    assert p.returncode == 1 and b"missing.gguf" in p.stderr
+    p = run_cli(build_dir, "--model", SMOLLM, "--decode", "1 99999999")
+    assert p.returncode == 1 and b"outside the vocabulary" in p.stderr
