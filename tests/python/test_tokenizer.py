@@ -65,6 +65,15 @@ HARD = [
     "a<|im_start|>b <|im_end|> c",
     "URL https://example.com/path?q=1&r=2#frag and email a.b@c.de",
     "$$\\frac{a}{b}$$ ~~~ ``` --- *** ### ___ ... ??? !!!",
+    # every Unicode White_Space character (HF's \s), and look-alikes that are not: the C0
+    # separators 1C-1F (the 1D byte is not in SmolLM's vocabulary: dropped, as HF does),
+    # U+180E (PCRE2's \s would take it), zero-width characters
+    "".join(f"a{ch}b a{ch} b a {ch}b {ch}{ch}x " for ch in
+            "\x0b\x0c\x85\u1680\u2000\u2007\u200a\u2028\u2029\u202f\u205f"),
+    "".join(f"a{ch}b a{ch} b a {ch}b {ch}{ch}x " for ch in
+            "\x1c\x1d\x1e\x1f\u180e\ufeff\u200b\u200c\u200d\u00ad"),
+    "x\u0301\u0301 \u0301a \ue000\U000f0000 z \U0001f9ff\u0378\uffff ǅ ʰ ⅷ ⁴ ௰ ߀ 𝟘 Ⅻ3 x\u00b2y",
+    "'S 'T 'Re 'ſ ß'll 's's I'VE",
     "x" * 300,
     "ab" * 200 + " " + "9" * 50,
 ]
@@ -237,7 +246,7 @@ def test_smollm_hard_cases(smollm_c, smollm_ref):
     ref = [e.ids for e in smollm_ref.encode_batch(HARD, add_special_tokens=False)]
     assert_same_ids(HARD, [r["ids"] for r in ours], ref)
     for text, r in zip(HARD, ours):
-        assert r["text"] == text
+        assert r["text"] == (text.replace("\x1d", "") if text.startswith("a\x1c") else text)
         assert r["text"] == smollm_ref.decode(r["ids"], skip_special_tokens=False)
 
 
@@ -266,12 +275,16 @@ def test_smollm_transformers_gguf(smollm_c, smollm_vocab):
     a plain ByteLevel pre-tokenizer and ignores tokenizer.ggml.pre = smollm (no Digits
     step), so it merges " " with a following non-ASCII digit (" ١" is one SmolLM token)
     where SmolLM2's tokenizer.json and llama.cpp split every digit off: texts with
-    non-ASCII digits are left out of this comparison (test_smollm_hard_cases has them)."""
+    non-ASCII digits are left out of this comparison (test_smollm_hard_cases has them). It
+    also sets unk_token, so the byte 0x1D, whose character SmolLM2's vocabulary lacks,
+    becomes <|endoftext|> there, where llama.cpp and a BPE without unk_token drop it (as we
+    do): that text is left out too."""
     import unicodedata
     transformers = pytest.importorskip("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(SMOLLM.parent), gguf_file=SMOLLM.name)
     texts = [t for t in corpus_lines(150) + HARD
-             if not any(ord(c) > 127 and unicodedata.category(c)[0] == "N" for c in t)]
+             if not any(ord(c) > 127 and unicodedata.category(c)[0] == "N" for c in t)
+             and "\x1d" not in t]
     assert len(texts) > 150
     ref = [tok(t, add_special_tokens=False).input_ids for t in texts]
     assert_same_ids(texts, smollm_c.encode(texts, PARSE_SPECIAL), ref)
