@@ -1,7 +1,8 @@
 /* test_tokenizer.c -- la_tokenizer_* on tiny hand-made vocabularies: the merge rules
  * (byte-level ranks, SentencePiece scores and byte fallback), special tokens, decoding,
  * and one test per kind of bad input (invalid UTF-8 with its byte offset, empty vocabulary,
- * merges naming unknown tokens, unknown model / pre-tokenizer, bad ids). The agreement with
+ * merges naming unknown tokens, unknown model / pre-tokenizer, bad ids), and
+ * la_tokenizer_from_gguf on GGUF images built here (missing and mistyped keys). The agreement with
  * real reference tokenizers is tested in tests/python/test_tokenizer.py. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -374,11 +375,107 @@ static void test_spm(void **state) {
     la_token_buf_free(&b);
 }
 
+/* ---- la_tokenizer_from_gguf on GGUF v3 images built here (no tensors) ---- */
+
+typedef struct {
+    unsigned char b[8192];
+    size_t n;
+} img;
+
+static void put(img *m, const void *p, size_t n) {
+    assert_true(m->n + n <= sizeof m->b);
+    memcpy(m->b + m->n, p, n);
+    m->n += n;
+}
+static void put_u32(img *m, uint32_t v) { put(m, &v, 4); }
+static void put_u64(img *m, uint64_t v) { put(m, &v, 8); }
+static void put_str(img *m, const char *s) {
+    put_u64(m, strlen(s));
+    put(m, s, strlen(s));
+}
+static void kv_str(img *m, const char *k, const char *v) {
+    put_str(m, k);
+    put_u32(m, 8); /* str */
+    put_str(m, v);
+}
+static void kv_strs(img *m, const char *k, const char *const *v, int n) {
+    put_str(m, k);
+    put_u32(m, 9); /* arr */
+    put_u32(m, 8);
+    put_u64(m, (uint64_t)n);
+    for (int i = 0; i < n; i++) put_str(m, v[i]);
+}
+static void kv_i32s(img *m, const char *k, uint32_t type, const int32_t *v, int n) {
+    put_str(m, k);
+    put_u32(m, 9);
+    put_u32(m, type); /* 5 = i32, 6 = f32 (same size) */
+    put_u64(m, (uint64_t)n);
+    put(m, v, 4 * (size_t)n);
+}
+static void kv_u32(img *m, const char *k, uint32_t v) {
+    put_str(m, k);
+    put_u32(m, 4);
+    put_u32(m, v);
+}
+
+/* a tiny byte-level file: tokens a b ab, merge "a b"; `omit` leaves one key out, `bad`
+ * spoils one (1: token_type as f32, 2: token_type one short, 3: model is a u32) */
+static la_status from_image(const char *omit, int bad, la_tokenizer **t) {
+    static const char *tk[] = {"a", "b", "ab", "<|x|>"};
+    static const char *mg[] = {"a b"};
+    static const int32_t ty[] = {1, 1, 1, 3};
+    img m = {.n = 0};
+    put(&m, "GGUF", 4);
+    put_u32(&m, 3);
+    put_u64(&m, 0); /* tensors */
+    int nkv = 5 - (omit != NULL);
+    put_u64(&m, (uint64_t)nkv);
+    if (!omit || strcmp(omit, "model")) {
+        if (bad == 3) kv_u32(&m, "tokenizer.ggml.model", 2);
+        else kv_str(&m, "tokenizer.ggml.model", "gpt2");
+    }
+    if (!omit || strcmp(omit, "pre")) kv_str(&m, "tokenizer.ggml.pre", "gpt2");
+    if (!omit || strcmp(omit, "tokens")) kv_strs(&m, "tokenizer.ggml.tokens", tk, 4);
+    if (!omit || strcmp(omit, "type")) kv_i32s(&m, "tokenizer.ggml.token_type", bad == 1 ? 6 : 5, ty, bad == 2 ? 3 : 4);
+    if (!omit || strcmp(omit, "merges")) kv_strs(&m, "tokenizer.ggml.merges", mg, 1);
+    while (m.n % 32) put(&m, "", 1);
+    la_gguf *g;
+    la_status s = la_gguf_open_mem(m.b, m.n, "tiny.gguf", &g);
+    if (s != LA_OK) fail_msg("la_gguf_open_mem: %s", la_errmsg());
+    s = la_tokenizer_from_gguf(g, t);
+    la_gguf_close(g);
+    return s;
+}
+
+static void test_from_gguf(void **state) {
+    (void)state;
+    la_tokenizer *t;
+    assert_int_equal(from_image(NULL, 0, &t), LA_OK);
+    expect_ids(t, "abba<|x|>", LA_TOK_PARSE_SPECIAL, (int32_t[]){2, 1, 0, 3}, 4);
+    la_tokenizer_free(t);
+    assert_int_equal(from_image("model", 0, &t), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "tokenizer.ggml.model"));
+    assert_null(t);
+    assert_int_equal(from_image("tokens", 0, &t), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "tokenizer.ggml.tokens"));
+    assert_int_equal(from_image(NULL, 1, &t), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "tokenizer.ggml.token_type"));
+    assert_int_equal(from_image(NULL, 2, &t), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "3 entries but there are 4 tokens"));
+    assert_int_equal(from_image(NULL, 3, &t), LA_EFORMAT);
+    assert_int_equal(from_image("merges", 0, &t), LA_EINVAL); /* gpt2 without merges */
+    assert_non_null(strstr(la_errmsg(), "needs merges"));
+    assert_int_equal(from_image("type", 0, &t), LA_OK);       /* all normal: <|x|> is text */
+    la_tokenizer_free(t);
+    assert_int_equal(la_tokenizer_from_gguf(NULL, &t), LA_EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bpe_merges),   cmocka_unit_test(test_bpe_specials),
         cmocka_unit_test(test_invalid_utf8), cmocka_unit_test(test_bad_vocab),
         cmocka_unit_test(test_bad_calls),    cmocka_unit_test(test_spm),
+        cmocka_unit_test(test_from_gguf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,6 +94,8 @@ la_status la_tok_bpe_init(la_tokenizer *t, const char *pre) {
 
 /* merge one pre-token s[0..len) and append its ids */
 static la_status bpe_word(la_tokenizer *t, const char *s, size_t len, la_token_buf *out) {
+    if (len > (size_t)INT32_MAX)
+        return la_fail(LA_EINVAL, "la_tokenizer_encode: a pre-token of %zu bytes is too long (at most 2^31 - 1)", len);
     if (t->ignore_merges) {
         LA_TRY(la_tok_reserve_buf(t, 2 * len));
         size_t m = 0;
