@@ -47,7 +47,7 @@ typedef enum {
 } la_gguf_vtype;
 
 /* "u8", "i32", "f32", "bool", "str", "arr", ...; "?" for anything else. */
-const char *la_gguf_vtype_name(int t);
+LA_API const char *la_gguf_vtype_name(int t);
 
 /* One metadata key/value. Read its value with the la_gguf_kv_* / la_gguf_arr_*
  * accessors; the fields after `offset` are the reader's. */
@@ -81,55 +81,55 @@ typedef struct {
  * a multiple of its type's block size, an offset not a multiple of the alignment, or data
  * beyond the end of the file), LA_EUNSUPPORTED (version 1, big-endian file, nested
  * arrays), LA_ENOMEM. On error *out is NULL. */
-la_status la_gguf_open(const char *path, la_gguf **out);
+LA_API la_status la_gguf_open(const char *path, la_gguf **out);
 /* The same checks on a file image in memory (size bytes at data, any alignment; tensor
  * data is then only as aligned as data is). The buffer is not copied: it must outlive g.
  * name is used in messages (NULL: "(memory)"). */
-la_status la_gguf_open_mem(const void *data, size_t size, const char *name, la_gguf **out);
-void la_gguf_close(la_gguf *g); /* NULL is a no-op */
+LA_API la_status la_gguf_open_mem(const void *data, size_t size, const char *name, la_gguf **out);
+LA_API void la_gguf_close(la_gguf *g); /* NULL is a no-op */
 
-uint32_t la_gguf_version(const la_gguf *g);
-uint64_t la_gguf_alignment(const la_gguf *g);   /* general.alignment or 32 */
-uint64_t la_gguf_data_offset(const la_gguf *g); /* file offset of the data section */
-uint64_t la_gguf_file_size(const la_gguf *g);
+LA_API uint32_t la_gguf_version(const la_gguf *g);
+LA_API uint64_t la_gguf_alignment(const la_gguf *g);   /* general.alignment or 32 */
+LA_API uint64_t la_gguf_data_offset(const la_gguf *g); /* file offset of the data section */
+LA_API uint64_t la_gguf_file_size(const la_gguf *g);
 
 /* ---- metadata ---- */
-int64_t la_gguf_n_kv(const la_gguf *g);
-const la_gguf_kv *la_gguf_kv_at(const la_gguf *g, int64_t i); /* file order; NULL out of range */
-const la_gguf_kv *la_gguf_find_kv(const la_gguf *g, const char *key); /* NULL when absent */
+LA_API int64_t la_gguf_n_kv(const la_gguf *g);
+LA_API const la_gguf_kv *la_gguf_kv_at(const la_gguf *g, int64_t i); /* file order; NULL out of range */
+LA_API const la_gguf_kv *la_gguf_find_kv(const la_gguf *g, const char *key); /* NULL when absent */
 
 /* Typed lookups by key. A missing key is LA_EFORMAT naming the key (use la_gguf_find_kv
  * for optional keys). Integers: any integer type whose value fits the requested type
  * (else LA_EFORMAT naming key, stored type and value); floats: f32 or f64; bool: bool;
  * str: a string (the returned pointer lives in g). On error *out is untouched. */
-la_status la_gguf_get_u32(const la_gguf *g, const char *key, uint32_t *out);
-la_status la_gguf_get_i32(const la_gguf *g, const char *key, int32_t *out);
-la_status la_gguf_get_u64(const la_gguf *g, const char *key, uint64_t *out);
-la_status la_gguf_get_i64(const la_gguf *g, const char *key, int64_t *out);
-la_status la_gguf_get_f32(const la_gguf *g, const char *key, float *out);
-la_status la_gguf_get_f64(const la_gguf *g, const char *key, double *out);
-la_status la_gguf_get_bool(const la_gguf *g, const char *key, int *out);
-la_status la_gguf_get_str(const la_gguf *g, const char *key, const char **out);
+LA_API la_status la_gguf_get_u32(const la_gguf *g, const char *key, uint32_t *out);
+LA_API la_status la_gguf_get_i32(const la_gguf *g, const char *key, int32_t *out);
+LA_API la_status la_gguf_get_u64(const la_gguf *g, const char *key, uint64_t *out);
+LA_API la_status la_gguf_get_i64(const la_gguf *g, const char *key, int64_t *out);
+LA_API la_status la_gguf_get_f32(const la_gguf *g, const char *key, float *out);
+LA_API la_status la_gguf_get_f64(const la_gguf *g, const char *key, double *out);
+LA_API la_status la_gguf_get_bool(const la_gguf *g, const char *key, int *out);
+LA_API la_status la_gguf_get_str(const la_gguf *g, const char *key, const char **out);
 /* An array whose elements have type elem (LA_GGUF_ANY: any). */
-la_status la_gguf_get_arr(const la_gguf *g, const char *key, la_gguf_vtype elem,
+LA_API la_status la_gguf_get_arr(const la_gguf *g, const char *key, la_gguf_vtype elem,
                           const la_gguf_kv **out);
 
 /* Element i of an array kv (or the value of a scalar kv, i = 0), converted. They assert
  * i < kv->n and a fitting type (integer / float / bool for the numeric ones, string for
  * la_gguf_arr_str): check kv->arr_type (or kv->type) first. */
-int64_t la_gguf_arr_int(const la_gguf_kv *kv, uint64_t i);   /* integer or bool; u64 above INT64_MAX gives INT64_MAX */
-uint64_t la_gguf_arr_uint(const la_gguf_kv *kv, uint64_t i); /* integer or bool; negative gives 0 */
-double la_gguf_arr_float(const la_gguf_kv *kv, uint64_t i);  /* any numeric type */
-const char *la_gguf_arr_str(const la_gguf_kv *kv, uint64_t i, uint64_t *len); /* len may be NULL */
+LA_API int64_t la_gguf_arr_int(const la_gguf_kv *kv, uint64_t i);   /* integer or bool; u64 above INT64_MAX gives INT64_MAX */
+LA_API uint64_t la_gguf_arr_uint(const la_gguf_kv *kv, uint64_t i); /* integer or bool; negative gives 0 */
+LA_API double la_gguf_arr_float(const la_gguf_kv *kv, uint64_t i);  /* any numeric type */
+LA_API const char *la_gguf_arr_str(const la_gguf_kv *kv, uint64_t i, uint64_t *len); /* len may be NULL */
 
 /* ---- tensors ---- */
-int64_t la_gguf_n_tensors(const la_gguf *g);
-const la_gguf_tensor *la_gguf_tensor_at(const la_gguf *g, int64_t i); /* file order */
-const la_gguf_tensor *la_gguf_find_tensor(const la_gguf *g, const char *name); /* NULL when absent */
+LA_API int64_t la_gguf_n_tensors(const la_gguf *g);
+LA_API const la_gguf_tensor *la_gguf_tensor_at(const la_gguf *g, int64_t i); /* file order */
+LA_API const la_gguf_tensor *la_gguf_find_tensor(const la_gguf *g, const char *name); /* NULL when absent */
 /* Like la_gguf_find_tensor, but a missing tensor is LA_EFORMAT naming it. */
-la_status la_gguf_get_tensor(const la_gguf *g, const char *name, const la_gguf_tensor **out);
-int64_t la_gguf_tensor_nelem(const la_gguf_tensor *t);
-int64_t la_gguf_tensor_nrows(const la_gguf_tensor *t); /* ne[1] * ne[2] * ne[3] */
+LA_API la_status la_gguf_get_tensor(const la_gguf *g, const char *name, const la_gguf_tensor **out);
+LA_API int64_t la_gguf_tensor_nelem(const la_gguf_tensor *t);
+LA_API int64_t la_gguf_tensor_nrows(const la_gguf_tensor *t); /* ne[1] * ne[2] * ne[3] */
 
 /* ======================================================================== */
 /* Tensor types (src/io/gguf_quant.c)                                       */
@@ -152,26 +152,26 @@ typedef enum {
 } la_ggml_type;
 #define LA_GGML_SUPPORTED "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
 
-const char *la_ggml_type_name(uint32_t type); /* "Q4_K", ...; NULL for an unknown id */
-int la_ggml_type_known(uint32_t type);        /* ggml defines it (block size known) */
-int la_ggml_type_supported(uint32_t type);    /* longattn dequantizes it */
-int64_t la_ggml_block_size(uint32_t type);    /* values per block; 0 if unknown */
-int64_t la_ggml_block_bytes(uint32_t type);   /* bytes per block; 0 if unknown */
+LA_API const char *la_ggml_type_name(uint32_t type); /* "Q4_K", ...; NULL for an unknown id */
+LA_API int la_ggml_type_known(uint32_t type);        /* ggml defines it (block size known) */
+LA_API int la_ggml_type_supported(uint32_t type);    /* longattn dequantizes it */
+LA_API int64_t la_ggml_block_size(uint32_t type);    /* values per block; 0 if unknown */
+LA_API int64_t la_ggml_block_bytes(uint32_t type);   /* bytes per block; 0 if unknown */
 /* Bytes of n values (n a multiple of the block size); -1 if not or unknown type. */
-int64_t la_ggml_row_bytes(uint32_t type, int64_t n);
+LA_API int64_t la_ggml_row_bytes(uint32_t type, int64_t n);
 
 /* Dequantize n values (a multiple of the type's block size) of packed type-`type` data
  * at src (no alignment needed) into dst. Results are exactly the float32 values of
  * ggml's reference dequantization (and gguf-py's). Errors: LA_EINVAL (NULL, n < 0 or not a
  * multiple of the block size), LA_EUNSUPPORTED (type not supported: names it). */
-la_status la_ggml_dequant(uint32_t type, const void *src, float *dst, int64_t n);
+LA_API la_status la_ggml_dequant(uint32_t type, const void *src, float *dst, int64_t n);
 
 /* Rows [row0, row0 + nrows) of a tensor (rows of ne[0] values) into dst
  * (nrows * ne[0] floats), e.g. one embedding row. Errors: LA_EINVAL (range outside the
  * tensor), LA_EUNSUPPORTED naming the tensor and its type. */
-la_status la_gguf_dequant_rows(const la_gguf_tensor *t, int64_t row0, int64_t nrows, float *dst);
+LA_API la_status la_gguf_dequant_rows(const la_gguf_tensor *t, int64_t row0, int64_t nrows, float *dst);
 /* The whole tensor (nelem floats). */
-la_status la_gguf_dequant(const la_gguf_tensor *t, float *dst);
+LA_API la_status la_gguf_dequant(const la_gguf_tensor *t, float *dst);
 
 /* ======================================================================== */
 /* Quantized matrix x vector (model layer, src/model/qmatvec.c)             */
@@ -185,10 +185,10 @@ la_status la_gguf_dequant(const la_gguf_tensor *t, float *dst);
  * split over OpenMP threads when the matrix is large enough (not inside a parallel
  * region). Errors: LA_EINVAL (NULL, rows/cols < 0, cols not a multiple of the block
  * size), LA_EUNSUPPORTED (type not supported: names it). */
-la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
+LA_API la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
                      float *y);
 /* The same for a tensor (ne[0] = cols, nrows = rows); x has ne[0] floats, y nrows. */
-la_status la_gguf_matvec(const la_gguf_tensor *t, const float *x, float *y);
+LA_API la_status la_gguf_matvec(const la_gguf_tensor *t, const float *x, float *y);
 
 #ifdef __cplusplus
 }
