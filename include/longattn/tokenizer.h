@@ -62,11 +62,12 @@ LA_API void la_tokenizer_vocab_init(la_tokenizer_vocab *v);
 typedef struct la_tokenizer la_tokenizer;
 typedef struct la_gguf la_gguf; /* longattn/gguf.h */
 
-/* Build a tokenizer from v. Errors: LA_EINVAL (NULL v/out, n_tokens < 1, a NULL token,
- * an empty or duplicated token text, an id out of range, unknown model type or
- * pre-tokenizer name -- the message lists the supported ones --), LA_EFORMAT (a merge
- * that is not "left right" or names a token not in the vocabulary), LA_ENOMEM.
- * On error *out is NULL. */
+/* Build a tokenizer from v. Errors: LA_EINVAL (NULL v/out, n_tokens < 1, a NULL token, a
+ * token type outside 0..6, an id out of range, add_bos/add_eos without that id, unknown
+ * model type or pre-tokenizer name -- the message lists the supported ones --, model
+ * "gpt2" without merges), LA_EFORMAT (a merge that is not "left right" or names a token,
+ * or makes one, not in the vocabulary), LA_ENOMEM. A text listed twice maps to its last
+ * id (as in llama.cpp). On error *out is NULL. */
 LA_API la_status la_tokenizer_new(const la_tokenizer_vocab *v, la_tokenizer **out);
 /* Build the tokenizer a GGUF file describes (its tokenizer.ggml.* keys and
  * tokenizer.chat_template). Errors: LA_EFORMAT naming the key (tokenizer.ggml.model or
