@@ -66,39 +66,41 @@ class Spec:
     (``spec.alpha``, ``spec.norm``). A bad string raises Error (a ValueError) with the
     library's message naming the offending token and the valid choices."""
 
-    __slots__ = ("_c",)
+    __slots__ = ("_c", "_text", "_fields")
 
     def __init__(self, text=DEFAULT_SPEC):
         if isinstance(text, Spec):
-            self._c = ffi.new("la_spec *", text._c[0])
-            return
-        if not isinstance(text, str):
+            c = ffi.new("la_spec *", text._c[0])
+        elif isinstance(text, str):
+            c = ffi.new("la_spec *")
+            _check(lib.la_spec_parse(text.encode(), c), "la_spec_parse")
+        else:
             raise TypeError(f"spec must be a str or a longattn.Spec, not {type(text).__name__}")
-        c = ffi.new("la_spec *")
-        _check(lib.la_spec_parse(text.encode(), c), "la_spec_parse")
         self._c = c
+        # immutable from here on: the canonical text and the fields are read once, so that
+        # traced code (torch.compile) sees plain Python values, not calls into the library
+        n = lib.la_spec_format(c, ffi.NULL, 0)
+        buf = ffi.new("char[]", n + 1)
+        lib.la_spec_format(c, buf, n + 1)
+        self._text = ffi.string(buf).decode()
+        self._fields = {f: (_ENUMS[f][getattr(c, f)] if f in _ENUMS else getattr(c, f))
+                        for f in _FIELDS}
 
     @classmethod
     def parse(cls, text):
         return cls(text)
 
     def format(self):
-        n = lib.la_spec_format(self._c, ffi.NULL, 0)
-        buf = ffi.new("char[]", n + 1)
-        lib.la_spec_format(self._c, buf, n + 1)
-        return ffi.string(buf).decode()
+        """Canonical text (la_spec_format)."""
+        return self._text
 
     def fields(self):
-        d = {}
-        for f in _FIELDS:
-            v = getattr(self._c, f)
-            d[f] = _ENUMS[f][v] if f in _ENUMS else v
-        return d
+        """Every field as a dict; enum fields by name."""
+        return dict(self._fields)
 
     def __getattr__(self, name):
         if name in _FIELDS:
-            v = getattr(self._c, name)
-            return _ENUMS[name][v] if name in _ENUMS else v
+            return self._fields[name]
         raise AttributeError(name)
 
     def __str__(self):
@@ -116,7 +118,7 @@ class Spec:
     @property
     def sparse(self):
         """True for the entmax family (row statistic tau instead of lse)."""
-        return self._c.norm != lib.LA_NORM_SOFTMAX
+        return self._fields["norm"] != "softmax"
 
 
 def as_spec(spec):

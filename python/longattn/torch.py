@@ -52,7 +52,7 @@ def _fwd_impl(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
         _np(q), _np(k), _np(v), spec, pos0=None if pos0 == _POS0_AUTO else pos0,
         doc_ids=None if doc_ids is None else doc_ids.detach().contiguous().numpy(),
         logn_s=_np(logn_s), as_beta=_np(as_beta), as_gamma=_np(as_gamma),
-        threads=threads or None)
+        threads=threads or torch.get_num_threads())
     return torch.from_numpy(out), torch.from_numpy(row_stat)
 
 
@@ -62,13 +62,13 @@ def _bwd_impl(q, k, v, out, row_stat, dout, logn_s, as_beta, as_gamma, doc_ids, 
         _np(q), _np(k), _np(v), _np(out), _np(row_stat), _np(dout), spec,
         pos0=None if pos0 == _POS0_AUTO else pos0,
         doc_ids=None if doc_ids is None else doc_ids.detach().contiguous().numpy(),
-        logn_s=_np(logn_s), as_beta=_np(as_beta), as_gamma=_np(as_gamma), threads=threads or None)
+        logn_s=_np(logn_s), as_beta=_np(as_beta), as_gamma=_np(as_gamma),
+        threads=threads or torch.get_num_threads())
     H = q.shape[1]
-    empty = torch.zeros(0)
     return (torch.from_numpy(g["dq"]), torch.from_numpy(g["dk"]), torch.from_numpy(g["dv"]),
             torch.from_numpy(g["dlogn_s"]) if "dlogn_s" in g else torch.zeros(H),
-            torch.from_numpy(g["das_beta"]) if "das_beta" in g else empty,
-            torch.from_numpy(g["das_gamma"]) if "das_gamma" in g else empty)
+            torch.from_numpy(g["das_beta"]) if "das_beta" in g else torch.zeros(0),
+            torch.from_numpy(g["das_gamma"]) if "das_gamma" in g else torch.zeros(0))
 
 
 class AttentionFunction(torch.autograd.Function):
@@ -106,7 +106,8 @@ if HAS_CUSTOM_OP:  # PyTorch >= 2.4: opaque custom ops that torch.compile can tr
 
     @_op_fwd.register_fake
     def _(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
-        return torch.empty_like(q), q.new_empty(q.shape[:3])
+        # the kernel's outputs are contiguous whatever the inputs' strides
+        return q.new_empty(q.shape), q.new_empty(q.shape[:3])
 
     @torch.library.custom_op("longattn::attention_bwd", mutates_args=())
     def _op_bwd(q: Tensor, k: Tensor, v: Tensor, out: Tensor, row_stat: Tensor, dout: Tensor,
@@ -118,11 +119,10 @@ if HAS_CUSTOM_OP:  # PyTorch >= 2.4: opaque custom ops that torch.compile can tr
 
     @_op_bwd.register_fake
     def _(q, k, v, out, row_stat, dout, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
-        sparse_ab = as_beta is not None
-        return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
+        return (q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape),
                 q.new_empty((q.shape[1],)),
-                torch.empty_like(as_beta) if sparse_ab else q.new_empty((0,)),
-                torch.empty_like(as_gamma) if as_gamma is not None else q.new_empty((0,)))
+                q.new_empty(as_beta.shape) if as_beta is not None else q.new_empty((0,)),
+                q.new_empty(as_gamma.shape) if as_gamma is not None else q.new_empty((0,)))
 
     def _setup_context(ctx, inputs, output):
         q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads = inputs
@@ -163,7 +163,7 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
             raise TypeError("doc_ids must be an integer CPU tensor (B, S)")
         doc_ids = doc_ids.to(torch.int32)
     p0 = _POS0_AUTO if pos0 is None else int(pos0)
-    th = int(threads) if threads else torch.get_num_threads()
+    th = int(threads) if threads else 0  # 0: torch.get_num_threads() when the op runs
     if HAS_CUSTOM_OP:
         return _op_fwd(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec_text, p0, th)[0]
     return AttentionFunction.apply(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec_text, p0, th)
