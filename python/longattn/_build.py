@@ -85,7 +85,7 @@ typedef struct {
     la_workspace *ws;
 } la_attn_opts;
 
-la_attn_opts la_attn_default_opts(void);
+la_attn_opts la_attn_opts_default(void);
 la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
                           const float *q, const float *k, const float *v,
                           float *out, float *row_stat, const la_attn_opts *opts);
