@@ -3,7 +3,8 @@
 #   make test            run the test suite against the normal build
 #   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
 #   make test-python     the Python tests (tests/python) with .venv's pytest
-#   make check           all three, one closing line (this is what CI runs)
+#   make check-layers    the layering rule (README "Layout" table) on the built objects
+#   make check           check-layers, then all three, one closing line (this is what CI runs)
 #   make bench           build/longattn bench attn
 # Every src/<module>/*.c except src/cli goes into the library; src/cli/*.c and bench/*.c
 # make the CLI; tests/test_*.c are one cmocka program each, linked with tests/support/*.c;
@@ -29,7 +30,7 @@ TSUP_OBJ  := $(TSUP_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 
-.PHONY: all lib test test-san test-python check bench clean
+.PHONY: all lib test test-san test-python check check-layers bench clean
 all: $(BUILD)/liblongattn.a $(BUILD)/longattn $(TEST_BIN) $(EX_BIN)
 lib: $(BUILD)/liblongattn.a
 
@@ -66,7 +67,14 @@ test-python: all
 	@test -x $(PYTHON) || { echo "$(PYTHON) missing: run scripts/setup_venv.sh (or ./scripts/setup.sh)"; exit 1; }
 	LA_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/python
 
-# all three, with one closing "check: N passed, N failed" line (tests/check.sh)
+# the layering rule: scripts/check_layers.py reads the folder -> layer table of README.md
+# ("Layout") and the symbols of every object (nm); --self-test first proves it rejects a
+# synthetic upward dependency
+check-layers: all
+	python3 scripts/check_layers.py --self-test
+	python3 scripts/check_layers.py $(BUILD)
+
+# check-layers, then all three, with one closing "check: N passed, N failed" line (tests/check.sh)
 check:
 	tests/check.sh
 

@@ -1,5 +1,5 @@
 /* diagnose.c -- `longattn diagnose`: attention mass and entropy per distance range
- * [t, t*delta) (library: src/tasks/diagnose.c).
+ * [t, t*delta) (library: src/attn/diag_stats.c).
  *   --gaussian   the scale-invariance check under the Gaussian model of Anson et al. 2025:
  *                logits N(0,1) i.i.d. per key for a query at position N, transformed by each
  *                spec (default: plain softmax, logn, sinv), averaged over draws.

@@ -1,8 +1,9 @@
-/* diagnose.c -- attention mass and entropy per distance range [t, t*delta), the two
- * properties of scale-invariant attention (Anson et al. 2025, arXiv 2505.17083: Def. 3.1
- * scale-invariant total attention, Defs. 3.3/3.4 scale-invariant sparsity), accumulated
- * from per-row probabilities streamed over key tiles, plus the paper's Gaussian model
- * (la_diag_gaussian).
+/* diag_stats.c -- the attention-statistics accumulator la_diag (layer attn: the kernels'
+ * la_attn_diagnose streams into it, the model checks it): attention mass and entropy per
+ * distance range [t, t*delta), the two properties of scale-invariant attention (Anson
+ * et al. 2025, arXiv 2505.17083: Def. 3.1 scale-invariant total attention, Defs. 3.3/3.4
+ * scale-invariant sparsity), accumulated from per-row probabilities streamed over key
+ * tiles, plus the paper's Gaussian model (la_diag_gaussian).
  *
  * Per row and range r the accumulator keeps M_r = sum p_t and P_r = sum p_t log p_t over the
  * keys of the range; at the end of the row
