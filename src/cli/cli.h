@@ -21,9 +21,6 @@ int cli_study(int argc, char **argv);
 int cli_attn(int argc, char **argv);
 /* bench/bench_main.c: `longattn bench <name>` (table in bench/bench.h). */
 int cli_bench(int argc, char **argv);
-/* src/cli/plot.c: run `gnuplot script_path`; returns its exit status (127: gnuplot not
- * installed, -1: could not start). */
-int cli_gnuplot(const char *script_path);
 
 /* src/cli/critical.c, src/cli/diagnose.c */
 int cli_critical(int argc, char **argv);

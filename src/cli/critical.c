@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "io/files.h"
+#include "io/gnuplot.h"
 #include "core/internal.h"
 #include "longattn.h"
 
@@ -50,18 +52,6 @@ static int parse_int(const char *s, long lo, long hi, int *out) {
     if (*s == 0 || *end || errno || v < lo || v > hi) return -1;
     *out = (int)v;
     return 0;
-}
-
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return -1;
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return (mkdir(buf, 0777) && errno != EEXIST) ? -1 : 0;
 }
 
 static void usage(FILE *f) {
@@ -145,8 +135,8 @@ int cli_critical(int argc, char **argv) {
             return cli_usage_error("critical", "unknown option '%s'", a);
         }
     }
-    if (mkdir_p(out)) {
-        fprintf(stderr, "longattn critical: cannot create folder '%s': %s\n", out, strerror(errno));
+    if (la_mkdir_p(out) != LA_OK) {
+        fprintf(stderr, "longattn critical: %s\n", la_errmsg());
         return 1;
     }
     la_critical_cell *cells = calloc((size_t)n_rho * n_gamma, sizeof *cells);
@@ -224,7 +214,7 @@ int cli_critical(int argc, char **argv) {
     }
     free(cells);
     if (plot) {
-        int rc = cli_gnuplot(gp);
+        int rc = la_gnuplot_run(NULL, NULL, gp, NULL);
         if (rc == 0) printf("wrote %s\n", png);
         else fprintf(stderr, "longattn critical: gnuplot failed (exit %d); the data is in %s, the script in %s\n", rc, csv, gp);
     }

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "io/files.h"
+#include "io/gnuplot.h"
 #include "core/internal.h"
 #include "longattn.h"
 
@@ -63,18 +65,6 @@ static void usage(FILE *f) {
             "  Checks, over the complete ranges with t >= delta: total attention per range\n"
             "  roughly constant (max/min <= 2) and entropy growing slower than log t (slope of\n"
             "  entropy against log t <= 0.5; uniform attention has slope 1).\n");
-}
-
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return -1;
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return (mkdir(buf, 0777) && errno != EEXIST) ? -1 : 0;
 }
 
 /* ---- checkpoint mode ----------------------------------------------------------------- */
@@ -208,8 +198,8 @@ static int run_ckpt(const ckpt_opts *o) {
     }
     char csv[4200], sum[4200], gp[4200], png[4200];
     la_afile af;
-    if (!rc && mkdir_p(o->out)) {
-        fprintf(stderr, "longattn diagnose: cannot create folder '%s': %s\n", o->out, strerror(errno));
+    if (!rc && la_mkdir_p(o->out) != LA_OK) {
+        fprintf(stderr, "longattn diagnose: %s\n", la_errmsg());
         rc = 1;
     }
     if (!rc) {
@@ -303,7 +293,7 @@ static int run_ckpt(const ckpt_opts *o) {
         }
     }
     if (!rc && o->plot) {
-        int prc = cli_gnuplot(gp);
+        int prc = la_gnuplot_run(NULL, NULL, gp, NULL);
         if (prc == 0) printf("wrote %s\n", png);
         else fprintf(stderr, "longattn diagnose: gnuplot failed (exit %d); the data is in %s, the script in %s\n", prc, csv, gp);
     }
@@ -385,8 +375,8 @@ int cli_diagnose(int argc, char **argv) {
     la_spec parsed[MAX_SPECS];
     for (int k = 0; k < n_specs; k++)
         if (la_spec_parse(specs[k], &parsed[k]) != LA_OK) return cli_usage_error("diagnose", "--spec: %s", la_errmsg());
-    if (mkdir_p(out)) {
-        fprintf(stderr, "longattn diagnose: cannot create folder '%s': %s\n", out, strerror(errno));
+    if (la_mkdir_p(out) != LA_OK) {
+        fprintf(stderr, "longattn diagnose: %s\n", la_errmsg());
         return 1;
     }
     char csv[4200], gp[4200], png[4200];
@@ -474,7 +464,7 @@ int cli_diagnose(int argc, char **argv) {
         return 1;
     }
     if (plot) {
-        int prc = cli_gnuplot(gp);
+        int prc = la_gnuplot_run(NULL, NULL, gp, NULL);
         if (prc == 0) printf("wrote %s\n", png);
         else fprintf(stderr, "longattn diagnose: gnuplot failed (exit %d); the data is in %s, the script in %s\n", prc, csv, gp);
     }

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "io/files.h"
+#include "io/gnuplot.h"
 #include "core/internal.h"
 
 #define MAX_POL 12
@@ -78,18 +80,6 @@ static la_status cached_argmax(loss_ctx *c, const int32_t *tokens, int T, int32_
         }
     }
     return LA_OK;
-}
-
-static int mkdir_p(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return (mkdir(buf, 0755) && errno != EEXIST) ? -1 : 0;
 }
 
 typedef struct {
@@ -165,7 +155,7 @@ static int write_outputs(const char *out, pol_result *res, int np, const int *le
                 dat, p, p + 1, res[p].name, dat, p, p + 1, p + 1 < np ? ", " : "\n");
     fprintf(af.f, "unset multiplot\n");
     if (la_afile_commit(&af) != LA_OK) return -1;
-    int rc = cli_gnuplot(gp);
+    int rc = la_gnuplot_run(NULL, NULL, gp, NULL);
     if (rc != 0 || rename(tmp_png, png) != 0) {
         fprintf(stderr, "longattn kv-eval: gnuplot failed (exit %d); the table and CSV are written. Install gnuplot-nox.\n", rc);
         unlink(tmp_png);
@@ -315,8 +305,8 @@ int cli_kv_eval(int argc, char **argv) {
         fprintf(stderr, "longattn kv-eval: passkey needs byte-level documents; running without it (--trials 0)\n");
         trials = 0;
     }
-    if (mkdir_p(out) != 0) {
-        fprintf(stderr, "longattn kv-eval: cannot create '%s': %s\n", out, strerror(errno));
+    if (la_mkdir_p(out) != LA_OK) {
+        fprintf(stderr, "longattn kv-eval: %s\n", la_errmsg());
         la_docs_free(&docs);
         free(res);
         la_model_free(m);

@@ -14,6 +14,8 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "io/files.h"
+#include "io/gnuplot.h"
 #include "core/internal.h"
 
 #define MAX_TASKS 8
@@ -647,36 +649,14 @@ static int write_plots(const synth_opts *o, const run_result *rs, int nr, char *
                   png, la_task_name(t), o->min_len, o->max_len, ns + 1, dat);
         rc |= write_text(gp, g.s ? g.s : "");
         free(g.s);
-        char cmd[2600];
-        snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", gp);
-        FILE *pp = popen(cmd, "r");
-        char line[512];
-        int printed = 0;
-        while (pp && fgets(line, sizeof line, pp)) {
-            if (!printed++) fprintf(stderr, "longattn synth: gnuplot says:\n");
-            fputs(line, stderr);
-        }
-        int st = pp ? pclose(pp) : -1;
+        int st = la_gnuplot_run(NULL, NULL, gp, NULL); /* its messages go to stderr */
         if (st != 0) {
-            fprintf(stderr, "longattn synth: gnuplot failed on %s (install gnuplot-nox: scripts/setup.sh); "
-                            "tables are written\n", gp);
+            fprintf(stderr, "longattn synth: gnuplot failed on %s (exit %d; install gnuplot-nox: "
+                            "scripts/setup.sh); tables are written\n", gp, st);
             rc = 1;
         }
     }
     return rc;
-}
-
-static int mkdir_p(const char *dir) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    if (mkdir(tmp, 0777) && errno != EEXIST) return -1;
-    return 0;
 }
 
 int cli_synth(int argc, char **argv) {
@@ -706,8 +686,8 @@ int cli_synth(int argc, char **argv) {
     }
     if (o.d_model % o.heads)
         return cli_usage_error("synth", "--heads %d must divide --d-model %d", o.heads, o.d_model);
-    if (mkdir_p(o.out)) {
-        fprintf(stderr, "longattn synth: cannot create output folder '%s': %s\n", o.out, strerror(errno));
+    if (la_mkdir_p(o.out) != LA_OK) {
+        fprintf(stderr, "longattn synth: %s\n", la_errmsg());
         return 1;
     }
     run_result *rs = calloc((size_t)nt * ns, sizeof *rs);
