@@ -46,10 +46,8 @@ static int parse_grid(const char *s, double *out, int cap) {
 }
 
 static int parse_int(const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end || errno || v < lo || v > hi) return -1;
+    long long v;
+    if (cli_parse_int(s, lo, hi, &v)) return -1;
     *out = (int)v;
     return 0;
 }

@@ -7,6 +7,7 @@
  *                of the model's own attention on N bytes of the text (la_model_diagnose:
  *                probabilities recomputed tile by tile, no N x N buffer). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,27 +326,24 @@ int cli_diagnose(int argc, char **argv) {
         if (!v) return cli_usage_error("diagnose", "option '%s' needs a value (or is unknown)", a);
         i++;
         if (!strcmp(a, "--n")) {
-            N = strtoll(v, &end, 10);
-            if (*end || !*v || N < 1 || N > (1LL << 30)) return cli_usage_error("diagnose", "--n wants an integer in 1..2^30, got '%s'", v);
+            if (cli_parse_int(v, 1, 1LL << 30, &N)) return cli_usage_error("diagnose", "--n wants an integer in 1..2^30, got '%s'", v);
             n_set = 1;
         } else if (!strcmp(a, "--offset")) {
-            offset = strtoll(v, &end, 10);
-            if (*end || !*v || offset < 0) return cli_usage_error("diagnose", "--offset wants an integer >= 0, got '%s'", v);
+            if (cli_parse_int(v, 0, LLONG_MAX, &offset)) return cli_usage_error("diagnose", "--offset wants an integer >= 0, got '%s'", v);
         } else if (!strcmp(a, "--threads")) {
-            long k = strtol(v, &end, 10);
-            if (*end || !*v || k < 1 || k > 4096) return cli_usage_error("diagnose", "--threads wants an integer >= 1, got '%s'", v);
+            long long k;
+            if (cli_parse_int(v, 1, 4096, &k)) return cli_usage_error("diagnose", "--threads wants an integer >= 1, got '%s'", v);
             threads = (int)k;
         } else if (!strcmp(a, "--ckpt")) {
             ckpt = v;
         } else if (!strcmp(a, "--text")) {
             text = v;
         } else if (!strcmp(a, "--draws")) {
-            long k = strtol(v, &end, 10);
-            if (*end || !*v || k < 1 || k > 10000000) return cli_usage_error("diagnose", "--draws wants an integer >= 1, got '%s'", v);
+            long long k;
+            if (cli_parse_int(v, 1, 10000000, &k)) return cli_usage_error("diagnose", "--draws wants an integer >= 1, got '%s'", v);
             draws = (int)k;
         } else if (!strcmp(a, "--delta")) {
-            delta = strtod(v, &end);
-            if (*end || !*v || !(delta > 1) || !isfinite(delta)) return cli_usage_error("diagnose", "--delta wants a number > 1, got '%s'", v);
+            if (cli_parse_num(v, nextafter(1.0, 2.0), HUGE_VAL, &delta)) return cli_usage_error("diagnose", "--delta wants a number > 1, got '%s'", v);
         } else if (!strcmp(a, "--seed")) {
             seed = strtoull(v, &end, 10);
             if (*end || !*v) return cli_usage_error("diagnose", "--seed wants a non-negative integer, got '%s'", v);

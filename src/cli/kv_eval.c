@@ -177,7 +177,6 @@ int cli_kv_eval(int argc, char **argv) {
         const char *val = argv[++i];
         if (val[0] == '-' && val[1] == '-')
             return cli_usage_error(cmd, "option '%s' needs a value, got the option '%s'", a, val);
-        char *end;
         if (!strcmp(a, "--ckpt")) ckpt = val;
         else if (!strcmp(a, "--passkey-ckpt")) pk_ckpt = val;
         else if (!strcmp(a, "--data")) data = val;
@@ -185,9 +184,9 @@ int cli_kv_eval(int argc, char **argv) {
         else if (!strcmp(a, "--lens")) lens_s = val;
         else if (!strcmp(a, "--policies")) pols_s = val;
         else if (!strcmp(a, "--windows") || !strcmp(a, "--trials") || !strcmp(a, "--chunk") || !strcmp(a, "--seed")) {
-            long v = strtol(val, &end, 10);
+            long long v;
             long lo = !strcmp(a, "--trials") || !strcmp(a, "--seed") ? 0 : 1;
-            if (*val == '\0' || *end != '\0' || v < lo || v > 1000000)
+            if (cli_parse_int(val, lo, 1000000, &v))
                 return cli_usage_error(cmd, "%s expects an integer in [%ld, 1000000], got '%s'", a, lo, val);
             if (!strcmp(a, "--windows")) windows = v;
             else if (!strcmp(a, "--trials")) trials = v;
@@ -231,9 +230,8 @@ int cli_kv_eval(int argc, char **argv) {
         snprintf(buf, sizeof buf, "%s", lens_s);
         char *save = NULL;
         for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            char *end;
-            long v = strtol(t, &end, 10);
-            if (*end != '\0' || v < 2 || v > (1L << 24) || nl >= MAX_LEN || (nl > 0 && v <= lens[nl - 1])) {
+            long long v;
+            if (cli_parse_int(t, 2, 1L << 24, &v) || nl >= MAX_LEN || (nl > 0 && v <= lens[nl - 1])) {
                 la_model_free(m);
                 la_model_free(mp);
                 return cli_usage_error(cmd, "--lens: '%s' must be increasing integers >= 2 (at most %d)", lens_s, MAX_LEN);
@@ -321,8 +319,7 @@ int cli_kv_eval(int argc, char **argv) {
         fprintf(stderr, "longattn kv-eval: out of memory\n");
         goto done;
     }
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t_start = cli_now();
     for (int p = 0; p < np; p++) {
         la_kv_params *kp = &res[p].kp;
         /* the full cache is exact in chunks (causal attention over the whole prefix);
@@ -369,10 +366,9 @@ int cli_kv_eval(int argc, char **argv) {
             res[p].digit_acc[i] = n_pk ? (double)digit_hits / (n_pk * LA_PASSKEY_DIGITS) : NAN;
             int64_t budget = la_kv_budget(kp);
             res[p].cache_tokens[i] = (kp->policy == LA_KV_FULL || budget > T) ? T : budget;
-            clock_gettime(CLOCK_MONOTONIC, &t1);
             fprintf(stderr, "[kv-eval] %-28s len %6d: %.4f bits/byte, passkey %d/%d (digits %d/%d), cache %lld tokens (%.0f s)\n",
                     res[p].name, T, bits, hits, n_pk, digit_hits, n_pk * LA_PASSKEY_DIGITS, (long long)res[p].cache_tokens[i],
-                    (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
+                    cli_now() - t_start);
         }
         la_decoder_free(lc.d);
         la_decoder_free(lp.d);

@@ -152,11 +152,9 @@ static void usage(FILE *f) {
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
+    long long v;
+    if (cli_parse_int(s, lo, hi, &v)) return -1;
+    *out = (long)v;
     return 0;
 }
 
@@ -307,12 +305,6 @@ static la_task_params curriculum_params(const synth_opts *o, const la_task_param
     return la_task_validate(&c) == LA_OK ? c : *p;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* MQMTAR layout of a training step: inline for the first --inline-share of the steps, echo
  * for the next --echo-share, then the evaluated layout p->mq_layout. */
 static la_mq_layout layout_at(const synth_opts *o, const la_task_params *p, int step) {
@@ -383,7 +375,7 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
     int32_t *in = malloc((size_t)o->batch * T * sizeof *in);
     int32_t *tg = malloc((size_t)o->batch * T * sizeof *tg);
     if (s == LA_OK && (!in || !tg)) s = la_fail(LA_ENOMEM, "out of memory for a %d x %d batch", o->batch, T);
-    double t0 = now_s(), ema = NAN;
+    double t0 = cli_now(), ema = NAN;
     const uint64_t train_seed = o->seed * 1000003ULL + 17 * (uint64_t)p->task;
     for (int step = 0; step < o->steps && s == LA_OK; step++) {
         la_step_info info;
@@ -401,14 +393,14 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
         ema = isnan(ema) ? info.loss : 0.9 * ema + 0.1 * info.loss;
         if ((step + 1) % 50 == 0 || step + 1 == o->steps)
             fprintf(stderr, "  %-8s %-28s step %5d/%d  loss %.4f  (%.1f s)\n", la_task_name(p->task), spec,
-                    step + 1, o->steps, ema, now_s() - t0);
+                    step + 1, o->steps, ema, cli_now() - t0);
     }
     r->steps = o->steps;
-    r->train_s = now_s() - t0;
+    r->train_s = cli_now() - t0;
     r->final_loss = ema;
     free(in);
     free(tg);
-    double t1 = now_s();
+    double t1 = cli_now();
     const uint64_t eval_seed = o->seed * 7919ULL + 1000 + 31 * (uint64_t)p->task;
     for (int mult = 1; mult <= o->max_mult && s == LA_OK; mult *= 2) {
         eval_point *e = &r->pt[r->n_points++];
@@ -425,7 +417,7 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
             fprintf(stderr, "  %-8s %-28s %5dx (L=%d, %d tokens): %d/%d exact\n", la_task_name(p->task), spec,
                     mult, e->content_len, e->tokens, e->correct, e->n);
     }
-    r->eval_s = now_s() - t1;
+    r->eval_s = cli_now() - t1;
     la_trainer_free(tr);
     la_model_free(m);
     if (s == LA_EUNSUPPORTED) {
@@ -460,41 +452,19 @@ static int write_text(const char *path, const char *text) {
     return 0;
 }
 
-/* Growable string for the table writers. */
-typedef struct { char *s; size_t n, cap; } sbuf;
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) return;
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t nc = (b->cap + (size_t)k + 1) * 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) return;
-        b->s = ns;
-        b->cap = nc;
-    }
-}
-
 static int write_results(const synth_opts *o, const run_result *rs, int nr) {
     char path[1200];
     int rc = 0;
     /* CSV: one row per run x length */
-    sbuf csv = {0};
-    sb_printf(&csv, "task,spec,mult,content_len,tokens,n,correct,exact_match,train_steps,train_s,final_loss\n");
+    cli_sbuf csv = {0};
+    cli_sb_printf(&csv, "task,spec,mult,content_len,tokens,n,correct,exact_match,train_steps,train_s,final_loss\n");
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < rs[i].n_points; j++) {
             const eval_point *e = &rs[i].pt[j];
             char acc[32];
             if (e->n) snprintf(acc, sizeof acc, "%.4f", (double)e->correct / e->n);
             else acc[0] = '\0';
-            sb_printf(&csv, "%s,\"%s\",%d,%d,%d,%d,%d,%s,%d,%.1f,%.5f\n", la_task_name(rs[i].task), rs[i].spec,
+            cli_sb_printf(&csv, "%s,\"%s\",%d,%d,%d,%d,%d,%s,%d,%.1f,%.5f\n", la_task_name(rs[i].task), rs[i].spec,
                       e->mult, e->content_len, e->tokens, e->n, e->correct, acc, rs[i].steps, rs[i].train_s,
                       rs[i].final_loss);
         }
@@ -503,31 +473,31 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
     free(csv.s);
 
     /* Markdown: one row per run, one column per length */
-    sbuf md = {0};
+    cli_sbuf md = {0};
     int maxp = 0;
     for (int i = 0; i < nr; i++) maxp = rs[i].n_points > maxp ? rs[i].n_points : maxp;
-    sb_printf(&md, "| task | spec | steps | train s | final loss |");
+    cli_sb_printf(&md, "| task | spec | steps | train s | final loss |");
     for (int j = 0, m = 1; j < maxp; j++, m *= 2) {
-        if (m == 1) sb_printf(&md, " ID (%d) |", o->max_len);
-        else sb_printf(&md, " %dx (%d) |", m, m * o->max_len);
+        if (m == 1) cli_sb_printf(&md, " ID (%d) |", o->max_len);
+        else cli_sb_printf(&md, " %dx (%d) |", m, m * o->max_len);
     }
-    sb_printf(&md, "\n|---|---|---:|---:|---:|");
-    for (int j = 0; j < maxp; j++) sb_printf(&md, "---:|");
-    sb_printf(&md, "\n");
+    cli_sb_printf(&md, "\n|---|---|---:|---:|---:|");
+    for (int j = 0; j < maxp; j++) cli_sb_printf(&md, "---:|");
+    cli_sb_printf(&md, "\n");
     for (int i = 0; i < nr; i++) {
-        sb_printf(&md, "| %s | `%s` | %d | %.0f | %.4f |", la_task_name(rs[i].task), rs[i].spec, rs[i].steps,
+        cli_sb_printf(&md, "| %s | `%s` | %d | %.0f | %.4f |", la_task_name(rs[i].task), rs[i].spec, rs[i].steps,
                   rs[i].train_s, rs[i].final_loss);
         for (int j = 0; j < maxp; j++) {
             char acc[32] = "";
             if (j < rs[i].n_points) fmt_acc(&rs[i].pt[j], acc, sizeof acc);
-            sb_printf(&md, " %s |", acc);
+            cli_sb_printf(&md, " %s |", acc);
         }
-        sb_printf(&md, "\n");
+        cli_sb_printf(&md, "\n");
     }
-    sb_printf(&md, "\nExact match (whole target right) on %d examples per length (fewer above 16x); "
+    cli_sb_printf(&md, "\nExact match (whole target right) on %d examples per length (fewer above 16x); "
                    "columns: multiple of the training length (content tokens); '-' = skipped (too long).\n",
               o->eval_n);
-    if (*g_skipped) sb_printf(&md, "\nSkipped (not built into this library): %s\n", g_skipped);
+    if (*g_skipped) cli_sb_printf(&md, "\nSkipped (not built into this library): %s\n", g_skipped);
     snprintf(path, sizeof path, "%s/results.md", o->out);
     rc |= write_text(path, md.s ? md.s : "");
     free(md.s);
@@ -623,23 +593,23 @@ static int write_plots(const synth_opts *o, const run_result *rs, int nr, char *
         snprintf(dat, sizeof dat, "%s/synth_%s.dat", o->out, la_task_name(t));
         snprintf(gp, sizeof gp, "%s/synth_%s.gp", o->out, la_task_name(t));
         snprintf(png, sizeof png, "%s/synth_%s.png", o->out, la_task_name(t));
-        sbuf d = {0};
-        sb_printf(&d, "content_len");
-        for (int s = 0; s < ns; s++) sb_printf(&d, "\t%s", rs[idx[s]].spec);
-        sb_printf(&d, "\n");
+        cli_sbuf d = {0};
+        cli_sb_printf(&d, "content_len");
+        for (int s = 0; s < ns; s++) cli_sb_printf(&d, "\t%s", rs[idx[s]].spec);
+        cli_sb_printf(&d, "\n");
         for (int k = 0; k < rs[idx[0]].n_points; k++) {
-            sb_printf(&d, "%d", rs[idx[0]].pt[k].content_len);
+            cli_sb_printf(&d, "%d", rs[idx[0]].pt[k].content_len);
             for (int s = 0; s < ns; s++) {
                 const run_result *r = &rs[idx[s]];
-                if (k < r->n_points && r->pt[k].n) sb_printf(&d, "\t%.4f", (double)r->pt[k].correct / r->pt[k].n);
-                else sb_printf(&d, "\tNaN");
+                if (k < r->n_points && r->pt[k].n) cli_sb_printf(&d, "\t%.4f", (double)r->pt[k].correct / r->pt[k].n);
+                else cli_sb_printf(&d, "\tNaN");
             }
-            sb_printf(&d, "\n");
+            cli_sb_printf(&d, "\n");
         }
         rc |= write_text(dat, d.s ? d.s : "");
         free(d.s);
-        sbuf g = {0};
-        sb_printf(&g,
+        cli_sbuf g = {0};
+        cli_sb_printf(&g,
                   "set terminal pngcairo size 800,500 noenhanced\nset output '%s'\n"
                   "set datafile separator '\\t'\nset datafile missing 'NaN'\n"
                   "set title 'longattn synth: %s (trained at content length %d-%d)'\n"
@@ -693,7 +663,7 @@ int cli_synth(int argc, char **argv) {
     run_result *rs = calloc((size_t)nt * ns, sizeof *rs);
     if (!rs) return 1;
     int nr = 0, rc = 0;
-    double t0 = now_s();
+    double t0 = cli_now();
     for (int i = 0; i < nt && !rc; i++) {
         la_task t;
         la_task_from_name(tasks[i], &t);
@@ -720,7 +690,7 @@ int cli_synth(int argc, char **argv) {
         char line[2048];
         while (f && fgets(line, sizeof line, f)) fputs(line, stdout);
         if (f) fclose(f);
-        printf("\nwrote %s/results.{md,csv,json} and synth_<task>.png in %.0f s\n", o.out, now_s() - t0);
+        printf("\nwrote %s/results.{md,csv,json} and synth_<task>.png in %.0f s\n", o.out, cli_now() - t0);
     }
     free(rs);
     return rc ? 1 : 0;

@@ -95,22 +95,16 @@ static int on_progress(const la_train_progress *p, void *user) {
 }
 
 static int parse_int(const char *cmd, const char *opt, const char *v, int lo, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > 1000000000)
+    long long x;
+    if (cli_parse_int(v, lo, 1000000000, &x))
         return cli_usage_error(cmd, "%s expects an integer >= %d, got '%s'", opt, lo, v);
     *out = (int)x;
     return 0;
 }
 
 static int parse_double(const char *cmd, const char *opt, const char *v, double lo, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || *end || end == v || !(x >= lo) || !isfinite(x))
+    if (cli_parse_num(v, lo, HUGE_VAL, out))
         return cli_usage_error(cmd, "%s expects a number >= %g, got '%s'", opt, lo, v);
-    *out = x;
     return 0;
 }
 
