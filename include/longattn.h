@@ -1481,4 +1481,8 @@ la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t s
 #ifdef __cplusplus
 }
 #endif
+
+/* experiment runners (layer experiments), one header each */
+#include "longattn/synth_run.h"
+
 #endif /* LONGATTN_H */
