@@ -1484,5 +1484,6 @@ la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t s
 
 /* experiment runners (layer experiments), one header each */
 #include "longattn/synth_run.h"
+#include "longattn/kv_eval.h"
 
 #endif /* LONGATTN_H */
