@@ -33,7 +33,7 @@ typedef struct {
 
 /* The defaults of `longattn kv-eval` (out runs/kv-eval, 4 windows, 6 trials, chunk 1,
  * seed 1; ckpt and data NULL). */
-la_kv_eval_opts la_kv_eval_default_opts(void);
+LA_API la_kv_eval_opts la_kv_eval_default_opts(void);
 
 typedef enum {
     LA_KV_EVAL_POINT = 0, /* one (policy, length) done: the fields below */
@@ -61,7 +61,7 @@ typedef void (*la_kv_eval_progress_fn)(void *user, const la_kv_eval_progress *p)
  * lengths or counts, passkey_ckpt of another model: the message names both), LA_ESPEC (a
  * policy that does not parse, or an empty policy list), errors of loading the model or
  * documents (the message names the file), LA_EIO (output files), LA_ENOMEM. */
-la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progress, void *user);
+LA_API la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progress, void *user);
 
 #ifdef __cplusplus
 }

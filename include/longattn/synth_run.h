@@ -41,10 +41,10 @@ typedef struct {
 } la_synth_opts;
 
 /* The defaults of `longattn synth` (see the README section "Synthetic tasks"). */
-la_synth_opts la_synth_default_opts(void);
+LA_API la_synth_opts la_synth_default_opts(void);
 /* The tiny CI configuration over o (`--quick`): flipflop,copy; two softmax specs; lengths
  * 8-16; 40 steps; 16 examples at 1x-4x. */
-void la_synth_quick_opts(la_synth_opts *o);
+LA_API void la_synth_quick_opts(la_synth_opts *o);
 
 /* Progress of la_synth_run, for the caller to show (the runner prints nothing). */
 typedef enum {
@@ -68,7 +68,7 @@ typedef void (*la_synth_progress_fn)(void *user, const la_synth_progress *p);
 /* Checks every field, task name and spec of o without training: LA_EINVAL naming the
  * problem (unknown task, bad spec, invalid task parameters, heads not dividing d_model,
  * max_mult not a power of two, ...). */
-la_status la_synth_validate(const la_synth_opts *o);
+LA_API la_status la_synth_validate(const la_synth_opts *o);
 
 /* Runs the grid, writing (atomically, rewritten after every run so that partial results
  * survive an interruption) results.csv, results.md, results.json, then per task
@@ -77,7 +77,7 @@ la_status la_synth_validate(const la_synth_opts *o);
  * NULL): runs completed. Errors: la_synth_validate's, LA_EIO (folder, files, or gnuplot
  * failed: the tables are then written and the message quotes gnuplot), errors of the
  * model, trainer or tasks (the message names the task and spec). */
-la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, void *user,
+LA_API la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, void *user,
                        int *n_runs);
 
 #ifdef __cplusplus

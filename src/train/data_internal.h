@@ -14,11 +14,10 @@ typedef struct {
     int n, cap;
 } doc_list;
 
-la_status doc_list_add(doc_list *dl, uint16_t *tok, int64_t len, int forced_val);
-void doc_list_free(doc_list *dl);
+la_status la_data_doc_list_add(doc_list *dl, uint16_t *tok, int64_t len, int forced_val);
 
 /* Readers: append the documents of one file. */
-la_status text_read_file(const char *path, doc_list *dl);
-la_status shard_read_file(const char *path, int eot, int vocab, doc_list *dl);
+la_status la_data_text_read_file(const char *path, doc_list *dl);
+la_status la_data_shard_read_file(const char *path, int eot, int vocab, doc_list *dl);
 
 #endif

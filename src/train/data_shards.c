@@ -6,7 +6,7 @@
 #include "io/shard.h"
 #include "train/data_internal.h"
 
-la_status shard_read_file(const char *path, int eot, int vocab, doc_list *dl) {
+la_status la_data_shard_read_file(const char *path, int eot, int vocab, doc_list *dl) {
     uint16_t *all = NULL;
     int64_t n = 0;
     LA_TRY(la_shard_read(path, vocab, &all, &n));
@@ -23,7 +23,7 @@ la_status shard_read_file(const char *path, int eot, int vocab, doc_list *dl) {
             break;
         }
         memcpy(d, all + start, (size_t)len * sizeof(uint16_t));
-        s = doc_list_add(dl, d, len, forced_val);
+        s = la_data_doc_list_add(dl, d, len, forced_val);
         if (s != LA_OK) free(d);
         start = i;
     }
