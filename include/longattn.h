@@ -1381,6 +1381,17 @@ LA_API la_critical_params la_critical_default_params(void);
 LA_API la_status la_critical_grid(const la_critical_params *p, const double *rhos, int n_rho,
                            const double *gammas, int n_gamma, la_critical_cell *cells);
 
+/* The experiment behind `longattn critical` (src/tasks/critical_run.c): la_critical_grid,
+ * then into folder out (created) critical.csv (one row per cell), simplex.csv (the closed
+ * form at n = 1e3..1e12 against the theorem's limit, per rho) and critical.gp (heat map
+ * script); with plot, gnuplot draws critical.png: *gnuplot_exit (may be NULL) receives its
+ * exit status (0 drawn; the files stay written otherwise), -1 when not run. cells:
+ * (n_rho, n_gamma) as la_critical_grid. Prints nothing. Errors: la_critical_grid's, LA_EIO
+ * (folder or files). */
+LA_API la_status la_critical_run(const la_critical_params *p, const double *rhos, int n_rho,
+                                 const double *gammas, int n_gamma, const char *out, int plot,
+                                 la_critical_cell *cells, int *gnuplot_exit);
+
 /* ======================================================================== */
 /* Attention diagnostics (SPEC 8)  -- section owned by the bench work       */
 /* ======================================================================== */
