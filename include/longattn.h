@@ -1523,6 +1523,7 @@ LA_API la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uin
 /* experiment runners (layer experiments), one header each */
 #include "longattn/synth_run.h"
 #include "longattn/kv_eval.h"
+#include "longattn/diagnose_run.h"
 
 #endif /* LONGATTN_H */
 
