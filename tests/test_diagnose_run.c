@@ -74,7 +74,7 @@ static void test_ckpt(void **state) {
     (void)state;
     char dir[] = "/tmp/la_diagnose_run_XXXXXX", path[300], text[400];
     assert_non_null(mkdtemp(dir));
-    la_model_config cfg = la_model_default_config();
+    la_model_config cfg = la_model_config_default();
     cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 16, cfg.vocab = 256, cfg.train_len = 16;
     la_model *m = NULL;
     assert_int_equal(la_model_new(&cfg, 1, &m), LA_OK);

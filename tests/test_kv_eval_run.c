@@ -36,7 +36,7 @@ static int setup(void **state) {
         for (int w = 0; w < 300; w++) fputs(words[la_rng_below(&r, 8)], fp);
         fclose(fp);
     }
-    la_model_config cfg = la_model_default_config();
+    la_model_config cfg = la_model_config_default();
     cfg.n_layer = 1, cfg.n_head = 2, cfg.d_model = 16, cfg.vocab = 256, cfg.train_len = 16;
     snprintf(cfg.spec, sizeof cfg.spec, "softmax+rope+causal");
     la_model *m = NULL;
@@ -73,7 +73,7 @@ static void on_progress(void *user, const la_kv_eval_progress *p) {
 }
 
 static la_kv_eval_opts opts(const char *out_name, char *ckpt, char *data, char *out) {
-    la_kv_eval_opts o = la_kv_eval_default_opts();
+    la_kv_eval_opts o = la_kv_eval_opts_default();
     sprintf(ckpt, "%s/m.safetensors", g_dir);
     sprintf(data, "%s/docs", g_dir);
     sprintf(out, "%s/%s", g_dir, out_name);

@@ -28,8 +28,8 @@ static void count(void *user, const la_synth_progress *p) {
 }
 
 static la_synth_opts tiny(const char *dir) {
-    la_synth_opts o = la_synth_default_opts();
-    la_synth_quick_opts(&o);
+    la_synth_opts o = la_synth_opts_default();
+    la_synth_opts_quick(&o);
     snprintf(o.tasks, sizeof o.tasks, "copy");
     snprintf(o.specs, sizeof o.specs, "softmax+nape");
     snprintf(o.out, sizeof o.out, "%s/run", dir);

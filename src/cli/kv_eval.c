@@ -71,7 +71,7 @@ int cli_kv_eval(int argc, char **argv) {
     }
     if (!ckpt) return cli_usage_error(cmd, "--ckpt FILE is required");
     if (!data) return cli_usage_error(cmd, "--data DIR is required");
-    la_kv_eval_opts o = la_kv_eval_default_opts();
+    la_kv_eval_opts o = la_kv_eval_opts_default();
     o.ckpt = ckpt;
     o.passkey_ckpt = pk_ckpt;
     o.data = data;

@@ -10,7 +10,7 @@
 #include "longattn.h"
 
 static void usage(FILE *f) {
-    const la_synth_opts d = la_synth_default_opts();
+    const la_synth_opts d = la_synth_opts_default();
     fprintf(f,
             "usage: longattn synth [options]\n"
             "Train a small GPT per task x attention spec at content lengths min-len..max-len,\n"
@@ -55,9 +55,9 @@ static void usage(FILE *f) {
 }
 
 static int parse_args(int argc, char **argv, la_synth_opts *o) {
-    *o = la_synth_default_opts();
+    *o = la_synth_opts_default();
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--quick")) la_synth_quick_opts(o);
+        if (!strcmp(argv[i], "--quick")) la_synth_opts_quick(o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--quick")) continue;

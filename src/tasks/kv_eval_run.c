@@ -25,7 +25,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-la_kv_eval_opts la_kv_eval_default_opts(void) {
+la_kv_eval_opts la_kv_eval_opts_default(void) {
     la_kv_eval_opts o;
     memset(&o, 0, sizeof o);
     o.out = "runs/kv-eval";
@@ -238,7 +238,7 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
         for (char *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
             while (*t == ' ') t++;
             if (np >= MAX_POL) break;
-            la_kv_params kp = la_kv_default_params();
+            la_kv_params kp = la_kv_params_default();
             la_kv_params_for_model(m, &kp);
             la_status ps = la_kv_policy_parse(t, &kp);
             if (ps != LA_OK) {
