@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core.h" /* la_status, LA_API */
+#include "gguf.h" /* la_gguf */
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,12 +62,18 @@ LA_API la_tokenizer_vocab la_tokenizer_vocab_default(void);
 
 typedef struct la_tokenizer la_tokenizer;
 
-/* Build a tokenizer from v. Errors: LA_EINVAL (NULL v/out, n_tokens < 1, a NULL token,
- * an empty or duplicated token text, an id out of range, unknown model type or
- * pre-tokenizer name -- the message lists the supported ones --), LA_EFORMAT (a merge
- * that is not "left right" or names a token not in the vocabulary), LA_ENOMEM.
- * On error *out is NULL. */
+/* Build a tokenizer from v. Errors: LA_EINVAL (NULL v/out, n_tokens < 1, a NULL token, a
+ * token type outside 0..6, an id out of range, add_bos/add_eos without that id, unknown
+ * model type or pre-tokenizer name -- the message lists the supported ones --, model
+ * "gpt2" without merges), LA_EFORMAT (a merge that is not "left right" or names a token,
+ * or makes one, not in the vocabulary), LA_ENOMEM. A text listed twice maps to its last
+ * id (as in llama.cpp). On error *out is NULL. */
 LA_API la_status la_tokenizer_new(const la_tokenizer_vocab *v, la_tokenizer **out);
+/* Build the tokenizer a GGUF file describes (its tokenizer.ggml.* keys and
+ * tokenizer.chat_template). Errors: LA_EFORMAT naming the key (tokenizer.ggml.model or
+ * tokenizer.ggml.tokens missing, a key of the wrong type, an array whose length differs
+ * from the token count, a token with a NUL byte), then those of la_tokenizer_new. */
+LA_API la_status la_tokenizer_from_gguf(const la_gguf *g, la_tokenizer **out);
 LA_API void la_tokenizer_free(la_tokenizer *t);
 
 /* A growable id buffer that la_tokenizer_encode appends to. Start from {0}; free with
