@@ -73,7 +73,7 @@ static la_tokenizer_vocab bpe_vocab(void) {
     add_tok("<|end|>", LA_TOKEN_CONTROL, 0);
     add_tok("@@", LA_TOKEN_USER_DEFINED, 0);
     la_tokenizer_vocab v;
-    la_tokenizer_vocab_init(&v);
+    v = la_tokenizer_vocab_default();
     v.model = "gpt2";
     v.pre = "gpt2";
     v.n_tokens = ntok;
@@ -294,7 +294,7 @@ static la_tokenizer_vocab spm_vocab(int byte_tokens) {
     add_tok("\xe2\x96\x81hello", 1, -8);
     add_tok("lo", 1, -1.5f);
     la_tokenizer_vocab v;
-    la_tokenizer_vocab_init(&v);
+    v = la_tokenizer_vocab_default();
     v.model = "llama";
     v.n_tokens = ntok;
     v.tokens = toks;

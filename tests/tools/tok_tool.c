@@ -14,7 +14,7 @@
  *
  * VOCAB.json: {"model", "pre", "tokens", "scores", "token_type", "merges", "bos_id",
  * "eos_id", "unk_id", "pad_id", "add_bos", "add_eos", "add_space_prefix", "chat_template"};
- * absent keys keep la_tokenizer_vocab_init's values. */
+ * absent keys keep la_tokenizer_vocab_default's values. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
     float *scores = NULL;
     int32_t *types = NULL;
     la_tokenizer_vocab v;
-    la_tokenizer_vocab_init(&v);
+    v = la_tokenizer_vocab_default();
     la_tokenizer *t;
     size_t alen = strlen(argv[1]);
     if (alen > 5 && strcmp(argv[1] + alen - 5, ".gguf") == 0) {
