@@ -1512,3 +1512,6 @@ LA_API la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uin
 
 /* tokenizers from GGUF vocabulary data */
 #include "longattn/tokenizer.h"
+
+/* pretrained Llama-family models from GGUF files */
+#include "longattn/llama.h"

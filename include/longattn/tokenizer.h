@@ -23,6 +23,8 @@
 
 #include "longattn.h" /* la_status */
 
+typedef struct la_gguf la_gguf; /* longattn/gguf.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -68,6 +70,13 @@ typedef struct la_tokenizer la_tokenizer;
  * On error *out is NULL. */
 LA_API la_status la_tokenizer_new(const la_tokenizer_vocab *v, la_tokenizer **out);
 LA_API void la_tokenizer_free(la_tokenizer *t);
+
+/* The tokenizer a GGUF file describes (tokenizer.ggml.model, .pre, .tokens, .scores,
+ * .token_type, .merges, .bos/eos/unknown/padding_token_id, .add_bos_token,
+ * .add_eos_token, .add_space_prefix, tokenizer.chat_template; src/tokenizer/tok_gguf.c).
+ * Errors: LA_EFORMAT (tokenizer.ggml.model or .tokens missing or of the wrong type, named),
+ * those of la_tokenizer_new. */
+LA_API la_status la_tokenizer_from_gguf(const la_gguf *g, la_tokenizer **out);
 
 /* A growable id buffer that la_tokenizer_encode appends to. Start from {0}; free with
  * la_token_buf_free. Reusing one buffer across calls avoids reallocations. */
