@@ -28,7 +28,8 @@ LDLIBS_ALL = -fopenmp $(SAN) -lopenblas -lcjson -lpcre2-8 -lm -lpthread $(LDLIBS
 
 # per-file flags: ggml dequantization is bit-identical to ggml/gguf-py only without FMA
 # contraction (src/io/gguf_quant.c)
-$(BUILD)/src/io/gguf_quant.o: FILE_CFLAGS = -ffp-contract=off
+# (private: not inherited by its prerequisites, e.g. the library flags stamp)
+$(BUILD)/src/io/gguf_quant.o: private FILE_CFLAGS = -ffp-contract=off
 
 LIB_SRC   := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c) $(wildcard bench/*.c))

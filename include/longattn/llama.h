@@ -26,10 +26,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "longattn.h"
-
-typedef struct la_gguf la_gguf;           /* longattn/gguf.h */
-typedef struct la_tokenizer la_tokenizer; /* longattn/tokenizer.h */
+#include "core.h"
+#include "attn.h"
+#include "gguf.h"
+#include "infer.h"
+#include "tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,7 +65,7 @@ typedef struct {
                       through la_qmatvec; default 4 */
 } la_llama_params;
 
-LA_API la_llama_params la_llama_default_params(void);
+LA_API la_llama_params la_llama_params_default(void);
 
 typedef struct la_llama la_llama; /* opaque */
 

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "longattn.h" /* la_status */
+#include "core.h" /* la_status, LA_API */
 
 typedef struct la_gguf la_gguf; /* longattn/gguf.h */
 
@@ -58,8 +58,8 @@ typedef struct {
     const char *chat_template; /* tokenizer.chat_template; NULL = none */
 } la_tokenizer_vocab;
 
-/* Fill v with "nothing given": NULL arrays, ids -1, add_bos/add_eos 0, add_space_prefix -1. */
-LA_API void la_tokenizer_vocab_init(la_tokenizer_vocab *v);
+/* "Nothing given": NULL arrays, ids -1, add_bos/add_eos 0, add_space_prefix -1. */
+LA_API la_tokenizer_vocab la_tokenizer_vocab_default(void);
 
 typedef struct la_tokenizer la_tokenizer;
 
@@ -117,6 +117,14 @@ LA_API int32_t la_tokenizer_bos(const la_tokenizer *t); /* -1 if none */
 LA_API int32_t la_tokenizer_eos(const la_tokenizer *t); /* -1 if none */
 /* tokenizer.chat_template, or NULL */
 LA_API const char *la_tokenizer_chat_template(const la_tokenizer *t);
+
+/* ---- deprecated names: kept so existing programs compile (with a warning naming
+ * the replacement); see the naming rule in longattn.h ---- */
+
+LA_DEPRECATED("use v = la_tokenizer_vocab_default()")
+static inline void la_tokenizer_vocab_init(la_tokenizer_vocab *v) {
+    *v = la_tokenizer_vocab_default();
+}
 
 #ifdef __cplusplus
 }

@@ -130,7 +130,7 @@ int cli_generate_gguf(int argc, char **argv) {
     }
     if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
     if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (not empty)");
-    la_kv_params kp = la_kv_default_params();
+    la_kv_params kp = la_kv_params_default();
     if (la_kv_policy_parse(policy, &kp) != LA_OK) return cli_usage_error(cmd, "--kv: %s", la_errmsg());
     FILE *fp = fopen(path, "rb");
     if (!fp) {
@@ -209,7 +209,7 @@ int cli_generate_gguf(int argc, char **argv) {
     double t1 = now_s();
     la_rng rng;
     la_rng_seed(&rng, (uint64_t)seed);
-    la_sample_params sp = la_sample_default_params();
+    la_sample_params sp = la_sample_params_default();
     sp.temperature = temperature;
     sp.top_k = (int)top_k;
     sp.top_p = top_p;
@@ -257,6 +257,7 @@ int cli_generate_gguf(int argc, char **argv) {
         if (len > printed) fwrite(out_text + printed, 1, len - printed, stdout);
     }
     fputc('\n', stdout);
+    fflush(stdout);
     double t2 = now_s();
     if (ids_out) {
         idf = fopen(ids_out, "w");
@@ -377,7 +378,7 @@ int cli_perplexity(int argc, char **argv) {
     if (chunk > ctx) chunk = ctx;
     logits = malloc(sizeof(float) * (size_t)chunk * V);
     tok_bytes = malloc(sizeof(int) * (size_t)V);
-    la_kv_params kp = la_kv_default_params();
+    la_kv_params kp = la_kv_params_default();
     kp.max_tokens = ctx;
     if (!logits || !tok_bytes || la_llama_session_new(m, &kp, (int)chunk, &s) != LA_OK) {
         fprintf(stderr, "longattn %s: %s\n", cmd, logits && tok_bytes ? la_errmsg() : "out of memory");
@@ -509,7 +510,7 @@ int cli_llama_logits(int argc, char **argv) {
     } else if (!policy) {
         st = la_llama_forward(m, ids, T, (int)chunk, lg, 1);
     } else {
-        la_kv_params kp = la_kv_default_params();
+        la_kv_params kp = la_kv_params_default();
         st = la_kv_policy_parse(policy, &kp);
         kp.max_tokens = T;
         if (!step) step = 1;

@@ -34,7 +34,7 @@ struct la_decoder {
 static const float *tensor_by_name(la_model *m, const char *name, size_t numel) {
     la_tensor_info ti;
     for (int i = 0; i < la_model_num_tensors(m); i++)
-        if (la_model_tensor(m, i, &ti) == LA_OK && !strcmp(ti.name, name))
+        if (la_model_get_tensor(m, i, &ti) == LA_OK && !strcmp(ti.name, name))
             return ti.numel == numel ? la_model_params(m) + ti.offset : NULL;
     return NULL;
 }
@@ -170,7 +170,7 @@ la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *lo
         la_mm_forward(tm, d->q_raw, d->a, y->wq, N, C, H * D, 0);       // F2
         la_mm_forward(tm, d->k_raw, d->a, y->wk, N, C, K * D, 0);       // F3
         la_mm_forward(tm, d->v_raw, d->a, y->wv, N, C, K * D, 0);       // F4
-        la_attn_opts op = la_attn_default_opts();
+        la_attn_opts op = la_attn_opts_default();
         if (y->as_wb) {                                              // F5
             LA_TRY(la_asentmax_params_forward(d->a, 1, T, C, H, y->as_wb, y->as_bb, y->as_wg, y->as_bg,
                                               d->spec.as_gamma_range, d->beta, d->gamma));

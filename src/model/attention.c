@@ -10,7 +10,7 @@
 #include "model/layers.h"
 
 static la_attn_opts opts_for(const attn_dims *d, const attn_weights *w, const attn_acts *a) {
-    la_attn_opts op = la_attn_default_opts();
+    la_attn_opts op = la_attn_opts_default();
     op.ws = d->ws;
     /* a small attention call (under ~2M multiply-adds) runs on one thread: waking a team
      * costs more than the work, and much more on a shared machine */

@@ -73,7 +73,7 @@ struct la_model {
 
 enum { EVAL_CHUNK = 256 };
 
-la_model_config la_model_default_config(void) {
+la_model_config la_model_config_default(void) {
     la_model_config c;
     memset(&c, 0, sizeof c);
     c.n_layer = 4;
@@ -201,7 +201,7 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     if (!(c.init_std > 0)) return la_fail(LA_EINVAL, "model config: init_std must be > 0");
     if (!(c.qk_gain > 0 && c.qk_gain <= 100))
         return la_fail(LA_EINVAL, "model config: qk_gain must be in (0, 100] (the initial QK-norm gain; "
-                       "la_model_default_config sets 1)");
+                       "la_model_config_default sets 1)");
     if (memchr(c.spec, 0, sizeof c.spec) == NULL)
         return la_fail(LA_EINVAL, "model config: spec text is not NUL-terminated");
     la_spec spec;
@@ -286,10 +286,10 @@ float *la_model_params(la_model *m) { return m->params; }
 float *la_model_grads(la_model *m) { return m->grads; }
 int la_model_num_tensors(const la_model *m) { return m->n_tensors; }
 
-la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info) {
-    if (!m || !info) return la_fail(LA_EINVAL, "la_model_tensor: NULL argument");
+la_status la_model_get_tensor(const la_model *m, int i, la_tensor_info *info) {
+    if (!m || !info) return la_fail(LA_EINVAL, "la_model_get_tensor: NULL argument");
     if (i < 0 || i >= m->n_tensors)
-        return la_fail(LA_EINVAL, "la_model_tensor: index %d outside [0, %d)", i, m->n_tensors);
+        return la_fail(LA_EINVAL, "la_model_get_tensor: index %d outside [0, %d)", i, m->n_tensors);
     *info = m->tensors[i];
     return LA_OK;
 }

@@ -55,7 +55,7 @@ struct la_llama {
     la_workspace *ws;
 };
 
-la_llama_params la_llama_default_params(void) {
+la_llama_params la_llama_params_default(void) {
     la_llama_params p = {0, 4};
     return p;
 }
@@ -326,7 +326,7 @@ la_status la_llama_open(const char *path, const la_llama_params *p, la_llama **o
     if (!path) return la_fail(LA_EINVAL, "la_llama_open: path is NULL");
     la_llama *m = calloc(1, sizeof *m);
     if (!m) return la_fail(LA_ENOMEM, "la_llama_open: out of memory");
-    m->p = p ? *p : la_llama_default_params();
+    m->p = p ? *p : la_llama_params_default();
     if (m->p.gemm_min < 1) m->p.gemm_min = 1;
     la_status st = la_gguf_open(path, &m->g);
     if (st == LA_OK) st = load(m);
@@ -543,7 +543,7 @@ static la_status block(la_llama *m, int l, int T, const la_model_kv_hook *hook) 
     to_heads(m->qh, m->q, T, H, D);                                        // (H, T, D)
     to_heads(m->kh, m->k, T, K, D);                                        // (K, T, D)
     to_heads(m->vh, m->v, T, K, D);
-    la_attn_opts op = la_attn_default_opts();
+    la_attn_opts op = la_attn_opts_default();
     op.ws = m->ws;
     double t0 = omp_get_wtime();
     LA_TRY(hook->append_attend(hook->ctx, l, &m->spec, m->qh, m->kh, m->vh, T, m->att, &op));  // att (H, T, D)

@@ -24,7 +24,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-la_study_opts la_study_default_opts(void) {
+la_study_opts la_study_opts_default(void) {
     la_study_opts o;
     memset(&o, 0, sizeof o);
     return o;
@@ -163,7 +163,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     study_variant *v = &r->v[vi];
     const int B = st->batch, L = st->seq_len;
     const double bits = 1.0 / log(2.0);
-    la_model_config mc = la_model_default_config();
+    la_model_config mc = la_model_config_default();
     mc.n_layer = st->n_layer;
     mc.d_model = st->d_model;
     mc.n_head = st->n_head;
@@ -180,7 +180,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     la_spec_format(la_model_spec(m), v->canon, sizeof v->canon);
 
     /* ---- pre-training on B x L windows, the same ones in the same order for every spec */
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.steps = st->steps;
     tc.B = B;
     tc.T = L;
@@ -323,7 +323,7 @@ out:
 la_status la_study_run(const la_study *st, const char *out_dir, const la_study_opts *opts_in,
                        la_study_summary *summary) {
     if (!st || !out_dir) return la_fail(LA_EINVAL, "la_study_run: NULL argument");
-    la_study_opts opts = opts_in ? *opts_in : la_study_default_opts();
+    la_study_opts opts = opts_in ? *opts_in : la_study_opts_default();
     if (summary) memset(summary, 0, sizeof *summary);
     const char *data = opts.data ? opts.data : st->data;
     double t_start = now_s();

@@ -19,7 +19,7 @@ struct la_data {
     uint64_t n_windows;
 };
 
-la_data_config la_data_default_config(void) {
+la_data_config la_data_config_default(void) {
     la_data_config c;
     memset(&c, 0, sizeof c);
     c.val_fraction = 0.1;
@@ -192,7 +192,7 @@ static la_status build_split(la_data *d, int s, const doc_list *dl, const uint8_
 la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data **out) {
     if (!path || !out) return la_fail(LA_EINVAL, "la_data_open: NULL argument");
     *out = NULL;
-    la_data_config cfg = cfg_in ? *cfg_in : la_data_default_config();
+    la_data_config cfg = cfg_in ? *cfg_in : la_data_config_default();
     if (!(cfg.val_fraction >= 0 && cfg.val_fraction < 1))
         return la_fail(LA_EINVAL, "data: val_fraction %g must be in [0, 1)", cfg.val_fraction);
     char **names;

@@ -12,7 +12,7 @@
  *
  * VOCAB.json: {"model", "pre", "tokens", "scores", "token_type", "merges", "bos_id",
  * "eos_id", "unk_id", "pad_id", "add_bos", "add_eos", "add_space_prefix", "chat_template"};
- * absent keys keep la_tokenizer_vocab_init's values. */
+ * absent keys keep la_tokenizer_vocab_default's values. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     cJSON *vo = cJSON_Parse(vj);
     if (!vo) { fprintf(stderr, "%s: not JSON\n", argv[1]); return 2; }
     la_tokenizer_vocab v;
-    la_tokenizer_vocab_init(&v);
+    v = la_tokenizer_vocab_default();
     v.model = get_str(vo, "model");
     v.pre = get_str(vo, "pre");
     v.tokens = get_strs(vo, "tokens", &v.n_tokens);
