@@ -279,3 +279,46 @@ def test_smollm2_logits_and_greedy_continuation(build_dir, tmp_path):
     assert ref_next[:-1] == gen
     if len(gen) < 32:  # longattn stopped at the end-of-text token: the reference picks it too
         assert ref_next[-1] == 2  # SmolLM2's eos (<|endoftext|>), tokenizer.ggml.eos_token_id
+
+
+@pytest.mark.skipif(not MODEL.exists(), reason="default model not fetched (scripts/fetch_model.sh)")
+def test_cli_errors(build_dir, tmp_path):
+    """Bad input to generate / perplexity: a clear message naming the problem, exit != 0."""
+    p = run(build_dir, "generate", "--model", tmp_path / "missing.gguf", "--prompt", "x", ok=False)
+    assert p.returncode == 1 and b"missing.gguf" in p.stderr and b"No such file" in p.stderr
+    p = run(build_dir, "generate", "--model", MODEL, "--prompt", "word " * 50, "--ctx", "20", ok=False)
+    assert p.returncode == 1 and b"tokens but the KV cache holds 20" in p.stderr
+    p = subprocess.run([str(build_dir / "longattn"), "generate", "--model", str(MODEL), "--prompt", b"ok \xff\xfe"],
+                       capture_output=True)
+    assert p.returncode == 1 and b"UTF-8" in p.stderr and b"offset 3" in p.stderr
+    p = run(build_dir, "generate", "--model", MODEL, "--prompt", "x", "--spec", "softmax+bogus", ok=False)
+    assert p.returncode == 2 and b"bogus" in p.stderr
+    text = tmp_path / "t.txt"
+    text.write_text("A short text.")
+    p = run(build_dir, "perplexity", "--model", MODEL, "--text", text, "--ctx", "64", ok=False)
+    assert p.returncode == 1 and b"fewer than one window" in p.stderr
+
+
+@pytest.mark.skipif(not MODEL.exists(), reason="default model not fetched (scripts/fetch_model.sh)")
+def test_perplexity_matches_logits(build_dir, tmp_path):
+    """perplexity's bits per token equal the mean next-token NLL computed here from
+    llama-logits on the same ids (the prompt ids that generate --ids-out reports)."""
+    sentence = "The quick brown fox jumps over the lazy dog. " * 4
+    ids_file = tmp_path / "ids.txt"
+    run(build_dir, "generate", "--model", MODEL, "--prompt", sentence, "--max-new", "0", "--quiet",
+        "--ids-out", ids_file)
+    ids = [int(x) for x in ids_file.read_text().split("\n")[0].split()]
+    ctx = 16
+    text = tmp_path / "t.txt"
+    text.write_text(sentence)
+    out = run(build_dir, "perplexity", "--model", MODEL, "--text", text, "--ctx", ctx, "--windows", 2,
+              "--chunk", 5).stdout.decode()
+    bits = float(out.split("overall: ")[1].split()[0])
+    nll = []
+    for w in range(2):
+        x = ids[w * ctx:(w + 1) * ctx]
+        lg = c_logits(build_dir, tmp_path, MODEL, x)
+        lse = np.log(np.exp(lg - lg.max(axis=1, keepdims=True)).sum(axis=1)) + lg.max(axis=1)
+        nll += [lse[i] - lg[i, x[i + 1]] for i in range(ctx - 1)]
+    assert abs(bits - np.mean(nll) / np.log(2)) < 1e-3  # printed with 4 decimals
+    assert "[1, 2)" in out and "[8, 16)" in out
