@@ -65,10 +65,26 @@ int64_t la_llama_session_pos(const la_llama_session *s) { return s ? s->pos : -1
 static la_status cache_append_attend(void *ctx, int layer, const la_spec *spec, const float *qh, const float *kh,
                                      const float *vh, int T, float *att, const la_attn_opts *op) {
     la_llama_session *s = ctx;
-    LA_TRY(la_kv_append(s->c, layer, kh, vh, T));
+    la_kv_cache *c = s->c;
+    LA_TRY(la_kv_append(c, layer, kh, vh, T));
     la_attn_opts o = *op;
     o.ws = NULL; /* the cache's own workspace */
-    return la_kv_attend(s->c, layer, spec, qh, T, att, NULL, &o);
+    if (c->p.storage != LA_KV_F32 || c->p.policy == LA_KV_H2O || c->p.Hkv == 1)
+        return la_kv_attend(c, layer, spec, qh, T, att, NULL, &o);
+    /* f32 rows without H2O scores: one kernel call per kv head over its rows in place, (len,
+     * D) contiguous at slot 0 of the head, instead of la_kv_attend's gather of every head
+     * into one (Hkv, len, D) buffer (a copy of the whole layer per step while the cache is
+     * not full). Same call as la_kv_attend's (pos0 = len - T), split by kv head. */
+    const la_kv_layer *L = &c->layers[layer];
+    const int G = c->p.H / c->p.Hkv, D = c->p.D;
+    o.ws = c->ws;
+    for (int h = 0; h < c->p.Hkv; h++) {
+        la_shape sh = {.B = 1, .H = G, .Hkv = 1, .T = T, .S = (int)L->len, .D = D, .pos0 = LA_POS0_AUTO};
+        const size_t kv_off = (size_t)h * (size_t)c->C * D, q_off = (size_t)h * G * T * D;
+        LA_TRY(la_attn_forward(spec, &sh, qh + q_off, (const float *)L->k + kv_off, (const float *)L->v + kv_off,
+                               att + q_off, c->stat, &o));
+    }
+    return LA_OK;
 }
 
 la_status la_llama_session_step(la_llama_session *s, const int32_t *tokens, int T, float *logits, int all_rows) {
