@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cli/cli.h"
 #include "core/internal.h"
 
 static const char *LLAMA_CPP_SCRIPT =
@@ -143,12 +144,12 @@ int bench_model(int argc, char **argv) {
         double t0 = 0, t1 = 0, t2 = 0;
         la_status st = la_llama_session_new(m, &kp, chunk, &s);
         if (st == LA_OK) {
-            t0 = bench_now();
+            t0 = cli_now();
             for (int i = 0; st == LA_OK && i < n; i += chunk)
                 st = la_llama_session_step(s, tok + i, n - i < chunk ? n - i : chunk, logits, 0);
-            t1 = bench_now();
+            t1 = cli_now();
             for (int i = 0; st == LA_OK && i < k; i++) st = la_llama_session_step(s, tok + n + i, 1, logits, 0);
-            t2 = bench_now();
+            t2 = cli_now();
         }
         int64_t peak = bench_mem_peak();
         la_llama_session_free(s);

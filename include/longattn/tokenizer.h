@@ -62,21 +62,21 @@ typedef struct {
 LA_API la_tokenizer_vocab la_tokenizer_vocab_default(void);
 
 typedef struct la_tokenizer la_tokenizer;
+typedef struct la_gguf la_gguf; /* longattn/gguf.h */
 
-/* Build a tokenizer from v. Errors: LA_EINVAL (NULL v/out, n_tokens < 1, a NULL token,
- * an empty or duplicated token text, an id out of range, unknown model type or
- * pre-tokenizer name -- the message lists the supported ones --), LA_EFORMAT (a merge
- * that is not "left right" or names a token not in the vocabulary), LA_ENOMEM.
- * On error *out is NULL. */
+/* Build a tokenizer from v. Errors: LA_EINVAL (NULL v/out, n_tokens < 1, a NULL token, a
+ * token type outside 0..6, an id out of range, add_bos/add_eos without that id, unknown
+ * model type or pre-tokenizer name -- the message lists the supported ones --, model
+ * "gpt2" without merges), LA_EFORMAT (a merge that is not "left right" or names a token,
+ * or makes one, not in the vocabulary), LA_ENOMEM. A text listed twice maps to its last
+ * id (as in llama.cpp). On error *out is NULL. */
 LA_API la_status la_tokenizer_new(const la_tokenizer_vocab *v, la_tokenizer **out);
-LA_API void la_tokenizer_free(la_tokenizer *t);
-
-/* The tokenizer a GGUF file describes (tokenizer.ggml.model, .pre, .tokens, .scores,
- * .token_type, .merges, .bos/eos/unknown/padding_token_id, .add_bos_token,
- * .add_eos_token, .add_space_prefix, tokenizer.chat_template; src/tokenizer/tok_gguf.c).
- * Errors: LA_EFORMAT (tokenizer.ggml.model or .tokens missing or of the wrong type, named),
- * those of la_tokenizer_new. */
+/* Build the tokenizer a GGUF file describes (its tokenizer.ggml.* keys and
+ * tokenizer.chat_template). Errors: LA_EFORMAT naming the key (tokenizer.ggml.model or
+ * tokenizer.ggml.tokens missing, a key of the wrong type, an array whose length differs
+ * from the token count, a token with a NUL byte), then those of la_tokenizer_new. */
 LA_API la_status la_tokenizer_from_gguf(const la_gguf *g, la_tokenizer **out);
+LA_API void la_tokenizer_free(la_tokenizer *t);
 
 /* A growable id buffer that la_tokenizer_encode appends to. Start from {0}; free with
  * la_token_buf_free. Reusing one buffer across calls avoids reallocations. */
@@ -99,14 +99,14 @@ enum {
  * Errors: LA_EINVAL (NULL t/out, text NULL with len > 0, text not valid UTF-8 -- the
  * message names the byte offset --), LA_ENOMEM. On error out->n is unchanged. */
 LA_API la_status la_tokenizer_encode(la_tokenizer *t, const char *text, size_t len, int flags,
-                              la_token_buf *out);
+                                     la_token_buf *out);
 
 /* Text of ids[0..n): byte-level tokens mapped back to bytes; SentencePiece U+2581 back to
  * spaces, <0xXX> tokens to their byte, the prefix space removed. *text is malloc'ed,
  * NUL-terminated (free() it), *len excludes the NUL (len may be NULL). flags:
  * LA_TOK_SKIP_SPECIAL. Errors: LA_EINVAL (NULL, n < 0, an id out of range), LA_ENOMEM. */
 LA_API la_status la_tokenizer_decode(const la_tokenizer *t, const int32_t *ids, int64_t n, int flags,
-                              char **text, size_t *len);
+                                     char **text, size_t *len);
 
 LA_API int32_t la_tokenizer_n_vocab(const la_tokenizer *t);
 /* the vocabulary text of a token (NULL if id is out of range) */

@@ -13,29 +13,19 @@
 #include "cli/cli.h"
 #include "core/internal.h"
 
+/* strict option values through cli_parse_int / cli_parse_num (usage error naming the option) */
 static int to_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno || v < lo || v > hi)
+    long long v;
+    if (cli_parse_int(s, lo, hi, &v))
         return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
 static int to_dbl(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi))
+    if (cli_parse_num(s, lo, hi, out))
         return cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
-    *out = v;
     return 0;
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
 /* open model (+ spec) and tokenizer, printing the error */
@@ -198,7 +188,7 @@ int cli_generate_gguf(int argc, char **argv) {
         fputs(chat ? "" : prompt, stdout);
         fflush(stdout);
     }
-    double t0 = now_s();
+    double t0 = cli_now();
     for (int64_t i = 0; i < n_prompt; i += chunk) {
         int T = (int)(n_prompt - i < chunk ? n_prompt - i : chunk);
         if (la_llama_session_step(s, ids.ids + i, T, logits, 0) != LA_OK) {
@@ -206,7 +196,7 @@ int cli_generate_gguf(int argc, char **argv) {
             goto done;
         }
     }
-    double t1 = now_s();
+    double t1 = cli_now();
     la_rng rng;
     la_rng_seed(&rng, (uint64_t)seed);
     la_sample_params sp = la_sample_params_default();
@@ -258,7 +248,7 @@ int cli_generate_gguf(int argc, char **argv) {
     }
     fputc('\n', stdout);
     fflush(stdout);
-    double t2 = now_s();
+    double t2 = cli_now();
     if (ids_out) {
         idf = fopen(ids_out, "w");
         if (!idf) {
@@ -392,7 +382,7 @@ int cli_perplexity(int argc, char **argv) {
     }
     int64_t n_win = ids.n / ctx;
     if (max_windows && n_win > max_windows) n_win = max_windows;
-    double t0 = now_s();
+    double t0 = cli_now();
     for (int64_t w = 0; w < n_win; w++) {
         la_llama_session_reset(s);
         const int32_t *x = ids.ids + w * ctx;
@@ -420,7 +410,7 @@ int cli_perplexity(int argc, char **argv) {
         }
         fprintf(stderr, "\r[perplexity] window %lld/%lld", (long long)(w + 1), (long long)n_win);
     }
-    double el = now_s() - t0;
+    double el = cli_now() - t0;
     fprintf(stderr, "\n");
     char sp[256];
     la_spec_format(la_llama_spec(m), sp, sizeof sp);
