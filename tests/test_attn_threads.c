@@ -113,7 +113,7 @@ static void inputs_free(inputs *in) {
 
 static void run(const tcase *c, const la_spec *sp, const inputs *in, outs *o, int threads,
                 la_workspace *ws) {
-    la_attn_opts a = la_attn_default_opts();
+    la_attn_opts a = la_attn_opts_default();
     a.n_threads = threads;
     a.ws = ws;
     a.doc_ids = c->docs ? in->ids : NULL;
@@ -240,7 +240,7 @@ static void test_schedule(void **state) {
             tcase c = {specs[si], 2, 4, 2, 300, 330, 8, docs};
             inputs in;
             inputs_new(&c, &in);
-            la_attn_opts a = la_attn_default_opts();
+            la_attn_opts a = la_attn_opts_default();
             a.doc_ids = docs ? in.ids : NULL;
             a.n_threads = 2;
             la_attn_ctx ctx;

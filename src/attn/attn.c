@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-la_attn_opts la_attn_default_opts(void) {
+la_attn_opts la_attn_opts_default(void) {
     la_attn_opts o;
     memset(&o, 0, sizeof o);
     return o;
@@ -94,7 +94,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
                            const float *q, const float *k, const float *v,
                            const la_attn_opts *opts, const la_ctx_extra *extra,
                            la_workspace **own_ws) {
-    static const la_attn_opts defaults; /* all zero = la_attn_default_opts() */
+    static const la_attn_opts defaults; /* all zero = la_attn_opts_default() */
     static const la_ctx_extra no_extra;
     if (!extra) extra = &no_extra;
     memset(c, 0, sizeof *c);
