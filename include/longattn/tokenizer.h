@@ -24,6 +24,8 @@
 #include "core.h" /* la_status, LA_API */
 #include "gguf.h" /* la_gguf */
 
+typedef struct la_gguf la_gguf; /* longattn/gguf.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
