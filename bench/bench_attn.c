@@ -209,7 +209,7 @@ static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pai
     la_spec sp[2];
     if (la_spec_parse(SPEC_CAUSAL, &sp[0]) != LA_OK || la_spec_parse(SPEC_SINV, &sp[1]) != LA_OK) return 1;
     la_workspace *ws[2] = {la_workspace_new(), la_workspace_new()};
-    la_attn_opts o[2] = {la_attn_default_opts(), la_attn_default_opts()};
+    la_attn_opts o[2] = {la_attn_opts_default(), la_attn_opts_default()};
     double best[2] = {INFINITY, INFINITY};
     int rc = !ws[0] || !ws[1];
     for (int k = 0; k < 2 && !rc; k++) {
@@ -252,7 +252,7 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
         fprintf(stderr, "longattn bench attn: out of memory (workspace)\n");
         return 1;
     }
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.n_threads = st->threads;
     o.ws = ws;
     /* sparse normalisers: support size per row (allocated before the memory baseline) */

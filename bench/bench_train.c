@@ -19,7 +19,7 @@ static void usage(FILE *f) {
 }
 
 int bench_train(int argc, char **argv) {
-    la_model_config mc = la_model_default_config();
+    la_model_config mc = la_model_config_default();
     mc.n_layer = 4;
     mc.d_model = 256;
     mc.n_head = 8;
@@ -59,7 +59,7 @@ int bench_train(int argc, char **argv) {
         fprintf(stderr, "longattn bench train: %s\n", la_errmsg());
         return 1;
     }
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.B = B;
     tc.T = T;
     tc.steps = steps + 1;

@@ -185,7 +185,7 @@ static void test_gaussian_phases(void **st) {
 
 static void test_grid(void **st) {
     (void)st;
-    la_critical_params p = la_critical_default_params();
+    la_critical_params p = la_critical_params_default();
     p.n = 128, p.d = 64, p.draws = 2;
     double rhos[2] = {0.2, 0.6}, gammas[3] = {0.2, 2.5, 12};
     la_critical_cell cells[6];
@@ -221,12 +221,12 @@ static void test_bad_arguments(void **st) {
     assert_int_equal(la_critical_simplex_ip(10, 0.5, -1, &ip), LA_EINVAL);
     assert_int_equal(la_critical_simplex_ip(INFINITY, 0.5, 1, &ip), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "n must be"));
-    la_critical_params p = la_critical_default_params();
+    la_critical_params p = la_critical_params_default();
     double r = 0.5, g = 1;
     la_critical_cell c;
     p.draws = 0;
     assert_int_equal(la_critical_grid(&p, &r, 1, &g, 1, &c), LA_EINVAL);
-    p = la_critical_default_params();
+    p = la_critical_params_default();
     r = 1.0;
     assert_int_equal(la_critical_grid(&p, &r, 1, &g, 1, &c), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "rho"));

@@ -258,7 +258,7 @@ int cli_attn(int argc, char **argv) {
     out = malloc(sizeof(float) * nq);
     lse = malloc(sizeof(float) * nr);
     if (!out || !lse) goto oom;
-    la_attn_opts opts = la_attn_default_opts();
+    la_attn_opts opts = la_attn_opts_default();
     opts.doc_ids = doc_ids;
     opts.logn_s = lognp ? ls.data : NULL;
     opts.n_threads = (int)nthreads;

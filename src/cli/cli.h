@@ -41,6 +41,12 @@ int cli_train(int argc, char **argv);
 int cli_generate(int argc, char **argv);
 int cli_kv_eval(int argc, char **argv);
 
+/* longattn gguf (src/cli/gguf.c): inspect GGUF files */
+int cli_gguf(int argc, char **argv);
+
+/* longattn tokenize (src/cli/tokenize.c): a GGUF model's tokenizer on a text */
+int cli_tokenize(int argc, char **argv);
+
 /* longattn synth (src/cli/synth.c) */
 int cli_synth(int argc, char **argv);
 

@@ -102,7 +102,7 @@ static int write_simplex(const char *path, const double *rhos, int n_rho) {
 }
 
 int cli_critical(int argc, char **argv) {
-    la_critical_params p = la_critical_default_params();
+    la_critical_params p = la_critical_params_default();
     static double rhos[MAX_GRID], gammas[MAX_GRID];
     int n_rho = parse_grid("0.1:0.9:0.1", rhos, MAX_GRID);
     int n_gamma = parse_grid("0.25:10:0.25", gammas, MAX_GRID);

@@ -75,7 +75,7 @@ int cli_generate(int argc, char **argv) {
     if (!ckpt) return cli_usage_error(cmd, "--ckpt FILE is required");
     if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (at least one byte)");
 
-    la_kv_params kp = la_kv_default_params();
+    la_kv_params kp = la_kv_params_default();
     if (la_kv_policy_parse(policy, &kp) != LA_OK) return cli_usage_error(cmd, "--policy: %s", la_errmsg());
     la_model *m = NULL;
     if (la_model_load(ckpt, &m) != LA_OK) {
@@ -124,7 +124,7 @@ int cli_generate(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     la_rng rng;
     la_rng_seed(&rng, (uint64_t)seed);
-    la_sample_params sp = la_sample_default_params();
+    la_sample_params sp = la_sample_params_default();
     sp.temperature = temperature;
     sp.top_k = (int)top_k;
     sp.top_p = top_p;

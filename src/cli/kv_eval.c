@@ -270,7 +270,7 @@ int cli_kv_eval(int argc, char **argv) {
         for (char *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
             while (*t == ' ') t++;
             if (np >= MAX_POL) break;
-            la_kv_params kp = la_kv_default_params();
+            la_kv_params kp = la_kv_params_default();
             la_kv_params_for_model(m, &kp);
             if (la_kv_policy_parse(t, &kp) != LA_OK) {
                 fprintf(stderr, "longattn kv-eval: --policies: %s\n", la_errmsg());

@@ -147,7 +147,7 @@ int cli_study(int argc, char **argv) {
     fprintf(stderr, ", %d threads)\n", threads > 0 ? threads : omp_get_max_threads());
 
     progress_state ps = {isatty(2), NULL, -1, 0};
-    la_study_opts opts = la_study_default_opts();
+    la_study_opts opts = la_study_opts_default();
     opts.n_threads = threads;
     opts.progress = on_progress;
     opts.user = &ps;

@@ -272,7 +272,7 @@ static int split_list(char *s, char sep, char **items, int max) {
 }
 
 static la_task_params task_params(const synth_opts *o, la_task t) {
-    la_task_params p = la_task_default_params(t);
+    la_task_params p = la_task_params_default(t);
     if (o->n_symbols) p.n_symbols = o->n_symbols;
     p.min_len = o->min_len;
     p.max_len = o->max_len;
@@ -323,7 +323,7 @@ static la_mq_layout layout_at(const synth_opts *o, const la_task_params *p, int 
 /* Train one model on task p with spec text, then evaluate it at every multiplier. */
 static int run_one(const synth_opts *o, const la_task_params *p, const char *spec, run_result *r) {
     la_task_vocab voc;
-    la_status s = la_task_vocab_of(p, &voc);
+    la_status s = la_task_get_vocab(p, &voc);
     int n_max = 0;
     if (s == LA_OK) s = la_task_tokens_at(p, p->max_len, &n_max);
     /* batches hold the longest sequence any trained layout makes (echo: n_queries * k_len
@@ -343,7 +343,7 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
         return 1;
     }
     const int T = n_buf - 1;
-    la_model_config mc = la_model_default_config();
+    la_model_config mc = la_model_config_default();
     mc.n_layer = o->layers;
     mc.n_head = o->heads;
     mc.d_model = o->d_model;
@@ -365,7 +365,7 @@ static int run_one(const synth_opts *o, const la_task_params *p, const char *spe
     snprintf(r->spec, sizeof r->spec, "%s", spec);
     snprintf(r->canon, sizeof r->canon, "%s", la_model_get_config(m)->spec);
     r->n_params = la_model_num_params(m);
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.steps = o->steps;
     tc.B = o->batch;
     tc.T = T;
@@ -540,7 +540,7 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
     cJSON_AddNumberToObject(cfg, "lr", o->lr);
     cJSON_AddNumberToObject(cfg, "inline_share", o->inline_share);
     cJSON_AddNumberToObject(cfg, "echo_share", o->echo_share);
-    cJSON_AddNumberToObject(cfg, "init_std", o->init_std > 0 ? o->init_std : la_model_default_config().init_std);
+    cJSON_AddNumberToObject(cfg, "init_std", o->init_std > 0 ? o->init_std : la_model_config_default().init_std);
     cJSON_AddStringToObject(cfg, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
     if (o->optimizer == LA_OPT_MUON) cJSON_AddNumberToObject(cfg, "muon_lr", o->muon_lr);
     cJSON_AddNumberToObject(cfg, "warmup", o->warmup);
@@ -562,7 +562,7 @@ static int write_results(const synth_opts *o, const run_result *rs, int nr) {
         const run_result *r = &rs[i];
         la_task_params p = task_params(o, r->task);
         la_task_vocab voc;
-        la_task_vocab_of(&p, &voc);
+        la_task_get_vocab(&p, &voc);
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "task", la_task_name(r->task));
         cJSON_AddStringToObject(j, "spec", r->spec);

@@ -70,7 +70,7 @@ static void fmt_time(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%d:%02d", t / 60, t % 60);
 }
 
-static int on_progress(const la_train_progress *p, void *user) {
+static int on_progress(void *user, const la_train_progress *p) {
     progress_ctx *pc = user;
     char eta[32], el[32], val[32] = "";
     fmt_time(p->eta_s, eta, sizeof eta);
@@ -115,9 +115,9 @@ static int parse_double(const char *cmd, const char *opt, const char *v, double 
 
 int cli_train(int argc, char **argv) {
     const char *cmd = "train";
-    la_model_config mc = la_model_default_config();
-    la_train_config tc = la_train_default_config();
-    la_data_config dc = la_data_default_config();
+    la_model_config mc = la_model_config_default();
+    la_train_config tc = la_train_config_default();
+    la_data_config dc = la_data_config_default();
     const char *data_path = NULL, *out = "runs/train";
     int resume = 0, steps_set = 0, min_lr_set = 0;
     const char *fixed_opt = NULL; /* last option given that a checkpoint fixes */
@@ -289,7 +289,7 @@ int cli_train(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
-    s = la_train_run(tr, on_progress, &pc);
+    s = la_trainer_run(tr, on_progress, &pc);
     signal(SIGINT, SIG_DFL);
     if (pc.tty) fprintf(stderr, "\n");
     if (s == LA_EINTERRUPTED) {

@@ -24,7 +24,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-la_study_opts la_study_default_opts(void) {
+la_study_opts la_study_opts_default(void) {
     la_study_opts o;
     memset(&o, 0, sizeof o);
     return o;
@@ -137,7 +137,7 @@ static la_status mkdir_p(const char *dir) {
  * kv-eval, generate and diagnose. */
 static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const char *spec) {
     char slug[128], path[2048];
-    study_slug(spec, slug, sizeof slug);
+    la_study_slug(spec, slug, sizeof slug);
     snprintf(path, sizeof path, "%s/%s_%d_%s.safetensors", out_dir, what, vi + 1, slug);
     return la_model_save(m, path);
 }
@@ -163,7 +163,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     study_variant *v = &r->v[vi];
     const int B = st->batch, L = st->seq_len;
     const double bits = 1.0 / log(2.0);
-    la_model_config mc = la_model_default_config();
+    la_model_config mc = la_model_config_default();
     mc.n_layer = st->n_layer;
     mc.d_model = st->d_model;
     mc.n_head = st->n_head;
@@ -180,7 +180,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     la_spec_format(la_model_spec(m), v->canon, sizeof v->canon);
 
     /* ---- pre-training on B x L windows, the same ones in the same order for every spec */
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.steps = st->steps;
     tc.B = B;
     tc.T = L;
@@ -323,7 +323,7 @@ out:
 la_status la_study_run(const la_study *st, const char *out_dir, const la_study_opts *opts_in,
                        la_study_summary *summary) {
     if (!st || !out_dir) return la_fail(LA_EINVAL, "la_study_run: NULL argument");
-    la_study_opts opts = opts_in ? *opts_in : la_study_default_opts();
+    la_study_opts opts = opts_in ? *opts_in : la_study_opts_default();
     if (summary) memset(summary, 0, sizeof *summary);
     const char *data = opts.data ? opts.data : st->data;
     double t_start = now_s();
@@ -412,18 +412,18 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         /* keep the ETA honest whatever the flop model missed for this variant */
         tk.flops_done = before + variant_flops(st, r->vocab);
         r->wall_s = now_s() - t_start;
-        if ((s = study_write_tables(r, out_dir)) != LA_OK) goto out; /* finished variants are kept */
+        if ((s = la_study_write_tables(r, out_dir)) != LA_OK) goto out; /* finished variants are kept */
     }
     tk.p.phase = "write";
     report(&tk, 0);
     int plots_ok = 0;
     char warn[512] = "";
     if (!(opts.gnuplot && !opts.gnuplot[0]))
-        s = study_write_plots(r, out_dir, opts.gnuplot ? opts.gnuplot : "gnuplot", &plots_ok, warn, sizeof warn);
+        s = la_study_write_plots(r, out_dir, opts.gnuplot ? opts.gnuplot : "gnuplot", &plots_ok, warn, sizeof warn);
     else
         snprintf(warn, sizeof warn, "plots switched off");
     r->wall_s = now_s() - t_start;
-    if (s == LA_OK) s = study_write_tables(r, out_dir); /* with the final wall time */
+    if (s == LA_OK) s = la_study_write_tables(r, out_dir); /* with the final wall time */
     if (s == LA_OK && n_bad)
         s = la_fail(first_bad, "%s%s; the results of the other variants are in %s", first_msg,
                     n_bad > 1 ? " (and more: see results.md)" : "", out_dir);

@@ -81,9 +81,9 @@ void la_diag_free(la_diag *d) {
 
 int la_diag_num_ranges(const la_diag *d) { return d ? d->n_ranges : 0; }
 
-la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi) {
+la_status la_diag_get_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi) {
     if (!d || r < 0 || r >= d->n_ranges)
-        return la_fail(LA_EINVAL, "la_diag_range_edges: range %d out of 0..%d", r, d ? d->n_ranges - 1 : -1);
+        return la_fail(LA_EINVAL, "la_diag_get_range_edges: range %d out of 0..%d", r, d ? d->n_ranges - 1 : -1);
     if (lo) *lo = d->edges[r];
     if (hi) *hi = d->edges[r + 1];
     return LA_OK;

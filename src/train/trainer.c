@@ -12,7 +12,7 @@
 #include "train/optim.h"
 #include "train/trainer_internal.h"
 
-la_train_config la_train_default_config(void) {
+la_train_config la_train_config_default(void) {
     la_train_config c;
     memset(&c, 0, sizeof c);
     c.steps = 400;
@@ -100,7 +100,7 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
         size_t need = 0;
         for (int i = 0; i < la_model_num_tensors(m); i++) {
             la_tensor_info t;
-            la_model_tensor(m, i, &t);
+            la_model_get_tensor(m, i, &t);
             if (t.pclass != LA_PCLASS_MATRIX) continue;
             size_t r = (size_t)t.shape[0], c = (size_t)t.shape[1], mn = r < c ? r : c;
             size_t s = 3 * r * c + 2 * mn * mn;
@@ -150,15 +150,15 @@ static la_status apply_update(la_trainer *tr, double loss, int n_micro, la_step_
     double lr = c->lr * f;
     for (int i = 0; i < la_model_num_tensors(m); i++) {
         la_tensor_info t;
-        la_model_tensor(m, i, &t);
+        la_model_get_tensor(m, i, &t);
         int decays = t.pclass == LA_PCLASS_EMBED || t.pclass == LA_PCLASS_MATRIX;
         double wd = decays ? c->weight_decay : 0.0;
         size_t o = t.offset;
         if (c->optimizer == LA_OPT_MUON && t.pclass == LA_PCLASS_MATRIX)
-            muon_update(p + o, g + o, tr->mom + o, (int)t.shape[0], (int)t.shape[1],
+            la_muon_update(p + o, g + o, tr->mom + o, (int)t.shape[0], (int)t.shape[1],
                         c->muon_lr * f, c->muon_momentum, wd, tr->scratch);
         else
-            adamw_update(p + o, g + o, tr->adam_m + o, tr->adam_v + o, t.numel, lr, c->beta1,
+            la_adamw_update(p + o, g + o, tr->adam_m + o, tr->adam_v + o, t.numel, lr, c->beta1,
                          c->beta2, c->eps, wd, tr->step + 1);
     }
     tr->step++;
@@ -226,8 +226,8 @@ la_status la_trainer_eval(la_trainer *tr, float *val_loss) {
     return LA_OK;
 }
 
-la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user) {
-    if (!tr) return la_fail(LA_EINVAL, "la_train_run: trainer is NULL");
+la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *user) {
+    if (!tr) return la_fail(LA_EINVAL, "la_trainer_run: trainer is NULL");
     const la_train_config *c = &tr->cfg;
     FILE *csv = NULL;
     if (c->csv_path[0]) {
@@ -264,7 +264,7 @@ la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user
             s = la_trainer_save(tr, c->ckpt_path);
             if (s != LA_OK) break;
         }
-        if (progress && progress(&pr, user)) {
+        if (progress && progress(user, &pr)) {
             if (c->ckpt_path[0]) s = la_trainer_save(tr, c->ckpt_path);
             if (s == LA_OK)
                 s = la_fail(LA_EINTERRUPTED, "training stopped at step %d of %d%s%s", tr->step,
@@ -280,7 +280,7 @@ la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user
 
 /* ---- config <-> JSON ---- */
 
-char *train_config_to_json(const la_train_config *c) {
+char *la_train_config_to_json(const la_train_config *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "steps", c->steps);
     cJSON_AddNumberToObject(o, "B", c->B);
@@ -310,13 +310,13 @@ char *train_config_to_json(const la_train_config *c) {
     return s;
 }
 
-la_status train_config_from_json(const char *text, la_train_config *out) {
+la_status la_train_config_from_json(const char *text, la_train_config *out) {
     cJSON *o = cJSON_Parse(text);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return la_fail(LA_EFORMAT, "train config JSON is not an object");
     }
-    la_train_config c = la_train_default_config();
+    la_train_config c = la_train_config_default();
 #define NUM(key, field, type)                                              \
     do {                                                                   \
         cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);              \
