@@ -196,7 +196,7 @@ class _Call:
         sh.B, sh.H, sh.Hkv, sh.T, sh.S, sh.D = B, H, Hkv, T, S, D
         sh.pos0 = lib.LA_POS0_AUTO if pos0 is None else int(pos0)
         self.sh = sh
-        o = ffi.new("la_attn_opts *", lib.la_attn_default_opts())
+        o = ffi.new("la_attn_opts *", lib.la_attn_opts_default())
         self.keep = []  # arrays whose memory opts points into
         if doc_ids is not None:
             d = np.asarray(doc_ids)
