@@ -4,7 +4,8 @@
 #   make test            run the test suite against the normal build
 #   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
 #   make test-python     the Python tests (tests/python) with .venv's pytest
-#   make check           all three, one closing line (this is what CI runs)
+#   make check-layers    the layering rule (README "Layout" table) on the built objects
+#   make check           check-layers, then all three, one closing line (this is what CI runs)
 #   make bench           build/longattn bench attn
 # Every src/<module>/*.c except src/cli goes into the library; src/cli/*.c and bench/*.c
 # make the CLI; tests/test_*.c are one cmocka program each, linked with tests/support/*.c;
@@ -49,7 +50,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_BIN  := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: FORCE all lib shared test test-san test-python python-ext check bench clean
+.PHONY: FORCE all lib shared test test-san test-python python-ext check check-layers bench clean
 LIBS_OUT := $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a $(BUILD)/liblongattn.so
 all: $(LIBS_OUT) $(BUILD)/longattn $(TEST_BIN) $(EX_BIN) $(TOOL_BIN)
 lib: $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a
@@ -121,7 +122,14 @@ $(PY_EXT_STAMP): $(BUILD)/liblongattn.a $(wildcard include/*.h include/*/*.h) py
 	LA_BUILD=$(BUILD) $(PYTHON) setup.py -q build_ext --inplace --force --build-temp $(BUILD)/py
 	@touch $@
 
-# all three, with one closing "check: N passed, N failed" line (tests/check.sh)
+# the layering rule: scripts/check_layers.py reads the folder -> layer table of README.md
+# ("Layout") and the symbols of every object (nm); --self-test first proves it rejects a
+# synthetic upward dependency
+check-layers: all
+	python3 scripts/check_layers.py --self-test
+	python3 scripts/check_layers.py $(BUILD)
+
+# check-layers, then all three, with one closing "check: N passed, N failed" line (tests/check.sh)
 check:
 	tests/check.sh
 

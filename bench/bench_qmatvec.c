@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli/cli.h"
 #include "core/internal.h"
 #include "longattn.h"
 
@@ -33,9 +34,9 @@ static double best_time(la_status (*run)(void *), void *ctx, int reps) {
     double best = 1e30;
     run(ctx);
     for (int i = 0; i < reps; i++) {
-        double t0 = bench_now();
+        double t0 = cli_now();
         run(ctx);
-        double t = bench_now() - t0;
+        double t = cli_now() - t0;
         if (t < best) best = t;
     }
     return best;

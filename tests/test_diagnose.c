@@ -1,5 +1,5 @@
 /* test_diagnose.c -- per-range attention mass / entropy accumulator and the Gaussian-model
- * scale-invariance check (src/tasks/diagnose.c).
+ * scale-invariance check (src/attn/diag_stats.c, src/tasks/diag_gaussian.c).
  * Tolerances: probabilities enter as float (relative rounding 6e-8); sums of <= 1e5 of them
  * in double keep mass within ~1e-7 and entropies (log M - sum p log p / M) within ~1e-6,
  * so 1e-5 absolute is safe and still catches any wrong range, count or formula. */

@@ -1,8 +1,9 @@
 /*
  * longattn/experiments.h -- the experiments built on the model (layer experiments):
  * documents, evaluation loss by context length, passkey retrieval, length-generalisation
- * study files and runs, synthetic tasks, the critical-scaling simulation and the
- * Gaussian-model diagnostics runner.
+ * study files and runs, synthetic tasks, the critical-scaling simulation, the
+ * Gaussian-model diagnostics, and the experiment runners behind `longattn synth`,
+ * `kv-eval`, `diagnose` and `critical`.
  */
 #ifndef LONGATTN_EXPERIMENTS_H
 #define LONGATTN_EXPERIMENTS_H
@@ -10,6 +11,7 @@
 #include "attn.h"
 #include "core.h"
 #include "model.h"
+#include "train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -435,6 +437,17 @@ LA_API la_critical_params la_critical_params_default(void);
 LA_API la_status la_critical_grid(const la_critical_params *p, const double *rhos, int n_rho,
                            const double *gammas, int n_gamma, la_critical_cell *cells);
 
+/* The experiment behind `longattn critical` (src/tasks/critical_run.c): la_critical_grid,
+ * then into folder out (created) critical.csv (one row per cell), simplex.csv (the closed
+ * form at n = 1e3..1e12 against the theorem's limit, per rho) and critical.gp (heat map
+ * script); with plot, gnuplot draws critical.png: *gnuplot_exit (may be NULL) receives its
+ * exit status (0 drawn; the files stay written otherwise), -1 when not run. cells:
+ * (n_rho, n_gamma) as la_critical_grid. Prints nothing. Errors: la_critical_grid's, LA_EIO
+ * (folder or files). */
+LA_API la_status la_critical_run(const la_critical_params *p, const double *rhos, int n_rho,
+                                 const double *gammas, int n_gamma, const char *out, int plot,
+                                 la_critical_cell *cells, int *gnuplot_exit);
+
 /* ======================================================================== */
 /* Scale-invariance diagnostics under the Gaussian model (SPEC 8)           */
 /* ======================================================================== */
@@ -449,7 +462,194 @@ LA_API la_status la_critical_grid(const la_critical_params *p, const double *rho
  * The spec must be softmax with the causal pattern; position encodings do not enter the
  * model. Errors: LA_EINVAL (NULL, N < 1, draws < 1, d's max_dist < N, logn without s or
  * train), LA_EUNSUPPORTED (other normaliser or pattern, alibi/nape), LA_ENOMEM. */
+/* src/tasks/diag_gaussian.c */
 LA_API la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t seed, la_diag *d);
+
+/* ======================================================================== */
+/* Experiment runners: synthetic tasks, KV-cache policies, diagnostics       */
+/* (library calls behind `longattn synth`, `kv-eval`, `diagnose`: they      */
+/* write their files, report through callbacks and never print)             */
+/* ======================================================================== */
+
+/* ---- synthetic tasks (src/tasks/synth_run.c) ---- */
+
+/* One train-then-evaluate grid: a small GPT per task x attention spec, trained at content
+ * lengths min_len..max_len, then exact-match accuracy at 1x, 2x, 4x, ... max_mult x
+ * max_len (ASEntmax paper's synthetic-task table). Zero / empty fields take the task's or
+ * the model's defaults where noted. */
+typedef struct {
+    char tasks[256];     /* comma list of task names (la_task_from_name), at most 8 */
+    char specs[1024];    /* ';' list of attention specs, at most 16 */
+    char out[1024];      /* output folder (created) */
+    int steps, batch, warmup;       /* optimizer steps per run, sequences per step, warm-up */
+    int layers, heads, d_model, d_ff; /* model size; d_ff 0: 4 d_model */
+    double lr, muon_lr;  /* peak learning rates (cosine to a tenth) */
+    la_optimizer optimizer;
+    double qk_gain;      /* initial QK-norm gain */
+    double init_std;     /* weight init std; 0: the model's default */
+    int n_symbols;       /* 0: the task's */
+    int min_len, max_len;
+    int queries, k_len, v_len; /* mqmtar; 0: the task's */
+    la_mq_layout mq_layout;    /* evaluated (and last trained) mqmtar layout */
+    double inline_share, echo_share; /* mqmtar layout curriculum: shares of the steps first
+                                        trained on the inline, then the echo layout */
+    double kv_frac;      /* mqmtar share of the region given to pairs; 0: the task's */
+    int eval_n;          /* examples per evaluation length (fewer above 16x) */
+    int max_mult;        /* largest length multiplier, a power of two <= 1024 */
+    long max_eval_tokens; /* lengths whose sequences exceed this are skipped */
+    int threads;         /* attention threads, 0: OpenMP default */
+    int curriculum;      /* start length of the length curriculum; 0: off */
+    double ramp;         /* share of the steps the curriculum ramps over */
+    uint64_t seed;
+    int quick;           /* set by la_synth_opts_quick (mqmtar then uses one query) */
+} la_synth_opts;
+
+/* The defaults of `longattn synth` (see the README section "Synthetic tasks"). */
+LA_API la_synth_opts la_synth_opts_default(void);
+/* The tiny CI configuration over o (`--quick`): flipflop,copy; two softmax specs; lengths
+ * 8-16; 40 steps; 16 examples at 1x-4x. */
+LA_API void la_synth_opts_quick(la_synth_opts *o);
+
+/* Progress of la_synth_run, for the caller to show (the runner prints nothing). */
+typedef enum {
+    LA_SYNTH_TRAINING = 0, /* every 50 steps and the last: step, steps, loss (EMA), elapsed_s */
+    LA_SYNTH_EVALUATED,    /* one evaluation length done: mult, content_len, tokens, correct, n */
+    LA_SYNTH_SKIPPED,      /* a spec this build cannot run (LA_EUNSUPPORTED): message says why */
+} la_synth_event;
+
+typedef struct {
+    la_synth_event event;
+    la_task task;
+    const char *spec;
+    int step, steps;
+    double loss, elapsed_s;
+    int mult, content_len, tokens, correct, n;
+    const char *message;
+} la_synth_progress;
+
+typedef void (*la_synth_progress_fn)(void *user, const la_synth_progress *p);
+
+/* Checks every field, task name and spec of o without training: LA_EINVAL naming the
+ * problem (unknown task, bad spec, invalid task parameters, heads not dividing d_model,
+ * max_mult not a power of two, ...). */
+LA_API la_status la_synth_validate(const la_synth_opts *o);
+
+/* Runs the grid, writing (atomically, rewritten after every run so that partial results
+ * survive an interruption) results.csv, results.md, results.json, then per task
+ * synth_<task>.dat, .gp and .png (gnuplot) into o->out. Specs whose normaliser this build
+ * lacks are skipped and listed in results.md/json. progress may be NULL. *n_runs (may be
+ * NULL): runs completed. Errors: la_synth_validate's, LA_EIO (folder, files, or gnuplot
+ * failed: the tables are then written and the message quotes gnuplot), errors of the
+ * model, trainer or tasks (the message names the task and spec). */
+LA_API la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, void *user,
+                       int *n_runs);
+
+/* ---- KV-cache policy evaluation (src/tasks/kv_eval_run.c) ---- */
+
+#define LA_KV_EVAL_MAX_LENS 12
+#define LA_KV_EVAL_MAX_POLICIES 12
+
+/* A byte-level checkpoint decoded through the KV cache under several policies: validation
+ * loss (bits per byte, la_eval_loss over the decoder) and passkey accuracy at each length,
+ * with the cache size. */
+typedef struct {
+    const char *ckpt;         /* model weights (required) */
+    const char *passkey_ckpt; /* passkey scored with these weights (same model); NULL: ckpt */
+    const char *data;         /* documents; data/val is used when it exists (required) */
+    const char *out;          /* output folder (created) */
+    int lens[LA_KV_EVAL_MAX_LENS]; /* increasing context lengths >= 2 */
+    int n_lens;               /* 0: L, 2L, 4L, 8L, 16L (L = the model's train_len) */
+    const char *policies;     /* ';' list of la_kv_policy_parse texts; NULL: full; window(L);
+                                 sinks(4,L-4); h2o(L/2,L/2); int8; sinks(4,L-4)+int8 */
+    int windows;              /* validation windows per length (>= 1) */
+    int trials;               /* passkey examples per length (0: off) */
+    int chunk;                /* tokens per decoding step under evicting policies (>= 1) */
+    uint64_t seed;            /* windows and passkeys */
+} la_kv_eval_opts;
+
+/* The defaults of `longattn kv-eval` (out runs/kv-eval, 4 windows, 6 trials, chunk 1,
+ * seed 1; ckpt and data NULL). */
+LA_API la_kv_eval_opts la_kv_eval_opts_default(void);
+
+typedef enum {
+    LA_KV_EVAL_POINT = 0, /* one (policy, length) done: the fields below */
+    LA_KV_EVAL_NOTE,      /* something the caller should tell the user: message */
+} la_kv_eval_event;
+
+typedef struct {
+    la_kv_eval_event event;
+    const char *policy;
+    int len;
+    double bits;                    /* validation bits per byte */
+    int hits, n_passkey;            /* whole keys right of n_passkey examples */
+    int digit_hits, n_digits;       /* digits right of n_digits */
+    int64_t cache_tokens;           /* tokens the cache holds at this length */
+    double elapsed_s;
+    const char *message;            /* LA_KV_EVAL_NOTE */
+} la_kv_eval_progress;
+
+typedef void (*la_kv_eval_progress_fn)(void *user, const la_kv_eval_progress *p);
+
+/* Runs the evaluation and writes kv_eval.csv, kv_eval.md, kv_eval.dat, kv_eval.gp and
+ * kv_eval.png (atomically) into o->out. Without gnuplot the PNG is missing and a NOTE
+ * says so (the status stays LA_OK); documents that are not byte-level turn the passkey off
+ * with a NOTE. The runner prints nothing. Errors: LA_EINVAL (missing ckpt/data, bad
+ * lengths or counts, passkey_ckpt of another model: the message names both), LA_ESPEC (a
+ * policy that does not parse, or an empty policy list), errors of loading the model or
+ * documents (the message names the file), LA_EIO (output files), LA_ENOMEM. */
+LA_API la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progress, void *user);
+
+/* ---- attention diagnostics (src/tasks/diagnose_run.c) ---- */
+
+/* ---- checkpoint mode: la_model_diagnose of a byte-level model on N bytes of a text ---- */
+typedef struct {
+    const char *ckpt;   /* model weights (vocab 256) */
+    const char *text;   /* a text file, or a folder: its first regular non-hidden file (name
+                           order) with at least offset + N bytes */
+    const char *out;    /* output folder (created) */
+    int64_t N;          /* bytes of context, 2..65536 */
+    int64_t offset;     /* bytes skipped at the start of the text */
+    double delta;       /* range ratio (> 1) */
+    int threads;        /* attention threads, 0: OpenMP default */
+    int plot;           /* run gnuplot on diagnose.gp */
+} la_diagnose_ckpt_opts;
+
+typedef struct {
+    char text_path[4352];     /* the file read */
+    la_model_config config;   /* the checkpoint's */
+    la_diag **diag;           /* (n_layer * n_head) accumulators, layer-major */
+    double seconds;           /* time of la_model_diagnose */
+    int gnuplot_exit;         /* gnuplot's exit status, -1 when not run */
+} la_diagnose_ckpt_result;
+
+/* Called once the model and text are chosen, before the (long) diagnosis: r->config and
+ * r->text_path are set. */
+typedef void (*la_diagnose_start_fn)(void *user, const la_diagnose_ckpt_result *r);
+
+/* Loads the checkpoint, reads N bytes of the text, runs la_model_diagnose and writes into
+ * o->out diagnose.csv (layer, head, range, rows, keys, mass and entropy with standard
+ * errors), summary.csv (per layer and head: mass max/min and entropy slope over the
+ * complete ranges with t >= delta, la_diag_summary) and diagnose.gp, then gnuplot draws
+ * diagnose.png when o->plot. Prints nothing; r (zeroed first) holds the accumulators for
+ * the caller to show: free with la_diagnose_ckpt_free. Errors: LA_EINVAL (N outside
+ * 2..65536, delta <= 1, a model that is not byte-level, a text shorter than offset + N:
+ * the message names the file and sizes), the model loader's, LA_EIO (text, output files),
+ * LA_ENOMEM. */
+LA_API la_status la_diagnose_ckpt_run(const la_diagnose_ckpt_opts *o, la_diagnose_start_fn on_start,
+                                      void *user, la_diagnose_ckpt_result *r);
+LA_API void la_diagnose_ckpt_free(la_diagnose_ckpt_result *r);
+
+/* ---- Gaussian-model mode: la_diag_gaussian for each spec ---- */
+/* For each of the n_specs spec texts: la_diag_gaussian at position N with `draws` rows,
+ * into diag[k] (created here; free each with la_diag_free). Writes into out (created)
+ * gaussian.csv (spec_id, spec, range, complete, rows, keys, mass, entropy, log keys) and
+ * gaussian.gp, then gnuplot draws gaussian.png when plot: *gnuplot_exit (may be NULL)
+ * receives its status, -1 when not run. Prints nothing. Errors: LA_EINVAL/LA_ESPEC (bad
+ * spec, N, draws or delta: the message names the spec), la_diag_gaussian's
+ * (LA_EUNSUPPORTED), LA_EIO, LA_ENOMEM; on error no diag is left allocated. */
+LA_API la_status la_diagnose_gaussian_run(const char *const *specs, int n_specs, int64_t N, int draws,
+                                          double delta, uint64_t seed, const char *out, int plot,
+                                          la_diag **diag, int *gnuplot_exit);
 
 
 /* ---- deprecated names: kept so existing programs compile (with a warning naming

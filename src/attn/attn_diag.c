@@ -3,7 +3,7 @@
  * statistic (lse for softmax, tau for the entmax family) with the kernels' own machinery of
  * attn_internal.h (la_attn_ctx_init: RoPE tables, visibility, documents, distance tables,
  * ALiBi slopes, logn factors; la_prep_pairs: rotated, transposed K tiles; la_tile_logits: the
- * logit formula), and streamed into la_diag accumulators (src/tasks/diagnose.c). No T x S
+ * logit formula), and streamed into la_diag accumulators (src/attn/diag_stats.c). No T x S
  * buffer: per thread one LA_BQ x LA_BK tile of dots, logits, p and log p.
  *
  *   softmax:         p = exp(L - lse), log p = L - lse                      (SPEC 5)

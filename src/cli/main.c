@@ -1,5 +1,4 @@
 /* main.c -- `longattn` command-line program: dispatches to one file per subcommand. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,16 +19,6 @@ static const la_cli_cmd commands[] = {
     {"kv-eval", "KV cache policies: validation loss and passkey accuracy up to 16x the training length", cli_kv_eval},
     {NULL, NULL, NULL},
 };
-
-int cli_usage_error(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "longattn %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(run `longattn %s --help` for usage)\n", cmd);
-    return 2;
-}
 
 static void print_help(FILE *f) {
     fprintf(f, "usage: longattn <command> [options]   (longattn <command> --help for details)\n\ncommands:\n");

@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "core/internal.h"
+#include "io/files.h"
 #include "longattn.h"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -94,22 +95,16 @@ static int on_progress(void *user, const la_train_progress *p) {
 }
 
 static int parse_int(const char *cmd, const char *opt, const char *v, int lo, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > 1000000000)
+    long long x;
+    if (cli_parse_int(v, lo, 1000000000, &x))
         return cli_usage_error(cmd, "%s expects an integer >= %d, got '%s'", opt, lo, v);
     *out = (int)x;
     return 0;
 }
 
 static int parse_double(const char *cmd, const char *opt, const char *v, double lo, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || *end || end == v || !(x >= lo) || !isfinite(x))
+    if (cli_parse_num(v, lo, HUGE_VAL, out))
         return cli_usage_error(cmd, "%s expects a number >= %g, got '%s'", opt, lo, v);
-    *out = x;
     return 0;
 }
 
@@ -191,20 +186,9 @@ int cli_train(int argc, char **argv) {
                                     "--data may be given). Start a new run with another --out instead", fixed_opt);
     if (!resume && !data_path) return cli_usage_error(cmd, "--data PATH is required (a text file/dir or .bin shards)");
     if (strlen(out) > 900) return cli_usage_error(cmd, "--out path too long");
-    {
-        /* mkdir -p */
-        char tmp[1024];
-        snprintf(tmp, sizeof tmp, "%s", out);
-        for (char *q = tmp + 1; *q; q++)
-            if (*q == '/') {
-                *q = 0;
-                mkdir(tmp, 0755);
-                *q = '/';
-            }
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "longattn train: cannot create %s: %s\n", out, strerror(errno));
-            return 1;
-        }
+    if (la_mkdir_p(out) != LA_OK) {
+        fprintf(stderr, "longattn train: %s\n", la_errmsg());
+        return 1;
     }
     char ckpt[1024], csv[1024], meta_path[1100];
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", out);

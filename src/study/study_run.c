@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "io/files.h"
 #include "study/study_internal.h"
 
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
@@ -110,26 +111,6 @@ static la_status log_row(study_variant *v, int step, double train_bpb, double va
         v->cap_log = cap;
     }
     v->log[v->n_log++] = (study_log_row){step, train_bpb, val_bpb, el};
-    return LA_OK;
-}
-
-static la_status mkdir_p(const char *dir) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-        return la_fail(LA_EINVAL, "output folder path is too long");
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return la_fail(LA_EIO, "cannot create output folder '%s': %s", buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return la_fail(LA_EIO, "output path '%s' exists and is not a folder; choose another --out", dir);
     return LA_OK;
 }
 
@@ -362,7 +343,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
                     "set \"passkey\": {\"trials\": 0, \"pretrain_mix\": 0} for shard data");
         goto out;
     }
-    if ((s = mkdir_p(out_dir)) != LA_OK) goto out;
+    if ((s = la_mkdir_p(out_dir)) != LA_OK) goto out;
 
     r->st = st;
     r->is_bytes = train.is_bytes;

@@ -1,5 +1,7 @@
 /* synth_eval.c -- exact-match evaluation of a GPT model on the synthetic tasks
- * (ASEntmax paper's metric: the whole target must be right). */
+ * (ASEntmax paper's metric: the whole target must be right). An evaluation loop of the
+ * experiments layer: it calls the model directly (one scorer), unlike la_eval_loss
+ * (eval_loss.c), whose scorers differ and come in as a callback. */
 #include <stdlib.h>
 
 #include "core/internal.h"
