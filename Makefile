@@ -111,14 +111,15 @@ test-python: all python-ext
 	@test -x $(PYTHON) || { echo "$(PYTHON) missing: run scripts/setup_venv.sh (or ./scripts/setup.sh)"; exit 1; }
 	LA_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/python
 
-# The Python package's extension (python/longattn/_native*.so, cffi, from the same
-# src/*/*.c) built in place for the tests, which import longattn from python/. Rebuilt when
-# a library source or header changes. `pip install .` builds the same for a virtualenv.
+# The Python package's extension (python/longattn/_native*.so: cffi's wrapper linked with
+# $(BUILD)/liblongattn.a) built in place for the tests, which import longattn from python/.
+# Rebuilt when the library or a header changes. `pip install .` builds the same (its
+# setup.py runs `make lib` first) for a virtualenv.
 PY_EXT_STAMP = $(BUILD)/py/ext.stamp
 python-ext: $(PY_EXT_STAMP)
-$(PY_EXT_STAMP): $(LIB_SRC) $(wildcard include/*.h include/*/*.h src/*/*.h) python/longattn/_build.py setup.py scripts/link-libs.txt
+$(PY_EXT_STAMP): $(BUILD)/liblongattn.a $(wildcard include/*.h include/*/*.h) python/longattn/_build.py setup.py scripts/link-libs.txt
 	@test -x $(PYTHON) || { echo "$(PYTHON) missing: run scripts/setup_venv.sh (or ./scripts/setup.sh)"; exit 1; }
-	$(PYTHON) setup.py -q build_ext --inplace --build-temp $(BUILD)/py
+	LA_BUILD=$(BUILD) $(PYTHON) setup.py -q build_ext --inplace --force --build-temp $(BUILD)/py
 	@touch $@
 
 # the layering rule: scripts/check_layers.py reads the folder -> layer table of README.md
