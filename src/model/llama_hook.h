@@ -1,8 +1,8 @@
-/* llama_internal.h -- the Llama-family forward over a KV-cache hook (model layer; used by
+/* llama_hook.h -- the Llama-family forward over a KV-cache hook (model layer; used by
  * src/infer/llama_session.c). Same hook type as the GPT's (model/kv_hook.h): the model
  * owns the block, the cache owner plugs into its attention sub-layer. */
-#ifndef LA_MODEL_LLAMA_INTERNAL_H
-#define LA_MODEL_LLAMA_INTERNAL_H
+#ifndef LA_MODEL_LLAMA_HOOK_H
+#define LA_MODEL_LLAMA_HOOK_H
 
 #include "model/kv_hook.h"
 
