@@ -5,13 +5,14 @@
 #   JSON (configs, results, safetensors headers, fixtures)   libcjson-dev
 #   unit-test framework  libcmocka-dev
 #   plots                gnuplot-nox
+#   fuzzing (make fuzz)  clang (libFuzzer + ASan/UBSan runtimes), libomp-dev (clang's OpenMP)
 #   default text corpus  python3.11-doc (the Python documentation sources)
 #   Python tests         python3-venv, python3-dev, python3-numpy, python3-pytest, python3-cffi,
 #                        python3-torch (references and the Python package's tests; the
 #                        PyPI packages of scripts/requirements-test.txt go into .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs="build-essential libopenblas-dev libcjson-dev libcmocka-dev gnuplot-nox python3.11-doc
+pkgs="build-essential libopenblas-dev libcjson-dev libcmocka-dev gnuplot-nox python3.11-doc clang libomp-dev
       python3-venv python3-dev python3-numpy python3-pytest python3-cffi python3-torch"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
