@@ -29,6 +29,12 @@ la_status la_entmax_check_alpha(double alpha, const char *fn) {
                        "%s: alpha = %g, need a finite alpha > 1 (alpha = 1 is softmax, which is "
                        "its own normaliser: use the softmax normaliser, LA_NORM_SOFTMAX)",
                        fn, alpha);
+    if (alpha < LA_ENTMAX_ALPHA_MIN)
+        return la_fail(LA_EINVAL,
+                       "%s: alpha = %.10g is closer to 1 than %g: the threshold tau is then not "
+                       "representable in float64 (|sum p - 1| is about 5.5e-17 / (alpha - 1)); "
+                       "use alpha >= %.7g, or softmax (alpha = 1), which it approaches",
+                       fn, alpha, LA_ENTMAX_ALPHA_MIN - 1.0, LA_ENTMAX_ALPHA_MIN);
     if (alpha > LA_ENTMAX_ALPHA_MAX)
         return la_fail(LA_EINVAL,
                        "%s: alpha = %g is above %g: there the threshold tau needs more than float64 "
