@@ -11,6 +11,13 @@
 
 la_status la_st_write(const char *path, const la_st_tensor *t, int n, const char *const *meta,
                       int n_meta) {
+    la_afile af;
+    LA_TRY(la_st_write_af(&af, path, t, n, meta, n_meta));
+    return la_afile_commit(&af);
+}
+
+la_status la_st_write_af(la_afile *af_out, const char *path, const la_st_tensor *t, int n,
+                         const char *const *meta, int n_meta) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return la_fail(LA_ENOMEM, "safetensors: out of memory");
     if (n_meta > 0) {
@@ -46,6 +53,7 @@ la_status la_st_write(const char *path, const la_st_tensor *t, int n, const char
         free(js);
         return s;
     }
+    errno = 0;
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
     int ok = fwrite(len8, 1, 8, af.f) == 8 && fwrite(js, 1, hl, af.f) == hl;
@@ -58,9 +66,11 @@ la_status la_st_write(const char *path, const la_st_tensor *t, int n, const char
     }
     if (!ok) {
         la_afile_abort(&af);
-        return la_fail(LA_EIO, "safetensors: cannot write %s: %s", path, strerror(errno));
+        return la_fail(LA_EIO, "safetensors: cannot write %s: %s (is the disk full?); the previous file is "
+                       "untouched", path, strerror(errno ? errno : EIO));
     }
-    return la_afile_commit(&af);
+    *af_out = af;
+    return LA_OK;
 }
 
 void la_st_free(la_st_file *f) {

@@ -114,6 +114,12 @@ uint64_t model_weights_hash(const la_model *m) {
 
 la_status la_model_save(const la_model *m, const char *path) {
     if (!m || !path) return la_fail(LA_EINVAL, "la_model_save: NULL argument");
+    la_afile af;
+    LA_TRY(model_save_af(m, path, &af));
+    return la_afile_commit(&af);
+}
+
+la_status model_save_af(const la_model *m, const char *path, la_afile *af) {
     int nt = la_model_num_tensors(m);
     la_st_tensor *ts = calloc(nt, sizeof *ts);
     if (!ts) return la_fail(LA_ENOMEM, "la_model_save: out of memory");
@@ -130,7 +136,7 @@ la_status la_model_save(const la_model *m, const char *path) {
     char vals[16][LA_SPEC_TEXT_MAX];
     const char *kv[32];
     int n = model_config_meta(m, vals, kv);
-    la_status s = la_st_write(path, ts, nt, kv, n);
+    la_status s = la_st_write_af(af, path, ts, nt, kv, n);
     free(ts);
     return s;
 }
