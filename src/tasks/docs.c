@@ -104,6 +104,18 @@ static la_status read_text(builder *b, const char *path) {
     return st;
 }
 
+/* An llm.c shard is exactly 1024 + 2 n bytes (n = the header's token count). */
+static la_status check_shard_size(FILE *f, const char *path, int32_t n) {
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) return la_fail(LA_EIO, "cannot stat '%s': %s", path, strerror(errno));
+    long long want = 1024 + 2 * (long long)n, have = (long long)sb.st_size;
+    if (have != want)
+        return la_fail(LA_EFORMAT, "'%s': the header declares %d tokens, so the file should be %lld bytes, "
+                       "but it is %lld bytes (%s); re-create the shard", path, n, want, have,
+                       have < want ? "truncated" : "trailing bytes");
+    return LA_OK;
+}
+
 static la_status read_shard(builder *b, const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return la_fail(LA_EIO, "cannot open '%s': %s", path, strerror(errno));
@@ -116,6 +128,8 @@ static la_status read_shard(builder *b, const char *path) {
                      "magic %d version %d)", path, hdr[0], hdr[1], SHARD_MAGIC, SHARD_VERSION);
     } else if (hdr[2] < 0) {
         st = la_fail(LA_EFORMAT, "'%s': negative token count %d in the header", path, hdr[2]);
+    } else if ((st = check_shard_size(f, path, hdr[2])) != LA_OK) {
+        /* the count must match the file before anything is allocated for it */
     } else if ((st = grow_tokens(b, hdr[2])) == LA_OK) {
         uint16_t buf[1 << 14];
         int64_t left = hdr[2];
