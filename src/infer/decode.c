@@ -163,13 +163,13 @@ la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *lo
                            tokens[t], t, d->V);
     const int C = d->C, H = d->H, K = d->K, D = d->D, F = d->F, N = T;
     double *tm = &d->timer;
-    embed_forward(d->x, tokens, d->wte, N, C);
+    la_embed_forward(d->x, tokens, d->wte, N, C);
     for (int l = 0; l < d->L; l++) {
         const dec_layer *y = &d->ly[l];
-        rmsnorm_forward(d->a, d->rstd, d->x, y->ln1_g, N, C);      // F1
-        mm_forward(tm, d->q_raw, d->a, y->wq, N, C, H * D, 0);       // F2
-        mm_forward(tm, d->k_raw, d->a, y->wk, N, C, K * D, 0);       // F3
-        mm_forward(tm, d->v_raw, d->a, y->wv, N, C, K * D, 0);       // F4
+        la_rmsnorm_forward(d->a, d->rstd, d->x, y->ln1_g, N, C);      // F1
+        la_mm_forward(tm, d->q_raw, d->a, y->wq, N, C, H * D, 0);       // F2
+        la_mm_forward(tm, d->k_raw, d->a, y->wk, N, C, K * D, 0);       // F3
+        la_mm_forward(tm, d->v_raw, d->a, y->wv, N, C, K * D, 0);       // F4
         la_attn_opts op = la_attn_default_opts();
         if (y->as_wb) {                                              // F5
             LA_TRY(la_asentmax_params_forward(d->a, 1, T, C, H, y->as_wb, y->as_bb, y->as_wg, y->as_bg,
@@ -178,20 +178,20 @@ la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *lo
             op.as_gamma = d->gamma;
         }
         if (y->logn_s) op.logn_s = y->logn_s;
-        qknorm_forward(d->qh, d->rstd, d->q_raw, y->qn_g, 1, T, H, D); // F6
-        qknorm_forward(d->kh, d->rstd, d->k_raw, y->kn_g, 1, T, K, D); // F7
-        permute_bthd_to_bhtd(d->vh, d->v_raw, 1, T, K, D);            // F8
+        la_qknorm_forward(d->qh, d->rstd, d->q_raw, y->qn_g, 1, T, H, D); // F6
+        la_qknorm_forward(d->kh, d->rstd, d->k_raw, y->kn_g, 1, T, K, D); // F7
+        la_permute_bthd_to_bhtd(d->vh, d->v_raw, 1, T, K, D);            // F8
         LA_TRY(la_kv_append(d->c, l, d->kh, d->vh, T));
         LA_TRY(la_kv_attend(d->c, l, &d->spec, d->qh, T, d->att, NULL, &op)); // F9 over the cache
-        permute_bhtd_to_bthd(d->y, d->att, 1, T, H, D);               // F10
-        mm_forward(tm, d->x, d->y, y->wo, N, H * D, C, 1);            // F11: x += y Wo^T
-        rmsnorm_forward(d->a, d->rstd, d->x, y->ln2_g, N, C);         // F12
-        mlp_forward(tm, d->x, d->h, d->h, d->a, y->w_fc, y->w_proj, N, C, F); // F13 (h_act aliases h_pre)
+        la_permute_bhtd_to_bthd(d->y, d->att, 1, T, H, D);               // F10
+        la_mm_forward(tm, d->x, d->y, y->wo, N, H * D, C, 1);            // F11: x += y Wo^T
+        la_rmsnorm_forward(d->a, d->rstd, d->x, y->ln2_g, N, C);         // F12
+        la_mlp_forward(tm, d->x, d->h, d->h, d->a, y->w_fc, y->w_proj, N, C, F); // F13 (h_act aliases h_pre)
     }
     if (logits) {
         const int r0 = all_rows ? 0 : T - 1, rows = T - r0;
-        rmsnorm_forward(d->a, d->rstd, d->x + (size_t)r0 * C, d->lnf_g, rows, C);
-        mm_forward(tm, logits, d->a, d->lm_head, rows, C, d->V, 0);
+        la_rmsnorm_forward(d->a, d->rstd, d->x + (size_t)r0 * C, d->lnf_g, rows, C);
+        la_mm_forward(tm, logits, d->a, d->lm_head, rows, C, d->V, 0);
     }
     return LA_OK;
 }

@@ -24,31 +24,31 @@ static la_attn_opts opts_for(const attn_dims *d, const attn_weights *w, const at
     return op;
 }
 
-la_status attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_acts *a,
+la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_acts *a,
                              const float *x, float *out) {
     int B = d->B, T = d->T, N = B * T, C = d->C, H = d->H, K = d->Hkv, D = d->D;
     double *tm = d->t_mm;
-    mm_forward(tm, a->q_raw, x, w->wq, N, C, H * D, 0);           // A1: q = a Wq^T
-    mm_forward(tm, a->k_raw, x, w->wk, N, C, K * D, 0);           // A2: k = a Wk^T
-    mm_forward(tm, a->v_raw, x, w->wv, N, C, K * D, 0);           // A3: v = a Wv^T
+    la_mm_forward(tm, a->q_raw, x, w->wq, N, C, H * D, 0);           // A1: q = a Wq^T
+    la_mm_forward(tm, a->k_raw, x, w->wk, N, C, K * D, 0);           // A2: k = a Wk^T
+    la_mm_forward(tm, a->v_raw, x, w->wv, N, C, K * D, 0);           // A3: v = a Wv^T
     if (d->spec->norm == LA_NORM_ASENTMAX)  // A4: ASEntmax beta, gamma (B, H, T), entmax work's layer
         LA_TRY(la_asentmax_params_forward(x, B, T, C, H, w->as_wb, w->as_bb, w->as_wg, w->as_bg,
                                           d->spec->as_gamma_range, a->as_beta, a->as_gamma));
-    qknorm_forward(a->qh, a->q_rstd, a->q_raw, w->q_norm_g, B, T, H, D);  // A5: QK-norm q
-    qknorm_forward(a->kh, a->k_rstd, a->k_raw, w->k_norm_g, B, T, K, D);  // A6: QK-norm k
-    permute_bthd_to_bhtd(a->vh, a->v_raw, B, T, K, D);                    // A7: v layout
+    la_qknorm_forward(a->qh, a->q_rstd, a->q_raw, w->q_norm_g, B, T, H, D);  // A5: QK-norm q
+    la_qknorm_forward(a->kh, a->k_rstd, a->k_raw, w->k_norm_g, B, T, K, D);  // A6: QK-norm k
+    la_permute_bthd_to_bhtd(a->vh, a->v_raw, B, T, K, D);                    // A7: v layout
     la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
     la_attn_opts op = opts_for(d, w, a);
     double t0 = omp_get_wtime();
     la_status s = la_attn_forward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, &op);  // A8
     *d->t_attn += omp_get_wtime() - t0;
     if (s != LA_OK) return s;
-    permute_bhtd_to_bthd(a->y, a->att, B, T, H, D);                       // A9: y (N, H*D)
-    mm_forward(tm, out, a->y, w->wo, N, H * D, C, 1);                     // A10: out += y Wo^T
+    la_permute_bhtd_to_bthd(a->y, a->att, B, T, H, D);                       // A9: y (N, H*D)
+    la_mm_forward(tm, out, a->y, w->wo, N, H * D, C, 1);                     // A10: out += y Wo^T
     return LA_OK;
 }
 
-la_status attn_layer_diagnose(const attn_dims *d, const attn_weights *w, const attn_acts *a,
+la_status la_attn_layer_diagnose(const attn_dims *d, const attn_weights *w, const attn_acts *a,
                               la_diag **diag) {
     la_shape sh = {d->B, d->H, d->Hkv, d->T, d->T, d->D, LA_POS0_AUTO};
     la_attn_opts op = opts_for(d, w, a);  // the forward's inputs: logn s_h, ASEntmax beta/gamma
@@ -58,15 +58,15 @@ la_status attn_layer_diagnose(const attn_dims *d, const attn_weights *w, const a
     return s;
 }
 
-la_status attn_layer_backward(const attn_dims *d, const attn_weights *w, attn_weights *g,
+la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn_weights *g,
                               const attn_acts *a, attn_scratch *sc, const float *x,
                               const float *dout, float *dx) {
     int B = d->B, T = d->T, N = B * T, C = d->C, H = d->H, K = d->Hkv, D = d->D;
     double *tm = d->t_mm;
     /* A10: dy = dout Wo, dWo += dout^T y */
-    mm_backward(tm, sc->dy, g->wo, dout, a->y, w->wo, N, H * D, C, 0);
+    la_mm_backward(tm, sc->dy, g->wo, dout, a->y, w->wo, N, H * D, C, 0);
     /* A9: back to (B, H, T, D) */
-    permute_bthd_to_bhtd(sc->datt, sc->dy, B, T, H, D);
+    la_permute_bthd_to_bhtd(sc->datt, sc->dy, B, T, H, D);
     /* A8: attention; learnable transform parameters get their gradients through opts */
     la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
     la_attn_opts op = opts_for(d, w, a);
@@ -84,13 +84,13 @@ la_status attn_layer_backward(const attn_dims *d, const attn_weights *w, attn_we
     if (logn)
         for (int h = 0; h < H; h++) g->logn_s[h] += sc->dlogn[h];  // dlogn_s is overwritten per call
     /* A7, A6, A5: back to the projections' (B, T, H, D) layout */
-    permute_bhtd_to_bthd(sc->dv_raw, sc->dvh, B, T, K, D);
-    qknorm_backward(sc->dk_raw, g->k_norm_g, sc->dkh, a->k_raw, a->k_rstd, w->k_norm_g, B, T, K, D);
-    qknorm_backward(sc->dq_raw, g->q_norm_g, sc->dqh, a->q_raw, a->q_rstd, w->q_norm_g, B, T, H, D);
+    la_permute_bhtd_to_bthd(sc->dv_raw, sc->dvh, B, T, K, D);
+    la_qknorm_backward(sc->dk_raw, g->k_norm_g, sc->dkh, a->k_raw, a->k_rstd, w->k_norm_g, B, T, K, D);
+    la_qknorm_backward(sc->dq_raw, g->q_norm_g, sc->dqh, a->q_raw, a->q_rstd, w->q_norm_g, B, T, H, D);
     /* A1, A2, A3: dx = dq Wq + dk Wk + dv Wv; dW += d(q|k|v)^T x */
-    mm_backward(tm, dx, g->wq, sc->dq_raw, x, w->wq, N, C, H * D, 0);
-    mm_backward(tm, dx, g->wk, sc->dk_raw, x, w->wk, N, C, K * D, 1);
-    mm_backward(tm, dx, g->wv, sc->dv_raw, x, w->wv, N, C, K * D, 1);
+    la_mm_backward(tm, dx, g->wq, sc->dq_raw, x, w->wq, N, C, H * D, 0);
+    la_mm_backward(tm, dx, g->wk, sc->dk_raw, x, w->wk, N, C, K * D, 1);
+    la_mm_backward(tm, dx, g->wv, sc->dv_raw, x, w->wv, N, C, K * D, 1);
     if (asent)  // A4: dx += through beta, gamma; their weights' gradients accumulate
         LA_TRY(la_asentmax_params_backward(x, B, T, C, H, w->as_wb, w->as_wg,
                                            d->spec->as_gamma_range, a->as_beta, a->as_gamma,

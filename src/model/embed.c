@@ -4,13 +4,13 @@
 
 #include "model/layers.h"
 
-void embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C) {
+void la_embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= LA_PAR_MIN)
     for (int n = 0; n < N; n++)
         memcpy(x + (size_t)n * C, wte + (size_t)tokens[n] * C, sizeof(float) * C);  // F1
 }
 
-void embed_backward(float *dwte, const float *dx, const int32_t *tokens, int N, int C) {
+void la_embed_backward(float *dwte, const float *dx, const int32_t *tokens, int N, int C) {
     /* F1: rows with the same token add up; serial to keep a fixed order */
     for (int n = 0; n < N; n++) {
         float *dr = dwte + (size_t)tokens[n] * C;
@@ -19,7 +19,7 @@ void embed_backward(float *dwte, const float *dx, const int32_t *tokens, int N, 
     }
 }
 
-int64_t xent_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int N,
+int64_t la_xent_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int N,
                      int V, double *sum_loss) {
 #pragma omp parallel for schedule(static) if ((size_t)N * V >= LA_PAR_MIN)
     for (int n = 0; n < N; n++) {
@@ -45,7 +45,7 @@ int64_t xent_forward(float *loss, float *lse, const float *logits, const int32_t
     return cnt;
 }
 
-void xent_backward(float *z, const float *lse, const int32_t *targets, int N, int V, float scale) {
+void la_xent_backward(float *z, const float *lse, const int32_t *targets, int N, int V, float scale) {
 #pragma omp parallel for schedule(static) if ((size_t)N * V >= LA_PAR_MIN)
     for (int n = 0; n < N; n++) {
         float *zr = z + (size_t)n * V;

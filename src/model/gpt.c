@@ -462,13 +462,13 @@ static la_status block_forward(la_model *m, int l, acts *a, const float *x_in, f
     double *tm = &m->timing.matmul_s;
     attn_dims d = dims_of(m, B, T);
     attn_weights w = weights_at(m, m->params, o);
-    rmsnorm_forward(a->ln1, a->ln1_rstd, x_in, P + o->ln1_g, N, C);         // F1: a = RMSNorm(x)
+    la_rmsnorm_forward(a->ln1, a->ln1_rstd, x_in, P + o->ln1_g, N, C);         // F1: a = RMSNorm(x)
     if (mid != x_in) memcpy(mid, x_in, sizeof(float) * (size_t)N * C);
-    LA_TRY(attn_layer_forward(&d, &w, &a->at, a->ln1, mid));               // F2: mid = x + attn(a)
+    LA_TRY(la_attn_layer_forward(&d, &w, &a->at, a->ln1, mid));               // F2: mid = x + attn(a)
     float *ln2 = a->ln2 ? a->ln2 : a->ln1;
-    rmsnorm_forward(ln2, a->ln2_rstd, mid, P + o->ln2_g, N, C);             // F3: RMSNorm(mid)
+    la_rmsnorm_forward(ln2, a->ln2_rstd, mid, P + o->ln2_g, N, C);             // F3: RMSNorm(mid)
     if (x_out != mid) memcpy(x_out, mid, sizeof(float) * (size_t)N * C);
-    mlp_forward(tm, x_out, a->h_pre, a->h_act, ln2, P + o->w_fc, P + o->w_proj, N, C, F);  // F4
+    la_mlp_forward(tm, x_out, a->h_pre, a->h_act, ln2, P + o->w_fc, P + o->w_proj, N, C, F);  // F4
     return LA_OK;
 }
 
@@ -482,14 +482,14 @@ static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, 
     attn_dims d = dims_of(m, B, T);
     attn_weights w = weights_at(m, m->params, o), g = weights_at(m, m->grads, o);
     /* F4: x_out = mid + MLP(ln2): dln2, dWfc, dWproj; the identity path keeps dres */
-    mlp_backward(tm, m->dln, G + o->w_fc, G + o->w_proj, m->dh, m->dres, a->ln2, a->h_pre,
+    la_mlp_backward(tm, m->dln, G + o->w_fc, G + o->w_proj, m->dh, m->dres, a->ln2, a->h_pre,
                  a->h_act, P + o->w_fc, P + o->w_proj, N, C, F);
     /* F3: dres += d RMSNorm(mid) -> dres is now d mid */
-    rmsnorm_backward(m->dres, G + o->ln2_g, m->dln, a->mid, a->ln2_rstd, P + o->ln2_g, N, C);
+    la_rmsnorm_backward(m->dres, G + o->ln2_g, m->dln, a->mid, a->ln2_rstd, P + o->ln2_g, N, C);
     /* F2: mid = x + attn(a): d a into dln; the identity path keeps dres */
-    LA_TRY(attn_layer_backward(&d, &w, &g, &a->at, &m->sc, a->ln1, m->dres, m->dln));
+    LA_TRY(la_attn_layer_backward(&d, &w, &g, &a->at, &m->sc, a->ln1, m->dres, m->dln));
     /* F1: dres += d RMSNorm(x) -> dres is now d x_in */
-    rmsnorm_backward(m->dres, G + o->ln1_g, m->dln, x_in, a->ln1_rstd, P + o->ln1_g, N, C);
+    la_rmsnorm_backward(m->dres, G + o->ln1_g, m->dln, x_in, a->ln1_rstd, P + o->ln1_g, N, C);
     return LA_OK;
 }
 
@@ -523,15 +523,15 @@ la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *ta
     int C = m->C;
     const float *P = m->params;
     memcpy(m->tokens, tokens, N * sizeof(int32_t));
-    embed_forward(m->res0, tokens, P + m->off_wte, (int)N, C);  // x = wte[tokens]
+    la_embed_forward(m->res0, tokens, P + m->off_wte, (int)N, C);  // x = wte[tokens]
     const float *x = m->res0;
     for (int l = 0; l < m->L; l++) {
         acts *a = &m->ta[l];
         LA_TRY(block_forward(m, l, a, x, a->mid, a->res_out, B, T));
         x = a->res_out;
     }
-    rmsnorm_forward(m->lnf, m->lnf_rstd, x, P + m->off_lnf_g, (int)N, C);              // final norm
-    mm_forward(&m->timing.matmul_s, m->logits, m->lnf, P + m->off_lm_head, (int)N, C, m->V, 0);  // logits
+    la_rmsnorm_forward(m->lnf, m->lnf_rstd, x, P + m->off_lnf_g, (int)N, C);              // final norm
+    la_mm_forward(&m->timing.matmul_s, m->logits, m->lnf, P + m->off_lm_head, (int)N, C, m->V, 0);  // logits
     m->logits_valid = 1;
     m->fB = B;
     m->fT = T;
@@ -539,7 +539,7 @@ la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *ta
     int64_t cnt = 0;
     if (targets) {
         memcpy(m->targets, targets, N * sizeof(int32_t));
-        cnt = xent_forward(m->loss, m->lse, m->logits, targets, (int)N, m->V, &sum);
+        cnt = la_xent_forward(m->loss, m->lse, m->logits, targets, (int)N, m->V, &sum);
         if (loss_per_token) memcpy(loss_per_token, m->loss, N * sizeof(float));
         m->can_backward = cnt > 0 ? 2 : 1;  // 2: gradient exists; 1: all targets ignored
     } else if (loss_per_token) {
@@ -565,18 +565,18 @@ la_status la_model_backward(la_model *m) {
     int64_t cnt = 0;
     for (int i = 0; i < N; i++) cnt += m->targets[i] >= 0;
     /* mean loss = sum / cnt */
-    xent_backward(m->logits, m->lse, m->targets, N, m->V, 1.0f / (float)cnt);
+    la_xent_backward(m->logits, m->lse, m->targets, N, m->V, 1.0f / (float)cnt);
     m->logits_valid = 0;
     const float *xL = m->L ? m->ta[m->L - 1].res_out : m->res0;
-    mm_backward(&m->timing.matmul_s, m->dln, G + m->off_lm_head, m->logits, m->lnf,
+    la_mm_backward(&m->timing.matmul_s, m->dln, G + m->off_lm_head, m->logits, m->lnf,
                 P + m->off_lm_head, N, C, m->V, 0);
     memset(m->dres, 0, sizeof(float) * (size_t)N * C);
-    rmsnorm_backward(m->dres, G + m->off_lnf_g, m->dln, xL, m->lnf_rstd, P + m->off_lnf_g, N, C);
+    la_rmsnorm_backward(m->dres, G + m->off_lnf_g, m->dln, xL, m->lnf_rstd, P + m->off_lnf_g, N, C);
     for (int l = m->L - 1; l >= 0; l--) {
         const float *x_in = l ? m->ta[l - 1].res_out : m->res0;
         LA_TRY(block_backward(m, l, &m->ta[l], x_in, B, T));
     }
-    embed_backward(G + m->off_wte, m->dres, m->tokens, N, C);
+    la_embed_backward(G + m->off_wte, m->dres, m->tokens, N, C);
     m->timing.total_s += omp_get_wtime() - t_start;
     return LA_OK;
 }
@@ -593,19 +593,19 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
     LA_TRY(ensure_eval(m, N));
     int C = m->C, V = m->V;
     const float *P = m->params;
-    embed_forward(m->ex, tokens, P + m->off_wte, (int)N, C);
+    la_embed_forward(m->ex, tokens, P + m->off_wte, (int)N, C);
     for (int l = 0; l < m->L; l++) LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, B, T));
     float *xn = m->ea.ln1;  // (N, C) final norm output
-    rmsnorm_forward(xn, m->ea.ln1_rstd, m->ex, P + m->off_lnf_g, (int)N, C);
+    la_rmsnorm_forward(xn, m->ea.ln1_rstd, m->ex, P + m->off_lnf_g, (int)N, C);
     double sum = 0;
     int64_t cnt = 0;
     for (size_t r0 = 0; r0 < N; r0 += EVAL_CHUNK) {
         int rows = (int)(N - r0 < EVAL_CHUNK ? N - r0 : EVAL_CHUNK);
         float *z = m->e_logits;  // (rows, V)
-        mm_forward(&m->timing.matmul_s, z, xn + r0 * C, P + m->off_lm_head, rows, C, V, 0);
+        la_mm_forward(&m->timing.matmul_s, z, xn + r0 * C, P + m->off_lm_head, rows, C, V, 0);
         double s = 0;
         float *lossbuf = loss_per_token ? loss_per_token + r0 : m->e_loss;
-        cnt += xent_forward(lossbuf, m->e_lse, z, targets ? targets + r0 : NULL, rows, V, &s);
+        cnt += la_xent_forward(lossbuf, m->e_lse, z, targets ? targets + r0 : NULL, rows, V, &s);
         sum += s;
         for (int r = 0; r < rows; r++) {
             const float *zr = z + (size_t)r * V;
@@ -641,14 +641,14 @@ la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag *
     }
     double t_start = omp_get_wtime();
     LA_TRY(ensure_eval(m, (size_t)T));
-    embed_forward(m->ex, tokens, m->params + m->off_wte, T, m->C);
+    la_embed_forward(m->ex, tokens, m->params + m->off_wte, T, m->C);
     for (int l = 0; l < m->L; l++) {
         /* the eval activations keep this layer's q, k (after QK-norm), row statistics and
          * ASEntmax beta/gamma until the next block overwrites them */
         LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, 1, T));
         attn_dims d = dims_of(m, 1, T);
         attn_weights w = weights_at(m, m->params, &m->lo[l]);
-        LA_TRY(attn_layer_diagnose(&d, &w, &m->ea.at, diag + (size_t)l * m->H));
+        LA_TRY(la_attn_layer_diagnose(&d, &w, &m->ea.at, diag + (size_t)l * m->H));
     }
     m->timing.total_s += omp_get_wtime() - t_start;
     return LA_OK;

@@ -10,7 +10,7 @@
 
 #define GPT_FORMAT "longattn-gpt-1"
 
-int model_config_meta(const la_model *m, char vals[][LA_SPEC_TEXT_MAX], const char **kv) {
+int la_model_config_meta(const la_model *m, char vals[][LA_SPEC_TEXT_MAX], const char **kv) {
     const la_model_config *c = la_model_get_config(m);
     int n = 0;
 #define PUT(key, fmt, val)                                          \
@@ -45,7 +45,7 @@ static la_status meta_int(const la_st_file *f, const char *path, const char *key
     return LA_OK;
 }
 
-la_status model_config_from_meta(const la_st_file *f, const char *path, la_model_config *c) {
+la_status la_model_config_from_meta(const la_st_file *f, const char *path, la_model_config *c) {
     const char *fmt = la_st_meta(f, "format");
     if (!fmt || strcmp(fmt, GPT_FORMAT))
         return la_fail(LA_EFORMAT, "%s: metadata format is '%s', expected '%s' (not a longattn "
@@ -69,7 +69,7 @@ la_status model_config_from_meta(const la_st_file *f, const char *path, la_model
     return LA_OK;
 }
 
-la_status model_weights_from_file(la_model *m, const la_st_file *f, const char *path, int copy) {
+la_status la_model_weights_from_file(la_model *m, const la_st_file *f, const char *path, int copy) {
     int nt = la_model_num_tensors(m);
     if (f->n != nt)
         return la_fail(LA_EFORMAT, "%s: holds %d tensors, the model has %d", path, f->n, nt);
@@ -101,7 +101,7 @@ la_status model_weights_from_file(la_model *m, const la_st_file *f, const char *
     return LA_OK;
 }
 
-uint64_t model_weights_hash(const la_model *m) {
+uint64_t la_model_weights_hash(const la_model *m) {
     const uint8_t *p = (const uint8_t *)la_model_params((la_model *)m);
     size_t n = la_model_num_params(m) * sizeof(float);
     uint64_t h = 0xcbf29ce484222325ULL;
@@ -115,11 +115,11 @@ uint64_t model_weights_hash(const la_model *m) {
 la_status la_model_save(const la_model *m, const char *path) {
     if (!m || !path) return la_fail(LA_EINVAL, "la_model_save: NULL argument");
     la_afile af;
-    LA_TRY(model_save_af(m, path, &af));
+    LA_TRY(la_model_save_af(m, path, &af));
     return la_afile_commit(&af);
 }
 
-la_status model_save_af(const la_model *m, const char *path, la_afile *af) {
+la_status la_model_save_af(const la_model *m, const char *path, la_afile *af) {
     int nt = la_model_num_tensors(m);
     la_st_tensor *ts = calloc(nt, sizeof *ts);
     if (!ts) return la_fail(LA_ENOMEM, "la_model_save: out of memory");
@@ -135,7 +135,7 @@ la_status model_save_af(const la_model *m, const char *path, la_afile *af) {
     }
     char vals[16][LA_SPEC_TEXT_MAX];
     const char *kv[32];
-    int n = model_config_meta(m, vals, kv);
+    int n = la_model_config_meta(m, vals, kv);
     la_status s = la_st_write_af(af, path, ts, nt, kv, n);
     free(ts);
     return s;
@@ -148,9 +148,9 @@ la_status la_model_load(const char *path, la_model **out) {
     LA_TRY(la_st_read(path, &f));
     la_model_config c;
     la_model *m = NULL;
-    la_status s = model_config_from_meta(&f, path, &c);
+    la_status s = la_model_config_from_meta(&f, path, &c);
     if (s == LA_OK) s = la_model_new(&c, 0, &m);
-    if (s == LA_OK) s = model_weights_from_file(m, &f, path, 1);
+    if (s == LA_OK) s = la_model_weights_from_file(m, &f, path, 1);
     la_st_free(&f);
     if (s != LA_OK) {
         la_model_free(m);

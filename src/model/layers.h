@@ -18,39 +18,39 @@
 
 /* ---- matmul.c: cblas_sgemm wrappers, weights stored (out, in); *timer += seconds ---- */
 /* y (N, out) = x (N, in) W^T (+ y if accumulate) */
-void mm_forward(double *timer, float *y, const float *x, const float *W, int N, int in, int out,
+void la_mm_forward(double *timer, float *y, const float *x, const float *W, int N, int in, int out,
                 int accumulate);
 /* dx (N, in) (+)= dy (N, out) W ;  dW (out, in) += dy^T x.  dx may be NULL. */
-void mm_backward(double *timer, float *dx, float *dW, const float *dy, const float *x,
+void la_mm_backward(double *timer, float *dx, float *dW, const float *dy, const float *x,
                  const float *W, int N, int in, int out, int accumulate_dx);
 
 /* ---- rmsnorm.c: y = x / sqrt(mean(x^2) + eps) * g over the last dimension C ---- */
 /* x, y: (N, C); g: (C); rstd: (N) saved for backward */
-void rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int N, int C);
+void la_rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int N, int C);
 /* dx (N, C) += d/dx ; dg (C) += d/dg.  dy: (N, C) */
-void rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
+void la_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
                       const float *g, int N, int C);
 
 /* ---- mlp.c: ReLU^2 MLP  out = relu(x Wfc^T)^2 Wproj^T ---- */
 /* x: (N, C)  h_pre, h_act: (N, F)  y: (N, C), ADDED to (residual) */
-void mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const float *x,
+void la_mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const float *x,
                  const float *w_fc, const float *w_proj, int N, int C, int F);
 /* dy: (N, C) -> dx (N, C) overwritten; dw_fc, dw_proj accumulated. dh: (N, F) scratch */
-void mlp_backward(double *timer, float *dx, float *dw_fc, float *dw_proj, float *dh,
+void la_mlp_backward(double *timer, float *dx, float *dw_fc, float *dw_proj, float *dh,
                   const float *dy, const float *x, const float *h_pre, const float *h_act,
                   const float *w_fc, const float *w_proj, int N, int C, int F);
 
 /* ---- qknorm.c: per-head RMSNorm over D with a shared gain, fused with the
  * (B, T, H, D) -> (B, H, T, D) permutation the attention kernel wants ---- */
 /* x: (B, T, H, D)  ->  y: (B, H, T, D), rstd: (B, T, H) */
-void qknorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int T, int H,
+void la_qknorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int T, int H,
                     int D);
 /* dy: (B, H, T, D) -> dx: (B, T, H, D) overwritten; dg (D) accumulated */
-void qknorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
+void la_qknorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
                      const float *g, int B, int T, int H, int D);
 /* plain permutations (B, T, H, D) <-> (B, H, T, D) */
-void permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D);
-void permute_bhtd_to_bthd(float *y, const float *x, int B, int T, int H, int D);
+void la_permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D);
+void la_permute_bhtd_to_bthd(float *y, const float *x, int B, int T, int H, int D);
 
 /* ---- attention.c: the attention sublayer (projections, QK-norm, fused attention, output
  * projection) ---- */
@@ -86,30 +86,30 @@ typedef struct {
 } attn_dims;
 
 /* x (N, C) normalised block input -> out (N, C) += attention(x) Wo^T. */
-la_status attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_acts *a,
+la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_acts *a,
                              const float *x, float *out);
 /* dout (N, C) -> dx (N, C) OVERWRITTEN; gradients g accumulated. */
-la_status attn_layer_backward(const attn_dims *d, const attn_weights *w, attn_weights *g,
+la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn_weights *g,
                               const attn_acts *a, attn_scratch *sc, const float *x,
                               const float *dout, float *dx);
 
-/* Attention diagnostics of the last attn_layer_forward with activations a (same d, w):
+/* Attention diagnostics of the last la_attn_layer_forward with activations a (same d, w):
  * probabilities from a->qh, a->kh and a->row_stat into diag (B*H), la_attn_diagnose. */
-la_status attn_layer_diagnose(const attn_dims *d, const attn_weights *w, const attn_acts *a,
+la_status la_attn_layer_diagnose(const attn_dims *d, const attn_weights *w, const attn_acts *a,
                               la_diag **diag);
 
 /* ---- embed.c: token embedding and the cross-entropy head ---- */
 /* x (N, C) = wte[tokens] ; tokens checked by the caller */
-void embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C);
+void la_embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C);
 /* dwte[tokens[n]] += dx[n] */
-void embed_backward(float *dwte, const float *dx, const int32_t *tokens, int N, int C);
+void la_embed_backward(float *dwte, const float *dx, const int32_t *tokens, int N, int C);
 /* logits (N, V) -> lse (N); loss (N) = lse - logit[target] (0 where target < 0).
  * Returns the number of counted targets; *sum_loss their loss sum (double). */
-int64_t xent_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int N,
+int64_t la_xent_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int N,
                      int V, double *sum_loss);
 /* dlogits (N, V) overwritten in place of logits: scale * (softmax - onehot), 0 rows where
  * target < 0 */
-void xent_backward(float *logits_to_dlogits, const float *lse, const int32_t *targets, int N,
+void la_xent_backward(float *logits_to_dlogits, const float *lse, const int32_t *targets, int N,
                    int V, float scale);
 
 #endif

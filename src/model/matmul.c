@@ -20,7 +20,7 @@ static int mm_threads(double macs) {
     return omp_get_max_threads();
 }
 
-void mm_forward(double *timer, float *y, const float *x, const float *W, int N, int in, int out,
+void la_mm_forward(double *timer, float *y, const float *x, const float *W, int N, int in, int out,
                 int accumulate) {
     double t0 = omp_get_wtime();
     float beta = accumulate ? 1.0f : 0.0f;
@@ -36,7 +36,7 @@ void mm_forward(double *timer, float *y, const float *x, const float *W, int N, 
     *timer += omp_get_wtime() - t0;
 }
 
-void mm_backward(double *timer, float *dx, float *dW, const float *dy, const float *x,
+void la_mm_backward(double *timer, float *dx, float *dW, const float *dy, const float *x,
                  const float *W, int N, int in, int out, int accumulate_dx) {
     double t0 = omp_get_wtime();
     float beta = accumulate_dx ? 1.0f : 0.0f;

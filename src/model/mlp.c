@@ -2,24 +2,24 @@
  * paper's baseline): y += relu(x Wfc^T)^2 Wproj^T. */
 #include "model/layers.h"
 
-void mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const float *x,
+void la_mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const float *x,
                  const float *w_fc, const float *w_proj, int N, int C, int F) {
-    mm_forward(timer, h_pre, x, w_fc, N, C, F, 0);           // F1: h_pre (N,F) = x Wfc^T
+    la_mm_forward(timer, h_pre, x, w_fc, N, C, F, 0);           // F1: h_pre (N,F) = x Wfc^T
     size_t NF = (size_t)N * F;
 #pragma omp parallel for schedule(static) if (NF >= LA_PAR_MIN)
     for (size_t i = 0; i < NF; i++) {
         float r = h_pre[i] > 0 ? h_pre[i] : 0;
         h_act[i] = r * r;                                     // F2: h_act = relu(h_pre)^2
     }
-    mm_forward(timer, y, h_act, w_proj, N, F, C, 1);          // F3: y (N,C) += h_act Wproj^T
+    la_mm_forward(timer, y, h_act, w_proj, N, F, C, 1);          // F3: y (N,C) += h_act Wproj^T
 }
 
-void mlp_backward(double *timer, float *dx, float *dw_fc, float *dw_proj, float *dh,
+void la_mlp_backward(double *timer, float *dx, float *dw_fc, float *dw_proj, float *dh,
                   const float *dy, const float *x, const float *h_pre, const float *h_act,
                   const float *w_fc, const float *w_proj, int N, int C, int F) {
-    mm_backward(timer, dh, dw_proj, dy, h_act, w_proj, N, F, C, 0);  // F3: dh_act, dWproj
+    la_mm_backward(timer, dh, dw_proj, dy, h_act, w_proj, N, F, C, 0);  // F3: dh_act, dWproj
     size_t NF = (size_t)N * F;
 #pragma omp parallel for schedule(static) if (NF >= LA_PAR_MIN)
     for (size_t i = 0; i < NF; i++) dh[i] *= h_pre[i] > 0 ? 2.0f * h_pre[i] : 0.0f;  // F2
-    mm_backward(timer, dx, dw_fc, dh, x, w_fc, N, C, F, 0);           // F1: dx, dWfc
+    la_mm_backward(timer, dx, dw_fc, dh, x, w_fc, N, C, F, 0);           // F1: dx, dWfc
 }

@@ -5,7 +5,7 @@
 
 #include "model/layers.h"
 
-void qknorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int T, int H,
+void la_qknorm_forward(float *y, float *rstd, const float *x, const float *g, int B, int T, int H,
                     int D) {
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * H * D >= LA_PAR_MIN)
     for (int b = 0; b < B; b++)
@@ -22,7 +22,7 @@ void qknorm_forward(float *y, float *rstd, const float *x, const float *g, int B
             }
 }
 
-void qknorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
+void la_qknorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
                      const float *g, int B, int T, int H, int D) {
     /* F2: dg[d] += dy * x * rstd, in a fixed (serial) order */
     for (int b = 0; b < B; b++)
@@ -50,7 +50,7 @@ void qknorm_backward(float *dx, float *dg, const float *dy, const float *x, cons
             }
 }
 
-void permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D) {
+void la_permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D) {
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * H * D >= LA_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
@@ -61,7 +61,7 @@ void permute_bthd_to_bhtd(float *y, const float *x, int B, int T, int H, int D) 
             }
 }
 
-void permute_bhtd_to_bthd(float *y, const float *x, int B, int T, int H, int D) {
+void la_permute_bhtd_to_bthd(float *y, const float *x, int B, int T, int H, int D) {
 #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * H * D >= LA_PAR_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)

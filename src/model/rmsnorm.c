@@ -4,7 +4,7 @@
 
 #include "model/layers.h"
 
-void rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int N, int C) {
+void la_rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int N, int C) {
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= LA_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C; // (C)
@@ -18,7 +18,7 @@ void rmsnorm_forward(float *y, float *rstd, const float *x, const float *g, int 
     }
 }
 
-void rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
+void la_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, const float *rstd,
                       const float *g, int N, int C) {
     /* F2: dg[c] += sum_n dy * x * rstd  (serial over n: a fixed summation order keeps
      * training bit-reproducible for any thread count) */

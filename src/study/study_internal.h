@@ -43,18 +43,15 @@ typedef struct {
 } study_results;
 
 /* Tables: results.csv, passkey.csv, training.csv, results.json, results.md (atomic). */
-la_status study_write_tables(const study_results *r, const char *out_dir);
+la_status la_study_write_tables(const study_results *r, const char *out_dir);
 
 /* Plots: plots.gp and its .dat files, then gnuplot -> PNG (atomic rename after a PNG
  * signature check). Returns LA_OK with *ok = 0 and a message in warn when gnuplot is
  * missing or fails: plots are not worth losing the numbers for. */
-la_status study_write_plots(const study_results *r, const char *out_dir, const char *gnuplot,
+la_status la_study_write_plots(const study_results *r, const char *out_dir, const char *gnuplot,
                             int *ok, char *warn, size_t warn_n);
 
-/* Markdown summary table (the content of results.md). Returns a malloc'ed string. */
-char *study_markdown(const study_results *r);
-
 /* File-name-safe form of a spec: letters, digits, '.', '-' kept, runs of others -> '_'. */
-void study_slug(const char *spec, char *buf, size_t n);
+void la_study_slug(const char *spec, char *buf, size_t n);
 
 #endif

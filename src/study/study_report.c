@@ -15,7 +15,7 @@
 
 #include "study/study_internal.h"
 
-void study_slug(const char *spec, char *buf, size_t n) {
+void la_study_slug(const char *spec, char *buf, size_t n) {
     size_t j = 0;
     int under = 0;
     for (const char *c = spec; *c && j + 1 < n; c++) {
@@ -237,7 +237,8 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     }
 }
 
-char *study_markdown(const study_results *r) {
+/* Markdown summary table (the content of results.md). Returns a malloc'ed string. */
+static char *study_markdown(const study_results *r) {
     const la_study *st = r->st;
     const char *u = r->is_bytes ? "bpb" : "bits/token";
     sbuf b = {0};
@@ -303,7 +304,7 @@ char *study_markdown(const study_results *r) {
     return b.s;
 }
 
-la_status study_write_tables(const study_results *r, const char *dir) {
+la_status la_study_write_tables(const study_results *r, const char *dir) {
     LA_TRY(write_csvs(r, dir));
     cJSON *root = study_json(r);
     char *text = root ? cJSON_Print(root) : NULL;
@@ -451,7 +452,7 @@ static la_status write_script(const study_results *r, const char *dir, const cha
         for (int vi = 0; vi < st->n_specs; vi++) {
             if (!r->v[vi].passkey_done) continue;
             char slug[128], dat[160];
-            study_slug(st->specs[vi], slug, sizeof slug);
+            la_study_slug(st->specs[vi], slug, sizeof slug);
             snprintf(names[*n_names], 160, "passkey_%d_%s.png", vi + 1, slug);
             snprintf(dat, sizeof dat, "passkey_%d.dat", vi + 1);
             la_afile df;
@@ -475,7 +476,7 @@ static la_status write_script(const study_results *r, const char *dir, const cha
     return la_afile_commit(&af);
 }
 
-la_status study_write_plots(const study_results *r, const char *dir, const char *gnuplot, int *ok,
+la_status la_study_write_plots(const study_results *r, const char *dir, const char *gnuplot, int *ok,
                             char *warn, size_t warn_n) {
     *ok = 0;
     warn[0] = '\0';

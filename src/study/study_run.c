@@ -137,7 +137,7 @@ static la_status mkdir_p(const char *dir) {
  * kv-eval, generate and diagnose. */
 static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const char *spec) {
     char slug[128], path[2048];
-    study_slug(spec, slug, sizeof slug);
+    la_study_slug(spec, slug, sizeof slug);
     snprintf(path, sizeof path, "%s/%s_%d_%s.safetensors", out_dir, what, vi + 1, slug);
     return la_model_save(m, path);
 }
@@ -412,18 +412,18 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         /* keep the ETA honest whatever the flop model missed for this variant */
         tk.flops_done = before + variant_flops(st, r->vocab);
         r->wall_s = now_s() - t_start;
-        if ((s = study_write_tables(r, out_dir)) != LA_OK) goto out; /* finished variants are kept */
+        if ((s = la_study_write_tables(r, out_dir)) != LA_OK) goto out; /* finished variants are kept */
     }
     tk.p.phase = "write";
     report(&tk, 0);
     int plots_ok = 0;
     char warn[512] = "";
     if (!(opts.gnuplot && !opts.gnuplot[0]))
-        s = study_write_plots(r, out_dir, opts.gnuplot ? opts.gnuplot : "gnuplot", &plots_ok, warn, sizeof warn);
+        s = la_study_write_plots(r, out_dir, opts.gnuplot ? opts.gnuplot : "gnuplot", &plots_ok, warn, sizeof warn);
     else
         snprintf(warn, sizeof warn, "plots switched off");
     r->wall_s = now_s() - t_start;
-    if (s == LA_OK) s = study_write_tables(r, out_dir); /* with the final wall time */
+    if (s == LA_OK) s = la_study_write_tables(r, out_dir); /* with the final wall time */
     if (s == LA_OK && n_bad)
         s = la_fail(first_bad, "%s%s; the results of the other variants are in %s", first_msg,
                     n_bad > 1 ? " (and more: see results.md)" : "", out_dir);

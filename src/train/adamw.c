@@ -3,7 +3,7 @@
 
 #include "train/optim.h"
 
-void adamw_update(float *p, const float *g, float *m, float *v, size_t n, double lr, double b1,
+void la_adamw_update(float *p, const float *g, float *m, float *v, size_t n, double lr, double b1,
                   double b2, double eps, double wd, long t) {
     float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
     float fb1 = (float)b1, fb2 = (float)b2, flr = (float)lr, feps = (float)eps, fwd = (float)wd;

@@ -27,10 +27,10 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
     char v_step[32], v_np[32], v_hash[32], v_rng[4][32], v_nw[32];
     snprintf(v_step, sizeof v_step, "%d", tr->step);
     snprintf(v_np, sizeof v_np, "%zu", tr->P);
-    snprintf(v_hash, sizeof v_hash, "%016" PRIx64, model_weights_hash(tr->m));
+    snprintf(v_hash, sizeof v_hash, "%016" PRIx64, la_model_weights_hash(tr->m));
     for (int i = 0; i < 4; i++) snprintf(v_rng[i], sizeof v_rng[i], "%016" PRIx64, ds.rng[i]);
     snprintf(v_nw, sizeof v_nw, "%" PRIu64, ds.n_windows);
-    char *cfg = train_config_to_json(&tr->cfg);
+    char *cfg = la_train_config_to_json(&tr->cfg);
     if (!cfg) return la_fail(LA_ENOMEM, "la_trainer_save: out of memory");
     const char *meta[] = {"format", STATE_FORMAT,
                           "step", v_step,
@@ -48,7 +48,7 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
      * rename (or a crash between the renames) can leave a new weights file beside the old
      * state, which la_trainer_load refuses by the weights hash */
     la_afile wf, sf;
-    la_status s = model_save_af(tr->m, path, &wf);
+    la_status s = la_model_save_af(tr->m, path, &wf);
     if (s == LA_OK) {
         s = la_st_write_af(&sf, sp, ts, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2);
         if (s != LA_OK) la_afile_abort(&wf);
@@ -84,10 +84,10 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
                               const la_st_file *sf, const char *sp) {
     /* 1. the weights file describes the trainer's model */
     la_model_config fc;
-    LA_TRY(model_config_from_meta(wf, path, &fc));
+    LA_TRY(la_model_config_from_meta(wf, path, &fc));
     char vals[16][LA_SPEC_TEXT_MAX];
     const char *kv[32];
-    int n = model_config_meta(tr->m, vals, kv);
+    int n = la_model_config_meta(tr->m, vals, kv);
     for (int i = 0; i < n; i++) {
         const char *fv = la_st_meta(wf, kv[2 * i]);
         if (!strcmp(kv[2 * i], "init_std") || !strcmp(kv[2 * i], "qk_gain")) continue; /* initialisation only */
@@ -96,7 +96,7 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
                            "model from the checkpoint (la_model_load) to resume it",
                            path, kv[2 * i], fv ? fv : "(missing)", kv[2 * i + 1]);
     }
-    LA_TRY(model_weights_from_file(tr->m, wf, path, 0));
+    LA_TRY(la_model_weights_from_file(tr->m, wf, path, 0));
     /* 2. the state file */
     const char *fmt = la_st_meta(sf, "format");
     if (!fmt || strcmp(fmt, STATE_FORMAT))
@@ -130,8 +130,8 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
     if (!backup) return la_fail(LA_ENOMEM, "out of memory");
     float *p = la_model_params(tr->m);
     memcpy(backup, p, tr->P * sizeof(float));
-    LA_TRY(model_weights_from_file(tr->m, wf, path, 1));
-    if (model_weights_hash(tr->m) != hash) {
+    LA_TRY(la_model_weights_from_file(tr->m, wf, path, 1));
+    if (la_model_weights_hash(tr->m) != hash) {
         memcpy(p, backup, tr->P * sizeof(float));
         free(backup);
         return la_fail(LA_EFORMAT, "%s and %s do not belong together (weights hash differs): the "
@@ -176,7 +176,7 @@ la_status la_trainer_read_config(const char *path, la_train_config *cfg) {
     la_st_file sf;
     LA_TRY(la_st_read(sp, &sf));
     const char *js = la_st_meta(&sf, "train_config");
-    la_status s = js ? train_config_from_json(js, cfg)
+    la_status s = js ? la_train_config_from_json(js, cfg)
                      : la_fail(LA_EFORMAT, "%s: no train_config in the metadata", sp);
     la_st_free(&sf);
     return s;

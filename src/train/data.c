@@ -29,7 +29,7 @@ la_data_config la_data_default_config(void) {
     return c;
 }
 
-la_status doc_list_add(doc_list *dl, uint16_t *tok, int64_t len, int forced_val) {
+la_status la_data_doc_list_add(doc_list *dl, uint16_t *tok, int64_t len, int forced_val) {
     if (dl->n == dl->cap) {
         int cap = dl->cap ? 2 * dl->cap : 64;
         uint16_t **t = realloc(dl->tok, cap * sizeof *t);
@@ -48,7 +48,7 @@ la_status doc_list_add(doc_list *dl, uint16_t *tok, int64_t len, int forced_val)
     return LA_OK;
 }
 
-void doc_list_free(doc_list *dl) {
+static void doc_list_free(doc_list *dl) {
     for (int i = 0; i < dl->n; i++) free(dl->tok[i]);
     free(dl->tok);
     free(dl->len);
@@ -56,7 +56,7 @@ void doc_list_free(doc_list *dl) {
     memset(dl, 0, sizeof *dl);
 }
 
-void free_names(char **names, int n) {
+static void free_names(char **names, int n) {
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
 }
@@ -65,7 +65,9 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-la_status list_files(const char *path, char ***names, int *n) {
+/* Sorted regular, non-hidden files of a directory (or the path itself when it is a file).
+ * *names is an array of malloc'ed paths. Errors: LA_EIO. */
+static la_status list_files(const char *path, char ***names, int *n) {
     *names = NULL;
     *n = 0;
     struct stat st;
@@ -217,7 +219,7 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
     la_status s = LA_OK;
     for (int i = 0; i < nf && s == LA_OK; i++) {
         int before = dl.n;
-        s = shards ? shard_read_file(names[i], cfg.eot, vocab, &dl) : text_read_file(names[i], &dl);
+        s = shards ? la_data_shard_read_file(names[i], cfg.eot, vocab, &dl) : la_data_text_read_file(names[i], &dl);
         if (n_train >= 0 && i >= n_train)
             for (int j = before; j < dl.n; j++) dl.forced_val[j] = 1; /* from DIR/val */
     }
@@ -265,7 +267,7 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
                 if (tail) {
                     memcpy(tail, dl.tok[0] + cut, (size_t)(len - cut) * sizeof(uint16_t));
                     dl.len[0] = cut;
-                    if (doc_list_add(&dl, tail, len - cut, 0) != LA_OK) free(tail);
+                    if (la_data_doc_list_add(&dl, tail, len - cut, 0) != LA_OK) free(tail);
                     else {
                         uint8_t *iv = realloc(is_val, dl.n + 1);
                         if (iv) {

@@ -14,16 +14,10 @@ typedef struct {
     int n, cap;
 } doc_list;
 
-la_status doc_list_add(doc_list *dl, uint16_t *tok, int64_t len, int forced_val);
-void doc_list_free(doc_list *dl);
-
-/* Sorted regular, non-hidden files of a directory (or the path itself when it is a file).
- * *names is an array of malloc'ed paths. Errors: LA_EIO. */
-la_status list_files(const char *path, char ***names, int *n);
-void free_names(char **names, int n);
+la_status la_data_doc_list_add(doc_list *dl, uint16_t *tok, int64_t len, int forced_val);
 
 /* Readers: append the documents of one file. */
-la_status text_read_file(const char *path, doc_list *dl);
-la_status shard_read_file(const char *path, int eot, int vocab, doc_list *dl);
+la_status la_data_text_read_file(const char *path, doc_list *dl);
+la_status la_data_shard_read_file(const char *path, int eot, int vocab, doc_list *dl);
 
 #endif

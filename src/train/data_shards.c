@@ -13,7 +13,7 @@
 #define SHARD_VERSION 1
 #define SHARD_HEADER_BYTES (256 * 4)
 
-la_status shard_read_file(const char *path, int eot, int vocab, doc_list *dl) {
+la_status la_data_shard_read_file(const char *path, int eot, int vocab, doc_list *dl) {
     FILE *f = fopen(path, "rb");
     if (!f) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
     struct stat stt;
@@ -78,7 +78,7 @@ la_status shard_read_file(const char *path, int eot, int vocab, doc_list *dl) {
             break;
         }
         memcpy(d, all + start, (size_t)len * sizeof(uint16_t));
-        s = doc_list_add(dl, d, len, forced_val);
+        s = la_data_doc_list_add(dl, d, len, forced_val);
         if (s != LA_OK) free(d);
         start = i;
     }

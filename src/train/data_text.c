@@ -6,7 +6,7 @@
 
 #include "train/data_internal.h"
 
-la_status text_read_file(const char *path, doc_list *dl) {
+la_status la_data_text_read_file(const char *path, doc_list *dl) {
     FILE *f = fopen(path, "rb");
     if (!f) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
     if (fseek(f, 0, SEEK_END) != 0) {
@@ -36,7 +36,7 @@ la_status text_read_file(const char *path, doc_list *dl) {
     }
     for (long i = 0; i < n; i++) tok[i] = bytes[i];
     free(bytes);
-    la_status s = doc_list_add(dl, tok, n, 0);
+    la_status s = la_data_doc_list_add(dl, tok, n, 0);
     if (s != LA_OK) free(tok);
     return s;
 }

@@ -7,7 +7,7 @@
 
 #include "train/optim.h"
 
-void newton_schulz5(float *X, int rows, int cols, float *scratch) {
+void la_muon_newton_schulz5(float *X, int rows, int cols, float *scratch) {
     const float a = 3.4445f, b = -4.7750f, c = 2.0315f;
     /* work on the wide orientation (r <= c) so that A = X X^T is the small Gram matrix */
     int tr = rows > cols;
@@ -47,7 +47,7 @@ void newton_schulz5(float *X, int rows, int cols, float *scratch) {
     }
 }
 
-void muon_update(float *p, const float *g, float *mom, int rows, int cols, double lr, double mu,
+void la_muon_update(float *p, const float *g, float *mom, int rows, int cols, double lr, double mu,
                  double wd, float *scratch) {
     size_t n = (size_t)rows * cols;
     float *u = scratch;                     // (rows, cols)
@@ -57,7 +57,7 @@ void muon_update(float *p, const float *g, float *mom, int rows, int cols, doubl
         mom[i] = fmu * mom[i] + g[i];
         u[i] = g[i] + fmu * mom[i];  // Nesterov
     }
-    newton_schulz5(u, rows, cols, ns);
+    la_muon_newton_schulz5(u, rows, cols, ns);
     float scale = (float)(lr * sqrt(fmax(1.0, (double)rows / cols)));
     float decay = (float)(1.0 - lr * wd);
     for (size_t i = 0; i < n; i++) p[i] = p[i] * decay - scale * u[i];

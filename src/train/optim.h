@@ -7,7 +7,7 @@
 /* AdamW (Loshchilov & Hutter 2019) on n entries, step t >= 1 (bias correction):
  *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
  *   p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd * p) */
-void adamw_update(float *p, const float *g, float *m, float *v, size_t n, double lr, double b1,
+void la_adamw_update(float *p, const float *g, float *m, float *v, size_t n, double lr, double b1,
                   double b2, double eps, double wd, long t);
 
 /* Muon (K. Jordan 2024) on one (rows, cols) matrix:
@@ -16,11 +16,11 @@ void adamw_update(float *p, const float *g, float *m, float *v, size_t n, double
  *                           wide orientation, after dividing by the Frobenius norm)
  *   p = p (1 - lr wd) - lr sqrt(max(1, rows/cols)) O
  * scratch: at least 3*rows*cols + 2*min(rows,cols)^2 floats. */
-void muon_update(float *p, const float *g, float *mom, int rows, int cols, double lr, double mu,
+void la_muon_update(float *p, const float *g, float *mom, int rows, int cols, double lr, double mu,
                  double wd, float *scratch);
 
 /* The Newton-Schulz part alone: X (rows, cols) -> orthogonalised in place.
  * scratch: 2*rows*cols + 2*min(rows,cols)^2 floats. */
-void newton_schulz5(float *X, int rows, int cols, float *scratch);
+void la_muon_newton_schulz5(float *X, int rows, int cols, float *scratch);
 
 #endif

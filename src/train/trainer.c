@@ -155,10 +155,10 @@ static la_status apply_update(la_trainer *tr, double loss, int n_micro, la_step_
         double wd = decays ? c->weight_decay : 0.0;
         size_t o = t.offset;
         if (c->optimizer == LA_OPT_MUON && t.pclass == LA_PCLASS_MATRIX)
-            muon_update(p + o, g + o, tr->mom + o, (int)t.shape[0], (int)t.shape[1],
+            la_muon_update(p + o, g + o, tr->mom + o, (int)t.shape[0], (int)t.shape[1],
                         c->muon_lr * f, c->muon_momentum, wd, tr->scratch);
         else
-            adamw_update(p + o, g + o, tr->adam_m + o, tr->adam_v + o, t.numel, lr, c->beta1,
+            la_adamw_update(p + o, g + o, tr->adam_m + o, tr->adam_v + o, t.numel, lr, c->beta1,
                          c->beta2, c->eps, wd, tr->step + 1);
     }
     tr->step++;
@@ -280,7 +280,7 @@ la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user
 
 /* ---- config <-> JSON ---- */
 
-char *train_config_to_json(const la_train_config *c) {
+char *la_train_config_to_json(const la_train_config *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "steps", c->steps);
     cJSON_AddNumberToObject(o, "B", c->B);
@@ -310,7 +310,7 @@ char *train_config_to_json(const la_train_config *c) {
     return s;
 }
 
-la_status train_config_from_json(const char *text, la_train_config *out) {
+la_status la_train_config_from_json(const char *text, la_train_config *out) {
     cJSON *o = cJSON_Parse(text);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);

@@ -18,7 +18,7 @@ struct la_trainer {
 };
 
 /* Train config <-> JSON text (stored in checkpoints). to_json returns malloc'ed text. */
-char *train_config_to_json(const la_train_config *c);
-la_status train_config_from_json(const char *text, la_train_config *c);
+char *la_train_config_to_json(const la_train_config *c);
+la_status la_train_config_from_json(const char *text, la_train_config *c);
 
 #endif

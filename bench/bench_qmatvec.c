@@ -1,0 +1,147 @@
+/* bench_qmatvec.c -- `longattn bench qmatvec`: the decode path's quantized matrix x vector
+ * (la_qmatvec) for every supported type, as GB/s of weight bytes streamed, next to the
+ * memory bandwidth measured in the same run (memcpy of a buffer as large as the weights,
+ * counted as bytes read) and to OpenBLAS sgemv on the same matrix in float32. Decode is
+ * memory-bound: a kernel near the memcpy figure is limited by memory, not by decoding.
+ * Each matrix is sized to hold about --mb MiB of weights (far beyond the caches). Times are
+ * the best of --reps runs. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "core/internal.h"
+#include "longattn.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: longattn bench qmatvec [options]\n"
+            "  --cols N      row length (4096; a multiple of 256)\n"
+            "  --mb N        MiB of weights per matrix (64)\n"
+            "  --reps N      timed repetitions, the best reported (9)\n"
+            "  --quick       --mb 8 --reps 3 (a smoke run)\n"
+            "  --json        one JSON object per line per type\n"
+            "OMP_NUM_THREADS sets the threads (rows are split over them).\n");
+}
+
+/* Best of reps (after a warm-up that pages in and starts the threads): on a shared machine
+ * other processes only ever add time, so the minimum is the most repeatable figure. */
+static double best_time(la_status (*run)(void *), void *ctx, int reps) {
+    double best = 1e30;
+    run(ctx);
+    for (int i = 0; i < reps; i++) {
+        double t0 = bench_now();
+        run(ctx);
+        double t = bench_now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+typedef struct {
+    uint32_t type;
+    const void *w;
+    void *dst;
+    int64_t rows, cols;
+    size_t bytes;
+    const float *x;
+    float *y;
+} job;
+
+static la_status run_qmv(void *p) {
+    job *j = p;
+    return la_qmatvec(j->type, j->w, j->rows, j->cols, j->x, j->y);
+}
+
+static la_status run_memcpy(void *p) {
+    job *j = p;
+    memcpy(j->dst, j->w, j->bytes);
+    return LA_OK;
+}
+
+static la_status run_sgemv(void *p) {
+    job *j = p;
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)j->rows, (int)j->cols, 1.0f, j->w, (int)j->cols,
+                j->x, 1, 0.0f, j->y, 1);
+    return LA_OK;
+}
+
+int bench_qmatvec(int argc, char **argv) {
+    int64_t cols = 4096, mb = 64;
+    int reps = 9, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--quick")) { mb = 8; reps = 3; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "longattn bench qmatvec: %s needs a value\n", a); return 2; }
+        long v = atol(argv[++i]);
+        if (v < 1) { fprintf(stderr, "longattn bench qmatvec: %s expects a positive integer\n", a); return 2; }
+        if (!strcmp(a, "--cols")) cols = v;
+        else if (!strcmp(a, "--mb")) mb = v;
+        else if (!strcmp(a, "--reps")) reps = v > 64 ? 64 : (int)v;
+        else { fprintf(stderr, "longattn bench qmatvec: unknown option '%s'\n", a); usage(stderr); return 2; }
+    }
+    if (cols % 256) { fprintf(stderr, "longattn bench qmatvec: --cols must be a multiple of 256\n"); return 2; }
+    static const uint32_t types[] = {LA_GGML_F32, LA_GGML_F16, LA_GGML_BF16, LA_GGML_Q8_0,
+                                     LA_GGML_Q4_0, LA_GGML_Q4_1, LA_GGML_Q5_0, LA_GGML_Q5_1,
+                                     LA_GGML_Q4_K, LA_GGML_Q5_K, LA_GGML_Q6_K};
+    const size_t cap = (size_t)mb << 20;
+    uint8_t *w = malloc(cap + 4096), *dst = malloc(cap + 4096);
+    float *x = malloc((size_t)cols * sizeof *x), *y = malloc((cap / 16 + 1) * sizeof *y);
+    if (!w || !dst || !x || !y) {
+        fprintf(stderr, "longattn bench qmatvec: out of memory for %lld MiB\n", (long long)mb);
+        free(w); free(dst); free(x); free(y);
+        return 1;
+    }
+    la_rng r;
+    la_rng_seed(&r, 11);
+    /* random bytes; scale fields may be any f16, inf/nan included: timing does not care */
+    for (size_t i = 0; i < cap + 4096; i++) w[i] = (uint8_t)la_rng_below(&r, 256);
+    memset(dst, 0, cap + 4096);
+    for (int64_t c = 0; c < cols; c++) x[c] = (float)la_rng_normal(&r);
+
+    job mj = {0, w, dst, 0, 0, cap, x, y};
+    const double t_mem = best_time(run_memcpy, &mj, reps), bw = (double)cap / t_mem / 1e9;
+    if (!json)
+        printf("qmatvec: %lld-value rows, ~%lld MiB of weights per type, %d threads, best of %d\n"
+               "memcpy bandwidth (bytes read): %.2f GB/s\n\n%-6s %8s %10s %10s %10s\n",
+               (long long)cols, (long long)mb, omp_get_max_threads(), reps, bw, "type", "rows",
+               "ms", "GB/s", "vs memcpy");
+    else
+        printf("{\"bench\":\"memcpy\",\"gb_per_s\":%.4f}\n", bw);
+    int rc = 0;
+    for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+        const uint32_t t = types[k];
+        const int64_t rb = la_ggml_row_bytes(t, cols), rows = (int64_t)(cap / (size_t)rb);
+        job j = {t, w, NULL, rows, cols, (size_t)(rows * rb), x, y};
+        if (la_qmatvec(t, w, rows, cols, x, y) != LA_OK) {
+            fprintf(stderr, "longattn bench qmatvec: %s\n", la_errmsg());
+            rc = 1;
+            break;
+        }
+        const double s = best_time(run_qmv, &j, reps), gbs = (double)j.bytes / s / 1e9;
+        if (json)
+            printf("{\"bench\":\"qmatvec\",\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"ms\":%.4f,"
+                   "\"gb_per_s\":%.4f,\"vs_memcpy\":%.4f}\n", la_ggml_type_name(t), (long long)rows,
+                   (long long)cols, s * 1e3, gbs, gbs / bw);
+        else
+            printf("%-6s %8lld %10.3f %10.2f %10.2f\n", la_ggml_type_name(t), (long long)rows,
+                   s * 1e3, gbs, gbs / bw);
+    }
+    if (rc == 0) { /* OpenBLAS sgemv on the same bytes read as float32 */
+        for (size_t i = 0; i < cap / 4; i++) ((float *)(void *)w)[i] = (float)(i % 7) - 3.0f;
+        job j = {0, w, NULL, (int64_t)(cap / 4 / (size_t)cols), cols, cap, x, y};
+        const double s = best_time(run_sgemv, &j, reps), gbs = (double)cap / s / 1e9;
+        if (json) printf("{\"bench\":\"sgemv\",\"gb_per_s\":%.4f,\"vs_memcpy\":%.4f}\n", gbs, gbs / bw);
+        else printf("%-6s %8lld %10.3f %10.2f %10.2f   (OpenBLAS sgemv, float32)\n", "sgemv",
+                    (long long)j.rows, s * 1e3, gbs, gbs / bw);
+    }
+    free(w);
+    free(dst);
+    free(x);
+    free(y);
+    return rc;
+}

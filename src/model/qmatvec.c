@@ -1,0 +1,376 @@
+/* qmatvec.c -- y = W x with W in a ggml block type (the memory-bound decode path).
+ *
+ * Each row is one dot product over its blocks; rows are split over OpenMP threads. The
+ * weights are decoded in registers and never written out: per block the integer quants
+ * are widened to float and multiplied with x, the block scale is applied once per block
+ * (broadcast into a vector accumulator, so no horizontal sum per block), and the
+ * "min" terms of the affine types (Q4_1, Q5_1, Q4_K, Q5_K: w = d*q + m) become
+ * m * sum(x over the block), with those block sums of x computed once per call:
+ *   sum_i w_i x_i = sum_b [ d_b * sum_{i in b} q_i x_i  +  m_b * sum_{i in b} x_i ].
+ * x stays float32 (ggml instead quantizes x to 8 bits; longattn keeps the reference
+ * accuracy). The AVX2+FMA+F16C kernels are used when the compiler targets them
+ * (-march=native); otherwise each block is dequantized (src/io) and dotted in float with
+ * eight partial sums, a loop the compiler vectorises. */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "core/internal.h"
+#include "io/ggml_types.h"
+
+/* LA_QMV_PORTABLE forces the portable path (tests/test_qmatvec.c builds this file a second
+ * time with it, so both paths are tested on an AVX2 machine) */
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(LA_QMV_PORTABLE)
+#define QMV_AVX2 1
+#include <immintrin.h>
+#endif
+
+/* affine types need per-32-value sums of x */
+static int needs_xsum(uint32_t t) {
+    return t == LA_GGML_Q4_1 || t == LA_GGML_Q5_1 || t == LA_GGML_Q4_K || t == LA_GGML_Q5_K;
+}
+
+/* ---- portable fallback: dequantize one block, dot with 8 partial sums ---- */
+static float dot_generic(uint32_t type, const uint8_t *row, const float *x, int64_t cols) {
+    const int64_t bs = la_ggml_block_size(type), nb = la_ggml_block_bytes(type);
+    float w[LA_QK_K], part[8] = {0};
+    double total = 0.0;
+    if (bs == 1) { /* F32/F16/BF16: decode 256 at a time */
+        for (int64_t c0 = 0; c0 < cols; c0 += LA_QK_K) {
+            int64_t n = cols - c0 < LA_QK_K ? cols - c0 : LA_QK_K;
+            la_ggml_dequant(type, row + c0 * nb, w, n);
+            int64_t i = 0;
+            for (; i + 8 <= n; i += 8)
+                for (int k = 0; k < 8; k++) part[k] += w[i + k] * x[c0 + i + k];
+            for (; i < n; i++) part[0] += w[i] * x[c0 + i];
+        }
+    } else {
+        for (int64_t b = 0; b < cols / bs; b++) {
+            la_ggml_dequant(type, row + b * nb, w, bs);
+            for (int64_t i = 0; i < bs; i += 8)
+                for (int k = 0; k < 8; k++) part[k] += w[i + k] * x[b * bs + i + k];
+        }
+    }
+    for (int k = 0; k < 8; k++) total += part[k];
+    return (float)total;
+}
+
+#ifdef QMV_AVX2
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 8 signed / unsigned bytes -> 8 floats */
+static inline __m256 i8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+static inline __m256 u8x8(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+
+/* sum over 32 values of q * x, q given as 32 bytes in two 16-byte halves (lo = values
+ * 0..15, hi = 16..31), signed or not */
+static inline __m256 qx32_s(__m128i lo, __m128i hi, const float *x) {
+    __m256 p = _mm256_mul_ps(i8x8(lo), _mm256_loadu_ps(x));
+    p = _mm256_fmadd_ps(i8x8(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(x + 8), p);
+    p = _mm256_fmadd_ps(i8x8(hi), _mm256_loadu_ps(x + 16), p);
+    return _mm256_fmadd_ps(i8x8(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(x + 24), p);
+}
+static inline __m256 qx32_u(__m128i lo, __m128i hi, const float *x) {
+    __m256 p = _mm256_mul_ps(u8x8(lo), _mm256_loadu_ps(x));
+    p = _mm256_fmadd_ps(u8x8(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(x + 8), p);
+    p = _mm256_fmadd_ps(u8x8(hi), _mm256_loadu_ps(x + 16), p);
+    return _mm256_fmadd_ps(u8x8(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(x + 24), p);
+}
+
+/* 32 bits of qh -> bit j of the 32 values as 0x10 bytes: lo (values 0..15), hi (16..31) */
+static inline void qh_bits(uint32_t qh, __m128i *lo, __m128i *hi) {
+    /* byte j of the broadcast word holds bits 8*(j/8).. ; select bit j%8 of byte j/8 */
+    const __m128i shuf_lo = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m128i shuf_hi = _mm_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m128i bit = _mm_set1_epi64x((long long)0x8040201008040201ull);
+    __m128i w = _mm_cvtsi32_si128((int)qh);
+    __m128i l = _mm_and_si128(_mm_shuffle_epi8(w, shuf_lo), bit);
+    __m128i h = _mm_and_si128(_mm_shuffle_epi8(w, shuf_hi), bit);
+    *lo = _mm_and_si128(_mm_cmpeq_epi8(l, bit), _mm_set1_epi8(0x10));
+    *hi = _mm_and_si128(_mm_cmpeq_epi8(h, bit), _mm_set1_epi8(0x10));
+}
+
+static inline void nibbles(const uint8_t *qs, __m128i *lo, __m128i *hi) {
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    *lo = _mm_and_si128(v, m4);
+    *hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+}
+
+static float dot_q8_0(const uint8_t *b, const float *x, const float *xs, int64_t nbk) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nbk; i++, b += 34, x += 32) {
+        __m128i lo = _mm_loadu_si128((const __m128i *)(b + 2));
+        __m128i hi = _mm_loadu_si128((const __m128i *)(b + 18));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(la_f16_to_f32(la_ld16(b))), qx32_s(lo, hi, x), acc);
+    }
+    return hsum8(acc);
+}
+
+static float dot_q4_0(const uint8_t *b, const float *x, const float *xs, int64_t nbk) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m128i eight = _mm_set1_epi8(8);
+    for (int64_t i = 0; i < nbk; i++, b += 18, x += 32) {
+        __m128i lo, hi;
+        nibbles(b + 2, &lo, &hi);
+        __m256 p = qx32_s(_mm_sub_epi8(lo, eight), _mm_sub_epi8(hi, eight), x);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(la_f16_to_f32(la_ld16(b))), p, acc);
+    }
+    return hsum8(acc);
+}
+
+static float dot_q4_1(const uint8_t *b, const float *x, const float *xs, int64_t nbk) {
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0.0f;
+    for (int64_t i = 0; i < nbk; i++, b += 20, x += 32) {
+        __m128i lo, hi;
+        nibbles(b + 4, &lo, &hi);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(la_f16_to_f32(la_ld16(b))), qx32_u(lo, hi, x), acc);
+        accm += la_f16_to_f32(la_ld16(b + 2)) * xs[i];
+    }
+    return hsum8(acc) + accm;
+}
+
+static float dot_q5_0(const uint8_t *b, const float *x, const float *xs, int64_t nbk) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m128i sixteen = _mm_set1_epi8(16);
+    for (int64_t i = 0; i < nbk; i++, b += 22, x += 32) {
+        __m128i lo, hi, hlo, hhi;
+        nibbles(b + 6, &lo, &hi);
+        qh_bits(la_ld32(b + 2), &hlo, &hhi);
+        lo = _mm_sub_epi8(_mm_or_si128(lo, hlo), sixteen);
+        hi = _mm_sub_epi8(_mm_or_si128(hi, hhi), sixteen);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(la_f16_to_f32(la_ld16(b))), qx32_s(lo, hi, x), acc);
+    }
+    return hsum8(acc);
+}
+
+static float dot_q5_1(const uint8_t *b, const float *x, const float *xs, int64_t nbk) {
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0.0f;
+    for (int64_t i = 0; i < nbk; i++, b += 24, x += 32) {
+        __m128i lo, hi, hlo, hhi;
+        nibbles(b + 8, &lo, &hi);
+        qh_bits(la_ld32(b + 4), &hlo, &hhi);
+        __m256 p = qx32_u(_mm_or_si128(lo, hlo), _mm_or_si128(hi, hhi), x);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(la_f16_to_f32(la_ld16(b))), p, acc);
+        accm += la_f16_to_f32(la_ld16(b + 2)) * xs[i];
+    }
+    return hsum8(acc) + accm;
+}
+
+/* Q4_K / Q5_K (qh = NULL for Q4_K): 8 sub-blocks of 32, x advanced by the caller */
+static float dot_k4(const uint8_t *b, const float *x, const float *xs, int64_t nbk, int q5) {
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0.0f;
+    const int64_t stride = q5 ? 176 : 144;
+    const __m128i m4 = _mm_set1_epi8(0x0F), one = _mm_set1_epi8(1);
+    for (int64_t i = 0; i < nbk; i++, b += stride, x += 256, xs += 8) {
+        const float d = la_f16_to_f32(la_ld16(b)), dmin = la_f16_to_f32(la_ld16(b + 2));
+        const uint8_t *scales = b + 4, *qh = b + 16, *qs = b + (q5 ? 48 : 16);
+        __m128i qh_lo = _mm_setzero_si128(), qh_hi = _mm_setzero_si128();
+        if (q5) {
+            qh_lo = _mm_loadu_si128((const __m128i *)qh);
+            qh_hi = _mm_loadu_si128((const __m128i *)(qh + 16));
+        }
+        for (int c = 0; c < 4; c++) {
+            uint8_t sc[2], m[2];
+            la_scale_min_k4(2 * c, scales, &sc[0], &m[0]);
+            la_scale_min_k4(2 * c + 1, scales, &sc[1], &m[1]);
+            __m128i v0 = _mm_loadu_si128((const __m128i *)(qs + 32 * c));
+            __m128i v1 = _mm_loadu_si128((const __m128i *)(qs + 32 * c + 16));
+            for (int s = 0; s < 2; s++) { /* s = 0: low nibbles, sub-block 2c; 1: high, 2c+1 */
+                __m128i a = s ? _mm_and_si128(_mm_srli_epi16(v0, 4), m4) : _mm_and_si128(v0, m4);
+                __m128i e = s ? _mm_and_si128(_mm_srli_epi16(v1, 4), m4) : _mm_and_si128(v1, m4);
+                if (q5) {
+                    const int sb = 2 * c + s;
+                    __m128i sh = _mm_cvtsi32_si128(sb);
+                    a = _mm_or_si128(a, _mm_slli_epi16(_mm_and_si128(_mm_srl_epi16(qh_lo, sh), one), 4));
+                    e = _mm_or_si128(e, _mm_slli_epi16(_mm_and_si128(_mm_srl_epi16(qh_hi, sh), one), 4));
+                }
+                __m256 p = qx32_u(a, e, x + 64 * c + 32 * s);
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)sc[s]), p, acc);
+                accm += dmin * (float)m[s] * xs[2 * c + s];
+            }
+        }
+    }
+    return hsum8(acc) - accm;
+}
+
+static float dot_q4_k(const uint8_t *b, const float *x, const float *xs, int64_t nbk) {
+    return dot_k4(b, x, xs, nbk, 0);
+}
+static float dot_q5_k(const uint8_t *b, const float *x, const float *xs, int64_t nbk) {
+    return dot_k4(b, x, xs, nbk, 1);
+}
+
+static float dot_q6_k(const uint8_t *b, const float *x, const float *xs, int64_t nbk) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m128i m4 = _mm_set1_epi8(0x0F), m3 = _mm_set1_epi8(3), k32 = _mm_set1_epi8(32);
+    for (int64_t i = 0; i < nbk; i++, b += 210, x += 256) {
+        const float d = la_f16_to_f32(la_ld16(b + 208));
+        const int8_t *sc = (const int8_t *)(b + 192);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+            const float *xh = x + 128 * h;
+            for (int half16 = 0; half16 < 2; half16++) { /* l in [16*half16, 16*half16 + 16) */
+                const int l = 16 * half16;
+                __m128i a = _mm_loadu_si128((const __m128i *)(ql + l));
+                __m128i e = _mm_loadu_si128((const __m128i *)(ql + l + 32));
+                __m128i hb = _mm_loadu_si128((const __m128i *)(qh + l));
+                __m128i q[4];
+                q[0] = _mm_or_si128(_mm_and_si128(a, m4), _mm_slli_epi16(_mm_and_si128(hb, m3), 4));
+                q[1] = _mm_or_si128(_mm_and_si128(e, m4),
+                                    _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 2), m3), 4));
+                q[2] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), m4),
+                                    _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 4), m3), 4));
+                q[3] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(e, 4), m4),
+                                    _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(hb, 6), m3), 4));
+                for (int k = 0; k < 4; k++) { /* values 32k + l .. +16 of the half */
+                    __m128i qk = _mm_sub_epi8(q[k], k32);
+                    const float *xk = xh + 32 * k + l;
+                    __m256 p = _mm256_mul_ps(i8x8(qk), _mm256_loadu_ps(xk));
+                    p = _mm256_fmadd_ps(i8x8(_mm_srli_si128(qk, 8)), _mm256_loadu_ps(xk + 8), p);
+                    const float s = d * (float)sc[8 * h + 2 * k + half16];
+                    acc = _mm256_fmadd_ps(_mm256_set1_ps(s), p, acc);
+                }
+            }
+        }
+    }
+    return hsum8(acc);
+}
+
+static float dot_f16(const uint8_t *b, const float *x, int64_t cols) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= cols; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 2 * i))),
+                               _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + 2 * i + 16))),
+                               _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float s = hsum8(_mm256_add_ps(acc0, acc1));
+    for (; i < cols; i++) s += la_f16_to_f32(la_ld16(b + 2 * i)) * x[i];
+    return s;
+}
+
+static float dot_bf16(const uint8_t *b, const float *x, int64_t cols) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= cols; i += 16) {
+        __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(b + 2 * i)));
+        __m256i g = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(b + 2 * i + 16)));
+        acc0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)),
+                               _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(g, 16)),
+                               _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float s = hsum8(_mm256_add_ps(acc0, acc1));
+    for (; i < cols; i++) s += la_bf16_to_f32(la_ld16(b + 2 * i)) * x[i];
+    return s;
+}
+
+static float dot_f32(const uint8_t *b, const float *x, int64_t cols) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= cols; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps((const float *)(const void *)(b + 4 * i)),
+                               _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps((const float *)(const void *)(b + 4 * i + 32)),
+                               _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float s = hsum8(_mm256_add_ps(acc0, acc1));
+    for (; i < cols; i++) {
+        float w;
+        memcpy(&w, b + 4 * i, 4);
+        s += w * x[i];
+    }
+    return s;
+}
+#endif /* QMV_AVX2 */
+
+typedef float (*block_dot_fn)(const uint8_t *, const float *, const float *, int64_t);
+
+static block_dot_fn block_kernel(uint32_t type) {
+#ifdef QMV_AVX2
+    switch (type) {
+    case LA_GGML_Q8_0: return dot_q8_0;
+    case LA_GGML_Q4_0: return dot_q4_0;
+    case LA_GGML_Q4_1: return dot_q4_1;
+    case LA_GGML_Q5_0: return dot_q5_0;
+    case LA_GGML_Q5_1: return dot_q5_1;
+    case LA_GGML_Q4_K: return dot_q4_k;
+    case LA_GGML_Q5_K: return dot_q5_k;
+    case LA_GGML_Q6_K: return dot_q6_k;
+    default: return NULL;
+    }
+#else
+    (void)type;
+    return NULL;
+#endif
+}
+
+static float row_dot(uint32_t type, block_dot_fn f, const uint8_t *row, const float *x,
+                     const float *xs, int64_t cols) {
+    if (f) return f(row, x, xs, cols / la_ggml_block_size(type));
+#ifdef QMV_AVX2
+    if (type == LA_GGML_F32) return dot_f32(row, x, cols);
+    if (type == LA_GGML_F16) return dot_f16(row, x, cols);
+    if (type == LA_GGML_BF16) return dot_bf16(row, x, cols);
+#endif
+    (void)xs;
+    return dot_generic(type, row, x, cols);
+}
+
+/* below this many weights one thread does the whole product */
+#define QMV_PARALLEL_MIN (1 << 16)
+
+la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
+                     float *y) {
+    if (!W || !x || !y) return la_fail(LA_EINVAL, "la_qmatvec: NULL W, x or y");
+    if (!la_ggml_type_supported(type)) {
+        const char *name = la_ggml_type_name(type);
+        if (name) return la_fail(LA_EUNSUPPORTED, "la_qmatvec: type %s is not supported; "
+                                 "supported types: " LA_GGML_SUPPORTED, name);
+        return la_fail(LA_EUNSUPPORTED, "la_qmatvec: unknown type id %u", type);
+    }
+    const int64_t bs = la_ggml_block_size(type);
+    if (rows < 0 || cols < 0 || cols % bs)
+        return la_fail(LA_EINVAL, "la_qmatvec: %lld x %lld %s matrix: rows and cols must be >= 0 "
+                       "and cols a multiple of the block size %lld", (long long)rows,
+                       (long long)cols, la_ggml_type_name(type), (long long)bs);
+    const int64_t rb = la_ggml_row_bytes(type, cols);
+    block_dot_fn f = block_kernel(type);
+    /* per-32 sums of x for the affine types (stack for rows up to 64K values) */
+    float xs_stack[2048], *xs = NULL;
+    if (f && needs_xsum(type)) {
+        const int64_t n32 = cols / 32;
+        xs = n32 <= 2048 ? xs_stack : malloc((size_t)n32 * sizeof *xs);
+        if (!xs) return la_fail(LA_ENOMEM, "la_qmatvec: out of memory for %lld block sums",
+                                (long long)n32);
+        for (int64_t b = 0; b < n32; b++) {
+            float s = 0.0f;
+            for (int k = 0; k < 32; k++) s += x[32 * b + k];
+            xs[b] = s;
+        }
+    }
+    const uint8_t *w = W;
+    const int par = rows * cols >= QMV_PARALLEL_MIN && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t r = 0; r < rows; r++) y[r] = row_dot(type, f, w + r * rb, x, xs, cols);
+    if (xs && xs != xs_stack) free(xs);
+    return LA_OK;
+}
+
+la_status la_gguf_matvec(const la_gguf_tensor *t, const float *x, float *y) {
+    if (!t) return la_fail(LA_EINVAL, "la_gguf_matvec: NULL tensor");
+    if (!la_ggml_type_supported(t->type))
+        return la_fail(LA_EUNSUPPORTED, "tensor '%s' has type %s, which longattn cannot multiply; "
+                       "supported types: " LA_GGML_SUPPORTED, t->name,
+                       la_ggml_type_name(t->type) ? la_ggml_type_name(t->type) : "(unknown)");
+    return la_qmatvec(t->type, t->data, la_gguf_tensor_nrows(t), t->ne[0], x, y);
+}
