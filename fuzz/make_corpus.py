@@ -136,3 +136,61 @@ put("textdir", "empty_files", tdir(0b0000, ["", "", ""]))
 put("textdir", "study_noval", tdir(0b0001, [lorem, ""]))
 put("textdir", "tiny", tdir(0b1100, ["ab", "c"]))
 print("corpus written to", ROOT)
+
+# ---- GGUF (v3, little-endian): metadata of every type, F32 / Q8_0 / Q4_1 tensors
+def gstr(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+def gkv(key, vtype, val):
+    out = gstr(key) + struct.pack("<I", vtype)
+    scal = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+    if vtype == 8:
+        return out + gstr(val)
+    if vtype == 9:
+        et, items = val
+        out += struct.pack("<IQ", et, len(items))
+        return out + b"".join(gstr(x) if et == 8 else struct.pack(scal[et], x) for x in items)
+    return out + struct.pack(scal[vtype], val)
+
+def gguf(kvs, tensors, align=32, version=3):
+    """tensors: (name, ne list, type id, raw bytes)"""
+    head = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)) + b"".join(gkv(*k) for k in kvs)
+    data, infos = b"", b""
+    for name, ne, typ, raw in tensors:
+        data += b"\0" * ((-len(data)) % align)
+        infos += gstr(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
+        infos += struct.pack("<IQ", typ, len(data))
+        data += raw
+    blob = head + infos
+    return blob + b"\0" * ((-len(blob)) % align) + data
+
+kvs = [("general.architecture", 8, "llama"), ("general.alignment", 4, 32), ("u8", 0, 7), ("i8", 1, -7),
+       ("u16", 2, 700), ("i16", 3, -700), ("i32", 5, -70000), ("f32", 6, 1.5), ("flag", 7, True),
+       ("u64", 10, 1 << 40), ("i64", 11, -(1 << 40)), ("f64", 12, 0.25),
+       ("tokenizer.ggml.tokens", 9, (8, ["a", "b", "ab", "<s>"])), ("tokenizer.ggml.scores", 9, (6, [0.0, -1.0, -2.0, 0.0])),
+       ("tokenizer.ggml.token_type", 9, (5, [1, 1, 1, 3]))]
+f32 = b"".join(struct.pack("<f", x) for x in range(8))
+q8 = struct.pack("<e", 0.5) + bytes(range(32))                          # Q8_0: f16 scale + 32 int8
+q41 = struct.pack("<ee", 0.25, -1.0) + bytes((i * 37) & 0xFF for i in range(16))  # Q4_1: d, m, 16 nibble bytes
+put("gguf", "meta_f32.gguf", gguf(kvs, [("w", [4, 2], 0, f32)]))
+put("gguf", "q8_0.gguf", gguf(kvs[:2], [("q", [32], 8, q8)]))
+put("gguf", "q4_1.gguf", gguf(kvs[:2], [("q", [32, 1], 3, q41), ("f", [8], 0, f32)]))
+put("gguf", "empty.gguf", gguf([], []))
+put("gguf", "v2.gguf", gguf(kvs[:3], [("w", [8], 0, f32)], version=2))
+put("gguf", "truncated.gguf", gguf(kvs, [("w", [4, 2], 0, f32)])[:-9])
+put("gguf", "align64.gguf", gguf([("general.alignment", 4, 64)], [("w", [8], 0, f32), ("v", [8], 0, f32)], align=64))
+put("gguf", "bad_align.gguf", gguf([("general.alignment", 4, 48)], [("w", [8], 0, f32)], align=48))
+put("gguf", "dup_key.gguf", gguf([("k", 4, 1), ("k", 4, 2)], []))
+
+# ---- tokenizer: first byte = mode (see fuzz_tokenizer.c), then text or a vocabulary
+texts = ["the quick brown fox", " the  weather\tin 1234567 cities", "caf\u00e9 \u65e5\u672c\u8a9e \U0001F600!",
+         "<|endoftext|>hello<user> there", "12 345 6789", "", "\x00\x01 control \x7f", "'s 've 're n't"]
+for i, t in enumerate(texts):
+    put("tokenizer", f"bpe{i}", bytes([i % 4 | (8 if i % 2 else 0)]) + t.encode())
+    put("tokenizer", f"spm{i}", bytes([4 + i % 2]) + t.encode())
+put("tokenizer", "invalid_utf8", bytes([0]) + b"ab\xff\xfe\xc3")
+put("tokenizer", "vocab_gpt2", bytes([6]) + "gpt2\ngpt2\na\nb\nab\n\na b\n".encode())
+put("tokenizer", "vocab_llama", bytes([7]) + "llama\n\n<unk>\n\u2581\na\n".encode())
+put("tokenizer", "vocab_bad_merge", bytes([6]) + b"gpt2\n\na\nb\n\na c\n")
+put("tokenizer", "vocab_dup", bytes([6]) + b"gpt2\nsmollm\na\na\n")
