@@ -6,11 +6,12 @@
 #                goes to stdout and BUILD/fuzz-summary.txt
 #   MODE smoke   libFuzzer binaries, every seed run once (no mutation)
 #   MODE replay  BUILD/fuzz/replay_<target> (normal compiler, no libFuzzer) over the seeds
+# FUZZ_TARGETS="spec gguf" limits the run to those targets.
 # Exit status: nonzero if any target crashed or failed an invariant.
 set -u
 mode=$1; build=$2; secs=${3:-60}
 cd "$(dirname "$0")/.."
-targets=$(ls fuzz/fuzz_*.c | sed 's|fuzz/fuzz_||; s|\.c$||')
+targets=${FUZZ_TARGETS:-$(ls fuzz/fuzz_*.c | sed 's|fuzz/fuzz_||; s|\.c$||')}
 rc=0
 case $mode in
 replay)

@@ -312,7 +312,7 @@ static la_status forward_f64(int kind, double alpha, const double *z, int64_t ro
                              double *p, double *tau, const char *fn) {
     LA_TRY(check_args(z, p, rows, n, fn));
     LA_TRY(la_entmax_check_alpha(alpha, fn));
-    double *work = malloc(sizeof(double) * 2 * (size_t)n);
+    double *work = la_malloc(sizeof(double) * 2 * (size_t)n);
     if (!work) return la_fail(LA_ENOMEM, "%s: cannot allocate %d doubles of scratch", fn, 2 * n);
     la_status st = LA_OK;
     for (int64_t r = 0; r < rows && st == LA_OK; r++)
@@ -326,7 +326,7 @@ static la_status forward_f32(int kind, double alpha, const float *z, int64_t row
                              float *p, double *tau, const char *fn) {
     LA_TRY(check_args(z, p, rows, n, fn));
     LA_TRY(la_entmax_check_alpha(alpha, fn));
-    double *work = malloc(sizeof(double) * 4 * (size_t)n);
+    double *work = la_malloc(sizeof(double) * 4 * (size_t)n);
     if (!work) return la_fail(LA_ENOMEM, "%s: cannot allocate %d doubles of scratch", fn, 4 * n);
     double *zd = work + 2 * n, *pd = work + 3 * n;
     la_status st = LA_OK;

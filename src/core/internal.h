@@ -43,6 +43,19 @@ la_status la_afile_publish(la_afile *af);
 /* Close and remove the temp file (error paths; also after la_afile_sync). */
 void la_afile_abort(la_afile *af);
 
+/* ---- allocation hook (src/core/alloc.c) ----
+ * Every library allocation: malloc / calloc / realloc / strdup semantics, memory from the
+ * C allocator (release it with free()). */
+void *la_malloc(size_t n);
+void *la_calloc(size_t n, size_t size);
+void *la_realloc(void *p, size_t n);
+char *la_strdup(const char *s);
+/* Tests only (issue 17): after la_alloc_fail_at(n), n >= 1, the n-th allocation through the
+ * hook (counting from this call, all threads) returns NULL with errno ENOMEM; 0 disarms.
+ * la_alloc_count: allocations since the last la_alloc_fail_at. */
+void la_alloc_fail_at(long n);
+long la_alloc_count(void);
+
 /* Failure injection for tests (issue 17): make the nth next occurrence (1 = the next one)
  * of a step fail as the system call would (open: EACCES; write: the data goes to /dev/full,
  * so fwrite/fflush fail with ENOSPC; fsync, close, rename: EIO), then disarm.

@@ -68,7 +68,7 @@ la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, 
         return la_fail(LA_EINVAL, "la_decoder_new: max_step = %d must be in [1, %lld] (the policy's largest append)",
                        max_step, (long long)la_kv_max_chunk(&p));
     const la_model_config *cfg = la_model_get_config(m);
-    la_decoder *d = calloc(1, sizeof *d);
+    la_decoder *d = la_calloc(1, sizeof *d);
     if (!d) return la_fail(LA_ENOMEM, "la_decoder_new: out of memory");
     d->m = m;
     d->spec = *la_model_spec(m);
@@ -83,7 +83,11 @@ la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, 
     }
     const size_t C = (size_t)d->C, H = (size_t)d->H, K = (size_t)d->K, D = (size_t)d->D, F = (size_t)d->F;
     const size_t V = (size_t)d->V;
-    d->ly = calloc((size_t)d->L, sizeof *d->ly);
+    d->ly = la_calloc((size_t)d->L, sizeof *d->ly);
+    if (!d->ly) {
+        la_decoder_free(d);
+        return la_fail(LA_ENOMEM, "la_decoder_new: out of memory");
+    }
     d->wte = tensor_by_name(m, "wte", V * C);
     d->lnf_g = tensor_by_name(m, "lnf.g", C);
     d->lm_head = tensor_by_name(m, "lm_head", V * C);
@@ -128,7 +132,7 @@ la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, 
                           K * S * D, H * S * D, S * H * D, S * F, S * H, S * H};
     size_t total = 0;
     for (int i = 0; i < NBUF; i++) total += sizes[i];
-    d->block = malloc(total * sizeof(float));
+    d->block = la_malloc(total * sizeof(float));
     if (!d->block) {
         la_decoder_free(d);
         return la_fail(LA_ENOMEM, "la_decoder_new: out of memory for %zu floats of buffers", total);

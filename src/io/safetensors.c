@@ -110,9 +110,9 @@ la_status la_st_read(const char *path, la_st_file *f) {
         return la_fail(LA_EFORMAT, "%s: header length %llu does not fit in a %ld-byte file "
                        "(truncated or not safetensors)", path, (unsigned long long)hl, fsize);
     }
-    char *js = malloc(hl + 1);
+    char *js = la_malloc(hl + 1);
     size_t dl = (size_t)fsize - 8 - hl;
-    uint8_t *data = malloc(dl ? dl : 1);
+    uint8_t *data = la_malloc(dl ? dl : 1);
     if (!js || !data) {
         free(js);
         free(data);
@@ -139,9 +139,9 @@ la_status la_st_read(const char *path, la_st_file *f) {
     } while (0)
     if (!root || !cJSON_IsObject(root)) BAD("%s: safetensors header is not a JSON object (corrupt file)", path);
     int cnt = cJSON_GetArraySize(root);
-    f->e = calloc(cnt ? cnt : 1, sizeof *f->e);
-    f->meta_keys = calloc(cnt ? cnt : 1, sizeof(char *));
-    f->meta_vals = calloc(cnt ? cnt : 1, sizeof(char *));
+    f->e = la_calloc(cnt ? cnt : 1, sizeof *f->e);
+    f->meta_keys = la_calloc(cnt ? cnt : 1, sizeof(char *));
+    f->meta_vals = la_calloc(cnt ? cnt : 1, sizeof(char *));
     if (!f->e || !f->meta_keys || !f->meta_vals) {
         st = la_fail(LA_ENOMEM, "%s: out of memory", path);
         goto done;
@@ -152,13 +152,21 @@ la_status la_st_read(const char *path, la_st_file *f) {
             int mc = cJSON_GetArraySize(it);
             free(f->meta_keys);
             free(f->meta_vals);
-            f->meta_keys = calloc(mc ? mc : 1, sizeof(char *));
-            f->meta_vals = calloc(mc ? mc : 1, sizeof(char *));
+            f->meta_keys = la_calloc(mc ? mc : 1, sizeof(char *));
+            f->meta_vals = la_calloc(mc ? mc : 1, sizeof(char *));
+            if (!f->meta_keys || !f->meta_vals) {
+                st = la_fail(LA_ENOMEM, "%s: out of memory", path);
+                goto done;
+            }
             for (cJSON *kv = it->child; kv; kv = kv->next) {
                 if (!cJSON_IsString(kv)) BAD("%s: metadata value of '%s' is not a string", path, kv->string);
-                f->meta_keys[f->n_meta] = strdup(kv->string);
-                f->meta_vals[f->n_meta] = strdup(kv->valuestring);
-                f->n_meta++;
+                f->meta_keys[f->n_meta] = la_strdup(kv->string);
+                f->meta_vals[f->n_meta] = la_strdup(kv->valuestring);
+                f->n_meta++; /* counted before the check: la_st_free frees both (free(NULL) is fine) */
+                if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1]) {
+                    st = la_fail(LA_ENOMEM, "%s: out of memory", path);
+                    goto done;
+                }
             }
             continue;
         }
@@ -195,7 +203,11 @@ la_status la_st_read(const char *path, la_st_file *f) {
         f->n++;
     }
     {
-        la_st_entry *sorted = malloc(sizeof *sorted * (f->n ? f->n : 1));
+        la_st_entry *sorted = la_malloc(sizeof *sorted * (f->n ? f->n : 1));
+        if (!sorted) {
+            st = la_fail(LA_ENOMEM, "%s: out of memory", path);
+            goto done;
+        }
         memcpy(sorted, f->e, sizeof *sorted * f->n);
         qsort(sorted, f->n, sizeof *sorted, cmp_begin);
         for (int i = 1; i < f->n; i++)

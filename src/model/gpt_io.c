@@ -121,7 +121,7 @@ la_status la_model_save(const la_model *m, const char *path) {
 
 la_status la_model_save_af(const la_model *m, const char *path, la_afile *af) {
     int nt = la_model_num_tensors(m);
-    la_st_tensor *ts = calloc(nt, sizeof *ts);
+    la_st_tensor *ts = la_calloc(nt, sizeof *ts);
     if (!ts) return la_fail(LA_ENOMEM, "la_model_save: out of memory");
     const float *P = la_model_params((la_model *)m);
     for (int i = 0; i < nt; i++) {

@@ -51,17 +51,17 @@ la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out
         if (n == 129) return la_fail(LA_EINVAL, "la_diag_new: delta %g gives more than 128 ranges up to %lld; use a larger delta", delta, (long long)max_dist);
         e[n++] = v;
     }
-    la_diag *d = calloc(1, sizeof *d);
+    la_diag *d = la_calloc(1, sizeof *d);
     if (!d) return la_fail(LA_ENOMEM, "la_diag_new: out of memory");
     d->max_dist = max_dist, d->delta = delta, d->n_ranges = n - 1, d->n_slots = n_slots;
     size_t R = (size_t)d->n_ranges, SR = (size_t)n_slots * R;
-    d->edges = malloc(sizeof(int64_t) * (R + 1));
-    d->s_mass = calloc(SR, sizeof(double)), d->s_plogp = calloc(SR, sizeof(double));
-    d->s_keys = calloc(SR, sizeof(int64_t));
-    d->rows = calloc(R, sizeof(int64_t)), d->erows = calloc(R, sizeof(int64_t));
-    d->keys = calloc(R, sizeof(double));
-    d->m1 = calloc(R, sizeof(double)), d->m2 = calloc(R, sizeof(double));
-    d->h1 = calloc(R, sizeof(double)), d->h2 = calloc(R, sizeof(double));
+    d->edges = la_malloc(sizeof(int64_t) * (R + 1));
+    d->s_mass = la_calloc(SR, sizeof(double)), d->s_plogp = la_calloc(SR, sizeof(double));
+    d->s_keys = la_calloc(SR, sizeof(int64_t));
+    d->rows = la_calloc(R, sizeof(int64_t)), d->erows = la_calloc(R, sizeof(int64_t));
+    d->keys = la_calloc(R, sizeof(double));
+    d->m1 = la_calloc(R, sizeof(double)), d->m2 = la_calloc(R, sizeof(double));
+    d->h1 = la_calloc(R, sizeof(double)), d->h2 = la_calloc(R, sizeof(double));
     if (!d->edges || !d->s_mass || !d->s_plogp || !d->s_keys || !d->rows || !d->erows || !d->keys || !d->m1 ||
         !d->m2 || !d->h1 || !d->h2) {
         la_diag_free(d);
@@ -326,8 +326,8 @@ la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t s
     if (spec->pos == LA_POS_ALIBI || spec->pos == LA_POS_NAPE)
         return la_fail(LA_EUNSUPPORTED, "la_diag_gaussian: alibi/nape add a distance bias the Gaussian model does not include");
     size_t nk = (size_t)N + 1;
-    double *ca = malloc(sizeof(double) * nk), *cm = malloc(sizeof(double) * nk), *L = malloc(sizeof(double) * nk);
-    float *p = malloc(sizeof(float) * GAUSS_TILE);
+    double *ca = la_malloc(sizeof(double) * nk), *cm = la_malloc(sizeof(double) * nk), *L = la_malloc(sizeof(double) * nk);
+    float *p = la_malloc(sizeof(float) * GAUSS_TILE);
     la_status s = (!ca || !cm || !L || !p) ? la_fail(LA_ENOMEM, "la_diag_gaussian: out of memory for N = %lld", (long long)N)
                                            : gaussian_coeffs(spec, N, ca, cm);
     for (int k = 0; k < draws && s == LA_OK; k++) {

@@ -126,7 +126,7 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
             return la_fail(LA_EFORMAT, "%s: tensor %s is missing or has the wrong size", sp, names[i]);
     }
     /* 3. commit: weights first, then check that they are the weights the state was saved with */
-    float *backup = malloc(tr->P * sizeof(float));
+    float *backup = la_malloc(tr->P * sizeof(float));
     if (!backup) return la_fail(LA_ENOMEM, "out of memory");
     float *p = la_model_params(tr->m);
     memcpy(backup, p, tr->P * sizeof(float));

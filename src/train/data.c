@@ -32,11 +32,11 @@ la_data_config la_data_default_config(void) {
 la_status la_data_doc_list_add(doc_list *dl, uint16_t *tok, int64_t len, int forced_val) {
     if (dl->n == dl->cap) {
         int cap = dl->cap ? 2 * dl->cap : 64;
-        uint16_t **t = realloc(dl->tok, cap * sizeof *t);
+        uint16_t **t = la_realloc(dl->tok, cap * sizeof *t);
         if (t) dl->tok = t;
-        int64_t *l = realloc(dl->len, cap * sizeof *l);
+        int64_t *l = la_realloc(dl->len, cap * sizeof *l);
         if (l) dl->len = l;
-        int *fv = realloc(dl->forced_val, cap * sizeof *fv);
+        int *fv = la_realloc(dl->forced_val, cap * sizeof *fv);
         if (fv) dl->forced_val = fv;
         if (!t || !l || !fv) return la_fail(LA_ENOMEM, "out of memory listing documents");
         dl->cap = cap;
@@ -73,8 +73,12 @@ static la_status list_files(const char *path, char ***names, int *n) {
     struct stat st;
     if (stat(path, &st) != 0) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
     if (!S_ISDIR(st.st_mode)) {
-        *names = malloc(sizeof(char *));
-        if (!*names || !((*names)[0] = strdup(path))) return la_fail(LA_ENOMEM, "out of memory");
+        *names = la_malloc(sizeof(char *));
+        if (!*names || !((*names)[0] = la_strdup(path))) {
+            free(*names);
+            *names = NULL;
+            return la_fail(LA_ENOMEM, "out of memory");
+        }
         *n = 1;
         return LA_OK;
     }
@@ -85,8 +89,8 @@ static la_status list_files(const char *path, char ***names, int *n) {
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.') continue;
         size_t pl = strlen(path) + strlen(de->d_name) + 2;
-        char *full = malloc(pl);
-        if (!full) break;
+        char *full = la_malloc(pl);
+        if (!full) goto nomem; /* never a partial list: that would drop documents silently */
         snprintf(full, pl, "%s/%s", path, de->d_name);
         struct stat fs;
         if (stat(full, &fs) != 0 || !S_ISREG(fs.st_mode)) {
@@ -95,10 +99,10 @@ static la_status list_files(const char *path, char ***names, int *n) {
         }
         if (*n == cap) {
             cap = cap ? 2 * cap : 64;
-            char **nn = realloc(*names, cap * sizeof(char *));
+            char **nn = la_realloc(*names, cap * sizeof(char *));
             if (!nn) {
                 free(full);
-                break;
+                goto nomem;
             }
             *names = nn;
         }
@@ -107,6 +111,12 @@ static la_status list_files(const char *path, char ***names, int *n) {
     closedir(d);
     if (*n > 1) qsort(*names, *n, sizeof(char *), cmp_str);
     return LA_OK;
+nomem:
+    closedir(d);
+    free_names(*names, *n);
+    *names = NULL;
+    *n = 0;
+    return la_fail(LA_ENOMEM, "out of memory listing %s", path);
 }
 
 /* The files of path; when path is a directory with a train/ subfolder (the layout of the
@@ -116,7 +126,7 @@ static la_status list_split_files(const char *path, char ***names, int *n, int *
     *n_train = -1;
     struct stat st;
     size_t pl = strlen(path) + 8;
-    char *sub = malloc(pl);
+    char *sub = la_malloc(pl);
     if (!sub) return la_fail(LA_ENOMEM, "out of memory");
     snprintf(sub, pl, "%s/train", path);
     if (!(stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(sub, &st) == 0 && S_ISDIR(st.st_mode))) {
@@ -130,7 +140,7 @@ static la_status list_split_files(const char *path, char ***names, int *n, int *
         int nv = 0;
         s = list_files(sub, &vn, &nv);
         if (s == LA_OK && nv > 0) {
-            char **all = realloc(*names, (size_t)(*n + nv) * sizeof(char *));
+            char **all = la_realloc(*names, (size_t)(*n + nv) * sizeof(char *));
             if (!all) {
                 free_names(vn, nv);
                 free(sub);
@@ -172,8 +182,8 @@ static la_status build_split(la_data *d, int s, const doc_list *dl, const uint8_
             nd++;
             nt += dl->len[i];
         }
-    d->tok[s] = malloc((size_t)(nt ? nt : 1) * sizeof(uint16_t));
-    d->doc_off[s] = malloc((size_t)(nd + 1) * sizeof(int64_t));
+    d->tok[s] = la_malloc((size_t)(nt ? nt : 1) * sizeof(uint16_t));
+    d->doc_off[s] = la_malloc((size_t)(nd + 1) * sizeof(int64_t));
     if (!d->tok[s] || !d->doc_off[s]) return la_fail(LA_ENOMEM, "out of memory building the data splits");
     int k = 0;
     int64_t off = 0;
@@ -239,8 +249,8 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
         return s;
     }
     /* split by document */
-    uint8_t *is_val = calloc(dl.n + 1, 1);
-    la_data *d = calloc(1, sizeof *d);
+    uint8_t *is_val = la_calloc(dl.n + 1, 1);
+    la_data *d = la_calloc(1, sizeof *d);
     if (!is_val || !d) {
         free(is_val);
         free(d);
@@ -263,20 +273,21 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
             /* one document: cut it at (1 - val_fraction) of its length */
             int64_t len = dl.len[0], cut = (int64_t)((1.0 - cfg.val_fraction) * len);
             if (cut > 0 && cut < len) {
-                uint16_t *tail = malloc((size_t)(len - cut) * sizeof(uint16_t));
-                if (tail) {
-                    memcpy(tail, dl.tok[0] + cut, (size_t)(len - cut) * sizeof(uint16_t));
-                    dl.len[0] = cut;
-                    if (la_data_doc_list_add(&dl, tail, len - cut, 0) != LA_OK) free(tail);
-                    else {
-                        uint8_t *iv = realloc(is_val, dl.n + 1);
-                        if (iv) {
-                            is_val = iv;
-                            is_val[0] = 0;
-                            is_val[1] = 1;
-                        }
-                    }
+                /* out of memory here is an error, not a document without its validation part */
+                uint16_t *tail = la_malloc((size_t)(len - cut) * sizeof(uint16_t));
+                uint8_t *iv = la_realloc(is_val, 3);
+                if (iv) is_val = iv;
+                if (!tail || !iv || la_data_doc_list_add(&dl, tail, len - cut, 0) != LA_OK) {
+                    free(tail);
+                    free(is_val);
+                    free(d);
+                    doc_list_free(&dl);
+                    return la_fail(LA_ENOMEM, "out of memory splitting the document");
                 }
+                memcpy(tail, dl.tok[0] + cut, (size_t)(len - cut) * sizeof(uint16_t));
+                dl.len[0] = cut;
+                is_val[0] = 0;
+                is_val[1] = 1;
             }
         } else if (nval == 0) {
             is_val[dl.n - 1] = 1;

@@ -83,18 +83,18 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
     if (data && la_data_vocab(data) > la_model_get_config(m)->vocab)
         return la_fail(LA_EINVAL, "trainer: the data's vocabulary (%d) is larger than the model's (%d)",
                        la_data_vocab(data), la_model_get_config(m)->vocab);
-    la_trainer *tr = calloc(1, sizeof *tr);
+    la_trainer *tr = la_calloc(1, sizeof *tr);
     if (!tr) return la_fail(LA_ENOMEM, "trainer: out of memory");
     tr->m = m;
     tr->data = data;
     tr->cfg = *cfg;
     tr->P = la_model_num_params(m);
     size_t BT = (size_t)cfg->B * cfg->T;
-    tr->adam_m = calloc(tr->P, sizeof(float));
-    tr->adam_v = calloc(tr->P, sizeof(float));
-    tr->window = malloc((BT + cfg->B) * sizeof(int32_t));
-    tr->inp = malloc(BT * sizeof(int32_t));
-    tr->tgt = malloc(BT * sizeof(int32_t));
+    tr->adam_m = la_calloc(tr->P, sizeof(float));
+    tr->adam_v = la_calloc(tr->P, sizeof(float));
+    tr->window = la_malloc((BT + cfg->B) * sizeof(int32_t));
+    tr->inp = la_malloc(BT * sizeof(int32_t));
+    tr->tgt = la_malloc(BT * sizeof(int32_t));
     int ok = tr->adam_m && tr->adam_v && tr->window && tr->inp && tr->tgt;
     if (ok && cfg->optimizer == LA_OPT_MUON) {
         size_t need = 0;
@@ -106,8 +106,8 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
             size_t s = 3 * r * c + 2 * mn * mn;
             if (s > need) need = s;
         }
-        tr->mom = calloc(tr->P, sizeof(float));
-        tr->scratch = malloc((need ? need : 1) * sizeof(float));
+        tr->mom = la_calloc(tr->P, sizeof(float));
+        tr->scratch = la_malloc((need ? need : 1) * sizeof(float));
         ok = tr->mom && tr->scratch;
     }
     if (!ok) {
