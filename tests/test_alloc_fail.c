@@ -159,20 +159,34 @@ static void test_checkpoint_save_load(void **st) {
     unsigned char *w0 = slurp(ck, &lw0), *s0 = slurp(cks, &ls0);
     int32_t tok[8] = {1, 2, 3, 4, 5, 6, 7, 8}, tgt[8] = {2, 3, 4, 5, 6, 7, 8, 9};
     assert_int_equal(la_trainer_step_batch(tr, tok, tgt, 1, 8, NULL), LA_OK); /* a save would differ */
+    /* the bytes a clean save writes now (nothing in them depends on the path) */
+    char ck1[128], ck1s[140];
+    snprintf(ck1, sizeof ck1, "%s/ck1.safetensors", g_dir);
+    snprintf(ck1s, sizeof ck1s, "%s.state", ck1);
+    assert_int_equal(la_trainer_save(tr, ck1), LA_OK);
+    long lw1 = 0, ls1 = 0;
+    unsigned char *w1 = slurp(ck1, &lw1), *s1 = slurp(ck1s, &ls1);
     for (long n = 1;; n++) {
         int nomem = 0, ok = 1;
+        FILE *f = fopen(ck, "wb"); /* the previous pair, again */
+        fwrite(w0, 1, (size_t)lw0, f), fclose(f);
+        f = fopen(cks, "wb");
+        fwrite(s0, 1, (size_t)ls0, f), fclose(f);
         la_alloc_fail_at(n);
         OK_OR_NOMEM(la_trainer_save(tr, ck), "la_trainer_save");
         long total;
         int done = walk_done(n, nomem, "trainer checkpoint save", &total);
         assert_int_equal(count_tmp(), 0);
-        if (!ok) { /* the previous pair is intact */
-            unsigned char *w = slurp(ck, &lw), *s = slurp(cks, &ls);
-            assert_true(lw == lw0 && ls == ls0 && !memcmp(w, w0, (size_t)lw) && !memcmp(s, s0, (size_t)ls));
-            free(w), free(s);
-        }
+        /* a failed save leaves the previous pair, a successful one writes exactly the clean bytes */
+        const unsigned char *wx = ok ? w1 : w0, *sx = ok ? s1 : s0;
+        long lwx = ok ? lw1 : lw0, lsx = ok ? ls1 : ls0;
+        unsigned char *w = slurp(ck, &lw), *s = slurp(cks, &ls);
+        if (!(lw == lwx && ls == lsx && !memcmp(w, wx, (size_t)lw) && !memcmp(s, sx, (size_t)ls)))
+            fail_msg("n = %ld: save %s but the checkpoint holds other bytes", n, ok ? "succeeded" : "failed");
+        free(w), free(s);
         if (done) break;
     }
+    free(w1), free(s1);
     for (long n = 1;; n++) {
         int nomem = 0, ok = 1;
         la_model *m2 = NULL;

@@ -3,8 +3,10 @@
  * make the n-th allocation fail (la_alloc_fail_at) and check that each caller returns
  * LA_ENOMEM, leaks nothing and leaves no partial output (issue 17). Memory comes from the
  * C allocator unchanged, so free() releases it (callers free library results with free()).
- * Not hooked: cJSON's and PCRE2's internal allocations. Disarmed, the hook costs one
- * relaxed atomic load per allocation. */
+ * While armed, cJSON (headers of safetensors files, configs, study files) allocates through
+ * the hook too (cJSON_InitHooks; disarming restores its defaults). Not hooked: PCRE2's
+ * internal allocations. Disarmed, the hook costs one relaxed atomic load per allocation. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +16,13 @@
 static long g_fail_at; /* 0: off; n: the n-th allocation after arming fails */
 static long g_count;   /* allocations since arming */
 
+static void *cjson_malloc(size_t n) { return la_malloc(n); }
+
 void la_alloc_fail_at(long n) {
     __atomic_store_n(&g_count, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&g_fail_at, n > 0 ? n : 0, __ATOMIC_SEQ_CST);
+    cJSON_Hooks h = {cjson_malloc, free};
+    cJSON_InitHooks(n > 0 ? &h : NULL);
 }
 
 long la_alloc_count(void) { return __atomic_load_n(&g_count, __ATOMIC_SEQ_CST); }

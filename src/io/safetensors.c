@@ -20,28 +20,42 @@ la_status la_st_write_af(la_afile *af_out, const char *path, const la_st_tensor 
                          const char *const *meta, int n_meta) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return la_fail(LA_ENOMEM, "safetensors: out of memory");
+    /* every cJSON call is checked: a header missing an entry would be a corrupt file
+     * written as a success (found by tests/test_alloc_fail) */
+    int built = 1;
     if (n_meta > 0) {
         cJSON *md = cJSON_AddObjectToObject(root, "__metadata__");
-        for (int i = 0; i < n_meta; i++) cJSON_AddStringToObject(md, meta[2 * i], meta[2 * i + 1]);
+        built = md != NULL;
+        for (int i = 0; i < n_meta && built; i++)
+            built = cJSON_AddStringToObject(md, meta[2 * i], meta[2 * i + 1]) != NULL;
     }
     size_t off = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && built; i++) {
         if (t[i].ndim < 0 || t[i].ndim > 4) {
             cJSON_Delete(root);
             return la_fail(LA_EINVAL, "safetensors: tensor %s has ndim %d", t[i].name, t[i].ndim);
         }
         cJSON *e = cJSON_AddObjectToObject(root, t[i].name);
-        cJSON_AddStringToObject(e, "dtype", "F32");
-        cJSON *sh = cJSON_AddArrayToObject(e, "shape");
+        cJSON *sh = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
+        cJSON *of = sh ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
+        built = of && cJSON_AddStringToObject(e, "dtype", "F32");
         size_t numel = 1;
-        for (int d = 0; d < t[i].ndim; d++) {
-            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t[i].shape[d]));
+        for (int d = 0; d < t[i].ndim && built; d++) {
+            cJSON *x = cJSON_CreateNumber((double)t[i].shape[d]);
+            built = x && cJSON_AddItemToArray(sh, x);
+            if (x && !built) cJSON_Delete(x);
             numel *= (size_t)t[i].shape[d];
         }
-        cJSON *of = cJSON_AddArrayToObject(e, "data_offsets");
-        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+        for (int k = 0; k < 2 && built; k++) {
+            cJSON *x = cJSON_CreateNumber((double)(k ? off + numel * sizeof(float) : off));
+            built = x && cJSON_AddItemToArray(of, x);
+            if (x && !built) cJSON_Delete(x);
+        }
         off += numel * sizeof(float);
-        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+    }
+    if (!built) {
+        cJSON_Delete(root);
+        return la_fail(LA_ENOMEM, "safetensors: out of memory building the header of %s", path);
     }
     char *js = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -129,7 +143,9 @@ la_status la_st_read(const char *path, la_st_file *f) {
     }
     f->data = data;
     f->data_len = dl;
+    errno = 0;
     cJSON *root = cJSON_Parse(js);
+    int parse_nomem = !root && errno == ENOMEM; /* cJSON cannot tell; the allocator's errno can */
     free(js);
     la_status st = LA_OK;
 #define BAD(...)                                   \
@@ -137,6 +153,10 @@ la_status la_st_read(const char *path, la_st_file *f) {
         st = la_fail(LA_EFORMAT, __VA_ARGS__);     \
         goto done;                                 \
     } while (0)
+    if (parse_nomem) {
+        st = la_fail(LA_ENOMEM, "%s: out of memory parsing the header", path);
+        goto done;
+    }
     if (!root || !cJSON_IsObject(root)) BAD("%s: safetensors header is not a JSON object (corrupt file)", path);
     int cnt = cJSON_GetArraySize(root);
     f->e = la_calloc(cnt ? cnt : 1, sizeof *f->e);

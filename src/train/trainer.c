@@ -282,36 +282,39 @@ la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user
 
 char *la_train_config_to_json(const la_train_config *c) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "steps", c->steps);
-    cJSON_AddNumberToObject(o, "B", c->B);
-    cJSON_AddNumberToObject(o, "T", c->T);
-    cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum);
-    cJSON_AddNumberToObject(o, "lr", c->lr);
-    cJSON_AddNumberToObject(o, "min_lr", c->min_lr);
-    cJSON_AddNumberToObject(o, "warmup", c->warmup);
-    cJSON_AddNumberToObject(o, "beta1", c->beta1);
-    cJSON_AddNumberToObject(o, "beta2", c->beta2);
-    cJSON_AddNumberToObject(o, "eps", c->eps);
-    cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay);
-    cJSON_AddNumberToObject(o, "clip", c->clip);
-    cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw");
-    cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr);
-    cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum);
+    int ok = o != NULL; /* every add checked: a missing key would be saved as a success */
+    ok = ok && cJSON_AddNumberToObject(o, "steps", c->steps) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "B", c->B) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "T", c->T) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "lr", c->lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "min_lr", c->min_lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "warmup", c->warmup) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "beta1", c->beta1) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "beta2", c->beta2) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eps", c->eps) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "clip", c->clip) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw") != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum) != NULL;
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
-    cJSON_AddStringToObject(o, "seed", seed);
-    cJSON_AddNumberToObject(o, "eval_every", c->eval_every);
-    cJSON_AddNumberToObject(o, "eval_batches", c->eval_batches);
-    cJSON_AddNumberToObject(o, "ckpt_every", c->ckpt_every);
-    cJSON_AddStringToObject(o, "ckpt_path", c->ckpt_path);
-    cJSON_AddStringToObject(o, "csv_path", c->csv_path);
-    char *s = cJSON_PrintUnformatted(o);
+    ok = ok && cJSON_AddStringToObject(o, "seed", seed) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eval_every", c->eval_every) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eval_batches", c->eval_batches) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "ckpt_every", c->ckpt_every) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "ckpt_path", c->ckpt_path) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "csv_path", c->csv_path) != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
 }
 
 la_status la_train_config_from_json(const char *text, la_train_config *out) {
+    errno = 0;
     cJSON *o = cJSON_Parse(text);
+    if (!o && errno == ENOMEM) return la_fail(LA_ENOMEM, "train config JSON: out of memory");
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return la_fail(LA_EFORMAT, "train config JSON is not an object");
