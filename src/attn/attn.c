@@ -94,28 +94,25 @@ static la_status check_q_finite(const float *q, const la_shape *s) {
  * every product, sum and exponent argument of the kernels stays finite. */
 #define LA_LOGIT_BOUND 1e30
 
-/* max |x| over n floats; NaN/Inf already excluded by the callers' checks. */
-static float max_abs(const float *x, size_t n) {
-    float m = 0.0f;
+/* Largest |x| of n floats as the bits of |x| (sign cleared): for IEEE floats these order
+ * like the magnitudes, and Inf / NaN (exponent all ones) are the largest, so one integer max
+ * pass (it vectorises) both finds a non-finite value (result >= 0x7f800000) and gives
+ * max|x|. */
+static uint32_t max_abs_bits(const float *x, size_t n) {
+    uint32_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        m = a > m ? a : m;
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        u &= 0x7fffffffu;
+        m = u > m ? u : m;
     }
     return m;
 }
 
-/* First non-finite element of a row of D floats, or -1. */
-static int first_nonfinite(const float *x, int D) {
-    uint32_t bad = 0;
-    for (int d = 0; d < D; d++) {
-        uint32_t u;
-        memcpy(&u, x + d, sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    if (!bad) return -1;
-    for (int d = 0; d < D; d++)
-        if (!isfinite(x[d])) return d;
-    return -1;
+static float bits_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
 /* K and V rows that at least one query sees must be finite (SPEC 1 lets rows that no query
@@ -146,8 +143,10 @@ static la_status check_kv(const la_attn_ctx *c, int32_t *cover) {
                 const float *x = (t ? c->v : c->k) + ((size_t)b * c->Hkv + hkv) * S * D;
                 for (size_t j = 0; j < S; j++) {
                     if (!cover[j]) continue;
-                    int d = first_nonfinite(x + j * D, (int)D);
-                    if (d >= 0) {
+                    uint32_t mb = max_abs_bits(x + j * D, D);
+                    if (mb >= 0x7f800000u) {
+                        int d = 0;
+                        while (isfinite(x[j * D + d])) d++;
                         int who = 0;
                         for (int i = 0; i < c->T; i++)
                             if (((int32_t)j >= rv[i].lo0 && (int32_t)j < rv[i].hi0) ||
@@ -162,15 +161,12 @@ static la_status check_kv(const la_attn_ctx *c, int32_t *cover) {
                                        "check the inputs, or the model for divergence",
                                        t ? "v" : "k", b, hkv, j, d, (double)x[j * D + d], j, hkv, who);
                     }
-                    if (!t) {
-                        float m = max_abs(x + j * D, D);
-                        if (m > kmax) kmax = m;
-                    }
+                    if (!t && bits_float(mb) > kmax) kmax = bits_float(mb);
                 }
             }
         }
     }
-    double qmax = max_abs(c->q, (size_t)c->B * c->H * c->T * D);
+    double qmax = bits_float(max_abs_bits(c->q, (size_t)c->B * c->H * c->T * D)); /* q is finite: checked */
     double fmax = 0.0, xmax = 0.0, smax = 0.0, amax = 1.0, mmax = 0.0;
     for (int h = 0; h < c->H; h++) {
         double f = fabs((double)c->scale * c->head_s[h]);
