@@ -4,7 +4,8 @@
 #   make test            run the test suite against the normal build
 #   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
 #   make test-python     the Python tests (tests/python) with .venv's pytest
-#   make check           all three, one closing line (this is what CI runs)
+#   make check-layers    the layering rule (README "Layout" table) on the built objects
+#   make check           check-layers, then all three, one closing line (this is what CI runs)
 #   make bench           build/longattn bench attn
 #   make fuzz            libFuzzer targets fuzz/fuzz_*.c (clang + ASan + UBSan, build-fuzz/),
 #                        FUZZ_SECONDS (default 60) each over a scratch copy of fuzz/corpus/
@@ -28,11 +29,15 @@ OPT ?= -O3 -march=native
 SAN ?=
 WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SAN) $(FILE_CFLAGS) $(CFLAGS)
-LDLIBS_ALL = -fopenmp $(SAN) -lopenblas -lcjson -lpcre2-8 -lm -lpthread $(LDLIBS)
+# the libraries the library links are listed once, in scripts/link-libs.txt (setup.py, which
+# builds the Python package's extension, reads the same file)
+LINK_LIBS := $(shell sed 's/\#.*//' scripts/link-libs.txt)
+LDLIBS_ALL = -fopenmp $(SAN) $(addprefix -l,$(LINK_LIBS)) $(LDLIBS)
 
 # per-file flags: ggml dequantization is bit-identical to ggml/gguf-py only without FMA
 # contraction (src/io/gguf_quant.c)
-$(BUILD)/src/io/gguf_quant.o: FILE_CFLAGS = -ffp-contract=off
+# (private: not inherited by its prerequisites, e.g. the library flags stamp)
+$(BUILD)/src/io/gguf_quant.o: private FILE_CFLAGS = -ffp-contract=off
 
 LIB_SRC   := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c) $(wildcard bench/*.c))
@@ -51,7 +56,7 @@ EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_BIN  := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 REPLAY_BIN := $(FUZZ_T:%=$(BUILD)/fuzz/replay_%)
 
-.PHONY: FORCE all lib shared test test-san test-python check bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
+.PHONY: FORCE all lib shared test test-san test-python python-ext check check-layers bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
 LIBS_OUT := $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a $(BUILD)/liblongattn.so
 all: $(LIBS_OUT) $(BUILD)/longattn $(TEST_BIN) $(EX_BIN) $(TOOL_BIN) $(REPLAY_BIN)
 lib: $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a
@@ -145,11 +150,28 @@ fuzz-corpus: $(BUILD)/fuzz/gen_seeds
 # Python tests (tests/python, pytest in .venv made by scripts/setup_venv.sh): references
 # from PyPI packages (gguf, tokenizers, ...) and the Python package
 PYTHON ?= .venv/bin/python
-test-python: all
+test-python: all python-ext
 	@test -x $(PYTHON) || { echo "$(PYTHON) missing: run scripts/setup_venv.sh (or ./scripts/setup.sh)"; exit 1; }
 	LA_BUILD=$(BUILD) $(PYTHON) -m pytest -q tests/python
 
-# all three, with one closing "check: N passed, N failed" line (tests/check.sh)
+# The Python package's extension (python/longattn/_native*.so, cffi, from the same
+# src/*/*.c) built in place for the tests, which import longattn from python/. Rebuilt when
+# a library source or header changes. `pip install .` builds the same for a virtualenv.
+PY_EXT_STAMP = $(BUILD)/py/ext.stamp
+python-ext: $(PY_EXT_STAMP)
+$(PY_EXT_STAMP): $(LIB_SRC) $(wildcard include/*.h include/*/*.h src/*/*.h) python/longattn/_build.py setup.py scripts/link-libs.txt
+	@test -x $(PYTHON) || { echo "$(PYTHON) missing: run scripts/setup_venv.sh (or ./scripts/setup.sh)"; exit 1; }
+	$(PYTHON) setup.py -q build_ext --inplace --build-temp $(BUILD)/py
+	@touch $@
+
+# the layering rule: scripts/check_layers.py reads the folder -> layer table of README.md
+# ("Layout") and the symbols of every object (nm); --self-test first proves it rejects a
+# synthetic upward dependency
+check-layers: all
+	python3 scripts/check_layers.py --self-test
+	python3 scripts/check_layers.py $(BUILD)
+
+# check-layers, then all three, with one closing "check: N passed, N failed" line (tests/check.sh)
 check:
 	tests/check.sh
 
@@ -157,6 +179,6 @@ bench: all
 	$(BUILD)/longattn bench attn
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz python/longattn/_native*.so python/longattn.egg-info
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TSUP_OBJ:.o=.d) $(TEST_BIN:=.d) $(EX_BIN:=.d) $(TOOL_BIN:=.d)

@@ -31,8 +31,7 @@ static const la_bench_entry la_benches[] = {
 
 /* ---- helpers (bench/bench_util.c) ---- */
 
-/* Monotonic wall clock in seconds. */
-double bench_now(void);
+/* Monotonic wall clock in seconds: cli_now (src/cli/cli_util.c). */
 
 /* Median of n values (sorts v in place). n >= 1. */
 double bench_median(double *v, int n);

@@ -148,9 +148,9 @@ static double sgemm_gflops(int n, int threads) {
     openblas_set_num_threads(threads);
     double best = 1e30;
     for (int rep = 0; rep < 6; rep++) { /* rep 0 is the warm-up */
-        double t0 = bench_now();
+        double t0 = cli_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        double dt = bench_now() - t0;
+        double dt = cli_now() - t0;
         if (rep > 0 && dt < best) best = dt;
     }
     openblas_set_num_threads(saved);
@@ -209,7 +209,7 @@ static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pai
     la_spec sp[2];
     if (la_spec_parse(SPEC_CAUSAL, &sp[0]) != LA_OK || la_spec_parse(SPEC_SINV, &sp[1]) != LA_OK) return 1;
     la_workspace *ws[2] = {la_workspace_new(), la_workspace_new()};
-    la_attn_opts o[2] = {la_attn_default_opts(), la_attn_default_opts()};
+    la_attn_opts o[2] = {la_attn_opts_default(), la_attn_opts_default()};
     double best[2] = {INFINITY, INFINITY};
     int rc = !ws[0] || !ws[1];
     for (int k = 0; k < 2 && !rc; k++) {
@@ -219,9 +219,9 @@ static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pai
     }
     for (int i = 0; i < pairs && !rc; i++)
         for (int k = 0; k < 2 && !rc; k++) {
-            double t0 = bench_now();
+            double t0 = cli_now();
             rc = run_once(&sp[k], t, bwd, &o[k]) != LA_OK;
-            double dt = bench_now() - t0;
+            double dt = cli_now() - t0;
             if (dt < best[k]) best[k] = dt;
         }
     la_workspace_free(ws[0]);
@@ -252,7 +252,7 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
         fprintf(stderr, "longattn bench attn: out of memory (workspace)\n");
         return 1;
     }
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.n_threads = st->threads;
     o.ws = ws;
     /* sparse normalisers: support size per row (allocated before the memory baseline) */
@@ -263,9 +263,9 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
 
     /* warm-up = memory probe: fresh workspace, peak RSS reset after the tensors exist */
     int64_t base = bench_mem_reset();
-    double t0 = bench_now();
+    double t0 = cli_now();
     la_status s = run_once(&sp, t, bwd, &o);
-    double first = bench_now() - t0;
+    double first = cli_now() - t0;
     int64_t peak = bench_mem_peak();
     r->extra_bytes = (base >= 0 && peak >= 0) ? peak - base : -1;
     if (s != LA_OK) {
@@ -280,9 +280,9 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
      * between specs (a long row is timed once more instead) */
     int reps = 0, want = first < SHORT_RUN_S ? REPS_SHORT : first < LONG_RUN_S ? REPS : 1;
     for (; reps < want; reps++) {
-        t0 = bench_now();
+        t0 = cli_now();
         s = run_once(&sp, t, bwd, &o);
-        times[reps] = bench_now() - t0;
+        times[reps] = cli_now() - t0;
         if (s != LA_OK) {
             fprintf(stderr, "longattn bench attn: %s: %s\n", la_status_name(s), la_errmsg());
             la_workspace_free(ws);

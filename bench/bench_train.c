@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli/cli.h"
 #include "core/internal.h"
 #include "longattn.h"
 
@@ -19,7 +20,7 @@ static void usage(FILE *f) {
 }
 
 int bench_train(int argc, char **argv) {
-    la_model_config mc = la_model_default_config();
+    la_model_config mc = la_model_config_default();
     mc.n_layer = 4;
     mc.d_model = 256;
     mc.n_head = 8;
@@ -59,7 +60,7 @@ int bench_train(int argc, char **argv) {
         fprintf(stderr, "longattn bench train: %s\n", la_errmsg());
         return 1;
     }
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.B = B;
     tc.T = T;
     tc.steps = steps + 1;
@@ -83,13 +84,13 @@ int bench_train(int argc, char **argv) {
     if (la_trainer_step_batch(tr, tok, tgt, B, T, &info) != LA_OK) rc = 1;
     la_model_reset_timing(m);
     double *st = malloc(sizeof(double) * steps);
-    double t0 = bench_now();
+    double t0 = cli_now();
     for (int s = 0; s < steps && !rc; s++) {
-        double a = bench_now();
+        double a = cli_now();
         if (la_trainer_step_batch(tr, tok, tgt, B, T, &info) != LA_OK) rc = 1;
-        st[s] = bench_now() - a;
+        st[s] = cli_now() - a;
     }
-    double wall = bench_now() - t0;
+    double wall = cli_now() - t0;
     if (rc) {
         fprintf(stderr, "longattn bench train: %s\n", la_errmsg());
     } else {

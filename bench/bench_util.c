@@ -1,16 +1,9 @@
-/* bench_util.c -- clock, median and peak-RSS probes shared by the benchmarks. */
+/* bench_util.c -- median and peak-RSS probes shared by the benchmarks. */
 #include "bench.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-double bench_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make check: the C tests (normal build), the C tests again under ASan+UBSan, the Python
+# make check: the layering check (make check-layers), the C tests (normal build), the C tests again under ASan+UBSan, the Python
 # tests (pytest in .venv), then one closing line summing the three that CI reads.
 set -u
 cd "$(dirname "$0")/.."
@@ -25,6 +25,12 @@ stage() {
     [ "$rc" -ne 0 ] && rc_all=1
     rm -f "$log"
 }
+if make check-layers; then
+    echo "== stage layers: ok"
+else
+    echo "== stage layers: FAILED (a dependency runs against the layer table, see above)"
+    total_f=$((total_f + 1)); rc_all=1
+fi
 stage c make test
 stage sanitized make test-san
 stage python make test-python

@@ -159,7 +159,7 @@ static void run_ref_case(const ref_case *rc) {
     for (int h = 0; h < H; h++) logn_s[h] = (float)(0.15 + 0.05 * h), logn_sd[h] = logn_s[h];
     for (int b = 0; b < B; b++)
         for (int j = 0; j < S; j++) docs[b * S + j] = j < S / 3 + 7 * b ? 0 : j < (2 * S) / 3 ? 1 : 2;
-    la_attn_opts op = la_attn_default_opts();
+    la_attn_opts op = la_attn_opts_default();
     if (rc->docs) op.doc_ids = docs;
     if (sp.xform == LA_XF_LOGN) op.logn_s = logn_s;
     op.as_beta = beta, op.as_gamma = gamma;
@@ -178,7 +178,7 @@ static void run_ref_case(const ref_case *rc) {
         ref_ranges *rr = calloc((size_t)H, sizeof *rr);
         for (int h = 0; h < H; h++) {
             rr[h].R = la_diag_num_ranges(d[b * H + h]);
-            for (int r = 0; r < rr[h].R; r++) la_diag_range_edges(d[b * H + h], r, &rr[h].edges[r], &rr[h].edges[r + 1]);
+            for (int r = 0; r < rr[h].R; r++) la_diag_get_range_edges(d[b * H + h], r, &rr[h].edges[r], &rr[h].edges[r + 1]);
         }
         for (int i = 0; i < T; i++) {
             for (int h = 0; h < H; h++) {
@@ -292,7 +292,7 @@ static void test_threads_bitwise(void **st) {
     for (size_t i = 0; i < n; i++) q[i] = (float)gauss(&seed), k[i] = (float)gauss(&seed), v[i] = (float)gauss(&seed);
     assert_int_equal(la_attn_forward(&sp, &sh, q, k, v, out, lse, NULL), LA_OK);
     la_diag **d1 = new_diags(H, T - 1, 10), **d2 = new_diags(H, T - 1, 10);
-    la_attn_opts op = la_attn_default_opts();
+    la_attn_opts op = la_attn_opts_default();
     op.n_threads = 1;
     assert_int_equal(la_attn_diagnose(&sp, &sh, q, k, lse, &op, d1), LA_OK);
     op.n_threads = 3;

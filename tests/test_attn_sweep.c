@@ -138,7 +138,7 @@ static void run_case(const sweep_case *c) {
     /* kernel */
     float *out = malloc(4 * nq), *lse = malloc(4 * nr), *ent = malloc(4 * nr), *mass = malloc(4 * nm);
     float *dq = malloc(4 * nq), *dk = malloc(4 * nk), *dv = malloc(4 * nk), dls[8];
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.doc_ids = docs;
     o.logn_s = c->head_s ? s_h : NULL;
     o.row_entropy = ent;
@@ -288,7 +288,7 @@ static void kernel_fd(const char *text, la_shape sh, int use_docs) {
     int32_t docs[64];
     for (int b = 0; b < sh.B; b++)
         for (int j = 0; j < sh.S; j++) docs[b * sh.S + j] = j < 5 + b ? 3 : 4;
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.logn_s = s_h;
     o.doc_ids = use_docs ? docs : NULL;
     o.n_threads = 1;

@@ -128,7 +128,7 @@ static void test_happy_path_matches_library(void **state) {
     float *out = malloc(4 * nq), *lse = malloc(4 * (size_t)B * H * T), *ent = malloc(4 * (size_t)B * H * T);
     float *mass = malloc(4 * (size_t)B * H * S), *dq = malloc(4 * nq), *dk = malloc(4 * nk), *dv = malloc(4 * nk);
     float dls[4];
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.doc_ids = docs;
     o.logn_s = s_h;
     o.n_threads = 1;
@@ -170,7 +170,7 @@ static void test_three_d_inputs(void **state) {
     assert_int_equal(la_spec_parse("sinv+prope", &sp), LA_OK);
     la_shape sh = {1, H, H, T, S, D, LA_POS0_AUTO};
     float out[24], lse[6];
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.n_threads = 1;
     assert_int_equal(la_attn_forward(&sp, &sh, q, k, v, out, lse, &o), LA_OK);
     expect_file_equal("o3.npy", out, 3, qs);

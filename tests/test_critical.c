@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -185,7 +187,7 @@ static void test_gaussian_phases(void **st) {
 
 static void test_grid(void **st) {
     (void)st;
-    la_critical_params p = la_critical_default_params();
+    la_critical_params p = la_critical_params_default();
     p.n = 128, p.d = 64, p.draws = 2;
     double rhos[2] = {0.2, 0.6}, gammas[3] = {0.2, 2.5, 12};
     la_critical_cell cells[6];
@@ -221,15 +223,53 @@ static void test_bad_arguments(void **st) {
     assert_int_equal(la_critical_simplex_ip(10, 0.5, -1, &ip), LA_EINVAL);
     assert_int_equal(la_critical_simplex_ip(INFINITY, 0.5, 1, &ip), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "n must be"));
-    la_critical_params p = la_critical_default_params();
+    la_critical_params p = la_critical_params_default();
     double r = 0.5, g = 1;
     la_critical_cell c;
     p.draws = 0;
     assert_int_equal(la_critical_grid(&p, &r, 1, &g, 1, &c), LA_EINVAL);
-    p = la_critical_default_params();
+    p = la_critical_params_default();
     r = 1.0;
     assert_int_equal(la_critical_grid(&p, &r, 1, &g, 1, &c), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "rho"));
+}
+
+/* la_critical_run (src/tasks/critical_run.c): the grid it returns equals la_critical_grid's,
+ * its CSV has one row per cell, no plot without the flag; bad arguments are LA_EINVAL. */
+static void test_run_writes_files(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_critical_run_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    la_critical_params p = la_critical_params_default();
+    p.n = 32, p.d = 8;
+    const double rhos[2] = {0.2, 0.6}, gammas[3] = {0.5, 1.5, 3};
+    la_critical_cell cells[6], ref[6];
+    int gp = 7;
+    assert_int_equal(la_critical_run(&p, rhos, 2, gammas, 3, dir, 0, cells, &gp), LA_OK);
+    assert_int_equal(gp, -1); /* not run */
+    assert_int_equal(la_critical_grid(&p, rhos, 2, gammas, 3, ref), LA_OK);
+    for (int k = 0; k < 6; k++) assert_true(cells[k].angle_ratio == ref[k].angle_ratio);
+    char path[128], line[512];
+    snprintf(path, sizeof path, "%s/critical.csv", dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) rows++;
+    fclose(f);
+    assert_int_equal(rows, 1 + 6);
+    const char *names[] = {"simplex.csv", "critical.gp"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        assert_int_equal(access(path, F_OK), 0);
+    }
+    snprintf(path, sizeof path, "%s/critical.png", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    assert_int_equal(la_critical_run(&p, rhos, 2, gammas, 3, NULL, 0, cells, NULL), LA_EINVAL);
+    const double bad_rho[1] = {1.5};
+    assert_int_equal(la_critical_run(&p, bad_rho, 1, gammas, 3, dir, 0, cells, NULL), LA_EINVAL);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 int main(void) {
@@ -242,6 +282,7 @@ int main(void) {
         cmocka_unit_test(test_gaussian_phases),
         cmocka_unit_test(test_grid),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_run_writes_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

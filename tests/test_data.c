@@ -60,7 +60,7 @@ static int teardown(void **st) {
 static la_data *open_ok(const char *name, double vf) {
     char p[256];
     path_in(p, sizeof p, name);
-    la_data_config c = la_data_default_config();
+    la_data_config c = la_data_config_default();
     c.val_fraction = vf;
     la_data *d = NULL;
     la_status s = la_data_open(p, &c, &d);

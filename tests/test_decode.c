@@ -19,7 +19,7 @@
 #include "longattn.h"
 
 static la_model *tiny_model(const char *spec, uint64_t seed) {
-    la_model_config cfg = la_model_default_config();
+    la_model_config cfg = la_model_config_default();
     cfg.n_layer = 2;
     cfg.n_head = 4;
     cfg.n_kv_head = 2;
@@ -51,7 +51,7 @@ static void check_decode(const char *spec, const char *policy, const int *chunks
     assert_int_equal(la_model_forward(m, tok, NULL, 1, N, NULL, NULL), LA_OK);
     float *ref = malloc(sizeof(float) * N * V);
     memcpy(ref, la_model_logits(m), sizeof(float) * N * V);
-    la_kv_params kp = la_kv_default_params();
+    la_kv_params kp = la_kv_params_default();
     assert_int_equal(la_kv_policy_parse(policy, &kp), LA_OK);
     kp.max_tokens = N;
     int max_step = 0;
@@ -106,7 +106,7 @@ static void test_evicting_cache_matches_equivalent_spec(void **state) {
 static void test_decoder_errors(void **state) {
     (void)state;
     la_model *m = tiny_model("softmax+rope+causal", 1);
-    la_kv_params kp = la_kv_default_params();
+    la_kv_params kp = la_kv_params_default();
     assert_int_equal(la_kv_policy_parse("window(4)", &kp), LA_OK);
     la_decoder *d = NULL;
     assert_int_equal(la_decoder_new(m, &kp, 5, &d), LA_EINVAL); /* > window */

@@ -1,5 +1,5 @@
 /* test_diagnose.c -- per-range attention mass / entropy accumulator and the Gaussian-model
- * scale-invariance check (src/tasks/diagnose.c).
+ * scale-invariance check (src/attn/diag_stats.c, src/tasks/diag_gaussian.c).
  * Tolerances: probabilities enter as float (relative rounding 6e-8); sums of <= 1e5 of them
  * in double keep mass within ~1e-7 and entropies (log M - sum p log p / M) within ~1e-6,
  * so 1e-5 absolute is safe and still catches any wrong range, count or formula. */
@@ -25,17 +25,17 @@ static void test_edges(void **st) {
     static const int64_t e10[] = {0, 1, 10, 100, 1000, 10000};
     assert_int_equal(la_diag_num_ranges(d), 5);
     for (int r = 0; r < 5; r++) {
-        assert_int_equal(la_diag_range_edges(d, r, &lo, &hi), LA_OK);
+        assert_int_equal(la_diag_get_range_edges(d, r, &lo, &hi), LA_OK);
         assert_int_equal(lo, e10[r]);
         assert_int_equal(hi, e10[r + 1]);
     }
-    assert_int_equal(la_diag_range_edges(d, 5, &lo, &hi), LA_EINVAL);
+    assert_int_equal(la_diag_get_range_edges(d, 5, &lo, &hi), LA_EINVAL);
     la_diag_free(d);
     assert_int_equal(la_diag_new(12, 1.5, 1, &d), LA_OK);
     static const int64_t e15[] = {0, 1, 2, 3, 5, 8, 12, 18}; /* ceil(e * 1.5), at least e + 1 */
     assert_int_equal(la_diag_num_ranges(d), 7);
     for (int r = 0; r < 7; r++) {
-        la_diag_range_edges(d, r, &lo, &hi);
+        la_diag_get_range_edges(d, r, &lo, &hi);
         assert_int_equal(lo, e15[r]);
         assert_int_equal(hi, e15[r + 1]);
     }

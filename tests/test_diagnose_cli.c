@@ -100,7 +100,7 @@ static void test_gaussian_too_short(void **st) {
 /* a tiny model (2 layers, 2 heads) saved as dir/model.safetensors, a 3000-byte text, a
  * 100-byte text and a folder holding both */
 static void make_inputs(void) {
-    la_model_config cfg = la_model_default_config();
+    la_model_config cfg = la_model_config_default();
     cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 32, cfg.d_ff = 64, cfg.train_len = 32;
     la_model *m;
     assert_int_equal(la_model_new(&cfg, 5, &m), LA_OK);

@@ -98,7 +98,7 @@ static double maxdiff(const float *a, const double *b, size_t n) {
 }
 
 static void run_kernel(const la_spec *sp, prob_t *p, int backward, int nthreads) {
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.doc_ids = p->docs;
     o.as_beta = p->beta;
     o.as_gamma = p->gamma;

@@ -175,7 +175,7 @@ static la_status model_loss(void *ctx, const int32_t *in, const int32_t *tgt, in
 static void test_eval_at_L_equals_training_forward(void **state) {
     (void)state;
     enum { T = 64, N = 4, B = 8 };
-    la_model_config mc = la_model_default_config();
+    la_model_config mc = la_model_config_default();
     mc.n_layer = 1;
     mc.d_model = 32;
     mc.n_head = 2;
@@ -183,7 +183,7 @@ static void test_eval_at_L_equals_training_forward(void **state) {
     snprintf(mc.spec, sizeof mc.spec, "softmax+rope");
     la_model *m;
     assert_int_equal(la_model_new(&mc, 5, &m), LA_OK);
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.steps = 25;
     tc.B = B;
     tc.T = T;

@@ -9,7 +9,8 @@
  *     function that lost its hidden visibility),
  *   - every LA_API declaration the libraries do not export (declared, never defined),
  *   - every top-level function prototype in a public header without LA_API (it would be
- *     hidden: users would get "undefined reference").
+ *     hidden: users would get "undefined reference"),
+ *   - a module header that includes one of a higher or the same layer.
  * BUILD is the folder above this program's (argv[0] = BUILD/tests/test_exports). */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -191,6 +192,47 @@ static void test_public_prototypes_have_la_api(void **state) {
     names_free(&bad);
 }
 
+/* Module headers follow the layers core -> io -> attn -> model -> train / infer ->
+ * experiments: each includes only headers of lower layers. Headers not in this table (new
+ * modules) are not checked here. */
+static int layer_of(const char *header) {
+    static const struct { const char *name; int layer; } t[] = {
+        {"core.h", 0}, {"io.h", 1}, {"gguf.h", 1}, {"tokenizer.h", 1}, {"attn.h", 2}, {"model.h", 3},
+        {"train.h", 4}, {"infer.h", 4}, {"experiments.h", 5},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(header, t[i].name) == 0) return t[i].layer;
+    return -1;
+}
+
+static void test_module_headers_follow_layers(void **state) {
+    (void)state;
+    names files = {0};
+    header_files(&files);
+    int problems = 0, checked = 0;
+    for (int i = 0; i < files.n; i++) {
+        const char *base = strrchr(files.name[i], '/') + 1;
+        if (strcmp(files.name[i], "include/longattn.h") == 0 || layer_of(base) < 0) continue;
+        FILE *f = fopen(files.name[i], "r");
+        assert_non_null(f);
+        char line[1024], inc[256];
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "#include \"%255[^\"]\"", inc) != 1) continue;
+            const char *ib = strrchr(inc, '/') ? strrchr(inc, '/') + 1 : inc;
+            checked++;
+            if (layer_of(ib) < 0 || layer_of(ib) >= layer_of(base)) {
+                print_error("%s includes \"%s\", which is not a lower layer (core -> io -> attn "
+                            "-> model -> train / infer -> experiments)\n", files.name[i], inc);
+                problems++;
+            }
+        }
+        fclose(f);
+    }
+    names_free(&files);
+    if (problems) fail_msg("%d include(s) against the layer order", problems);
+    assert_true(checked >= 6); /* the module headers exist and include each other */
+}
+
 static void test_version(void **state) {
     (void)state;
     char want[64];
@@ -231,6 +273,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_shared_exports_only_public),
         cmocka_unit_test(test_static_exports_only_public),
         cmocka_unit_test(test_public_prototypes_have_la_api),
+        cmocka_unit_test(test_module_headers_follow_layers),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_shared_library_loads),
     };

@@ -18,7 +18,7 @@
 enum { TB = 2, TT = 8, TV = 16 };
 
 static la_model *tiny(const char *spec, int n_kv) {
-    la_model_config c = la_model_default_config();
+    la_model_config c = la_model_config_default();
     c.n_layer = 2;
     c.d_model = 16;
     c.n_head = 2;
@@ -38,7 +38,7 @@ static la_model *tiny(const char *spec, int n_kv) {
     float *p = la_model_params(m);
     for (int i = 0; i < la_model_num_tensors(m); i++) {
         la_tensor_info t;
-        assert_int_equal(la_model_tensor(m, i, &t), LA_OK);
+        assert_int_equal(la_model_get_tensor(m, i, &t), LA_OK);
         if (t.pclass == LA_PCLASS_GAIN || t.pclass == LA_PCLASS_SCALAR)
             for (size_t j = 0; j < t.numel; j++) p[t.offset + j] *= (float)(1 + 0.3 * la_rng_normal(&r));
     }
@@ -85,7 +85,7 @@ static void gradcheck(const char *spec, int n_kv) {
     int checked = 0, bad = 0;
     for (int ti = 0; ti < la_model_num_tensors(m); ti++) {
         la_tensor_info t;
-        la_model_tensor(m, ti, &t);
+        la_model_get_tensor(m, ti, &t);
         double tnorm = 0;
         for (size_t j = 0; j < t.numel; j++) tnorm += (double)g[t.offset + j] * g[t.offset + j];
         /* every tensor must receive a gradient (a forgotten backward leaves it 0) */
@@ -265,23 +265,23 @@ static void test_eval_chunks(void **st) {
 
 static void test_bad_arguments(void **st) {
     (void)st;
-    la_model_config c = la_model_default_config();
+    la_model_config c = la_model_config_default();
     la_model *m = NULL;
     c.n_head = 3;  // does not divide 128
     assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
     assert_null(m);
     assert_non_null(strstr(la_errmsg(), "n_head"));
-    c = la_model_default_config();
+    c = la_model_config_default();
     c.n_kv_head = 3;
     assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
-    c = la_model_default_config();
+    c = la_model_config_default();
     snprintf(c.spec, sizeof c.spec, "softmax+nonsense");
     assert_int_equal(la_model_new(&c, 1, &m), LA_ESPEC);
-    c = la_model_default_config();
+    c = la_model_config_default();
     c.d_model = 12;
     c.n_head = 4;  // head size 3, odd, with RoPE
     assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
-    c = la_model_default_config();
+    c = la_model_config_default();
     c.qk_gain = 0;  // QK-norm gains must start positive
     assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "qk_gain"));
@@ -297,8 +297,8 @@ static void test_bad_arguments(void **st) {
     assert_non_null(la_model_logits(m));
     assert_int_equal(la_model_backward(m), LA_EINVAL);  // no targets
     la_tensor_info ti;
-    assert_int_equal(la_model_tensor(m, -1, &ti), LA_EINVAL);
-    assert_int_equal(la_model_tensor(m, la_model_num_tensors(m), &ti), LA_EINVAL);
+    assert_int_equal(la_model_get_tensor(m, -1, &ti), LA_EINVAL);
+    assert_int_equal(la_model_get_tensor(m, la_model_num_tensors(m), &ti), LA_EINVAL);
     la_model_free(m);
 }
 
@@ -312,7 +312,7 @@ static void test_param_table(void **st) {
     int n_matrix = 0, has_logn = 0;
     for (int i = 0; i < la_model_num_tensors(m); i++) {
         la_tensor_info t;
-        la_model_tensor(m, i, &t);
+        la_model_get_tensor(m, i, &t);
         assert_int_equal(t.offset, off);
         off += t.numel;
         n_matrix += t.pclass == LA_PCLASS_MATRIX;
@@ -326,7 +326,7 @@ static void test_param_table(void **st) {
     la_model_free(m2);
     /* qk_gain sets exactly the QK-norm gains; every other gain still starts at 1 and the
      * matrices are the same draws, and it survives a save/load round trip */
-    la_model_config c = la_model_default_config();
+    la_model_config c = la_model_config_default();
     c.n_layer = 2;
     c.qk_gain = 1.6f;
     la_model *g = NULL, *g1 = NULL;
@@ -336,7 +336,7 @@ static void test_param_table(void **st) {
     int n_qk = 0;
     for (int i = 0; i < la_model_num_tensors(g); i++) {
         la_tensor_info t;
-        la_model_tensor(g, i, &t);
+        la_model_get_tensor(g, i, &t);
         const float *p = la_model_params(g) + t.offset, *p1 = la_model_params(g1) + t.offset;
         int is_qk = strstr(t.name, "q_norm.g") || strstr(t.name, "k_norm.g");
         n_qk += is_qk;
@@ -357,7 +357,7 @@ static void test_param_table(void **st) {
     /* a non-finite weight makes the file unloadable, with the tensor named */
     la_tensor_info ti;
     for (int i = 0; i < la_model_num_tensors(g); i++) {
-        la_model_tensor(g, i, &ti);
+        la_model_get_tensor(g, i, &ti);
         if (strstr(ti.name, "h.1.attn.wq")) break;
     }
     la_model_params(g)[ti.offset + 3] = NAN;

@@ -131,7 +131,7 @@ static void test_full_cache_equals_one_forward(void **state) {
                         mkspec(LA_POS_PROPE, LA_PAT_CAUSAL, 0, 0), mkspec(LA_POS_ROPE, LA_PAT_WINDOW, 7, 0)};
     const int chunks[] = {1, 3, 1, 5, 2, 1, 8, 1};
     for (int si = 0; si < 4; si++) {
-        la_kv_params p = la_kv_default_params();
+        la_kv_params p = la_kv_params_default();
         p.n_layers = NL;
         p.H = H;
         p.Hkv = Hkv;
@@ -214,7 +214,7 @@ static void model_make_room(model_head *m, int sinks, int heavy, int recent, int
 
 static void run_policy_vs_fresh(const char *policy, const la_spec *spec, int seed) {
     const int H = 4, Hkv = 2, D = 16, N = 48; /* budgets <= 8: >= 40 evictions */
-    la_kv_params p = la_kv_default_params();
+    la_kv_params p = la_kv_params_default();
     p.H = H;
     p.Hkv = Hkv;
     p.D = D;
@@ -273,7 +273,7 @@ static void run_policy_vs_fresh(const char *policy, const la_spec *spec, int see
             for (int j = 0; j < sinks && j <= t0 + T - 1; j++) assert_int_equal(pos[h * n + j], j);
             for (int j = 0; j < recent && j < t0 + T; j++) assert_int_equal(pos[h * n + n - 1 - j], t0 + T - 1 - j);
         }
-        la_attn_opts o = la_attn_default_opts();
+        la_attn_opts o = la_attn_opts_default();
         o.key_mass = mass;
         o.n_threads = 1; /* tiny calls: thread start-up would dominate */
         assert_int_equal(la_kv_attend(c, 0, spec, qc, T, o1, st, &o), LA_OK);
@@ -281,7 +281,7 @@ static void run_policy_vs_fresh(const char *policy, const la_spec *spec, int see
          * same kernel, same inputs -> equal up to summation-order noise (1e-6 on O(1) values) */
         la_shape sh = {1, H, Hkv, T, n, D, LA_POS0_AUTO};
         float *st2 = malloc(sizeof(float) * H * T), *mass2 = malloc(sizeof(float) * H * n);
-        la_attn_opts o2o = la_attn_default_opts();
+        la_attn_opts o2o = la_attn_opts_default();
         o2o.key_mass = mass2;
         o2o.n_threads = 1;
         assert_int_equal(la_attn_forward(spec, &sh, qc, kk, vk, o2, st2, &o2o), LA_OK);
@@ -388,7 +388,7 @@ static void test_rope_shift_composes(void **state) {
  * allow scale/2 * (1 + 1e-6) + 1 ulp of |x|. */
 static void check_roundtrip(int group) {
     const int D = 32, T = 6;
-    la_kv_params p = la_kv_default_params();
+    la_kv_params p = la_kv_params_default();
     p.D = D;
     p.storage = LA_KV_INT8;
     p.group = group;
@@ -475,7 +475,7 @@ static void test_int8_attention_within_bound(void **state) {
     la_spec spec = mkspec(LA_POS_ROPE, LA_PAT_CAUSAL, 0, 0);
     const int groups[2] = {0, 8};
     for (int gi = 0; gi < 2; gi++) {
-        la_kv_params p = la_kv_default_params();
+        la_kv_params p = la_kv_params_default();
         p.H = H, p.Hkv = Hkv, p.D = D, p.max_tokens = N;
         la_kv_cache *cf = NULL, *cq = NULL;
         assert_int_equal(la_kv_new(&p, &cf), LA_OK);
@@ -543,7 +543,7 @@ static void test_budget_over_long_stream(void **state) {
     la_rng r;
     la_rng_seed(&r, 5);
     for (int pi = 0; pi < 6; pi++) {
-        la_kv_params p = la_kv_default_params();
+        la_kv_params p = la_kv_params_default();
         p.H = H, p.Hkv = Hkv, p.D = D, p.n_layers = 2, p.max_tokens = N;
         assert_int_equal(la_kv_policy_parse(policies[pi], &p), LA_OK);
         la_kv_cache *c = NULL;
@@ -555,7 +555,7 @@ static void test_budget_over_long_stream(void **state) {
         int64_t *pos = malloc(sizeof(int64_t) * (size_t)B * Hkv);
         float q[2 * 8], k[8], v[8], o[2 * 8];
         size_t heap0 = 0;
-        la_attn_opts one_thread = la_attn_default_opts();
+        la_attn_opts one_thread = la_attn_opts_default();
         one_thread.n_threads = 1;
         for (int t = 0; t < N; t++) {
             fill_normal(&r, q, 16, 1.0);
@@ -598,7 +598,7 @@ static void expect_bad_params(la_kv_params p, const char *word) {
 
 static void test_bad_params_are_clear_errors(void **state) {
     (void)state;
-    la_kv_params d = la_kv_default_params(), p;
+    la_kv_params d = la_kv_params_default(), p;
     assert_int_equal(la_kv_params_validate(&d), LA_OK);
     p = d, p.H = 6, p.Hkv = 4;
     expect_bad_params(p, "multiple of Hkv");
@@ -655,7 +655,7 @@ static void test_bad_params_are_clear_errors(void **state) {
     assert_int_equal(la_kv_attend(c, 0, &spec, q, 4, o, NULL, NULL), LA_EINVAL); /* T > len */
     assert_int_equal(la_kv_attend(c, 0, &spec, q, 0, o, NULL, NULL), LA_ESHAPE);
     assert_int_equal(la_kv_attend(c, 0, NULL, q, 1, o, NULL, NULL), LA_EINVAL);
-    la_attn_opts op = la_attn_default_opts();
+    la_attn_opts op = la_attn_opts_default();
     int32_t ids[8] = {0};
     op.doc_ids = ids;
     assert_int_equal(la_kv_attend(c, 0, &spec, q, 1, o, NULL, &op), LA_EINVAL);
@@ -681,7 +681,7 @@ static void test_policy_text_roundtrip(void **state) {
     const char *texts[] = {"full", "window(256)", "sinks(4,252)", "h2o(64,64)", "h2o(heavy=8,recent=4,sinks=2)",
                            "sinks(4,28)+int8", "int8(group=16)+window(w=9)", "int8"};
     for (int i = 0; i < 8; i++) {
-        la_kv_params a = la_kv_default_params(), b = la_kv_default_params();
+        la_kv_params a = la_kv_params_default(), b = la_kv_params_default();
         char buf[128];
         assert_int_equal(la_kv_policy_parse(texts[i], &a), LA_OK);
         int n = la_kv_policy_format(&a, buf, sizeof buf);
@@ -689,7 +689,7 @@ static void test_policy_text_roundtrip(void **state) {
         assert_int_equal(la_kv_policy_parse(buf, &b), LA_OK);
         assert_memory_equal(&a, &b, sizeof a);
     }
-    la_kv_params a = la_kv_default_params();
+    la_kv_params a = la_kv_params_default();
     assert_int_equal(la_kv_policy_parse("sinks(4,252)+int8(group=32)", &a), LA_OK);
     assert_int_equal(a.policy, LA_KV_SINKS);
     assert_int_equal(a.sinks, 4);

@@ -28,7 +28,7 @@
 static const float *tensor(la_model *m, const char *name, la_tensor_info *info) {
     for (int i = 0; i < la_model_num_tensors(m); i++) {
         la_tensor_info t;
-        assert_int_equal(la_model_tensor(m, i, &t), LA_OK);
+        assert_int_equal(la_model_get_tensor(m, i, &t), LA_OK);
         if (!strcmp(t.name, name)) {
             if (info) *info = t;
             return la_model_params(m) + t.offset;
@@ -61,7 +61,7 @@ static void headnorm(const double *x, const float *g, int T, int nh, int D, doub
 }
 
 static void run_model_case(const char *spec, int n_kv_head) {
-    la_model_config cfg = la_model_default_config();
+    la_model_config cfg = la_model_config_default();
     cfg.n_layer = 2, cfg.n_head = 2, cfg.n_kv_head = n_kv_head, cfg.d_model = 32, cfg.d_ff = 64;
     cfg.train_len = 32;
     snprintf(cfg.spec, sizeof cfg.spec, "%s", spec);
@@ -73,7 +73,7 @@ static void run_model_case(const char *spec, int n_kv_head) {
     float *P = la_model_params(m);
     for (int i = 0; i < la_model_num_tensors(m); i++) {
         la_tensor_info t;
-        la_model_tensor(m, i, &t);
+        la_model_get_tensor(m, i, &t);
         /* gains and logn s_h in [0.6, 1.4) x their value; ASEntmax weights random */
         int gain = strstr(t.name, ".g") != NULL, logn = strstr(t.name, "logn_s") != NULL;
         int as = strstr(t.name, "attn.as_") != NULL;
@@ -204,7 +204,7 @@ static void test_layer0_vs_reference(void **st) {
 
 static void test_bad_arguments(void **st) {
     (void)st;
-    la_model_config cfg = la_model_default_config();
+    la_model_config cfg = la_model_config_default();
     cfg.n_layer = 1, cfg.n_head = 2, cfg.d_model = 16;
     la_model *m;
     assert_int_equal(la_model_new(&cfg, 1, &m), LA_OK);

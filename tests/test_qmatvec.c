@@ -21,6 +21,7 @@
 #undef la_gguf_matvec
 la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
                      float *y);
+la_status la_gguf_matvec(const la_gguf_tensor *t, const float *x, float *y);
 
 #include <math.h>
 #include <setjmp.h>
@@ -83,18 +84,13 @@ static uint8_t *random_matrix(la_rng *r, uint32_t t, int64_t rows, int64_t cols)
 
 typedef la_status (*qmv_fn)(uint32_t, const void *, int64_t, int64_t, const float *, float *);
 
-static void check_type(qmv_fn fn, uint32_t t, int64_t rows, int64_t cols, uint64_t seed) {
-    la_rng r;
-    la_rng_seed(&r, seed);
-    uint8_t *w = random_matrix(&r, t, rows, cols);
-    float *x = malloc((size_t)cols * sizeof *x), *y = malloc((size_t)rows * sizeof *y),
-          *wr = malloc((size_t)cols * sizeof *wr), y1;
-    assert_true(x && y && wr);
+/* y = W x through fn against dequantize + double dot, row by row (bound above) */
+static void check_matrix(qmv_fn fn, uint32_t t, const uint8_t *w, int64_t rows, int64_t cols,
+                         const float *x) {
+    float *y = malloc((size_t)rows * sizeof *y), *wr = malloc((size_t)cols * sizeof *wr), y1;
+    assert_true(y && wr);
     double sumx = 0;
-    for (int64_t c = 0; c < cols; c++) {
-        x[c] = (float)la_rng_normal(&r);
-        sumx += fabs(x[c]);
-    }
+    for (int64_t c = 0; c < cols; c++) sumx += fabs(x[c]);
     assert_int_equal(fn(t, w, rows, cols, x, y), LA_OK);
     const int64_t rb = la_ggml_row_bytes(t, cols);
     for (int64_t i = 0; i < rows; i++) {
@@ -113,10 +109,20 @@ static void check_type(qmv_fn fn, uint32_t t, int64_t rows, int64_t cols, uint64
         assert_int_equal(fn(t, w + i * rb, 1, cols, x, &y1), LA_OK);
         assert_memory_equal(&y1, &y[i], sizeof y1);
     }
-    free(w);
-    free(x);
     free(y);
     free(wr);
+}
+
+static void check_type(qmv_fn fn, uint32_t t, int64_t rows, int64_t cols, uint64_t seed) {
+    la_rng r;
+    la_rng_seed(&r, seed);
+    uint8_t *w = random_matrix(&r, t, rows, cols);
+    float *x = malloc((size_t)cols * sizeof *x);
+    assert_non_null(x);
+    for (int64_t c = 0; c < cols; c++) x[c] = (float)la_rng_normal(&r);
+    check_matrix(fn, t, w, rows, cols, x);
+    free(w);
+    free(x);
 }
 
 static void run_all(qmv_fn fn) {
@@ -140,6 +146,39 @@ static void test_portable_matches_reference(void **state) {
     run_all(la_qmatvec_portable);
 }
 
+/* The default model's weights (scripts/fetch_model.sh): the Q8_0 embedding as an output
+ * layer (49152 x 576), a Q4_1 attention and feed-forward weight and an F32 norm vector
+ * (as a 1 x 576 matrix), through la_gguf_matvec and the portable path. */
+static void test_default_model_weights(void **state) {
+    (void)state;
+    const char *path = "data/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    la_gguf *g;
+    la_status s = la_gguf_open(path, &g);
+    if (s != LA_OK) print_error("%s (run scripts/fetch_model.sh)\n", la_errmsg());
+    assert_int_equal(s, LA_OK);
+    const char *names[] = {"token_embd.weight", "blk.0.attn_q.weight", "blk.29.ffn_down.weight",
+                           "output_norm.weight"};
+    for (int k = 0; k < 4; k++) {
+        const la_gguf_tensor *t;
+        assert_int_equal(la_gguf_get_tensor(g, names[k], &t), LA_OK);
+        const int64_t cols = t->ne[0], rows = la_gguf_tensor_nrows(t);
+        float *x = malloc((size_t)cols * sizeof *x), *y = malloc((size_t)rows * sizeof *y);
+        assert_true(x && y);
+        la_rng r;
+        la_rng_seed(&r, (uint64_t)k);
+        for (int64_t c = 0; c < cols; c++) x[c] = (float)la_rng_normal(&r);
+        assert_int_equal(la_gguf_matvec(t, x, y), LA_OK);
+        check_matrix(la_qmatvec, t->type, t->data, rows, cols, x);
+        check_matrix(la_qmatvec_portable, t->type, t->data, rows, cols, x);
+        free(x);
+        free(y);
+    }
+    const la_gguf_tensor *t = la_gguf_find_tensor(g, "blk.0.attn_k.weight");
+    assert_non_null(t);
+    assert_int_equal(t->type, LA_GGML_Q4_1);
+    la_gguf_close(g);
+}
+
 static void test_errors(void **state) {
     (void)state;
     uint8_t w[256] = {0};
@@ -156,6 +195,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vectorised_matches_reference),
         cmocka_unit_test(test_portable_matches_reference),
+        cmocka_unit_test(test_default_model_weights),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,14 +44,14 @@ static void empirical(const la_sample_params *sp, double *freq) {
 
 static void test_greedy_is_argmax(void **state) {
     (void)state;
-    la_sample_params sp = la_sample_default_params();
+    la_sample_params sp = la_sample_params_default();
     sp.temperature = 0;
     int32_t t = -1;
     /* logits 1 and 3 tie at the maximum: the lower id wins */
     assert_int_equal(la_sample_token(logits, V, &sp, 0.99, NULL, &t), LA_OK);
     assert_int_equal(t, 1);
     char scratch[V * 8];
-    sp = la_sample_default_params();
+    sp = la_sample_params_default();
     sp.top_k = 1;
     for (int i = 0; i < 10; i++) {
         assert_int_equal(la_sample_token(logits, V, &sp, i / 10.0, scratch, &t), LA_OK);
@@ -65,7 +65,7 @@ static void test_temperature_matches_softmax(void **state) {
     int keep[V];
     for (int i = 0; i < V; i++) keep[i] = 1;
     for (int k = 0; k < 3; k++) {
-        la_sample_params sp = la_sample_default_params();
+        la_sample_params sp = la_sample_params_default();
         sp.temperature = temps[k];
         double p[V], f[V];
         ref_probs(temps[k], keep, p);
@@ -78,7 +78,7 @@ static void test_temperature_matches_softmax(void **state) {
 static void test_top_k_and_top_p(void **state) {
     (void)state;
     /* top-k = 3: tokens 1, 3 (2.5) and 6 (1.7) */
-    la_sample_params sp = la_sample_default_params();
+    la_sample_params sp = la_sample_params_default();
     sp.top_k = 3;
     sp.temperature = 0.8;
     int keep[V] = {0, 1, 0, 1, 0, 0, 1, 0};
@@ -100,7 +100,7 @@ static void test_top_k_and_top_p(void **state) {
             cum += full[order[r]];
             if (cum >= tps[k]) break;
         }
-        sp = la_sample_default_params();
+        sp = la_sample_params_default();
         sp.top_p = tps[k];
         ref_probs(1.0, kp, p);
         empirical(&sp, f);
@@ -112,7 +112,7 @@ static void test_bad_params(void **state) {
     (void)state;
     char scratch[V * 8];
     int32_t t;
-    la_sample_params sp = la_sample_default_params();
+    la_sample_params sp = la_sample_params_default();
     assert_int_equal(la_sample_token(logits, V, &sp, 1.0, scratch, &t), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "u = 1"));
     assert_int_equal(la_sample_token(logits, 0, &sp, 0.5, scratch, &t), LA_ESHAPE);
@@ -121,14 +121,14 @@ static void test_bad_params(void **state) {
     sp.temperature = -1;
     assert_int_equal(la_sample_token(logits, V, &sp, 0.5, scratch, &t), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "temperature"));
-    sp = la_sample_default_params();
+    sp = la_sample_params_default();
     sp.top_p = 0;
     assert_int_equal(la_sample_token(logits, V, &sp, 0.5, scratch, &t), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "top_p"));
-    sp = la_sample_default_params();
+    sp = la_sample_params_default();
     sp.top_k = -2;
     assert_int_equal(la_sample_token(logits, V, &sp, 0.5, scratch, &t), LA_EINVAL);
-    sp = la_sample_default_params();
+    sp = la_sample_params_default();
     float bad[3] = {0, NAN, 1};
     assert_int_equal(la_sample_token(bad, 3, &sp, 0.5, scratch, &t), LA_ENUMERIC);
     float ninf[2] = {-INFINITY, -INFINITY};

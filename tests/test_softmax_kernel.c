@@ -58,7 +58,7 @@ static double maxerr(const float *a, const double *b, size_t n, double *scale) {
 }
 
 static la_status run(const la_spec *sp, prob *p, const int32_t *docs, const float *logn_s, int threads, int bwd) {
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.doc_ids = docs;
     o.logn_s = logn_s;
     o.row_entropy = p->ent;
@@ -198,7 +198,7 @@ static void test_threads_bitwise(void **state) {
  * eps = 1e-2 on O(1) inputs in float: truncation O(eps^2) ~ 1e-4, rounding ~ 1e-6/eps;
  * tolerance 2e-2 relative + 2e-3 absolute. */
 static double loss_of(const la_spec *sp, prob *p, const float *ls) {
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.logn_s = ls;
     assert_int_equal(la_attn_forward(sp, &p->sh, p->q, p->k, p->v, p->out, p->lse, &o), LA_OK);
     double L = 0;
@@ -228,7 +228,7 @@ static void test_finite_differences(void **state) {
     s.pos = LA_POS_ROPE; s.xform = LA_XF_LOGN; s.pattern = LA_PAT_SINKS; s.sinks = 2; s.window = 6;
     float ls[2] = {0.6f, 0.9f};
     prob p = prob_new(1, 2, 1, 20, 24, 8, LA_POS0_AUTO, 99);
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.logn_s = ls;
     o.dlogn_s = p.dlogn;
     assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, p.out, p.lse, &o), LA_OK);
@@ -370,7 +370,7 @@ static void test_workspace_reuse(void **state) {
     s.pos = LA_POS_ROPE;
     prob p = prob_new(1, 2, 1, 90, 90, 16, LA_POS0_AUTO, 8);
     la_workspace *ws = la_workspace_new();
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.ws = ws;
     float *out2 = malloc(sizeof(float) * 2 * 90 * 16);
     assert_int_equal(la_attn_forward(&s, &p.sh, p.q, p.k, p.v, p.out, p.lse, &o), LA_OK);
@@ -385,7 +385,7 @@ static void test_workspace_reuse(void **state) {
     for (int c = 0; c < 3; c++) {
         la_shape sh = p.sh;
         if (c == 2) sh.S = 60, sh.T = 60; /* fewer keys than the cached table */
-        la_attn_opts fresh = la_attn_default_opts();
+        la_attn_opts fresh = la_attn_opts_default();
         assert_int_equal(la_attn_forward(&specs[c], &sh, p.q, p.k, p.v, out2, p.lse, &o), LA_OK);
         assert_int_equal(la_attn_forward(&specs[c], &sh, p.q, p.k, p.v, p.out, p.lse, &fresh), LA_OK);
         assert_memory_equal(p.out, out2, sizeof(float) * 2 * (size_t)sh.T * 16);
@@ -423,7 +423,7 @@ static void test_bad_arguments(void **state) {
     assert_non_null(strstr(la_errmsg(), "logn"));
     s = tu_spec();
     int32_t docs[8] = {0};
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.doc_ids = docs;
     bad = p.sh;
     bad.pos0 = 3; /* queries 3..10 overrun S = 8 */

@@ -109,7 +109,7 @@ static void test_quick_study_end_to_end(void **state) {
     } else {
         la_study st;
         assert_int_equal(la_study_load(study, &st), LA_OK);
-        la_study_opts o = la_study_default_opts();
+        la_study_opts o = la_study_opts_default();
         o.n_threads = 1;
         la_study_summary sum;
         assert_int_equal(la_study_run(&st, out, &o, &sum), LA_OK);
@@ -204,7 +204,7 @@ static void test_fails_fast(void **state) {
     la_study st;
     assert_int_equal(la_study_load(study, &st), LA_OK);
     st.eval_lens[1] = 4096; /* longer than every validation document */
-    la_study_opts o = la_study_default_opts();
+    la_study_opts o = la_study_opts_default();
     assert_int_equal(la_study_run(&st, out, &o, NULL), LA_ESHAPE);
     assert_non_null(strstr(la_errmsg(), "eval_lens"));
     assert_non_null(strstr(la_errmsg(), "2000"));

@@ -143,7 +143,7 @@ static int solve(const la_task_params *p, const int32_t *src, int n, int32_t *ou
  * return how many the solver gets exactly right. */
 static int check_and_solve(const la_task_params *p, int L, uint64_t seed, int n) {
     la_task_vocab voc;
-    assert_int_equal(la_task_vocab_of(p, &voc), LA_OK);
+    assert_int_equal(la_task_get_vocab(p, &voc), LA_OK);
     int cap = 0;
     assert_int_equal(la_task_tokens_at(p, L ? L : p->max_len, &cap), LA_OK);
     int32_t *tok = malloc((size_t)cap * sizeof *tok);
@@ -195,7 +195,7 @@ static void test_solvers_score_100_percent(void **state) {
     /* 1000 examples at the training range, 1x, 8x and 64x the training length */
     const int lens[] = {0, 64, 512, 4096};
     for (int a = 0; a < N_ALL; a++) {
-        la_task_params p = la_task_default_params(ALL[a]);
+        la_task_params p = la_task_params_default(ALL[a]);
         for (int l = 0; l < 4; l++) {
             int n = lens[l] >= 4096 ? 200 : 1000; /* keep the quadratic solvers cheap */
             if (lens[l] >= 4096 && (ALL[a] == LA_TASK_SORT || ALL[a] == LA_TASK_MQMTAR)) n = 50;
@@ -210,7 +210,7 @@ static void test_1024x_length(void **state) {
     /* 1024 x 64 = 65536: still well-formed and solvable (a few examples: the MQMTAR
      * solver is quadratic) */
     for (int a = 0; a < N_ALL; a++) {
-        la_task_params p = la_task_default_params(ALL[a]);
+        la_task_params p = la_task_params_default(ALL[a]);
         int n = ALL[a] == LA_TASK_MQMTAR || ALL[a] == LA_TASK_SORT ? 2 : 5;
         assert_int_equal(check_and_solve(&p, 65536, 3, n), n);
     }
@@ -218,7 +218,7 @@ static void test_1024x_length(void **state) {
 
 static void test_other_params_solvable(void **state) {
     (void)state;
-    la_task_params p = la_task_default_params(LA_TASK_MQMTAR);
+    la_task_params p = la_task_params_default(LA_TASK_MQMTAR);
     p.n_symbols = 4; /* only 16 keys: n_kv is capped by the alphabet */
     p.k_len = 2;
     p.v_len = 3;
@@ -232,7 +232,7 @@ static void test_other_params_solvable(void **state) {
     p.n_symbols = 40;
     p.kv_frac = 1.0;
     assert_int_equal(check_and_solve(&p, 0, 12, 1000), 1000);
-    la_task_params c = la_task_default_params(LA_TASK_SORT);
+    la_task_params c = la_task_params_default(LA_TASK_SORT);
     c.n_symbols = 2;
     c.min_len = c.max_len = 5;
     assert_int_equal(check_and_solve(&c, 0, 1, 1000), 1000);
@@ -242,7 +242,7 @@ static void test_other_params_solvable(void **state) {
 static void test_solver_detects_corruption(void **state) {
     (void)state;
     for (int a = 0; a < N_ALL; a++) {
-        la_task_params p = la_task_default_params(ALL[a]);
+        la_task_params p = la_task_params_default(ALL[a]);
         int cap = 0;
         assert_int_equal(la_task_tokens_at(&p, 64, &cap), LA_OK);
         int32_t *tok = malloc((size_t)cap * sizeof *tok), *ans = malloc((size_t)cap * sizeof *ans);
@@ -262,7 +262,7 @@ static void test_solver_detects_corruption(void **state) {
 
 static void test_mqmtar_structure(void **state) {
     (void)state;
-    la_task_params p = la_task_default_params(LA_TASK_MQMTAR);
+    la_task_params p = la_task_params_default(LA_TASK_MQMTAR);
     const int lens[] = {32, 48, 64, 640, 8192};
     for (int l = 0; l < 5; l++) {
         int L = lens[l], cap = 0;
@@ -302,7 +302,7 @@ static void test_mqmtar_structure(void **state) {
 
 static void test_flipflop_structure(void **state) {
     (void)state;
-    la_task_params p = la_task_default_params(LA_TASK_FLIPFLOP);
+    la_task_params p = la_task_params_default(LA_TASK_FLIPFLOP);
     int cap = 0;
     assert_int_equal(la_task_tokens_at(&p, 512, &cap), LA_OK);
     int32_t *tok = malloc((size_t)cap * sizeof *tok);
@@ -343,7 +343,7 @@ static uint64_t fnv1a(const int32_t *x, int n, uint64_t h) {
 static void test_reproducible(void **state) {
     (void)state;
     for (int a = 0; a < N_ALL; a++) {
-        la_task_params p = la_task_default_params(ALL[a]);
+        la_task_params p = la_task_params_default(ALL[a]);
         int cap = 0;
         assert_int_equal(la_task_tokens_at(&p, 64, &cap), LA_OK);
         int32_t *x = malloc((size_t)cap * sizeof *x), *y = malloc((size_t)cap * sizeof *y);
@@ -374,7 +374,7 @@ static void test_golden_checksum(void **state) {
     int bad = 0;
     for (int a = 0; a < N_ALL; a++) {
         /* explicit parameters, so changing a default does not move the checksum */
-        la_task_params p = la_task_default_params(ALL[a]);
+        la_task_params p = la_task_params_default(ALL[a]);
         p.n_symbols = 16;
         p.min_len = 32;
         p.max_len = 64;
@@ -433,7 +433,7 @@ static void check_same_queries_as_paper(const la_task_params *pp, const la_task_
  * scores 100%; la_task_batch scores exactly the QSEPs, the values and EOS. */
 static void test_mqmtar_inline(void **state) {
     (void)state;
-    la_task_params pp = la_task_default_params(LA_TASK_MQMTAR), p = pp;
+    la_task_params pp = la_task_params_default(LA_TASK_MQMTAR), p = pp;
     p.mq_layout = LA_MQ_INLINE;
     assert_int_equal(check_and_solve(&p, 0, 5, 1000), 1000);
     assert_int_equal(check_and_solve(&p, 1024, 5, 100), 100);
@@ -476,7 +476,7 @@ static void test_mqmtar_inline(void **state) {
  * every target token (keys included) and EOS. */
 static void test_mqmtar_echo(void **state) {
     (void)state;
-    la_task_params pp = la_task_default_params(LA_TASK_MQMTAR), p = pp;
+    la_task_params pp = la_task_params_default(LA_TASK_MQMTAR), p = pp;
     p.mq_layout = LA_MQ_ECHO;
     assert_int_equal(check_and_solve(&p, 0, 5, 1000), 1000);
     assert_int_equal(check_and_solve(&p, 1024, 5, 100), 100);
@@ -501,9 +501,9 @@ static void test_mqmtar_echo(void **state) {
 static void test_batch_packing(void **state) {
     (void)state;
     for (int a = 0; a < N_ALL; a++) {
-        la_task_params p = la_task_default_params(ALL[a]);
+        la_task_params p = la_task_params_default(ALL[a]);
         la_task_vocab voc;
-        assert_int_equal(la_task_vocab_of(&p, &voc), LA_OK);
+        assert_int_equal(la_task_get_vocab(&p, &voc), LA_OK);
         int cap = 0;
         assert_int_equal(la_task_tokens_at(&p, p.max_len, &cap), LA_OK);
         const int B = 6, T = cap - 1 + 3; /* 3 spare columns of padding at least */
@@ -565,55 +565,55 @@ static void test_vocab_and_names(void **state) {
     assert_non_null(strstr(la_errmsg(), "mqar"));
     assert_non_null(strstr(la_errmsg(), "mqmtar"));
     la_task_vocab v;
-    la_task_params p = la_task_default_params(LA_TASK_MQMTAR);
-    assert_int_equal(la_task_vocab_of(&p, &v), LA_OK);
+    la_task_params p = la_task_params_default(LA_TASK_MQMTAR);
+    assert_int_equal(la_task_get_vocab(&p, &v), LA_OK);
     assert_int_equal(v.n_content, 3 + 16);
     assert_int_equal(v.pad, 19);
     assert_int_equal(v.bos, 20);
     assert_int_equal(v.eos, 21);
     assert_int_equal(v.sep, 22);
     assert_int_equal(v.vocab_size, 23);
-    p = la_task_default_params(LA_TASK_FLIPFLOP);
-    assert_int_equal(la_task_vocab_of(&p, &v), LA_OK);
+    p = la_task_params_default(LA_TASK_FLIPFLOP);
+    assert_int_equal(la_task_get_vocab(&p, &v), LA_OK);
     assert_int_equal(v.vocab_size, 9);
-    p = la_task_default_params(LA_TASK_COPY);
+    p = la_task_params_default(LA_TASK_COPY);
     p.n_symbols = 8;
-    assert_int_equal(la_task_vocab_of(&p, &v), LA_OK);
+    assert_int_equal(la_task_get_vocab(&p, &v), LA_OK);
     assert_int_equal(v.vocab_size, 12);
     assert_string_equal(la_task_name((la_task)77), "?");
 }
 
 static void test_bad_params(void **state) {
     (void)state;
-    la_task_params p = la_task_default_params(LA_TASK_COPY);
+    la_task_params p = la_task_params_default(LA_TASK_COPY);
     int32_t buf[512];
     la_task_vocab v;
     assert_int_equal(la_task_validate(NULL), LA_EINVAL);
     p.min_len = 70;
     assert_int_equal(la_task_validate(&p), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "min_len"));
-    p = la_task_default_params(LA_TASK_COPY);
+    p = la_task_params_default(LA_TASK_COPY);
     p.n_symbols = 1;
-    assert_int_equal(la_task_vocab_of(&p, &v), LA_EINVAL);
+    assert_int_equal(la_task_get_vocab(&p, &v), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "n_symbols"));
-    p = la_task_default_params(LA_TASK_FLIPFLOP);
+    p = la_task_params_default(LA_TASK_FLIPFLOP);
     p.write_prob = 1.0;
     assert_int_equal(la_task_validate(&p), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "write_prob"));
-    p = la_task_default_params(LA_TASK_MQMTAR);
+    p = la_task_params_default(LA_TASK_MQMTAR);
     p.min_len = 20; /* 20 * 0.8 / 6 = 2 pairs < 4 queries */
     assert_int_equal(la_task_validate(&p), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "n_queries"));
-    p = la_task_default_params(LA_TASK_MQMTAR);
+    p = la_task_params_default(LA_TASK_MQMTAR);
     p.kv_frac = 0;
     assert_int_equal(la_task_validate(&p), LA_EINVAL);
-    p = la_task_default_params(LA_TASK_MQMTAR);
+    p = la_task_params_default(LA_TASK_MQMTAR);
     p.k_len = 0;
     assert_int_equal(la_task_validate(&p), LA_EINVAL);
     p.task = (la_task)-1;
     assert_int_equal(la_task_validate(&p), LA_EINVAL);
     /* content lengths and buffers */
-    p = la_task_default_params(LA_TASK_COPY);
+    p = la_task_params_default(LA_TASK_COPY);
     assert_int_equal(la_task_sample(&p, 2, 1, 0, buf, 512, NULL), LA_EINVAL);
     assert_int_equal(la_task_sample(&p, -1, 1, 0, buf, 512, NULL), LA_EINVAL);
     assert_int_equal(la_task_sample(&p, 64, 1, 0, NULL, 512, NULL), LA_EINVAL);
@@ -622,7 +622,7 @@ static void test_bad_params(void **state) {
     assert_int_equal(la_task_sample(&p, 64, 1, 0, buf, 131, NULL), LA_OK);
     int n;
     assert_int_equal(la_task_tokens_at(&p, 1 << 30, &n), LA_EINVAL);
-    p = la_task_default_params(LA_TASK_MQMTAR);
+    p = la_task_params_default(LA_TASK_MQMTAR);
     assert_int_equal(la_task_tokens_at(&p, 7, &n), LA_EINVAL); /* 7 tokens hold no pair */
     assert_non_null(strstr(la_errmsg(), "no key-value pair"));
     assert_int_equal(la_task_batch(&p, 0, 1, 0, 0, 4, buf, buf, NULL), LA_ESHAPE);

@@ -43,7 +43,7 @@ static int teardown(void **st) {
 }
 
 static la_model *small_model(const char *spec) {
-    la_model_config c = la_model_default_config();
+    la_model_config c = la_model_config_default();
     c.n_layer = 2;
     c.d_model = 32;
     c.n_head = 2;
@@ -64,7 +64,7 @@ static la_data *text_data(void) {
 }
 
 static la_train_config small_cfg(la_optimizer opt, int steps) {
-    la_train_config c = la_train_default_config();
+    la_train_config c = la_train_config_default();
     c.steps = steps;
     c.B = 4;
     c.T = 32;
@@ -232,7 +232,7 @@ static void test_safetensors_header(void **st) {
     FILE *g = fopen(p, "rb");
     for (int i = 0; i < la_model_num_tensors(m); i++) {
         la_tensor_info t;
-        la_model_tensor(m, i, &t);
+        la_model_get_tensor(m, i, &t);
         cJSON *e = cJSON_GetObjectItem(root, t.name);
         if (!e) fail_msg("tensor %s missing from the header", t.name);
         assert_string_equal(cJSON_GetObjectItem(e, "dtype")->valuestring, "F32");
@@ -360,12 +360,12 @@ static void test_bad_checkpoints(void **st) {
     la_data_free(d);
 }
 
-static int stop_at_3(const la_train_progress *p, void *user) {
+static int stop_at_3(void *user, const la_train_progress *p) {
     (*(int *)user)++;
     return p->step == 3;
 }
 
-/* la_train_run: CSV rows per step with validation at eval_every; a progress callback asking
+/* la_trainer_run: CSV rows per step with validation at eval_every; a progress callback asking
  * to stop yields LA_EINTERRUPTED with a checkpoint at that step; running again after loading
  * continues to the end and appends to the log. */
 /* whole file into a malloc'ed buffer (*n bytes); NULL if missing */
@@ -466,7 +466,7 @@ static void test_train_run(void **st) {
     la_trainer *tr;
     assert_int_equal(la_trainer_new(m, d, &c, &tr), LA_OK);
     int calls = 0;
-    assert_int_equal(la_train_run(tr, stop_at_3, &calls), LA_EINTERRUPTED);
+    assert_int_equal(la_trainer_run(tr, stop_at_3, &calls), LA_EINTERRUPTED);
     assert_int_equal(calls, 3);
     la_trainer_free(tr);
     la_model_free(m);
@@ -474,7 +474,7 @@ static void test_train_run(void **st) {
     assert_int_equal(la_trainer_new(m, d, &c, &tr), LA_OK);
     assert_int_equal(la_trainer_load(tr, c.ckpt_path), LA_OK);
     assert_int_equal(la_trainer_step_count(tr), 3);
-    assert_int_equal(la_train_run(tr, NULL, NULL), LA_OK);
+    assert_int_equal(la_trainer_run(tr, NULL, NULL), LA_OK);
     assert_int_equal(la_trainer_step_count(tr), 6);
     FILE *f = fopen(c.csv_path, "r");
     char line[256];
@@ -499,7 +499,7 @@ static void test_train_run(void **st) {
 
 static void test_schedule(void **st) {
     (void)st;
-    la_train_config c = la_train_default_config();
+    la_train_config c = la_train_config_default();
     c.steps = 110;
     c.warmup = 10;
     c.lr = 1e-3;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "longattn.h" /* la_status */
+#include "core.h" /* la_status, LA_API */
 
 #ifdef __cplusplus
 extern "C" {

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "longattn.h" /* la_status */
+#include "core.h" /* la_status, LA_API */
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,17 +56,24 @@ typedef struct {
     const char *chat_template; /* tokenizer.chat_template; NULL = none */
 } la_tokenizer_vocab;
 
-/* Fill v with "nothing given": NULL arrays, ids -1, add_bos/add_eos 0, add_space_prefix -1. */
-LA_API void la_tokenizer_vocab_init(la_tokenizer_vocab *v);
+/* "Nothing given": NULL arrays, ids -1, add_bos/add_eos 0, add_space_prefix -1. */
+LA_API la_tokenizer_vocab la_tokenizer_vocab_default(void);
 
 typedef struct la_tokenizer la_tokenizer;
+typedef struct la_gguf la_gguf; /* longattn/gguf.h */
 
-/* Build a tokenizer from v. Errors: LA_EINVAL (NULL v/out, n_tokens < 1, a NULL token,
- * an empty or duplicated token text, an id out of range, unknown model type or
- * pre-tokenizer name -- the message lists the supported ones --), LA_EFORMAT (a merge
- * that is not "left right" or names a token not in the vocabulary), LA_ENOMEM.
- * On error *out is NULL. */
+/* Build a tokenizer from v. Errors: LA_EINVAL (NULL v/out, n_tokens < 1, a NULL token, a
+ * token type outside 0..6, an id out of range, add_bos/add_eos without that id, unknown
+ * model type or pre-tokenizer name -- the message lists the supported ones --, model
+ * "gpt2" without merges), LA_EFORMAT (a merge that is not "left right" or names a token,
+ * or makes one, not in the vocabulary), LA_ENOMEM. A text listed twice maps to its last
+ * id (as in llama.cpp). On error *out is NULL. */
 LA_API la_status la_tokenizer_new(const la_tokenizer_vocab *v, la_tokenizer **out);
+/* Build the tokenizer a GGUF file describes (its tokenizer.ggml.* keys and
+ * tokenizer.chat_template). Errors: LA_EFORMAT naming the key (tokenizer.ggml.model or
+ * tokenizer.ggml.tokens missing, a key of the wrong type, an array whose length differs
+ * from the token count, a token with a NUL byte), then those of la_tokenizer_new. */
+LA_API la_status la_tokenizer_from_gguf(const la_gguf *g, la_tokenizer **out);
 LA_API void la_tokenizer_free(la_tokenizer *t);
 
 /* A growable id buffer that la_tokenizer_encode appends to. Start from {0}; free with
@@ -90,14 +97,14 @@ enum {
  * Errors: LA_EINVAL (NULL t/out, text NULL with len > 0, text not valid UTF-8 -- the
  * message names the byte offset --), LA_ENOMEM. On error out->n is unchanged. */
 LA_API la_status la_tokenizer_encode(la_tokenizer *t, const char *text, size_t len, int flags,
-                              la_token_buf *out);
+                                     la_token_buf *out);
 
 /* Text of ids[0..n): byte-level tokens mapped back to bytes; SentencePiece U+2581 back to
  * spaces, <0xXX> tokens to their byte, the prefix space removed. *text is malloc'ed,
  * NUL-terminated (free() it), *len excludes the NUL (len may be NULL). flags:
  * LA_TOK_SKIP_SPECIAL. Errors: LA_EINVAL (NULL, n < 0, an id out of range), LA_ENOMEM. */
 LA_API la_status la_tokenizer_decode(const la_tokenizer *t, const int32_t *ids, int64_t n, int flags,
-                              char **text, size_t *len);
+                                     char **text, size_t *len);
 
 LA_API int32_t la_tokenizer_n_vocab(const la_tokenizer *t);
 /* the vocabulary text of a token (NULL if id is out of range) */
@@ -108,6 +115,14 @@ LA_API int32_t la_tokenizer_bos(const la_tokenizer *t); /* -1 if none */
 LA_API int32_t la_tokenizer_eos(const la_tokenizer *t); /* -1 if none */
 /* tokenizer.chat_template, or NULL */
 LA_API const char *la_tokenizer_chat_template(const la_tokenizer *t);
+
+/* ---- deprecated names: kept so existing programs compile (with a warning naming
+ * the replacement); see the naming rule in longattn.h ---- */
+
+LA_DEPRECATED("use v = la_tokenizer_vocab_default()")
+static inline void la_tokenizer_vocab_init(la_tokenizer_vocab *v) {
+    *v = la_tokenizer_vocab_default();
+}
 
 #ifdef __cplusplus
 }

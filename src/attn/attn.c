@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-la_attn_opts la_attn_default_opts(void) {
+la_attn_opts la_attn_opts_default(void) {
     la_attn_opts o;
     memset(&o, 0, sizeof o);
     return o;
@@ -198,9 +198,11 @@ static la_status check_kv(const la_attn_ctx *c, int32_t *cover) {
 
 la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *shape,
                            const float *q, const float *k, const float *v,
-                           const la_attn_opts *opts, size_t extra_scratch,
+                           const la_attn_opts *opts, const la_ctx_extra *extra,
                            la_workspace **own_ws) {
-    static const la_attn_opts defaults; /* all zero = la_attn_default_opts() */
+    static const la_attn_opts defaults; /* all zero = la_attn_opts_default() */
+    static const la_ctx_extra no_extra;
+    if (!extra) extra = &no_extra;
     memset(c, 0, sizeof *c);
     *own_ws = NULL;
     if (!spec || !shape) return la_fail(LA_EINVAL, "attention: spec and shape must not be NULL");
@@ -246,13 +248,16 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
 
     size_t B = (size_t)s->B, T = (size_t)s->T, S = (size_t)s->S, D = (size_t)s->D;
     size_t ntab = T + S - 1;
-    c->scratch_bytes = ((la_softmax_scratch_bytes(s->D) + extra_scratch) + 63) & ~(size_t)63;
+    c->scratch_bytes = ((la_softmax_scratch_bytes(s->D) + extra->thread_bytes) + 63) & ~(size_t)63;
     double *omega = NULL;
     float *qcs = NULL, *t_a = NULL, *t_m = NULL, *t_d = NULL, *slope = NULL, *head_s = NULL;
     int32_t *dstart = NULL, *dend = NULL;
     la_rowvis *rows = NULL;
     la_tilespan *qspan = NULL;
     int32_t *cover = NULL;
+    int32_t *kcost = NULL, *cnt = NULL;
+    size_t BH = B * (size_t)s->H;
+    size_t ncnt = (size_t)(c->nqt > c->nkt ? c->nqt : c->nkt) + 2;
     /* prepared K/V tiles: at least one (b, hkv) pair, at most 16 MiB beyond that */
     size_t pair_floats = (size_t)2 * c->nkt * LA_BK * D;
     size_t npairs = B * (size_t)s->Hkv, fit = ((size_t)4 << 20) / pair_floats;
@@ -276,6 +281,12 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         {(void **)&c->prep, sizeof(float) * prep_floats},
         {(void **)&c->part, sizeof(double) * B * (size_t)s->H * (size_t)c->nqt},
         {(void **)&c->thread_scratch, c->scratch_bytes * (size_t)c->nthreads},
+        {(void **)&c->rowbuf, extra->rowbuf ? sizeof(float) * BH * T : 0},
+        {(void **)&c->qbuf, extra->qbuf ? sizeof(float) * BH * T * D : 0},
+        {(void **)&c->qorder, sizeof(int32_t) * BH * (size_t)c->nqt},
+        {(void **)&c->korder, sizeof(int32_t) * B * (size_t)s->Hkv * (size_t)c->nkt},
+        {(void **)&kcost, sizeof(int32_t) * B * (size_t)(c->nkt + 1)},
+        {(void **)&cnt, sizeof(int32_t) * ncnt},
     };
     la_workspace *ws = opts->ws;
     if (!ws) {
@@ -312,6 +323,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         la_rows_tilespan(rv, nr, &qspan[bi]);
     }
     c->rows = rows; c->qspan = qspan;
+    la_sched_build(c, kcost, cnt);
     if (c->has_t) {
         for (size_t idx = 0; idx < ntab; idx++) {
             int64_t t = pos0 + (int64_t)T - 1 - (int64_t)idx; /* t = pos0 + i - j, idx = j - i + T - 1 */
@@ -475,7 +487,7 @@ la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
     } else {
         la_attn_ctx c;
         la_workspace *own = NULL;
-        st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, 0, &own);
+        st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, NULL, &own);
         if (st == LA_OK) st = la_softmax_forward(&c, out, row_stat);
         la_workspace_free(own);
     }
@@ -497,7 +509,7 @@ la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
     }
     la_attn_ctx c;
     la_workspace *own = NULL;
-    la_status st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, 0, &own);
+    la_status st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, NULL, &own);
     if (st == LA_OK) st = la_softmax_backward(&c, out, row_stat, dout, dq, dk, dv);
     la_workspace_free(own);
     return st;

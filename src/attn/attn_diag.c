@@ -3,7 +3,7 @@
  * statistic (lse for softmax, tau for the entmax family) with the kernels' own machinery of
  * attn_internal.h (la_attn_ctx_init: RoPE tables, visibility, documents, distance tables,
  * ALiBi slopes, logn factors; la_prep_pairs: rotated, transposed K tiles; la_tile_logits: the
- * logit formula), and streamed into la_diag accumulators (src/tasks/diagnose.c). No T x S
+ * logit formula), and streamed into la_diag accumulators (src/attn/diag_stats.c). No T x S
  * buffer: per thread one LA_BQ x LA_BK tile of dots, logits, p and log p.
  *
  *   softmax:         p = exp(L - lse), log p = L - lse                      (SPEC 5)
@@ -88,44 +88,41 @@ static void row_probs(const dg_t *g, const float *l, float st, int c0, int c1, f
 static la_status dg_query_tile(const dg_t *g, const dg_scratch *s, int b, int h, int qt,
                                const float *ktiles, la_diag *d) {
     const la_attn_ctx *c = g->c;
-    const int D = c->D, T = c->T, S = c->S;
+    const int D = c->D, T = c->T;
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
     const la_rowvis *rows = c->rows + (size_t)b * T + i0;
-    const la_tilespan *sp = &c->qspan[(size_t)b * c->nqt + qt];
     const float *stat = g->row_stat + ((size_t)b * c->H + h) * T + i0;
     int live = 0;
     for (int r = 0; r < nr; r++) live |= rows[r].nq > 0 && stat[r] != LA_ROW_EMPTY;
     if (!live) return LA_OK;
     la_row_factors(c, h, rows, nr, s->cr);
     la_load_q(c, b, h, i0, nr, s->Qt);
-    for (int pass = 0; pass < 2; pass++) {
-        int k0 = pass ? sp->b0 : sp->a0, k1 = pass ? sp->b1 : sp->a1;
-        for (int kt = k0; kt < k1; kt++) {
-            const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
-            int cls = la_tile_class(rows, nr, j0, nc);
-            if (!cls) continue; /* fully masked tile */
-            la_mm(nr, nc, D, s->Qt, (size_t)D, 1, ktiles + (size_t)kt * D * LA_BK, LA_BK, s->Sb, LA_BK, 0);
-            la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, s->Sb, s->Lb, LA_BK);
-            for (int r = 0; r < nr; r++) {
-                if (rows[r].nq == 0 || stat[r] == LA_ROW_EMPTY) continue;
-                int cols[4] = {0, nc, 0, 0};
-                int ng = cls == 1 ? 1 : la_row_cols(&rows[r], j0, nc, cols);
-                const float *l = s->Lb + (size_t)r * LA_BK;
-                float *p = s->Pb + (size_t)r * LA_BK, *lp = s->Gb + (size_t)r * LA_BK;
-                int64_t qa = c->pos0 + i0 + r; /* absolute query position; t = qa - j */
-                for (int gi = 0; gi < ng; gi++) {
-                    int c0 = cols[2 * gi], c1 = cols[2 * gi + 1];
-                    if (c1 <= c0) continue;
-                    row_probs(g, l, stat[r], c0, c1, p, lp);
-                    /* keys j <= qa (t >= 0, read forward: t decreases), then keys after the
-                     * query (non-causal patterns: distance j - qa, increasing) */
-                    int64_t xm64 = qa - j0 + 1;
-                    int xm = xm64 < c0 ? c0 : xm64 > c1 ? c1 : (int)xm64;
-                    if (xm > c0)
-                        LA_TRY(la_diag_add_logp(d, r, qa - (j0 + c0), -1, p + c0, lp + c0, xm - c0));
-                    if (c1 > xm)
-                        LA_TRY(la_diag_add_logp(d, r, (j0 + xm) - qa, 1, p + xm, lp + xm, c1 - xm));
-                }
+    la_kiter ki;
+    la_ktile t;
+    la_kiter_init(&ki, c, b, qt);
+    while (la_kiter_next(&ki, &t)) { /* visible tiles only (the scheduler's iterator) */
+        const int kt = t.kt, j0 = t.j0, nc = t.nc, cls = t.cls;
+        la_mm(nr, nc, D, s->Qt, (size_t)D, 1, ktiles + (size_t)kt * D * LA_BK, LA_BK, s->Sb, LA_BK, 0);
+        la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, s->Sb, s->Lb, LA_BK);
+        for (int r = 0; r < nr; r++) {
+            if (rows[r].nq == 0 || stat[r] == LA_ROW_EMPTY) continue;
+            int cols[4] = {0, nc, 0, 0};
+            int ng = cls == 1 ? 1 : la_row_cols(&rows[r], j0, nc, cols);
+            const float *l = s->Lb + (size_t)r * LA_BK;
+            float *p = s->Pb + (size_t)r * LA_BK, *lp = s->Gb + (size_t)r * LA_BK;
+            int64_t qa = c->pos0 + i0 + r; /* absolute query position; t = qa - j */
+            for (int gi = 0; gi < ng; gi++) {
+                int c0 = cols[2 * gi], c1 = cols[2 * gi + 1];
+                if (c1 <= c0) continue;
+                row_probs(g, l, stat[r], c0, c1, p, lp);
+                /* keys j <= qa (t >= 0, read forward: t decreases), then keys after the
+                 * query (non-causal patterns: distance j - qa, increasing) */
+                int64_t xm64 = qa - j0 + 1;
+                int xm = xm64 < c0 ? c0 : xm64 > c1 ? c1 : (int)xm64;
+                if (xm > c0)
+                    LA_TRY(la_diag_add_logp(d, r, qa - (j0 + c0), -1, p + c0, lp + c0, xm - c0));
+                if (c1 > xm)
+                    LA_TRY(la_diag_add_logp(d, r, (j0 + xm) - qa, 1, p + xm, lp + xm, c1 - xm));
             }
         }
     }
@@ -216,13 +213,16 @@ la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const flo
     if (shape->B >= 1 && shape->H >= 1)
         for (size_t n = 0; n < (size_t)shape->B * shape->H; n++)
             if (!diag[n]) return la_fail(LA_EINVAL, "la_attn_diagnose: diag[%zu] is NULL (one accumulator per (b, h))", n);
-    float *qs = NULL;
-    if (spec->norm == LA_NORM_ASENTMAX) LA_TRY(la_asentmax_scale_q(spec, shape, q, opts, &qs));
+    int as = spec->norm == LA_NORM_ASENTMAX;
+    if (as && (!opts || !opts->as_beta || !opts->as_gamma))
+        return la_fail(LA_EINVAL, "asentmax: opts.as_beta and opts.as_gamma (B, H, T) are required "
+                                  "(compute them with la_asentmax_params_forward)");
     la_attn_ctx c;
     la_workspace *own = NULL;
+    la_ctx_extra x = {dg_layout(shape->D, NULL, NULL) + 64, 0, as};
     /* v is never read here: k stands in for the kernel's non-NULL check */
-    la_status st = la_attn_ctx_init(&c, spec, shape, qs ? qs : q, k, k, opts,
-                                    dg_layout(shape->D, NULL, NULL) + 64, &own);
+    la_status st = la_attn_ctx_init(&c, spec, shape, q, k, k, opts, &x, &own);
+    if (st == LA_OK && as) st = la_asentmax_ctx_scale(&c); /* the queries the kernel attended with */
     if (st == LA_OK) {
         g.c = &c;
         size_t nrow = (size_t)c.B * c.H * c.T;
@@ -239,6 +239,5 @@ la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const flo
         if (st == LA_OK) st = dg_run(&g, diag);
     }
     la_workspace_free(own);
-    free(qs);
     return st;
 }

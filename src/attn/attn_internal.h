@@ -46,6 +46,7 @@ struct la_workspace {
     double *rope_omega;  /* (rope_D / 2) frequencies the table was built with */
     int rope_D;
     int64_t rope_n;      /* 0: no valid table */
+    size_t grows;        /* how many times the arena or the table was (re)allocated (tests) */
 };
 
 /* One request of a carve: *dst receives a 64-byte aligned block of `bytes` bytes. */
@@ -151,7 +152,12 @@ typedef struct {
     const float *slope;            /* (H) ALiBi slope per head, 0 for heads without */
     const float *head_s;           /* (H) s_h for logn, 1 otherwise */
 
-    double *part;                  /* (B, H, nqt) per-tile partial sums (d logn_s) */
+    double *part;                  /* (B, H, nqt) per-query-tile partial sums (d logn_s),
+                                      reduced by la_sum_parts in a fixed order */
+    float *rowbuf;                 /* (B, H, T) per-row scratch (extra->rowbuf), else NULL */
+    float *qbuf;                   /* (B, H, T, D) query scratch (extra->qbuf), else NULL */
+    int32_t *qorder;               /* (B*H*nqt) query items in run order (sched.c) */
+    int32_t *korder;               /* (B*Hkv*nkt) kv key items in run order (sched.c) */
     float *prep;                   /* prepared tiles of prep_pairs (b, hkv) pairs at a time:
                                       per pair nkt x (D, BK) rotated K^T tiles, then (with
                                       V) nkt x (D, BK) V^T tiles (la_prep_pairs) */
@@ -160,13 +166,26 @@ typedef struct {
     size_t scratch_bytes;
 } la_attn_ctx;
 
-/* Validate arguments and build every table for a call; carves the workspace (opts->ws or
- * *own_ws, which the caller frees with la_workspace_free). extra_scratch: per-thread bytes
- * beyond the softmax kernels' own (for other normalisers). */
+/* What a kernel path needs from the workspace beyond the softmax kernels' own. */
+typedef struct {
+    size_t thread_bytes; /* per-thread scratch bytes beyond la_softmax_scratch_bytes */
+    int rowbuf;          /* carve c->rowbuf: (B, H, T) floats */
+    int qbuf;            /* carve c->qbuf: (B, H, T, D) floats */
+} la_ctx_extra;
+
+/* Validate arguments and build every table for a call, including the work-item orders of
+ * the tile scheduler; carves the workspace (opts->ws or *own_ws, which the caller frees with
+ * la_workspace_free). extra may be NULL. Nothing else is allocated: a second call with the
+ * same shapes on the same workspace does not grow it. */
 la_status la_attn_ctx_init(la_attn_ctx *ctx, const la_spec *spec, const la_shape *shape,
                            const float *q, const float *k, const float *v,
-                           const la_attn_opts *opts, size_t extra_scratch,
+                           const la_attn_opts *opts, const la_ctx_extra *extra,
                            la_workspace **own_ws);
+
+/* ASEntmax: scale the context's queries (Vasylenko et al. 2025 eq. 8, entmax_attn.c) into
+ * c->qbuf (context built with la_ctx_extra.qbuf and opts.as_beta / as_gamma set) and point
+ * c->q at them. Errors: LA_ENUMERIC (a scaled query is not finite). */
+la_status la_asentmax_ctx_scale(la_attn_ctx *c);
 
 /* Prepare rotated, transposed K tiles (and transposed V tiles when with_v) of the pairs
  * p0 .. p0+n-1 (pair = b * Hkv + hkv) into c->prep, in parallel over tiles. Returns the
@@ -202,6 +221,85 @@ void la_row_factors(const la_attn_ctx *c, int h, const la_rowvis *rows, int nr, 
 void la_tile_logits(const la_attn_ctx *c, int h, const la_rowvis *rows, int i0, int nr,
                     int j0, int nc, int cls, const float *cr, const float *sdot,
                     float *L, int ld);
+
+/* ---- tile scheduler (sched.c) ------------------------------------------------------
+ * The one scheduler of every kernel path (softmax and entmax, forward and backward, the
+ * statistics). Work items:
+ *   query items  (b, h, query tile)   id = (b * H + h) * nqt + qt: forward rows, dq, delta,
+ *                                     row statistics, per-tile partial sums (c->part);
+ *   kv items     (b, kv head, key tile) id = (b * Hkv + hkv) * nkt + kt: dk, dv over the
+ *                                     group's query heads in a fixed order;
+ *   head items   (b, h, key tile): per-head key statistics (key_mass), enumerated as
+ *                                     (kv item, g) with h = hkv * group + g.
+ * Every item writes only its own outputs (and partial sums, reduced afterwards in a fixed
+ * order), so no result depends on which thread ran an item or on the thread count. Items
+ * are handed out one at a time, (b, kv head) pair by pair and costliest first within a
+ * pair (cost = visible key tiles of a query tile, query tiles seeing a key tile), which
+ * balances causal and windowed patterns, keeps a pair's K/V tiles in cache and keeps
+ * threads busy on a loaded machine. Query items are grouped in chunks of c->prep_pairs
+ * (b, kv head) pairs so that the prepared K/V tiles of a chunk (la_prep_pairs) serve them. */
+
+typedef struct {
+    int b, h, tile; /* h: query head (query, head items) or kv head (kv items) */
+    int g;          /* head items: index in the kv group (h = hkv * group + g); else 0 */
+} la_item;
+
+/* Build c->qorder / c->korder (called by la_attn_ctx_init once rows and spans exist);
+ * kcost: (B * (nkt + 1)) and cnt: (max(nqt, nkt) + 2) int32 scratch from the workspace. */
+void la_sched_build(la_attn_ctx *c, int32_t *kcost, int32_t *cnt);
+/* Query items of prep chunk ch (pairs ch * prep_pairs ...): run-order positions [*i0, *i1). */
+int la_sched_nchunks(const la_attn_ctx *c);
+void la_sched_chunk(const la_attn_ctx *c, int ch, int *i0, int *i1);
+/* Item at run-order position pos of the query / kv / head list. */
+la_item la_sched_qitem(const la_attn_ctx *c, int pos);
+la_item la_sched_kitem(const la_attn_ctx *c, int pos);
+la_item la_sched_hitem(const la_attn_ctx *c, int pos);
+static inline int la_sched_nq(const la_attn_ctx *c) { return c->B * c->H * c->nqt; }
+static inline int la_sched_nk(const la_attn_ctx *c) { return c->B * c->Hkv * c->nkt; }
+static inline int la_sched_nh(const la_attn_ctx *c) { return c->B * c->H * c->nkt; }
+
+typedef void (*la_item_fn)(void *arg, la_item it);
+typedef enum { LA_ITEMS_Q, LA_ITEMS_KV, LA_ITEMS_KH } la_item_kind;
+/* Worksharing loop over run-order positions [i0, i1) of a list, inside a parallel region:
+ * every thread of the team calls it with its own arg (per-thread scratch); ends with the
+ * loop's barrier. */
+void la_sched_for(const la_attn_ctx *c, la_item_kind kind, int i0, int i1, la_item_fn fn,
+                  void *arg);
+
+/* Visible key tiles of one query tile, increasing kt, fully masked tiles skipped (class
+ * from la_tile_class, mask.c). */
+typedef struct {
+    const la_rowvis *rows; /* the query tile's rows */
+    int nr, S, pass, kt, end;
+    la_tilespan sp;
+} la_kiter;
+typedef struct { int kt, j0, nc, cls; } la_ktile;
+void la_kiter_init(la_kiter *it, const la_attn_ctx *c, int b, int qt);
+int la_kiter_next(la_kiter *it, la_ktile *t);
+
+/* Query tiles that see key tile kt of batch b, increasing qt, fully masked ones skipped. */
+typedef struct {
+    const la_attn_ctx *c;
+    int b, kt, j0, nc, qt;
+} la_qiter;
+typedef struct { int qt, i0, nr, cls; const la_rowvis *rows; } la_qtile;
+void la_qiter_init(la_qiter *it, const la_attn_ctx *c, int b, int kt);
+int la_qiter_next(la_qiter *it, la_qtile *t);
+
+/* out[h] = sum over b, then query tile, of c->part[(b, h, qt)] (a fixed order), as float. */
+void la_sum_parts(const la_attn_ctx *c, float *out);
+
+/* ---- key statistics (keystat.c) ---------------------------------------------------
+ * key_mass[b, h, j] = sum_i p_ij over head items (b, h, key tile), query tiles in
+ * increasing order, p recomputed from the logits and the row statistic of the forward. */
+/* P (nr, LA_BK) of a tile from its logits L (nr, LA_BK) and row statistics stat (nr);
+ * W is (LA_BQ, LA_BK) scratch. */
+typedef void (*la_tile_probs_fn)(const void *arg, const la_rowvis *rows, const float *L,
+                                 int nr, int nc, const float *stat, float *P, float *W);
+/* Worksharing over the head items inside a parallel region (every thread calls it; thread
+ * scratch of la_ctx_scratch is used, so the caller must be done with its own). */
+void la_key_mass_for(const la_attn_ctx *c, const float *row_stat, la_tile_probs_fn probs,
+                     const void *arg);
 
 /* ---- tile products (tile.c) ------------------------------------------------------- */
 

@@ -136,10 +136,6 @@ size_t la_entmax_attn_scratch_bytes(int D, int S) {
 
 /* ---- logits of one tile ------------------------------------------------------------- */
 
-static inline int tile_in_span(const la_tilespan *sp, int kt) {
-    return (kt >= sp->a0 && kt < sp->a1) || (kt >= sp->b0 && kt < sp->b1);
-}
-
 /* QK^T dots of the query tile qb (nr, D) against key tile kt into sd (nr, BK). */
 static void tile_dots(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
                       const float *qb, float *sd, int ld) {
@@ -178,7 +174,6 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
     const int D = c->D, T = c->T, S = c->S;
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
     const la_rowvis *rows = c->rows + (size_t)b * T + i0;
-    const la_tilespan sp = c->qspan[(size_t)b * c->nqt + qt];
     const int hkv = h / c->group;
     double *M = s->rowd + R_M * LA_BQ, *t = s->rowd + R_T * LA_BQ;
     double *lo = s->rowd + R_LO * LA_BQ, *hi = s->rowd + R_HI * LA_BQ;
@@ -197,15 +192,16 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
     la_row_factors(c, h, rows, nr, s->cr);
     for (int r = 0; r < nr; r++) M[r] = -INFINITY;
 
-    /* pass 1: logits, row maxima, per-tile row maxima */
-    for (int kt = 0; kt < c->nkt; kt++) {
-        s->cls[kt] = -1;
-        if (!tile_in_span(&sp, kt)) continue;
-        int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
-        int cls = la_tile_class(rows, nr, j0, nc);
+    /* pass 1: logits, row maxima, per-tile row maxima of the visible tiles (cls[kt] = -1
+     * for the others, which every later pass skips) */
+    memset(s->cls, -1, (size_t)c->nkt);
+    la_kiter ki;
+    la_ktile tv;
+    la_kiter_init(&ki, c, b, qt);
+    while (la_kiter_next(&ki, &tv)) {
+        const int kt = tv.kt, j0 = tv.j0, nc = tv.nc, cls = tv.cls;
         s->cls[kt] = (signed char)cls;
         float *tm = s->tmax + (size_t)kt * LA_BQ;
-        if (cls == 0) continue;
         float *Lt;
         int ld;
         if (s->strip) {
@@ -389,7 +385,6 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
     for (int r = 0; r < nr; r++) supp[r] = 0, ent[r] = 0;
     memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
     const float *vbase = c->v + ((size_t)b * c->Hkv + hkv) * (size_t)S * D;
-    float *key_mass = c->opts->key_mass ? c->opts->key_mass + ((size_t)b * c->H + h) * S : NULL;
     for (int kt = 0; kt < c->nkt; kt++) {
         if (s->cls[kt] <= 0) continue;
         const float *tm = s->tmax + (size_t)kt * LA_BQ;
@@ -450,15 +445,6 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             la_mm(nr, D, nc, s->P, LA_BK, 1, vbase + (size_t)j0 * D, D, s->acc, D, 1);
         else
             la_mm_rows(rows, nr, j0, nc, D, s->P, LA_BK, vbase + (size_t)j0 * D, D, s->acc, D);
-        if (key_mass)
-            for (int x = 0; x < nc; x++) {
-                float m = 0;
-                for (int r = 0; r < nr; r++) m += s->P[(size_t)r * LA_BK + x];
-                if (m != 0.0f) {
-#pragma omp atomic
-                    key_mass[j0 + x] += m;
-                }
-            }
     }
     size_t rbase = ((size_t)b * c->H + h) * T + i0;
     memcpy(out + rbase * D, s->acc, sizeof(float) * (size_t)nr * D);
@@ -492,19 +478,31 @@ static em_scratch em_thread(const em_t *e, int tid) {
     return s;
 }
 
+static void em_probs(const void *arg, const la_rowvis *rows, const float *L, int nr, int nc,
+                     const float *tau, float *P, float *W);
+
+typedef struct {
+    const em_t *e;
+    em_scratch s;
+    float *out, *row_stat;
+    const float *dout, *crow_stat; /* backward */
+    float *delta, *dq, *dk, *dv;
+} em_arg;
+
+static void em_forward_item(void *arg, la_item it) {
+    em_arg *a = arg;
+    em_forward_tile(a->e, &a->s, it.b, it.h, it.tile, a->out, a->row_stat);
+}
+
 static la_status em_forward(const la_attn_ctx *c, double alpha, float *out, float *row_stat) {
     em_t e;
     LA_TRY(em_init(&e, c, alpha));
-    if (c->opts->key_mass) memset(c->opts->key_mass, 0, sizeof(float) * (size_t)c->B * c->H * c->S);
-    int ntask = c->B * c->H * c->nqt;
 #pragma omp parallel num_threads(c->nthreads)
     {
-        em_scratch s = em_thread(&e, omp_get_thread_num());
-#pragma omp for schedule(dynamic, 1)
-        for (int task = 0; task < ntask; task++) {
-            int qt = task % c->nqt, bh = task / c->nqt;
-            em_forward_tile(&e, &s, bh / c->H, bh % c->H, qt, out, row_stat);
-        }
+        em_arg a = {.e = &e, .s = em_thread(&e, omp_get_thread_num()), .out = out, .row_stat = row_stat};
+        la_sched_for(c, LA_ITEMS_Q, 0, la_sched_nq(c), em_forward_item, &a);
+        /* key_mass once every tau is known: one head item per key tile, fixed order */
+        if (c->opts->key_mass) la_key_mass_for(c, row_stat, em_probs, &e);
     }
     return LA_OK;
 }
@@ -564,6 +562,13 @@ static int tile_pu(const em_t *e, const float *Lt, int ld, int nr, int nc, const
     return nz;
 }
 
+/* p of a tile (the probability callback of the key statistics, keystat.c). */
+static void em_probs(const void *arg, const la_rowvis *rows, const float *L, int nr, int nc,
+                     const float *tau, float *P, float *W) {
+    (void)rows;
+    tile_pu(arg, L, LA_BK, nr, nc, tau, P, W);
+}
+
 /* dO V^T of tile kt into s->dP (nr, BK). */
 static void tile_dov(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
                      const float *dob) {
@@ -607,7 +612,6 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
     const int D = c->D, T = c->T, S = c->S, hkv = h / c->group;
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
     const la_rowvis *rows = c->rows + (size_t)b * T + i0;
-    const la_tilespan sp = c->qspan[(size_t)b * c->nqt + qt];
     size_t rbase = ((size_t)b * c->H + h) * T + i0;
     const float *tau = row_stat + rbase, *dob = dout + rbase * D;
     double *su = s->rowd, *sug = s->rowd + LA_BQ;
@@ -615,13 +619,13 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
     la_row_factors(c, h, rows, nr, s->cr);
     for (int r = 0; r < nr; r++) su[r] = 0, sug[r] = 0;
     /* sweep 1: delta_r = sum u dP / sum u; remember which tiles carry any p > 0 */
-    for (int kt = 0; kt < c->nkt; kt++) {
-        s->cls[kt] = -1;
-        if (!tile_in_span(&sp, kt)) continue;
-        int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
-        int cls = la_tile_class(rows, nr, j0, nc);
-        s->cls[kt] = (signed char)(cls == 0 ? -1 : cls);
-        if (cls == 0) continue;
+    memset(s->cls, -1, (size_t)c->nkt);
+    la_kiter ki;
+    la_ktile tv;
+    la_kiter_init(&ki, c, b, qt);
+    while (la_kiter_next(&ki, &tv)) {
+        const int kt = tv.kt, nc = tv.nc;
+        s->cls[kt] = (signed char)tv.cls;
         int ld;
         const float *Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 1);
         if (!tile_pu(e, Lt, ld, nr, nc, tau, s->P, s->U)) {
@@ -687,12 +691,12 @@ static void em_backward_dkv(const em_t *e, em_scratch *s, int b, int hkv, int kt
     memset(dva, 0, sizeof(float) * (size_t)nc * D);
     for (int g = 0; g < c->group; g++) {
         int h = hkv * c->group + g;
-        for (int qt = 0; qt < c->nqt; qt++) {
-            if (!tile_in_span(&c->qspan[(size_t)b * c->nqt + qt], kt)) continue;
-            int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
-            const la_rowvis *rows = c->rows + (size_t)b * T + i0;
-            int cls = la_tile_class(rows, nr, j0, nc);
-            if (cls == 0) continue;
+        la_qiter qi;
+        la_qtile tq;
+        la_qiter_init(&qi, c, b, kt);
+        while (la_qiter_next(&qi, &tq)) {
+            const int i0 = tq.i0, nr = tq.nr, cls = tq.cls;
+            const la_rowvis *rows = tq.rows;
             size_t rbase = ((size_t)b * c->H + h) * T + i0;
             const float *tau = row_stat + rbase, *dob = dout + rbase * D;
             la_load_q(c, b, h, i0, nr, s->qb);
@@ -719,41 +723,35 @@ static void em_backward_dkv(const em_t *e, em_scratch *s, int b, int hkv, int kt
     memcpy(dv + kbase, dva, sizeof(float) * (size_t)nc * D);
 }
 
+static void em_dq_item(void *arg, la_item it) {
+    em_arg *a = arg;
+    const la_attn_ctx *c = a->e->c;
+    double d = 0.0;
+    em_backward_dq(a->e, &a->s, it.b, it.h, it.tile, a->crow_stat, a->dout, a->delta, a->dq, &d);
+    c->part[((size_t)it.b * c->H + it.h) * c->nqt + it.tile] = d; /* d logn_s of this item */
+}
+
+static void em_dkv_item(void *arg, la_item it) {
+    em_arg *a = arg;
+    em_backward_dkv(a->e, &a->s, it.b, it.h, it.tile, a->crow_stat, a->dout, a->delta, a->dk, a->dv);
+}
+
+/* delta (B, H, T) lives in c->rowbuf; the d logn_s of every query item in c->part, summed
+ * in a fixed order afterwards (la_sum_parts), so every output is the same for any thread
+ * count. */
 static la_status em_backward(const la_attn_ctx *c, double alpha, const float *row_stat,
                              const float *dout, float *dq, float *dk, float *dv) {
     em_t e;
     LA_TRY(em_init(&e, c, alpha));
-    float *delta = malloc(sizeof(float) * (size_t)c->B * c->H * c->T);
-    double *dls = calloc((size_t)c->H, sizeof(double));
-    if (!delta || !dls) {
-        free(delta), free(dls);
-        return la_fail(LA_ENOMEM, "entmax attention backward: cannot allocate (B, H, T) floats");
-    }
-    int nq = c->B * c->H * c->nqt, nk = c->B * c->Hkv * c->nkt;
 #pragma omp parallel num_threads(c->nthreads)
     {
-        em_scratch s = em_thread(&e, omp_get_thread_num());
-#pragma omp for schedule(dynamic, 1)
-        for (int task = 0; task < nq; task++) {
-            int qt = task % c->nqt, bh = task / c->nqt;
-            double d = 0.0;
-            em_backward_dq(&e, &s, bh / c->H, bh % c->H, qt, row_stat, dout, delta, dq, &d);
-            if (d != 0.0) {
-#pragma omp atomic
-                dls[bh % c->H] += d;
-            }
-        }
-        /* implicit barrier: delta is complete */
-#pragma omp for schedule(dynamic, 1)
-        for (int task = 0; task < nk; task++) {
-            int kt = task % c->nkt, bh = task / c->nkt;
-            em_backward_dkv(&e, &s, bh / c->Hkv, bh % c->Hkv, kt, row_stat, dout, delta, dk, dv);
-        }
+        em_arg a = {.e = &e, .s = em_thread(&e, omp_get_thread_num()), .dout = dout,
+                    .crow_stat = row_stat, .delta = c->rowbuf, .dq = dq, .dk = dk, .dv = dv};
+        la_sched_for(c, LA_ITEMS_Q, 0, la_sched_nq(c), em_dq_item, &a);
+        /* the loop's barrier: delta is complete */
+        la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), em_dkv_item, &a);
     }
-    if (c->opts->dlogn_s)
-        for (int h = 0; h < c->H; h++) c->opts->dlogn_s[h] = (float)dls[h];
-    free(delta);
-    free(dls);
+    if (c->opts->dlogn_s) la_sum_parts(c, c->opts->dlogn_s);
     return LA_OK;
 }
 
@@ -763,63 +761,86 @@ static double norm_alpha(const la_spec *spec) {
     return spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha;
 }
 
-/* Query positions p (doc-relative) of batch b: p[i] for i < T (linear scan of the runs). */
-static void query_positions(const la_shape *sh, const int32_t *doc_ids, int b, int64_t *p) {
-    int64_t pos0 = sh->pos0 == LA_POS0_AUTO ? (int64_t)sh->S - sh->T : sh->pos0;
-    const int32_t *d = doc_ids ? doc_ids + (size_t)b * sh->S : NULL;
-    int64_t ds = 0;
-    for (int i = 0; i < sh->T; i++) {
-        int64_t qa = pos0 + i;
-        if (d && qa >= 0 && qa < sh->S) {
-            if (i == 0 || qa == 0 || qa - 1 < 0 || qa - 1 >= sh->S) {
-                ds = qa;
-                while (ds > 0 && d[ds - 1] == d[qa]) ds--;
-            } else if (d[qa] != d[qa - 1]) {
-                ds = qa;
-            }
-        } else {
-            ds = 0;
-        }
-        p[i] = qa - ds;
-    }
-}
-
 static int as_head_scaled(const la_spec *spec, int H, int h) {
     return !(spec->pos == LA_POS_NAPE && H >= 2 && h < H / 2);
 }
 
-/* s (B,H,T) and log n (B,H,T)... computed per (b,h,i) on the fly; scaled copy of q. */
-static la_status as_scale_q(const la_spec *spec, const la_shape *sh, const float *q,
-                            const la_attn_opts *o, float **q_s) {
-    if (!o || !o->as_beta || !o->as_gamma)
+/* Scale of query row (b, h, i): s = delta + beta (log n)^gamma with n = max(p + 2, 2), p the
+ * row's document-relative position (c->rows); *ln = log n and *lnp = (log n)^gamma for the
+ * backward. Returns 0 for heads that are not scaled (s = 1). */
+static int as_row_scale(const la_attn_ctx *c, const la_attn_opts *o, int b, int h, int i,
+                        double *sc, double *ln, double *lnp) {
+    size_t ri = ((size_t)b * c->H + h) * c->T + i;
+    *sc = 1.0, *ln = 0.0, *lnp = 0.0;
+    if (!as_head_scaled(c->spec, c->H, h)) return 0;
+    int64_t p = c->rows[(size_t)b * c->T + i].p;
+    *ln = log((double)(p + 2 > 2 ? p + 2 : 2));
+    *lnp = pow(*ln, o->as_gamma[ri]);
+    *sc = c->spec->as_delta + o->as_beta[ri] * *lnp;
+    return 1;
+}
+
+la_status la_asentmax_ctx_scale(la_attn_ctx *c) {
+    const la_attn_opts *o = c->opts;
+    const int D = c->D;
+    const float *q = c->q;
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->H; h++)
+            for (int i = 0; i < c->T; i++) {
+                size_t ri = ((size_t)b * c->H + h) * c->T + i;
+                double sc, ln, lnp;
+                as_row_scale(c, o, b, h, i, &sc, &ln, &lnp);
+                float *dst = c->qbuf + ri * D;
+                uint32_t bad = 0;
+                for (int d = 0; d < D; d++) {
+                    dst[d] = (float)(sc * q[ri * D + d]);
+                    bad |= !isfinite(dst[d]);
+                }
+                if (bad)
+                    return la_fail(LA_ENUMERIC, "asentmax: the scaled query at [%d, %d, %d] is not finite "
+                                   "(scale delta + beta (log n)^gamma = %g with as_beta = %g, as_gamma = %g); "
+                                   "check as_beta / as_gamma", b, h, i, sc, (double)o->as_beta[ri],
+                                   (double)o->as_gamma[ri]);
+            }
+    c->q = c->qbuf;
+    return LA_OK;
+}
+
+/* dq holds d loss / d q_s: map it back to q (see the file comment) and write d beta,
+ * d gamma. q: the unscaled queries. */
+static void as_backward_map(const la_attn_ctx *c, const float *q, float *dq) {
+    const la_attn_opts *o = c->opts;
+    const int D = c->D;
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->H; h++)
+            for (int i = 0; i < c->T; i++) {
+                size_t ri = ((size_t)b * c->H + h) * c->T + i;
+                float *g = dq + ri * D;
+                const float *x = q + ri * D;
+                double sc, ln, lnp, ds = 0.0;
+                int scaled = as_row_scale(c, o, b, h, i, &sc, &ln, &lnp);
+                for (int d = 0; d < D; d++) {
+                    ds += (double)x[d] * g[d];
+                    g[d] = (float)(sc * g[d]);
+                }
+                if (o->das_beta) o->das_beta[ri] = scaled ? (float)(ds * lnp) : 0.0f;
+                if (o->das_gamma)
+                    o->das_gamma[ri] = scaled ? (float)(ds * o->as_beta[ri] * lnp * log(ln)) : 0.0f;
+            }
+}
+
+/* Context of an entmax-family call: the per-thread scratch of these kernels, delta (B, H, T)
+ * for the backward and, for ASEntmax, the scaled queries, all from the workspace. */
+static la_status em_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *shape,
+                        const float *q, const float *k, const float *v, const la_attn_opts *opts,
+                        int backward, la_workspace **own) {
+    int as = spec->norm == LA_NORM_ASENTMAX;
+    if (as && (!opts || !opts->as_beta || !opts->as_gamma))
         return la_fail(LA_EINVAL, "asentmax: opts.as_beta and opts.as_gamma (B, H, T) are required "
                                   "(compute them with la_asentmax_params_forward)");
-    if (!q) return la_fail(LA_EINVAL, "attention: q must not be NULL");
-    if (sh->B < 1 || sh->H < 1 || sh->T < 1 || sh->D < 1 || sh->S < 1)
-        return la_fail(LA_ESHAPE, "attention: every dimension must be >= 1");
-    size_t n = (size_t)sh->B * sh->H * sh->T * sh->D;
-    float *qs = malloc(sizeof(float) * n);
-    int64_t *pos = malloc(sizeof(int64_t) * (size_t)sh->T);
-    if (!qs || !pos) {
-        free(qs), free(pos);
-        return la_fail(LA_ENOMEM, "asentmax: cannot allocate the scaled queries (%zu floats)", n);
-    }
-    for (int b = 0; b < sh->B; b++) {
-        query_positions(sh, o->doc_ids, b, pos);
-        for (int h = 0; h < sh->H; h++)
-            for (int i = 0; i < sh->T; i++) {
-                size_t ri = ((size_t)b * sh->H + h) * sh->T + i;
-                double sc = 1.0;
-                if (as_head_scaled(spec, sh->H, h)) {
-                    double ln = log((double)(pos[i] + 2 > 2 ? pos[i] + 2 : 2));
-                    sc = spec->as_delta + o->as_beta[ri] * pow(ln, o->as_gamma[ri]);
-                }
-                for (int d = 0; d < sh->D; d++) qs[ri * sh->D + d] = (float)(sc * q[ri * sh->D + d]);
-            }
-    }
-    free(pos);
-    *q_s = qs;
-    return LA_OK;
+    la_ctx_extra x = {la_entmax_attn_scratch_bytes(shape->D, shape->S), backward, as};
+    LA_TRY(la_attn_ctx_init(c, spec, shape, q, k, v, opts, &x, own));
+    return as ? la_asentmax_ctx_scale(c) : LA_OK;
 }
 
 la_status la_entmax_attn_forward(const la_spec *spec, const la_shape *shape, const float *q,
@@ -828,15 +849,11 @@ la_status la_entmax_attn_forward(const la_spec *spec, const la_shape *shape, con
     if (!spec || !shape) return la_fail(LA_EINVAL, "attention: spec and shape must not be NULL");
     double alpha = norm_alpha(spec);
     LA_TRY(la_entmax_check_alpha(alpha, "la_attn_forward (entmax normaliser)"));
-    float *qs = NULL;
-    if (spec->norm == LA_NORM_ASENTMAX) LA_TRY(as_scale_q(spec, shape, q, opts, &qs));
     la_attn_ctx c;
     la_workspace *own = NULL;
-    la_status st = la_attn_ctx_init(&c, spec, shape, qs ? qs : q, k, v, opts,
-                                    la_entmax_attn_scratch_bytes(shape->D, shape->S), &own);
+    la_status st = em_ctx(&c, spec, shape, q, k, v, opts, 0, &own);
     if (st == LA_OK) st = em_forward(&c, alpha, out, row_stat);
     la_workspace_free(own);
-    free(qs);
     return st;
 }
 
@@ -847,51 +864,11 @@ la_status la_entmax_attn_backward(const la_spec *spec, const la_shape *shape, co
     if (!spec || !shape) return la_fail(LA_EINVAL, "attention: spec and shape must not be NULL");
     double alpha = norm_alpha(spec);
     LA_TRY(la_entmax_check_alpha(alpha, "la_attn_backward (entmax normaliser)"));
-    float *qs = NULL;
-    if (spec->norm == LA_NORM_ASENTMAX) LA_TRY(as_scale_q(spec, shape, q, opts, &qs));
     la_attn_ctx c;
     la_workspace *own = NULL;
-    la_status st = la_attn_ctx_init(&c, spec, shape, qs ? qs : q, k, v, opts,
-                                    la_entmax_attn_scratch_bytes(shape->D, shape->S), &own);
+    la_status st = em_ctx(&c, spec, shape, q, k, v, opts, 1, &own);
     if (st == LA_OK) st = em_backward(&c, alpha, row_stat, dout, dq, dk, dv);
+    if (st == LA_OK && spec->norm == LA_NORM_ASENTMAX) as_backward_map(&c, q, dq);
     la_workspace_free(own);
-    if (st == LA_OK && qs) {
-        /* dq currently holds d loss / d q_s; map back (see the file comment) */
-        const la_shape *sh = shape;
-        int64_t *pos = malloc(sizeof(int64_t) * (size_t)sh->T);
-        if (!pos) st = la_fail(LA_ENOMEM, "asentmax backward: cannot allocate %d positions", sh->T);
-        for (int b = 0; st == LA_OK && b < sh->B; b++) {
-            query_positions(sh, opts->doc_ids, b, pos);
-            for (int h = 0; h < sh->H; h++)
-                for (int i = 0; i < sh->T; i++) {
-                    size_t ri = ((size_t)b * sh->H + h) * sh->T + i;
-                    float *g = dq + ri * sh->D;
-                    const float *x = q + ri * sh->D;
-                    double sc = 1.0, ds = 0.0, lnp = 0.0, ln = 0.0;
-                    int scaled = as_head_scaled(spec, sh->H, h);
-                    if (scaled) {
-                        ln = log((double)(pos[i] + 2 > 2 ? pos[i] + 2 : 2));
-                        lnp = pow(ln, opts->as_gamma[ri]);
-                        sc = spec->as_delta + opts->as_beta[ri] * lnp;
-                    }
-                    for (int d = 0; d < sh->D; d++) {
-                        ds += (double)x[d] * g[d];
-                        g[d] = (float)(sc * g[d]);
-                    }
-                    if (opts->das_beta) opts->das_beta[ri] = scaled ? (float)(ds * lnp) : 0.0f;
-                    if (opts->das_gamma)
-                        opts->das_gamma[ri] =
-                            scaled ? (float)(ds * opts->as_beta[ri] * lnp * log(ln)) : 0.0f;
-                }
-        }
-        free(pos);
-    }
-    free(qs);
     return st;
-}
-
-/* ASEntmax query scaling for other passes over a finished call (attention diagnostics). */
-la_status la_asentmax_scale_q(const la_spec *spec, const la_shape *shape, const float *q,
-                              const la_attn_opts *opts, float **q_s) {
-    return as_scale_q(spec, shape, q, opts, q_s);
 }

@@ -47,10 +47,4 @@ void la_entmax_attn_set_strip_budget(size_t bytes);
 /* Per-thread scratch bytes of the fused entmax kernels for head dimension D and S keys. */
 size_t la_entmax_attn_scratch_bytes(int D, int S);
 
-/* The scaled queries (B,H,T,D) ASEntmax attends with (Vasylenko et al. 2025 eq. 8, see
- * entmax_attn.c), malloc'ed into *q_s (caller frees). Errors: LA_EINVAL (as_beta/as_gamma
- * missing), LA_ESHAPE, LA_ENOMEM. */
-la_status la_asentmax_scale_q(const la_spec *spec, const la_shape *shape, const float *q,
-                              const la_attn_opts *opts, float **q_s);
-
 #endif

@@ -4,14 +4,15 @@
  * (flash-attention style); the running maximum starts at -inf but is only ever used
  * through an explicit "no key seen yet" branch. Statistics: log-sum-exp per row, entropy
  * (online, as log(l) - sum p (L - m) / l with rescaling), support = visible keys, and
- * key mass by a second pass over (batch, head, key tile) once the lse is known.
+ * key mass by a second pass over (batch, head, key tile) once the lse is known (keystat.c).
  *
  * Backward (flash-attention-2, Dao 2023, Alg. 2): D_i = rowsum(dout o out),
  * dL = P o (dP - D_i) with P = exp(L - lse) and dP = dout V^T, then through
  * L = c_r a_t dot + m_t + slope d_t: d dot = dL c_r a_t, and d s_h = sum dL scale log(n_q) dot
  * for logn. dq is accumulated per (b, h, query tile); dk, dv per (b, hkv, key tile), each
  * recomputing P, so no two threads ever write the same output and no reduction order
- * depends on the thread count: results are bitwise identical for any n_threads.
+ * depends on the thread count: results are bitwise identical for any n_threads. The work
+ * items, their order and the visible tiles of each come from the tile scheduler (sched.c).
  * Rotated-frame gradients are rotated back by the inverse RoPE rotation at the end.
  *
  * Memory: per thread a few BQ x D and BQ x BK tiles; no T x S buffer anywhere.
@@ -34,13 +35,13 @@ typedef struct {
     float *acc;  /* (BQ, D)   output / dq accumulator */
     float *dka;  /* (BK, D)   dk accumulator */
     float *dva;  /* (BK, D)   dv accumulator */
-    float *cr, *lse, *Di, *colsum; /* (BQ) */
+    float *cr, *lse, *Di; /* (BQ) */
     double *m, *l, *s2, *gs;       /* (BQ) */
 } scratch;
 
 size_t la_softmax_scratch_bytes(int D) {
     size_t f = (size_t)4 * LA_BQ * D + (size_t)2 * LA_BK * D + (size_t)2 * D * LA_BK +
-               (size_t)4 * LA_BQ * LA_BK + 4 * LA_BQ;
+               (size_t)4 * LA_BQ * LA_BK + 3 * LA_BQ;
     return f * sizeof(float) + 4 * LA_BQ * sizeof(double) + 16 * 64;
 }
 
@@ -67,17 +68,12 @@ static scratch get_scratch(const la_attn_ctx *c, int tid) {
     TAKE(s.cr, float, LA_BQ);
     TAKE(s.lse, float, LA_BQ);
     TAKE(s.Di, float, LA_BQ);
-    TAKE(s.colsum, float, LA_BK);
     TAKE(s.m, double, LA_BQ);
     TAKE(s.l, double, LA_BQ);
     TAKE(s.s2, double, LA_BQ);
     TAKE(s.gs, double, LA_BQ);
 #undef TAKE
     return s;
-}
-
-static inline int in_span(const la_tilespan *sp, int kt) {
-    return (kt >= sp->a0 && kt < sp->a1) || (kt >= sp->b0 && kt < sp->b1);
 }
 
 /* Raw dots and logits of query tile (b,h,i0,nr) against key tile j0..j0+nc (Kt ready). */
@@ -95,7 +91,6 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
     const int hkv = h / c->group;
     const la_rowvis *rows = c->rows + (size_t)b * T + i0;
-    const la_tilespan *sp = &c->qspan[(size_t)b * c->nqt + qt];
     const float *vbase = c->v + ((size_t)b * c->Hkv + hkv) * (size_t)S * D;
     int want_ent = c->opts->row_entropy != NULL;
 
@@ -107,47 +102,45 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
         s->l[r] = 0.0;
         s->s2[r] = 0.0;
     }
-    for (int pass = 0; pass < 2; pass++) {
-        int k0 = pass ? sp->b0 : sp->a0, k1 = pass ? sp->b1 : sp->a1;
-        for (int kt = k0; kt < k1; kt++) {
-            const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
-            int cls = la_tile_class(rows, nr, j0, nc);
-            if (!cls) continue; /* fully masked tile: skipped, costs nothing */
-            tile_scores(c, s, ktiles + (size_t)kt * D * LA_BK, h, rows, i0, nr, j0, nc, cls);
-            for (int r = 0; r < nr; r++) {
-                const float *L = s->Lb + (size_t)r * LA_BK;
-                float *P = s->Pb + (size_t)r * LA_BK;
-                float tmax = la_row_max(L, nc);
-                if (tmax == -INFINITY) { /* no visible key of this row in the tile */
-                    memset(P, 0, sizeof(float) * (size_t)nc);
-                    continue;
-                }
-                double mold = s->m[r];
-                int seen = s->l[r] > 0.0;
-                double mnew = seen && mold > tmax ? mold : tmax;
-                float rs = la_exp_sub(L, (float)mnew, P, nc); /* P and its row sum */
-                double e = want_ent ? la_row_plogit(P, L, (float)mnew, nc) : 0.0;
-                if (seen) {
-                    double alpha = exp(mold - mnew);
-                    s->s2[r] = alpha * (s->s2[r] + (mold - mnew) * s->l[r]) + e;
-                    s->l[r] = alpha * s->l[r] + rs;
-                    if (alpha != 1.0) {
-                        float af = (float)alpha;
-                        float *a = s->acc + (size_t)r * D;
-                        for (int d = 0; d < D; d++) a[d] *= af;
-                    }
-                } else {
-                    s->s2[r] = e;
-                    s->l[r] = rs;
-                }
-                s->m[r] = mnew;
+    la_kiter ki;
+    la_ktile t;
+    la_kiter_init(&ki, c, b, qt);
+    while (la_kiter_next(&ki, &t)) { /* fully masked tiles are skipped: they cost nothing */
+        const int kt = t.kt, j0 = t.j0, nc = t.nc, cls = t.cls;
+        tile_scores(c, s, ktiles + (size_t)kt * D * LA_BK, h, rows, i0, nr, j0, nc, cls);
+        for (int r = 0; r < nr; r++) {
+            const float *L = s->Lb + (size_t)r * LA_BK;
+            float *P = s->Pb + (size_t)r * LA_BK;
+            float tmax = la_row_max(L, nc);
+            if (tmax == -INFINITY) { /* no visible key of this row in the tile */
+                memset(P, 0, sizeof(float) * (size_t)nc);
+                continue;
             }
-            const float *V = vbase + (size_t)j0 * D;
-            if (cls == 1)
-                la_mm(nr, D, nc, s->Pb, LA_BK, 1, V, D, s->acc, D, 1);
-            else
-                la_mm_rows(rows, nr, j0, nc, D, s->Pb, LA_BK, V, D, s->acc, D);
+            double mold = s->m[r];
+            int seen = s->l[r] > 0.0;
+            double mnew = seen && mold > tmax ? mold : tmax;
+            float rs = la_exp_sub(L, (float)mnew, P, nc); /* P and its row sum */
+            double e = want_ent ? la_row_plogit(P, L, (float)mnew, nc) : 0.0;
+            if (seen) {
+                double alpha = exp(mold - mnew);
+                s->s2[r] = alpha * (s->s2[r] + (mold - mnew) * s->l[r]) + e;
+                s->l[r] = alpha * s->l[r] + rs;
+                if (alpha != 1.0) {
+                    float af = (float)alpha;
+                    float *a = s->acc + (size_t)r * D;
+                    for (int d = 0; d < D; d++) a[d] *= af;
+                }
+            } else {
+                s->s2[r] = e;
+                s->l[r] = rs;
+            }
+            s->m[r] = mnew;
         }
+        const float *V = vbase + (size_t)j0 * D;
+        if (cls == 1)
+            la_mm(nr, D, nc, s->Pb, LA_BK, 1, V, D, s->acc, D, 1);
+        else
+            la_mm_rows(rows, nr, j0, nc, D, s->Pb, LA_BK, V, D, s->acc, D);
     }
     size_t rowbase = ((size_t)b * c->H + h) * T + i0;
     for (int r = 0; r < nr; r++) {
@@ -169,75 +162,60 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
     }
 }
 
-/* P = exp(L - lse) of a tile (rows with no visible key have lse = -inf and all-masked L). */
-static void tile_probs(const scratch *s, const la_rowvis *rows, int nr, int nc) {
+/* P = exp(L - lse) of a tile (rows with no visible key have lse = -inf and all-masked L);
+ * the probability callback of the key statistics (keystat.c) too. */
+static void softmax_probs(const void *arg, const la_rowvis *rows, const float *L, int nr, int nc,
+                          const float *lse, float *P, float *W) {
+    (void)arg, (void)W;
     for (int r = 0; r < nr; r++) {
-        float *P = s->Pb + (size_t)r * LA_BK;
+        float *p = P + (size_t)r * LA_BK;
         if (rows[r].nq == 0) {
-            memset(P, 0, sizeof(float) * (size_t)nc);
+            memset(p, 0, sizeof(float) * (size_t)nc);
             continue;
         }
-        la_exp_sub(s->Lb + (size_t)r * LA_BK, s->lse[r], P, nc);
+        la_exp_sub(L + (size_t)r * LA_BK, lse[r], p, nc);
     }
 }
 
-/* key_mass[b,h,j] = sum_i P_ij, one task per (b, h, key tile), query tiles in order. */
-static void keymass_task(const la_attn_ctx *c, const scratch *s, int b, int h, int kt,
-                         const float *row_stat) {
-    const int D = c->D, T = c->T, S = c->S;
-    const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
-    const int hkv = h / c->group;
-    const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
-    la_transpose(Kr, nc, D, D, s->Kt, LA_BK);
-    for (int x = 0; x < nc; x++) s->colsum[x] = 0.0f;
-    for (int qt = 0; qt < c->nqt; qt++) {
-        if (!in_span(&c->qspan[(size_t)b * c->nqt + qt], kt)) continue;
-        const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
-        const la_rowvis *rows = c->rows + (size_t)b * T + i0;
-        int cls = la_tile_class(rows, nr, j0, nc);
-        if (!cls) continue;
-        la_row_factors(c, h, rows, nr, s->cr);
-        la_load_q(c, b, h, i0, nr, s->Qt);
-        for (int r = 0; r < nr; r++) s->lse[r] = row_stat[((size_t)b * c->H + h) * T + i0 + r];
-        tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, cls);
-        tile_probs(s, rows, nr, nc);
-        for (int r = 0; r < nr; r++) {
-            const float *P = s->Pb + (size_t)r * LA_BK;
-            float *cs = s->colsum;
-            for (int x = 0; x < nc; x++) cs[x] += P[x];
-        }
-    }
-    float *km = c->opts->key_mass + ((size_t)b * c->H + h) * S + j0;
-    memcpy(km, s->colsum, sizeof(float) * (size_t)nc);
+static void tile_probs(const scratch *s, const la_rowvis *rows, int nr, int nc) {
+    softmax_probs(NULL, rows, s->Lb, nr, nc, s->lse, s->Pb, NULL);
+}
+
+typedef struct {
+    const la_attn_ctx *c;
+    scratch s;
+    float *out, *row_stat;
+    const float *dout, *cout, *crow_stat; /* backward */
+    float *dq, *dk, *dv;
+    double *part;
+    int p0;        /* first (b, kv head) pair of the prepared chunk */
+    size_t stride; /* floats between pairs in c->prep */
+} sm_arg;
+
+static const float *chunk_tiles(const sm_arg *a, la_item it) {
+    int pr = it.b * a->c->Hkv + it.h / a->c->group;
+    return a->c->prep + (size_t)(pr - a->p0) * a->stride;
+}
+
+static void fwd_item(void *arg, la_item it) {
+    sm_arg *a = arg;
+    fwd_task(a->c, &a->s, it.b, it.h, it.tile, a->out, a->row_stat, chunk_tiles(a, it));
 }
 
 la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) {
-    const int npairs = c->B * c->Hkv, per_pair = c->group * c->nqt;
-    const size_t stride = la_prep_stride(c, 0);
     /* one parallel region for the whole call (fewer fork/joins and barriers) */
 #pragma omp parallel num_threads(c->nthreads)
     {
-        scratch s = get_scratch(c, omp_get_thread_num());
-        for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
-            const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
-            la_prep_pairs_for(c, p0, n, 0);
-            /* largest query tiles first (causal cost grows with the tile index) */
-#pragma omp for schedule(dynamic, 1)
-            for (int t = 0; t < n * per_pair; t++) {
-                int pr = p0 + t / per_pair, rem = t % per_pair;
-                int b = pr / c->Hkv, h = (pr % c->Hkv) * c->group + rem / c->nqt;
-                int qt = c->nqt - 1 - rem % c->nqt;
-                fwd_task(c, &s, b, h, qt, out, row_stat, c->prep + (size_t)(pr - p0) * stride);
-            }
+        sm_arg a = {.c = c, .s = get_scratch(c, omp_get_thread_num()), .out = out,
+                    .row_stat = row_stat, .stride = la_prep_stride(c, 0)};
+        for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
+            int i0, i1;
+            la_sched_chunk(c, ch, &i0, &i1);
+            a.p0 = ch * c->prep_pairs;
+            la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 0);
+            la_sched_for(c, LA_ITEMS_Q, i0, i1, fwd_item, &a);
         }
-        if (c->opts->key_mass) {
-            const int nk = c->B * c->H * c->nkt;
-#pragma omp for schedule(dynamic, 1)
-            for (int t = 0; t < nk; t++) {
-                int kt = t % c->nkt, bh = t / c->nkt;
-                keymass_task(c, &s, bh / c->H, bh % c->H, kt, row_stat);
-            }
-        }
+        if (c->opts->key_mass) la_key_mass_for(c, row_stat, softmax_probs, NULL);
     }
     return LA_OK;
 }
@@ -288,11 +266,10 @@ static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt
 static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt,
                     const float *out, const float *row_stat, const float *dout, float *dq,
                     double *part, const float *ktiles) {
-    const int D = c->D, T = c->T, S = c->S;
+    const int D = c->D, T = c->T;
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
     const int hkv = h / c->group;
     const la_rowvis *rows = c->rows + (size_t)b * T + i0;
-    const la_tilespan *sp = &c->qspan[(size_t)b * c->nqt + qt];
     int want_gs = part != NULL;
 
     la_row_factors(c, h, rows, nr, s->cr);
@@ -300,23 +277,21 @@ static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt
     const float *dO = load_rowgrad(c, s, b, h, i0, nr, out, row_stat, dout);
     memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
     for (int r = 0; r < nr; r++) s->gs[r] = 0.0;
-    for (int pass = 0; pass < 2; pass++) {
-        int k0 = pass ? sp->b0 : sp->a0, k1 = pass ? sp->b1 : sp->a1;
-        for (int kt = k0; kt < k1; kt++) {
-            const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
-            int cls = la_tile_class(rows, nr, j0, nc);
-            if (!cls) continue;
-            const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
-            const float *Kt = ktiles + (size_t)kt * D * LA_BK;
-            tile_scores(c, s, Kt, h, rows, i0, nr, j0, nc, cls);
-            tile_probs(s, rows, nr, nc);
-            tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc, want_gs);
-            /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
-            if (cls == 1)
-                la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr, D, s->acc, D, 1);
-            else
-                la_mm_rows(rows, nr, j0, nc, D, s->dPb, LA_BK, Kr, D, s->acc, D);
-        }
+    la_kiter ki;
+    la_ktile t;
+    la_kiter_init(&ki, c, b, qt);
+    while (la_kiter_next(&ki, &t)) {
+        const int kt = t.kt, j0 = t.j0, nc = t.nc, cls = t.cls;
+        const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
+        const float *Kt = ktiles + (size_t)kt * D * LA_BK;
+        tile_scores(c, s, Kt, h, rows, i0, nr, j0, nc, cls);
+        tile_probs(s, rows, nr, nc);
+        tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc, want_gs);
+        /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
+        if (cls == 1)
+            la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr, D, s->acc, D, 1);
+        else
+            la_mm_rows(rows, nr, j0, nc, D, s->dPb, LA_BK, Kr, D, s->acc, D);
     }
     la_unrotate_q(c, b, i0, nr, s->acc);
     size_t rowbase = ((size_t)b * c->H + h) * T + i0;
@@ -331,7 +306,7 @@ static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt
 static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int kt,
                      const float *out, const float *row_stat, const float *dout, float *dk,
                      float *dv) {
-    const int D = c->D, T = c->T, S = c->S;
+    const int D = c->D, S = c->S;
     const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
     const float *vtile = c->v + (((size_t)b * c->Hkv + hkv) * S + j0) * D;
     const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
@@ -341,16 +316,16 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
     memset(s->dva, 0, sizeof(float) * (size_t)nc * D);
     for (int g = 0; g < c->group; g++) { /* GQA: the group's query heads in a fixed order */
         int h = hkv * c->group + g;
-        for (int qt = 0; qt < c->nqt; qt++) {
-            if (!in_span(&c->qspan[(size_t)b * c->nqt + qt], kt)) continue;
-            const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
-            const la_rowvis *rows = c->rows + (size_t)b * T + i0;
-            int cls = la_tile_class(rows, nr, j0, nc);
-            if (!cls) continue;
+        la_qiter qi;
+        la_qtile t;
+        la_qiter_init(&qi, c, b, kt);
+        while (la_qiter_next(&qi, &t)) {
+            const int i0 = t.i0, nr = t.nr;
+            const la_rowvis *rows = t.rows;
             la_row_factors(c, h, rows, nr, s->cr);
             la_load_q(c, b, h, i0, nr, s->Qt);
             const float *dO = load_rowgrad(c, s, b, h, i0, nr, out, row_stat, dout);
-            tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, cls);
+            tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
             tile_probs(s, rows, nr, nc);
             /* dv += P^T dO */
             la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva, D, 1);
@@ -365,43 +340,40 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
     memcpy(dv + kbase, s->dva, sizeof(float) * (size_t)nc * D);
 }
 
+static void dq_item(void *arg, la_item it) {
+    sm_arg *a = arg;
+    const la_attn_ctx *c = a->c;
+    double *part = a->part ? a->part + ((size_t)it.b * c->H + it.h) * c->nqt + it.tile : NULL;
+    dq_task(c, &a->s, it.b, it.h, it.tile, a->cout, a->crow_stat, a->dout, a->dq, part,
+            chunk_tiles(a, it));
+}
+
+static void dkv_item(void *arg, la_item it) {
+    sm_arg *a = arg;
+    dkv_task(a->c, &a->s, it.b, it.h, it.tile, a->cout, a->crow_stat, a->dout, a->dk, a->dv);
+}
+
 la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const float *row_stat,
                               const float *dout, float *dq, float *dk, float *dv) {
     float *dlogn = c->opts->dlogn_s;
     double *part = dlogn && c->spec->xform == LA_XF_LOGN ? c->part : NULL;
-    const int ntk = c->B * c->Hkv * c->nkt;
-    const int npairs = c->B * c->Hkv, per_pair = c->group * c->nqt;
-    const size_t stride = la_prep_stride(c, 1);
 #pragma omp parallel num_threads(c->nthreads)
     {
-        scratch s = get_scratch(c, omp_get_thread_num());
-        for (int p0 = 0; p0 < npairs; p0 += c->prep_pairs) {
-            const int n = npairs - p0 < c->prep_pairs ? npairs - p0 : c->prep_pairs;
-            la_prep_pairs_for(c, p0, n, 1);
-#pragma omp for schedule(dynamic, 1)
-            for (int t = 0; t < n * per_pair; t++) {
-                int pr = p0 + t / per_pair, rem = t % per_pair;
-                int b = pr / c->Hkv, h = (pr % c->Hkv) * c->group + rem / c->nqt;
-                int qt = c->nqt - 1 - rem % c->nqt;
-                dq_task(c, &s, b, h, qt, out, row_stat, dout, dq,
-                        part ? part + ((size_t)b * c->H + h) * c->nqt + qt : NULL,
-                        c->prep + (size_t)(pr - p0) * stride);
-            }
+        sm_arg a = {.c = c, .s = get_scratch(c, omp_get_thread_num()), .dout = dout, .cout = out,
+                    .crow_stat = row_stat, .dq = dq, .dk = dk, .dv = dv, .part = part,
+                    .stride = la_prep_stride(c, 1)};
+        for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
+            int i0, i1;
+            la_sched_chunk(c, ch, &i0, &i1);
+            a.p0 = ch * c->prep_pairs;
+            la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 1);
+            la_sched_for(c, LA_ITEMS_Q, i0, i1, dq_item, &a);
         }
-#pragma omp for schedule(dynamic, 1)
-        for (int t = 0; t < ntk; t++) {
-            int kt = t % c->nkt, bh = t / c->nkt;
-            dkv_task(c, &s, bh / c->Hkv, bh % c->Hkv, kt, out, row_stat, dout, dk, dv);
-        }
+        la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), dkv_item, &a);
     }
     if (dlogn) {
-        for (int h = 0; h < c->H; h++) {
-            double acc = 0.0;
-            if (part)
-                for (int b = 0; b < c->B; b++)
-                    for (int qt = 0; qt < c->nqt; qt++) acc += part[((size_t)b * c->H + h) * c->nqt + qt];
-            dlogn[h] = (float)acc;
-        }
+        if (part) la_sum_parts(c, dlogn);
+        else memset(dlogn, 0, sizeof(float) * (size_t)c->H);
     }
     return LA_OK;
 }

@@ -39,6 +39,7 @@ la_status la_ws_rope_table(la_workspace *ws, const double *omega, int D, int64_t
         free(ws->rope);
         ws->rope = p;
         ws->rope_cap = need;
+        ws->grows++;
     }
     if (ws->rope_D != D || !ws->rope_omega) {
         free(ws->rope_omega);
@@ -64,6 +65,7 @@ la_status la_ws_carve(la_workspace *ws, la_ws_req *reqs, int n) {
         free(ws->base);
         ws->base = p;
         ws->cap = total;
+        ws->grows++;
     }
     char *at = ws->base;
     for (int i = 0; i < n; i++) {

@@ -88,14 +88,6 @@ static int save(const char *path, const float *x, int ndim, const int64_t *shape
     return 0;
 }
 
-static int parse_long(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
 
 static int shape_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int shape_fail(const char *fmt, ...) {
@@ -151,9 +143,9 @@ int cli_attn(int argc, char **argv) {
     la_spec spec;
     if (la_spec_parse(spec_s, &spec) != LA_OK) return cli_usage_error(CMD, "%s", la_errmsg());
     long long pos0 = LA_POS0_AUTO, nthreads = 0;
-    if (pos0_s && !parse_long(pos0_s, -(1LL << 62), 1LL << 62, &pos0))
+    if (pos0_s && cli_parse_int(pos0_s, -(1LL << 62), 1LL << 62, &pos0))
         return cli_usage_error(CMD, "--pos0 '%s' is not an integer", pos0_s);
-    if (thr_s && !parse_long(thr_s, 1, 4096, &nthreads))
+    if (thr_s && cli_parse_int(thr_s, 1, 4096, &nthreads))
         return cli_usage_error(CMD, "--threads '%s' is not an integer in 1..4096", thr_s);
 
     int rc = 1;
@@ -258,7 +250,7 @@ int cli_attn(int argc, char **argv) {
     out = malloc(sizeof(float) * nq);
     lse = malloc(sizeof(float) * nr);
     if (!out || !lse) goto oom;
-    la_attn_opts opts = la_attn_default_opts();
+    la_attn_opts opts = la_attn_opts_default();
     opts.doc_ids = doc_ids;
     opts.logn_s = lognp ? ls.data : NULL;
     opts.n_threads = (int)nthreads;

@@ -4,6 +4,8 @@
 #ifndef LA_CLI_H
 #define LA_CLI_H
 
+#include <stddef.h>
+
 typedef int (*la_cli_fn)(int argc, char **argv);
 
 typedef struct {
@@ -12,8 +14,22 @@ typedef struct {
     la_cli_fn fn;
 } la_cli_cmd;
 
-/* Print "longattn: <msg>" to stderr and return 2 (usage error). */
+/* ---- src/cli/cli_util.c: helpers shared by the subcommands ---- */
+/* Print "longattn <cmd>: <msg>" and the --help hint to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Strict parsers: the whole string is one decimal integer / finite number in [lo, hi].
+ * 0 on success (*out set), -1 otherwise (*out untouched); they print nothing. */
+int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+int cli_parse_num(const char *s, double lo, double hi, double *out);
+/* Monotonic clock, seconds. */
+double cli_now(void);
+/* Growable string: cli_sbuf b = {0}; cli_sb_printf(&b, ...); use b.s (NULL when empty);
+ * free(b.s). Text that does not fit in memory is dropped. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+} cli_sbuf;
+void cli_sb_printf(cli_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* `longattn study`: the length-generalisation study (src/cli/study.c). */
 int cli_study(int argc, char **argv);
@@ -21,9 +37,6 @@ int cli_study(int argc, char **argv);
 int cli_attn(int argc, char **argv);
 /* bench/bench_main.c: `longattn bench <name>` (table in bench/bench.h). */
 int cli_bench(int argc, char **argv);
-/* src/cli/plot.c: run `gnuplot script_path`; returns its exit status (127: gnuplot not
- * installed, -1: could not start). */
-int cli_gnuplot(const char *script_path);
 
 /* src/cli/critical.c, src/cli/diagnose.c */
 int cli_critical(int argc, char **argv);
@@ -43,6 +56,9 @@ int cli_kv_eval(int argc, char **argv);
 
 /* longattn gguf (src/cli/gguf.c): inspect GGUF files */
 int cli_gguf(int argc, char **argv);
+
+/* longattn tokenize (src/cli/tokenize.c): a GGUF model's tokenizer on a text */
+int cli_tokenize(int argc, char **argv);
 
 /* longattn synth (src/cli/synth.c) */
 int cli_synth(int argc, char **argv);

@@ -1,7 +1,7 @@
 /* critical.c -- `longattn critical`: the critical attention scaling simulation of Chen et
- * al. 2025 (library: src/tasks/critical.c). Writes a CSV of the (rho, gamma) grid and a
- * gnuplot heatmap of the angle ratio with the curve gamma = 1/(1-rho), and prints the
- * equal-angle (simplex) closed form against the theorem's limits. */
+ * al. 2025. The library (la_critical_run, src/tasks/critical_run.c) computes the
+ * (rho, gamma) grid and writes critical.csv, simplex.csv and the gnuplot heat map; this
+ * file parses the options, calls it and prints the per-rho summary. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -44,24 +44,10 @@ static int parse_grid(const char *s, double *out, int cap) {
 }
 
 static int parse_int(const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end || errno || v < lo || v > hi) return -1;
+    long long v;
+    if (cli_parse_int(s, lo, hi, &v)) return -1;
     *out = (int)v;
     return 0;
-}
-
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return -1;
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return (mkdir(buf, 0777) && errno != EEXIST) ? -1 : 0;
 }
 
 static void usage(FILE *f) {
@@ -81,28 +67,8 @@ static void usage(FILE *f) {
             "  --no-plot      write the CSV and the gnuplot script but do not run gnuplot\n");
 }
 
-/* simplex.csv: closed form at growing n against the theorem's limits */
-static int write_simplex(const char *path, const double *rhos, int n_rho) {
-    la_afile af;
-    if (la_afile_open(&af, path) != LA_OK) return -1;
-    fprintf(af.f, "rho,gamma_over_crit,gamma,n,inner_product,limit\n");
-    static const double kappas[] = {0.5, 0.9, 1.0, 1.1, 1.5}, ns[] = {1e3, 1e6, 1e9, 1e12};
-    for (int a = 0; a < n_rho; a++)
-        for (int k = 0; k < 5; k++)
-            for (int j = 0; j < 4; j++) {
-                double g = kappas[k] / (1 - rhos[a]), ip;
-                if (la_critical_simplex_ip(ns[j], rhos[a], g, &ip) != LA_OK) {
-                    la_afile_abort(&af);
-                    return -1;
-                }
-                fprintf(af.f, "%.4g,%.2f,%.17g,%.0f,%.17g,%.17g\n", rhos[a], kappas[k], g, ns[j], ip,
-                        la_critical_simplex_limit(rhos[a], g));
-            }
-    return la_afile_commit(&af) == LA_OK ? 0 : -1;
-}
-
 int cli_critical(int argc, char **argv) {
-    la_critical_params p = la_critical_default_params();
+    la_critical_params p = la_critical_params_default();
     static double rhos[MAX_GRID], gammas[MAX_GRID];
     int n_rho = parse_grid("0.1:0.9:0.1", rhos, MAX_GRID);
     int n_gamma = parse_grid("0.25:10:0.25", gammas, MAX_GRID);
@@ -145,39 +111,13 @@ int cli_critical(int argc, char **argv) {
             return cli_usage_error("critical", "unknown option '%s'", a);
         }
     }
-    if (mkdir_p(out)) {
-        fprintf(stderr, "longattn critical: cannot create folder '%s': %s\n", out, strerror(errno));
-        return 1;
-    }
     la_critical_cell *cells = calloc((size_t)n_rho * n_gamma, sizeof *cells);
     if (!cells) return 1;
     fprintf(stderr, "longattn critical: n=%d d=%d draws=%d, %d rho x %d gamma ...\n", p.n, p.d, p.draws, n_rho, n_gamma);
-    la_status s = la_critical_grid(&p, rhos, n_rho, gammas, n_gamma, cells);
+    int gp_exit = -1;
+    la_status s = la_critical_run(&p, rhos, n_rho, gammas, n_gamma, out, plot, cells, &gp_exit);
     if (s != LA_OK) {
         fprintf(stderr, "longattn critical: %s: %s\n", la_status_name(s), la_errmsg());
-        free(cells);
-        return 1;
-    }
-    char csv[4200], gp[4200], png[4200], sx[4200];
-    snprintf(csv, sizeof csv, "%s/critical.csv", out);
-    snprintf(gp, sizeof gp, "%s/critical.gp", out);
-    snprintf(png, sizeof png, "%s/critical.png", out);
-    snprintf(sx, sizeof sx, "%s/simplex.csv", out);
-    la_afile af;
-    if (la_afile_open(&af, csv) != LA_OK) {
-        fprintf(stderr, "longattn critical: %s\n", la_errmsg());
-        free(cells);
-        return 1;
-    }
-    fprintf(af.f, "rho,gamma,gamma_crit,beta,angle_before,angle_after,angle_ratio,ip_before,ip_after,simplex_ip,simplex_limit\n");
-    for (int k = 0; k < n_rho * n_gamma; k++) {
-        const la_critical_cell *c = &cells[k];
-        fprintf(af.f, "%.6g,%.6g,%.6g,%.6g,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", c->rho, c->gamma, c->gamma_crit, c->beta,
-                c->angle_before, c->angle_after, c->angle_ratio, c->ip_before, c->ip_after, c->simplex_ip,
-                la_critical_simplex_limit(c->rho, c->gamma));
-    }
-    if (la_afile_commit(&af) != LA_OK || write_simplex(sx, rhos, n_rho)) {
-        fprintf(stderr, "longattn critical: writing results: %s\n", la_errmsg());
         free(cells);
         return 1;
     }
@@ -195,38 +135,12 @@ int cli_critical(int argc, char **argv) {
         printf("%6.3f %10.3f %12.3f %14.4f %14.4f\n", rhos[a], 1 / (1 - rhos[a]), cross, row[0].angle_ratio,
                row[n_gamma - 1].angle_ratio);
     }
-    printf("wrote %s, %s\n", csv, sx);
-    double rlo = rhos[0], rhi = rhos[n_rho - 1], glo = gammas[0], ghi = gammas[n_gamma - 1];
-    double dr = n_rho > 1 ? (rhi - rlo) / (n_rho - 1) : 0.1, dg = n_gamma > 1 ? (ghi - glo) / (n_gamma - 1) : 0.1;
-    if (la_afile_open(&af, gp) != LA_OK) {
-        fprintf(stderr, "longattn critical: %s\n", la_errmsg());
-        free(cells);
-        return 1;
-    }
-    fprintf(af.f,
-            "# gnuplot script written by `longattn critical`; paths are relative to the folder longattn ran in\n"
-            "set terminal pngcairo size 900,650\n"
-            "set output '%s'\n"
-            "set datafile separator ','\n"
-            "set title 'Chen et al. critical scaling: angle ratio after/before one attention step (n=%d, d=%d)'\n"
-            "set xlabel 'rho (token correlation)'\nset ylabel 'gamma (beta = gamma log n)'\n"
-            "set cblabel 'mean angle after / before'\nset cbrange [0:1.05]\n"
-            "set palette defined (0 '#2c115f', 0.5 '#d3436e', 1 '#fcfdbf')\n"
-            "set xrange [%g:%g]\nset yrange [%g:%g]\n"
-            "set samples 400\nset key bottom right box opaque\n"
-            "plot '%s' skip 1 using 1:2:7 with image notitle, \\\n"
-            "     1/(1-x) with lines lw 3 lc rgb '#00c0ff' title 'gamma = 1/(1-rho)'\n",
-            png, p.n, p.d, rlo - dr / 2, rhi + dr / 2, glo - dg / 2, ghi + dg / 2, csv);
-    if (la_afile_commit(&af) != LA_OK) {
-        fprintf(stderr, "longattn critical: %s\n", la_errmsg());
-        free(cells);
-        return 1;
-    }
     free(cells);
+    printf("wrote %s/critical.csv, %s/simplex.csv\n", out, out);
     if (plot) {
-        int rc = cli_gnuplot(gp);
-        if (rc == 0) printf("wrote %s\n", png);
-        else fprintf(stderr, "longattn critical: gnuplot failed (exit %d); the data is in %s, the script in %s\n", rc, csv, gp);
+        if (gp_exit == 0) printf("wrote %s/critical.png\n", out);
+        else fprintf(stderr, "longattn critical: gnuplot failed (exit %d); the data is in %s/critical.csv, the script in "
+                     "%s/critical.gp\n", gp_exit, out, out);
     }
     return 0;
 }

@@ -26,20 +26,16 @@ static void usage(FILE *f) {
 }
 
 static int parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi)
+    long long v;
+    if (cli_parse_int(s, lo, hi, &v))
         return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
 static int parse_dbl(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi))
+    if (cli_parse_num(s, lo, hi, out))
         return cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
-    *out = v;
     return 0;
 }
 
@@ -75,7 +71,7 @@ int cli_generate(int argc, char **argv) {
     if (!ckpt) return cli_usage_error(cmd, "--ckpt FILE is required");
     if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (at least one byte)");
 
-    la_kv_params kp = la_kv_default_params();
+    la_kv_params kp = la_kv_params_default();
     if (la_kv_policy_parse(policy, &kp) != LA_OK) return cli_usage_error(cmd, "--policy: %s", la_errmsg());
     la_model *m = NULL;
     if (la_model_load(ckpt, &m) != LA_OK) {
@@ -112,8 +108,7 @@ int cli_generate(int argc, char **argv) {
         fputs(prompt, stdout);
         fflush(stdout);
     }
-    struct timespec t0, t1, t2;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = cli_now(), t1, t2;
     for (int i = 0; i < n_prompt; i += (int)chunk) {
         int T = n_prompt - i < chunk ? n_prompt - i : (int)chunk;
         if (la_decoder_step(d, toks + i, T, logits, 0) != LA_OK) {
@@ -121,10 +116,10 @@ int cli_generate(int argc, char **argv) {
             goto done;
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    t1 = cli_now();
     la_rng rng;
     la_rng_seed(&rng, (uint64_t)seed);
-    la_sample_params sp = la_sample_default_params();
+    la_sample_params sp = la_sample_params_default();
     sp.temperature = temperature;
     sp.top_k = (int)top_k;
     sp.top_p = top_p;
@@ -141,13 +136,13 @@ int cli_generate(int argc, char **argv) {
             goto done;
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t2);
+    t2 = cli_now();
     fputc('\n', stdout);
     if (!quiet) {
         char pol[128];
         la_kv_policy_format(&kp, pol, sizeof pol);
-        double pre = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
-        double gen = (t2.tv_sec - t1.tv_sec) + 1e-9 * (t2.tv_nsec - t1.tv_nsec);
+        double pre = t1 - t0;
+        double gen = t2 - t1;
         la_kv_cache *c = la_decoder_cache(d);
         fprintf(stderr,
                 "[generate] policy %s: prompt %d bytes in %.3f s, %ld new bytes at %.1f bytes/s; cache holds %lld tokens/layer "

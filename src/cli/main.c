@@ -1,5 +1,4 @@
 /* main.c -- `longattn` command-line program: dispatches to one file per subcommand. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,19 +15,10 @@ static const la_cli_cmd commands[] = {
     {"diagnose", "attention mass and entropy per distance range (--ckpt model on a text, --gaussian model)", cli_diagnose},
     {"generate", "stream text from a checkpoint through the KV cache (greedy/top-k/top-p, any cache policy)", cli_generate},
     {"gguf", "inspect GGUF model files: longattn gguf info FILE (metadata, tensors), dequant, types", cli_gguf},
+    {"tokenize", "tokenize a text with a GGUF model's tokenizer (ids and pieces), or decode ids", cli_tokenize},
     {"kv-eval", "KV cache policies: validation loss and passkey accuracy up to 16x the training length", cli_kv_eval},
     {NULL, NULL, NULL},
 };
-
-int cli_usage_error(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "longattn %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(run `longattn %s --help` for usage)\n", cmd);
-    return 2;
-}
 
 static void print_help(FILE *f) {
     fprintf(f, "usage: longattn <command> [options]   (longattn <command> --help for details)\n\ncommands:\n");

@@ -46,11 +46,6 @@ typedef struct {
     double last_print;
 } progress_state;
 
-static double mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void on_progress(void *user, const la_study_progress *p) {
     progress_state *ps = user;
@@ -65,7 +60,7 @@ static void on_progress(void *user, const la_study_progress *p) {
         k += snprintf(line + k, sizeof line - (size_t)k, "  val %.3f", p->val_loss);
     snprintf(line + k, sizeof line - (size_t)k, "  | %s elapsed, ETA %s", el, eta);
     int new_phase = p->phase != ps->last_phase || p->spec_index != ps->last_spec;
-    double now = mono();
+    double now = cli_now();
     if (ps->tty) {
         if (new_phase && ps->last_phase) fputc('\n', stderr); /* keep one line per finished phase */
         fprintf(stderr, "\r%s\033[K", line);
@@ -110,9 +105,8 @@ int cli_study(int argc, char **argv) {
             if (!strcmp(a, "--out")) out = val;
             else if (!strcmp(a, "--data")) data = val;
             else {
-                char *end;
-                long t = strtol(val, &end, 10);
-                if (*end || t < 1 || t > 1024)
+                long long t;
+                if (cli_parse_int(val, 1, 1024, &t))
                     return cli_usage_error("study", "--threads wants a whole number from 1 to 1024 (got '%s')", val);
                 threads = (int)t;
             }
@@ -147,7 +141,7 @@ int cli_study(int argc, char **argv) {
     fprintf(stderr, ", %d threads)\n", threads > 0 ? threads : omp_get_max_threads());
 
     progress_state ps = {isatty(2), NULL, -1, 0};
-    la_study_opts opts = la_study_default_opts();
+    la_study_opts opts = la_study_opts_default();
     opts.n_threads = threads;
     opts.progress = on_progress;
     opts.user = &ps;

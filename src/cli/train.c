@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "core/internal.h"
+#include "io/files.h"
 #include "longattn.h"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -70,7 +71,7 @@ static void fmt_time(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%d:%02d", t / 60, t % 60);
 }
 
-static int on_progress(const la_train_progress *p, void *user) {
+static int on_progress(void *user, const la_train_progress *p) {
     progress_ctx *pc = user;
     char eta[32], el[32], val[32] = "";
     fmt_time(p->eta_s, eta, sizeof eta);
@@ -94,30 +95,24 @@ static int on_progress(const la_train_progress *p, void *user) {
 }
 
 static int parse_int(const char *cmd, const char *opt, const char *v, int lo, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > 1000000000)
+    long long x;
+    if (cli_parse_int(v, lo, 1000000000, &x))
         return cli_usage_error(cmd, "%s expects an integer >= %d, got '%s'", opt, lo, v);
     *out = (int)x;
     return 0;
 }
 
 static int parse_double(const char *cmd, const char *opt, const char *v, double lo, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || *end || end == v || !(x >= lo) || !isfinite(x))
+    if (cli_parse_num(v, lo, HUGE_VAL, out))
         return cli_usage_error(cmd, "%s expects a number >= %g, got '%s'", opt, lo, v);
-    *out = x;
     return 0;
 }
 
 int cli_train(int argc, char **argv) {
     const char *cmd = "train";
-    la_model_config mc = la_model_default_config();
-    la_train_config tc = la_train_default_config();
-    la_data_config dc = la_data_default_config();
+    la_model_config mc = la_model_config_default();
+    la_train_config tc = la_train_config_default();
+    la_data_config dc = la_data_config_default();
     const char *data_path = NULL, *out = "runs/train";
     int resume = 0, steps_set = 0, min_lr_set = 0;
     const char *fixed_opt = NULL; /* last option given that a checkpoint fixes */
@@ -191,20 +186,9 @@ int cli_train(int argc, char **argv) {
                                     "--data may be given). Start a new run with another --out instead", fixed_opt);
     if (!resume && !data_path) return cli_usage_error(cmd, "--data PATH is required (a text file/dir or .bin shards)");
     if (strlen(out) > 900) return cli_usage_error(cmd, "--out path too long");
-    {
-        /* mkdir -p */
-        char tmp[1024];
-        snprintf(tmp, sizeof tmp, "%s", out);
-        for (char *q = tmp + 1; *q; q++)
-            if (*q == '/') {
-                *q = 0;
-                mkdir(tmp, 0755);
-                *q = '/';
-            }
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "longattn train: cannot create %s: %s\n", out, strerror(errno));
-            return 1;
-        }
+    if (la_mkdir_p(out) != LA_OK) {
+        fprintf(stderr, "longattn train: %s\n", la_errmsg());
+        return 1;
     }
     char ckpt[1024], csv[1024], meta_path[1100];
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", out);
@@ -289,7 +273,7 @@ int cli_train(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
-    s = la_train_run(tr, on_progress, &pc);
+    s = la_trainer_run(tr, on_progress, &pc);
     signal(SIGINT, SIG_DFL);
     if (pc.tty) fprintf(stderr, "\n");
     if (s == LA_EINTERRUPTED) {

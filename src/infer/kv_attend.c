@@ -25,7 +25,7 @@ la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const flo
     const float *k, *v;
     la_kv_gather(c, layer, &k, &v);
 
-    la_attn_opts o = opts ? *opts : la_attn_default_opts();
+    la_attn_opts o = opts ? *opts : la_attn_opts_default();
     if (!o.ws) o.ws = c->ws;
     float *user_mass = o.key_mass;
     const int h2o = c->p.policy == LA_KV_H2O;

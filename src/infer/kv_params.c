@@ -11,7 +11,7 @@
 
 #define KV_FORMS "full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]), optionally +int8 or +int8(group=g)"
 
-la_kv_params la_kv_default_params(void) {
+la_kv_params la_kv_params_default(void) {
     la_kv_params p;
     memset(&p, 0, sizeof p);
     p.n_layers = 1;
@@ -39,7 +39,7 @@ void la_kv_policy_counts(const la_kv_params *p, int64_t *sinks, int64_t *heavy, 
 }
 
 la_status la_kv_params_validate(const la_kv_params *p) {
-    if (!p) return la_fail(LA_EINVAL, "kv params: NULL pointer; start from la_kv_default_params()");
+    if (!p) return la_fail(LA_EINVAL, "kv params: NULL pointer; start from la_kv_params_default()");
     if (p->n_layers < 1) return la_fail(LA_EINVAL, "kv params: n_layers = %d, must be >= 1", p->n_layers);
     if (p->H < 1 || p->Hkv < 1)
         return la_fail(LA_EINVAL, "kv params: H = %d, Hkv = %d, both must be >= 1", p->H, p->Hkv);

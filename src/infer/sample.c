@@ -8,7 +8,7 @@
 
 #include "infer/kv_internal.h"
 
-la_sample_params la_sample_default_params(void) {
+la_sample_params la_sample_params_default(void) {
     la_sample_params p = {.temperature = 1.0, .top_k = 0, .top_p = 1.0};
     return p;
 }

@@ -3,6 +3,7 @@
  * the output projection, as a forward/backward pair.
  *   a (N, C) -> q (B,T,H,D), k, v (B,T,Hkv,D) -> QK-norm -> la_attn_forward -> y (N, H*D)
  *   out (N, C) += y Wo^T */
+#include <assert.h>
 #include <omp.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 #include "model/layers.h"
 
 static la_attn_opts opts_for(const attn_dims *d, const attn_weights *w, const attn_acts *a) {
-    la_attn_opts op = la_attn_default_opts();
+    la_attn_opts op = la_attn_opts_default();
     op.ws = d->ws;
     /* a small attention call (under ~2M multiply-adds) runs on one thread: waking a team
      * costs more than the work, and much more on a shared machine */
@@ -40,7 +41,17 @@ la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_
     la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
     la_attn_opts op = opts_for(d, w, a);
     double t0 = omp_get_wtime();
-    la_status s = la_attn_forward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, &op);  // A8
+    la_status s;
+    if (d->kv) {  // A8 over a KV cache: the hook appends k, v and attends over what it keeps
+        assert(B == 1);
+        /* the cache's length, not T, sizes the work: the thread count stays the model's,
+         * and the hook's own workspace fits its cache */
+        op.n_threads = d->n_threads;
+        op.ws = NULL;
+        s = d->kv->append_attend(d->kv->ctx, d->layer, d->spec, a->qh, a->kh, a->vh, T, a->att, &op);
+    } else {
+        s = la_attn_forward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, &op);  // A8
+    }
     *d->t_attn += omp_get_wtime() - t0;
     if (s != LA_OK) return s;
     la_permute_bhtd_to_bthd(a->y, a->att, B, T, H, D);                       // A9: y (N, H*D)

@@ -73,7 +73,7 @@ struct la_model {
 
 enum { EVAL_CHUNK = 256 };
 
-la_model_config la_model_default_config(void) {
+la_model_config la_model_config_default(void) {
     la_model_config c;
     memset(&c, 0, sizeof c);
     c.n_layer = 4;
@@ -201,7 +201,7 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     if (!(c.init_std > 0)) return la_fail(LA_EINVAL, "model config: init_std must be > 0");
     if (!(c.qk_gain > 0 && c.qk_gain <= 100))
         return la_fail(LA_EINVAL, "model config: qk_gain must be in (0, 100] (the initial QK-norm gain; "
-                       "la_model_default_config sets 1)");
+                       "la_model_config_default sets 1)");
     if (memchr(c.spec, 0, sizeof c.spec) == NULL)
         return la_fail(LA_EINVAL, "model config: spec text is not NUL-terminated");
     la_spec spec;
@@ -286,10 +286,10 @@ float *la_model_params(la_model *m) { return m->params; }
 float *la_model_grads(la_model *m) { return m->grads; }
 int la_model_num_tensors(const la_model *m) { return m->n_tensors; }
 
-la_status la_model_tensor(const la_model *m, int i, la_tensor_info *info) {
-    if (!m || !info) return la_fail(LA_EINVAL, "la_model_tensor: NULL argument");
+la_status la_model_get_tensor(const la_model *m, int i, la_tensor_info *info) {
+    if (!m || !info) return la_fail(LA_EINVAL, "la_model_get_tensor: NULL argument");
     if (i < 0 || i >= m->n_tensors)
-        return la_fail(LA_EINVAL, "la_model_tensor: index %d outside [0, %d)", i, m->n_tensors);
+        return la_fail(LA_EINVAL, "la_model_get_tensor: index %d outside [0, %d)", i, m->n_tensors);
     *info = m->tensors[i];
     return LA_OK;
 }
@@ -448,19 +448,22 @@ static attn_weights weights_at(const la_model *m, float *base, const layer_off *
 
 static attn_dims dims_of(la_model *m, int B, int T) {
     attn_dims d = {&m->spec, B, T, m->C, m->H, m->Hkv, m->D, m->ws, m->n_threads,
-                   &m->timing.matmul_s, &m->timing.attn_s};
+                   &m->timing.matmul_s, &m->timing.attn_s, NULL, 0};
     return d;
 }
 
 /* x_in (N, C) -> x_out (N, C). Training: mid and x_out are separate buffers; evaluation:
- * x_in == mid == x_out (the residual stream is updated in place). */
+ * x_in == mid == x_out (the residual stream is updated in place). kv: NULL, or the KV-cache
+ * hook the attention sub-layer goes through (B = 1, la_model_forward_cached). */
 static la_status block_forward(la_model *m, int l, acts *a, const float *x_in, float *mid,
-                               float *x_out, int B, int T) {
+                               float *x_out, int B, int T, const la_model_kv_hook *kv) {
     const layer_off *o = &m->lo[l];
     const float *P = m->params;
     int N = B * T, C = m->C, F = m->F;
     double *tm = &m->timing.matmul_s;
     attn_dims d = dims_of(m, B, T);
+    d.kv = kv;
+    d.layer = l;
     attn_weights w = weights_at(m, m->params, o);
     la_rmsnorm_forward(a->ln1, a->ln1_rstd, x_in, P + o->ln1_g, N, C);         // F1: a = RMSNorm(x)
     if (mid != x_in) memcpy(mid, x_in, sizeof(float) * (size_t)N * C);
@@ -527,7 +530,7 @@ la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *ta
     const float *x = m->res0;
     for (int l = 0; l < m->L; l++) {
         acts *a = &m->ta[l];
-        LA_TRY(block_forward(m, l, a, x, a->mid, a->res_out, B, T));
+        LA_TRY(block_forward(m, l, a, x, a->mid, a->res_out, B, T, NULL));
         x = a->res_out;
     }
     la_rmsnorm_forward(m->lnf, m->lnf_rstd, x, P + m->off_lnf_g, (int)N, C);              // final norm
@@ -594,7 +597,7 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
     int C = m->C, V = m->V;
     const float *P = m->params;
     la_embed_forward(m->ex, tokens, P + m->off_wte, (int)N, C);
-    for (int l = 0; l < m->L; l++) LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, B, T));
+    for (int l = 0; l < m->L; l++) LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, B, T, NULL));
     float *xn = m->ea.ln1;  // (N, C) final norm output
     la_rmsnorm_forward(xn, m->ea.ln1_rstd, m->ex, P + m->off_lnf_g, (int)N, C);
     double sum = 0;
@@ -625,6 +628,29 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
     return LA_OK;
 }
 
+la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
+                                  const la_model_kv_hook *hook, float *logits, int all_rows) {
+    if (!m || !hook || !hook->append_attend)
+        return la_fail(LA_EINVAL, "la_model_forward_cached: NULL model or KV hook");
+    m->can_backward = 0;
+    m->logits_valid = 0;
+    LA_TRY(check_tokens(m, tokens, NULL, 1, T));
+    double t_start = omp_get_wtime();
+    LA_TRY(ensure_eval(m, (size_t)T));
+    const int C = m->C;
+    const float *P = m->params;
+    la_embed_forward(m->ex, tokens, P + m->off_wte, T, C);
+    for (int l = 0; l < m->L; l++) LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, 1, T, hook));
+    if (logits) {
+        const int r0 = all_rows ? 0 : T - 1, rows = T - r0;
+        float *xn = m->ea.ln1;  // (rows, C) final norm output
+        la_rmsnorm_forward(xn, m->ea.ln1_rstd, m->ex + (size_t)r0 * C, P + m->off_lnf_g, rows, C);
+        la_mm_forward(&m->timing.matmul_s, logits, xn, P + m->off_lm_head, rows, C, m->V, 0);
+    }
+    m->timing.total_s += omp_get_wtime() - t_start;
+    return LA_OK;
+}
+
 la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag **diag) {
     if (!m) return la_fail(LA_EINVAL, "la_model_diagnose: model is NULL");
     if (!diag) return la_fail(LA_EINVAL, "la_model_diagnose: diag is NULL (n_layer * n_head accumulators)");
@@ -645,7 +671,7 @@ la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag *
     for (int l = 0; l < m->L; l++) {
         /* the eval activations keep this layer's q, k (after QK-norm), row statistics and
          * ASEntmax beta/gamma until the next block overwrites them */
-        LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, 1, T));
+        LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, 1, T, NULL));
         attn_dims d = dims_of(m, 1, T);
         attn_weights w = weights_at(m, m->params, &m->lo[l]);
         LA_TRY(la_attn_layer_diagnose(&d, &w, &m->ea.at, diag + (size_t)l * m->H));

@@ -50,7 +50,7 @@ la_status la_model_config_from_meta(const la_st_file *f, const char *path, la_mo
     if (!fmt || strcmp(fmt, GPT_FORMAT))
         return la_fail(LA_EFORMAT, "%s: metadata format is '%s', expected '%s' (not a longattn "
                        "model checkpoint)", path, fmt ? fmt : "(missing)", GPT_FORMAT);
-    *c = la_model_default_config();
+    *c = la_model_config_default();
     LA_TRY(meta_int(f, path, "n_layer", &c->n_layer));
     LA_TRY(meta_int(f, path, "n_head", &c->n_head));
     LA_TRY(meta_int(f, path, "n_kv_head", &c->n_kv_head));
@@ -76,7 +76,7 @@ la_status la_model_weights_from_file(la_model *m, const la_st_file *f, const cha
     for (int pass = 0; pass < (copy ? 2 : 1); pass++)
         for (int i = 0; i < nt; i++) {
             la_tensor_info t;
-            la_model_tensor(m, i, &t);
+            la_model_get_tensor(m, i, &t);
             const la_st_entry *e = la_st_find(f, t.name);
             if (!e) return la_fail(LA_EFORMAT, "%s: tensor %s is missing", path, t.name);
             int same = e->ndim == t.ndim;
@@ -126,7 +126,7 @@ la_status la_model_save_af(const la_model *m, const char *path, la_afile *af) {
     const float *P = la_model_params((la_model *)m);
     for (int i = 0; i < nt; i++) {
         la_tensor_info t;
-        la_model_tensor(m, i, &t);
+        la_model_get_tensor(m, i, &t);
         ts[i].name = t.name;
         ts[i].data = P + t.offset;
         ts[i].ndim = t.ndim;

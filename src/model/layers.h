@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "longattn.h"
+#include "model/kv_hook.h"
 
 #define LA_RMS_EPS 1e-6f
 
@@ -83,9 +84,12 @@ typedef struct {
     la_workspace *ws;             // kernel scratch reused across calls
     int n_threads;                // kernel threads, 0: OpenMP default
     double *t_mm, *t_attn;        // timers (seconds, accumulated)
+    const la_model_kv_hook *kv;   // NULL: attend over the T tokens; else over kv's cache (B = 1)
+    int layer;                    // block index, passed to kv
 } attn_dims;
 
-/* x (N, C) normalised block input -> out (N, C) += attention(x) Wo^T. */
+/* x (N, C) normalised block input -> out (N, C) += attention(x) Wo^T. With d->kv the
+ * attention goes through the hook (a->row_stat is then not written). */
 la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_acts *a,
                              const float *x, float *out);
 /* dout (N, C) -> dx (N, C) OVERWRITTEN; gradients g accumulated. */

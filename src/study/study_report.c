@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "io/gnuplot.h"
 #include "study/study_internal.h"
 
 void la_study_slug(const char *spec, char *buf, size_t n) {
@@ -352,28 +353,6 @@ static int is_png(const char *path) {
     return n == 8 && !memcmp(got, sig, 8);
 }
 
-/* Run `gnuplot plots.gp` inside dir; output to gnuplot.log. Returns the exit status,
- * 127 if it could not be started. */
-static int run_gnuplot(const char *gnuplot, const char *dir, const char *script) {
-    pid_t pid = fork();
-    if (pid < 0) return 127;
-    if (pid == 0) {
-        if (chdir(dir) != 0) _exit(127);
-        int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_TRUNC, 0666);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execlp(gnuplot, gnuplot, script, (char *)NULL);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return 127;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 126;
-}
-
 /* Write plots.gp for terminal term; fills names[] with the PNGs it makes. */
 static la_status write_script(const study_results *r, const char *dir, const char *term,
                               char names[][160], int *n_names) {
@@ -485,7 +464,7 @@ la_status la_study_write_plots(const study_results *r, const char *dir, const ch
     static const char *const terms[] = {"pngcairo", "png"};
     for (int t = 0; t < 2; t++) {
         LA_TRY(write_script(r, dir, terms[t], names, &n));
-        rc = run_gnuplot(gnuplot, dir, "plots.gp");
+        rc = la_gnuplot_run(gnuplot, dir, "plots.gp", "gnuplot.log");
         if (rc == 0 || rc == 127) break; /* done, or no gnuplot at all */
     }
     char tmp[4096], fin[4096];

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "io/files.h"
 #include "study/study_internal.h"
 
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
@@ -24,7 +25,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-la_study_opts la_study_default_opts(void) {
+la_study_opts la_study_opts_default(void) {
     la_study_opts o;
     memset(&o, 0, sizeof o);
     return o;
@@ -113,26 +114,6 @@ static la_status log_row(study_variant *v, int step, double train_bpb, double va
     return LA_OK;
 }
 
-static la_status mkdir_p(const char *dir) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-        return la_fail(LA_EINVAL, "output folder path is too long");
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return la_fail(LA_EIO, "cannot create output folder '%s': %s", buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return la_fail(LA_EIO, "output path '%s' exists and is not a folder; choose another --out", dir);
-    return LA_OK;
-}
-
 /* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>.safetensors (atomic), for
  * kv-eval, generate and diagnose. */
 static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const char *spec) {
@@ -163,7 +144,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     study_variant *v = &r->v[vi];
     const int B = st->batch, L = st->seq_len;
     const double bits = 1.0 / log(2.0);
-    la_model_config mc = la_model_default_config();
+    la_model_config mc = la_model_config_default();
     mc.n_layer = st->n_layer;
     mc.d_model = st->d_model;
     mc.n_head = st->n_head;
@@ -180,7 +161,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     la_spec_format(la_model_spec(m), v->canon, sizeof v->canon);
 
     /* ---- pre-training on B x L windows, the same ones in the same order for every spec */
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.steps = st->steps;
     tc.B = B;
     tc.T = L;
@@ -323,7 +304,7 @@ out:
 la_status la_study_run(const la_study *st, const char *out_dir, const la_study_opts *opts_in,
                        la_study_summary *summary) {
     if (!st || !out_dir) return la_fail(LA_EINVAL, "la_study_run: NULL argument");
-    la_study_opts opts = opts_in ? *opts_in : la_study_default_opts();
+    la_study_opts opts = opts_in ? *opts_in : la_study_opts_default();
     if (summary) memset(summary, 0, sizeof *summary);
     const char *data = opts.data ? opts.data : st->data;
     double t_start = now_s();
@@ -362,7 +343,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
                     "set \"passkey\": {\"trials\": 0, \"pretrain_mix\": 0} for shard data");
         goto out;
     }
-    if ((s = mkdir_p(out_dir)) != LA_OK) goto out;
+    if ((s = la_mkdir_p(out_dir)) != LA_OK) goto out;
 
     r->st = st;
     r->is_bytes = train.is_bytes;

@@ -34,7 +34,7 @@
 
 #define ROW_BLOCK 256
 
-la_critical_params la_critical_default_params(void) {
+la_critical_params la_critical_params_default(void) {
     la_critical_params p = {.n = 1024, .d = 256, .draws = 1, .seed = 1, .n_threads = 0};
     return p;
 }

@@ -1,7 +1,6 @@
 /* docs.c -- a folder of documents as token ids: byte-level text files, or llm.c GPT-2
  * token shards split at <|endoftext|>. Documents stay apart so that evaluation windows
  * and passkey haystacks can be taken from inside one document. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +8,9 @@
 #include <sys/stat.h>
 
 #include "core/internal.h"
+#include "io/files.h"
+#include "io/shard.h"
 
-#define SHARD_MAGIC 20240520
-#define SHARD_VERSION 1
 #define GPT2_EOT 50256
 #define GPT2_VOCAB 50257
 
@@ -46,46 +45,9 @@ static la_status start_doc(builder *b) {
     return LA_OK;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int ends_with(const char *s, const char *suf) {
     size_t n = strlen(s), m = strlen(suf);
     return n >= m && !strcmp(s + n - m, suf);
-}
-
-/* Sorted list of the regular non-hidden files in dir (want_bin: only *.bin). */
-static la_status list_files(const char *dir, int want_bin, char ***names, int *count) {
-    *names = NULL;
-    *count = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return la_fail(LA_EIO, "cannot open data folder '%s': %s (run scripts/setup.sh to build "
-                       "the default corpus, or point \"data\" at a folder of text files)",
-                       dir, strerror(errno));
-    int cap = 0;
-    la_status st = LA_OK;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        if (want_bin && !ends_with(e->d_name, ".bin")) continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat sb;
-        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-        if (*count == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nn = la_realloc(*names, (size_t)cap * sizeof *nn);
-            if (!nn) { st = la_fail(LA_ENOMEM, "documents: out of memory"); break; }
-            *names = nn;
-        }
-        if (!((*names)[*count] = la_strdup(e->d_name))) { st = la_fail(LA_ENOMEM, "documents: out of memory"); break; }
-        (*count)++;
-    }
-    closedir(d);
-    if (*count > 1) qsort(*names, (size_t)*count, sizeof **names, cmp_str);
-    return st;
 }
 
 static la_status read_text(builder *b, const char *path) {
@@ -104,73 +66,41 @@ static la_status read_text(builder *b, const char *path) {
     return st;
 }
 
-/* An llm.c shard is exactly 1024 + 2 n bytes (n = the header's token count). */
-static la_status check_shard_size(FILE *f, const char *path, int32_t n) {
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0) return la_fail(LA_EIO, "cannot stat '%s': %s", path, strerror(errno));
-    long long want = 1024 + 2 * (long long)n, have = (long long)sb.st_size;
-    if (have != want)
-        return la_fail(LA_EFORMAT, "'%s': the header declares %d tokens, so the file should be %lld bytes, "
-                       "but it is %lld bytes (%s); re-create the shard", path, n, want, have,
-                       have < want ? "truncated" : "trailing bytes");
-    return LA_OK;
-}
-
+/* One llm.c shard (io/shard.c reads and checks it): a document starts at every GPT-2
+ * end-of-text token and at the first token. */
 static la_status read_shard(builder *b, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return la_fail(LA_EIO, "cannot open '%s': %s", path, strerror(errno));
-    int32_t hdr[256];
-    la_status st = LA_OK;
-    if (fread(hdr, sizeof hdr[0], 256, f) != 256) {
-        st = la_fail(LA_EFORMAT, "'%s': shorter than the 1024-byte llm.c shard header", path);
-    } else if (hdr[0] != SHARD_MAGIC || hdr[1] != SHARD_VERSION) {
-        st = la_fail(LA_EFORMAT, "'%s': not an llm.c token shard (magic %d version %d; expected "
-                     "magic %d version %d)", path, hdr[0], hdr[1], SHARD_MAGIC, SHARD_VERSION);
-    } else if (hdr[2] < 0) {
-        st = la_fail(LA_EFORMAT, "'%s': negative token count %d in the header", path, hdr[2]);
-    } else if ((st = check_shard_size(f, path, hdr[2])) != LA_OK) {
-        /* the count must match the file before anything is allocated for it */
-    } else if ((st = grow_tokens(b, hdr[2])) == LA_OK) {
-        uint16_t buf[1 << 14];
-        int64_t left = hdr[2];
-        while (left > 0) {
-            size_t want = left < (int64_t)(sizeof buf / sizeof buf[0]) ? (size_t)left : sizeof buf / sizeof buf[0];
-            size_t got = fread(buf, sizeof buf[0], want, f);
-            if (got != want) {
-                st = la_fail(LA_EFORMAT, "'%s': truncated: the header promises %d tokens, the file "
-                             "holds %lld", path, hdr[2], (long long)(hdr[2] - left + (int64_t)got));
-                break;
-            }
-            for (size_t i = 0; i < got && st == LA_OK; i++) {
-                if (buf[i] == GPT2_EOT || b->n_off == 0) st = start_doc(b);
-                if (buf[i] >= GPT2_VOCAB)
-                    st = la_fail(LA_EFORMAT, "'%s': token id %u is outside the GPT-2 vocabulary (%d)",
-                                 path, buf[i], GPT2_VOCAB);
-                b->tokens[b->n++] = buf[i];
-            }
-            if (st != LA_OK) break;
-            left -= (int64_t)got;
-        }
+    uint16_t *tok = NULL;
+    int64_t n = 0;
+    LA_TRY(la_shard_read(path, GPT2_VOCAB, &tok, &n));
+    la_status st = grow_tokens(b, n);
+    for (int64_t i = 0; i < n && st == LA_OK; i++) {
+        if (tok[i] == GPT2_EOT || b->n_off == 0) st = start_doc(b);
+        b->tokens[b->n++] = tok[i];
     }
-    fclose(f);
+    free(tok);
     return st;
 }
 
 la_status la_docs_load(const char *dir, la_docs *out) {
     if (!dir || !out) return la_fail(LA_EINVAL, "la_docs_load: NULL argument");
     memset(out, 0, sizeof *out);
-    char **bins = NULL, **all = NULL;
-    int n_bins = 0, n_all = 0;
     builder b = {0};
-    la_status st = list_files(dir, 1, &bins, &n_bins);
+    char **names = NULL;
+    int n_names = 0, n_bins = 0;
+    struct stat sb;
+    la_status st = LA_OK;
+    errno = 0;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return la_fail(LA_EIO, "cannot open data folder '%s': %s (run scripts/setup.sh to build "
+                       "the default corpus, or point \"data\" at a folder of text files)",
+                       dir, errno ? strerror(errno) : "not a folder");
+    LA_TRY(la_list_files(dir, &names, &n_names));
+    /* llm.c shards when the folder holds any *.bin (only those are read), else text files */
+    for (int i = 0; i < n_names; i++) n_bins += ends_with(names[i], ".bin");
     int is_bytes = n_bins == 0;
-    if (st == LA_OK && is_bytes) st = list_files(dir, 0, &all, &n_all);
-    char **names = is_bytes ? all : bins;
-    int n_names = is_bytes ? n_all : n_bins;
     for (int i = 0; st == LA_OK && i < n_names; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        st = is_bytes ? read_text(&b, path) : read_shard(&b, path);
+        if (is_bytes) st = read_text(&b, names[i]);
+        else if (ends_with(names[i], ".bin")) st = read_shard(&b, names[i]);
     }
     /* drop a trailing empty document, then close the offsets */
     if (st == LA_OK && b.n_off > 0 && b.offset[b.n_off - 1] == b.n) b.n_off--;
@@ -179,10 +109,7 @@ la_status la_docs_load(const char *dir, la_docs *out) {
                      "files or llm.c .bin shards in it", dir);
     if (st == LA_OK) st = start_doc(&b); /* appends the end offset */
     if (st == LA_OK && b.offset[b.n_off - 1] != b.n) st = la_fail(LA_EFORMAT, "internal: offsets");
-    for (int i = 0; i < n_bins; i++) free(bins[i]);
-    for (int i = 0; i < n_all; i++) free(all[i]);
-    free(bins);
-    free(all);
+    la_free_paths(names, n_names);
     if (st != LA_OK) {
         free(b.tokens);
         free(b.offset);

@@ -1,6 +1,8 @@
 /* eval_loss.c -- validation loss at a context length T, overall and per position bucket,
  * on windows taken from inside documents at least T+1 tokens long (SPEC 8). One window at
- * a time (B = 1): memory is O(T) plus what the model needs for one window. */
+ * a time (B = 1): memory is O(T) plus what the model needs for one window. The scorer is a
+ * callback (la_token_loss_fn) because it differs per caller: the study's model forward,
+ * kv-eval's KV-cache decoder, the tests' reference models. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -20,7 +20,7 @@ enum { FF_WRITE = 2, FF_IGNORE = 3, FF_READ = 4, FF_N_CONTENT = 5 };
 static const char *const task_names[LA_TASK_COUNT_] = {"mqmtar", "copy", "reverse", "sort",
                                                        "flipflop"};
 
-la_task_params la_task_default_params(la_task task) {
+la_task_params la_task_params_default(la_task task) {
     la_task_params p;
     memset(&p, 0, sizeof p);
     p.task = task;
@@ -128,9 +128,9 @@ la_status la_task_validate(const la_task_params *p) {
     return LA_OK;
 }
 
-la_status la_task_vocab_of(const la_task_params *p, la_task_vocab *v) {
+la_status la_task_get_vocab(const la_task_params *p, la_task_vocab *v) {
     LA_TRY(la_task_validate(p));
-    if (!v) return la_fail(LA_EINVAL, "la_task_vocab_of: v must not be NULL");
+    if (!v) return la_fail(LA_EINVAL, "la_task_get_vocab: v must not be NULL");
     int n;
     switch (p->task) {
     case LA_TASK_MQMTAR: n = MQ_ALPHA0 + p->n_symbols; break;
@@ -310,7 +310,7 @@ static void example_rng(la_rng *r, uint64_t seed, uint64_t index) {
 la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed,
                          uint64_t index, int32_t *tokens, int cap, la_task_example *ex) {
     la_task_vocab voc;
-    LA_TRY(la_task_vocab_of(p, &voc));
+    LA_TRY(la_task_get_vocab(p, &voc));
     if (!tokens) return la_fail(LA_EINVAL, "la_task_sample: tokens must not be NULL");
     if (content_len < 0)
         return la_fail(LA_EINVAL, "la_task_sample: content_len=%d; use 0 (training range) or >= 4",
@@ -370,7 +370,7 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
                         uint64_t first_index, int B, int T, int32_t *inputs,
                         int32_t *targets, la_task_example *ex) {
     la_task_vocab voc;
-    LA_TRY(la_task_vocab_of(p, &voc));
+    LA_TRY(la_task_get_vocab(p, &voc));
     if (!inputs || !targets)
         return la_fail(LA_EINVAL, "la_task_batch: inputs and targets must not be NULL");
     if (B < 1 || T < 1) return la_fail(LA_ESHAPE, "la_task_batch: B=%d T=%d; both must be >= 1", B, T);

@@ -1,5 +1,7 @@
 /* synth_eval.c -- exact-match evaluation of a GPT model on the synthetic tasks
- * (ASEntmax paper's metric: the whole target must be right). */
+ * (ASEntmax paper's metric: the whole target must be right). An evaluation loop of the
+ * experiments layer: it calls the model directly (one scorer), unlike la_eval_loss
+ * (eval_loss.c), whose scorers differ and come in as a callback. */
 #include <stdlib.h>
 
 #include "core/internal.h"
@@ -7,7 +9,7 @@
 la_status la_task_eval(la_model *m, const la_task_params *p, int content_len, int n,
                        uint64_t seed, int64_t max_batch_tokens, int *n_correct) {
     la_task_vocab voc;
-    LA_TRY(la_task_vocab_of(p, &voc));
+    LA_TRY(la_task_get_vocab(p, &voc));
     if (!m || !n_correct) return la_fail(LA_EINVAL, "la_task_eval: model and n_correct must not be NULL");
     if (content_len < 1 || n < 1)
         return la_fail(LA_EINVAL, "la_task_eval: content_len=%d n=%d; both must be >= 1", content_len, n);

@@ -8,14 +8,17 @@
 #include "tokenizer/tok_internal.h"
 
 /* The regexes as Hugging Face tokenizer.json files write them (llama.cpp's copies spell
- * the case-insensitive group out and drop the last "\s+", which matches the same text). */
-#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-#define RE_LLAMA3                                                                              \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" \
-    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RE_QWEN2                                                                               \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"     \
-    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+ * the case-insensitive group out and drop the last "\s+", which matches the same text),
+ * with \s written out as WS: the Unicode White_Space characters, which is what \s means to
+ * Oniguruma (HF tokenizers' regex engine); PCRE2's own \s also takes U+180E. */
+#define WS "\\t\\n\\x{0b}\\f\\r\\x{20}\\x{85}\\p{Z}"
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])|[" WS "]+"
+#define RE_LLAMA3                                                                                  \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*" \
+    "|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
+#define RE_QWEN2                                                                                   \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*"     \
+    "|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
 
 typedef struct {
     const char *name;
@@ -91,6 +94,8 @@ la_status la_tok_bpe_init(la_tokenizer *t, const char *pre) {
 
 /* merge one pre-token s[0..len) and append its ids */
 static la_status bpe_word(la_tokenizer *t, const char *s, size_t len, la_token_buf *out) {
+    if (len > (size_t)INT32_MAX)
+        return la_fail(LA_EINVAL, "la_tokenizer_encode: a pre-token of %zu bytes is too long (at most 2^31 - 1)", len);
     if (t->ignore_merges) {
         LA_TRY(la_tok_reserve_buf(t, 2 * len));
         size_t m = 0;
@@ -126,10 +131,10 @@ static la_status bpe_word(la_tokenizer *t, const char *s, size_t len, la_token_b
         if (q >= 0 && (rk = la_tok_pair_rank(t, sym[l].id, sym[q].id, &merged)) >= 0)
             LA_TRY(la_tok_heap_push(t, (la_tok_cand){rk, l, q, sym[l].id, sym[q].id}));
     }
-    for (int32_t i = 0; i >= 0; i = sym[i].next) {
+    /* a byte whose character is not in the vocabulary is dropped, as HF tokenizers' BPE
+     * without unk_token and llama.cpp do (the byte-level vocabularies hold all 256) */
+    for (int32_t i = 0; i >= 0; i = sym[i].next)
         if (sym[i].id >= 0) LA_TRY(la_tok_push(out, sym[i].id));
-        else if (t->unk >= 0) LA_TRY(la_tok_push(out, t->unk)); /* a byte missing from the vocabulary */
-    }
     return LA_OK;
 }
 

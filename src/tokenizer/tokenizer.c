@@ -136,10 +136,12 @@ la_tok_cand la_tok_heap_pop(la_tokenizer *t) {
 
 /* ---- construction ---- */
 
-void la_tokenizer_vocab_init(la_tokenizer_vocab *v) {
-    memset(v, 0, sizeof *v);
-    v->bos_id = v->eos_id = v->unk_id = v->pad_id = -1;
-    v->add_space_prefix = -1;
+la_tokenizer_vocab la_tokenizer_vocab_default(void) {
+    la_tokenizer_vocab v;
+    memset(&v, 0, sizeof v);
+    v.bos_id = v.eos_id = v.unk_id = v.pad_id = -1;
+    v.add_space_prefix = -1;
+    return v;
 }
 
 void la_tokenizer_free(la_tokenizer *t) {

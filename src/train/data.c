@@ -1,12 +1,12 @@
 /* data.c -- la_data: documents from text files or llm.c shards, split into train and
  * validation by document with a fixed seed, and window sampling for training. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/files.h"
 #include "train/data_internal.h"
 
 struct la_data {
@@ -19,7 +19,7 @@ struct la_data {
     uint64_t n_windows;
 };
 
-la_data_config la_data_default_config(void) {
+la_data_config la_data_config_default(void) {
     la_data_config c;
     memset(&c, 0, sizeof c);
     c.val_fraction = 0.1;
@@ -56,69 +56,6 @@ static void doc_list_free(doc_list *dl) {
     memset(dl, 0, sizeof *dl);
 }
 
-static void free_names(char **names, int n) {
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
-}
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorted regular, non-hidden files of a directory (or the path itself when it is a file).
- * *names is an array of malloc'ed paths. Errors: LA_EIO. */
-static la_status list_files(const char *path, char ***names, int *n) {
-    *names = NULL;
-    *n = 0;
-    struct stat st;
-    if (stat(path, &st) != 0) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) {
-        *names = la_malloc(sizeof(char *));
-        if (!*names || !((*names)[0] = la_strdup(path))) {
-            free(*names);
-            *names = NULL;
-            return la_fail(LA_ENOMEM, "out of memory");
-        }
-        *n = 1;
-        return LA_OK;
-    }
-    DIR *d = opendir(path);
-    if (!d) return la_fail(LA_EIO, "cannot open directory %s: %s", path, strerror(errno));
-    int cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.') continue;
-        size_t pl = strlen(path) + strlen(de->d_name) + 2;
-        char *full = la_malloc(pl);
-        if (!full) goto nomem; /* never a partial list: that would drop documents silently */
-        snprintf(full, pl, "%s/%s", path, de->d_name);
-        struct stat fs;
-        if (stat(full, &fs) != 0 || !S_ISREG(fs.st_mode)) {
-            free(full);
-            continue;
-        }
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **nn = la_realloc(*names, cap * sizeof(char *));
-            if (!nn) {
-                free(full);
-                goto nomem;
-            }
-            *names = nn;
-        }
-        (*names)[(*n)++] = full;
-    }
-    closedir(d);
-    if (*n > 1) qsort(*names, *n, sizeof(char *), cmp_str);
-    return LA_OK;
-nomem:
-    closedir(d);
-    free_names(*names, *n);
-    *names = NULL;
-    *n = 0;
-    return la_fail(LA_ENOMEM, "out of memory listing %s", path);
-}
-
 /* The files of path; when path is a directory with a train/ subfolder (the layout of the
  * study corpus, data/pydoc/{train,val}), the files of train/ then those of val/ (if any),
  * with *n_train the number from train/ (else -1): val/ documents are the validation split. */
@@ -131,18 +68,18 @@ static la_status list_split_files(const char *path, char ***names, int *n, int *
     snprintf(sub, pl, "%s/train", path);
     if (!(stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(sub, &st) == 0 && S_ISDIR(st.st_mode))) {
         free(sub);
-        return list_files(path, names, n);
+        return la_list_files(path, names, n);
     }
-    la_status s = list_files(sub, names, n);
+    la_status s = la_list_files(sub, names, n);
     snprintf(sub, pl, "%s/val", path);
     if (s == LA_OK && stat(sub, &st) == 0 && S_ISDIR(st.st_mode)) {
         char **vn = NULL;
         int nv = 0;
-        s = list_files(sub, &vn, &nv);
+        s = la_list_files(sub, &vn, &nv);
         if (s == LA_OK && nv > 0) {
             char **all = la_realloc(*names, (size_t)(*n + nv) * sizeof(char *));
             if (!all) {
-                free_names(vn, nv);
+                la_free_paths(vn, nv);
                 free(sub);
                 return la_fail(LA_ENOMEM, "out of memory");
             }
@@ -152,7 +89,7 @@ static la_status list_split_files(const char *path, char ***names, int *n, int *
             *n_train = *n;
             *n += nv;
         } else {
-            free_names(vn, nv);
+            la_free_paths(vn, nv);
         }
     }
     free(sub);
@@ -202,7 +139,7 @@ static la_status build_split(la_data *d, int s, const doc_list *dl, const uint8_
 la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data **out) {
     if (!path || !out) return la_fail(LA_EINVAL, "la_data_open: NULL argument");
     *out = NULL;
-    la_data_config cfg = cfg_in ? *cfg_in : la_data_default_config();
+    la_data_config cfg = cfg_in ? *cfg_in : la_data_config_default();
     if (!(cfg.val_fraction >= 0 && cfg.val_fraction < 1))
         return la_fail(LA_EINVAL, "data: val_fraction %g must be in [0, 1)", cfg.val_fraction);
     char **names;
@@ -211,20 +148,20 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
     int nbin = 0;
     for (int i = 0; i < nf; i++) nbin += ends_with(names[i], ".bin");
     if (nf == 0) {
-        free_names(names, nf);
+        la_free_paths(names, nf);
         return la_fail(LA_EFORMAT, "%s: no files to read (expected text files or llm.c .bin shards)", path);
     }
     if (nbin && nbin != nf) {
-        free_names(names, nf);
+        la_free_paths(names, nf);
         return la_fail(LA_EFORMAT, "%s: mixes %d .bin shards with %d other files; put text and "
                        "shards in separate directories", path, nbin, nf - nbin);
     }
     int shards = nbin > 0;
     int vocab = cfg.vocab ? cfg.vocab : shards ? 50257 : 256;
     if (vocab < 2 || vocab > 65536)
-        return free_names(names, nf), la_fail(LA_EINVAL, "data: vocab %d outside [2, 65536]", vocab);
+        return la_free_paths(names, nf), la_fail(LA_EINVAL, "data: vocab %d outside [2, 65536]", vocab);
     if (shards && (cfg.eot < 0 || cfg.eot >= vocab))
-        return free_names(names, nf), la_fail(LA_EINVAL, "data: eot id %d outside the vocabulary [0, %d)", cfg.eot, vocab);
+        return la_free_paths(names, nf), la_fail(LA_EINVAL, "data: eot id %d outside the vocabulary [0, %d)", cfg.eot, vocab);
     doc_list dl = {0};
     la_status s = LA_OK;
     for (int i = 0; i < nf && s == LA_OK; i++) {
@@ -233,7 +170,7 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
         if (n_train >= 0 && i >= n_train)
             for (int j = before; j < dl.n; j++) dl.forced_val[j] = 1; /* from DIR/val */
     }
-    free_names(names, nf);
+    la_free_paths(names, nf);
     if (s == LA_OK && dl.n == 0)
         s = la_fail(LA_EFORMAT, "%s: no tokens (all files empty)", path);
     if (!shards && vocab < 256 && s == LA_OK)

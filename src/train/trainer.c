@@ -12,7 +12,7 @@
 #include "train/optim.h"
 #include "train/trainer_internal.h"
 
-la_train_config la_train_default_config(void) {
+la_train_config la_train_config_default(void) {
     la_train_config c;
     memset(&c, 0, sizeof c);
     c.steps = 400;
@@ -100,7 +100,7 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
         size_t need = 0;
         for (int i = 0; i < la_model_num_tensors(m); i++) {
             la_tensor_info t;
-            la_model_tensor(m, i, &t);
+            la_model_get_tensor(m, i, &t);
             if (t.pclass != LA_PCLASS_MATRIX) continue;
             size_t r = (size_t)t.shape[0], c = (size_t)t.shape[1], mn = r < c ? r : c;
             size_t s = 3 * r * c + 2 * mn * mn;
@@ -150,7 +150,7 @@ static la_status apply_update(la_trainer *tr, double loss, int n_micro, la_step_
     double lr = c->lr * f;
     for (int i = 0; i < la_model_num_tensors(m); i++) {
         la_tensor_info t;
-        la_model_tensor(m, i, &t);
+        la_model_get_tensor(m, i, &t);
         int decays = t.pclass == LA_PCLASS_EMBED || t.pclass == LA_PCLASS_MATRIX;
         double wd = decays ? c->weight_decay : 0.0;
         size_t o = t.offset;
@@ -226,8 +226,8 @@ la_status la_trainer_eval(la_trainer *tr, float *val_loss) {
     return LA_OK;
 }
 
-la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user) {
-    if (!tr) return la_fail(LA_EINVAL, "la_train_run: trainer is NULL");
+la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *user) {
+    if (!tr) return la_fail(LA_EINVAL, "la_trainer_run: trainer is NULL");
     const la_train_config *c = &tr->cfg;
     FILE *csv = NULL;
     if (c->csv_path[0]) {
@@ -264,7 +264,7 @@ la_status la_train_run(la_trainer *tr, la_train_progress_fn progress, void *user
             s = la_trainer_save(tr, c->ckpt_path);
             if (s != LA_OK) break;
         }
-        if (progress && progress(&pr, user)) {
+        if (progress && progress(user, &pr)) {
             if (c->ckpt_path[0]) s = la_trainer_save(tr, c->ckpt_path);
             if (s == LA_OK)
                 s = la_fail(LA_EINTERRUPTED, "training stopped at step %d of %d%s%s", tr->step,
@@ -319,7 +319,7 @@ la_status la_train_config_from_json(const char *text, la_train_config *out) {
         cJSON_Delete(o);
         return la_fail(LA_EFORMAT, "train config JSON is not an object");
     }
-    la_train_config c = la_train_default_config();
+    la_train_config c = la_train_config_default();
 #define NUM(key, field, type)                                              \
     do {                                                                   \
         cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);              \

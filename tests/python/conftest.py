@@ -14,3 +14,10 @@ def build_dir():
     if not (d / "longattn").exists():
         pytest.fail(f"{d}/longattn not built: run make first")
     return d
+
+
+# The Python package: `make test-python` builds its extension in place (make python-ext),
+# so the tests import longattn from python/ of this checkout, ahead of any installed copy.
+import sys  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "python"))

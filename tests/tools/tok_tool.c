@@ -1,6 +1,8 @@
 /* tok_tool.c -- drives la_tokenizer_* for tests/python/test_tokenizer.py, which reads the
  * GGUF tokenizer metadata with the `gguf` package and writes it as JSON.
  *
+ * VOCAB is VOCAB.json (below) or a .gguf file (read with la_gguf_open + la_tokenizer_from_gguf).
+ *
  *   tok_tool VOCAB.json TEXTS.json OUT.json FLAGS
  *       TEXTS.json: an array of strings; FLAGS: la_tokenizer_encode flags (integer).
  *       OUT.json: one object per text: {"ids": [...], "text": decode(ids), "text_skip":
@@ -12,7 +14,7 @@
  *
  * VOCAB.json: {"model", "pre", "tokens", "scores", "token_type", "merges", "bos_id",
  * "eos_id", "unk_id", "pad_id", "add_bos", "add_eos", "add_space_prefix", "chat_template"};
- * absent keys keep la_tokenizer_vocab_init's values. */
+ * absent keys keep la_tokenizer_vocab_default's values. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,44 +67,56 @@ int main(int argc, char **argv) {
                         "| VOCAB.json --new\n");
         return 2;
     }
-    char *vj = slurp(argv[1], NULL);
-    cJSON *vo = cJSON_Parse(vj);
-    if (!vo) { fprintf(stderr, "%s: not JSON\n", argv[1]); return 2; }
-    la_tokenizer_vocab v;
-    la_tokenizer_vocab_init(&v);
-    v.model = get_str(vo, "model");
-    v.pre = get_str(vo, "pre");
-    v.tokens = get_strs(vo, "tokens", &v.n_tokens);
-    v.merges = get_strs(vo, "merges", &v.n_merges);
-    v.chat_template = get_str(vo, "chat_template");
+    /* the vocabulary: a GGUF file (la_tokenizer_from_gguf) or JSON (la_tokenizer_new) */
+    char *vj = NULL;
+    cJSON *vo = NULL;
     float *scores = NULL;
     int32_t *types = NULL;
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(vo, "scores"), *e;
-    if (cJSON_IsArray(a)) {
-        int i = 0;
-        scores = malloc((size_t)cJSON_GetArraySize(a) * sizeof *scores + 1);
-        cJSON_ArrayForEach(e, a) scores[i++] = (float)e->valuedouble;
-        v.scores = scores;
-    }
-    a = cJSON_GetObjectItemCaseSensitive(vo, "token_type");
-    if (cJSON_IsArray(a)) {
-        int i = 0;
-        types = malloc((size_t)cJSON_GetArraySize(a) * sizeof *types + 1);
-        cJSON_ArrayForEach(e, a) types[i++] = (int32_t)e->valuedouble;
-        v.token_type = types;
-    }
-    v.bos_id = get_int(vo, "bos_id", -1);
-    v.eos_id = get_int(vo, "eos_id", -1);
-    v.unk_id = get_int(vo, "unk_id", -1);
-    v.pad_id = get_int(vo, "pad_id", -1);
-    v.add_bos = get_int(vo, "add_bos", 0);
-    v.add_eos = get_int(vo, "add_eos", 0);
-    v.add_space_prefix = get_int(vo, "add_space_prefix", -1);
-
+    la_tokenizer_vocab v;
+    v = la_tokenizer_vocab_default();
     la_tokenizer *t;
-    if (la_tokenizer_new(&v, &t) != LA_OK) {
-        printf("%s\n", la_errmsg());
-        return 1;
+    size_t alen = strlen(argv[1]);
+    if (alen > 5 && strcmp(argv[1] + alen - 5, ".gguf") == 0) {
+        la_gguf *g;
+        if (la_gguf_open(argv[1], &g) != LA_OK || la_tokenizer_from_gguf(g, &t) != LA_OK) {
+            printf("%s\n", la_errmsg());
+            return 1;
+        }
+        la_gguf_close(g); /* the tokenizer keeps copies */
+    } else {
+        vj = slurp(argv[1], NULL);
+        vo = cJSON_Parse(vj);
+        if (!vo) { fprintf(stderr, "%s: not JSON\n", argv[1]); return 2; }
+        v.model = get_str(vo, "model");
+        v.pre = get_str(vo, "pre");
+        v.tokens = get_strs(vo, "tokens", &v.n_tokens);
+        v.merges = get_strs(vo, "merges", &v.n_merges);
+        v.chat_template = get_str(vo, "chat_template");
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(vo, "scores"), *e;
+        if (cJSON_IsArray(a)) {
+            int i = 0;
+            scores = malloc((size_t)cJSON_GetArraySize(a) * sizeof *scores + 1);
+            cJSON_ArrayForEach(e, a) scores[i++] = (float)e->valuedouble;
+            v.scores = scores;
+        }
+        a = cJSON_GetObjectItemCaseSensitive(vo, "token_type");
+        if (cJSON_IsArray(a)) {
+            int i = 0;
+            types = malloc((size_t)cJSON_GetArraySize(a) * sizeof *types + 1);
+            cJSON_ArrayForEach(e, a) types[i++] = (int32_t)e->valuedouble;
+            v.token_type = types;
+        }
+        v.bos_id = get_int(vo, "bos_id", -1);
+        v.eos_id = get_int(vo, "eos_id", -1);
+        v.unk_id = get_int(vo, "unk_id", -1);
+        v.pad_id = get_int(vo, "pad_id", -1);
+        v.add_bos = get_int(vo, "add_bos", 0);
+        v.add_eos = get_int(vo, "add_eos", 0);
+        v.add_space_prefix = get_int(vo, "add_space_prefix", -1);
+        if (la_tokenizer_new(&v, &t) != LA_OK) {
+            printf("%s\n", la_errmsg());
+            return 1;
+        }
     }
     int rc = 0;
     if (strcmp(argv[2], "--new") == 0) {

@@ -1,0 +1,244 @@
+/*
+ * longattn/infer.h -- inference (layer infer): KV cache with eviction policies and int8
+ * storage, next-token sampling, incremental decoding of the GPT through a KV cache.
+ */
+#ifndef LONGATTN_INFER_H
+#define LONGATTN_INFER_H
+
+#include "attn.h"
+#include "core.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================================================================== */
+/* KV cache                                                                 */
+/* ======================================================================== */
+
+/* A per-layer, per-kv-head cache of keys and values for incremental decoding, with
+ * eviction policies (window, StreamingLLM sinks, H2O heavy hitters) and optional int8
+ * storage. Survey: shared/seeds/003 (H2O, StreamingLLM, quantised KV cache).
+ *
+ * Keys are stored BEFORE any rotary encoding (pre-RoPE). la_kv_attend() hands the kept
+ * keys to la_attn_forward() in slot order, and the kernel rotates key slot j by position
+ * j and the query by its slot position; so re-indexing after an eviction is exact by
+ * construction (no key is ever re-rotated, nothing accumulates rounding).
+ *
+ * Positions seen by the kernel, per policy:
+ *   full            slot j = original position j (nothing is ever evicted; the cache is
+ *                   exactly the prefix of the stream). Query i of a T-row call sits at
+ *                   position len - T + i (LA_POS0_AUTO).
+ *   window/sinks/h2o  re-indexed within the cache (StreamingLLM, Xiao et al. 2024, sec. 3.2):
+ *                   the kept keys, in stream order, sit at positions 0..len-1 and the new
+ *                   query at len - T + i, i.e. the current token is at position "number of
+ *                   cached tokens before it". Distances (RoPE, ALiBi, sinv) and n_q (logn)
+ *                   are therefore measured in cache slots. The spec's own visibility
+ *                   pattern (window(w), sinks(n,w), ...) also applies to slot positions.
+ * Budgets (tokens per layer and kv head; the cache never holds more, at any time):
+ *   full            max_tokens (appending past it is LA_EINVAL)
+ *   window(w)       w: the last w tokens, the current one included
+ *   sinks(n, w)     n + w: the first n tokens of the stream plus the last w
+ *   h2o(heavy, recent, sinks=0)  sinks + heavy + recent: the first `sinks` tokens, the last
+ *                   `recent` tokens and, per kv head, the `heavy` older tokens with the largest
+ *                   cumulative attention mass (H2O, Zhang et al. 2023: score = sum over
+ *                   past queries of their attention probability, summed over the query heads
+ *                   of a GQA group, from la_attn_opts.key_mass). Ties keep the newer token.
+ * Eviction happens inside la_kv_append, BEFORE the new tokens are written, so that after
+ * the append the length is at most the budget. Sink tokens and the newest `recent`
+ * (window: w) tokens are never evicted; in particular the newest token always survives.
+ * int8 storage (combinable with every policy): symmetric absmax quantisation per group of
+ * `group` consecutive channels of one token's k (or v) row: scale = max|x| / 127,
+ * q = round(x / scale) in [-127, 127], x' = scale * q, so |x - x'| <= scale / 2 (half a
+ * step). An all-zero group gets scale 1 (exact zeros); a constant group c gets |c|/127
+ * (q = +-127, exact up to float rounding). group = 0 means one scale per token row (D). */
+
+typedef struct la_kv_cache la_kv_cache; /* opaque */
+
+typedef enum {
+    LA_KV_FULL = 0, /* keep everything up to max_tokens */
+    LA_KV_WINDOW,   /* window(w) */
+    LA_KV_SINKS,    /* sinks(n, w), StreamingLLM */
+    LA_KV_H2O       /* h2o(heavy, recent, sinks) */
+} la_kv_policy;
+
+typedef enum {
+    LA_KV_F32 = 0,  /* float32 rows */
+    LA_KV_INT8      /* int8 rows + one float32 scale per group */
+} la_kv_storage;
+
+typedef struct {
+    int n_layers;        /* >= 1, default 1 */
+    int H;               /* query heads of la_kv_attend calls, default 1 (H % Hkv == 0) */
+    int Hkv;             /* kv heads per layer, default 1 */
+    int D;               /* head dimension, default 64 */
+    la_kv_policy policy; /* default LA_KV_FULL */
+    int64_t max_tokens;  /* capacity of the full policy, default 4096 */
+    int window;          /* w of window(w) and sinks(n, w) */
+    int sinks;           /* n of sinks(n, w); sinks of h2o (default 0) */
+    int heavy;           /* h2o heavy-hitter slots */
+    int recent;          /* h2o recent window */
+    la_kv_storage storage; /* default LA_KV_F32 */
+    int group;           /* int8 group size along D (must divide D); 0 = one scale per row */
+} la_kv_params;
+
+/* n_layers = H = Hkv = 1, D = 64, full policy with max_tokens = 4096, f32 storage. */
+LA_API la_kv_params la_kv_params_default(void);
+
+/* Set the policy fields of *p from text such as "full", "window(256)", "window(w=256)",
+ * "sinks(4,252)", "sinks(n=4,w=252)", "h2o(64,64)", "h2o(heavy=64,recent=64,sinks=4)",
+ * optionally joined with "+int8" or "+int8(group=32)" (e.g. "sinks(4,252)+int8").
+ * Shape fields (n_layers, H, Hkv, D, max_tokens) are left untouched.
+ * Errors: LA_ESPEC naming the bad token and listing the valid forms; LA_EINVAL on NULL.
+ * On error *p is untouched. */
+LA_API la_status la_kv_policy_parse(const char *text, la_kv_params *p);
+
+/* Canonical text of the policy (parseable by la_kv_policy_parse), snprintf-style. */
+LA_API int la_kv_policy_format(const la_kv_params *p, char *buf, size_t n);
+
+/* Check params: sizes >= 1, H % Hkv == 0, window/recent >= 1, sinks/heavy >= 0,
+ * group divides D, ... Errors: LA_EINVAL with the offending field and the fix. */
+LA_API la_status la_kv_params_validate(const la_kv_params *p);
+
+/* Tokens per layer and kv head the policy may hold (see Budgets above). */
+LA_API int64_t la_kv_budget(const la_kv_params *p);
+
+/* Largest number of new tokens one la_kv_append may add: full: max_tokens; window: w;
+ * sinks: w; h2o: recent (a larger chunk would have to evict part of itself). */
+LA_API int64_t la_kv_max_chunk(const la_kv_params *p);
+
+/* Bytes of k/v storage (rows and int8 scales) one cached token takes, all layers and kv
+ * heads together: f32: 2 * n_layers * Hkv * D * 4; int8: 2 * n_layers * Hkv * (D + 4*D/g). */
+LA_API double la_kv_bytes_per_token(const la_kv_params *p);
+
+/* Allocate a cache holding budget tokens per layer and kv head: all storage and scratch
+ * (dequantisation and gather buffers, H2O scores) is allocated here once; append and
+ * attend never allocate (the kernel workspace the cache owns grows to the largest
+ * request, then is reused). Errors: LA_EINVAL (bad params), LA_ENOMEM. */
+LA_API la_status la_kv_new(const la_kv_params *p, la_kv_cache **out);
+LA_API void la_kv_free(la_kv_cache *c);
+
+/* Empty every layer (keeps the allocation). */
+LA_API void la_kv_reset(la_kv_cache *c);
+
+/* The params the cache was created with. */
+LA_API const la_kv_params *la_kv_get_params(const la_kv_cache *c);
+
+/* Number of tokens held by layer (the same for every kv head), and the number of tokens
+ * ever appended to it (the stream position of the next token). -1 for a bad layer. */
+LA_API int64_t la_kv_len(const la_kv_cache *c, int layer);
+LA_API int64_t la_kv_seen(const la_kv_cache *c, int layer);
+
+/* Bytes of k/v storage the cache holds allocated (budget * la_kv_bytes_per_token);
+ * constant over the cache's life. */
+LA_API size_t la_kv_bytes(const la_kv_cache *c);
+
+/* Append T new tokens to layer: k, v: (Hkv, T, D) PRE-RoPE (un-rotated) keys and values.
+ * First evicts by the policy so that len + T <= budget, then writes (quantising for
+ * int8). New tokens start with H2O score 0. Errors: LA_EINVAL (NULL, bad layer,
+ * T < 1 or T > la_kv_max_chunk, full cache out of room -- use a larger max_tokens or an
+ * evicting policy). */
+LA_API la_status la_kv_append(la_kv_cache *c, int layer, const float *k, const float *v, int T);
+
+/* Copy out layer's kept tokens, dequantised: k, v: (Hkv, len, D) pre-RoPE, and
+ * orig_pos: (Hkv, len) their original stream positions. Any output may be NULL. */
+LA_API la_status la_kv_read(const la_kv_cache *c, int layer, float *k, float *v, int64_t *orig_pos);
+
+/* H2O scores of layer: (Hkv, len) cumulative attention mass of each kept token. */
+LA_API la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores);
+
+/* Attention of T new query rows over layer's kept keys (the last T of which must be the
+ * rows just appended for these queries): one la_attn_forward call with
+ *   q: (1, H, T, D) un-rotated   k, v: (1, Hkv, len, D)   pos0 = len - T
+ *   out: (1, H, T, D)   row_stat: (1, H, T) or NULL.
+ * int8 rows are dequantised into a buffer reused across calls. Under h2o, the kernel's
+ * key_mass (summed over the query heads of each kv head) is added to the scores.
+ * opts may be NULL or carry logn_s, as_beta / as_gamma (1, H, T), n_threads, ws and the
+ * optional statistics (row_entropy (1,H,T), key_mass (1,H,len)); doc_ids must be NULL.
+ * Errors: LA_EINVAL (NULL, bad layer, T > len, doc_ids given), LA_ESHAPE (T < 1),
+ * and those of la_attn_forward. */
+LA_API la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, int T,
+                       float *out, float *row_stat, const la_attn_opts *opts);
+
+/* The "rotate by the exact position delta on shift" path for callers that keep
+ * POST-RoPE keys: rotate x (N, D) in place by angle delta * omega_k on every rotary pair
+ * (la_rope_apply with pos = delta for every row; p-RoPE's unrotated pairs and
+ * non-RoPE encodings are left unchanged). Because rotations compose, shifting by a then b
+ * equals shifting by a + b (up to float rounding of cos/sin). A cache that evicts
+ * tokens would shift each kept key by (new slot - old slot). ctx_len as la_rope_apply.
+ * Errors: those of la_rope_apply; LA_ENOMEM. */
+LA_API la_status la_kv_rope_shift(const la_spec *spec, float *x, int N, int D, int64_t delta,
+                           int64_t ctx_len);
+
+/* ---- next-token sampling ---- */
+
+/* temperature 0 = greedy (argmax, lowest id on ties); top_k 0 = off; top_p 1 = off. */
+typedef struct {
+    double temperature; /* >= 0, default 1 */
+    int top_k;          /* keep the k most likely tokens (Fan et al. 2018); 0 = all */
+    double top_p;       /* nucleus (Holtzman et al. 2020): the smallest set of most likely
+                           tokens whose probability reaches top_p, in (0, 1]; default 1 */
+} la_sample_params;
+
+LA_API la_sample_params la_sample_params_default(void);
+
+/* Bytes of scratch la_sample_token needs for a vocabulary of V. */
+LA_API size_t la_sample_scratch_bytes(int V);
+
+/* Draw the next token from logits (V) with p ~ softmax(logits / temperature) restricted
+ * to top-k, then to the top-p nucleus, renormalised; u in [0, 1) is the uniform random
+ * number that picks it (inverse CDF over tokens sorted by decreasing logit), so the same u
+ * gives the same token. scratch: la_sample_scratch_bytes(V) bytes (may be NULL when
+ * temperature is 0). Errors: LA_EINVAL (NULL, temperature < 0, top_k < 0, top_p outside
+ * (0, 1], u outside [0, 1)), LA_ESHAPE (V < 1), LA_ENUMERIC (a NaN or +inf logit, or all
+ * -inf). */
+LA_API la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
+                          void *scratch, int32_t *token);
+
+/* ---- incremental decoding of the GPT through a KV cache ---- */
+
+/* A model plus a KV cache plus the buffers of one decoding step (opaque). Each
+ * la_decoder_step runs T new tokens through every block exactly as la_model_forward does
+ * (same layer functions, SPEC 7), except that attention is la_kv_attend over the cache:
+ * the tokens' QK-normed, un-rotated k and v are appended to each layer's cache (evicting by
+ * the policy) and the queries attend over the kept tokens. With the full policy the logits
+ * of a token equal those of one la_model_forward over the whole prefix (tests/test_decode.c).
+ * With evicting policies the kept tokens are re-indexed (StreamingLLM positions). */
+typedef struct la_decoder la_decoder;
+
+/* Fill the shape fields of p (n_layers, H, Hkv, D) from the model's config. */
+LA_API la_status la_kv_params_for_model(const la_model *m, la_kv_params *p);
+
+/* Decoder for m (which must outlive it) with the policy fields of *policy (shape fields
+ * are taken from the model; for full, policy->max_tokens is the longest stream).
+ * max_step: the most tokens one la_decoder_step may take, in [1, la_kv_max_chunk].
+ * Errors: LA_EINVAL (NULL, bad policy, bad max_step), LA_EFORMAT (model lacks a tensor),
+ * LA_ENOMEM. */
+LA_API la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, la_decoder **out);
+LA_API void la_decoder_free(la_decoder *d);
+/* Start a new stream (empties the cache). */
+LA_API void la_decoder_reset(la_decoder *d);
+LA_API la_kv_cache *la_decoder_cache(la_decoder *d);
+LA_API int la_decoder_max_step(const la_decoder *d);
+
+/* Run tokens (T) through the model, appending to the cache. logits: (T, V) if all_rows,
+ * else (1, V) for the last token only; may be NULL. Errors: LA_EINVAL (NULL, T outside
+ * [1, max_step], token outside the vocabulary, a full cache out of room), others from the
+ * kernel. */
+LA_API la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *logits, int all_rows);
+
+/* ---- deprecated names: kept so existing programs compile (with a warning naming
+ * the replacement); see the naming rule in longattn.h ---- */
+
+LA_DEPRECATED("use la_kv_params_default") static inline la_kv_params la_kv_default_params(void) {
+    return la_kv_params_default();
+}
+LA_DEPRECATED("use la_sample_params_default") static inline la_sample_params la_sample_default_params(void) {
+    return la_sample_params_default();
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LONGATTN_INFER_H */

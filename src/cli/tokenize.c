@@ -1,0 +1,179 @@
+/* tokenize.c -- `longattn tokenize`: the tokenizer of a GGUF model file on a text.
+ *   longattn tokenize --model FILE.gguf (--text FILE | --prompt TEXT) [--ids]
+ *                     [--add-special] [--no-parse-special]
+ *   longattn tokenize --model FILE.gguf --decode "ID ID ..." [--skip-special] */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "longattn.h"
+
+static const char *usage =
+    "usage: longattn tokenize --model FILE.gguf (--text FILE | --prompt TEXT) [--ids]\n"
+    "                         [--add-special] [--no-parse-special]\n"
+    "       longattn tokenize --model FILE.gguf --decode \"ID ID ...\" [--skip-special]\n"
+    "  Tokenize with the tokenizer stored in the GGUF file (tokenizer.ggml.*: byte-level BPE\n"
+    "  or SentencePiece BPE). Prints one token a line: id and its text (escaped), then the\n"
+    "  count; --ids prints only the ids, space-separated, on one line.\n"
+    "  --add-special       add BOS/EOS as the file asks (tokenizer.ggml.add_bos_token, ...)\n"
+    "  --no-parse-special  control tokens written in the text (<|im_start|>) are plain text\n"
+    "                      (default: they become their ids, as Hugging Face tokenizers do)\n"
+    "  --decode IDS        print the text of the ids instead (--skip-special: leave control\n"
+    "                      tokens out)\n";
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *s = malloc(cap);
+    for (size_t got; s && (got = fread(s + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *p = realloc(s, cap *= 2);
+            if (!p) { free(s); s = NULL; }
+            else s = p;
+        }
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) { free(s); return NULL; }
+    *len = n;
+    return s;
+}
+
+static void print_escaped(const char *s, size_t n) {
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c == '\n') printf("\\n");
+        else if (c == '\t') printf("\\t");
+        else if (c == '\r') printf("\\r");
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static int run_decode(la_tokenizer *t, const char *list, int flags) {
+    la_token_buf b = {0};
+    const char *p = list;
+    int rc = 0;
+    while (*p) {
+        if (*p == ' ' || *p == ',' || *p == '\n' || *p == '\t') { p++; continue; }
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < INT32_MIN || v > INT32_MAX) {
+            fprintf(stderr, "longattn tokenize: --decode: \"%.20s\" is not a token id\n", p);
+            la_token_buf_free(&b);
+            return 2;
+        }
+        b.n++;
+        if (b.n > b.cap) {
+            int64_t cap = b.cap ? 2 * b.cap : 64;
+            int32_t *q = realloc(b.ids, (size_t)cap * sizeof *q);
+            if (!q) { la_token_buf_free(&b); return 1; }
+            b.ids = q;
+            b.cap = cap;
+        }
+        b.ids[b.n - 1] = (int32_t)v;
+        p = end;
+    }
+    char *text;
+    size_t len;
+    if (la_tokenizer_decode(t, b.ids, b.n, flags, &text, &len) != LA_OK) {
+        fprintf(stderr, "longattn tokenize: %s\n", la_errmsg());
+        rc = 1;
+    } else {
+        fwrite(text, 1, len, stdout);
+        putchar('\n');
+        free(text);
+    }
+    la_token_buf_free(&b);
+    return rc;
+}
+
+int cli_tokenize(int argc, char **argv) {
+    const char *model = NULL, *text_path = NULL, *prompt = NULL, *decode = NULL;
+    int ids_only = 0, flags = LA_TOK_PARSE_SPECIAL, dflags = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { fputs(usage, stdout); return 0; }
+        else if (strcmp(a, "--model") == 0 && has) model = argv[++i];
+        else if (strcmp(a, "--text") == 0 && has) text_path = argv[++i];
+        else if (strcmp(a, "--prompt") == 0 && has) prompt = argv[++i];
+        else if (strcmp(a, "--decode") == 0 && has) decode = argv[++i];
+        else if (strcmp(a, "--ids") == 0) ids_only = 1;
+        else if (strcmp(a, "--add-special") == 0) flags |= LA_TOK_ADD_SPECIAL;
+        else if (strcmp(a, "--no-parse-special") == 0) flags &= ~LA_TOK_PARSE_SPECIAL;
+        else if (strcmp(a, "--skip-special") == 0) dflags |= LA_TOK_SKIP_SPECIAL;
+        else {
+            fputs(usage, stderr);
+            return cli_usage_error("tokenize", "unknown option or missing value: %s", a);
+        }
+    }
+    if (!model) { fputs(usage, stderr); return cli_usage_error("tokenize", "--model FILE.gguf is required"); }
+    if (!!text_path + !!prompt + !!decode != 1) {
+        fputs(usage, stderr);
+        return cli_usage_error("tokenize", "give exactly one of --text FILE, --prompt TEXT, --decode IDS");
+    }
+    la_gguf *g;
+    la_tokenizer *t;
+    if (la_gguf_open(model, &g) != LA_OK) {
+        fprintf(stderr, "longattn tokenize: %s\n", la_errmsg());
+        return 1;
+    }
+    la_status s = la_tokenizer_from_gguf(g, &t);
+    la_gguf_close(g);
+    if (s != LA_OK) {
+        fprintf(stderr, "longattn tokenize: %s: %s\n", model, la_errmsg());
+        return 1;
+    }
+    if (decode) {
+        int rc = run_decode(t, decode, dflags);
+        la_tokenizer_free(t);
+        return rc;
+    }
+    size_t len = 0;
+    char *owned = NULL;
+    const char *text = prompt;
+    if (prompt) {
+        len = strlen(prompt);
+    } else if (!(text = owned = read_file(text_path, &len))) {
+        fprintf(stderr, "longattn tokenize: cannot read %s: %s\n", text_path, strerror(errno));
+        la_tokenizer_free(t);
+        return 1;
+    }
+    la_token_buf b = {0};
+    int rc = 0;
+    if (la_tokenizer_encode(t, text, len, flags, &b) != LA_OK) {
+        fprintf(stderr, "longattn tokenize: %s\n", la_errmsg());
+        rc = 1;
+    } else if (ids_only) {
+        for (int64_t i = 0; i < b.n; i++) printf(i ? " %d" : "%d", b.ids[i]);
+        putchar('\n');
+    } else {
+        for (int64_t i = 0; i < b.n && rc == 0; i++) {
+            char *piece;
+            size_t plen;
+            if (la_tokenizer_decode(t, &b.ids[i], 1, 0, &piece, &plen) != LA_OK) {
+                fprintf(stderr, "longattn tokenize: %s\n", la_errmsg());
+                rc = 1;
+                break;
+            }
+            printf("%6d  ", b.ids[i]);
+            print_escaped(piece, plen);
+            putchar('\n');
+            free(piece);
+        }
+        printf("%lld tokens, %zu bytes\n", (long long)b.n, len);
+    }
+    la_token_buf_free(&b);
+    free(owned);
+    la_tokenizer_free(t);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* kv_hook.h -- the model's block forward over a KV cache (layer model; used by src/infer).
+ * The model owns the transformer block; a cache owner (the decoder, src/infer/decode.c)
+ * plugs into the attention sub-layer through this hook instead of re-implementing it. */
+#ifndef LA_MODEL_KV_HOOK_H
+#define LA_MODEL_KV_HOOK_H
+
+#include <stdint.h>
+
+#include "longattn.h"
+
+/* What the attention sub-layer of block `layer` calls, for one sequence (B = 1) of T new
+ * tokens, in place of attending over those T tokens alone: append their keys and values
+ * kh, vh (Hkv, T, D) (after QK-norm, positions not applied: the kernel applies them) to
+ * the cache, then att (H, T, D) = attention of the queries qh (H, T, D) over everything the
+ * cache keeps, under spec with op (the model's logn s_h and ASEntmax beta/gamma, n_threads;
+ * op->ws NULL: the hook's own workspace). */
+typedef struct {
+    la_status (*append_attend)(void *ctx, int layer, const la_spec *spec, const float *qh,
+                               const float *kh, const float *vh, int T, float *att,
+                               const la_attn_opts *op);
+    void *ctx;
+} la_model_kv_hook;
+
+/* T new tokens (one sequence) through the embedding, every block (the same block forward
+ * as la_model_forward / la_model_eval, attention through hook) and the head: logits
+ * (T, V) when all_rows, else only the last row (1, V); logits may be NULL. Uses the
+ * model's evaluation buffers (one call at a time per model; la_model_eval in between is
+ * fine: a step keeps no state outside the hook's cache). Errors: LA_EINVAL (NULL model,
+ * hook or tokens, T < 1, token outside the vocabulary), LA_ENOMEM, the hook's. */
+la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
+                                  const la_model_kv_hook *hook, float *logits, int all_rows);
+
+#endif

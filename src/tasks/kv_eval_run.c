@@ -1,0 +1,382 @@
+/* kv_eval_run.c -- KV-cache policy evaluation (`longattn kv-eval`, la_kv_eval_run):
+ * validation loss and passkey accuracy of a checkpoint decoded through the KV cache under
+ * each policy (full, window, sinks, h2o, int8, sinks+int8) at lengths up to 16x the
+ * training length, with the cache memory; writes a markdown table, a CSV and a gnuplot
+ * PNG. Uses the study's documents, evaluation windows (la_eval_loss over the decoder) and
+ * passkey generator; reports progress through a callback and prints nothing. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "io/files.h"
+#include "io/gnuplot.h"
+
+#define MAX_POL LA_KV_EVAL_MAX_POLICIES
+#define MAX_LEN LA_KV_EVAL_MAX_LENS
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+la_kv_eval_opts la_kv_eval_opts_default(void) {
+    la_kv_eval_opts o;
+    memset(&o, 0, sizeof o);
+    o.out = "runs/kv-eval";
+    o.windows = 4;
+    o.trials = 6;
+    o.chunk = 1;
+    o.seed = 1;
+    return o;
+}
+
+static void note(la_kv_eval_progress_fn fn, void *user, const char *msg) {
+    if (!fn) return;
+    la_kv_eval_progress p = {.event = LA_KV_EVAL_NOTE, .message = msg};
+    fn(user, &p);
+}
+
+typedef struct {
+    la_decoder *d;
+    float *logits; /* (chunk, V) */
+    int chunk, V;
+} loss_ctx;
+
+/* la_token_loss_fn: stream the window through a fresh cache, loss = lse - logit[target]. */
+static la_status cached_loss(void *vctx, const int32_t *inputs, const int32_t *targets, int T, float *loss) {
+    loss_ctx *c = vctx;
+    la_decoder_reset(c->d);
+    for (int t0 = 0; t0 < T; t0 += c->chunk) {
+        int n = T - t0 < c->chunk ? T - t0 : c->chunk;
+        LA_TRY(la_decoder_step(c->d, inputs + t0, n, c->logits, 1));
+        for (int r = 0; r < n; r++) {
+            const float *z = c->logits + (size_t)r * c->V;
+            double mx = z[0], s = 0;
+            for (int i = 1; i < c->V; i++) mx = z[i] > mx ? z[i] : mx;
+            for (int i = 0; i < c->V; i++) s += exp(z[i] - mx);
+            loss[t0 + r] = (float)(mx + log(s) - z[targets[t0 + r]]);
+        }
+    }
+    return LA_OK;
+}
+
+/* argmax next token at every position of tokens[0..T) */
+static la_status cached_argmax(loss_ctx *c, const int32_t *tokens, int T, int32_t *pred) {
+    la_decoder_reset(c->d);
+    for (int t0 = 0; t0 < T; t0 += c->chunk) {
+        int n = T - t0 < c->chunk ? T - t0 : c->chunk;
+        LA_TRY(la_decoder_step(c->d, tokens + t0, n, c->logits, 1));
+        for (int r = 0; r < n; r++) {
+            const float *z = c->logits + (size_t)r * c->V;
+            int best = 0;
+            for (int i = 1; i < c->V; i++)
+                if (z[i] > z[best]) best = i;
+            pred[t0 + r] = best;
+        }
+    }
+    return LA_OK;
+}
+
+typedef struct {
+    char name[128];
+    la_kv_params kp;
+    double loss[MAX_LEN], acc[MAX_LEN], digit_acc[MAX_LEN];
+    int64_t cache_tokens[MAX_LEN];
+} pol_result;
+
+/* Writes the CSV, the markdown table, the gnuplot data and script, then runs gnuplot;
+ * *plotted = 0 when gnuplot failed (the tables are written). */
+static la_status write_outputs(const char *out, pol_result *res, int np, const int *lens, int nl, int L, int trials,
+                               int windows, const char *ckpt, const char *pk_ckpt, int *plotted, int *gp_exit) {
+    char path[1200];
+    la_afile af;
+    snprintf(path, sizeof path, "%s/kv_eval.csv", out);
+    LA_TRY(la_afile_open(&af, path));
+    fprintf(af.f, "policy,len,len_over_train,val_bits_per_byte,passkey_acc,passkey_digit_acc,passkey_trials,kv_bytes_per_token,cache_tokens,cache_bytes\n");
+    for (int p = 0; p < np; p++)
+        for (int i = 0; i < nl; i++) {
+            double bpt = la_kv_bytes_per_token(&res[p].kp);
+            fprintf(af.f, "\"%s\",%d,%g,%.4f,%.4f,%.4f,%d,%.0f,%lld,%.0f\n", res[p].name, lens[i], (double)lens[i] / L,
+                    res[p].loss[i], res[p].acc[i], res[p].digit_acc[i], trials, bpt, (long long)res[p].cache_tokens[i],
+                    bpt * (double)res[p].cache_tokens[i]);
+        }
+    LA_TRY(la_afile_commit(&af));
+
+    snprintf(path, sizeof path, "%s/kv_eval.md", out);
+    LA_TRY(la_afile_open(&af, path));
+    fprintf(af.f, "KV cache policies on `%s` (train_len L = %d; %d validation windows and %d passkey examples per length).\n"
+                  "Cells: validation bits per byte / passkey accuracy (whole key) / passkey digit accuracy (teacher-forced\n"
+                  "greedy, per digit; chance is about 0.1). Cache = KiB of k/v held at the longest length (all layers).\n\n",
+            ckpt, L, windows, trials);
+    if (pk_ckpt) fprintf(af.f, "Passkey columns from the fine-tuned weights `%s`.\n\n", pk_ckpt);
+    fprintf(af.f, "| policy | bytes/token |");
+    for (int i = 0; i < nl; i++) fprintf(af.f, " %d (%gL) |", lens[i], (double)lens[i] / L);
+    fprintf(af.f, " cache KiB @%d |\n|---|---:|", lens[nl - 1]);
+    for (int i = 0; i < nl; i++) fprintf(af.f, "---:|");
+    fprintf(af.f, "---:|\n");
+    for (int p = 0; p < np; p++) {
+        double bpt = la_kv_bytes_per_token(&res[p].kp);
+        fprintf(af.f, "| `%s` | %.0f |", res[p].name, bpt);
+        for (int i = 0; i < nl; i++) {
+            if (trials > 0) fprintf(af.f, " %.3f / %.2f / %.2f |", res[p].loss[i], res[p].acc[i], res[p].digit_acc[i]);
+            else fprintf(af.f, " %.3f |", res[p].loss[i]);
+        }
+        fprintf(af.f, " %.1f |\n", bpt * (double)res[p].cache_tokens[nl - 1] / 1024.0);
+    }
+    LA_TRY(la_afile_commit(&af));
+
+    /* gnuplot: loss and passkey accuracy against length, one line per policy */
+    char dat[1200], gp[1200], png[1200], tmp_png[1300];
+    snprintf(dat, sizeof dat, "%s/kv_eval.dat", out);
+    snprintf(gp, sizeof gp, "%s/kv_eval.gp", out);
+    snprintf(png, sizeof png, "%s/kv_eval.png", out);
+    snprintf(tmp_png, sizeof tmp_png, "%s/kv_eval.png.tmp", out);
+    LA_TRY(la_afile_open(&af, dat));
+    for (int p = 0; p < np; p++) {
+        fprintf(af.f, "# %s\n", res[p].name);
+        for (int i = 0; i < nl; i++)
+            fprintf(af.f, "%d %.5f %.4f %.4f\n", lens[i], res[p].loss[i], res[p].acc[i], res[p].digit_acc[i]);
+        fprintf(af.f, "\n\n");
+    }
+    LA_TRY(la_afile_commit(&af));
+    LA_TRY(la_afile_open(&af, gp));
+    fprintf(af.f, "set terminal pngcairo size 1200,480 noenhanced\nset output '%s'\nset multiplot layout 1,2\n", tmp_png);
+    fprintf(af.f, "set logscale x 2\nset xlabel 'context length (bytes)'\nset grid\nset key top left\n");
+    fprintf(af.f, "set arrow from %d, graph 0 to %d, graph 1 nohead dt 2\n", L, L);
+    fprintf(af.f, "set title 'validation loss through the KV cache'\nset ylabel 'bits per byte'\nplot ");
+    for (int p = 0; p < np; p++)
+        fprintf(af.f, "'%s' index %d using 1:2 with linespoints title '%s'%s", dat, p, res[p].name, p + 1 < np ? ", " : "\n");
+    fprintf(af.f, "set title 'passkey: whole key (solid), per digit (dashed)'\nset ylabel 'accuracy'\nset yrange [-0.05:1.05]\nplot ");
+    for (int p = 0; p < np; p++)
+        fprintf(af.f, "'%s' index %d using 1:3 with linespoints lc %d title '%s', '%s' index %d using 1:4 with linespoints dt 2 lc %d notitle%s",
+                dat, p, p + 1, res[p].name, dat, p, p + 1, p + 1 < np ? ", " : "\n");
+    fprintf(af.f, "unset multiplot\n");
+    LA_TRY(la_afile_commit(&af));
+    char log[1300];
+    snprintf(log, sizeof log, "%s/kv_eval.gp.log", out); /* gnuplot's messages: dropped */
+    int rc = la_gnuplot_run(NULL, NULL, gp, log);
+    unlink(log);
+    *gp_exit = rc;
+    *plotted = rc == 0 && rename(tmp_png, png) == 0;
+    if (!*plotted) unlink(tmp_png);
+    return LA_OK;
+}
+
+la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progress, void *user) {
+    if (!o) return la_fail(LA_EINVAL, "la_kv_eval_run: NULL options");
+    if (!o->ckpt) return la_fail(LA_EINVAL, "kv-eval: a checkpoint (ckpt) is required");
+    if (!o->data) return la_fail(LA_EINVAL, "kv-eval: a documents folder (data) is required");
+    if (!o->out || !*o->out) return la_fail(LA_EINVAL, "kv-eval: an output folder (out) is required");
+    if (o->windows < 1 || o->trials < 0 || o->chunk < 1)
+        return la_fail(LA_EINVAL, "kv-eval: windows %d and chunk %d must be >= 1, trials %d >= 0", o->windows,
+                       o->chunk, o->trials);
+    if (o->n_lens < 0 || o->n_lens > MAX_LEN)
+        return la_fail(LA_EINVAL, "kv-eval: n_lens %d outside [0, %d]", o->n_lens, MAX_LEN);
+    for (int i = 0; i < o->n_lens; i++)
+        if (o->lens[i] < 2 || (i > 0 && o->lens[i] <= o->lens[i - 1]))
+            return la_fail(LA_EINVAL, "kv-eval: lengths must be increasing integers >= 2 (length %d is %d)", i,
+                           o->lens[i]);
+    const char *ckpt = o->ckpt, *pk_ckpt = o->passkey_ckpt, *data = o->data, *out = o->out, *pols_s = o->policies;
+    const long windows = o->windows, chunk_opt = o->chunk;
+    const uint64_t seed = o->seed;
+    long trials = o->trials;
+    char msg[1200];
+    la_model *m = NULL;
+    if (la_model_load(ckpt, &m) != LA_OK) {
+        snprintf(msg, sizeof msg, "%s", la_errmsg());
+        return la_fail(LA_EIO, "cannot load '%s': %s", ckpt, msg);
+    }
+    const la_model_config *cfg = la_model_get_config(m);
+    const int L = cfg->train_len, V = cfg->vocab;
+    la_model *mp = NULL; /* passkey weights; NULL: m */
+    if (pk_ckpt) {
+        if (la_model_load(pk_ckpt, &mp) != LA_OK) {
+            snprintf(msg, sizeof msg, "%s", la_errmsg());
+            la_model_free(m);
+            return la_fail(LA_EIO, "cannot load the passkey checkpoint '%s': %s", pk_ckpt, msg);
+        }
+        const la_model_config *c2 = la_model_get_config(mp);
+        if (c2->n_layer != cfg->n_layer || c2->n_head != cfg->n_head || c2->n_kv_head != cfg->n_kv_head ||
+            c2->d_model != cfg->d_model || c2->d_ff != cfg->d_ff || c2->vocab != V || c2->train_len != L ||
+            strcmp(c2->spec, cfg->spec)) {
+            la_status e = la_fail(LA_EINVAL, "passkey checkpoint '%s' (%s, %d layers, d_model %d, L %d) is not the "
+                                  "same model as the checkpoint '%s' (%s, %d layers, d_model %d, L %d); give the "
+                                  "fine-tuned weights of the same model",
+                                  pk_ckpt, c2->spec, c2->n_layer, c2->d_model, c2->train_len, ckpt, cfg->spec,
+                                  cfg->n_layer, cfg->d_model, L);
+            la_model_free(mp);
+            la_model_free(m);
+            return e;
+        }
+    }
+    int lens[MAX_LEN], nl = 0;
+    if (o->n_lens > 0) {
+        for (int i = 0; i < o->n_lens; i++) lens[nl++] = o->lens[i];
+    } else {
+        for (int f = 1; f <= 16; f *= 2) lens[nl++] = L * f;
+    }
+    pol_result *res = la_calloc(MAX_POL, sizeof *res);
+    if (!res) {
+        la_model_free(m);
+        la_model_free(mp);
+        return la_fail(LA_ENOMEM, "la_kv_eval_run: out of memory");
+    }
+    int np = 0;
+    char defaults[512];
+    snprintf(defaults, sizeof defaults, "full;window(%d);sinks(4,%d);h2o(%d,%d);int8;sinks(4,%d)+int8", L, L - 4, L / 2,
+             L - L / 2, L - 4);
+    {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", pols_s ? pols_s : defaults);
+        char *save = NULL;
+        for (char *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
+            while (*t == ' ') t++;
+            if (np >= MAX_POL) break;
+            la_kv_params kp = la_kv_params_default();
+            la_kv_params_for_model(m, &kp);
+            la_status ps = la_kv_policy_parse(t, &kp);
+            if (ps != LA_OK) {
+                free(res);
+                la_model_free(m);
+                la_model_free(mp);
+                return ps; /* la_errmsg() names the policy problem */
+            }
+            kp.max_tokens = lens[nl - 1] + 1;
+            snprintf(res[np].name, sizeof res[np].name, "%s", t);
+            res[np++].kp = kp;
+        }
+    }
+    if (np == 0) {
+        free(res);
+        la_model_free(m);
+        la_model_free(mp);
+        return la_fail(LA_ESPEC, "policies '%s' name no policy; give e.g. 'full;window(128);h2o(64,64)'",
+                       pols_s ? pols_s : "");
+    }
+    char valdir[1100];
+    struct stat sb;
+    snprintf(valdir, sizeof valdir, "%s/val", data);
+    if (stat(valdir, &sb) != 0 || !S_ISDIR(sb.st_mode)) snprintf(valdir, sizeof valdir, "%s", data);
+    la_docs docs;
+    la_status st = la_docs_load(valdir, &docs);
+    if (st != LA_OK) {
+        snprintf(msg, sizeof msg, "%s", la_errmsg());
+        free(res);
+        la_model_free(m);
+        la_model_free(mp);
+        return la_fail(st, "cannot load documents from '%s': %s", valdir, msg);
+    }
+    if (docs.vocab != V) {
+        la_status e = la_fail(LA_EINVAL, "documents in '%s' have vocabulary %d but the model has %d", valdir,
+                              docs.vocab, V);
+        la_docs_free(&docs);
+        free(res);
+        la_model_free(m);
+        la_model_free(mp);
+        return e;
+    }
+    if (trials > 0 && !docs.is_bytes) {
+        note(progress, user, "passkey needs byte-level documents; running without it (--trials 0)");
+        trials = 0;
+    }
+    if ((st = la_mkdir_p(out)) != LA_OK) {
+        la_docs_free(&docs);
+        free(res);
+        la_model_free(m);
+        la_model_free(mp);
+        return st;
+    }
+    int32_t *tok = la_malloc(sizeof(int32_t) * ((size_t)lens[nl - 1] + 1)), *pred = la_malloc(sizeof(int32_t) * (size_t)lens[nl - 1]);
+    float *logits = la_malloc(sizeof(float) * (size_t)V * 256);
+    loss_ctx lc = {NULL, logits, 1, V}, lp = {NULL, logits, 1, V}; /* lp: passkey decoder */
+    if (!tok || !pred || !logits) {
+        st = la_fail(LA_ENOMEM, "la_kv_eval_run: out of memory");
+        goto done;
+    }
+    double t_start = now_s();
+    for (int p = 0; p < np; p++) {
+        la_kv_params *kp = &res[p].kp;
+        /* the full cache is exact in chunks (causal attention over the whole prefix);
+         * evicting caches stream token by token unless --chunk says otherwise */
+        int64_t chunk = kp->policy == LA_KV_FULL ? 256 : chunk_opt;
+        if (chunk > la_kv_max_chunk(kp)) chunk = la_kv_max_chunk(kp);
+        lc.chunk = (int)chunk;
+        lp.chunk = lc.chunk;
+        if ((st = la_decoder_new(m, kp, lc.chunk, &lc.d)) != LA_OK ||
+            (mp && (st = la_decoder_new(mp, kp, lp.chunk, &lp.d)) != LA_OK)) {
+            snprintf(msg, sizeof msg, "%s", la_errmsg());
+            st = la_fail(st, "policy '%s': %s", res[p].name, msg);
+            goto done;
+        }
+        for (int i = 0; i < nl; i++) {
+            const int T = lens[i];
+            double bits = NAN;
+            st = la_eval_loss(cached_loss, &lc, &docs, T, 0, (int)windows, (uint64_t)seed, T, &bits, NULL, NULL);
+            if (st != LA_OK) {
+                snprintf(msg, sizeof msg, "%s", la_errmsg());
+                st = la_fail(st, "policy '%s', length %d: %s", res[p].name, T, msg);
+                goto done;
+            }
+            res[p].loss[i] = bits;
+            int hits = 0, n_pk = 0, digit_hits = 0;
+            for (int tr = 0; tr < trials && T >= la_passkey_min_len(); tr++) {
+                double depth = trials > 1 ? 0.1 + 0.8 * tr / (trials - 1) : 0.5;
+                la_passkey info;
+                if ((st = la_passkey_make(&docs, T, depth, (uint64_t)seed * 1000003u + (uint64_t)tr * 7919u + (uint64_t)T,
+                                          tok, &info)) != LA_OK ||
+                    (st = cached_argmax(mp ? &lp : &lc, tok, T, pred)) != LA_OK) {
+                    snprintf(msg, sizeof msg, "%s", la_errmsg());
+                    st = la_fail(st, "passkey at length %d: %s", T, msg);
+                    goto done;
+                }
+                hits += la_passkey_exact(pred, tok, &info);
+                for (int k = 0; k < LA_PASSKEY_DIGITS; k++) digit_hits += pred[info.answer_pos - 1 + k] == tok[info.answer_pos + k];
+                n_pk++;
+            }
+            res[p].acc[i] = n_pk ? (double)hits / n_pk : NAN;
+            res[p].digit_acc[i] = n_pk ? (double)digit_hits / (n_pk * LA_PASSKEY_DIGITS) : NAN;
+            int64_t budget = la_kv_budget(kp);
+            res[p].cache_tokens[i] = (kp->policy == LA_KV_FULL || budget > T) ? T : budget;
+            if (progress) {
+                la_kv_eval_progress pr = {.event = LA_KV_EVAL_POINT, .policy = res[p].name, .len = T, .bits = bits,
+                                          .hits = hits, .n_passkey = n_pk, .digit_hits = digit_hits,
+                                          .n_digits = n_pk * LA_PASSKEY_DIGITS,
+                                          .cache_tokens = res[p].cache_tokens[i], .elapsed_s = now_s() - t_start};
+                progress(user, &pr);
+            }
+        }
+        la_decoder_free(lc.d);
+        la_decoder_free(lp.d);
+        lc.d = lp.d = NULL;
+    }
+    {
+        int plotted = 0, gp_exit = 0;
+        st = write_outputs(out, res, np, lens, nl, L, (int)trials, (int)windows, ckpt, mp ? pk_ckpt : NULL, &plotted,
+                           &gp_exit);
+        if (st != LA_OK) {
+            snprintf(msg, sizeof msg, "%s", la_errmsg());
+            st = la_fail(st, "cannot write the outputs in '%s': %s", out, msg);
+        } else if (!plotted) {
+            snprintf(msg, sizeof msg, "gnuplot failed (exit %d); the table and CSV are written. Install gnuplot-nox.",
+                     gp_exit);
+            note(progress, user, msg);
+        }
+    }
+done:
+    la_decoder_free(lc.d);
+    la_decoder_free(lp.d);
+    la_model_free(mp);
+    free(tok);
+    free(pred);
+    free(logits);
+    la_docs_free(&docs);
+    free(res);
+    la_model_free(m);
+    return st;
+}

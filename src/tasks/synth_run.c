@@ -1,0 +1,605 @@
+/* synth_run.c -- the synthetic-task experiment (`longattn synth`, la_synth_run): train a
+ * small GPT per synthetic task x attention spec at the training length, then measure
+ * exact-match accuracy at 1x, 2x, 4x, ... the training length (ASEntmax paper, Vasylenko
+ * et al. 2025, synthetic-task table). Writes results.csv, results.md, results.json and one
+ * gnuplot PNG per task into the output folder; reports progress through a callback. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/internal.h"
+#include "io/files.h"
+#include "io/gnuplot.h"
+
+#define MAX_TASKS 8
+#define MAX_SPECS 16
+#define MAX_MULTS 12 /* 1x .. 2048x */
+
+typedef struct {
+    int mult, content_len, tokens, n, correct; /* n = 0: skipped (too long) */
+} eval_point;
+
+typedef struct {
+    la_task task;
+    char spec[LA_SPEC_TEXT_MAX], canon[LA_SPEC_TEXT_MAX];
+    int steps;
+    size_t n_params;
+    double train_s, eval_s, final_loss;
+    int n_points;
+    eval_point pt[MAX_MULTS];
+} run_result;
+
+typedef struct {
+    const la_synth_opts *o;
+    la_synth_progress_fn progress;
+    void *user;
+    char skipped[1024]; /* specs skipped because this build lacks their normaliser */
+    char msg[1024];     /* copy of la_errmsg() while a new message is formatted from it */
+} synth_state;
+
+static const char *errmsg_copy(synth_state *S) {
+    snprintf(S->msg, sizeof S->msg, "%s", la_errmsg());
+    return S->msg;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Growable string for the table writers; on out of memory it keeps failing (oom set). */
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    while (!b->oom) {
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) return;
+        if (b->s && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t nc = (b->cap + (size_t)k + 1) * 2;
+        char *ns = la_realloc(b->s, nc);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns;
+        b->cap = nc;
+    }
+}
+
+static la_status write_text(const char *path, const char *text) {
+    la_afile af;
+    LA_TRY(la_afile_open(&af, path));
+    fputs(text, af.f);
+    return la_afile_commit(&af);
+}
+
+static la_status write_sbuf(const char *path, const sbuf *b) {
+    if (b->oom) return la_fail(LA_ENOMEM, "out of memory formatting %s", path);
+    return write_text(path, b->s ? b->s : "");
+}
+
+la_synth_opts la_synth_opts_default(void) {
+    la_synth_opts o;
+    memset(&o, 0, sizeof o);
+    snprintf(o.tasks, sizeof o.tasks, "flipflop");
+    snprintf(o.specs, sizeof o.specs, "softmax+nape;softmax+logn+nape;entmax(alpha=1.5)+nape;asentmax+nape");
+    snprintf(o.out, sizeof o.out, "runs/synth");
+    o.steps = 3000;
+    o.batch = 32;
+    o.warmup = 30;
+    o.layers = 2;
+    o.heads = 8;
+    o.d_model = 64;
+    o.d_ff = 0;
+    o.lr = 3e-3;
+    o.optimizer = LA_OPT_ADAMW;
+    o.muon_lr = 0.02;
+    o.qk_gain = 1.0;
+    o.n_symbols = 0; /* 0: the task's own default */
+    o.min_len = 32;
+    o.max_len = 64;
+    o.mq_layout = LA_MQ_PAPER;
+    o.eval_n = 100;
+    o.max_mult = 32;
+    o.max_eval_tokens = 1 << 17;
+    o.threads = 0;
+    o.seed = 1;
+    o.curriculum = 8;
+    o.ramp = 0.4;
+    return o;
+}
+
+void la_synth_opts_quick(la_synth_opts *o) {
+    snprintf(o->tasks, sizeof o->tasks, "flipflop,copy");
+    snprintf(o->specs, sizeof o->specs, "softmax+nape;softmax+logn+nape");
+    o->steps = 40;
+    o->batch = 16;
+    o->warmup = 5;
+    o->d_model = 32;
+    o->min_len = 8;
+    o->max_len = 16;
+    o->eval_n = 16;
+    o->max_mult = 4;
+    o->quick = 1;
+}
+
+/* Split s at sep into at most max trimmed, non-empty items (modifies s). */
+static int split_list(char *s, char sep, char **items, int max) {
+    int n = 0;
+    char *p = s;
+    while (p && *p) {
+        char *e = strchr(p, sep);
+        if (e) *e = '\0';
+        while (*p == ' ') p++;
+        size_t l = strlen(p);
+        while (l && p[l - 1] == ' ') p[--l] = '\0';
+        if (*p) {
+            if (n == max) return -1;
+            items[n++] = p;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return n;
+}
+
+static la_task_params task_params(const la_synth_opts *o, la_task t) {
+    la_task_params p = la_task_params_default(t);
+    if (o->n_symbols) p.n_symbols = o->n_symbols;
+    p.min_len = o->min_len;
+    p.max_len = o->max_len;
+    if (o->queries) p.n_queries = o->queries;
+    if (o->k_len) p.k_len = o->k_len;
+    if (o->v_len) p.v_len = o->v_len;
+    p.mq_layout = o->mq_layout;
+    if (o->kv_frac > 0) p.kv_frac = o->kv_frac;
+    if (t == LA_TASK_MQMTAR && o->quick && !o->queries) p.n_queries = 1; /* fits lengths 8-16 */
+    return p;
+}
+
+/* Task params of a training step under the curriculum: content lengths in
+ * [max(4, hi/2) capped at min_len, hi], hi rising linearly from --curriculum to max_len over
+ * the first ramp * steps steps; the full [min_len, max_len] afterwards (and when off). */
+static la_task_params curriculum_params(const la_synth_opts *o, const la_task_params *p, int step) {
+    la_task_params c = *p;
+    int ramp_steps = (int)(o->ramp * o->steps);
+    if (!o->curriculum || o->curriculum >= p->max_len || step >= ramp_steps) return c;
+    int hi = o->curriculum + (int)((double)(p->max_len - o->curriculum) * step / ramp_steps);
+    int lo = hi / 2 < 4 ? 4 : hi / 2;
+    if (lo > p->min_len) lo = p->min_len;
+    c.min_len = lo;
+    c.max_len = hi;
+    /* the shortest lengths may not hold enough MQMTAR pairs: raise them until valid */
+    while (la_task_validate(&c) != LA_OK && c.min_len < p->min_len) {
+        c.min_len++;
+        if (c.max_len < c.min_len) c.max_len = c.min_len;
+    }
+    return la_task_validate(&c) == LA_OK ? c : *p;
+}
+
+/* MQMTAR layout of a training step: inline for the first --inline-share of the steps, echo
+ * for the next --echo-share, then the evaluated layout p->mq_layout. */
+static la_mq_layout layout_at(const la_synth_opts *o, const la_task_params *p, int step) {
+    if (p->task != LA_TASK_MQMTAR) return p->mq_layout;
+    if (step < (int)(o->inline_share * o->steps)) return LA_MQ_INLINE;
+    if (step < (int)((o->inline_share + o->echo_share) * o->steps)) return LA_MQ_ECHO;
+    return p->mq_layout;
+}
+
+/* Train one model on task p with spec text, then evaluate it at every multiplier. */
+static la_status run_one(synth_state *S, const la_task_params *p, const char *spec, run_result *r) {
+    const la_synth_opts *o = S->o;
+    la_task_vocab voc;
+    la_status s = la_task_get_vocab(p, &voc);
+    int n_max = 0;
+    if (s == LA_OK) s = la_task_tokens_at(p, p->max_len, &n_max);
+    /* batches hold the longest sequence any trained layout makes (echo: n_queries * k_len
+     * tokens longer than the paper's); step 0 and the two phase starts cover every phase */
+    int n_buf = n_max; /* 0 if the task failed: the loop below is skipped */
+    const int phase_start[3] = {0, (int)(o->inline_share * o->steps),
+                                (int)((o->inline_share + o->echo_share) * o->steps)};
+    for (int k = 0; k < 3 && s == LA_OK; k++) {
+        la_task_params lp = *p;
+        lp.mq_layout = layout_at(o, p, phase_start[k] < o->steps ? phase_start[k] : o->steps - 1);
+        int n = 0;
+        s = la_task_tokens_at(&lp, lp.max_len, &n);
+        if (n > n_buf) n_buf = n;
+    }
+    if (s != LA_OK) return la_fail(s, "task %s: %s", la_task_name(p->task), errmsg_copy(S));
+    const int T = n_buf - 1;
+    la_model_config mc = la_model_config_default();
+    mc.n_layer = o->layers;
+    mc.n_head = o->heads;
+    mc.d_model = o->d_model;
+    mc.d_ff = o->d_ff;
+    mc.vocab = voc.vocab_size;
+    mc.train_len = n_max;
+    mc.qk_gain = (float)o->qk_gain;
+    if (o->init_std > 0) mc.init_std = (float)o->init_std;
+    snprintf(mc.spec, sizeof mc.spec, "%s", spec);
+    la_model *m = NULL;
+    la_trainer *tr = NULL;
+    s = la_model_new(&mc, o->seed, &m);
+    if (s != LA_OK) return la_fail(s, "spec '%s': %s", spec, errmsg_copy(S));
+    memset(r, 0, sizeof *r);
+    r->task = p->task;
+    snprintf(r->spec, sizeof r->spec, "%s", spec);
+    snprintf(r->canon, sizeof r->canon, "%s", la_model_get_config(m)->spec);
+    r->n_params = la_model_num_params(m);
+    la_train_config tc = la_train_config_default();
+    tc.steps = o->steps;
+    tc.B = o->batch;
+    tc.T = T;
+    tc.lr = o->lr;
+    tc.min_lr = o->lr / 10;
+    tc.warmup = o->warmup < o->steps ? o->warmup : 0;
+    tc.weight_decay = 0.0; /* as the paper's synthetic configs */
+    tc.optimizer = (la_optimizer)o->optimizer;
+    tc.muon_lr = o->muon_lr;
+    tc.seed = o->seed;
+    tc.n_threads = o->threads;
+    s = la_trainer_new(m, NULL, &tc, &tr);
+    int32_t *in = la_malloc((size_t)o->batch * T * sizeof *in);
+    int32_t *tg = la_malloc((size_t)o->batch * T * sizeof *tg);
+    if (s == LA_OK && (!in || !tg)) s = la_fail(LA_ENOMEM, "out of memory for a %d x %d batch", o->batch, T);
+    double t0 = now_s(), ema = NAN;
+    const uint64_t train_seed = o->seed * 1000003ULL + 17 * (uint64_t)p->task;
+    for (int step = 0; step < o->steps && s == LA_OK; step++) {
+        la_step_info info;
+        la_task_params cp = curriculum_params(o, p, step);
+        /* layout schedule: the inline layout first teaches the key-value lookup, the echo
+         * layout then the hop to the query key, each with its own supervision */
+        cp.mq_layout = layout_at(o, p, step);
+        int n_cur = n_max;
+        s = la_task_tokens_at(&cp, cp.max_len, &n_cur);
+        const int Tc = n_cur - 1; /* shorter batches early in the curriculum */
+        if (s == LA_OK)
+            s = la_task_batch(&cp, 0, train_seed, (uint64_t)step * (uint64_t)o->batch, o->batch, Tc, in, tg, NULL);
+        if (s == LA_OK) s = la_trainer_step_batch(tr, in, tg, o->batch, Tc, &info);
+        if (s != LA_OK) break;
+        ema = isnan(ema) ? info.loss : 0.9 * ema + 0.1 * info.loss;
+        if (((step + 1) % 50 == 0 || step + 1 == o->steps) && S->progress) {
+            la_synth_progress pr = {.event = LA_SYNTH_TRAINING, .task = p->task, .spec = spec,
+                                    .step = step + 1, .steps = o->steps, .loss = ema,
+                                    .elapsed_s = now_s() - t0};
+            S->progress(S->user, &pr);
+        }
+    }
+    r->steps = o->steps;
+    r->train_s = now_s() - t0;
+    r->final_loss = ema;
+    free(in);
+    free(tg);
+    double t1 = now_s();
+    const uint64_t eval_seed = o->seed * 7919ULL + 1000 + 31 * (uint64_t)p->task;
+    for (int mult = 1; mult <= o->max_mult && s == LA_OK; mult *= 2) {
+        eval_point *e = &r->pt[r->n_points++];
+        e->mult = mult;
+        e->content_len = mult * p->max_len;
+        s = la_task_tokens_at(p, e->content_len, &e->tokens);
+        if (s != LA_OK) break;
+        if (e->tokens > o->max_eval_tokens) continue; /* skipped: n = 0 */
+        /* fewer examples at the longest lengths: the cost grows as tokens^2 */
+        e->n = o->eval_n;
+        if (mult > 16) e->n = o->eval_n * 16 / mult > 10 ? o->eval_n * 16 / mult : (o->eval_n < 10 ? o->eval_n : 10);
+        s = la_task_eval(m, p, e->content_len, e->n, eval_seed + (uint64_t)mult, 16384, &e->correct);
+        if (s == LA_OK && S->progress) {
+            la_synth_progress pr = {.event = LA_SYNTH_EVALUATED, .task = p->task, .spec = spec,
+                                    .mult = mult, .content_len = e->content_len, .tokens = e->tokens,
+                                    .correct = e->correct, .n = e->n};
+            S->progress(S->user, &pr);
+        }
+    }
+    r->eval_s = now_s() - t1;
+    la_trainer_free(tr);
+    la_model_free(m);
+    if (s == LA_EUNSUPPORTED) return s; /* the caller skips the spec, la_errmsg() says why */
+    if (s != LA_OK) return la_fail(s, "%s x '%s': %s", la_task_name(p->task), spec, errmsg_copy(S));
+    return LA_OK;
+}
+
+static const char *fmt_acc(const eval_point *e, char *buf, size_t n) {
+    if (e->n == 0) snprintf(buf, n, "-");
+    else snprintf(buf, n, "%.3f", (double)e->correct / e->n);
+    return buf;
+}
+
+static la_status write_results(const synth_state *S, const run_result *rs, int nr) {
+    const la_synth_opts *o = S->o;
+    char path[1200];
+    la_status rc = LA_OK;
+    /* CSV: one row per run x length */
+    sbuf csv = {0};
+    sb_printf(&csv, "task,spec,mult,content_len,tokens,n,correct,exact_match,train_steps,train_s,final_loss\n");
+    for (int i = 0; i < nr; i++)
+        for (int j = 0; j < rs[i].n_points; j++) {
+            const eval_point *e = &rs[i].pt[j];
+            char acc[32];
+            if (e->n) snprintf(acc, sizeof acc, "%.4f", (double)e->correct / e->n);
+            else acc[0] = '\0';
+            sb_printf(&csv, "%s,\"%s\",%d,%d,%d,%d,%d,%s,%d,%.1f,%.5f\n", la_task_name(rs[i].task), rs[i].spec,
+                      e->mult, e->content_len, e->tokens, e->n, e->correct, acc, rs[i].steps, rs[i].train_s,
+                      rs[i].final_loss);
+        }
+    snprintf(path, sizeof path, "%s/results.csv", o->out);
+    if (rc == LA_OK) rc = write_sbuf(path, &csv);
+    free(csv.s);
+
+    /* Markdown: one row per run, one column per length */
+    sbuf md = {0};
+    int maxp = 0;
+    for (int i = 0; i < nr; i++) maxp = rs[i].n_points > maxp ? rs[i].n_points : maxp;
+    sb_printf(&md, "| task | spec | steps | train s | final loss |");
+    for (int j = 0, m = 1; j < maxp; j++, m *= 2) {
+        if (m == 1) sb_printf(&md, " ID (%d) |", o->max_len);
+        else sb_printf(&md, " %dx (%d) |", m, m * o->max_len);
+    }
+    sb_printf(&md, "\n|---|---|---:|---:|---:|");
+    for (int j = 0; j < maxp; j++) sb_printf(&md, "---:|");
+    sb_printf(&md, "\n");
+    for (int i = 0; i < nr; i++) {
+        sb_printf(&md, "| %s | `%s` | %d | %.0f | %.4f |", la_task_name(rs[i].task), rs[i].spec, rs[i].steps,
+                  rs[i].train_s, rs[i].final_loss);
+        for (int j = 0; j < maxp; j++) {
+            char acc[32] = "";
+            if (j < rs[i].n_points) fmt_acc(&rs[i].pt[j], acc, sizeof acc);
+            sb_printf(&md, " %s |", acc);
+        }
+        sb_printf(&md, "\n");
+    }
+    sb_printf(&md, "\nExact match (whole target right) on %d examples per length (fewer above 16x); "
+                   "columns: multiple of the training length (content tokens); '-' = skipped (too long).\n",
+              o->eval_n);
+    if (*S->skipped) sb_printf(&md, "\nSkipped (not built into this library): %s\n", S->skipped);
+    snprintf(path, sizeof path, "%s/results.md", o->out);
+    if (rc == LA_OK) rc = write_sbuf(path, &md);
+    free(md.s);
+
+    /* JSON */
+    cJSON *root = cJSON_CreateObject();
+    cJSON *cfg = cJSON_AddObjectToObject(root, "config");
+    cJSON_AddStringToObject(cfg, "tasks", o->tasks);
+    cJSON_AddStringToObject(cfg, "specs", o->specs);
+    cJSON_AddNumberToObject(cfg, "steps", o->steps);
+    cJSON_AddNumberToObject(cfg, "batch", o->batch);
+    cJSON_AddNumberToObject(cfg, "lr", o->lr);
+    cJSON_AddNumberToObject(cfg, "inline_share", o->inline_share);
+    cJSON_AddNumberToObject(cfg, "echo_share", o->echo_share);
+    cJSON_AddNumberToObject(cfg, "init_std", o->init_std > 0 ? o->init_std : la_model_config_default().init_std);
+    cJSON_AddStringToObject(cfg, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
+    if (o->optimizer == LA_OPT_MUON) cJSON_AddNumberToObject(cfg, "muon_lr", o->muon_lr);
+    cJSON_AddNumberToObject(cfg, "warmup", o->warmup);
+    cJSON_AddNumberToObject(cfg, "layers", o->layers);
+    cJSON_AddNumberToObject(cfg, "heads", o->heads);
+    cJSON_AddNumberToObject(cfg, "d_model", o->d_model);
+    cJSON_AddNumberToObject(cfg, "d_ff", o->d_ff ? o->d_ff : 4 * o->d_model);
+    cJSON_AddNumberToObject(cfg, "min_len", o->min_len);
+    cJSON_AddNumberToObject(cfg, "max_len", o->max_len);
+    cJSON_AddNumberToObject(cfg, "eval_n", o->eval_n);
+    cJSON_AddNumberToObject(cfg, "max_mult", o->max_mult);
+    cJSON_AddNumberToObject(cfg, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(cfg, "curriculum", o->curriculum);
+    cJSON_AddNumberToObject(cfg, "ramp", o->ramp);
+    cJSON_AddBoolToObject(cfg, "quick", o->quick);
+    cJSON_AddStringToObject(root, "skipped_specs", S->skipped);
+    cJSON *runs = cJSON_AddArrayToObject(root, "runs");
+    for (int i = 0; i < nr; i++) {
+        const run_result *r = &rs[i];
+        la_task_params p = task_params(o, r->task);
+        la_task_vocab voc;
+        la_task_get_vocab(&p, &voc);
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "task", la_task_name(r->task));
+        cJSON_AddStringToObject(j, "spec", r->spec);
+        cJSON_AddStringToObject(j, "spec_canonical", r->canon);
+        cJSON *tp = cJSON_AddObjectToObject(j, "task_params");
+        cJSON_AddNumberToObject(tp, "n_symbols", p.n_symbols);
+        cJSON_AddNumberToObject(tp, "vocab_size", voc.vocab_size);
+        if (r->task == LA_TASK_MQMTAR) {
+            cJSON_AddNumberToObject(tp, "n_queries", p.n_queries);
+            cJSON_AddNumberToObject(tp, "k_len", p.k_len);
+            cJSON_AddNumberToObject(tp, "v_len", p.v_len);
+            cJSON_AddNumberToObject(tp, "kv_frac", p.kv_frac);
+            cJSON_AddStringToObject(tp, "layout", p.mq_layout == LA_MQ_INLINE ? "inline"
+                                                  : p.mq_layout == LA_MQ_ECHO ? "echo" : "paper");
+        }
+        if (r->task == LA_TASK_FLIPFLOP) cJSON_AddNumberToObject(tp, "write_prob", p.write_prob);
+        cJSON_AddNumberToObject(j, "n_params", (double)r->n_params);
+        cJSON_AddNumberToObject(j, "train_steps", r->steps);
+        cJSON_AddNumberToObject(j, "train_seconds", r->train_s);
+        cJSON_AddNumberToObject(j, "eval_seconds", r->eval_s);
+        cJSON_AddNumberToObject(j, "final_loss", r->final_loss);
+        cJSON *ev = cJSON_AddArrayToObject(j, "eval");
+        for (int k = 0; k < r->n_points; k++) {
+            const eval_point *e = &r->pt[k];
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddNumberToObject(x, "mult", e->mult);
+            cJSON_AddNumberToObject(x, "content_len", e->content_len);
+            cJSON_AddNumberToObject(x, "tokens", e->tokens);
+            cJSON_AddNumberToObject(x, "n", e->n);
+            cJSON_AddNumberToObject(x, "correct", e->correct);
+            if (e->n) cJSON_AddNumberToObject(x, "exact_match", (double)e->correct / e->n);
+            else cJSON_AddNullToObject(x, "exact_match");
+            cJSON_AddItemToArray(ev, x);
+        }
+        cJSON_AddItemToArray(runs, j);
+    }
+    char *js = cJSON_Print(root);
+    snprintf(path, sizeof path, "%s/results.json", o->out);
+    if (rc == LA_OK) rc = write_text(path, js ? js : "{}");
+    free(js);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* One PNG per task: accuracy vs content length (log2 x axis), a line per spec. */
+static la_status write_plots(const la_synth_opts *o, const run_result *rs, int nr, char **tasks, int nt) {
+    la_status rc = LA_OK, plot_rc = LA_OK; /* plot_rc: the first gnuplot failure; the other tasks go on */
+    for (int ti = 0; ti < nt && rc == LA_OK; ti++) {
+        la_task t;
+        la_task_from_name(tasks[ti], &t);
+        int idx[MAX_SPECS], ns = 0;
+        for (int i = 0; i < nr && ns < MAX_SPECS; i++)
+            if (rs[i].task == t) idx[ns++] = i;
+        if (!ns) continue;
+        char dat[1200], gp[1200], png[1200];
+        snprintf(dat, sizeof dat, "%s/synth_%s.dat", o->out, la_task_name(t));
+        snprintf(gp, sizeof gp, "%s/synth_%s.gp", o->out, la_task_name(t));
+        snprintf(png, sizeof png, "%s/synth_%s.png", o->out, la_task_name(t));
+        sbuf d = {0};
+        sb_printf(&d, "content_len");
+        for (int s = 0; s < ns; s++) sb_printf(&d, "\t%s", rs[idx[s]].spec);
+        sb_printf(&d, "\n");
+        for (int k = 0; k < rs[idx[0]].n_points; k++) {
+            sb_printf(&d, "%d", rs[idx[0]].pt[k].content_len);
+            for (int s = 0; s < ns; s++) {
+                const run_result *r = &rs[idx[s]];
+                if (k < r->n_points && r->pt[k].n) sb_printf(&d, "\t%.4f", (double)r->pt[k].correct / r->pt[k].n);
+                else sb_printf(&d, "\tNaN");
+            }
+            sb_printf(&d, "\n");
+        }
+        rc = write_sbuf(dat, &d);
+        free(d.s);
+        sbuf g = {0};
+        sb_printf(&g,
+                  "set terminal pngcairo size 800,500 noenhanced\nset output '%s'\n"
+                  "set datafile separator '\\t'\nset datafile missing 'NaN'\n"
+                  "set title 'longattn synth: %s (trained at content length %d-%d)'\n"
+                  "set logscale x 2\nset xlabel 'content length (tokens)'\nset ylabel 'exact match'\n"
+                  "set yrange [-0.02:1.02]\nset key bottom left\nset grid\n"
+                  "plot for [i=2:%d] '%s' using 1:i with linespoints lw 2 title columnheader(i)\n",
+                  png, la_task_name(t), o->min_len, o->max_len, ns + 1, dat);
+        if (rc == LA_OK) rc = write_sbuf(gp, &g);
+        free(g.s);
+        if (rc != LA_OK) break;
+        /* gnuplot's messages go to a log next to the script, quoted on failure, then removed */
+        char log[1300], said[600] = "";
+        snprintf(log, sizeof log, "%s.log", gp);
+        int st = la_gnuplot_run(NULL, NULL, gp, log);
+        FILE *lf = st ? fopen(log, "r") : NULL;
+        if (lf) {
+            size_t k = fread(said, 1, sizeof said - 1, lf);
+            said[k] = '\0';
+            while (k && (said[k - 1] == '\n' || said[k - 1] == ' ')) said[--k] = '\0';
+            fclose(lf);
+        }
+        unlink(log);
+        if (st != 0 && plot_rc == LA_OK)
+            plot_rc = la_fail(LA_EIO, "gnuplot failed on %s (exit %d%s%s; install gnuplot-nox: scripts/setup.sh); "
+                         "tables are written", gp, st, *said ? ": " : "", said);
+    }
+    return rc != LA_OK ? rc : plot_rc;
+}
+
+/* tasks and specs of o split into lists (in the caller's buffers) */
+static la_status split_opts(const la_synth_opts *o, char *tbuf, size_t tn, char *sbuf_, size_t sn, char **tasks,
+                            int *nt, char **specs, int *ns) {
+    snprintf(tbuf, tn, "%s", o->tasks);
+    snprintf(sbuf_, sn, "%s", o->specs);
+    *nt = split_list(tbuf, ',', tasks, MAX_TASKS);
+    *ns = split_list(sbuf_, ';', specs, MAX_SPECS);
+    if (*nt <= 0) return la_fail(LA_EINVAL, "tasks needs 1..%d task names (got '%s')", MAX_TASKS, o->tasks);
+    if (*ns <= 0) return la_fail(LA_EINVAL, "specs needs 1..%d specs separated by ';' (got '%s')", MAX_SPECS, o->specs);
+    return LA_OK;
+}
+
+la_status la_synth_validate(const la_synth_opts *o) {
+    if (!o) return la_fail(LA_EINVAL, "la_synth_validate: NULL options");
+    char tbuf[256], sbuf_[1024];
+    char *tasks[MAX_TASKS], *specs[MAX_SPECS];
+    int nt, ns;
+    LA_TRY(split_opts(o, tbuf, sizeof tbuf, sbuf_, sizeof sbuf_, tasks, &nt, specs, &ns));
+    if (o->steps < 1 || o->batch < 1 || o->layers < 1 || o->heads < 1 || o->d_model < 1 || o->eval_n < 1)
+        return la_fail(LA_EINVAL, "steps, batch, layers, heads, d_model and eval_n must be >= 1");
+    if (o->max_mult < 1 || o->max_mult > 1024 || (o->max_mult & (o->max_mult - 1)))
+        return la_fail(LA_EINVAL, "max_mult must be a power of two (1, 2, 4, ... 1024), got %d", o->max_mult);
+    if (o->min_len > o->max_len)
+        return la_fail(LA_EINVAL, "min_len %d exceeds max_len %d", o->min_len, o->max_len);
+    if (!(o->inline_share >= 0 && o->echo_share >= 0 && o->inline_share + o->echo_share < 1))
+        return la_fail(LA_EINVAL, "inline_share %g plus echo_share %g leave no steps for the evaluated "
+                       "layout; make their sum < 1", o->inline_share, o->echo_share);
+    /* check every name, spec and parameter set before training anything */
+    for (int i = 0; i < nt; i++) {
+        la_task t;
+        LA_TRY(la_task_from_name(tasks[i], &t));
+        la_task_params p = task_params(o, t);
+        LA_TRY(la_task_validate(&p));
+    }
+    for (int i = 0; i < ns; i++) {
+        la_spec sp;
+        LA_TRY(la_spec_parse(specs[i], &sp));
+        if (strlen(specs[i]) >= LA_SPEC_TEXT_MAX)
+            return la_fail(LA_EINVAL, "spec '%s' is longer than %d characters", specs[i], LA_SPEC_TEXT_MAX - 1);
+    }
+    if (o->d_model % o->heads)
+        return la_fail(LA_EINVAL, "heads %d must divide d_model %d", o->heads, o->d_model);
+    return LA_OK;
+}
+
+la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, void *user, int *n_runs) {
+    if (n_runs) *n_runs = 0;
+    LA_TRY(la_synth_validate(o));
+    char tbuf[256], sbuf_[1024];
+    char *tasks[MAX_TASKS], *specs[MAX_SPECS];
+    int nt, ns;
+    LA_TRY(split_opts(o, tbuf, sizeof tbuf, sbuf_, sizeof sbuf_, tasks, &nt, specs, &ns));
+    LA_TRY(la_mkdir_p(o->out));
+    synth_state *S = la_calloc(1, sizeof *S);
+    run_result *rs = la_calloc((size_t)nt * ns, sizeof *rs);
+    if (!S || !rs) {
+        free(S);
+        free(rs);
+        return la_fail(LA_ENOMEM, "la_synth_run: out of memory");
+    }
+    S->o = o;
+    S->progress = progress;
+    S->user = user;
+    int nr = 0;
+    la_status st = LA_OK;
+    for (int i = 0; i < nt && st == LA_OK; i++) {
+        la_task t;
+        la_task_from_name(tasks[i], &t);
+        la_task_params p = task_params(o, t);
+        for (int j = 0; j < ns && st == LA_OK; j++) {
+            st = run_one(S, &p, specs[j], &rs[nr]);
+            if (st == LA_EUNSUPPORTED) { /* a normaliser this build lacks: say so, go on */
+                st = LA_OK;
+                if (progress) {
+                    la_synth_progress pr = {.event = LA_SYNTH_SKIPPED, .task = t, .spec = specs[j],
+                                            .message = errmsg_copy(S)};
+                    progress(user, &pr);
+                }
+                if (!strstr(S->skipped, specs[j]) && strlen(S->skipped) + strlen(specs[j]) + 4 < sizeof S->skipped) {
+                    if (*S->skipped) strcat(S->skipped, "; ");
+                    strcat(S->skipped, specs[j]);
+                }
+                continue;
+            }
+            if (st == LA_OK) nr++;
+            la_status w = write_results(S, rs, nr); /* partial results survive an interruption */
+            if (st == LA_OK) st = w;
+        }
+    }
+    if (st == LA_OK && nr) st = write_plots(o, rs, nr, tasks, nt);
+    if (n_runs) *n_runs = nr;
+    free(rs);
+    free(S);
+    return st;
+}

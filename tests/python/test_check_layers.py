@@ -1,0 +1,81 @@
+"""scripts/check_layers.py (make check-layers): it must reject an upward dependency in a
+synthetic tree (so the real check cannot pass vacuously) and accept the real tree."""
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+SCRIPT = ROOT / "scripts" / "check_layers.py"
+
+README = """## Layout
+| folder | layer (rank) | holds |
+|---|---|---|
+| `src/core/` | core (0) | base |
+| `src/attn/` | attn (3) | kernels |
+| `src/model/` | model (4) | model |
+"""
+
+
+def make_tree(tmp_path, files):
+    (tmp_path / "README.md").write_text(README)
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    for rel in files:
+        if rel.endswith(".c"):
+            o = tmp_path / "build" / (rel[:-2] + ".o")
+            o.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["cc", "-c", "-Isrc", rel, "-o", str(o)], cwd=tmp_path, check=True)
+
+
+def run(root):
+    return subprocess.run([sys.executable, str(SCRIPT), "--root", str(root), str(root / "build")],
+                          capture_output=True, text=True)
+
+
+def test_rejects_kernel_calling_model(tmp_path):
+    # the shape of the old bug: a kernel (attn) calling into a layer above it
+    make_tree(tmp_path, {
+        "src/attn/kern.c": "int la_model_hook(int);\nint la_kern(int x){return la_model_hook(x);}\n",
+        "src/model/gpt.c": "int la_kern(int);\nint la_model_hook(int x){return x + 1;}\n"
+                           "int la_model_run(int x){return la_kern(x);}\n",
+    })
+    r = run(tmp_path)
+    assert r.returncode == 1, r.stdout
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
+    assert len(line) == 1, r.stdout  # model -> attn is fine, attn -> model is not
+    assert "src/attn/kern.c" in line[0] and "la_model_hook" in line[0] and "src/model/gpt.c" in line[0]
+
+
+def test_rejects_private_header(tmp_path):
+    make_tree(tmp_path, {
+        "src/attn/k_internal.h": "#define K 1\n",
+        "src/attn/k.c": '#include "attn/k_internal.h"\nint la_k(void){return K;}\n',
+        "src/model/m.c": '#include "attn/k_internal.h"\nint la_m(void){return K;}\n',
+    })
+    r = run(tmp_path)
+    assert r.returncode == 1
+    assert "src/model/m.c: includes attn/k_internal.h" in r.stdout
+
+
+def test_accepts_downward_tree(tmp_path):
+    make_tree(tmp_path, {
+        "src/core/c.c": "int la_c(void){return 1;}\n",
+        "src/model/m.c": "int la_c(void);\nint la_m(void){return la_c();}\n",
+    })
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stdout
+    assert "check-layers: ok (2 objects" in r.stdout
+
+
+def test_self_test_passes():
+    r = subprocess.run([sys.executable, str(SCRIPT), "--self-test"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout
+
+
+def test_real_tree_is_layered(build_dir):
+    r = subprocess.run([sys.executable, str(SCRIPT), "--root", str(ROOT), str(build_dir)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout

@@ -1,0 +1,40 @@
+"""The Python package is built from the library's own sources, with the Makefile's link
+libraries, and the README's Python example runs."""
+import pathlib
+import re
+import subprocess
+import sys
+
+from longattn import _build
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def make_var(name):
+    r = subprocess.run(["make", "-s", "--no-print-directory", "-f", "Makefile", "--eval",
+                        f"print-var: ; @echo $({name})", "print-var"],
+                       cwd=ROOT, capture_output=True, text=True, check=True)
+    return r.stdout.split()
+
+
+def test_extension_sources_are_the_makefile_library():
+    assert _build.library_sources() == make_var("LIB_SRC")
+    assert len(_build.library_sources()) > 20
+
+
+def test_link_libraries_are_shared_with_the_makefile():
+    libs = make_var("LINK_LIBS")
+    assert libs == _build.link_libraries() and "openblas" in libs
+    assert all("-l" + lib in make_var("LDLIBS_ALL") for lib in libs)
+
+
+def test_readme_python_example_runs(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    sec = readme.split("## Python package", 1)[1]
+    block = re.search(r"```python\n(.*?)```", sec, re.S).group(1)
+    (tmp_path / "ex.py").write_text(block)
+    r = subprocess.run([sys.executable, str(tmp_path / "ex.py")], capture_output=True, text=True,
+                       env={"PYTHONPATH": str(ROOT / "python"), "OMP_NUM_THREADS": "1",
+                            "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "max |torch - numpy|" in r.stdout, r.stdout
