@@ -15,7 +15,7 @@ static int same_policy(const la_kv_params *a, const la_kv_params *b) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 4096) return 0;
     char *text = fz_cstr(data, size);
-    la_kv_params p = la_kv_default_params();
+    la_kv_params p = la_kv_params_default();
     if (la_kv_policy_parse(text, &p) == LA_OK) {
         (void)la_kv_params_validate(&p);
         int n = la_kv_policy_format(&p, NULL, 0);
@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *buf = malloc((size_t)n + 1);
         FZ_CHECK(buf != NULL, "out of memory");
         FZ_CHECK(la_kv_policy_format(&p, buf, (size_t)n + 1) == n, "format length changed");
-        la_kv_params p2 = la_kv_default_params();
+        la_kv_params p2 = la_kv_params_default();
         la_status st = la_kv_policy_parse(buf, &p2);
         FZ_CHECK(st == LA_OK, "canonical text '%s' of '%s' does not parse: %s", buf, text, la_errmsg());
         FZ_CHECK(same_policy(&p, &p2), "parse(format(p)) != p: input '%s', canonical '%s'", text, buf);

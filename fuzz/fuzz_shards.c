@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mkdir(dir, 0700);
     snprintf(path, sizeof path, "%s/%s", dir, size % 2 ? "fuzz_val_000.bin" : "fuzz_train_000.bin");
     fz_write(path, data, size);
-    la_data_config cfg = la_data_default_config();
+    la_data_config cfg = la_data_config_default();
     la_data *d = NULL;
     if (la_data_open(path, &cfg, &d) == LA_OK) {
         exercise(d);

@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_write(path, (const uint8_t *)"hidden", 6);
     }
     static const double fracs[4] = {0, 0.1, 0.5, 0.9};
-    la_data_config cfg = la_data_default_config();
+    la_data_config cfg = la_data_config_default();
     cfg.val_fraction = fracs[(mode >> 2) & 3];
     la_data *d = NULL;
     if (la_data_open(dir, &cfg, &d) == LA_OK) {

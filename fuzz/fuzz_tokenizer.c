@@ -62,7 +62,7 @@ static void setup(void) {
     static const char *pres[4] = {"gpt2", "smollm", "llama-bpe", "qwen2"};
     for (int p = 0; p < 4; p++) {
         la_tokenizer_vocab v;
-        la_tokenizer_vocab_init(&v);
+        v = la_tokenizer_vocab_default();
         v.model = "gpt2", v.pre = pres[p];
         v.n_tokens = n, v.tokens = toks, v.token_type = types;
         v.n_merges = nm, v.merges = merges;
@@ -84,7 +84,7 @@ static void setup(void) {
     static const char *pieces[4] = {"\xe2\x96\x81", "\xe2\x96\x81t", "he", "\xe2\x96\x81the"};
     for (int i = 0; i < 4; i++) st[m] = pieces[i], sy[m] = 1, sc[m++] = -1.0f - (float)i;
     la_tokenizer_vocab v;
-    la_tokenizer_vocab_init(&v);
+    v = la_tokenizer_vocab_default();
     v.model = "llama";
     v.n_tokens = m, v.tokens = st, v.scores = sc, v.token_type = sy;
     v.bos_id = 1, v.eos_id = 2, v.unk_id = 0;
@@ -125,7 +125,7 @@ static void from_input(const char *text) {
     int blank = 2;
     while (blank < nl && lines[blank][0]) blank++;
     la_tokenizer_vocab v;
-    la_tokenizer_vocab_init(&v);
+    v = la_tokenizer_vocab_default();
     v.model = lines[0];
     v.pre = lines[1][0] ? lines[1] : NULL;
     v.n_tokens = blank - 2, v.tokens = lines + 2;

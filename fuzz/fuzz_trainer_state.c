@@ -14,10 +14,10 @@ static char g_ckpt[512];
 static float *g_w0;
 
 static void setup(void) {
-    la_model_config c = la_model_default_config();
+    la_model_config c = la_model_config_default();
     c.n_layer = 1, c.n_head = 2, c.n_kv_head = 2, c.d_model = 8, c.d_ff = 8, c.vocab = 16, c.train_len = 8;
     FZ_CHECK(la_model_new(&c, 3, &g_m) == LA_OK, "model: %s", la_errmsg());
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.B = 1, tc.T = 4, tc.steps = 4;
     FZ_CHECK(la_trainer_new(g_m, NULL, &tc, &g_tr) == LA_OK, "trainer: %s", la_errmsg());
     snprintf(g_ckpt, sizeof g_ckpt, "%s/ckpt", fz_tmpdir());

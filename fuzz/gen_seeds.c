@@ -9,12 +9,12 @@
 #include "longattn.h"
 
 static int save(const char *spec, int n_kv, int muon, const char *dir, const char *name) {
-    la_model_config c = la_model_default_config();
+    la_model_config c = la_model_config_default();
     c.n_layer = 1, c.n_head = 2, c.n_kv_head = n_kv, c.d_model = 8, c.d_ff = 8, c.vocab = 16, c.train_len = 8;
     snprintf(c.spec, sizeof c.spec, "%s", spec);
     la_model *m = NULL;
     la_trainer *tr = NULL;
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.B = 1, tc.T = 4, tc.steps = 4;
     tc.optimizer = muon ? LA_OPT_MUON : LA_OPT_ADAMW;
     char path[1024], ck[1024], st[1100];

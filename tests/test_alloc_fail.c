@@ -41,7 +41,7 @@ static int teardown(void **st) {
 }
 
 static la_model_config tiny(const char *spec) {
-    la_model_config c = la_model_default_config();
+    la_model_config c = la_model_config_default();
     c.n_layer = 2, c.d_model = 16, c.n_head = 2, c.vocab = 256, c.train_len = 16;
     snprintf(c.spec, sizeof c.spec, "%s", spec);
     return c;
@@ -99,8 +99,8 @@ static void test_training_step(void **st) {
     snprintf(p, sizeof p, "%s/text.txt", g_dir);
     for (long n = 1;; n++) {
         la_model_config c = tiny("softmax+rope+causal");
-        la_data_config dc = la_data_default_config();
-        la_train_config tc = la_train_default_config();
+        la_data_config dc = la_data_config_default();
+        la_train_config tc = la_train_config_default();
         tc.B = 2, tc.T = 16, tc.steps = 4, tc.warmup = 1;
         la_model *m = NULL;
         la_data *d = NULL;
@@ -147,7 +147,7 @@ static void test_checkpoint_save_load(void **st) {
     la_model_config c = tiny("softmax+logn+rope+causal");
     la_model *m = NULL;
     la_trainer *tr = NULL;
-    la_train_config tc = la_train_default_config();
+    la_train_config tc = la_train_config_default();
     tc.B = 1, tc.T = 8, tc.steps = 4, tc.optimizer = LA_OPT_MUON;
     assert_int_equal(la_model_new(&c, 2, &m), LA_OK);
     assert_int_equal(la_trainer_new(m, NULL, &tc, &tr), LA_OK);

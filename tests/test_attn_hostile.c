@@ -52,7 +52,7 @@ static void prob_free(prob *p) {
 }
 
 static la_status run(const la_spec *sp, prob *p, const int32_t *docs, int bwd) {
-    la_attn_opts o = la_attn_default_opts();
+    la_attn_opts o = la_attn_opts_default();
     o.doc_ids = docs;
     o.n_threads = 2;
     la_status st = la_attn_forward(sp, &p->sh, p->q, p->k, p->v, p->out, p->stat, &o);
