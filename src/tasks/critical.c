@@ -45,7 +45,7 @@ la_status la_critical_attend(const double *x, int n, int d, double beta, double 
     if (n < 1 || d < 1) return la_fail(LA_EINVAL, "la_critical_attend: n and d must be >= 1 (got n=%d d=%d)", n, d);
     if (!isfinite(beta)) return la_fail(LA_EINVAL, "la_critical_attend: beta must be finite (got %g)", beta);
     int bs = n < ROW_BLOCK ? n : ROW_BLOCK;
-    double *p = malloc(sizeof(double) * (size_t)bs * n); /* (bs, n) scores, then weights */
+    double *p = la_malloc(sizeof(double) * (size_t)bs * n); /* (bs, n) scores, then weights */
     if (!p) return la_fail(LA_ENOMEM, "la_critical_attend: out of memory for %d x %d scores", bs, n);
     for (int i0 = 0; i0 < n; i0 += bs) {
         int nb = n - i0 < bs ? n - i0 : bs;
@@ -85,7 +85,7 @@ la_status la_critical_pair_stats(const double *x, int n, int d, double *mean_ang
     int bs = n < ROW_BLOCK ? n : ROW_BLOCK;
     /* g (bs, n) Gram block, then per-row partial sums (bs) of angles and inner products,
      * added in row order so the result does not depend on the thread count or schedule */
-    double *g = malloc(sizeof(double) * ((size_t)bs * n + 2 * (size_t)bs));
+    double *g = la_malloc(sizeof(double) * ((size_t)bs * n + 2 * (size_t)bs));
     if (!g) return la_fail(LA_ENOMEM, "la_critical_pair_stats: out of memory");
     double *row_a = g + (size_t)bs * n, *row_i = row_a + bs;
     double sum_angle = 0, sum_ip = 0;
@@ -119,7 +119,7 @@ la_status la_critical_gaussian_tokens(int n, int d, double rho, uint64_t seed, d
     if (!x) return la_fail(LA_EINVAL, "la_critical_gaussian_tokens: x must not be NULL");
     if (n < 1 || d < 1) return la_fail(LA_EINVAL, "la_critical_gaussian_tokens: n and d must be >= 1 (got n=%d d=%d)", n, d);
     if (!(rho >= 0 && rho <= 1)) return la_fail(LA_EINVAL, "la_critical_gaussian_tokens: rho must be in [0, 1] (got %g)", rho);
-    double *z0 = malloc(sizeof(double) * (size_t)d);
+    double *z0 = la_malloc(sizeof(double) * (size_t)d);
     if (!z0) return la_fail(LA_ENOMEM, "la_critical_gaussian_tokens: out of memory");
     la_rng r;
     la_rng_seed(&r, seed);
@@ -187,7 +187,7 @@ la_status la_critical_grid(const la_critical_params *p, const double *rhos, int 
         if (!(gammas[g] >= 0) || !isfinite(gammas[g]))
             return la_fail(LA_EINVAL, "la_critical_grid: gamma must be finite and >= 0 (got %g)", gammas[g]);
     size_t nd = (size_t)p->n * p->d;
-    double *x = malloc(sizeof(double) * nd), *y = malloc(sizeof(double) * nd);
+    double *x = la_malloc(sizeof(double) * nd), *y = la_malloc(sizeof(double) * nd);
     if (!x || !y) {
         free(x), free(y);
         return la_fail(LA_ENOMEM, "la_critical_grid: out of memory for %d x %d tokens", p->n, p->d);
