@@ -28,7 +28,17 @@ CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SA
 # the libraries the library links are listed once, in scripts/link-libs.txt (setup.py, which
 # builds the Python package's extension, reads the same file)
 LINK_LIBS := $(shell sed 's/\#.*//' scripts/link-libs.txt)
-LDLIBS_ALL = -fopenmp $(SAN) $(addprefix -l,$(LINK_LIBS)) $(LDLIBS)
+LDLIBS_ALL = -fopenmp $(SAN) $(addprefix -l,$(LINK_LIBS)) $(MPI_LDLIBS) $(LDLIBS)
+
+# MPI (src/core/dist.c, the one file that calls it): on when mpicc is found, unless MPI=0.
+# With it, dist.c is compiled with mpicc's include flags and LA_HAVE_MPI, and everything links
+# mpicc's libraries; without it the commands run as one process (and refuse mpirun).
+MPI ?= $(shell command -v mpicc >/dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(MPI),1)
+MPI_CFLAGS := -DLA_HAVE_MPI $(shell mpicc --showme:compile)
+MPI_LDLIBS := $(shell mpicc --showme:link)
+endif
+$(BUILD)/src/core/dist.o: private FILE_CFLAGS = $(MPI_CFLAGS)
 
 # per-file flags: ggml dequantization is bit-identical to ggml/gguf-py only without FMA
 # contraction (src/io/gguf_quant.c)
@@ -66,7 +76,7 @@ $(LIB_OBJ): OBJ_FLAGS = $(LIB_PIC)
 LIB_FLAGS_STAMP := $(BUILD)/.lib-cflags
 $(LIB_FLAGS_STAMP): FORCE
 	@mkdir -p $(BUILD)
-	@echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC)' > $@
+	@echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC) MPI=$(MPI)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC) MPI=$(MPI)' > $@
 $(LIB_OBJ): $(LIB_FLAGS_STAMP)
 FORCE:
 

@@ -15,6 +15,13 @@ struct la_trainer {
     int32_t *window;         // (B, T+1) sampled windows
     int32_t *inp, *tgt;      // (B, T)
     int step;
+    /* data parallelism (src/core/dist.h): a step's grad_accum micro-batches are split over
+     * the ranks in contiguous blocks; each micro-batch gradient is computed alone and the
+     * step's gradient is their sum in micro-batch order, the same on 1 or N ranks */
+    float *acc;     // (P) running sum of micro-batch gradients (one process, grad_accum > 1)
+    float *dp_mine; // (n_mine, P + 1) this rank's micro-batch gradients, loss last (N > 1)
+    float *dp_all;  // (grad_accum, P + 1) every micro-batch's, in micro-batch order (N > 1)
+    int *dp_counts; // (N) floats each rank contributes
 };
 
 /* Train config <-> JSON text (stored in checkpoints). to_json returns malloc'ed text. */
