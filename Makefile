@@ -2,6 +2,7 @@
 #   make                 libraries (below), CLI build/longattn, test binaries, examples
 #   make lib / shared    build/liblongattn.a (+ -internal.a) / build/liblongattn.so
 #   make test            run the test suite against the normal build
+#   make test-mpi        the MPI tests (tests/mpi.sh: mpirun -np 2 and 3)
 #   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
 #   make test-python     the Python tests (tests/python) with .venv's pytest
 #   make check-layers    the layering rule (README "Layout" table) on the built objects
@@ -60,7 +61,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_BIN  := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: FORCE all lib shared test test-san test-python python-ext check check-layers bench clean
+.PHONY: FORCE all lib shared test test-mpi test-san test-python python-ext check check-layers bench clean
 LIBS_OUT := $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a $(BUILD)/liblongattn.so
 all: $(LIBS_OUT) $(BUILD)/longattn $(TEST_BIN) $(EX_BIN) $(TOOL_BIN)
 lib: $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a
@@ -109,6 +110,11 @@ $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/liblongattn.a
 
 test: all
 	LA_BIN=$(BUILD)/longattn tests/run.sh $(BUILD)
+
+# the multi-process tests (mpirun -np 2/3: training and a study bitwise equal to 1 rank, rank
+# failures); part of make check, skipped with a message when the build has no MPI
+test-mpi: all
+	tests/mpi.sh $(BUILD)
 
 test-san:
 	$(MAKE) BUILD=build-san OPT="-O1 -march=native" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" all
