@@ -11,26 +11,39 @@
 #           within 60 s with one error naming rank 1 and the file
 #   killed  a rank killed (SIGKILL) mid-training: mpirun ends the job non-zero within 60 s
 #           and the last complete checkpoint still resumes
-# Skipped, with a visible message, only when the build has no MPI.
+#   nompi   dist.c built without MPI refuses a start by mpirun, naming the fix
+# The mpirun cases are skipped, with a visible message, only when the build has no MPI.
 set -u
 build=${1:-build}
 bin=$(cd "$build" && pwd)/longattn
 cd "$(dirname "$0")/.."
 root=$(pwd)
 passed=0; failed=0
+ok() { echo "ok   mpi $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL mpi $1: $2"; failed=$((failed + 1)); }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ---- a build without MPI (src/core/dist.c without LA_HAVE_MPI, as the Python package
+# builds it): a plain start is rank 0 of 1; a start by a launcher is refused with the fix
+if ! ${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -Iinclude -Isrc src/core/dist.c src/core/status.c \
+        tests/mpi/nompi_main.c -o "$tmp/nompi" 2>"$tmp/nompi.log"; then
+    cat "$tmp/nompi.log"; bad nompi "the one-process dist.c does not compile"
+elif [ "$("$tmp/nompi")" != "rank 0 size 1" ]; then bad nompi "a plain start is not rank 0 of 1"
+elif OMPI_COMM_WORLD_SIZE=2 "$tmp/nompi" 2>"$tmp/nompi.log" ||
+     ! grep -q "has no MPI.*libopenmpi-dev openmpi-bin.*make clean && make" "$tmp/nompi.log"; then
+    cat "$tmp/nompi.log"; bad nompi "a start as 1 of 2 processes is not refused with the rebuild hint"
+else ok "nompi: without MPI one process runs; under mpirun the error says how to rebuild"; fi
+
 if ! grep -q 'MPI=1' "$build/.lib-cflags" 2>/dev/null || ! command -v mpirun >/dev/null; then
     echo "SKIPPED: MPI tests (this build has no MPI: install libopenmpi-dev openmpi-bin, then make clean && make)"
-    echo "0 passed, 0 failed"
-    exit 0
+    echo "$passed passed, $failed failed"
+    [ $failed -eq 0 ]; exit
 fi
 MR="mpirun --oversubscribe"
 [ "$(id -u)" -eq 0 ] && MR="$MR --allow-run-as-root"
 # one thread per rank: the comparison is with the same thread count per rank
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-ok() { echo "ok   mpi $1"; passed=$((passed + 1)); }
-bad() { echo "FAIL mpi $1: $2"; failed=$((failed + 1)); }
 
 # a small byte-level corpus (train/ and val/, deterministic)
 python3 - "$tmp/corpus" <<'PY'
