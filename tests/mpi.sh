@@ -7,6 +7,7 @@
 #   resume  2 steps on 1 rank, resumed to 5 on 3 ranks == 5 steps on 1 rank (bitwise)
 #   study   a 3-variant study on 1, 2, 3 ranks: every output file equal byte for byte, except
 #           the timing fields (training.csv elapsed_s, results.json *_seconds)
+#   synth   synth --quick (6 cells) on 1 and 3 ranks: outputs equal, timings aside
 #   fail    a data file missing on rank 1 only (mpirun MPMD): every rank exits non-zero
 #           within 60 s with one error naming rank 1 and the file
 #   killed  a rank killed (SIGKILL) mid-training: mpirun ends the job non-zero within 60 s
@@ -79,25 +80,35 @@ elif cmp -s r1/model.safetensors r3/model.safetensors; then ok "resume 1 rank ->
 else bad resume "weights after resuming on 3 ranks differ from an uninterrupted 1-rank run"; fi
 
 # ---- study: variants over ranks
-strip() { # output folder -> its files without the timing fields
+strip() { # output folder -> its files, timing fields removed (csv columns *_s, markdown
+          # columns "... s" and its "Wall time" line, json keys *_s / *seconds) and the folder's own name blanked
     python3 - "$1" <<'PY'
 import json, os, sys
 d = sys.argv[1]
+def timing(name):
+    return name.endswith("_s") or name.endswith("seconds") or name.endswith(" s")
 for name in sorted(os.listdir(d)):
     p = os.path.join(d, name)
-    if name == "results.json":
+    if name.endswith(".json"):
         def drop(x):
             if isinstance(x, dict):
-                return {k: drop(v) for k, v in x.items() if not k.endswith("seconds")}
+                return {k: drop(v) for k, v in x.items() if not timing(k)}
             if isinstance(x, list):
                 return [drop(v) for v in x]
             return x
         print(name, json.dumps(drop(json.load(open(p))), sort_keys=True))
-    elif name == "training.csv":
+    elif name.endswith(".csv") or name.endswith(".md"):
+        sep = "," if name.endswith(".csv") else "|"
+        keep = None
         for line in open(p):
-            print(name, line.rstrip("\n").rsplit(",", 1)[0])
+            if line.startswith("Wall time"):
+                continue
+            cells = line.rstrip("\n").split(sep)
+            if keep is None or (sep == "|" and len(cells) != len(keep)):
+                keep = [not timing(c.strip()) for c in cells]  # a header row
+            print(name, sep.join(c for c, k in zip(cells, keep + [True] * len(cells)) if k))
     else:
-        print(name, open(p, "rb").read().hex())
+        print(name, open(p, "rb").read().replace(d.encode() + b"/", b"OUT/").hex())
 PY
 }
 cp "$root/tests/mpi/tiny_study.json" study.json
@@ -109,6 +120,18 @@ for n in 2 3; do
     elif strip s$n >s$n.txt && cmp -s s1.txt s$n.txt && [ "$(ls s1)" = "$(ls s$n)" ]; then
         ok "study np=$n: every output equal to 1 rank (timings aside)"
     else diff s1.txt s$n.txt | cut -c1-200 | head -5; bad "study np=$n" "outputs differ from the 1-rank run"; fi
+done
+
+# ---- synth: (task, spec) cells over ranks
+Y="synth --quick --steps 10 --specs softmax+nape;softmax+logn+nape;softmax+rope"
+$bin $Y --out y1 >y1.log 2>&1 || { cat y1.log; bad synth "1-rank synth failed"; }
+strip y1 >y1.txt
+for n in 3; do
+    if ! timeout 120 $MR -np $n $bin $Y --out y$n >y$n.log 2>&1; then
+        cat y$n.log; bad "synth np=$n" "run failed"
+    elif strip y$n >y$n.txt && cmp -s y1.txt y$n.txt && [ "$(ls y1)" = "$(ls y$n)" ]; then
+        ok "synth np=$n: every output equal to 1 rank (timings aside)"
+    else diff y1.txt y$n.txt | cut -c1-200 | head -5; bad "synth np=$n" "outputs differ from the 1-rank run"; fi
 done
 
 # ---- a rank that cannot read its data (MPMD: rank 1 gets a missing path)

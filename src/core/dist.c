@@ -35,6 +35,34 @@ int la_dist_launched_size(void) {
 int la_dist_rank(void) { return g_rank; }
 int la_dist_size(void) { return g_size; }
 
+void la_dist_assign(const double *cost, int n, int n_ranks, int *owner) {
+    /* longest processing time first: the most expensive item not yet placed goes to
+     * the least loaded rank (ties: lower index, lower rank), so the result is the
+     * same on every rank */
+    double *load = calloc((size_t)(n_ranks > 0 ? n_ranks : 1), sizeof *load);
+    char *placed = calloc((size_t)(n > 0 ? n : 1), 1);
+    if (!load || !placed) { /* tiny; fall back to round robin */
+        for (int i = 0; i < n; i++) owner[i] = i % n_ranks;
+        free(load);
+        free(placed);
+        return;
+    }
+    int R = n_ranks < n ? n_ranks : n;
+    for (int k = 0; k < n; k++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!placed[i] && (best < 0 || cost[i] > cost[best])) best = i;
+        int rr = 0;
+        for (int r = 1; r < R; r++)
+            if (load[r] < load[rr]) rr = r;
+        placed[best] = 1;
+        owner[best] = rr;
+        load[rr] += cost[best];
+    }
+    free(load);
+    free(placed);
+}
+
 #define MSG_LEN 512 /* bytes of a failing rank's message carried by la_dist_agree */
 
 #ifdef LA_HAVE_MPI

@@ -35,6 +35,11 @@ int la_dist_have_mpi(void);
 /* Number of processes the launcher says it started (1 when not launched). */
 int la_dist_launched_size(void);
 
+/* Work split (not collective; the same answer on every rank): owner[i] = the rank that
+ * does item i of n with estimated cost[i] -- most expensive first to the least loaded rank
+ * (ties: lower index, lower rank); ranks beyond n get nothing. */
+void la_dist_assign(const double *cost, int n, int n_ranks, int *owner);
+
 /* Collective: every rank passes its own status (and, when failing, its la_errmsg()). All
  * ranks return LA_OK, or the status of the lowest failing rank with the message
  * "rank R of N: <its message>" (a single process returns st unchanged). */

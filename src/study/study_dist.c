@@ -7,27 +7,6 @@
 #include "core/dist.h"
 #include "study/study_internal.h"
 
-void la_study_assign(const double *cost, int n, int n_ranks, int *owner) {
-    /* longest processing time first: the most expensive variant not yet placed goes to
-     * the least loaded rank (ties: lower variant index, lower rank), so the result is the
-     * same on every rank */
-    double load[LA_STUDY_MAX_SPECS];
-    int placed[LA_STUDY_MAX_SPECS] = {0};
-    int R = n_ranks < n ? n_ranks : n;
-    for (int r = 0; r < R; r++) load[r] = 0;
-    for (int k = 0; k < n; k++) {
-        int best = -1;
-        for (int i = 0; i < n; i++)
-            if (!placed[i] && (best < 0 || cost[i] > cost[best])) best = i;
-        int rr = 0;
-        for (int r = 1; r < R; r++)
-            if (load[r] < load[rr]) rr = r;
-        placed[best] = 1;
-        owner[best] = rr;
-        load[rr] += cost[best];
-    }
-}
-
 /* Bytes of variant v as sent: its index, the struct (pointers are rewritten on arrival),
  * then its buckets and log. */
 static size_t packed_size(const study_variant *v, int n_lens) {

@@ -53,10 +53,8 @@ la_status la_study_write_plots(const study_results *r, const char *out_dir, cons
                             int *ok, char *warn, size_t warn_n);
 
 /* ---- across MPI ranks (study_dist.c) ---- */
-/* owner[vi] = the rank that runs variant vi: most expensive first to the least loaded
- * rank (deterministic; ranks beyond n get none). cost: (n) estimated flops. */
-void la_study_assign(const double *cost, int n, int n_ranks, int *owner);
-/* Collective: rank 0 receives every finished variant of the other ranks into r->v (its
+/* owner[vi]: the rank that ran variant vi (la_dist_assign on estimated flops).
+ * Collective: rank 0 receives every finished variant of the other ranks into r->v (its
  * buckets and log newly allocated); other ranks' r is unchanged. No-op on one process. */
 la_status la_study_gather(study_results *r, const int *owner);
 

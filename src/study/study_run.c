@@ -371,7 +371,7 @@ pre:
     {
         double cost[LA_STUDY_MAX_SPECS];
         for (int vi = 0; vi < st->n_specs; vi++) cost[vi] = variant_flops(st, r->vocab);
-        la_study_assign(cost, st->n_specs, la_dist_size(), owner);
+        la_dist_assign(cost, st->n_specs, la_dist_size(), owner);
     }
 
     tracker tk;
