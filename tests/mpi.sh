@@ -4,6 +4,7 @@
 # correctness; --allow-run-as-root when CI runs as root). Each case prints "ok"/"FAIL" and
 # the script ends with the "N passed, N failed" line tests/check.sh reads.
 #   train   1 vs 2 vs 3 ranks, same global batch (6 micro-batches): saved weights bitwise equal
+#   idle    2 micro-batches on 3 ranks (one rank without data): bitwise equal to 1 rank
 #   resume  2 steps on 1 rank, resumed to 5 on 3 ranks == 5 steps on 1 rank (bitwise)
 #   study   a 3-variant study on 1, 2, 3 ranks: every output file equal byte for byte, except
 #           the timing fields (training.csv elapsed_s, results.json *_seconds)
@@ -71,6 +72,14 @@ for n in 2 3; do
         bad "train np=$n" "log (loss, val_loss, grad_norm) differs"
     else ok "train np=$n: weights bitwise equal to 1 rank"; fi
 done
+
+# ---- fewer micro-batches than ranks (accum 2 on 3 ranks: one rank computes nothing but
+# still sums its slice of the parameters)
+T2=${T/--accum 6/--accum 2}
+$bin $T2 --steps 3 --out i1 >i.log 2>&1 && timeout 120 $MR -np 3 $bin $T2 --steps 3 --out i3 >>i.log 2>&1
+if [ $? -ne 0 ]; then cat i.log; bad "idle rank" "runs failed"
+elif cmp -s i1/model.safetensors i3/model.safetensors; then ok "idle rank: accum 2 on 3 ranks bitwise equal to 1 rank"
+else bad "idle rank" "weights differ from the 1-rank run"; fi
 
 # ---- resume with a different number of ranks
 $bin $T --steps 5 --out r1 >r.log 2>&1 && $bin $T --steps 2 --out r3 >>r.log 2>&1 &&

@@ -158,6 +158,29 @@ la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *coun
     return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Allgatherv");
 }
 
+la_status la_dist_alltoallv_f32(const float *send, const int *send_counts, float *recv, const int *recv_counts) {
+    if (!g_mpi) {
+        if (send_counts[0] && send != recv) memcpy(recv, send, (size_t)send_counts[0] * sizeof(float));
+        return LA_OK;
+    }
+    int *sd = malloc((size_t)g_size * 2 * sizeof(int)), *rd = sd ? sd + g_size : NULL;
+    if (!sd) return la_fail(LA_ENOMEM, "rank %d: out of memory (alltoallv)", g_rank);
+    long long so = 0, ro = 0;
+    for (int q = 0; q < g_size; q++) {
+        if (so > INT_MAX || ro > INT_MAX) {
+            free(sd);
+            return la_fail(LA_EINVAL, "alltoallv: more than %d floats in one exchange", INT_MAX);
+        }
+        sd[q] = (int)so;
+        rd[q] = (int)ro;
+        so += send_counts[q];
+        ro += recv_counts[q];
+    }
+    int rc = MPI_Alltoallv(send, send_counts, sd, MPI_FLOAT, recv, recv_counts, rd, MPI_FLOAT, MPI_COMM_WORLD);
+    free(sd);
+    return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Alltoallv");
+}
+
 la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *counts, int root) {
     if (!g_mpi) {
         if (counts[0] && send != recv) memcpy(recv, send, counts[0]);
@@ -222,6 +245,12 @@ int la_dist_any(int flag) { return flag != 0; }
 
 la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *counts) {
     if (counts[0] && send != recv) memcpy(recv, send, (size_t)counts[0] * sizeof(float));
+    return LA_OK;
+}
+
+la_status la_dist_alltoallv_f32(const float *send, const int *send_counts, float *recv, const int *recv_counts) {
+    (void)recv_counts;
+    if (send_counts[0] && send != recv) memcpy(recv, send, (size_t)send_counts[0] * sizeof(float));
     return LA_OK;
 }
 

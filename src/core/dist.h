@@ -49,6 +49,9 @@ int la_dist_any(int flag);
 /* Collective: rank r contributes counts[r] floats (send); recv receives all ranks'
  * contributions in rank order (sum of counts floats). One process: a copy. */
 la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *counts);
+/* Collective: rank r sends send_counts[q] floats to rank q (packed in rank order in send)
+ * and receives recv_counts[q] floats from rank q (packed in rank order in recv). */
+la_status la_dist_alltoallv_f32(const float *send, const int *send_counts, float *recv, const int *recv_counts);
 /* Collective: rank r contributes counts[r] bytes; root receives them in rank order into
  * recv (other ranks may pass recv NULL). */
 la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *counts, int root);

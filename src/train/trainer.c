@@ -74,8 +74,10 @@ void la_trainer_free(la_trainer *tr) {
     free(tr->inp);
     free(tr->tgt);
     free(tr->acc);
-    free(tr->dp_mine);
-    free(tr->dp_all);
+    free(tr->dp_send);
+    free(tr->dp_recv);
+    free(tr->dp_loss);
+    free(tr->dp_lossall);
     free(tr->dp_counts);
     free(tr);
 }
@@ -184,35 +186,55 @@ static void my_block(int n, int r, int N, int *lo, int *hi) {
     *hi = (int)((long long)n * (r + 1) / N);
 }
 
+/* Element range [*o, *o + *n) of parameter slice q of N. */
+static void slice(size_t P, int q, int N, size_t *o, size_t *n) {
+    *o = P * (size_t)q / (size_t)N;
+    *n = P * (size_t)(q + 1) / (size_t)N - *o;
+}
+
 /* Buffers for the gradient exchange, allocated at the first step that needs them. */
 static la_status dp_buffers(la_trainer *tr) {
-    int A = tr->cfg.grad_accum, N = la_dist_size(), lo, hi, mx = 0;
+    int A = tr->cfg.grad_accum, N = la_dist_size(), me = la_dist_rank(), lo, hi;
     if (N == 1) {
         if (A > 1 && !tr->acc && !(tr->acc = malloc(tr->P * sizeof(float))))
             return la_fail(LA_ENOMEM, "trainer: cannot allocate the gradient accumulator (%zu floats)", tr->P);
         return LA_OK;
     }
-    if (tr->dp_all) return LA_OK;
-    size_t row = tr->P + 1;
-    if ((double)A * row > 2147483647.0)
-        return la_fail(LA_EINVAL, "trainer: grad_accum=%d micro-batch gradients of %zu parameters exceed one MPI "
-                       "exchange (2^31 floats); lower --accum", A, tr->P);
-    tr->dp_counts = malloc((size_t)N * sizeof(int));
-    for (int r = 0; r < N && tr->dp_counts; r++) {
-        my_block(A, r, N, &lo, &hi);
-        tr->dp_counts[r] = (int)((hi - lo) * row);
-        if (hi - lo > mx) mx = hi - lo;
-    }
-    tr->dp_mine = malloc((size_t)(mx ? mx : 1) * row * sizeof(float));
-    tr->dp_all = malloc((size_t)A * row * sizeof(float));
-    if (!tr->dp_counts || !tr->dp_mine || !tr->dp_all) {
-        free(tr->dp_mine);
-        free(tr->dp_all);
+    if (tr->dp_send) return LA_OK;
+    size_t P = tr->P, o, n, mine_n;
+    slice(P, me, N, &o, &mine_n);
+    my_block(A, me, N, &lo, &hi);
+    int nm = hi - lo;
+    if ((double)(nm > 0 ? nm : 1) * P > 2147483647.0 || (double)A * mine_n > 2147483647.0)
+        return la_fail(LA_EINVAL, "trainer: %d micro-batch gradients of %zu parameters exceed one MPI exchange "
+                       "(2^31 floats); lower --accum or use more ranks", A, P);
+    tr->dp_counts = malloc((size_t)N * 4 * sizeof(int));
+    /* it also carries this rank's summed slice to the final allgather (an idle rank, with
+     * no micro-batch, still sums and sends its slice) */
+    size_t send_n = (size_t)nm * P > mine_n ? (size_t)nm * P : mine_n;
+    tr->dp_send = malloc((send_n + 1) * sizeof(float));
+    tr->dp_recv = malloc(((size_t)A * mine_n + 1) * sizeof(float));
+    tr->dp_loss = malloc(((size_t)nm + 1) * sizeof(float));
+    tr->dp_lossall = malloc((size_t)A * sizeof(float));
+    if (!tr->dp_counts || !tr->dp_send || !tr->dp_recv || !tr->dp_loss || !tr->dp_lossall) {
+        free(tr->dp_send);
+        free(tr->dp_recv);
+        free(tr->dp_loss);
+        free(tr->dp_lossall);
         free(tr->dp_counts);
-        tr->dp_mine = tr->dp_all = NULL;
+        tr->dp_send = tr->dp_recv = tr->dp_loss = tr->dp_lossall = NULL;
         tr->dp_counts = NULL;
-        return la_fail(LA_ENOMEM, "trainer: cannot allocate %d micro-batch gradients of %zu floats for the "
-                       "exchange between ranks", A, row);
+        return la_fail(LA_ENOMEM, "trainer: cannot allocate the gradient exchange buffers (%d micro-batches of "
+                       "%zu parameters)", A, P);
+    }
+    int *send = tr->dp_counts, *recv = send + N, *loss = recv + N;
+    for (int q = 0; q < N; q++) {
+        int l2, h2;
+        slice(P, q, N, &o, &n);
+        send[q] = (int)(nm * n);          /* my micro-batches' slice q, to rank q */
+        my_block(A, q, N, &l2, &h2);
+        recv[q] = (int)((h2 - l2) * mine_n); /* rank q's micro-batches' slice me, from rank q */
+        loss[q] = h2 - l2;
     }
     return LA_OK;
 }
@@ -227,17 +249,22 @@ static void load_window(la_trainer *tr, int B, int T) {
 /* One step's gradient, split over the ranks. Every rank draws all grad_accum micro-batches
  * (so the sampler state stays the same on every rank and in checkpoints) and computes the
  * gradients of its own block, each into zeroed gradients; the step's gradient is
- *   g = ((g_0 + g_1) + g_2) + ...      (micro-batch order, float)
- * on every rank, from every micro-batch's gradient gathered in micro-batch order: the same
- * operations on the same numbers whatever the number of ranks, so N ranks give the weights
- * of one rank bit for bit (with the same threads per rank). */
+ *   g = ((g_0 + g_1) + g_2) + ...      (micro-batch order, float, element by element)
+ * whatever the number of ranks: one process folds as it goes; N ranks cut the parameters
+ * into N slices, rank q receives slice q of every micro-batch gradient (MPI_Alltoallv,
+ * arriving in micro-batch order) and folds it in that order (a reduce-scatter whose order
+ * we fix, unlike MPI_Allreduce's tree), then every rank receives every summed slice
+ * (MPI_Allgatherv). The same operations on the same numbers: N ranks give the weights of
+ * one rank bit for bit (with the same threads per rank). Traffic per rank and step: its
+ * n_mine micro-batch gradients out and one summed gradient in, (n_mine + 1) P floats at most,
+ * whatever N (a ring all-reduce moves 2 P). */
 la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
     if (!tr) return la_fail(LA_EINVAL, "la_trainer_step: trainer is NULL");
     if (!tr->data) return la_fail(LA_EINVAL, "la_trainer_step: the trainer has no data; use la_trainer_step_batch");
     double t0 = omp_get_wtime();
     const la_train_config *c = &tr->cfg;
     int B = c->B, T = c->T, A = c->grad_accum, N = la_dist_size(), lo, hi;
-    size_t P = tr->P, row = P + 1;
+    size_t P = tr->P;
     float *g = la_model_grads(tr->m);
     my_block(A, la_dist_rank(), N, &lo, &hi);
     la_status s = dp_buffers(tr);
@@ -251,10 +278,14 @@ la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
         s = la_model_forward(tr->m, tr->inp, tr->tgt, B, T, &l, NULL);
         if (s == LA_OK) s = la_model_backward(tr->m);
         if (s != LA_OK) break;
-        if (N > 1) {
-            float *dst = tr->dp_mine + (size_t)(a - lo) * row;
-            memcpy(dst, g, P * sizeof(float));
-            dst[P] = l;
+        if (N > 1) { /* slice q of this gradient goes to rank q: packed by rank, then micro-batch */
+            int nm = hi - lo;
+            for (int q = 0; q < N; q++) {
+                size_t o, n;
+                slice(P, q, N, &o, &n);
+                memcpy(tr->dp_send + o * (size_t)nm + (size_t)(a - lo) * n, g + o, n * sizeof(float));
+            }
+            tr->dp_loss[a - lo] = l;
         } else {
             loss_sum += l;
             if (A > 1 && a == 0) memcpy(tr->acc, g, P * sizeof(float));
@@ -265,14 +296,29 @@ la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
     if (N > 1) {
         /* a rank that failed (bad data, out of memory) stops every rank here, named */
         LA_TRY(la_dist_agree(s));
-        LA_TRY(la_dist_agree(la_dist_allgatherv_f32(tr->dp_mine, tr->dp_all, tr->dp_counts)));
-        memcpy(g, tr->dp_all, P * sizeof(float));
-        loss_sum = tr->dp_all[P];
+        const int *send = tr->dp_counts, *recv = send + N, *lcount = recv + N;
+        int *gcount = tr->dp_counts + 3 * N;
+        size_t o, n;
+        /* reduce-scatter in a fixed order: rank me receives slice me of every micro-batch
+         * gradient, in micro-batch order (ranks hold ascending blocks), and folds them */
+        LA_TRY(la_dist_agree(la_dist_alltoallv_f32(tr->dp_send, send, tr->dp_recv, recv)));
+        slice(P, la_dist_rank(), N, &o, &n);
+        float *mine = g + o;
+        memcpy(mine, tr->dp_recv, n * sizeof(float));
         for (int a = 1; a < A; a++) {
-            const float *ga = tr->dp_all + (size_t)a * row;
-            for (size_t i = 0; i < P; i++) g[i] += ga[i];
-            loss_sum += ga[P];
+            const float *ga = tr->dp_recv + (size_t)a * n;
+            for (size_t i = 0; i < n; i++) mine[i] += ga[i];
         }
+        /* every rank gets every summed slice (in place: slice q lands at its offset) */
+        for (int q = 0; q < N; q++) {
+            size_t oq, nq;
+            slice(P, q, N, &oq, &nq);
+            gcount[q] = (int)nq;
+        }
+        memmove(tr->dp_send, mine, n * sizeof(float));
+        LA_TRY(la_dist_agree(la_dist_allgatherv_f32(tr->dp_send, g, gcount)));
+        LA_TRY(la_dist_agree(la_dist_allgatherv_f32(tr->dp_loss, tr->dp_lossall, lcount)));
+        for (int a = 0; a < A; a++) loss_sum += tr->dp_lossall[a];
     } else {
         LA_TRY(s);
         if (A > 1) memcpy(g, tr->acc, P * sizeof(float));
