@@ -20,12 +20,14 @@ typedef struct {
 int bench_attn(int argc, char **argv);  /* bench/bench_attn.c */
 int bench_train(int argc, char **argv); /* bench/bench_train.c */
 int bench_qmatvec(int argc, char **argv); /* bench/bench_qmatvec.c */
+int bench_model(int argc, char **argv);   /* bench/bench_model.c */
 
 /* The benchmarks, terminated by a NULL row. Add your row above the terminator. */
 static const la_bench_entry la_benches[] = {
     {"attn", "attention kernel GFLOP/s vs sgemm, sinv overhead, window cost, extra memory", bench_attn},
     {"train", "GPT training throughput and attention vs matmul share", bench_train},
     {"qmatvec", "quantized matrix x vector (decode path): GB/s of weights vs memcpy bandwidth", bench_qmatvec},
+    {"model", "pretrained GGUF model: prefill / decode tok/s, peak memory, vs llama.cpp", bench_model},
     {NULL, NULL, NULL},
 };
 

@@ -23,6 +23,7 @@
  *   longattn/infer.h        la_kv_*, la_sample_*, la_decoder_*
  *   longattn/experiments.h  la_docs_*, la_eval_*, la_passkey_*, la_study_*, la_task_*,
  *                           la_critical_*, la_diag_gaussian
+ *   longattn/llama.h        la_llama_*, la_chat_*       pretrained Llama-family GGUF models
  *
  * Naming rule (new API follows it; tests/test_exports.c checks the first point):
  *   - Every public function starts with la_ and its module prefix above and is declared
@@ -69,5 +70,6 @@
 #include "longattn/train.h"
 #include "longattn/infer.h"
 #include "longattn/experiments.h"
+#include "longattn/llama.h"
 
 #endif /* LONGATTN_H */

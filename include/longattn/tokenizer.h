@@ -23,6 +23,8 @@
 
 #include "core.h" /* la_status, LA_API */
 
+typedef struct la_gguf la_gguf; /* longattn/gguf.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif

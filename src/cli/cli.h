@@ -55,6 +55,11 @@ int cli_train(int argc, char **argv);
 int cli_generate(int argc, char **argv);
 int cli_kv_eval(int argc, char **argv);
 
+/* src/cli/llama_cli.c: pretrained GGUF models (generate --model, perplexity, llama-logits) */
+int cli_generate_gguf(int argc, char **argv);
+int cli_perplexity(int argc, char **argv);
+int cli_llama_logits(int argc, char **argv);
+
 /* longattn gguf (src/cli/gguf.c): inspect GGUF files */
 int cli_gguf(int argc, char **argv);
 

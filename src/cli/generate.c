@@ -11,6 +11,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: longattn generate --ckpt FILE --prompt TEXT [options]\n"
+            "       longattn generate --model FILE.gguf --prompt TEXT [--chat] ...  (pretrained models:\n"
+            "       see longattn generate --model x --help)\n"
             "Generate text from a byte-level checkpoint (written by `longattn train`), streaming it\n"
             "to stdout, with incremental decoding through a KV cache.\n"
             "  --ckpt FILE         model weights (safetensors from la_model_save / longattn train)\n"
@@ -39,7 +41,25 @@ static int parse_dbl(const char *cmd, const char *opt, const char *s, double lo,
     return 0;
 }
 
+/* GGUF files (pretrained models) go to cli_generate_gguf: --model FILE, or --ckpt naming a
+ * file that starts with the GGUF magic */
+static int is_gguf_request(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model")) return 1;
+        if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) {
+            FILE *f = fopen(argv[i + 1], "rb");
+            char magic[4] = {0};
+            int gguf = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+            if (f) fclose(f);
+            if (gguf) argv[i] = "--model";
+            return gguf;
+        }
+    }
+    return 0;
+}
+
 int cli_generate(int argc, char **argv) {
+    if (is_gguf_request(argc, argv)) return cli_generate_gguf(argc, argv);
     const char *cmd = "generate", *ckpt = NULL, *prompt = NULL, *policy = "full";
     long max_new = 200, top_k = 0, seed = 1;
     double temperature = 0.8, top_p = 0.95;

@@ -1,0 +1,524 @@
+/* llama_cli.c -- pretrained GGUF models on the command line:
+ *   longattn generate --model FILE.gguf --prompt TEXT [--chat] ...   (cli_generate_gguf)
+ *   longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec S]
+ *   longattn llama-logits --model FILE.gguf --ids 1,2,3 --out X.npy   (for the tests)
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "core/internal.h"
+
+/* strict option values through cli_parse_int / cli_parse_num (usage error naming the option) */
+static int to_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
+    long long v;
+    if (cli_parse_int(s, lo, hi, &v))
+        return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
+    *out = (long)v;
+    return 0;
+}
+
+static int to_dbl(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
+    if (cli_parse_num(s, lo, hi, out))
+        return cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
+    return 0;
+}
+
+/* open model (+ spec) and tokenizer, printing the error */
+static int open_model(const char *cmd, const char *path, const char *spec, la_llama **m, la_tokenizer **tok) {
+    *m = NULL;
+    if (tok) *tok = NULL;
+    if (la_llama_open(path, NULL, m) != LA_OK) {
+        fprintf(stderr, "longattn %s: cannot load model '%s': %s\n", cmd, path, la_errmsg());
+        return 1;
+    }
+    la_spec s;
+    if (la_llama_spec_parse(*m, spec, &s) != LA_OK || la_llama_set_spec(*m, &s) != LA_OK) {
+        fprintf(stderr, "longattn %s: --spec: %s\n", cmd, la_errmsg());
+        la_llama_free(*m);
+        *m = NULL;
+        return 2;
+    }
+    if (tok && la_llama_tokenizer(*m, tok) != LA_OK) {
+        fprintf(stderr, "longattn %s: tokenizer of '%s': %s\n", cmd, path, la_errmsg());
+        la_llama_free(*m);
+        *m = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+/* length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence */
+static size_t utf8_complete(const char *s, size_t n) {
+    size_t i = n, back = 0;
+    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) i--, back++;
+    if (i == 0) return n;
+    unsigned char c = (unsigned char)s[i - 1];
+    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return back + 1 >= need ? n : i - 1;
+}
+
+static void usage_model(FILE *f) {
+    fprintf(f,
+            "usage: longattn generate --model FILE.gguf --prompt TEXT [options]\n"
+            "Generate text with a pretrained GGUF model (llama, qwen2), streaming it to stdout: prefill\n"
+            "through the attention kernel, then decoding through the KV cache.\n"
+            "  --model FILE        GGUF file (e.g. data/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
+            "  --prompt TEXT       prompt (UTF-8)\n"
+            "  --chat              wrap the prompt in the model's chat template (ChatML, Llama 2, Llama 3)\n"
+            "  --system TEXT       system message for --chat (default: the template's own, if any)\n"
+            "  --max-new N         tokens to generate (default 256); stops earlier at EOS / end of turn\n"
+            "  --temperature T     sampling temperature, 0 = greedy (default 0 = greedy)\n"
+            "  --top-k K           keep the K most likely tokens, 0 = off (default 0)\n"
+            "  --top-p P           nucleus mass in (0, 1], 1 = off (default 1)\n"
+            "  --seed S            sampler seed (default 1)\n"
+            "  --kv POLICY         KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
+            "                      optionally +int8 (default full; --policy is the same option)\n"
+            "  --ctx N             full cache: the longest stream, prompt included (default: the model's\n"
+            "                      trained context); a longer prompt is an error\n"
+            "  --spec SPEC         attention spec (default softmax+rope(theta=<file base>)+causal; theta\n"
+            "                      defaults to the file's RoPE base)\n"
+            "  --quiet             no prompt echo, no summary on stderr\n"
+            "  --ids-out FILE      write the prompt and generated token ids (one line each, for tests)\n");
+}
+
+int cli_generate_gguf(int argc, char **argv) {
+    const char *cmd = "generate", *path = NULL, *prompt = NULL, *policy = "full", *spec = NULL, *system = NULL,
+               *ids_out = NULL;
+    long max_new = 256, top_k = 0, seed = 1, ctx = 0;
+    double temperature = 0, top_p = 1;
+    int quiet = 0, chat = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_model(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (!strcmp(a, "--chat")) { chat = 1; continue; }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
+        const char *val = argv[++i];
+        int rc = 0;
+        if (!strcmp(a, "--model")) path = val;
+        else if (!strcmp(a, "--prompt")) prompt = val;
+        else if (!strcmp(a, "--system")) system = val;
+        else if (!strcmp(a, "--kv") || !strcmp(a, "--policy")) policy = val;
+        else if (!strcmp(a, "--spec")) spec = val;
+        else if (!strcmp(a, "--ids-out")) ids_out = val;
+        else if (!strcmp(a, "--max-new")) rc = to_long(cmd, a, val, 0, 1L << 24, &max_new);
+        else if (!strcmp(a, "--ctx")) rc = to_long(cmd, a, val, 1, 1L << 30, &ctx);
+        else if (!strcmp(a, "--top-k")) rc = to_long(cmd, a, val, 0, 1L << 30, &top_k);
+        else if (!strcmp(a, "--seed")) rc = to_long(cmd, a, val, 0, 0x7fffffffL, &seed);
+        else if (!strcmp(a, "--temperature")) rc = to_dbl(cmd, a, val, 0, 1e6, &temperature);
+        else if (!strcmp(a, "--top-p")) rc = to_dbl(cmd, a, val, 1e-9, 1, &top_p);
+        else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
+    if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (not empty)");
+    la_kv_params kp = la_kv_params_default();
+    if (la_kv_policy_parse(policy, &kp) != LA_OK) return cli_usage_error(cmd, "--kv: %s", la_errmsg());
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        fprintf(stderr, "longattn %s: cannot open model '%s': %s\n", cmd, path, strerror(errno));
+        return 1;
+    }
+    fclose(fp);
+
+    la_llama *m = NULL;
+    la_tokenizer *tok = NULL;
+    int rc = open_model(cmd, path, spec, &m, &tok);
+    if (rc) return rc;
+    rc = 1;
+    const la_llama_config *cfg = la_llama_get_config(m);
+    const int V = cfg->n_vocab;
+    char *text = NULL, *out_text = NULL;
+    const char *stop_text = NULL;
+    la_token_buf ids = {0};
+    la_llama_session *s = NULL;
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    void *scratch = malloc(la_sample_scratch_bytes(V));
+    FILE *idf = NULL;
+    if (!logits || !scratch) {
+        fprintf(stderr, "longattn %s: out of memory\n", cmd);
+        goto done;
+    }
+    if (chat && la_chat_apply(la_tokenizer_chat_template(tok), system, prompt, &text, &stop_text) != LA_OK) {
+        fprintf(stderr, "longattn %s: --chat: %s\n", cmd, la_errmsg());
+        goto done;
+    }
+    const char *input = chat ? text : prompt;
+    if (la_tokenizer_encode(tok, input, strlen(input), LA_TOK_ADD_SPECIAL | (chat ? LA_TOK_PARSE_SPECIAL : 0), &ids) !=
+        LA_OK) {
+        fprintf(stderr, "longattn %s: --prompt: %s\n", cmd, la_errmsg());
+        goto done;
+    }
+    const int64_t n_prompt = ids.n;
+    if (n_prompt < 1) {
+        fprintf(stderr, "longattn %s: the prompt encodes to no tokens\n", cmd);
+        goto done;
+    }
+    if (kp.policy == LA_KV_FULL) {
+        int64_t cap = ctx > 0 ? ctx : cfg->n_ctx_train;
+        if (n_prompt >= cap) {
+            fprintf(stderr,
+                    "longattn %s: the prompt is %lld tokens but the KV cache holds %lld (--ctx; the model's trained "
+                    "context is %lld): shorten the prompt, raise --ctx, or use an evicting --kv policy\n",
+                    cmd, (long long)n_prompt, (long long)cap, (long long)cfg->n_ctx_train);
+            goto done;
+        }
+        if (n_prompt + max_new < cap) cap = n_prompt + max_new;
+        if (max_new > cap - n_prompt) max_new = cap - n_prompt;
+        kp.max_tokens = cap;
+    }
+    /* prefill: the full cache takes the prompt in chunks; an evicting cache one token at a
+     * time, so that every prompt token sees exactly the policy's kept set */
+    int chunk = kp.policy == LA_KV_FULL ? (int)(n_prompt < 512 ? n_prompt : 512) : 1;
+    if (la_llama_session_new(m, &kp, chunk, &s) != LA_OK) {
+        fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
+        goto done;
+    }
+    int32_t stop_id = stop_text ? la_tokenizer_token_id(tok, stop_text) : -1;
+    int32_t eos = la_tokenizer_eos(tok);
+    if (!quiet) {
+        fputs(chat ? "" : prompt, stdout);
+        fflush(stdout);
+    }
+    double t0 = cli_now();
+    for (int64_t i = 0; i < n_prompt; i += chunk) {
+        int T = (int)(n_prompt - i < chunk ? n_prompt - i : chunk);
+        if (la_llama_session_step(s, ids.ids + i, T, logits, 0) != LA_OK) {
+            fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());
+            goto done;
+        }
+    }
+    double t1 = cli_now();
+    la_rng rng;
+    la_rng_seed(&rng, (uint64_t)seed);
+    la_sample_params sp = la_sample_params_default();
+    sp.temperature = temperature;
+    sp.top_k = (int)top_k;
+    sp.top_p = top_p;
+    size_t printed = 0;
+    long n_gen = 0;
+    for (; n_gen < max_new; n_gen++) {
+        int32_t t;
+        if (la_sample_token(logits, V, &sp, la_rng_uniform(&rng), scratch, &t) != LA_OK) {
+            fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());
+            goto done;
+        }
+        if (t == eos || t == stop_id) break;
+        /* append, then print the decoded text of all generated tokens beyond what is out,
+         * holding back an incomplete UTF-8 sequence (a character split across tokens) */
+        if (ids.n == ids.cap) {
+            int64_t nc = ids.cap * 2 + 16;
+            int32_t *ni = realloc(ids.ids, sizeof(int32_t) * (size_t)nc);
+            if (!ni) {
+                fprintf(stderr, "\nlongattn %s: out of memory\n", cmd);
+                goto done;
+            }
+            ids.ids = ni, ids.cap = nc;
+        }
+        ids.ids[ids.n++] = t;
+        size_t len = 0;
+        free(out_text);
+        out_text = NULL;
+        if (la_tokenizer_decode(tok, ids.ids + n_prompt, ids.n - n_prompt, LA_TOK_SKIP_SPECIAL, &out_text, &len) != LA_OK) {
+            fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());
+            goto done;
+        }
+        size_t ok = utf8_complete(out_text, len);
+        if (ok > printed) {
+            fwrite(out_text + printed, 1, ok - printed, stdout);
+            fflush(stdout);
+            printed = ok;
+        }
+        if (n_gen + 1 < max_new && la_llama_session_step(s, &t, 1, logits, 0) != LA_OK) {
+            fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());
+            goto done;
+        }
+    }
+    if (out_text) {
+        size_t len = strlen(out_text);
+        if (len > printed) fwrite(out_text + printed, 1, len - printed, stdout);
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    double t2 = cli_now();
+    if (ids_out) {
+        idf = fopen(ids_out, "w");
+        if (!idf) {
+            fprintf(stderr, "longattn %s: cannot write '%s': %s\n", cmd, ids_out, strerror(errno));
+            goto done;
+        }
+        for (int64_t i = 0; i < ids.n; i++)
+            fprintf(idf, "%d%s", ids.ids[i], i + 1 == n_prompt || i + 1 == ids.n ? "\n" : " ");
+        if (ids.n == n_prompt) fputc('\n', idf);
+    }
+    if (!quiet) {
+        char pol[128];
+        la_kv_policy_format(&kp, pol, sizeof pol);
+        la_kv_cache *c = la_llama_session_cache(s);
+        fprintf(stderr,
+                "[generate] %s, kv %s: prompt %lld tokens in %.2f s (%.1f tok/s), %ld new tokens at %.1f tok/s; "
+                "weights %.1f MB, KV cache %.1f MB\n",
+                cfg->arch, pol, (long long)n_prompt, t1 - t0, n_prompt / (t1 - t0 > 0 ? t1 - t0 : 1e-9), n_gen,
+                t2 - t1 > 0 ? n_gen / (t2 - t1) : 0.0, la_llama_weight_bytes(m) / 1e6, la_kv_bytes(c) / 1e6);
+    }
+    rc = 0;
+done:
+    if (idf) fclose(idf);
+    la_llama_session_free(s);
+    la_token_buf_free(&ids);
+    la_tokenizer_free(tok);
+    la_llama_free(m);
+    free(text);
+    free(out_text);
+    free(logits);
+    free(scratch);
+    return rc;
+}
+
+/* ---- perplexity ---- */
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *s = malloc(cap + 1);
+    while (s) {
+        size_t r = fread(s + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) break;
+        cap *= 2;
+        char *ns = realloc(s, cap + 1);
+        if (!ns) free(s);
+        s = ns;
+    }
+    fclose(f);
+    if (s) s[n] = 0, *len = n;
+    return s;
+}
+
+int cli_perplexity(int argc, char **argv) {
+    const char *cmd = "perplexity", *path = NULL, *text_path = NULL, *spec = NULL;
+    long ctx = 0, max_windows = 0, chunk = 256;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec SPEC] [--windows K]\n"
+                   "Bits per token and per byte of a GGUF model on a text, over non-overlapping windows of N\n"
+                   "tokens (each window starts from an empty context; its first token is not scored), overall\n"
+                   "and by position bucket [2^k, 2^(k+1)) within the window.\n"
+                   "  --spec SPEC   attention spec (default softmax+rope(theta=<file base>)+causal)\n"
+                   "  --windows K   score at most K windows (default all)\n"
+                   "  --chunk C     prefill chunk (default 256)\n");
+            return 0;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
+        const char *val = argv[++i];
+        int rc = 0;
+        if (!strcmp(a, "--model")) path = val;
+        else if (!strcmp(a, "--text")) text_path = val;
+        else if (!strcmp(a, "--spec")) spec = val;
+        else if (!strcmp(a, "--ctx")) rc = to_long(cmd, a, val, 2, 1L << 26, &ctx);
+        else if (!strcmp(a, "--windows")) rc = to_long(cmd, a, val, 1, 1L << 30, &max_windows);
+        else if (!strcmp(a, "--chunk")) rc = to_long(cmd, a, val, 1, 1L << 16, &chunk);
+        else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
+    if (!text_path) return cli_usage_error(cmd, "--text FILE is required");
+    if (!ctx) return cli_usage_error(cmd, "--ctx N is required");
+    size_t tlen = 0;
+    char *text = slurp(text_path, &tlen);
+    if (!text) {
+        fprintf(stderr, "longattn %s: cannot read '%s': %s\n", cmd, text_path, strerror(errno));
+        return 1;
+    }
+    la_llama *m = NULL;
+    la_tokenizer *tok = NULL;
+    int rc = open_model(cmd, path, spec, &m, &tok);
+    if (rc) {
+        free(text);
+        return rc;
+    }
+    rc = 1;
+    const int V = la_llama_get_config(m)->n_vocab;
+    la_token_buf ids = {0};
+    la_llama_session *s = NULL;
+    float *logits = NULL;
+    int *tok_bytes = NULL;
+    enum { NB = 32 };
+    double b_nll[NB] = {0}, b_bytes[NB] = {0};
+    int64_t b_n[NB] = {0};
+    if (la_tokenizer_encode(tok, text, tlen, 0, &ids) != LA_OK) {
+        fprintf(stderr, "longattn %s: %s: %s\n", cmd, text_path, la_errmsg());
+        goto done;
+    }
+    if (ids.n < ctx) {
+        fprintf(stderr, "longattn %s: %s has %lld tokens, fewer than one window of --ctx %ld\n", cmd, text_path,
+                (long long)ids.n, ctx);
+        goto done;
+    }
+    if (chunk > ctx) chunk = ctx;
+    logits = malloc(sizeof(float) * (size_t)chunk * V);
+    tok_bytes = malloc(sizeof(int) * (size_t)V);
+    la_kv_params kp = la_kv_params_default();
+    kp.max_tokens = ctx;
+    if (!logits || !tok_bytes || la_llama_session_new(m, &kp, (int)chunk, &s) != LA_OK) {
+        fprintf(stderr, "longattn %s: %s\n", cmd, logits && tok_bytes ? la_errmsg() : "out of memory");
+        goto done;
+    }
+    for (int32_t v = 0; v < V; v++) { /* bytes each token stands for in the text */
+        char *t = NULL;
+        size_t l = 0;
+        tok_bytes[v] = la_tokenizer_decode(tok, &v, 1, 0, &t, &l) == LA_OK ? (int)l : 0;
+        free(t);
+    }
+    int64_t n_win = ids.n / ctx;
+    if (max_windows && n_win > max_windows) n_win = max_windows;
+    double t0 = cli_now();
+    for (int64_t w = 0; w < n_win; w++) {
+        la_llama_session_reset(s);
+        const int32_t *x = ids.ids + w * ctx;
+        for (int64_t i = 0; i < ctx; i += chunk) {
+            int T = (int)(ctx - i < chunk ? ctx - i : chunk);
+            if (la_llama_session_step(s, x + i, T, logits, 1) != LA_OK) {
+                fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
+                goto done;
+            }
+            for (int r = 0; r < T; r++) {
+                int64_t p = i + r; /* predicts x[p + 1] at window position p + 1 */
+                if (p + 1 >= ctx) break;
+                const float *lg = logits + (size_t)r * V;
+                float mx = lg[0];
+                for (int v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+                double se = 0;
+                for (int v = 0; v < V; v++) se += exp((double)lg[v] - mx);
+                double nll = log(se) + mx - lg[x[p + 1]];
+                int b = 0;
+                while ((2LL << b) <= p + 1 && b < NB - 1) b++;
+                b_nll[b] += nll;
+                b_bytes[b] += tok_bytes[x[p + 1]];
+                b_n[b]++;
+            }
+        }
+        fprintf(stderr, "\r[perplexity] window %lld/%lld", (long long)(w + 1), (long long)n_win);
+    }
+    double el = cli_now() - t0;
+    fprintf(stderr, "\n");
+    char sp[256];
+    la_spec_format(la_llama_spec(m), sp, sizeof sp);
+    double nll = 0, by = 0;
+    int64_t n = 0;
+    for (int b = 0; b < NB; b++) nll += b_nll[b], by += b_bytes[b], n += b_n[b];
+    printf("model %s  spec %s  ctx %ld  windows %lld  tokens scored %lld (%.0f bytes)  %.1f tok/s\n", path, sp, ctx,
+           (long long)n_win, (long long)n, by, n_win * ctx / (el > 0 ? el : 1e-9));
+    printf("overall: %.4f bits/token  %.4f bits/byte  perplexity %.3f\n", nll / n / log(2), nll / log(2) / by,
+           exp(nll / n));
+    printf("%-18s %10s %12s %12s\n", "positions", "tokens", "bits/token", "bits/byte");
+    for (int b = 0; b < NB; b++) {
+        if (!b_n[b]) continue;
+        char r[40];
+        snprintf(r, sizeof r, "[%lld, %lld)", 1LL << b, (2LL << b) < ctx ? 2LL << b : (long long)ctx);
+        printf("%-18s %10lld %12.4f %12.4f\n", r, (long long)b_n[b], b_nll[b] / b_n[b] / log(2),
+               b_nll[b] / log(2) / b_bytes[b]);
+    }
+    rc = 0;
+done:
+    la_llama_session_free(s);
+    la_token_buf_free(&ids);
+    la_tokenizer_free(tok);
+    la_llama_free(m);
+    free(text);
+    free(logits);
+    free(tok_bytes);
+    return rc;
+}
+
+/* ---- raw logits for the tests ---- */
+
+int cli_llama_logits(int argc, char **argv) {
+    const char *cmd = "llama-logits", *path = NULL, *ids_s = NULL, *out = NULL, *spec = NULL, *policy = NULL;
+    long step = 0, chunk = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: longattn llama-logits --model F.gguf --ids 1,2,3 --out X.npy [--spec S]\n"
+                   "       [--kv POLICY --step N | --chunk N]\n"
+                   "Logits (T, V) float32 of every position: the cache-less forward in chunks of --chunk tokens\n"
+                   "(default 512), or with --kv a decoding session fed --step tokens at a time.\n");
+            return 0;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
+        const char *val = argv[++i];
+        int rc = 0;
+        if (!strcmp(a, "--model")) path = val;
+        else if (!strcmp(a, "--ids")) ids_s = val;
+        else if (!strcmp(a, "--out")) out = val;
+        else if (!strcmp(a, "--spec")) spec = val;
+        else if (!strcmp(a, "--kv")) policy = val;
+        else if (!strcmp(a, "--step")) rc = to_long(cmd, a, val, 1, 1L << 20, &step);
+        else if (!strcmp(a, "--chunk")) rc = to_long(cmd, a, val, 1, 1L << 20, &chunk);
+        else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    if (!path || !ids_s || !out) return cli_usage_error(cmd, "--model, --ids and --out are required");
+    int64_t T = 1;
+    for (const char *c = ids_s; *c; c++) T += *c == ',';
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T);
+    if (!ids) return 1;
+    const char *c = ids_s;
+    for (int64_t i = 0; i < T; i++) {
+        char *end;
+        long v = strtol(c, &end, 10);
+        if (end == c || (*end && *end != ',')) {
+            free(ids);
+            return cli_usage_error(cmd, "--ids: '%s' is not a comma-separated list of integers", ids_s);
+        }
+        ids[i] = (int32_t)v;
+        c = *end ? end + 1 : end;
+    }
+    la_llama *m = NULL;
+    int rc = open_model(cmd, path, spec, &m, NULL);
+    if (rc) {
+        free(ids);
+        return rc;
+    }
+    rc = 1;
+    const int V = la_llama_get_config(m)->n_vocab;
+    float *lg = malloc(sizeof(float) * (size_t)T * V);
+    la_llama_session *s = NULL;
+    la_status st;
+    if (!lg) {
+        st = la_fail(LA_ENOMEM, "out of memory");
+    } else if (!policy) {
+        st = la_llama_forward(m, ids, T, (int)chunk, lg, 1);
+    } else {
+        la_kv_params kp = la_kv_params_default();
+        st = la_kv_policy_parse(policy, &kp);
+        kp.max_tokens = T;
+        if (!step) step = 1;
+        if (st == LA_OK) st = la_llama_session_new(m, &kp, (int)step, &s);
+        for (int64_t i = 0; st == LA_OK && i < T; i += step) {
+            int n = (int)(T - i < step ? T - i : step);
+            st = la_llama_session_step(s, ids + i, n, lg + (size_t)i * V, 1);
+        }
+    }
+    if (st == LA_OK) {
+        int64_t shape[2] = {T, V};
+        st = la_npy_write_f32(out, lg, 2, shape);
+    }
+    if (st != LA_OK) fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
+    else rc = 0;
+    la_llama_session_free(s);
+    la_llama_free(m);
+    free(lg);
+    free(ids);
+    return rc;
+}

@@ -1,0 +1,640 @@
+/* llama.c -- Llama-family models ("llama", "qwen2") from GGUF files (SPEC 9): loading
+ * (hyperparameters from the metadata, tensors checked against them, q/k rows of "llama"
+ * files un-permuted), the block forward over a KV-cache hook, and the cache-less forward
+ * in chunks over the model's own KV buffer. See include/longattn/llama.h. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "model/llama_internal.h"
+
+/* one weight matrix (rows, cols), row-major, in the file's type */
+typedef struct {
+    const char *name;
+    uint32_t type;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const uint8_t *data; /* in the map, or in m->perm (un-permuted q/k) */
+    float *f32;          /* float32 copy (keep_f32) or NULL */
+} lw;
+
+typedef struct {
+    lw wq, wk, wv, wo, wg, wu, wd;
+    float *attn_norm, *ffn_norm; /* (C) */
+    float *bq, *bk, *bv;         /* (H*D), (K*D), (K*D) or NULL */
+} llayer;
+
+struct la_llama {
+    la_gguf *g;
+    la_llama_config cfg;
+    la_llama_params p;
+    la_spec spec;
+    lw tok_embd, output; /* output == tok_embd when tied */
+    float *out_norm;     /* (C) */
+    llayer *ly;          /* (L) */
+    uint8_t *perm;       /* un-permuted q/k data of every layer */
+    size_t perm_bytes;
+    float *vecs;         /* norms and biases (float32) */
+    size_t vec_floats;
+    size_t f32_bytes;    /* keep_f32 copies */
+    float *scratch;      /* dequantized weight rows for sgemm (prefill), lazily allocated */
+    size_t scratch_floats;
+    /* step buffers for up to cap_T tokens */
+    int cap_T;
+    float *buf;
+    float *x, *xn, *q, *k, *v, *qh, *kh, *vh, *att, *y, *gate, *up; /* shapes in ensure_buf */
+    float *mv;           /* (max(rows)) matvec result before accumulation */
+    double t_mm, t_attn;
+    /* la_llama_forward's own KV buffer: (K, kv_cap, D) each */
+    float *kvk, *kvv, *kv_stat;
+    int64_t kv_cap, kv_len;
+    la_workspace *ws;
+};
+
+la_llama_params la_llama_params_default(void) {
+    la_llama_params p = {0, 4};
+    return p;
+}
+
+const la_llama_config *la_llama_get_config(const la_llama *m) { return m ? &m->cfg : NULL; }
+const la_gguf *la_llama_gguf(const la_llama *m) { return m ? m->g : NULL; }
+const la_spec *la_llama_spec(const la_llama *m) { return m ? &m->spec : NULL; }
+
+void la_llama_timing(const la_llama *m, double *mm_s, double *attn_s) {
+    if (mm_s) *mm_s = m->t_mm;
+    if (attn_s) *attn_s = m->t_attn;
+}
+
+size_t la_llama_weight_bytes(const la_llama *m) {
+    if (!m) return 0;
+    size_t b = 0;
+    for (int64_t i = 0; i < la_gguf_n_tensors(m->g); i++) b += la_gguf_tensor_at(m->g, i)->nbytes;
+    return b + m->perm_bytes + m->f32_bytes + m->vec_floats * sizeof(float) + m->scratch_floats * sizeof(float);
+}
+
+void la_llama_free(la_llama *m) {
+    if (!m) return;
+    if (m->ly)
+        for (int l = 0; l < m->cfg.n_layer; l++) {
+            llayer *y = &m->ly[l];
+            lw *ws[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->wg, &y->wu, &y->wd};
+            for (int i = 0; i < 7; i++) free(ws[i]->f32);
+        }
+    free(m->tok_embd.f32);
+    if (m->output.f32 != m->tok_embd.f32) free(m->output.f32);
+    free(m->ly);
+    free(m->perm);
+    free(m->vecs);
+    free(m->scratch);
+    free(m->buf);
+    free(m->kvk);
+    free(m->kvv);
+    free(m->kv_stat);
+    la_workspace_free(m->ws);
+    la_gguf_close(m->g);
+    free(m);
+}
+
+/* ---- loading ---- */
+
+static la_status key_u32(const la_llama *m, const char *suffix, uint32_t *out, int required) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->cfg.arch, suffix);
+    if (!required && !la_gguf_find_kv(m->g, key)) return LA_OK;
+    if (!la_gguf_find_kv(m->g, key))
+        return la_fail(LA_EFORMAT, "%s: metadata key '%s' is missing (a %s model needs it)", "llama", key, m->cfg.arch);
+    return la_gguf_get_u32(m->g, key, out);
+}
+
+static la_status key_f64(const la_llama *m, const char *suffix, double *out, int required) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", m->cfg.arch, suffix);
+    if (!la_gguf_find_kv(m->g, key)) {
+        if (!required) return LA_OK;
+        return la_fail(LA_EFORMAT, "%s: metadata key '%s' is missing (a %s model needs it)", "llama", key, m->cfg.arch);
+    }
+    return la_gguf_get_f64(m->g, key, out);
+}
+
+static la_status find_tensor(la_llama *m, const char *name, int required, const la_gguf_tensor **out) {
+    *out = la_gguf_find_tensor(m->g, name);
+    if (!*out && required)
+        return la_fail(LA_EFORMAT, "tensor '%s' is missing from the %s model file", name, m->cfg.arch);
+    if (*out && !la_ggml_type_supported((*out)->type))
+        return la_fail(LA_EUNSUPPORTED, "tensor '%s' has type %s, which longattn does not read (supported: %s)", name,
+                       la_ggml_type_name((*out)->type) ? la_ggml_type_name((*out)->type) : "?", LA_GGML_SUPPORTED);
+    return LA_OK;
+}
+
+/* matrix tensor name with ne = {cols, rows} */
+static la_status get_matrix(la_llama *m, const char *name, int64_t rows, int64_t cols, int required, lw *w) {
+    const la_gguf_tensor *t;
+    memset(w, 0, sizeof *w);
+    LA_TRY(find_tensor(m, name, required, &t));
+    if (!t) return LA_OK;
+    if (t->n_dims != 2 || t->ne[0] != cols || (rows >= 0 && t->ne[1] != rows))
+        return la_fail(LA_EFORMAT, "tensor '%s' has shape [%lld, %lld, %lld, %lld] (fastest first); the metadata "
+                       "asks for [%lld, %lld]",
+                       name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                       (long long)cols, (long long)rows);
+    w->name = t->name;
+    w->type = t->type;
+    w->rows = t->ne[1];
+    w->cols = cols;
+    w->row_bytes = (size_t)la_ggml_row_bytes(t->type, cols);
+    w->data = t->data;
+    return LA_OK;
+}
+
+/* vector tensor (n) dequantized into *dst (from m->vecs at *used) */
+static la_status get_vector(la_llama *m, const char *name, int64_t n, int required, float **dst, size_t *used) {
+    const la_gguf_tensor *t;
+    *dst = NULL;
+    LA_TRY(find_tensor(m, name, required, &t));
+    if (!t) return LA_OK;
+    if (la_gguf_tensor_nelem(t) != n || t->ne[0] != n)
+        return la_fail(LA_EFORMAT, "tensor '%s' has %lld values; the metadata asks for %lld", name,
+                       (long long)la_gguf_tensor_nelem(t), (long long)n);
+    *dst = m->vecs + *used;
+    *used += (size_t)n;
+    return la_gguf_dequant(t, *dst);
+}
+
+/* ggml's converter stored each head's rows r = 2i + j (i < D/2, j in {0,1}) of the
+ * Hugging Face row j*D/2 + i (so that ggml's adjacent-pair RoPE applies): put them back. */
+static void unpermute_rows(lw *w, int n_heads, int D, uint8_t *dst) {
+    const size_t rb = w->row_bytes;
+    for (int h = 0; h < n_heads; h++)
+        for (int i = 0; i < D / 2; i++)
+            for (int j = 0; j < 2; j++) {
+                size_t src_row = (size_t)h * D + 2 * (size_t)i + j, dst_row = (size_t)h * D + (size_t)j * (D / 2) + i;
+                memcpy(dst + dst_row * rb, w->data + src_row * rb, rb);
+            }
+    w->data = dst;
+}
+
+static void unpermute_vec(float *b, int n_heads, int D, float *tmp) {
+    for (int h = 0; h < n_heads; h++) {
+        float *bh = b + (size_t)h * D;
+        for (int i = 0; i < D / 2; i++)
+            for (int j = 0; j < 2; j++) tmp[j * (D / 2) + i] = bh[2 * i + j];
+        memcpy(bh, tmp, sizeof(float) * (size_t)D);
+    }
+}
+
+/* dequantize rows [r0, r0+n) of w into dst (n, cols), rows split over threads */
+static void dequant_rows(const lw *w, int64_t r0, int64_t n, float *dst) {
+    const int64_t blk = 16, nb = (n + blk - 1) / blk;
+    const int par = n * w->cols >= (1 << 16) && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t a = b * blk, e = a + blk < n ? a + blk : n;
+        /* the type was checked at load: la_ggml_dequant cannot fail here */
+        (void)la_ggml_dequant(w->type, w->data + (size_t)(r0 + a) * w->row_bytes, dst + (size_t)a * w->cols,
+                              (e - a) * w->cols);
+    }
+}
+
+static la_status keep_copy(la_llama *m, lw *w) {
+    w->f32 = malloc(sizeof(float) * (size_t)w->rows * (size_t)w->cols);
+    if (!w->f32) return la_fail(LA_ENOMEM, "llama: out of memory for the float32 copy of '%s'", w->name);
+    dequant_rows(w, 0, w->rows, w->f32);
+    m->f32_bytes += sizeof(float) * (size_t)w->rows * (size_t)w->cols;
+    return LA_OK;
+}
+
+static la_status load(la_llama *m) {
+    la_llama_config *c = &m->cfg;
+    const char *arch;
+    LA_TRY(la_gguf_get_str(m->g, "general.architecture", &arch));
+    if (strcmp(arch, "llama") && strcmp(arch, "qwen2"))
+        return la_fail(LA_EUNSUPPORTED, "model architecture '%s' is not supported (supported: %s)", arch, LA_LLAMA_ARCHS);
+    snprintf(c->arch, sizeof c->arch, "%s", arch);
+    uint32_t L = 0, C = 0, F = 0, H = 0, K = 0, D = 0, rd = 0, ctx = 0;
+    LA_TRY(key_u32(m, "block_count", &L, 1));
+    LA_TRY(key_u32(m, "embedding_length", &C, 1));
+    LA_TRY(key_u32(m, "feed_forward_length", &F, 1));
+    LA_TRY(key_u32(m, "attention.head_count", &H, 1));
+    LA_TRY(key_u32(m, "context_length", &ctx, 1));
+    K = H;
+    LA_TRY(key_u32(m, "attention.head_count_kv", &K, 0));
+    if (L < 1 || C < 1 || F < 1 || H < 1 || K < 1 || H % K || L > 4096 || C > (1u << 20) || F > (1u << 24) || H > C)
+        return la_fail(LA_EFORMAT, "%s: hyperparameters out of range: block_count %u, embedding_length %u, "
+                       "feed_forward_length %u, head_count %u, head_count_kv %u (head_count must be a multiple of "
+                       "head_count_kv)", arch, L, C, F, H, K);
+    D = C / H;
+    LA_TRY(key_u32(m, "attention.key_length", &D, 0));
+    rd = D;
+    LA_TRY(key_u32(m, "rope.dimension_count", &rd, 0));
+    if (D < 2 || D % 2 || D > 4096)
+        return la_fail(LA_EFORMAT, "%s: head dimension %u must be even and in [2, 4096]", arch, D);
+    if (rd != D)
+        return la_fail(LA_EUNSUPPORTED, "%s.rope.dimension_count = %u but the head dimension is %u: partial rotary "
+                       "embeddings are not supported", arch, rd, D);
+    double base = 10000.0, eps = 0;
+    LA_TRY(key_f64(m, "rope.freq_base", &base, 0));
+    LA_TRY(key_f64(m, "attention.layer_norm_rms_epsilon", &eps, 1));
+    if (!(base > 1.0) || !isfinite(base)) return la_fail(LA_EFORMAT, "%s.rope.freq_base = %g must be > 1", arch, base);
+    if (!(eps >= 0.0) || !isfinite(eps)) return la_fail(LA_EFORMAT, "%s.attention.layer_norm_rms_epsilon = %g must be >= 0", arch, eps);
+    c->n_layer = (int)L, c->n_embd = (int)C, c->n_ff = (int)F, c->n_head = (int)H, c->n_head_kv = (int)K;
+    c->head_dim = (int)D, c->rope_dim = (int)rd, c->rope_base = base, c->rms_eps = (float)eps, c->n_ctx_train = ctx;
+    c->qk_permuted = !strcmp(arch, "llama");
+
+    LA_TRY(get_matrix(m, "token_embd.weight", -1, C, 1, &m->tok_embd));
+    if (m->tok_embd.rows < 1 || m->tok_embd.rows > INT32_MAX)
+        return la_fail(LA_EFORMAT, "token_embd.weight: %lld rows is not a vocabulary size", (long long)m->tok_embd.rows);
+    c->n_vocab = (int)m->tok_embd.rows;
+    LA_TRY(get_matrix(m, "output.weight", c->n_vocab, C, 0, &m->output));
+    c->tied_output = m->output.data == NULL;
+    if (c->tied_output) m->output = m->tok_embd;
+
+    const size_t HD = (size_t)H * D, KD = (size_t)K * D;
+    m->vec_floats = C + (size_t)L * (2 * (size_t)C + HD + 2 * KD);
+    m->vecs = malloc(sizeof(float) * m->vec_floats);
+    m->ly = calloc(L, sizeof *m->ly);
+    if (!m->vecs || !m->ly) return la_fail(LA_ENOMEM, "llama: out of memory");
+    size_t used = 0;
+    LA_TRY(get_vector(m, "output_norm.weight", C, 1, &m->out_norm, &used));
+    char name[96];
+    for (uint32_t l = 0; l < L; l++) {
+        llayer *y = &m->ly[l];
+#define MAT(field, suffix, rows, cols)                                             \
+    snprintf(name, sizeof name, "blk.%u." suffix ".weight", l);                    \
+    LA_TRY(get_matrix(m, name, (int64_t)(rows), (int64_t)(cols), 1, &y->field))
+#define VEC(field, suffix, kind, n, req)                                          \
+    snprintf(name, sizeof name, "blk.%u." suffix "." kind, l);                     \
+    LA_TRY(get_vector(m, name, (int64_t)(n), req, &y->field, &used))
+        MAT(wq, "attn_q", HD, C);
+        MAT(wk, "attn_k", KD, C);
+        MAT(wv, "attn_v", KD, C);
+        MAT(wo, "attn_output", C, HD);
+        MAT(wg, "ffn_gate", F, C);
+        MAT(wu, "ffn_up", F, C);
+        MAT(wd, "ffn_down", C, F);
+        VEC(attn_norm, "attn_norm", "weight", C, 1);
+        VEC(ffn_norm, "ffn_norm", "weight", C, 1);
+        int need_bias = !strcmp(arch, "qwen2");
+        VEC(bq, "attn_q", "bias", HD, need_bias);
+        VEC(bk, "attn_k", "bias", KD, need_bias);
+        VEC(bv, "attn_v", "bias", KD, need_bias);
+#undef MAT
+#undef VEC
+        if (y->bq || y->bk || y->bv) c->qkv_bias = 1;
+    }
+    if (c->qk_permuted) {
+        size_t total = 0;
+        for (uint32_t l = 0; l < L; l++) total += m->ly[l].wq.row_bytes * HD + m->ly[l].wk.row_bytes * KD;
+        m->perm_bytes = total;
+        m->perm = malloc(total);
+        float *tmp = malloc(sizeof(float) * D);
+        if (!m->perm || !tmp) {
+            free(tmp);
+            return la_fail(LA_ENOMEM, "llama: out of memory for the un-permuted q/k rows (%zu bytes)", total);
+        }
+        uint8_t *p = m->perm;
+        for (uint32_t l = 0; l < L; l++) {
+            llayer *y = &m->ly[l];
+            size_t qb = y->wq.row_bytes * HD, kb = y->wk.row_bytes * KD;
+            unpermute_rows(&y->wq, (int)H, (int)D, p);
+            unpermute_rows(&y->wk, (int)K, (int)D, p + qb);
+            p += qb + kb;
+            if (y->bq) unpermute_vec(y->bq, (int)H, (int)D, tmp);
+            if (y->bk) unpermute_vec(y->bk, (int)K, (int)D, tmp);
+        }
+        free(tmp);
+    }
+    if (m->p.keep_f32) {
+        for (uint32_t l = 0; l < L; l++) {
+            llayer *y = &m->ly[l];
+            lw *ws[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->wg, &y->wu, &y->wd};
+            for (int i = 0; i < 7; i++) LA_TRY(keep_copy(m, ws[i]));
+        }
+        LA_TRY(keep_copy(m, &m->tok_embd));
+        if (c->tied_output) m->output.f32 = m->tok_embd.f32;
+        else LA_TRY(keep_copy(m, &m->output));
+    }
+    return la_llama_spec_parse(m, NULL, &m->spec);
+}
+
+la_status la_llama_open(const char *path, const la_llama_params *p, la_llama **out) {
+    if (!out) return la_fail(LA_EINVAL, "la_llama_open: out is NULL");
+    *out = NULL;
+    if (!path) return la_fail(LA_EINVAL, "la_llama_open: path is NULL");
+    la_llama *m = calloc(1, sizeof *m);
+    if (!m) return la_fail(LA_ENOMEM, "la_llama_open: out of memory");
+    m->p = p ? *p : la_llama_params_default();
+    if (m->p.gemm_min < 1) m->p.gemm_min = 1;
+    la_status st = la_gguf_open(path, &m->g);
+    if (st == LA_OK) st = load(m);
+    if (st != LA_OK) {
+        la_llama_free(m);
+        return st;
+    }
+    *out = m;
+    return LA_OK;
+}
+
+la_status la_llama_tokenizer(const la_llama *m, la_tokenizer **out) {
+    if (!m) return la_fail(LA_EINVAL, "la_llama_tokenizer: model is NULL");
+    return la_tokenizer_from_gguf(m->g, out);
+}
+
+/* ---- attention spec ---- */
+
+/* index of theta among a RoPE-family token's positional parameters, -1 for the others,
+ * -2 for a word that is not a position encoding */
+static int theta_index(const char *name, size_t n) {
+    static const struct { const char *w; int idx; } pos[] = {{"rope", 0}, {"prope", 1}, {"ntk", 1},
+        {"dynamic-ntk", 2}, {"yarn", 4}, {"nope", -1}, {"alibi", -1}, {"nape", -1}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (strlen(pos[i].w) == n && !strncmp(pos[i].w, name, n)) return pos[i].idx;
+    return -2;
+}
+
+la_status la_llama_spec_parse(const la_llama *m, const char *text, la_spec *out) {
+    if (!m || !out) return la_fail(LA_EINVAL, "la_llama_spec_parse: NULL model or out");
+    if (!text || !*text) text = "softmax+rope+causal";
+    la_spec s;
+    LA_TRY(la_spec_parse(text, &s));
+    /* which position token the text names, and whether it gives theta: la_spec_parse has
+     * accepted the text, so its tokens are well formed */
+    int pos_named = 0, theta_given = 0;
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ' || *p == '+') p++;
+        const char *w = p;
+        while (*p && *p != '(' && *p != '+' && *p != ' ') p++;
+        size_t wn = (size_t)(p - w);
+        while (*p == ' ') p++;
+        const char *args = NULL, *args_end = NULL;
+        if (*p == '(') {
+            args = ++p;
+            while (*p && *p != ')') p++;
+            args_end = p;
+            if (*p) p++;
+        }
+        int idx = theta_index(w, wn);
+        if (idx == -2) continue;
+        pos_named = 1;
+        if (idx < 0 || !args) continue;
+        int npos = 0;
+        for (const char *a = args; a < args_end;) {
+            const char *e = a;
+            while (e < args_end && *e != ',') e++;
+            int named = 0;
+            for (const char *c = a; c < e; c++)
+                if (*c == '=') named = 1;
+            const char *c = a;
+            while (c < e && *c == ' ') c++;
+            if (named && e - c >= 5 && !strncmp(c, "theta", 5)) theta_given = 1;
+            if (!named && e > c) npos++;
+            a = e < args_end ? e + 1 : e;
+        }
+        if (npos > idx) theta_given = 1;
+    }
+    if (!pos_named) s.pos = LA_POS_ROPE;
+    if (!theta_given) s.theta = m->cfg.rope_base;
+    LA_TRY(la_spec_validate(&s));
+    *out = s;
+    return LA_OK;
+}
+
+la_status la_llama_set_spec(la_llama *m, const la_spec *spec) {
+    if (!m || !spec) return la_fail(LA_EINVAL, "la_llama_set_spec: NULL model or spec");
+    LA_TRY(la_spec_validate(spec));
+    m->spec = *spec;
+    return LA_OK;
+}
+
+/* ---- forward ---- */
+
+static la_status ensure_buf(la_llama *m, int T) {
+    if (T <= m->cap_T) return LA_OK;
+    const la_llama_config *c = &m->cfg;
+    const size_t C = (size_t)c->n_embd, HD = (size_t)c->n_head * c->head_dim, KD = (size_t)c->n_head_kv * c->head_dim,
+                 F = (size_t)c->n_ff, t = (size_t)T;
+    size_t mvn = C > F ? C : F;
+    if ((size_t)c->n_vocab > mvn) mvn = (size_t)c->n_vocab;
+    if (HD > mvn) mvn = HD;
+    size_t n = t * (2 * C + 4 * HD + 4 * KD + 2 * F) + mvn;
+    float *b = malloc(sizeof(float) * n);
+    if (!b) return la_fail(LA_ENOMEM, "llama: out of memory for the buffers of %d tokens", T);
+    free(m->buf);
+    m->buf = b;
+    m->x = b, b += t * C;       // (T, C) residual stream
+    m->xn = b, b += t * C;      // (T, C) normed
+    m->q = b, b += t * HD;      // (T, H*D)
+    m->k = b, b += t * KD;      // (T, K*D)
+    m->v = b, b += t * KD;      // (T, K*D)
+    m->qh = b, b += t * HD;     // (H, T, D)
+    m->kh = b, b += t * KD;     // (K, T, D)
+    m->vh = b, b += t * KD;     // (K, T, D)
+    m->att = b, b += t * HD;    // (H, T, D)
+    m->y = b, b += t * HD;      // (T, H*D)
+    m->gate = b, b += t * F;    // (T, F)
+    m->up = b, b += t * F;      // (T, F)
+    m->mv = b;                  // (max rows)
+    m->cap_T = T;
+    return LA_OK;
+}
+
+static la_status ensure_scratch(la_llama *m) {
+    if (m->scratch) return LA_OK;
+    size_t need = (size_t)1 << 22; /* 16 MB: the output matrix goes through it in row chunks */
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        llayer *y = &m->ly[l];
+        lw *ws[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->wg, &y->wu, &y->wd};
+        for (int i = 0; i < 7; i++)
+            if ((size_t)(ws[i]->rows * ws[i]->cols) > need) need = (size_t)(ws[i]->rows * ws[i]->cols);
+    }
+    if ((size_t)m->output.cols > need) need = (size_t)m->output.cols;
+    m->scratch = malloc(sizeof(float) * need);
+    if (!m->scratch) return la_fail(LA_ENOMEM, "llama: out of memory for the prefill scratch (%zu floats)", need);
+    m->scratch_floats = need;
+    return LA_OK;
+}
+
+/* y (T, ldy) (+)= x (T, k) W^T (W: (n, k)), T rows split over OpenMP threads when
+ * OpenBLAS runs single-threaded (as model/matmul.c does) */
+static void sgemm_rows(float *y, int ldy, const float *x, const float *W, int T, int n, int k, float beta) {
+    int nt = (double)T * n * k >= 4e6 && openblas_get_num_threads() == 1 && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    if (nt > T) nt = T;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int t = 0; t < nt; t++) {
+        int r0 = (int)((long)T * t / nt), r1 = (int)((long)T * (t + 1) / nt);
+        if (r1 > r0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, n, k, 1.0f, x + (size_t)r0 * k, k, W, k, beta,
+                        y + (size_t)r0 * ldy, ldy);
+    }
+}
+
+/* y (T, w->rows) (+)= x (T, w->cols) W^T */
+static la_status matmul(la_llama *m, const lw *w, const float *x, int T, float *y, int accumulate) {
+    double t0 = omp_get_wtime();
+    const int64_t R = w->rows, K = w->cols;
+    if (T < m->p.gemm_min) {
+        for (int t = 0; t < T; t++) {
+            float *dst = accumulate ? m->mv : y + (size_t)t * R;
+            LA_TRY(la_qmatvec(w->type, w->data, R, K, x + (size_t)t * K, dst));
+            if (accumulate)
+                for (int64_t r = 0; r < R; r++) y[(size_t)t * R + r] += dst[r];
+        }
+    } else if (w->f32) {
+        sgemm_rows(y, (int)R, x, w->f32, T, (int)R, (int)K, accumulate ? 1.0f : 0.0f);
+    } else {
+        LA_TRY(ensure_scratch(m));
+        int64_t chunk = (int64_t)(m->scratch_floats / (size_t)K);
+        for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+            int64_t n = R - r0 < chunk ? R - r0 : chunk;
+            dequant_rows(w, r0, n, m->scratch);
+            sgemm_rows(y + r0, (int)R, x, m->scratch, T, (int)n, (int)K, accumulate ? 1.0f : 0.0f);
+        }
+    }
+    m->t_mm += omp_get_wtime() - t0;
+    return LA_OK;
+}
+
+/* y (N, C) = x / sqrt(mean(x^2) + eps) * g */
+static void rmsnorm(float *y, const float *x, const float *g, int N, int C, float eps) {
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * C;
+        float *yr = y + (size_t)n * C;
+        double ss = 0;
+        for (int i = 0; i < C; i++) ss += (double)xr[i] * xr[i];
+        float r = (float)(1.0 / sqrt(ss / C + eps));
+        for (int i = 0; i < C; i++) yr[i] = xr[i] * r * g[i];
+    }
+}
+
+/* (T, Hh*D) -> (Hh, T, D) */
+static void to_heads(float *dst, const float *src, int T, int Hh, int D) {
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hh; h++)
+            memcpy(dst + ((size_t)h * T + t) * D, src + ((size_t)t * Hh + h) * D, sizeof(float) * (size_t)D);
+}
+
+static void from_heads(float *dst, const float *src, int T, int Hh, int D) {
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hh; h++)
+            memcpy(dst + ((size_t)t * Hh + h) * D, src + ((size_t)h * T + t) * D, sizeof(float) * (size_t)D);
+}
+
+static void add_bias(float *x, const float *b, int T, int n) {
+    if (!b) return;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) x[(size_t)t * n + i] += b[i];
+}
+
+static la_status block(la_llama *m, int l, int T, const la_model_kv_hook *hook) {
+    const la_llama_config *c = &m->cfg;
+    const llayer *w = &m->ly[l];
+    const int C = c->n_embd, H = c->n_head, K = c->n_head_kv, D = c->head_dim, F = c->n_ff;
+    rmsnorm(m->xn, m->x, w->attn_norm, T, C, c->rms_eps);                 // n = RMSNorm(x) g
+    LA_TRY(matmul(m, &w->wq, m->xn, T, m->q, 0));                          // q (T, H*D)
+    LA_TRY(matmul(m, &w->wk, m->xn, T, m->k, 0));                          // k (T, K*D)
+    LA_TRY(matmul(m, &w->wv, m->xn, T, m->v, 0));                          // v (T, K*D)
+    add_bias(m->q, w->bq, T, H * D);
+    add_bias(m->k, w->bk, T, K * D);
+    add_bias(m->v, w->bv, T, K * D);
+    to_heads(m->qh, m->q, T, H, D);                                        // (H, T, D)
+    to_heads(m->kh, m->k, T, K, D);                                        // (K, T, D)
+    to_heads(m->vh, m->v, T, K, D);
+    la_attn_opts op = la_attn_opts_default();
+    op.ws = m->ws;
+    double t0 = omp_get_wtime();
+    LA_TRY(hook->append_attend(hook->ctx, l, &m->spec, m->qh, m->kh, m->vh, T, m->att, &op));  // att (H, T, D)
+    m->t_attn += omp_get_wtime() - t0;
+    from_heads(m->y, m->att, T, H, D);                                     // (T, H*D)
+    LA_TRY(matmul(m, &w->wo, m->y, T, m->x, 1));                           // x += Wo y
+    rmsnorm(m->xn, m->x, w->ffn_norm, T, C, c->rms_eps);
+    LA_TRY(matmul(m, &w->wg, m->xn, T, m->gate, 0));                       // (T, F)
+    LA_TRY(matmul(m, &w->wu, m->xn, T, m->up, 0));                         // (T, F)
+    const size_t n = (size_t)T * F;
+    for (size_t i = 0; i < n; i++) {
+        float g = m->gate[i];
+        m->gate[i] = g / (1.0f + expf(-g)) * m->up[i];                     // silu(g) * u
+    }
+    return matmul(m, &w->wd, m->gate, T, m->x, 1);                         // x += Wdown h
+}
+
+la_status la_llama_forward_cached(la_llama *m, const int32_t *tokens, int T, const la_model_kv_hook *hook,
+                                  float *logits, int all_rows) {
+    if (!m || !tokens || !hook || !hook->append_attend)
+        return la_fail(LA_EINVAL, "la_llama_forward_cached: NULL model, tokens or hook");
+    if (T < 1) return la_fail(LA_EINVAL, "la_llama_forward_cached: T = %d must be >= 1", T);
+    const la_llama_config *c = &m->cfg;
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->n_vocab)
+            return la_fail(LA_EINVAL, "token %d at index %d is outside the vocabulary [0, %d)", tokens[t], t, c->n_vocab);
+    LA_TRY(ensure_buf(m, T));
+    if (!m->ws && !(m->ws = la_workspace_new())) return la_fail(LA_ENOMEM, "llama: out of memory for the workspace");
+    const int C = c->n_embd;
+    for (int t = 0; t < T; t++)                                            // x = tok_embd[token]
+        LA_TRY(la_ggml_dequant(m->tok_embd.type, m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
+                               m->x + (size_t)t * C, C));
+    for (int l = 0; l < c->n_layer; l++) LA_TRY(block(m, l, T, hook));
+    if (!logits) return LA_OK;
+    const int r0 = all_rows ? 0 : T - 1, rows = T - r0;
+    rmsnorm(m->xn, m->x + (size_t)r0 * C, m->out_norm, rows, C, c->rms_eps);
+    return matmul(m, &m->output, m->xn, rows, logits, 0);                 // logits (rows, V)
+}
+
+/* ---- cache-less forward: the model's own KV buffer, attention per kv head ---- */
+
+static la_status own_append_attend(void *ctx, int layer, const la_spec *spec, const float *qh, const float *kh,
+                                   const float *vh, int T, float *att, const la_attn_opts *op) {
+    la_llama *m = ctx;
+    const int H = m->cfg.n_head, K = m->cfg.n_head_kv, D = m->cfg.head_dim, G = H / K;
+    const int64_t cap = m->kv_cap, len0 = m->kv_len, len = len0 + T;
+    if (len > cap) return la_fail(LA_EINVAL, "llama: KV buffer of %lld tokens is full", (long long)cap);
+    float *kl = m->kvk + (size_t)layer * K * cap * D, *vl = m->kvv + (size_t)layer * K * cap * D;
+    for (int h = 0; h < K; h++) {
+        memcpy(kl + ((size_t)h * cap + len0) * D, kh + (size_t)h * T * D, sizeof(float) * (size_t)T * D);
+        memcpy(vl + ((size_t)h * cap + len0) * D, vh + (size_t)h * T * D, sizeof(float) * (size_t)T * D);
+    }
+    /* one kernel call per kv head: its G query heads over its contiguous (len, D) keys */
+    for (int h = 0; h < K; h++) {
+        la_shape sh = {.B = 1, .H = G, .Hkv = 1, .T = T, .S = (int)len, .D = D, .pos0 = LA_POS0_AUTO};
+        LA_TRY(la_attn_forward(spec, &sh, qh + (size_t)h * G * T * D, kl + (size_t)h * cap * D, vl + (size_t)h * cap * D,
+                               att + (size_t)h * G * T * D, m->kv_stat, op));
+    }
+    return LA_OK;
+}
+
+la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T, int max_chunk, float *logits, int all_rows) {
+    if (!m || !tokens) return la_fail(LA_EINVAL, "la_llama_forward: NULL model or tokens");
+    if (T < 1 || T > INT32_MAX) return la_fail(LA_EINVAL, "la_llama_forward: T = %lld must be in [1, 2^31)", (long long)T);
+    if (max_chunk <= 0) max_chunk = 512;
+    const la_llama_config *c = &m->cfg;
+    if (T > m->kv_cap) {
+        const size_t n = (size_t)c->n_layer * c->n_head_kv * (size_t)T * c->head_dim;
+        free(m->kvk), free(m->kvv), free(m->kv_stat);
+        m->kvk = malloc(sizeof(float) * n);
+        m->kvv = malloc(sizeof(float) * n);
+        m->kv_stat = malloc(sizeof(float) * (size_t)c->n_head * (size_t)(max_chunk < T ? max_chunk : T));
+        m->kv_cap = 0;
+        if (!m->kvk || !m->kvv || !m->kv_stat)
+            return la_fail(LA_ENOMEM, "la_llama_forward: out of memory for a KV buffer of %lld tokens", (long long)T);
+        m->kv_cap = T;
+    } else {
+        free(m->kv_stat);
+        m->kv_stat = malloc(sizeof(float) * (size_t)c->n_head * (size_t)(max_chunk < T ? max_chunk : T));
+        if (!m->kv_stat) return la_fail(LA_ENOMEM, "la_llama_forward: out of memory");
+    }
+    la_model_kv_hook hook = {own_append_attend, m};
+    m->kv_len = 0;
+    for (int64_t i = 0; i < T; i += max_chunk) {
+        int n = (int)(T - i < max_chunk ? T - i : max_chunk);
+        int last = i + n == T;
+        float *lg = NULL;
+        if (all_rows && logits) lg = logits + (size_t)i * c->n_vocab;
+        else if (last) lg = logits;
+        LA_TRY(la_llama_forward_cached(m, tokens + i, n, &hook, lg, all_rows));
+        m->kv_len += n;
+    }
+    return LA_OK;
+}

@@ -1,0 +1,369 @@
+/* test_llama.c -- Llama-family models (src/model/llama.c, src/infer/llama_session.c) on
+ * tiny GGUF files written here: the cached decode path against the cache-less forward
+ * (full policy: every row; evicting policies: a fresh forward of the kept tokens at
+ * re-indexed positions), metadata errors, the spec's default theta, chat templates.
+ * (tests/python/test_llama.py checks the forward itself against a NumPy reference.)
+ *
+ * Tolerance of logits: 1e-4 absolute on logits of magnitude ~1-10. Both sides compute the
+ * same float32 function with different summation orders (mat-vec rows vs sgemm blocks,
+ * different attention tilings), each op rounding at relative 6e-8; over dot products of
+ * at most 128 terms and 2 blocks the measured difference is ~1e-6. A token at a wrong
+ * position or a missed eviction changes logits by 1e-2 or more. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "core/internal.h"
+#include "longattn.h"
+
+#define TOL 1e-4
+
+/* ---- a minimal GGUF v3 writer (F32 tensors, u32 / f32 / string metadata) ---- */
+
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+} buf;
+
+static void put(buf *b, const void *x, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->n, x, n);
+    b->n += n;
+}
+static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
+static void put_str(buf *b, const char *s) {
+    put_u64(b, strlen(s));
+    put(b, s, strlen(s));
+}
+
+typedef struct {
+    const char *arch;
+    int L, C, H, K, F, V;
+    int omit_ctx;       /* leave <arch>.context_length out */
+    int bad_ffn_shape;  /* ffn_up with the wrong row count */
+} tiny_cfg;
+
+typedef struct {
+    char name[64];
+    int nd;
+    int64_t ne[2];
+    float *data;
+} tensor;
+
+static void add_t(tensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std, double mean) {
+    tensor *x = &t[(*n)++];
+    snprintf(x->name, sizeof x->name, "%s", name);
+    x->nd = rows > 0 ? 2 : 1;
+    x->ne[0] = cols;
+    x->ne[1] = rows > 0 ? rows : 1;
+    x->data = malloc(sizeof(float) * (size_t)(cols * x->ne[1]));
+    for (int64_t i = 0; i < cols * x->ne[1]; i++) x->data[i] = (float)(mean + std * la_rng_normal(r));
+}
+
+/* write a random model file; returns its path (static buffer per call site) */
+static void write_tiny(const tiny_cfg *c, const char *path, uint64_t seed) {
+    la_rng r;
+    la_rng_seed(&r, seed);
+    const int D = c->C / c->H;
+    tensor t[64];
+    int nt = 0;
+    char nm[64];
+    add_t(t, &nt, "token_embd.weight", c->C, c->V, &r, 1.0, 0);
+    add_t(t, &nt, "output_norm.weight", c->C, 0, &r, 0.1, 1);
+    for (int l = 0; l < c->L; l++) {
+        double s = 1.0 / sqrt(c->C);
+#define T2(suf, cols, rows, std)                              \
+    snprintf(nm, sizeof nm, "blk.%d." suf ".weight", l);      \
+    add_t(t, &nt, nm, cols, rows, &r, std, 0)
+        T2("attn_q", c->C, c->H * D, 2 * s);
+        T2("attn_k", c->C, c->K * D, 2 * s);
+        T2("attn_v", c->C, c->K * D, s);
+        T2("attn_output", c->H * D, c->C, 1.0 / sqrt(c->H * D));
+        T2("ffn_gate", c->C, c->F, s);
+        T2("ffn_up", c->C, c->F + (c->bad_ffn_shape ? 1 : 0), s);
+        T2("ffn_down", c->F, c->C, 1.0 / sqrt(c->F));
+#undef T2
+        snprintf(nm, sizeof nm, "blk.%d.attn_norm.weight", l);
+        add_t(t, &nt, nm, c->C, 0, &r, 0.1, 1);
+        snprintf(nm, sizeof nm, "blk.%d.ffn_norm.weight", l);
+        add_t(t, &nt, nm, c->C, 0, &r, 0.1, 1);
+    }
+    buf b = {0};
+    put(&b, "GGUF", 4);
+    put_u32(&b, 3);
+    put_u64(&b, (uint64_t)nt);
+    const int nkv = 10 - (c->omit_ctx ? 1 : 0);
+    put_u64(&b, (uint64_t)nkv);
+    char key[96];
+    put_str(&b, "general.architecture");
+    put_u32(&b, 8);
+    put_str(&b, c->arch);
+#define KV_U32(suf, v)                                  \
+    snprintf(key, sizeof key, "%s." suf, c->arch);      \
+    put_str(&b, key);                                   \
+    put_u32(&b, 4);                                     \
+    put_u32(&b, (uint32_t)(v))
+    KV_U32("block_count", c->L);
+    if (!c->omit_ctx) { KV_U32("context_length", 256); }
+    KV_U32("embedding_length", c->C);
+    KV_U32("feed_forward_length", c->F);
+    KV_U32("attention.head_count", c->H);
+    KV_U32("attention.head_count_kv", c->K);
+    KV_U32("rope.dimension_count", D);
+#undef KV_U32
+    float base = 5000.0f, eps = 1e-5f;
+    snprintf(key, sizeof key, "%s.rope.freq_base", c->arch);
+    put_str(&b, key);
+    put_u32(&b, 6);
+    put(&b, &base, 4);
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", c->arch);
+    put_str(&b, key);
+    put_u32(&b, 6);
+    put(&b, &eps, 4);
+    uint64_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        put_str(&b, t[i].name);
+        put_u32(&b, (uint32_t)t[i].nd);
+        for (int d = 0; d < t[i].nd; d++) put_u64(&b, (uint64_t)t[i].ne[d]);
+        put_u32(&b, 0); /* F32 */
+        put_u64(&b, off);
+        off += ((uint64_t)(t[i].ne[0] * t[i].ne[1]) * 4 + 31) / 32 * 32;
+    }
+    while (b.n % 32) put(&b, "", 1);
+    for (int i = 0; i < nt; i++) {
+        size_t bytes = (size_t)(t[i].ne[0] * t[i].ne[1]) * 4;
+        put(&b, t[i].data, bytes);
+        while (bytes % 32) put(&b, "", 1), bytes++;
+        free(t[i].data);
+    }
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.p, 1, b.n, f), b.n);
+    fclose(f);
+    free(b.p);
+}
+
+static la_llama *open_tiny(const tiny_cfg *c, uint64_t seed, char *path) {
+    snprintf(path, 64, "/tmp/la_test_llama_%d_%llu.gguf", (int)getpid(), (unsigned long long)seed);
+    write_tiny(c, path, seed);
+    la_llama *m = NULL;
+    la_status st = la_llama_open(path, NULL, &m);
+    if (st != LA_OK) fprintf(stderr, "%s\n", la_errmsg());
+    assert_int_equal(st, LA_OK);
+    return m;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double e = 0;
+    for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - b[i]));
+    return e;
+}
+
+/* ---- full policy: every step size gives the cache-less forward's logits ---- */
+static void test_full_cache_equals_forward(void **state) {
+    (void)state;
+    tiny_cfg c = {"llama", 2, 64, 4, 2, 128, 50, 0, 0};
+    char path[64];
+    la_llama *m = open_tiny(&c, 1, path);
+    const int N = 30, V = c.V;
+    int32_t tok[30];
+    la_rng r;
+    la_rng_seed(&r, 5);
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)la_rng_below(&r, (uint64_t)V);
+    float *ref = malloc(sizeof(float) * N * V), *got = malloc(sizeof(float) * N * V);
+    assert_int_equal(la_llama_forward(m, tok, N, 0, ref, 1), LA_OK);
+    /* chunked cache-less forward (chunks of 7) equals the one-chunk forward */
+    assert_int_equal(la_llama_forward(m, tok, N, 7, got, 1), LA_OK);
+    assert_true(max_abs_diff(ref, got, (size_t)N * V) < TOL);
+    const int steps[] = {1, 3, 8};
+    for (int s = 0; s < 3; s++) {
+        la_kv_params kp = la_kv_params_default();
+        kp.max_tokens = N;
+        la_llama_session *ss = NULL;
+        assert_int_equal(la_llama_session_new(m, &kp, steps[s], &ss), LA_OK);
+        for (int i = 0; i < N; i += steps[s]) {
+            int T = N - i < steps[s] ? N - i : steps[s];
+            assert_int_equal(la_llama_session_step(ss, tok + i, T, got + (size_t)i * V, 1), LA_OK);
+        }
+        double e = max_abs_diff(ref, got, (size_t)N * V);
+        if (e >= TOL) fprintf(stderr, "step %d: max diff %g\n", steps[s], e);
+        assert_true(e < TOL);
+        assert_int_equal(la_llama_session_pos(ss), N);
+        /* the full cache refuses a token past its capacity, naming the fix */
+        assert_int_equal(la_llama_session_step(ss, tok, 1, got, 0), LA_EINVAL);
+        assert_non_null(strstr(la_errmsg(), "evicting policy"));
+        la_llama_session_free(ss);
+    }
+    free(ref);
+    free(got);
+    la_llama_free(m);
+    unlink(path);
+}
+
+/* ---- evicting policies: the last token's logits equal a fresh forward of the tokens the
+ * cache keeps, at positions 0..len-1 (StreamingLLM re-indexing). One layer, so that the
+ * kept keys/values depend only on their own token (layer-0 k, v are functions of the
+ * embedding); one kv head, so that H2O keeps one token set. ---- */
+static void test_evicting_cache_equals_fresh_prefill(void **state) {
+    (void)state;
+    tiny_cfg c = {"llama", 1, 64, 4, 1, 128, 50, 0, 0};
+    char path[64];
+    la_llama *m = open_tiny(&c, 2, path);
+    const int N = 40, V = c.V;
+    int32_t tok[40], kept[40];
+    la_rng r;
+    la_rng_seed(&r, 6);
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)la_rng_below(&r, (uint64_t)V);
+    const char *policies[] = {"window(8)", "sinks(2,6)", "h2o(4,4)", "h2o(3,4,sinks=2)"};
+    float *got = malloc(sizeof(float) * V), *ref = malloc(sizeof(float) * V);
+    int64_t pos[40];
+    for (int p = 0; p < 4; p++) {
+        la_kv_params kp = la_kv_params_default();
+        assert_int_equal(la_kv_policy_parse(policies[p], &kp), LA_OK);
+        kp.max_tokens = N;
+        la_llama_session *ss = NULL;
+        assert_int_equal(la_llama_session_new(m, &kp, 1, &ss), LA_OK);
+        int evicted = 0;
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(la_llama_session_step(ss, tok + i, 1, got, 0), LA_OK);
+            la_kv_cache *kc = la_llama_session_cache(ss);
+            int64_t len = la_kv_len(kc, 0);
+            assert_int_equal(la_kv_read(kc, 0, NULL, NULL, pos), LA_OK);
+            assert_int_equal(pos[len - 1], i); /* the newest token is always kept */
+            for (int64_t j = 0; j < len; j++) kept[j] = tok[pos[j]];
+            evicted |= len < i + 1;
+            assert_int_equal(la_llama_forward(m, kept, len, 0, NULL, 0), LA_OK); /* no logits: just runs */
+            float *all = malloc(sizeof(float) * (size_t)len * V);
+            assert_int_equal(la_llama_forward(m, kept, len, 0, all, 1), LA_OK);
+            memcpy(ref, all + (size_t)(len - 1) * V, sizeof(float) * V);
+            free(all);
+            double e = max_abs_diff(ref, got, (size_t)V);
+            if (e >= TOL) fprintf(stderr, "%s token %d: max diff %g\n", policies[p], i, e);
+            assert_true(e < TOL);
+        }
+        assert_true(evicted);
+        la_llama_session_free(ss);
+    }
+    free(got);
+    free(ref);
+    la_llama_free(m);
+    unlink(path);
+}
+
+/* ---- metadata errors ---- */
+static void test_metadata_errors(void **state) {
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/la_test_llama_err_%d.gguf", (int)getpid());
+    la_llama *m = NULL;
+    tiny_cfg c = {"gpt2", 1, 64, 4, 1, 128, 50, 0, 0};
+    write_tiny(&c, path, 3);
+    assert_int_equal(la_llama_open(path, NULL, &m), LA_EUNSUPPORTED);
+    assert_null(m);
+    assert_non_null(strstr(la_errmsg(), "'gpt2'"));
+    assert_non_null(strstr(la_errmsg(), LA_LLAMA_ARCHS));
+    tiny_cfg c2 = {"llama", 1, 64, 4, 1, 128, 50, 1, 0};
+    write_tiny(&c2, path, 3);
+    assert_int_equal(la_llama_open(path, NULL, &m), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "llama.context_length"));
+    tiny_cfg c3 = {"llama", 1, 64, 4, 1, 128, 50, 0, 1};
+    write_tiny(&c3, path, 3);
+    assert_int_equal(la_llama_open(path, NULL, &m), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "blk.0.ffn_up.weight"));
+    tiny_cfg c4 = {"qwen2", 1, 64, 4, 1, 128, 50, 0, 0}; /* qwen2 without the q/k/v biases */
+    write_tiny(&c4, path, 3);
+    assert_int_equal(la_llama_open(path, NULL, &m), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "blk.0.attn_q.bias"));
+    assert_int_equal(la_llama_open("/nonexistent/x.gguf", NULL, &m), LA_EIO);
+    unlink(path);
+}
+
+/* ---- spec: the file's RoPE base unless the text gives theta ---- */
+static void test_spec_theta_default(void **state) {
+    (void)state;
+    tiny_cfg c = {"llama", 1, 64, 4, 1, 128, 50, 0, 0};
+    char path[64];
+    la_llama *m = open_tiny(&c, 4, path);
+    assert_int_equal(la_llama_get_config(m)->n_head_kv, 1);
+    const la_spec *d = la_llama_spec(m);
+    assert_int_equal(d->pos, LA_POS_ROPE);
+    assert_true(d->theta == 5000.0);
+    struct { const char *text; la_pos pos; double theta, s; } cases[] = {
+        {NULL, LA_POS_ROPE, 5000, 1},
+        {"softmax+rope+causal", LA_POS_ROPE, 5000, 1},
+        {"softmax+rope(theta=500)+causal", LA_POS_ROPE, 500, 1},
+        {"rope(700)", LA_POS_ROPE, 700, 1},
+        {"softmax+window(16)", LA_POS_ROPE, 5000, 1},
+        {"softmax+ntk(4)+causal", LA_POS_NTK, 5000, 4},
+        {"ntk(4, 777)", LA_POS_NTK, 777, 4},
+        {"yarn(s=2, train=256)", LA_POS_YARN, 5000, 2},
+        {"yarn(2, 256, 32, 1, 900)", LA_POS_YARN, 900, 2},
+        {"dynamic-ntk(2,256,theta=123)+qwen-logn(256)", LA_POS_DYNAMIC_NTK, 123, 2},
+        {"softmax+nope+causal", LA_POS_NOPE, 5000, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        la_spec s;
+        assert_int_equal(la_llama_spec_parse(m, cases[i].text, &s), LA_OK);
+        assert_int_equal(s.pos, cases[i].pos);
+        if (cases[i].pos != LA_POS_NOPE) assert_true(s.theta == cases[i].theta);
+        assert_true(s.pos_scale == cases[i].s);
+    }
+    la_spec s;
+    assert_int_equal(la_llama_spec_parse(m, "softmax+bogus", &s), LA_ESPEC);
+    la_llama_free(m);
+    unlink(path);
+}
+
+/* ---- chat templates ---- */
+static void test_chat_templates(void **state) {
+    (void)state;
+    char *out = NULL;
+    const char *stop = NULL;
+    const char *chatml = "{% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are SmolLM<|im_end|>\n' }}"
+                         "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}";
+    assert_int_equal(la_chat_apply(chatml, NULL, "Hi?", &out, &stop), LA_OK);
+    assert_string_equal(out, "<|im_start|>system\nYou are SmolLM<|im_end|>\n<|im_start|>user\nHi?<|im_end|>\n"
+                             "<|im_start|>assistant\n");
+    assert_string_equal(stop, "<|im_end|>");
+    free(out);
+    assert_int_equal(la_chat_apply(chatml, "Be brief.", "Hi?", &out, &stop), LA_OK);
+    assert_string_equal(out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi?<|im_end|>\n"
+                             "<|im_start|>assistant\n");
+    free(out);
+    assert_int_equal(la_chat_apply("{{ '<|start_header_id|>' + role }}", NULL, "Hi?", &out, &stop), LA_OK);
+    assert_string_equal(out, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi?<|eot_id|>"
+                             "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    assert_string_equal(stop, "<|eot_id|>");
+    free(out);
+    assert_int_equal(la_chat_apply("{{ bos_token + '[INST] ' + content + ' [/INST]' }}", "S", "Hi?", &out, &stop), LA_OK);
+    assert_string_equal(out, "[INST] <<SYS>>\nS\n<</SYS>>\n\nHi? [/INST]");
+    free(out);
+    assert_int_equal(la_chat_apply("{{ '### Human: ' + content }}", NULL, "Hi?", &out, &stop), LA_EUNSUPPORTED);
+    assert_null(out);
+    assert_non_null(strstr(la_errmsg(), "### Human"));
+    assert_non_null(strstr(la_errmsg(), "ChatML"));
+    assert_int_equal(la_chat_apply(NULL, NULL, "Hi?", &out, &stop), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "no chat template"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_cache_equals_forward),
+        cmocka_unit_test(test_evicting_cache_equals_fresh_prefill),
+        cmocka_unit_test(test_metadata_errors),
+        cmocka_unit_test(test_spec_theta_default),
+        cmocka_unit_test(test_chat_templates),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
