@@ -56,7 +56,10 @@ static void usage(FILE *f) {
             "  --wd X              weight decay (default 0.1); --clip X grad-norm clip (default 1)\n"
             "  --seed N            seed of the weights and the data order (default 1)\n"
             "  --eval-every N      validation every N steps (default 50; 0 = end only)\n"
-            "  --ckpt-every N      checkpoint every N steps (default 100; always at the end)\n");
+            "  --ckpt-every N      checkpoint every N steps (default 100; always at the end)\n"
+            "Data parallel: mpirun -np R longattn train ... splits the --accum micro-batches of\n"
+            "each step over R ranks (weights bitwise equal to one process; --resume with any R;\n"
+            "rank 0 writes the log and checkpoints). README: \"Multiple processes (MPI)\".\n");
 }
 
 typedef struct {
