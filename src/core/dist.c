@@ -39,8 +39,8 @@ void la_dist_assign(const double *cost, int n, int n_ranks, int *owner) {
     /* longest processing time first: the most expensive item not yet placed goes to
      * the least loaded rank (ties: lower index, lower rank), so the result is the
      * same on every rank */
-    double *load = calloc((size_t)(n_ranks > 0 ? n_ranks : 1), sizeof *load);
-    char *placed = calloc((size_t)(n > 0 ? n : 1), 1);
+    double *load = la_calloc((size_t)(n_ranks > 0 ? n_ranks : 1), sizeof *load);
+    char *placed = la_calloc((size_t)(n > 0 ? n : 1), 1);
     if (!load || !placed) { /* tiny; fall back to round robin */
         for (int i = 0; i < n; i++) owner[i] = i % n_ranks;
         free(load);
@@ -107,7 +107,7 @@ la_status la_dist_agree(la_status st) {
     int code = (int)st;
     memcpy(mine, &code, sizeof code);
     if (st != LA_OK) snprintf(mine + sizeof(int), MSG_LEN, "%s", la_errmsg());
-    char *all = malloc((size_t)g_size * sizeof mine);
+    char *all = la_malloc((size_t)g_size * sizeof mine);
     if (!all) la_dist_abort(1, "out of memory exchanging status codes");
     int rc = MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) {
@@ -142,7 +142,7 @@ la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *coun
         if (counts[0] && send != recv) memcpy(recv, send, (size_t)counts[0] * sizeof(float));
         return LA_OK;
     }
-    int *displs = malloc((size_t)g_size * sizeof(int));
+    int *displs = la_malloc((size_t)g_size * sizeof(int));
     if (!displs) return la_fail(LA_ENOMEM, "rank %d: out of memory (allgatherv)", g_rank);
     long long off = 0;
     for (int r = 0; r < g_size; r++) {
@@ -163,7 +163,7 @@ la_status la_dist_alltoallv_f32(const float *send, const int *send_counts, float
         if (send_counts[0] && send != recv) memcpy(recv, send, (size_t)send_counts[0] * sizeof(float));
         return LA_OK;
     }
-    int *sd = malloc((size_t)g_size * 2 * sizeof(int)), *rd = sd ? sd + g_size : NULL;
+    int *sd = la_malloc((size_t)g_size * 2 * sizeof(int)), *rd = sd ? sd + g_size : NULL;
     if (!sd) return la_fail(LA_ENOMEM, "rank %d: out of memory (alltoallv)", g_rank);
     long long so = 0, ro = 0;
     for (int q = 0; q < g_size; q++) {
@@ -186,7 +186,7 @@ la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *coun
         if (counts[0] && send != recv) memcpy(recv, send, counts[0]);
         return LA_OK;
     }
-    int *cnt = malloc((size_t)g_size * 2 * sizeof(int));
+    int *cnt = la_malloc((size_t)g_size * 2 * sizeof(int));
     if (!cnt) return la_fail(LA_ENOMEM, "rank %d: out of memory (gatherv)", g_rank);
     int *displs = cnt + g_size;
     size_t off = 0;

@@ -28,7 +28,7 @@ la_status la_study_gather(study_results *r, const int *owner) {
     for (int vi = 0; vi < n; vi++)
         if (owner[vi] == me) bytes += packed_size(&r->v[vi], n_lens);
     la_status s = LA_OK;
-    char *send = malloc(bytes ? bytes : 1), *p = send;
+    char *send = la_malloc(bytes ? bytes : 1), *p = send;
     if (!send) s = la_fail(LA_ENOMEM, "study: out of memory packing results (%zu bytes)", bytes);
     for (int vi = 0; vi < n && send; vi++) {
         const study_variant *v = &r->v[vi];
@@ -41,8 +41,8 @@ la_status la_study_gather(study_results *r, const int *owner) {
         }
         p = put(p, v->log, (size_t)v->n_log * sizeof(study_log_row));
     }
-    size_t *counts = calloc((size_t)N, sizeof *counts), *one = calloc((size_t)N, sizeof *one);
-    size_t *all_sizes = calloc((size_t)N, sizeof *all_sizes);
+    size_t *counts = la_calloc((size_t)N, sizeof *counts), *one = la_calloc((size_t)N, sizeof *one);
+    size_t *all_sizes = la_calloc((size_t)N, sizeof *all_sizes);
     if (s == LA_OK && (!counts || !one || !all_sizes)) s = la_fail(LA_ENOMEM, "study: out of memory (gather)");
     s = la_dist_agree(s);
     for (int q = 0; q < N && s == LA_OK; q++) one[q] = sizeof(size_t);
@@ -52,7 +52,7 @@ la_status la_study_gather(study_results *r, const int *owner) {
     char *recv = NULL;
     size_t total = 0;
     for (int q = 0; q < N && s == LA_OK; q++) total += counts[q];
-    if (s == LA_OK && me == 0 && !(recv = malloc(total ? total : 1)))
+    if (s == LA_OK && me == 0 && !(recv = la_malloc(total ? total : 1)))
         s = la_fail(LA_ENOMEM, "study: out of memory receiving results (%zu bytes)", total);
     if (s == LA_OK) s = la_dist_agree(s);
     if (s == LA_OK) s = la_dist_agree(la_dist_gatherv_bytes(send, recv, counts, 0));
@@ -77,8 +77,8 @@ la_status la_study_gather(study_results *r, const int *owner) {
         v->cap_log = 0;
         for (int i = 0; i < n_lens; i++) {
             size_t nb = (size_t)v->n_bucket[i];
-            v->bucket[i] = malloc(nb ? nb * sizeof(double) : 1);
-            v->bucket_tokens[i] = malloc(nb ? nb * sizeof(int64_t) : 1);
+            v->bucket[i] = la_malloc(nb ? nb * sizeof(double) : 1);
+            v->bucket_tokens[i] = la_malloc(nb ? nb * sizeof(int64_t) : 1);
             if (!v->bucket[i] || !v->bucket_tokens[i]) {
                 s = la_fail(LA_ENOMEM, "study: out of memory unpacking results");
                 break;
@@ -89,7 +89,7 @@ la_status la_study_gather(study_results *r, const int *owner) {
             q += nb * sizeof(int64_t);
         }
         if (s == LA_OK && v->n_log) {
-            if (!(v->log = malloc((size_t)v->n_log * sizeof(study_log_row)))) {
+            if (!(v->log = la_malloc((size_t)v->n_log * sizeof(study_log_row)))) {
                 s = la_fail(LA_ENOMEM, "study: out of memory unpacking results");
                 break;
             }

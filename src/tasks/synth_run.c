@@ -74,7 +74,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
             return;
         }
         size_t nc = (b->cap + (size_t)k + 1) * 2;
-        char *ns = realloc(b->s, nc);
+        char *ns = la_realloc(b->s, nc);
         if (!ns) {
             b->oom = 1;
             return;
@@ -256,8 +256,8 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     tc.seed = o->seed;
     tc.n_threads = o->threads;
     s = la_trainer_new(m, NULL, &tc, &tr);
-    int32_t *in = malloc((size_t)o->batch * T * sizeof *in);
-    int32_t *tg = malloc((size_t)o->batch * T * sizeof *tg);
+    int32_t *in = la_malloc((size_t)o->batch * T * sizeof *in);
+    int32_t *tg = la_malloc((size_t)o->batch * T * sizeof *tg);
     if (s == LA_OK && (!in || !tg)) s = la_fail(LA_ENOMEM, "out of memory for a %d x %d batch", o->batch, T);
     double t0 = now_s(), ema = NAN;
     const uint64_t train_seed = o->seed * 1000003ULL + 17 * (uint64_t)p->task;
@@ -582,9 +582,9 @@ static int compact(synth_state *S, const synth_cell *cells, int n, char **specs,
 static la_status gather_cells(synth_cell *cells, const int *owner, int nc) {
     int N = la_dist_size(), me = la_dist_rank(), mine = 0;
     for (int c = 0; c < nc; c++) mine += owner[c] == me;
-    size_t *counts = calloc((size_t)N, sizeof *counts);
-    synth_cell *send = malloc((size_t)(mine ? mine : 1) * sizeof *send);
-    synth_cell *recv = me == 0 ? malloc((size_t)(nc ? nc : 1) * sizeof *recv) : NULL;
+    size_t *counts = la_calloc((size_t)N, sizeof *counts);
+    synth_cell *send = la_malloc((size_t)(mine ? mine : 1) * sizeof *send);
+    synth_cell *recv = me == 0 ? la_malloc((size_t)(nc ? nc : 1) * sizeof *recv) : NULL;
     la_status s = counts && send && (me != 0 || recv) ? LA_OK : la_fail(LA_ENOMEM, "synth: out of memory (gather)");
     s = la_dist_agree(s);
     if (s == LA_OK) {
@@ -614,8 +614,8 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     int nt, ns;
     LA_TRY(split_opts(o, tbuf, sizeof tbuf, sbuf_, sizeof sbuf_, tasks, &nt, specs, &ns));
     LA_TRY(la_mkdir_p(o->out));
-    synth_state *S = calloc(1, sizeof *S);
-    run_result *rs = calloc((size_t)nt * ns, sizeof *rs);
+    synth_state *S = la_calloc(1, sizeof *S);
+    run_result *rs = la_calloc((size_t)nt * ns, sizeof *rs);
     if (!S || !rs) {
         free(S);
         free(rs);
@@ -628,10 +628,10 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
      * la_dist_assign gives it (estimated cost: training tokens + evaluation tokens), rank 0
      * gathers them and writes what one process writes, in cell order */
     const int nc = nt * ns, N = la_dist_size(), me = la_dist_rank();
-    int *owner = calloc((size_t)nc, sizeof *owner);
-    synth_cell *cells = calloc((size_t)nc, sizeof *cells);
+    int *owner = la_calloc((size_t)nc, sizeof *owner);
+    synth_cell *cells = la_calloc((size_t)nc, sizeof *cells);
     la_status st = owner && cells ? LA_OK : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
-    double *cost = st == LA_OK ? calloc((size_t)nc, sizeof *cost) : NULL;
+    double *cost = st == LA_OK ? la_calloc((size_t)nc, sizeof *cost) : NULL;
     if (st == LA_OK && !cost) st = la_fail(LA_ENOMEM, "la_synth_run: out of memory");
     for (int c = 0; c < nc && st == LA_OK; c++) {
         la_task t;

@@ -90,18 +90,18 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
     if (data && la_data_vocab(data) > la_model_get_config(m)->vocab)
         return la_fail(LA_EINVAL, "trainer: the data's vocabulary (%d) is larger than the model's (%d)",
                        la_data_vocab(data), la_model_get_config(m)->vocab);
-    la_trainer *tr = calloc(1, sizeof *tr);
+    la_trainer *tr = la_calloc(1, sizeof *tr);
     if (!tr) return la_fail(LA_ENOMEM, "trainer: out of memory");
     tr->m = m;
     tr->data = data;
     tr->cfg = *cfg;
     tr->P = la_model_num_params(m);
     size_t BT = (size_t)cfg->B * cfg->T;
-    tr->adam_m = calloc(tr->P, sizeof(float));
-    tr->adam_v = calloc(tr->P, sizeof(float));
-    tr->window = malloc((BT + cfg->B) * sizeof(int32_t));
-    tr->inp = malloc(BT * sizeof(int32_t));
-    tr->tgt = malloc(BT * sizeof(int32_t));
+    tr->adam_m = la_calloc(tr->P, sizeof(float));
+    tr->adam_v = la_calloc(tr->P, sizeof(float));
+    tr->window = la_malloc((BT + cfg->B) * sizeof(int32_t));
+    tr->inp = la_malloc(BT * sizeof(int32_t));
+    tr->tgt = la_malloc(BT * sizeof(int32_t));
     int ok = tr->adam_m && tr->adam_v && tr->window && tr->inp && tr->tgt;
     if (ok && cfg->optimizer == LA_OPT_MUON) {
         size_t need = 0;
@@ -113,8 +113,8 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
             size_t s = 3 * r * c + 2 * mn * mn;
             if (s > need) need = s;
         }
-        tr->mom = calloc(tr->P, sizeof(float));
-        tr->scratch = malloc((need ? need : 1) * sizeof(float));
+        tr->mom = la_calloc(tr->P, sizeof(float));
+        tr->scratch = la_malloc((need ? need : 1) * sizeof(float));
         ok = tr->mom && tr->scratch;
     }
     if (!ok) {
@@ -196,7 +196,7 @@ static void slice(size_t P, int q, int N, size_t *o, size_t *n) {
 static la_status dp_buffers(la_trainer *tr) {
     int A = tr->cfg.grad_accum, N = la_dist_size(), me = la_dist_rank(), lo, hi;
     if (N == 1) {
-        if (A > 1 && !tr->acc && !(tr->acc = malloc(tr->P * sizeof(float))))
+        if (A > 1 && !tr->acc && !(tr->acc = la_malloc(tr->P * sizeof(float))))
             return la_fail(LA_ENOMEM, "trainer: cannot allocate the gradient accumulator (%zu floats)", tr->P);
         return LA_OK;
     }
@@ -208,14 +208,14 @@ static la_status dp_buffers(la_trainer *tr) {
     if ((double)(nm > 0 ? nm : 1) * P > 2147483647.0 || (double)A * mine_n > 2147483647.0)
         return la_fail(LA_EINVAL, "trainer: %d micro-batch gradients of %zu parameters exceed one MPI exchange "
                        "(2^31 floats); lower --accum or use more ranks", A, P);
-    tr->dp_counts = malloc((size_t)N * 4 * sizeof(int));
+    tr->dp_counts = la_malloc((size_t)N * 4 * sizeof(int));
     /* it also carries this rank's summed slice to the final allgather (an idle rank, with
      * no micro-batch, still sums and sends its slice) */
     size_t send_n = (size_t)nm * P > mine_n ? (size_t)nm * P : mine_n;
-    tr->dp_send = malloc((send_n + 1) * sizeof(float));
-    tr->dp_recv = malloc(((size_t)A * mine_n + 1) * sizeof(float));
-    tr->dp_loss = malloc(((size_t)nm + 1) * sizeof(float));
-    tr->dp_lossall = malloc((size_t)A * sizeof(float));
+    tr->dp_send = la_malloc((send_n + 1) * sizeof(float));
+    tr->dp_recv = la_malloc(((size_t)A * mine_n + 1) * sizeof(float));
+    tr->dp_loss = la_malloc(((size_t)nm + 1) * sizeof(float));
+    tr->dp_lossall = la_malloc((size_t)A * sizeof(float));
     if (!tr->dp_counts || !tr->dp_send || !tr->dp_recv || !tr->dp_loss || !tr->dp_lossall) {
         free(tr->dp_send);
         free(tr->dp_recv);
@@ -346,8 +346,8 @@ la_status la_trainer_eval(la_trainer *tr, float *val_loss) {
     const la_train_config *c = &tr->cfg;
     int B = c->B, T = c->T, E = c->eval_batches, N = la_dist_size(), lo, hi;
     my_block(E, la_dist_rank(), N, &lo, &hi);
-    float *mine = malloc((size_t)(hi - lo + 1) * sizeof(float)), *all = malloc((size_t)E * sizeof(float));
-    int *counts = malloc((size_t)N * sizeof(int));
+    float *mine = la_malloc((size_t)(hi - lo + 1) * sizeof(float)), *all = la_malloc((size_t)E * sizeof(float));
+    int *counts = la_malloc((size_t)N * sizeof(int));
     la_status s = mine && all && counts ? LA_OK : la_fail(LA_ENOMEM, "la_trainer_eval: out of memory");
     for (int i = lo; i < hi && s == LA_OK; i++) {
         s = la_data_val_batch(tr->data, i, B, T, tr->window);
@@ -438,36 +438,39 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
 
 char *la_train_config_to_json(const la_train_config *c) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "steps", c->steps);
-    cJSON_AddNumberToObject(o, "B", c->B);
-    cJSON_AddNumberToObject(o, "T", c->T);
-    cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum);
-    cJSON_AddNumberToObject(o, "lr", c->lr);
-    cJSON_AddNumberToObject(o, "min_lr", c->min_lr);
-    cJSON_AddNumberToObject(o, "warmup", c->warmup);
-    cJSON_AddNumberToObject(o, "beta1", c->beta1);
-    cJSON_AddNumberToObject(o, "beta2", c->beta2);
-    cJSON_AddNumberToObject(o, "eps", c->eps);
-    cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay);
-    cJSON_AddNumberToObject(o, "clip", c->clip);
-    cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw");
-    cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr);
-    cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum);
+    int ok = o != NULL; /* every add checked: a missing key would be saved as a success */
+    ok = ok && cJSON_AddNumberToObject(o, "steps", c->steps) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "B", c->B) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "T", c->T) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "lr", c->lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "min_lr", c->min_lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "warmup", c->warmup) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "beta1", c->beta1) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "beta2", c->beta2) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eps", c->eps) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "clip", c->clip) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw") != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum) != NULL;
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
-    cJSON_AddStringToObject(o, "seed", seed);
-    cJSON_AddNumberToObject(o, "eval_every", c->eval_every);
-    cJSON_AddNumberToObject(o, "eval_batches", c->eval_batches);
-    cJSON_AddNumberToObject(o, "ckpt_every", c->ckpt_every);
-    cJSON_AddStringToObject(o, "ckpt_path", c->ckpt_path);
-    cJSON_AddStringToObject(o, "csv_path", c->csv_path);
-    char *s = cJSON_PrintUnformatted(o);
+    ok = ok && cJSON_AddStringToObject(o, "seed", seed) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eval_every", c->eval_every) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eval_batches", c->eval_batches) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "ckpt_every", c->ckpt_every) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "ckpt_path", c->ckpt_path) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "csv_path", c->csv_path) != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
 }
 
 la_status la_train_config_from_json(const char *text, la_train_config *out) {
+    errno = 0;
     cJSON *o = cJSON_Parse(text);
+    if (!o && errno == ENOMEM) return la_fail(LA_ENOMEM, "train config JSON: out of memory");
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return la_fail(LA_EFORMAT, "train config JSON is not an object");
