@@ -28,8 +28,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 # ---- a build without MPI (src/core/dist.c without LA_HAVE_MPI, as the Python package
 # builds it): a plain start is rank 0 of 1; a start by a launcher is refused with the fix
-if ! ${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -Iinclude -Isrc src/core/dist.c src/core/status.c \
-        tests/mpi/nompi_main.c -o "$tmp/nompi" 2>"$tmp/nompi.log"; then
+if ! ${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -Iinclude -Isrc src/core/dist.c src/core/status.c src/core/alloc.c \
+        tests/mpi/nompi_main.c -o "$tmp/nompi" -lcjson 2>"$tmp/nompi.log"; then
     cat "$tmp/nompi.log"; bad nompi "the one-process dist.c does not compile"
 elif [ "$("$tmp/nompi")" != "rank 0 size 1" ]; then bad nompi "a plain start is not rank 0 of 1"
 elif OMPI_COMM_WORLD_SIZE=2 "$tmp/nompi" 2>"$tmp/nompi.log" ||
