@@ -2,6 +2,7 @@
 #   make                 libraries (below), CLI build/longattn, test binaries, examples
 #   make lib / shared    build/liblongattn.a (+ -internal.a) / build/liblongattn.so
 #   make test            run the test suite against the normal build
+#   make test-mpi        the MPI tests (tests/mpi.sh: mpirun -np 2 and 3)
 #   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
 #   make test-python     the Python tests (tests/python) with .venv's pytest
 #   make check-layers    the layering rule (README "Layout" table) on the built objects
@@ -32,7 +33,17 @@ CFLAGS_ALL = -std=gnu11 $(OPT) -g $(WARN) -fopenmp -Iinclude -Isrc -MMD -MP $(SA
 # the libraries the library links are listed once, in scripts/link-libs.txt (setup.py, which
 # builds the Python package's extension, reads the same file)
 LINK_LIBS := $(shell sed 's/\#.*//' scripts/link-libs.txt)
-LDLIBS_ALL = -fopenmp $(SAN) $(addprefix -l,$(LINK_LIBS)) $(LDLIBS)
+LDLIBS_ALL = -fopenmp $(SAN) $(addprefix -l,$(LINK_LIBS)) $(MPI_LDLIBS) $(LDLIBS)
+
+# MPI (src/core/dist.c, the one file that calls it): on when mpicc is found, unless MPI=0.
+# With it, dist.c is compiled with mpicc's include flags and LA_HAVE_MPI, and everything links
+# mpicc's libraries; without it the commands run as one process (and refuse mpirun).
+MPI ?= $(shell command -v mpicc >/dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(MPI),1)
+MPI_CFLAGS := -DLA_HAVE_MPI $(shell mpicc --showme:compile)
+MPI_LDLIBS := $(shell mpicc --showme:link)
+endif
+$(BUILD)/src/core/dist.o: private FILE_CFLAGS = $(MPI_CFLAGS)
 
 # per-file flags: ggml dequantization is bit-identical to ggml/gguf-py only without FMA
 # contraction (src/io/gguf_quant.c)
@@ -56,7 +67,7 @@ EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_BIN  := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 REPLAY_BIN := $(FUZZ_T:%=$(BUILD)/fuzz/replay_%)
 
-.PHONY: FORCE all lib shared test test-san test-python python-ext check check-layers bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
+.PHONY: FORCE all lib shared test test-mpi test-san test-python python-ext check check-layers bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
 LIBS_OUT := $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a $(BUILD)/liblongattn.so
 all: $(LIBS_OUT) $(BUILD)/longattn $(TEST_BIN) $(EX_BIN) $(TOOL_BIN) $(REPLAY_BIN)
 lib: $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a
@@ -72,7 +83,7 @@ $(LIB_OBJ): OBJ_FLAGS = $(LIB_PIC)
 LIB_FLAGS_STAMP := $(BUILD)/.lib-cflags
 $(LIB_FLAGS_STAMP): FORCE
 	@mkdir -p $(BUILD)
-	@echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC)' > $@
+	@echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC) MPI=$(MPI)' | cmp -s - $@ || echo '$(CC) $(CFLAGS_ALL) $(LIB_PIC) MPI=$(MPI)' > $@
 $(LIB_OBJ): $(LIB_FLAGS_STAMP)
 FORCE:
 
@@ -106,6 +117,11 @@ $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/liblongattn.a
 test: all
 	fuzz/run.sh replay $(BUILD)
 	LA_BIN=$(BUILD)/longattn tests/run.sh $(BUILD)
+
+# the multi-process tests (mpirun -np 2/3: training and a study bitwise equal to 1 rank, rank
+# failures); part of make check, skipped with a message when the build has no MPI
+test-mpi: all
+	tests/mpi.sh $(BUILD)
 
 test-san:
 	$(MAKE) BUILD=build-san OPT="-O1 -march=native" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" all

@@ -12,6 +12,7 @@ typedef struct {
     const char *name;
     const char *summary;
     la_cli_fn fn;
+    int ranks; /* 1: splits its work over MPI ranks (src/core/dist.h); 0: one process only */
 } la_cli_cmd;
 
 /* ---- src/cli/cli_util.c: helpers shared by the subcommands ---- */

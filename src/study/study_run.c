@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "io/files.h"
+#include "core/dist.h"
 #include "study/study_internal.h"
 
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
@@ -316,19 +317,19 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     la_status s;
 
     snprintf(path, sizeof path, "%s/train", data);
-    if ((s = la_docs_load(path, &train)) != LA_OK) goto out;
-    snprintf(path, sizeof path, "%s/val", data);
-    if ((s = la_docs_load(path, &val)) != LA_OK) goto out;
     const int L = st->seq_len, B = st->batch;
+    if ((s = la_docs_load(path, &train)) != LA_OK) goto pre;
+    snprintf(path, sizeof path, "%s/val", data);
+    if ((s = la_docs_load(path, &val)) != LA_OK) goto pre;
     /* everything that can be checked before hours of training is checked now */
     if (train.is_bytes != val.is_bytes || train.vocab != val.vocab) {
         s = la_fail(LA_EFORMAT, "%s/train and %s/val hold different kinds of data (text vs token shards)", data, data);
-        goto out;
+        goto pre;
     }
     if (train.n_tokens < (int64_t)L + 2) {
         s = la_fail(LA_ESHAPE, "%s/train holds %lld tokens, fewer than one training window of %d; add data or "
                     "lower seq_len", data, (long long)train.n_tokens, L + 1);
-        goto out;
+        goto pre;
     }
     int64_t longest = la_docs_longest(&val);
     int max_eval = st->eval_lens[st->n_eval_lens - 1];
@@ -336,14 +337,14 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         s = la_fail(LA_ESHAPE, "key \"eval_lens\": evaluating at %d tokens needs a validation document of %d tokens; "
                     "the longest in %s/val has %lld: lower eval_lens or add longer documents",
                     max_eval, max_eval + 1, data, (long long)longest);
-        goto out;
+        goto pre;
     }
     if ((st->pk_trials > 0 || st->pk_mix > 0) && !val.is_bytes) {
         s = la_fail(LA_EINVAL, "the passkey task needs byte-level text (token shards cannot spell its question); "
                     "set \"passkey\": {\"trials\": 0, \"pretrain_mix\": 0} for shard data");
-        goto out;
+        goto pre;
     }
-    if ((s = la_mkdir_p(out_dir)) != LA_OK) goto out;
+    if ((s = la_mkdir_p(out_dir)) != LA_OK) goto pre;
 
     r->st = st;
     r->is_bytes = train.is_bytes;
@@ -360,7 +361,18 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     tgt = la_malloc((size_t)B * L * sizeof *tgt);           // (B, L)
     ex = la_malloc(((size_t)max_len + 1) * sizeof *ex);     // (max_len + 1)
     pred = la_malloc((size_t)max_len * sizeof *pred);       // (max_len)
-    if (!batch || !inp || !tgt || !ex || !pred) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
+    if (!batch || !inp || !tgt || !ex || !pred) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto pre; }
+
+pre:
+    /* under mpirun every rank loads the data; one that cannot stops them all, named */
+    if ((s = la_dist_agree(s)) != LA_OK) goto out;
+    const int me = la_dist_rank(), writer = me == 0;
+    int owner[LA_STUDY_MAX_SPECS];
+    {
+        double cost[LA_STUDY_MAX_SPECS];
+        for (int vi = 0; vi < st->n_specs; vi++) cost[vi] = variant_flops(st, r->vocab);
+        la_dist_assign(cost, st->n_specs, la_dist_size(), owner);
+    }
 
     tracker tk;
     memset(&tk, 0, sizeof tk);
@@ -369,7 +381,9 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     tk.t0 = t_start;
     tk.vocab = r->vocab;
     tk.c_L = flops_per_token(st, r->vocab, L);
-    tk.flops_total = st->n_specs * variant_flops(st, r->vocab);
+    tk.flops_total = 0; /* this rank's share */
+    for (int vi = 0; vi < st->n_specs; vi++)
+        if (owner[vi] == me) tk.flops_total += variant_flops(st, r->vocab);
     tk.p.n_specs = st->n_specs;
     tk.p.loss = tk.p.val_loss = NAN;
     /* a variant that fails (e.g. diverges) is recorded and the others still run */
@@ -377,6 +391,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     char first_msg[1024] = "";
     int n_bad = 0;
     for (int vi = 0; vi < st->n_specs; vi++) {
+        if (owner[vi] != me) continue;
         tk.p.spec_index = vi;
         tk.p.spec = st->specs[vi];
         tk.p.loss = tk.p.val_loss = NAN;
@@ -384,6 +399,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         la_status vs = run_variant(st, vi, &train, &val, out_dir, r, &tk, batch, inp, tgt, ex, pred);
         if (vs != LA_OK) {
             snprintf(r->v[vi].error, sizeof r->v[vi].error, "%s", la_errmsg());
+            r->v[vi].status = vs;
             if (!n_bad++) {
                 first_bad = vs;
                 snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
@@ -393,18 +409,42 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         /* keep the ETA honest whatever the flop model missed for this variant */
         tk.flops_done = before + variant_flops(st, r->vocab);
         r->wall_s = now_s() - t_start;
-        if ((s = la_study_write_tables(r, out_dir)) != LA_OK) goto out; /* finished variants are kept */
+        if (la_dist_size() == 1 && (s = la_study_write_tables(r, out_dir)) != LA_OK)
+            goto out; /* finished variants are kept */
+    }
+    /* under mpirun: rank 0 gathers the other ranks' variants and writes everything */
+    if ((s = la_study_gather(r, owner)) != LA_OK) goto out;
+    if (la_dist_size() > 1) {
+        n_bad = 0;
+        for (int vi = 0; vi < st->n_specs && writer; vi++)
+            if (r->v[vi].error[0] && !n_bad++) {
+                first_bad = r->v[vi].status;
+                snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
+                         r->v[vi].error);
+            }
     }
     tk.p.phase = "write";
     report(&tk, 0);
     int plots_ok = 0;
     char warn[512] = "";
-    if (!(opts.gnuplot && !opts.gnuplot[0]))
+    if (!writer)
+        snprintf(warn, sizeof warn, "rank %d: tables and plots are written by rank 0", me);
+    else if (!(opts.gnuplot && !opts.gnuplot[0]))
         s = la_study_write_plots(r, out_dir, opts.gnuplot ? opts.gnuplot : "gnuplot", &plots_ok, warn, sizeof warn);
     else
         snprintf(warn, sizeof warn, "plots switched off");
     r->wall_s = now_s() - t_start;
-    if (s == LA_OK) s = la_study_write_tables(r, out_dir); /* with the final wall time */
+    if (s == LA_OK && writer) s = la_study_write_tables(r, out_dir); /* with the final wall time */
+    /* rank 0's outcome (write errors, failed variants) is every rank's */
+    if (la_dist_size() > 1) {
+        s = la_dist_agree(s);
+        struct { int n_bad, first_bad; char msg[1024]; } o = {n_bad, (int)first_bad, ""};
+        snprintf(o.msg, sizeof o.msg, "%s", first_msg);
+        if (s == LA_OK) s = la_dist_agree(la_dist_bcast(&o, sizeof o, 0));
+        n_bad = o.n_bad;
+        first_bad = (la_status)o.first_bad;
+        snprintf(first_msg, sizeof first_msg, "%s", o.msg);
+    }
     if (s == LA_OK && n_bad)
         s = la_fail(first_bad, "%s%s; the results of the other variants are in %s", first_msg,
                     n_bad > 1 ? " (and more: see results.md)" : "", out_dir);
