@@ -438,6 +438,18 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         }
     }
     if (st == LA_OK) st = le_stream_build(c.tok, o.docs, maxL + 1, o.seed, &c.stream);
+    /* every length must hold the needles and the question: fail now, not after hours */
+    for (int l = 0; st == LA_OK && o.trials > 0 && l < o.n_lengths; l++) {
+        int64_t L = (int64_t)llround(o.lengths[l] * (double)c.C);
+        int32_t *ex = malloc(sizeof(int32_t) * (size_t)L);
+        char ans[16];
+        int64_t at;
+        if (!ex) st = la_fail(LA_ENOMEM, "longeval: out of memory");
+        for (int kind = 0; st == LA_OK && kind < (o.distractors < 0 ? 1 : 2); kind++)
+            st = la_longeval_example(c.tok, c.stream.tokens, c.stream.n, kind, L, 0.5, o.distractors, o.seed, ex, ans,
+                                     &at);
+        free(ex);
+    }
     char cdir[4096];
     if (st == LA_OK && o.out_dir) {
         mkdir(o.out_dir, 0777);
