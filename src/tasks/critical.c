@@ -83,26 +83,30 @@ la_status la_critical_pair_stats(const double *x, int n, int d, double *mean_ang
     if (!x) return la_fail(LA_EINVAL, "la_critical_pair_stats: x must not be NULL");
     if (n < 2 || d < 1) return la_fail(LA_EINVAL, "la_critical_pair_stats: need n >= 2 and d >= 1 (got n=%d d=%d)", n, d);
     int bs = n < ROW_BLOCK ? n : ROW_BLOCK;
-    double *g = malloc(sizeof(double) * (size_t)bs * n);
+    /* g (bs, n) Gram block, then per-row partial sums (bs) of angles and inner products,
+     * added in row order so the result does not depend on the thread count or schedule */
+    double *g = malloc(sizeof(double) * ((size_t)bs * n + 2 * (size_t)bs));
     if (!g) return la_fail(LA_ENOMEM, "la_critical_pair_stats: out of memory");
+    double *row_a = g + (size_t)bs * n, *row_i = row_a + bs;
     double sum_angle = 0, sum_ip = 0;
     for (int i0 = 0; i0 < n; i0 += bs) {
         int nb = n - i0 < bs ? n - i0 : bs, nc = n - i0;
         /* G = X[i0:i0+nb] X[i0:n]^T   (nb, nc): column c is token i0 + c */
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, nc, d, 1.0, x + (size_t)i0 * d, d,
                     x + (size_t)i0 * d, d, 0.0, g, nc);
-        double sa = 0, si = 0;
-#pragma omp parallel for schedule(dynamic, 8) reduction(+ : sa, si)
+#pragma omp parallel for schedule(dynamic, 8)
         for (int r = 0; r < nb; r++) {
             const double *gr = g + (size_t)r * nc;
+            double sa = 0, si = 0;
             for (int c = r + 1; c < nc; c++) { /* pairs i < j only */
                 double ip = gr[c];
                 double cl = ip > 1 ? 1 : ip < -1 ? -1 : ip;
                 sa += acos(cl);
                 si += ip;
             }
+            row_a[r] = sa, row_i[r] = si;
         }
-        sum_angle += sa, sum_ip += si;
+        for (int r = 0; r < nb; r++) sum_angle += row_a[r], sum_ip += row_i[r];
     }
     free(g);
     double pairs = 0.5 * (double)n * (double)(n - 1);
