@@ -60,6 +60,7 @@ typedef struct {
     int64_t train_ctx;      /* C; 0: from the file */
     int resume;             /* skip cells whose file exists in out_dir/cells */
     uint64_t seed;
+    char *owned;            /* strings read by la_longeval_load (free with la_longeval_opts_release) */
 } la_longeval_opts;
 
 /* docs data/pydoc/val, the default methods and lengths 0.5C, 1C, 2C, 4C (as in
@@ -69,9 +70,11 @@ LA_API la_longeval_opts la_longeval_opts_default(void);
 
 /* Fill *o from a JSON study file {"methods": [...], "lengths": [...], "depths": [...],
  * "trials", "distractors", "buckets", "chunk", "seed", "docs"}; keys absent keep *o's
- * values. Strings are copied into storage owned by the library until the process ends.
- * Errors: LA_EIO, LA_EFORMAT (bad JSON or a bad value: named). */
+ * values. The strings read are copied into one block o->owned (a previous block is kept
+ * alive until la_longeval_opts_release, which frees every block). Errors: LA_EIO,
+ * LA_EFORMAT (bad JSON or a bad value: named). */
 LA_API la_status la_longeval_load(const char *path, la_longeval_opts *o);
+LA_API void la_longeval_opts_release(la_longeval_opts *o);
 
 typedef struct {
     int method, length;     /* indices into the options */

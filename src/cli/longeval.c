@@ -105,6 +105,7 @@ int cli_longeval(int argc, char **argv) {
     }
     if (study && la_longeval_load(study, &o) != LA_OK) {
         fprintf(stderr, "longattn longeval: %s\n", la_errmsg());
+        la_longeval_opts_release(&o);
         return 1;
     }
     if (methods) {
@@ -146,6 +147,7 @@ int cli_longeval(int argc, char **argv) {
     if (st != LA_OK) {
         fprintf(stderr, "longattn longeval: %s\n", la_errmsg());
         free(cells);
+        la_longeval_opts_release(&o);
         return 1;
     }
     int64_t C = o.train_ctx;
@@ -161,5 +163,6 @@ int cli_longeval(int argc, char **argv) {
     }
     free(tab);
     free(cells);
+    la_longeval_opts_release(&o);
     return 0;
 }

@@ -122,6 +122,20 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= !strcmp(e->string, known[i]);
         if (!ok && st == LA_OK) st = la_fail(LA_EFORMAT, "%s: unknown key \"%s\"", path, e->string);
     }
+    /* one block for every string of this file: [link to the previous block][strings...] */
+    size_t need = sizeof(char *);
+    cJSON_ArrayForEach(e, root) {
+        const cJSON *x;
+        if (cJSON_IsString(e)) need += strlen(e->valuestring) + 1;
+        cJSON_ArrayForEach(x, e) if (cJSON_IsString(x)) need += strlen(x->valuestring) + 1;
+    }
+    char *block = malloc(need), *w = block ? block + sizeof(char *) : NULL;
+    if (!block && st == LA_OK) st = la_fail(LA_ENOMEM, "%s: out of memory", path);
+    if (block) {
+        memcpy(block, &o->owned, sizeof(char *));
+        o->owned = block;
+    }
+#define KEEP(str) (strcpy(w, (str)), w += strlen(w) + 1, w - strlen(str) - 1)
     const cJSON *v;
     if (st == LA_OK && (v = cJSON_GetObjectItemCaseSensitive(root, "methods"))) {
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 || cJSON_GetArraySize(v) > LA_LONGEVAL_MAX)
@@ -130,7 +144,7 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
         cJSON_ArrayForEach(e, v) {
             if (st != LA_OK) break;
             if (!cJSON_IsString(e)) st = la_fail(LA_EFORMAT, "%s: \"methods\"[%d] must be a string", path, k);
-            else o->methods[k++] = strdup(e->valuestring); /* owned until exit (documented) */
+            else o->methods[k++] = KEEP(e->valuestring);
         }
         if (st == LA_OK) o->n_methods = k;
     }
@@ -147,10 +161,21 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
     o->seed = (uint64_t)seed;
     if (st == LA_OK && (v = cJSON_GetObjectItemCaseSensitive(root, "docs"))) {
         if (!cJSON_IsString(v)) st = la_fail(LA_EFORMAT, "%s: \"docs\" must be a folder name", path);
-        else o->docs = strdup(v->valuestring);
+        else o->docs = KEEP(v->valuestring);
     }
+#undef KEEP
     cJSON_Delete(root);
     return st;
+}
+
+void la_longeval_opts_release(la_longeval_opts *o) {
+    if (!o) return;
+    while (o->owned) {
+        char *next;
+        memcpy(&next, o->owned, sizeof(char *));
+        free(o->owned);
+        o->owned = next;
+    }
 }
 
 /* ---- cell files ---- */
