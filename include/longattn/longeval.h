@@ -59,6 +59,8 @@ typedef struct {
     int threads;            /* OpenMP threads (0: leave as is) */
     int64_t train_ctx;      /* C; 0: from the file */
     int resume;             /* skip cells whose file exists in out_dir/cells */
+    int filler;             /* 1: retrieval haystacks of Mohtashami & Jaggi's repeated filler
+                               ("The grass is green. The sky is blue. ...") instead of real text */
     uint64_t seed;
     char *owned;            /* strings read by la_longeval_load (free with la_longeval_opts_release) */
 } la_longeval_opts;

@@ -25,6 +25,8 @@ static void usage(FILE *f) {
             "  --buckets N        perplexity position buckets\n"
             "  --chunk N          prefill chunk (default 512)\n"
             "  --exact-stream     evicting KV policies step one token at a time (exact, slow)\n"
+            "  --filler           retrieval haystacks of repeated filler text (\"The grass is green. ...\",\n"
+            "                     Mohtashami & Jaggi) instead of real text\n"
             "  --train-ctx N      override C (default: the file's context_length)\n"
             "  --docs DIR         text documents (default data/pydoc/val)\n"
             "  --out DIR          output folder (default runs/longeval)\n"
@@ -68,7 +70,7 @@ int cli_longeval(int argc, char **argv) {
     long long v;
     const char *trials = NULL, *distr = NULL, *buckets = NULL, *chunk = NULL, *tctx = NULL, *threads = NULL,
                *seed = NULL, *docs = NULL;
-    int resume = 0, exact = 0;
+    int resume = 0, exact = 0, filler = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -77,6 +79,7 @@ int cli_longeval(int argc, char **argv) {
         }
         if (!strcmp(a, "--resume")) { resume = 1; continue; }
         if (!strcmp(a, "--exact-stream")) { exact = 1; continue; }
+        if (!strcmp(a, "--filler")) { filler = 1; continue; }
         if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
         const char *val = argv[++i];
         if (!strcmp(a, "--model")) o.model = val;
@@ -139,6 +142,7 @@ int cli_longeval(int argc, char **argv) {
     if (docs) o.docs = docs;
     o.resume = resume;
     o.exact_stream = exact;
+    if (filler >= 0) o.filler = filler;
     int nc = o.n_methods * o.n_lengths;
     la_longeval_cell *cells = calloc((size_t)nc, sizeof *cells);
     if (!cells) return 1;

@@ -327,7 +327,7 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
                 char ans[16], *cont = NULL;
                 int64_t at;
                 uint64_t seed = o->seed * 1000003ULL + (uint64_t)L * 7919ULL + (uint64_t)di * 131ULL + (uint64_t)t;
-                st = la_longeval_example(c->tok, c->stream.tokens, c->stream.n, kind, L, o->depths[di],
+                st = la_longeval_example(c->tok, c->hay, c->n_hay, kind, L, o->depths[di],
                                          o->distractors, seed, ex, ans, &at);
                 if (st == LA_OK) st = prefill(c, ex, L, NULL, last);
                 if (st == LA_OK) st = greedy(c, last, (int)strlen(ans) + 2, &cont);

@@ -21,6 +21,9 @@ typedef struct {
     la_tokenizer *tok;
     la_llama_session *sess; /* per cell */
     le_stream stream;
+    int32_t *hay;  /* (n_hay) retrieval haystack tokens: the stream, or the filler */
+    int64_t n_hay;
+    int32_t *filler_ids; /* owned when the filler is used */
     int64_t C;
     int V, step;
     float *logits; /* (chunk, V) */

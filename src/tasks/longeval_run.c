@@ -114,7 +114,7 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
         return la_fail(LA_EFORMAT, "%s: not a JSON object (bad JSON?)", path);
     }
     static const char *const known[] = {"methods", "lengths", "depths", "trials", "distractors", "buckets",
-                                        "chunk", "seed", "docs", "comment"};
+                                        "chunk", "seed", "docs", "comment", "haystack"};
     const cJSON *e;
     st = LA_OK;
     cJSON_ArrayForEach(e, root) {
@@ -162,6 +162,11 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
     if (st == LA_OK && (v = cJSON_GetObjectItemCaseSensitive(root, "docs"))) {
         if (!cJSON_IsString(v)) st = la_fail(LA_EFORMAT, "%s: \"docs\" must be a folder name", path);
         else o->docs = KEEP(v->valuestring);
+    }
+    if (st == LA_OK && (v = cJSON_GetObjectItemCaseSensitive(root, "haystack"))) {
+        if (!cJSON_IsString(v) || (strcmp(v->valuestring, "text") && strcmp(v->valuestring, "filler")))
+            st = la_fail(LA_EFORMAT, "%s: \"haystack\" must be \"text\" or \"filler\"", path);
+        else o->filler = !strcmp(v->valuestring, "filler");
     }
 #undef KEEP
     cJSON_Delete(root);
@@ -331,6 +336,7 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     cJSON_AddStringToObject(root, "docs", o->docs);
     cJSON_AddNumberToObject(root, "stream_tokens", (double)s->n);
     cJSON_AddNumberToObject(root, "stream_bytes", (double)s->text_bytes);
+    cJSON_AddStringToObject(root, "haystack", o->filler ? "filler" : "text");
     cJSON_AddNumberToObject(root, "trials", o->trials);
     cJSON_AddNumberToObject(root, "distractors", o->distractors);
     cJSON_AddNumberToObject(root, "seed", (double)o->seed);
@@ -463,6 +469,18 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         }
     }
     if (st == LA_OK) st = le_stream_build(c.tok, o.docs, maxL + 1, o.seed, &c.stream);
+    if (st == LA_OK) {
+        c.hay = c.stream.tokens;
+        c.n_hay = c.stream.n;
+    }
+    if (st == LA_OK && o.filler) { /* Mohtashami & Jaggi 2023: the passkey's original haystack */
+        static const char F[] = " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+        la_token_buf fb = {0};
+        while (st == LA_OK && fb.n < maxL + 1) st = la_tokenizer_encode(c.tok, F, strlen(F), 0, &fb);
+        c.filler_ids = fb.ids;
+        c.hay = fb.ids;
+        c.n_hay = fb.n;
+    }
     /* every length must hold the needles and the question: fail now, not after hours */
     for (int l = 0; st == LA_OK && o.trials > 0 && l < o.n_lengths; l++) {
         int64_t L = (int64_t)llround(o.lengths[l] * (double)c.C);
@@ -471,7 +489,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         int64_t at;
         if (!ex) st = la_fail(LA_ENOMEM, "longeval: out of memory");
         for (int kind = 0; st == LA_OK && kind < (o.distractors < 0 ? 1 : 2); kind++)
-            st = la_longeval_example(c.tok, c.stream.tokens, c.stream.n, kind, L, 0.5, o.distractors, o.seed, ex, ans,
+            st = la_longeval_example(c.tok, c.hay, c.n_hay, kind, L, 0.5, o.distractors, o.seed, ex, ans,
                                      &at);
         free(ex);
     }
@@ -549,6 +567,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     free(cells);
     free(c.logits);
     le_stream_free(&c.stream);
+    free(c.filler_ids);
     la_tokenizer_free(c.tok);
     la_llama_free(c.m);
     return st;

@@ -236,3 +236,20 @@ def test_chunked_prefill(build_dir, tmp_path, monkeypatch):
     rel = np.abs(np.array(chunked) - np.array(exact)) / np.array(exact)
     print("chunked vs token-by-token, relative difference in bits/token:", rel)
     assert np.all(rel < 0.02) and np.all(rel > 0)
+
+
+def test_filler_haystack(build_dir, tmp_path, monkeypatch):
+    """--filler: Mohtashami & Jaggi's repeated filler as the retrieval haystack (recorded
+    in results.json); the perplexity stream stays the real text, so bits are unchanged."""
+    model = tmp_path / "tiny.gguf"
+    tiny_with_tokenizer(model, monkeypatch)
+    common = ["--model", model, "--methods", "as-trained", "--lengths", "2", "--depths", "0.5", "--trials", "1",
+              "--distractors", "1", "--threads", "1"]
+    out = {}
+    for name, extra in (("text", []), ("filler", ["--filler"])):
+        p = subprocess.run(longeval(build_dir, *common, *extra, "--out", tmp_path / name), capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        out[name] = json.loads((tmp_path / name / "results.json").read_text())
+        assert out[name]["haystack"] == name
+    assert out["text"]["cells"][0]["bits_per_token"] == out["filler"]["cells"][0]["bits_per_token"]
