@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 #include "io/gnuplot.h"
@@ -402,7 +403,7 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     LA_TRY(la_afile_open(&af, path));
     FILE *f = af.f;
     fprintf(f, "set terminal pngcairo size 960,640\nset termoption noenhanced\nset key below\nset grid\n");
-    fprintf(f, "set output 'ppl_by_position.png'\nset xlabel 'position (tokens)'\nset ylabel 'bits per token'\n"
+    fprintf(f, "set output 'ppl_by_position.png.tmp'\nset xlabel 'position (tokens)'\nset ylabel 'bits per token'\n"
                "set title 'perplexity by position at %gC (C = %lld)'\n", o->lengths[ll], (long long)C);
     fprintf(f, "set arrow 1 from %lld, graph 0 to %lld, graph 1 nohead dt 2\nplot ", (long long)C, (long long)C);
     for (int m = 0; m < o->n_methods; m++)
@@ -416,8 +417,9 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     for (int d = 0; d < o->n_depths; d++) fprintf(f, "%s\"%g\" %d", d ? ", " : "", o->depths[d], d);
     fprintf(f, ")\n");
     for (int m = 0; m < o->n_methods; m++)
-        fprintf(f, "set output 'passkey_%d.png'\nset title 'passkey accuracy: %s'\nplot 'passkey_%d.dat' using "
-                   "1:2:3 with image, '' using 1:2:(sprintf('%%.2f', $3)) with labels\n",
+        fprintf(f, "set output 'passkey_%d.png.tmp'\nset title 'passkey accuracy: %s'\nplot 'passkey_%d.dat' using "
+                   "1:2:(0.5):(0.5):3 with boxxyerror fs solid lc palette, '' using 1:2:(sprintf('%%.2f', $3)) "
+                   "with labels\n",
                 m + 1, o->methods[m], m + 1);
     fprintf(f, "unset output\n");
     LA_TRY(la_afile_commit(&af));
@@ -555,6 +557,15 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         char dir_abs[4096];
         snprintf(dir_abs, sizeof dir_abs, "%s", o.out_dir);
         int rc = la_gnuplot_run(NULL, dir_abs, "plots.gp", "gnuplot.log");
+        /* gnuplot drew into *.png.tmp: move each finished PNG into place (atomic) */
+        for (int i = 0; i <= o.n_methods; i++) {
+            char tmp[4300], fin[4200];
+            if (i == 0) snprintf(fin, sizeof fin, "%s/ppl_by_position.png", o.out_dir);
+            else snprintf(fin, sizeof fin, "%s/passkey_%d.png", o.out_dir, i);
+            snprintf(tmp, sizeof tmp, "%s.tmp", fin);
+            if (rc == 0) rename(tmp, fin);
+            else unlink(tmp);
+        }
         if (rc != 0 && fn) {
             char note[256];
             snprintf(note, sizeof note, "gnuplot exited %d: no PNGs (see %s/gnuplot.log; plots.gp redraws them)", rc,

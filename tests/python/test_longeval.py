@@ -179,6 +179,10 @@ def test_longeval_end_to_end_and_resume(build_dir, tmp_path, monkeypatch):
     md = (a / "longeval.md").read_text()
     assert "| `as-trained \\| sinks(4,60)` |" in md
     assert "2.5C = 640" in p.stdout
+    if shutil.which("gnuplot"):  # scripts/setup.sh installs gnuplot-nox
+        for png in ["ppl_by_position.png"] + [f"passkey_{i}.png" for i in range(1, 6)]:
+            assert (a / png).read_bytes()[:4] == b"\x89PNG", png
+        assert not list(a.glob("*.tmp"))
     # interrupted run: kill it after its first cells are stored, then --resume
     b = tmp_path / "b"
     q = subprocess.Popen(longeval(build_dir, *common, "--out", b), stdout=subprocess.DEVNULL,
