@@ -25,8 +25,8 @@ static void usage(FILE *f) {
             "  --buckets N        perplexity position buckets\n"
             "  --chunk N          prefill chunk (default 512)\n"
             "  --exact-stream     evicting KV policies step one token at a time (exact, slow)\n"
-            "  --filler           retrieval haystacks of repeated filler text (\"The grass is green. ...\",\n"
-            "                     Mohtashami & Jaggi) instead of real text\n"
+            "  --haystack MODE    retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
+            "                     Jaggi's repeated \"The grass is green. ...\"; the study files' choice)\n"
             "  --train-ctx N      override C (default: the file's context_length)\n"
             "  --docs DIR         text documents (default data/pydoc/val)\n"
             "  --out DIR          output folder (default runs/longeval)\n"
@@ -79,7 +79,6 @@ int cli_longeval(int argc, char **argv) {
         }
         if (!strcmp(a, "--resume")) { resume = 1; continue; }
         if (!strcmp(a, "--exact-stream")) { exact = 1; continue; }
-        if (!strcmp(a, "--filler")) { filler = 1; continue; }
         if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
         const char *val = argv[++i];
         if (!strcmp(a, "--model")) o.model = val;
@@ -95,6 +94,11 @@ int cli_longeval(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = val;
         else if (!strcmp(a, "--seed")) seed = val;
         else if (!strcmp(a, "--docs")) docs = val;
+        else if (!strcmp(a, "--haystack")) {
+            if (strcmp(val, "text") && strcmp(val, "filler"))
+                return cli_usage_error(cmd, "--haystack must be 'text' or 'filler' (got '%s')", val);
+            filler = !strcmp(val, "filler");
+        }
         else if (!strcmp(a, "--out")) o.out_dir = val;
         else return cli_usage_error(cmd, "unknown option '%s'", a);
     }

@@ -243,14 +243,14 @@ def test_chunked_prefill(build_dir, tmp_path, monkeypatch):
 
 
 def test_filler_haystack(build_dir, tmp_path, monkeypatch):
-    """--filler: Mohtashami & Jaggi's repeated filler as the retrieval haystack (recorded
+    """--haystack filler: Mohtashami & Jaggi's repeated filler as the retrieval haystack (recorded
     in results.json); the perplexity stream stays the real text, so bits are unchanged."""
     model = tmp_path / "tiny.gguf"
     tiny_with_tokenizer(model, monkeypatch)
     common = ["--model", model, "--methods", "as-trained", "--lengths", "2", "--depths", "0.5", "--trials", "1",
               "--distractors", "1", "--threads", "1"]
     out = {}
-    for name, extra in (("text", []), ("filler", ["--filler"])):
+    for name, extra in (("text", ["--haystack", "text"]), ("filler", ["--haystack", "filler"])):
         p = subprocess.run(longeval(build_dir, *common, *extra, "--out", tmp_path / name), capture_output=True,
                            text=True, timeout=600)
         assert p.returncode == 0, p.stderr
