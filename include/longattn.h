@@ -73,5 +73,6 @@
 #include "longattn/infer.h"
 #include "longattn/experiments.h"
 #include "longattn/llama.h"
+#include "longattn/longeval.h"
 
 #endif /* LONGATTN_H */

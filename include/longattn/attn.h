@@ -45,7 +45,8 @@ typedef enum {
     LA_POS_DYNAMIC_NTK, /* NTK applied only when context > train_len */
     LA_POS_YARN,        /* YaRN (Peng et al. 2023) */
     LA_POS_ALIBI,       /* additive bias -m_h * t (Press et al. 2022) */
-    LA_POS_NAPE         /* first half of heads ALiBi, rest NoPE (Vasylenko et al. 2025) */
+    LA_POS_NAPE,        /* first half of heads ALiBi, rest NoPE (Vasylenko et al. 2025) */
+    LA_POS_PI           /* position interpolation: every omega_k divided by s (Chen et al. 2023) */
 } la_pos;
 
 /* Logit transform applied to the base score S (SPEC 4). */

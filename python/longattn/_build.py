@@ -29,7 +29,7 @@ const char *la_errmsg(void);
 
 typedef enum { LA_NORM_SOFTMAX = 0, LA_NORM_ENTMAX, LA_NORM_SPARSEMAX, LA_NORM_ASENTMAX } la_norm;
 typedef enum { LA_POS_NOPE = 0, LA_POS_ROPE, LA_POS_PROPE, LA_POS_NTK, LA_POS_DYNAMIC_NTK,
-               LA_POS_YARN, LA_POS_ALIBI, LA_POS_NAPE } la_pos;
+               LA_POS_YARN, LA_POS_ALIBI, LA_POS_NAPE, LA_POS_PI } la_pos;
 typedef enum { LA_XF_NONE = 0, LA_XF_LOGN, LA_XF_QWEN_LOGN, LA_XF_SINV, LA_XF_CRITICAL,
                LA_XF_TEMP } la_xform;
 typedef enum { LA_PAT_CAUSAL = 0, LA_PAT_WINDOW, LA_PAT_SINKS, LA_PAT_GLOBAL, LA_PAT_FULL } la_pattern;

@@ -27,7 +27,7 @@ static const char *pattern_name(la_pattern p) {
 static la_status check_spec(const la_spec *sp, int H, const la_attn_opts *o) {
     if ((unsigned)sp->pattern > LA_PAT_FULL)
         return la_fail(LA_EINVAL, "spec.pattern = %d is not a valid la_pattern", (int)sp->pattern);
-    if ((unsigned)sp->pos > LA_POS_NAPE)
+    if ((unsigned)sp->pos > LA_POS_PI)
         return la_fail(LA_EINVAL, "spec.pos = %d is not a valid la_pos", (int)sp->pos);
     if ((unsigned)sp->xform > LA_XF_TEMP)
         return la_fail(LA_EINVAL, "spec.xform = %d is not a valid la_xform", (int)sp->xform);

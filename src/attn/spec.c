@@ -68,6 +68,7 @@ static const token_def tokens[] = {
     {"yarn", CAT_POS, LA_POS_YARN, 5,
      {D_("s", pos_scale, 1), I_("train", train_len, 1), D_("beta_fast", beta_fast, 0),
       D_("beta_slow", beta_slow, 0), D_("theta", theta, 0)}},
+    {"pi", CAT_POS, LA_POS_PI, 2, {D_("s", pos_scale, 1), D_("theta", theta, 0)}},
     {"alibi", CAT_POS, LA_POS_ALIBI, 0, {{0}}},
     {"nape", CAT_POS, LA_POS_NAPE, 0, {{0}}},
 
@@ -326,6 +327,7 @@ static int check_spec(const la_spec *s, char *why, size_t n) {
     case LA_POS_NTK:
     case LA_POS_DYNAMIC_NTK:
     case LA_POS_YARN:
+    case LA_POS_PI:
         if (!(s->theta > 1.0) || !isfinite(s->theta)) {
             snprintf(why, n, "theta must be a finite number > 1 (got %g)", s->theta);
             return CAT_POS;

@@ -18,6 +18,7 @@ static const la_cli_cmd commands[] = {
     {"gguf", "inspect GGUF model files: longattn gguf info FILE (metadata, tensors), dequant, types", cli_gguf, 0},
     {"tokenize", "tokenize a text with a GGUF model's tokenizer (ids and pieces), or decode ids", cli_tokenize, 0},
     {"kv-eval", "KV cache policies: validation loss and passkey accuracy up to 16x the training length", cli_kv_eval, 0},
+    {"longeval", "long-context evaluation of a GGUF model: methods x lengths, perplexity, passkey, multi-key", cli_longeval, 0},
     {"perplexity", "bits per token / byte of a GGUF model on a text, by position bucket", cli_perplexity, 0},
     {"llama-logits", "(tests) logits of a GGUF model for token ids, as .npy", cli_llama_logits, 0},
     {NULL, NULL, NULL, 0},

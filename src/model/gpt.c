@@ -91,7 +91,7 @@ la_model_config la_model_config_default(void) {
 
 static int is_rope_family(la_pos p) {
     return p == LA_POS_ROPE || p == LA_POS_PROPE || p == LA_POS_NTK || p == LA_POS_DYNAMIC_NTK ||
-           p == LA_POS_YARN;
+           p == LA_POS_YARN || p == LA_POS_PI;
 }
 
 /* ---- parameter table ---- */
