@@ -5,6 +5,7 @@
 #   JSON (configs, results, safetensors headers, fixtures)   libcjson-dev
 #   unit-test framework  libcmocka-dev
 #   plots                gnuplot-nox
+#   fuzzing (make fuzz)  clang (libFuzzer + ASan/UBSan runtimes), libomp-dev (clang's OpenMP)
 #   default text corpus  python3.11-doc (the Python documentation sources)
 #   tokenizer regexes    libpcre2-dev (PCRE2: the BPE pre-tokenizers, src/tokenizer)
 #   Python tests         python3-venv, python3-dev, python3-numpy, python3-pytest, python3-cffi,
@@ -13,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="build-essential libopenblas-dev libcjson-dev libcmocka-dev gnuplot-nox python3.11-doc libpcre2-dev
+      clang libomp-dev
       python3-venv python3-dev python3-numpy python3-pytest python3-cffi python3-torch"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

@@ -195,7 +195,7 @@ static void test_round_trip_random(void **state) {
         la_spec s = la_spec_default();
         s.norm = (la_norm)la_rng_below(&r, 4);
         if (s.norm == LA_NORM_SPARSEMAX) s.alpha = 2;
-        if (s.norm == LA_NORM_ENTMAX || s.norm == LA_NORM_ASENTMAX) s.alpha = awkward(&r, 1.0 + 1e-9, 4);
+        if (s.norm == LA_NORM_ENTMAX || s.norm == LA_NORM_ASENTMAX) s.alpha = awkward(&r, LA_ENTMAX_ALPHA_MIN, 4);
         if (s.norm == LA_NORM_ASENTMAX) {
             s.as_delta = awkward(&r, 0, 3);
             s.as_gamma_range = awkward(&r, 0, 5);
@@ -308,9 +308,12 @@ static void test_error_bad_numbers(void **state) {
     parse_fails("window(-3)", "bad pattern 'window'", "window w must be >= 1 (got -3)", "valid patterns");
     parse_fails("window(0)", "window w must be >= 1", NULL, NULL);
     parse_fails("sinks(0,8)", "sinks needs n >= 1", NULL, NULL);
-    parse_fails("entmax(alpha=1)", "bad normaliser 'entmax'", "alpha must be a number in (1, 4] (got 1", NULL);
-    parse_fails("entmax(alpha=1e308)", "alpha must be a number in (1, 4] (got 1e+308", NULL, NULL);
-    parse_fails("asentmax(alpha=4.5)", "alpha must be a number in (1, 4]", NULL, NULL);
+    parse_fails("entmax(alpha=1)", "bad normaliser 'entmax'", "alpha must be a number in [1.000001, 4] (got 1", NULL);
+    parse_fails("entmax(alpha=1e308)", "alpha must be a number in [1.000001, 4] (got 1e+308", NULL, NULL);
+    parse_fails("asentmax(alpha=4.5)", "alpha must be a number in [1.000001, 4]", NULL, NULL);
+    /* issue 17: so close to 1 that tau is not representable (|sum p - 1| ~ 5.5e-17/(alpha-1)) */
+    parse_fails("entmax(alpha=1.0000001)", "alpha must be a number in [1.000001, 4] (got 1.0000001", NULL, NULL);
+    parse_fails("asentmax(alpha=1.0000009)", "alpha must be a number in [1.000001, 4]", NULL, NULL);
     parse_fails("entmax(0.5)", "alpha must be", NULL, NULL);
     parse_fails("asentmax(delta=-1)", "delta must be", NULL, NULL);
     parse_fails("prope(p=1.5)", "bad position 'prope'", "p must lie in [0, 1] (got 1.5)", NULL);

@@ -217,6 +217,7 @@ LA_API void la_sinv_coeffs(double t, double tau, double *a, double *m);
 /* ======================================================================== */
 
 #define LA_ENTMAX_ALPHA_MAX 4.0 /* largest accepted entmax alpha, see below */
+#define LA_ENTMAX_ALPHA_MIN 1.000001 /* smallest accepted entmax alpha (alpha - 1 >= 1e-6), see below */
 
 /* Row transforms mapping scores z (rows, n) to probabilities p (rows, n), row-major, each row
  * independent. Convention (SPEC 5, Peters et al. 2019 eq. 2):
@@ -240,6 +241,11 @@ LA_API void la_sinv_coeffs(double t, double tau, double *a, double *m);
  * larger alpha, p_i = x^(1/(alpha-1)) is so flat that the threshold would need more than
  * float64 precision (measured over random rows of 256 entries: |sum p - 1| <= 1e-10 at
  * alpha = 4, 4e-5 at 6, 2e-3 at 8, 0.13 at 32). The paper's values are 1.5 and 2.
+ * Near 1 the threshold is resolved to float64's 2^-53 only relative to 1, and p_i =
+ * x^(1/(alpha-1)) multiplies that error by 1/(alpha-1): |sum p - 1| is about
+ * 5.5e-17 / (alpha - 1) (measured as above: 6e-11 at alpha - 1 = 1e-6, 6e-7 at 1e-10, 6e-3
+ * at 1e-14, and at 1e-16 the bracket of tau collapses). So alpha >= LA_ENTMAX_ALPHA_MIN =
+ * 1 + 1e-6, where p agrees with softmax to 1e-7 anyway: use softmax below that.
  *
  * Backward (vector-Jacobian product, Peters et al. 2019 eq. 10): from the forward output p and
  * the upstream gradient dp = dL/dp (rows, n), with u_i = p_i^(2-alpha) on the support {p_i > 0}

@@ -23,6 +23,12 @@
  * delta and dq; phase B (key tiles, all query heads of the kv group) computes dk and dv, so
  * no two threads write the same row.
  *
+ * Threads: the work items, their order and each item's visible tiles come from the tile
+ * scheduler (sched.c); key_mass is a second pass over key tiles once tau is known
+ * (keystat.c) and d logn_s is summed per query item into c->part and reduced in a fixed
+ * order, so every output and statistic is bitwise identical for any thread count. All
+ * scratch (thread strips, delta, ASEntmax's scaled queries) comes from the workspace.
+ *
  * ASEntmax (Vasylenko et al. 2025, eq. 8): the query of head h, token i is scaled by
  * s = delta + beta * (log n)^gamma, n = p + 2 (p the query's document-relative position; n = 2
  * for p < 0), before RoPE and the score. With nape only the NoPE heads (h >= H/2) are scaled.

@@ -104,8 +104,8 @@ la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64
         return la_fail(LA_EINVAL, "la_rope_apply: spec, x and pos must not be NULL");
     if (N < 0) return la_fail(LA_EINVAL, "la_rope_apply: N = %d must be >= 0", N);
     if (D < 2 || D % 2) return la_fail(LA_ESHAPE, "la_rope_apply: D = %d must be even and >= 2", D);
-    double *omega = malloc(sizeof(double) * (size_t)(D / 2));
-    float *cs = malloc(sizeof(float) * (size_t)D);
+    double *omega = la_malloc(sizeof(double) * (size_t)(D / 2));
+    float *cs = la_malloc(sizeof(float) * (size_t)D);
     if (!omega || !cs) {
         free(omega);
         free(cs);

@@ -247,9 +247,10 @@ static int check_spec(const la_spec *s, char *why, size_t n) {
     switch (s->norm) {
     case LA_NORM_SOFTMAX: break;
     case LA_NORM_ENTMAX:
-        if (!(s->alpha > 1.0) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
-            snprintf(why, n, "alpha must be a number in (1, %g] (got %g; alpha = 1 is softmax, use 'softmax'; "
-                     "above %g tau is not representable in float64)", LA_ENTMAX_ALPHA_MAX, s->alpha, LA_ENTMAX_ALPHA_MAX);
+        if (!(s->alpha >= LA_ENTMAX_ALPHA_MIN) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
+            snprintf(why, n, "alpha must be a number in [%.7g, %g] (got %.10g; alpha = 1 is softmax, use 'softmax'; "
+                     "closer to 1 or above %g tau is not representable in float64)", LA_ENTMAX_ALPHA_MIN,
+                     LA_ENTMAX_ALPHA_MAX, s->alpha, LA_ENTMAX_ALPHA_MAX);
             return CAT_NORM;
         }
         break;
@@ -260,8 +261,9 @@ static int check_spec(const la_spec *s, char *why, size_t n) {
         }
         break;
     case LA_NORM_ASENTMAX:
-        if (!(s->alpha > 1.0) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
-            snprintf(why, n, "alpha must be a number in (1, %g] (got %g)", LA_ENTMAX_ALPHA_MAX, s->alpha);
+        if (!(s->alpha >= LA_ENTMAX_ALPHA_MIN) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
+            snprintf(why, n, "alpha must be a number in [%.7g, %g] (got %.10g)", LA_ENTMAX_ALPHA_MIN,
+                     LA_ENTMAX_ALPHA_MAX, s->alpha);
             return CAT_NORM;
         }
         if (!(s->as_delta >= 0.0) || !isfinite(s->as_delta)) {

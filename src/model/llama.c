@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "model/llama_hook.h"
+#include "model/kv_hook.h"
 
 /* one weight matrix (rows, cols), row-major, in the file's type */
 typedef struct {

@@ -105,7 +105,7 @@ static la_status model_token_loss(void *ctx, const int32_t *inputs, const int32_
 static la_status log_row(study_variant *v, int step, double train_bpb, double val_bpb, double el) {
     if (v->n_log == v->cap_log) {
         int cap = v->cap_log ? 2 * v->cap_log : 64;
-        study_log_row *l = realloc(v->log, (size_t)cap * sizeof *l);
+        study_log_row *l = la_realloc(v->log, (size_t)cap * sizeof *l);
         if (!l) return la_fail(LA_ENOMEM, "study: out of memory for the training log");
         v->log = l;
         v->cap_log = cap;
@@ -231,8 +231,8 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     for (int i = 0; i < st->n_eval_lens; i++) {
         int T = st->eval_lens[i], nb = (T + L - 1) / L;
         v->n_bucket[i] = nb;
-        v->bucket[i] = malloc((size_t)nb * sizeof *v->bucket[i]);
-        v->bucket_tokens[i] = malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
+        v->bucket[i] = la_malloc((size_t)nb * sizeof *v->bucket[i]);
+        v->bucket_tokens[i] = la_malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
         if (!v->bucket[i] || !v->bucket_tokens[i]) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
         if ((s = la_eval_loss(model_token_loss, &ec, val, T, span, st->eval_windows, st->seed, L, &v->loss[i],
                               v->bucket[i], v->bucket_tokens[i])) != LA_OK)
@@ -310,7 +310,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     double t_start = now_s();
     char path[4096];
     la_docs train = {0}, val = {0};
-    study_results *r = calloc(1, sizeof *r);
+    study_results *r = la_calloc(1, sizeof *r);
     if (!r) return la_fail(LA_ENOMEM, "study: out of memory");
     int32_t *batch = NULL, *inp = NULL, *tgt = NULL, *ex = NULL, *pred = NULL;
     la_status s;
@@ -355,11 +355,11 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     r->n_threads = opts.n_threads;
     int max_len = L;
     for (int i = 0; i < st->n_pk_lens; i++) if (st->pk_lens[i] > max_len) max_len = st->pk_lens[i];
-    batch = malloc((size_t)B * (L + 1) * sizeof *batch); // (B, L+1)
-    inp = malloc((size_t)B * L * sizeof *inp);           // (B, L)
-    tgt = malloc((size_t)B * L * sizeof *tgt);           // (B, L)
-    ex = malloc(((size_t)max_len + 1) * sizeof *ex);     // (max_len + 1)
-    pred = malloc((size_t)max_len * sizeof *pred);       // (max_len)
+    batch = la_malloc((size_t)B * (L + 1) * sizeof *batch); // (B, L+1)
+    inp = la_malloc((size_t)B * L * sizeof *inp);           // (B, L)
+    tgt = la_malloc((size_t)B * L * sizeof *tgt);           // (B, L)
+    ex = la_malloc(((size_t)max_len + 1) * sizeof *ex);     // (max_len + 1)
+    pred = la_malloc((size_t)max_len * sizeof *pred);       // (max_len)
     if (!batch || !inp || !tgt || !ex || !pred) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
 
     tracker tk;

@@ -73,7 +73,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
             return;
         }
         size_t nc = (b->cap + (size_t)k + 1) * 2;
-        char *ns = realloc(b->s, nc);
+        char *ns = la_realloc(b->s, nc);
         if (!ns) {
             b->oom = 1;
             return;
@@ -255,8 +255,8 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     tc.seed = o->seed;
     tc.n_threads = o->threads;
     s = la_trainer_new(m, NULL, &tc, &tr);
-    int32_t *in = malloc((size_t)o->batch * T * sizeof *in);
-    int32_t *tg = malloc((size_t)o->batch * T * sizeof *tg);
+    int32_t *in = la_malloc((size_t)o->batch * T * sizeof *in);
+    int32_t *tg = la_malloc((size_t)o->batch * T * sizeof *tg);
     if (s == LA_OK && (!in || !tg)) s = la_fail(LA_ENOMEM, "out of memory for a %d x %d batch", o->batch, T);
     double t0 = now_s(), ema = NAN;
     const uint64_t train_seed = o->seed * 1000003ULL + 17 * (uint64_t)p->task;
@@ -561,8 +561,8 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     int nt, ns;
     LA_TRY(split_opts(o, tbuf, sizeof tbuf, sbuf_, sizeof sbuf_, tasks, &nt, specs, &ns));
     LA_TRY(la_mkdir_p(o->out));
-    synth_state *S = calloc(1, sizeof *S);
-    run_result *rs = calloc((size_t)nt * ns, sizeof *rs);
+    synth_state *S = la_calloc(1, sizeof *S);
+    run_result *rs = la_calloc((size_t)nt * ns, sizeof *rs);
     if (!S || !rs) {
         free(S);
         free(rs);

@@ -15,7 +15,6 @@ static void state_path(char *buf, size_t n, const char *path) { snprintf(buf, n,
 
 la_status la_trainer_save(const la_trainer *tr, const char *path) {
     if (!tr || !path || !path[0]) return la_fail(LA_EINVAL, "la_trainer_save: NULL or empty path");
-    LA_TRY(la_model_save(tr->m, path));
     char sp[1100];
     state_path(sp, sizeof sp, path);
     la_st_tensor ts[3];
@@ -44,9 +43,31 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
                           "data_rng3", v_rng[3],
                           "data_n_windows", v_nw,
                           "train_config", cfg};
-    la_status s = la_st_write(sp, ts, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2);
+    /* both files are written and synced before either replaces its predecessor, so an I/O
+     * error anywhere leaves the previous checkpoint pair intact; only a failing second
+     * rename (or a crash between the renames) can leave a new weights file beside the old
+     * state, which la_trainer_load refuses by the weights hash */
+    la_afile wf, sf;
+    la_status s = la_model_save_af(tr->m, path, &wf);
+    if (s == LA_OK) {
+        s = la_st_write_af(&sf, sp, ts, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2);
+        if (s != LA_OK) la_afile_abort(&wf);
+    }
     free(cfg);
-    return s;
+    if (s != LA_OK) return s;
+    s = la_afile_sync(&wf);
+    if (s != LA_OK) {
+        la_afile_abort(&sf);
+        return s;
+    }
+    s = la_afile_sync(&sf);
+    if (s == LA_OK) s = la_afile_publish(&wf);
+    if (s != LA_OK) {
+        la_afile_abort(&wf);
+        la_afile_abort(&sf);
+        return s;
+    }
+    return la_afile_publish(&sf);
 }
 
 static la_status meta_u64(const la_st_file *f, const char *path, const char *key, int base,
@@ -105,7 +126,7 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
             return la_fail(LA_EFORMAT, "%s: tensor %s is missing or has the wrong size", sp, names[i]);
     }
     /* 3. commit: weights first, then check that they are the weights the state was saved with */
-    float *backup = malloc(tr->P * sizeof(float));
+    float *backup = la_malloc(tr->P * sizeof(float));
     if (!backup) return la_fail(LA_ENOMEM, "out of memory");
     float *p = la_model_params(tr->m);
     memcpy(backup, p, tr->P * sizeof(float));

@@ -83,18 +83,18 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
     if (data && la_data_vocab(data) > la_model_get_config(m)->vocab)
         return la_fail(LA_EINVAL, "trainer: the data's vocabulary (%d) is larger than the model's (%d)",
                        la_data_vocab(data), la_model_get_config(m)->vocab);
-    la_trainer *tr = calloc(1, sizeof *tr);
+    la_trainer *tr = la_calloc(1, sizeof *tr);
     if (!tr) return la_fail(LA_ENOMEM, "trainer: out of memory");
     tr->m = m;
     tr->data = data;
     tr->cfg = *cfg;
     tr->P = la_model_num_params(m);
     size_t BT = (size_t)cfg->B * cfg->T;
-    tr->adam_m = calloc(tr->P, sizeof(float));
-    tr->adam_v = calloc(tr->P, sizeof(float));
-    tr->window = malloc((BT + cfg->B) * sizeof(int32_t));
-    tr->inp = malloc(BT * sizeof(int32_t));
-    tr->tgt = malloc(BT * sizeof(int32_t));
+    tr->adam_m = la_calloc(tr->P, sizeof(float));
+    tr->adam_v = la_calloc(tr->P, sizeof(float));
+    tr->window = la_malloc((BT + cfg->B) * sizeof(int32_t));
+    tr->inp = la_malloc(BT * sizeof(int32_t));
+    tr->tgt = la_malloc(BT * sizeof(int32_t));
     int ok = tr->adam_m && tr->adam_v && tr->window && tr->inp && tr->tgt;
     if (ok && cfg->optimizer == LA_OPT_MUON) {
         size_t need = 0;
@@ -106,8 +106,8 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
             size_t s = 3 * r * c + 2 * mn * mn;
             if (s > need) need = s;
         }
-        tr->mom = calloc(tr->P, sizeof(float));
-        tr->scratch = malloc((need ? need : 1) * sizeof(float));
+        tr->mom = la_calloc(tr->P, sizeof(float));
+        tr->scratch = la_malloc((need ? need : 1) * sizeof(float));
         ok = tr->mom && tr->scratch;
     }
     if (!ok) {
@@ -282,36 +282,39 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
 
 char *la_train_config_to_json(const la_train_config *c) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "steps", c->steps);
-    cJSON_AddNumberToObject(o, "B", c->B);
-    cJSON_AddNumberToObject(o, "T", c->T);
-    cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum);
-    cJSON_AddNumberToObject(o, "lr", c->lr);
-    cJSON_AddNumberToObject(o, "min_lr", c->min_lr);
-    cJSON_AddNumberToObject(o, "warmup", c->warmup);
-    cJSON_AddNumberToObject(o, "beta1", c->beta1);
-    cJSON_AddNumberToObject(o, "beta2", c->beta2);
-    cJSON_AddNumberToObject(o, "eps", c->eps);
-    cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay);
-    cJSON_AddNumberToObject(o, "clip", c->clip);
-    cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw");
-    cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr);
-    cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum);
+    int ok = o != NULL; /* every add checked: a missing key would be saved as a success */
+    ok = ok && cJSON_AddNumberToObject(o, "steps", c->steps) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "B", c->B) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "T", c->T) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "lr", c->lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "min_lr", c->min_lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "warmup", c->warmup) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "beta1", c->beta1) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "beta2", c->beta2) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eps", c->eps) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "clip", c->clip) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw") != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum) != NULL;
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
-    cJSON_AddStringToObject(o, "seed", seed);
-    cJSON_AddNumberToObject(o, "eval_every", c->eval_every);
-    cJSON_AddNumberToObject(o, "eval_batches", c->eval_batches);
-    cJSON_AddNumberToObject(o, "ckpt_every", c->ckpt_every);
-    cJSON_AddStringToObject(o, "ckpt_path", c->ckpt_path);
-    cJSON_AddStringToObject(o, "csv_path", c->csv_path);
-    char *s = cJSON_PrintUnformatted(o);
+    ok = ok && cJSON_AddStringToObject(o, "seed", seed) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eval_every", c->eval_every) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eval_batches", c->eval_batches) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "ckpt_every", c->ckpt_every) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "ckpt_path", c->ckpt_path) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "csv_path", c->csv_path) != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
 }
 
 la_status la_train_config_from_json(const char *text, la_train_config *out) {
+    errno = 0;
     cJSON *o = cJSON_Parse(text);
+    if (!o && errno == ENOMEM) return la_fail(LA_ENOMEM, "train config JSON: out of memory");
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return la_fail(LA_EFORMAT, "train config JSON is not an object");

@@ -78,11 +78,16 @@ int main(int argc, char **argv) {
     size_t alen = strlen(argv[1]);
     if (alen > 5 && strcmp(argv[1] + alen - 5, ".gguf") == 0) {
         la_gguf *g;
-        if (la_gguf_open(argv[1], &g) != LA_OK || la_tokenizer_from_gguf(g, &t) != LA_OK) {
+        if (la_gguf_open(argv[1], &g) != LA_OK) {
             printf("%s\n", la_errmsg());
             return 1;
         }
+        la_status st = la_tokenizer_from_gguf(g, &t);
         la_gguf_close(g); /* the tokenizer keeps copies */
+        if (st != LA_OK) {
+            printf("%s\n", la_errmsg());
+            return 1;
+        }
     } else {
         vj = slurp(argv[1], NULL);
         vo = cJSON_Parse(vj);
@@ -113,8 +118,15 @@ int main(int argc, char **argv) {
         v.add_bos = get_int(vo, "add_bos", 0);
         v.add_eos = get_int(vo, "add_eos", 0);
         v.add_space_prefix = get_int(vo, "add_space_prefix", -1);
-        if (la_tokenizer_new(&v, &t) != LA_OK) {
+        la_status st = la_tokenizer_new(&v, &t);
+        free((void *)v.tokens);
+        free((void *)v.merges);
+        free(scores);
+        free(types);
+        if (st != LA_OK) {
             printf("%s\n", la_errmsg());
+            cJSON_Delete(vo);
+            free(vj);
             return 1;
         }
     }
@@ -177,11 +189,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tok_tool: bad arguments\n");
         rc = 2;
     }
-    la_tokenizer_free(t);
-    free((void *)v.tokens);
-    free((void *)v.merges);
-    free(scores);
-    free(types);
+    la_tokenizer_free(t); /* it copied the vocabulary: the JSON arrays were freed above */
     cJSON_Delete(vo);
     free(vj);
     return rc;
