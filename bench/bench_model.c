@@ -15,7 +15,7 @@
 #include "bench.h"
 #include "cli/cli.h"
 #include "core/internal.h"
-#include "model/llama_hook.h"
+#include "model/kv_hook.h"
 
 static const char *LLAMA_CPP_SCRIPT =
     "import random, resource, sys, time\n"
