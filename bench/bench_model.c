@@ -15,6 +15,7 @@
 #include "bench.h"
 #include "cli/cli.h"
 #include "core/internal.h"
+#include "model/kv_hook.h"
 
 static const char *LLAMA_CPP_SCRIPT =
     "import random, resource, sys, time\n"
@@ -141,15 +142,17 @@ int bench_model(int argc, char **argv) {
         kp.max_tokens = n + k;
         la_llama_session *s = NULL;
         const int chunk = n < 512 ? n : 512;
-        double t0 = 0, t1 = 0, t2 = 0;
+        double t0 = 0, t1 = 0, t2 = 0, mm1 = 0, at1 = 0, mm2 = 0, at2 = 0;
         la_status st = la_llama_session_new(m, &kp, chunk, &s);
         if (st == LA_OK) {
             t0 = cli_now();
             for (int i = 0; st == LA_OK && i < n; i += chunk)
                 st = la_llama_session_step(s, tok + i, n - i < chunk ? n - i : chunk, logits, 0);
             t1 = cli_now();
+            la_llama_timing(m, &mm1, &at1);
             for (int i = 0; st == LA_OK && i < k; i++) st = la_llama_session_step(s, tok + n + i, 1, logits, 0);
             t2 = cli_now();
+            la_llama_timing(m, &mm2, &at2);
         }
         int64_t peak = bench_mem_peak();
         la_llama_session_free(s);
@@ -172,6 +175,8 @@ int bench_model(int argc, char **argv) {
         }
         printf("%8d | %12.1f %12s %7s | %12.1f %12s %7s | %10.0f %10s\n", n, pre, a, b, dec, cc, d,
                peak > 0 ? (double)(peak) / 1e6 : -1.0, e);
+        printf("         decode at %d: %.1f%% of the time in weight products, %.1f%% in attention (incl. the "
+               "cache append)\n", n, 100 * (mm2 - mm1) / (t2 - t1), 100 * (at2 - at1) / (t2 - t1));
         fflush(stdout);
         bench_mem_reset();
     }
