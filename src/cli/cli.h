@@ -22,6 +22,11 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * 0 on success (*out set), -1 otherwise (*out untouched); they print nothing. */
 int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int cli_parse_num(const char *s, double lo, double hi, double *out);
+/* The same for the value S of option OPT, reporting a bad value as a usage error naming the
+ * option and the range ("--top-p expects a number in [1e-09, 1], got 'x'"): 0 on success,
+ * else cli_usage_error's 2. */
+int cli_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+int cli_opt_num(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
 /* Monotonic clock, seconds. */
 double cli_now(void);
 /* Growable string: cli_sbuf b = {0}; cli_sb_printf(&b, ...); use b.s (NULL when empty);

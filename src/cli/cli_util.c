@@ -39,6 +39,20 @@ int cli_parse_num(const char *s, double lo, double hi, double *out) {
     return 0;
 }
 
+int cli_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
+    long long v;
+    if (cli_parse_int(s, lo, hi, &v))
+        return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
+    *out = (long)v;
+    return 0;
+}
+
+int cli_opt_num(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
+    if (cli_parse_num(s, lo, hi, out))
+        return cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
+    return 0;
+}
+
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

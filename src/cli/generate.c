@@ -27,20 +27,6 @@ static void usage(FILE *f) {
             "  --quiet             do not print the prompt nor the summary on stderr\n");
 }
 
-static int parse_int(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
-    long long v;
-    if (cli_parse_int(s, lo, hi, &v))
-        return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
-    *out = (long)v;
-    return 0;
-}
-
-static int parse_dbl(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
-    if (cli_parse_num(s, lo, hi, out))
-        return cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
-    return 0;
-}
-
 /* GGUF files (pretrained models) go to cli_generate_gguf: --model FILE, or --ckpt naming a
  * file that starts with the GGUF magic */
 static int is_gguf_request(int argc, char **argv) {
@@ -80,11 +66,11 @@ int cli_generate(int argc, char **argv) {
         if (!strcmp(a, "--ckpt")) ckpt = val;
         else if (!strcmp(a, "--prompt")) prompt = val;
         else if (!strcmp(a, "--policy")) policy = val;
-        else if (!strcmp(a, "--max-new")) rc = parse_int(cmd, a, val, 0, 1L << 24, &max_new);
-        else if (!strcmp(a, "--top-k")) rc = parse_int(cmd, a, val, 0, 1L << 30, &top_k);
-        else if (!strcmp(a, "--seed")) rc = parse_int(cmd, a, val, 0, 0x7fffffffL, &seed);
-        else if (!strcmp(a, "--temperature")) rc = parse_dbl(cmd, a, val, 0, 1e6, &temperature);
-        else if (!strcmp(a, "--top-p")) rc = parse_dbl(cmd, a, val, 1e-9, 1, &top_p);
+        else if (!strcmp(a, "--max-new")) rc = cli_opt_long(cmd, a, val, 0, 1L << 24, &max_new);
+        else if (!strcmp(a, "--top-k")) rc = cli_opt_long(cmd, a, val, 0, 1L << 30, &top_k);
+        else if (!strcmp(a, "--seed")) rc = cli_opt_long(cmd, a, val, 0, 0x7fffffffL, &seed);
+        else if (!strcmp(a, "--temperature")) rc = cli_opt_num(cmd, a, val, 0, 1e6, &temperature);
+        else if (!strcmp(a, "--top-p")) rc = cli_opt_num(cmd, a, val, 1e-9, 1, &top_p);
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }

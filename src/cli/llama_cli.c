@@ -14,20 +14,6 @@
 #include "core/internal.h"
 
 /* strict option values through cli_parse_int / cli_parse_num (usage error naming the option) */
-static int to_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
-    long long v;
-    if (cli_parse_int(s, lo, hi, &v))
-        return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
-    *out = (long)v;
-    return 0;
-}
-
-static int to_dbl(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
-    if (cli_parse_num(s, lo, hi, out))
-        return cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
-    return 0;
-}
-
 /* open model (+ spec) and tokenizer, printing the error */
 static int open_model(const char *cmd, const char *path, const char *spec, la_llama **m, la_tokenizer **tok) {
     *m = NULL;
@@ -109,12 +95,12 @@ int cli_generate_gguf(int argc, char **argv) {
         else if (!strcmp(a, "--kv") || !strcmp(a, "--policy")) policy = val;
         else if (!strcmp(a, "--spec")) spec = val;
         else if (!strcmp(a, "--ids-out")) ids_out = val;
-        else if (!strcmp(a, "--max-new")) rc = to_long(cmd, a, val, 0, 1L << 24, &max_new);
-        else if (!strcmp(a, "--ctx")) rc = to_long(cmd, a, val, 1, 1L << 30, &ctx);
-        else if (!strcmp(a, "--top-k")) rc = to_long(cmd, a, val, 0, 1L << 30, &top_k);
-        else if (!strcmp(a, "--seed")) rc = to_long(cmd, a, val, 0, 0x7fffffffL, &seed);
-        else if (!strcmp(a, "--temperature")) rc = to_dbl(cmd, a, val, 0, 1e6, &temperature);
-        else if (!strcmp(a, "--top-p")) rc = to_dbl(cmd, a, val, 1e-9, 1, &top_p);
+        else if (!strcmp(a, "--max-new")) rc = cli_opt_long(cmd, a, val, 0, 1L << 24, &max_new);
+        else if (!strcmp(a, "--ctx")) rc = cli_opt_long(cmd, a, val, 1, 1L << 30, &ctx);
+        else if (!strcmp(a, "--top-k")) rc = cli_opt_long(cmd, a, val, 0, 1L << 30, &top_k);
+        else if (!strcmp(a, "--seed")) rc = cli_opt_long(cmd, a, val, 0, 0x7fffffffL, &seed);
+        else if (!strcmp(a, "--temperature")) rc = cli_opt_num(cmd, a, val, 0, 1e6, &temperature);
+        else if (!strcmp(a, "--top-p")) rc = cli_opt_num(cmd, a, val, 1e-9, 1, &top_p);
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -325,9 +311,9 @@ int cli_perplexity(int argc, char **argv) {
         if (!strcmp(a, "--model")) path = val;
         else if (!strcmp(a, "--text")) text_path = val;
         else if (!strcmp(a, "--spec")) spec = val;
-        else if (!strcmp(a, "--ctx")) rc = to_long(cmd, a, val, 2, 1L << 26, &ctx);
-        else if (!strcmp(a, "--windows")) rc = to_long(cmd, a, val, 1, 1L << 30, &max_windows);
-        else if (!strcmp(a, "--chunk")) rc = to_long(cmd, a, val, 1, 1L << 16, &chunk);
+        else if (!strcmp(a, "--ctx")) rc = cli_opt_long(cmd, a, val, 2, 1L << 26, &ctx);
+        else if (!strcmp(a, "--windows")) rc = cli_opt_long(cmd, a, val, 1, 1L << 30, &max_windows);
+        else if (!strcmp(a, "--chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 16, &chunk);
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -463,8 +449,8 @@ int cli_llama_logits(int argc, char **argv) {
         else if (!strcmp(a, "--out")) out = val;
         else if (!strcmp(a, "--spec")) spec = val;
         else if (!strcmp(a, "--kv")) policy = val;
-        else if (!strcmp(a, "--step")) rc = to_long(cmd, a, val, 1, 1L << 20, &step);
-        else if (!strcmp(a, "--chunk")) rc = to_long(cmd, a, val, 1, 1L << 20, &chunk);
+        else if (!strcmp(a, "--step")) rc = cli_opt_long(cmd, a, val, 1, 1L << 20, &step);
+        else if (!strcmp(a, "--chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 20, &chunk);
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
