@@ -45,6 +45,11 @@ double bench_median(double *v, int n);
  * is the resident memory run() added at its peak. Both return -1 when /proc is not
  * available or the reset is refused (extra memory is then reported as unknown). */
 int64_t bench_mem_reset(void);
+
+/* Measured single-precision FMA peak in GFLOP/s of `threads` threads running independent
+ * vector FMA chains for `seconds` of wall time (bench/bench_peak.c); *lanes (may be NULL)
+ * gets the vector width used (16: AVX-512, 8: AVX2+FMA, 1: scalar). -1 on failure. */
+double bench_fma_peak(int threads, double seconds, int *lanes);
 int64_t bench_mem_peak(void);
 
 #endif

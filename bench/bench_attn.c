@@ -4,6 +4,9 @@
  * What it measures, with B = 1, H = Hkv = 8, D = 64, T = S, bottom-right alignment:
  *   - cblas_sgemm GFLOP/s at 1024^3 (2*n^3 flops), best of 5, same thread count as the
  *     kernel (--threads, default 2);
+ *   - the machine's FMA peak for that thread count, measured (bench_peak.c: independent
+ *     vector FMA chains for PEAK_S per thread), at the start and at the end like sgemm; every
+ *     row is printed as a fraction of both sgemm and this peak (issue 20);
  *   - la_attn_forward and forward+backward GFLOP/s for `softmax+causal` and
  *     `softmax+sinv(tau=10)+prope(p=0.5)+causal` at T in {1024, 4096, 16384}, and for
  *     `softmax+window(512)` at T = 65536;
@@ -47,6 +50,8 @@
 #define SHORT_RUN_S 0.5
 #define LONG_RUN_S 2.0
 #define MIB (1024.0 * 1024.0)
+#define PEAK_S 0.2        /* seconds of FMA chains per peak measurement */
+#define PEAK_S_QUICK 0.05
 
 static const char *SPEC_CAUSAL = "softmax+causal";
 static const char *SPEC_SINV = "softmax+sinv(tau=10)+prope(p=0.5)+causal";
@@ -63,6 +68,7 @@ typedef struct {
     int reps;            /* timed calls the median is over */
     int64_t extra_bytes; /* -1: unknown */
     double vs_sgemm;     /* gflops / the run's sgemm figure */
+    double vs_peak;      /* gflops / the run's measured FMA peak */
     double mean_support; /* entmax family: mean keys with p > 0 per row; -1 for softmax */
     double zero_frac;    /* entmax family: fraction of visible pairs with p == 0; -1 otherwise */
 } row_result;
@@ -74,6 +80,9 @@ typedef struct {
     double sgemm_gflops;           /* the better of the start and end measurements */
     double sgemm_start, sgemm_end; /* sgemm before and after the attention rows */
     int sgemm_n;
+    double peak_gflops;            /* measured FMA peak: the better of start and end */
+    double peak_start, peak_end;
+    int peak_lanes;
     double sinv_ratio[8][2];       /* [T index][pass] interleaved sinv/softmax time ratio; 0: not measured */
 } bench_state;
 
@@ -403,12 +412,12 @@ static int eval_targets(const bench_state *st, const int *Ts, int nT, int T_win,
 static void usage(FILE *f) {
     fprintf(f,
             "usage: longattn bench attn [--threads N] [--json] [--quick]\n"
-            "  sgemm GFLOP/s (1024^3) and attention forward / forward+backward GFLOP/s at\n"
+            "  sgemm GFLOP/s (1024^3), the measured FMA peak, and attention forward / forward+backward GFLOP/s at\n"
             "  B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
             "  T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory;\n"
             "  entmax(alpha=1.5)+causal at T in {1024, 4096} with its support statistics.\n"
             "  --threads N  threads for sgemm and the kernel (default 2)\n"
-            "  --json       print one JSON object {sgemm_gflops, rows[...], targets[...]}\n"
+            "  --json       print one JSON object {sgemm_gflops, fma_peak_gflops, rows[...], targets[...]}\n"
             "  --quick      small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
             "               a smoke test of the benchmark itself, not a measurement\n");
 }
@@ -454,11 +463,15 @@ int bench_attn(int argc, char **argv) {
         free(st);
         return 1;
     }
+    double peak_s = st->quick ? PEAK_S_QUICK : PEAK_S;
+    st->peak_start = st->peak_gflops = bench_fma_peak(st->threads, peak_s, &st->peak_lanes);
     if (!st->json) {
         printf("longattn bench attn: B=1 H=%d D=%d, %d thread%s%s\n", NH, HD, st->threads,
                st->threads > 1 ? "s" : "", st->quick ? " (QUICK sizes: smoke test only)" : "");
         printf("sgemm %d^3 at the start: %.2f GFLOP/s (best of 5), OpenBLAS kernel %s\n", st->sgemm_n, st->sgemm_gflops,
                core);
+        printf("FMA peak at the start: %.2f GFLOP/s (%d-lane FMA chains, %.2f s, %d thread%s)\n", st->peak_gflops,
+               st->peak_lanes, peak_s, st->threads, st->threads > 1 ? "s" : "");
         if (weak)
             printf("WARNING: OpenBLAS picked its %s kernel on a CPU with AVX2%s, so this sgemm is several times below\n"
                    "the machine's; rerun with OPENBLAS_CORETYPE=%s for a meaningful baseline.\n",
@@ -511,16 +524,26 @@ int bench_attn(int argc, char **argv) {
      * ratios use the better figure, so they are never flattered by a slow sgemm run */
     st->sgemm_end = sgemm_gflops(st->sgemm_n, st->threads);
     if (st->sgemm_end > st->sgemm_gflops) st->sgemm_gflops = st->sgemm_end;
-    for (int i = 0; i < st->n_rows; i++) st->rows[i].vs_sgemm = st->rows[i].gflops / st->sgemm_gflops;
-    if (!st->json) printf("sgemm %d^3 at the end: %.2f GFLOP/s; ratios use %.2f\n\n", st->sgemm_n, st->sgemm_end, st->sgemm_gflops);
+    st->peak_end = bench_fma_peak(st->threads, peak_s, NULL);
+    if (st->peak_end > st->peak_gflops) st->peak_gflops = st->peak_end;
+    for (int i = 0; i < st->n_rows; i++) {
+        st->rows[i].vs_sgemm = st->rows[i].gflops / st->sgemm_gflops;
+        st->rows[i].vs_peak = st->rows[i].gflops / st->peak_gflops;
+    }
+    if (!st->json) {
+        printf("sgemm %d^3 at the end: %.2f GFLOP/s; ratios use %.2f\n", st->sgemm_n, st->sgemm_end, st->sgemm_gflops);
+        printf("FMA peak at the end: %.2f GFLOP/s; ratios use %.2f (sgemm reaches %.2f of it)\n\n", st->peak_end,
+               st->peak_gflops, st->sgemm_gflops / st->peak_gflops);
+    }
 
     if (!st->json) {
-        printf("%-44s %6s %-8s %9s %8s %9s  %6s %s\n", "spec", "T", "pass", "GFLOP/s", "seconds", "extraMiB",
-               "/sgemm", "reps");
+        printf("%-44s %6s %-8s %9s %8s %9s  %6s  %6s %s\n", "spec", "T", "pass", "GFLOP/s", "seconds", "extraMiB",
+               "/sgemm", "/peak", "reps");
         for (int i = 0; i < st->n_rows; i++) {
             const row_result *r = &st->rows[i];
-            printf("%-44s %6d %-8s %9.2f %8.3f %9.1f  %5.2fx  %d\n", r->spec, r->T, r->bwd ? "fwd+bwd" : "fwd", r->gflops,
-                   r->seconds, r->extra_bytes >= 0 ? r->extra_bytes / MIB : NAN, r->vs_sgemm, r->reps);
+            printf("%-44s %6d %-8s %9.2f %8.3f %9.1f  %5.2fx  %5.2fx  %d\n", r->spec, r->T, r->bwd ? "fwd+bwd" : "fwd",
+                   r->gflops, r->seconds, r->extra_bytes >= 0 ? r->extra_bytes / MIB : NAN, r->vs_sgemm, r->vs_peak,
+                   r->reps);
         }
         printf("\nsparse attention support (entmax rows):\n");
         for (int i = 0; i < st->n_rows; i++) {
@@ -539,6 +562,11 @@ int bench_attn(int argc, char **argv) {
         cJSON_AddNumberToObject(root, "sgemm_n", st->sgemm_n);
         cJSON_AddNumberToObject(root, "sgemm_gflops_start", st->sgemm_start);
         cJSON_AddNumberToObject(root, "sgemm_gflops_end", st->sgemm_end);
+        cJSON_AddNumberToObject(root, "fma_peak_gflops", st->peak_gflops);
+        cJSON_AddNumberToObject(root, "fma_peak_gflops_start", st->peak_start);
+        cJSON_AddNumberToObject(root, "fma_peak_gflops_end", st->peak_end);
+        cJSON_AddNumberToObject(root, "fma_peak_lanes", st->peak_lanes);
+        cJSON_AddNumberToObject(root, "fma_peak_seconds", peak_s);
         cJSON_AddNumberToObject(root, "threads", st->threads);
         cJSON_AddStringToObject(root, "blas_core", core ? core : "?");
         cJSON_AddBoolToObject(root, "blas_core_weak", weak);
@@ -558,6 +586,7 @@ int bench_attn(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "pairs", r->pairs);
             cJSON_AddNumberToObject(o, "reps", r->reps);
             cJSON_AddNumberToObject(o, "vs_sgemm", r->vs_sgemm);
+            cJSON_AddNumberToObject(o, "vs_peak", r->vs_peak);
             if (r->mean_support >= 0) {
                 cJSON_AddNumberToObject(o, "mean_support", r->mean_support);
                 cJSON_AddNumberToObject(o, "zero_fraction", r->zero_frac);

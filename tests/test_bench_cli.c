@@ -61,6 +61,14 @@ static void test_quick_json(void **st) {
     assert_non_null(root);
     cJSON *sg = cJSON_GetObjectItem(root, "sgemm_gflops");
     assert_true(cJSON_IsNumber(sg) && sg->valuedouble > 0);
+    /* the measured FMA peak (bench/bench_peak.c), at the start and the end; the figure used
+     * is the better of the two, and the vector width is one of the three builds' */
+    cJSON *pk = cJSON_GetObjectItem(root, "fma_peak_gflops"), *pk0 = cJSON_GetObjectItem(root, "fma_peak_gflops_start"),
+          *pk1 = cJSON_GetObjectItem(root, "fma_peak_gflops_end"), *lanes = cJSON_GetObjectItem(root, "fma_peak_lanes");
+    assert_true(cJSON_IsNumber(pk) && pk->valuedouble > 0);
+    assert_true(cJSON_IsNumber(pk0) && pk0->valuedouble > 0 && cJSON_IsNumber(pk1) && pk1->valuedouble > 0);
+    assert_true(pk->valuedouble == (pk0->valuedouble > pk1->valuedouble ? pk0->valuedouble : pk1->valuedouble));
+    assert_true(cJSON_IsNumber(lanes) && (lanes->valueint == 16 || lanes->valueint == 8 || lanes->valueint == 1));
     cJSON *rows = cJSON_GetObjectItem(root, "rows");
     assert_true(cJSON_IsArray(rows));
     /* quick: per T in {128, 256}: causal fwd, sinv+prope fwd, entmax-1.5 fwd, then the same
@@ -103,6 +111,11 @@ static void test_quick_json(void **st) {
         /* gflops = pairs * (4 or 10) * D / seconds */
         double expect = want * (bwd ? 10 : 4) * 64 / sec->valuedouble / 1e9;
         assert_true(fabs(gf->valuedouble - expect) <= 1e-9 * expect);
+        /* each row as a fraction of both baselines of the same run */
+        cJSON *vs = cJSON_GetObjectItem(r, "vs_sgemm"), *vp = cJSON_GetObjectItem(r, "vs_peak");
+        assert_true(cJSON_IsNumber(vs) && cJSON_IsNumber(vp));
+        assert_true(fabs(vs->valuedouble - gf->valuedouble / sg->valuedouble) <= 1e-9 * vs->valuedouble);
+        assert_true(fabs(vp->valuedouble - gf->valuedouble / pk->valuedouble) <= 1e-9 * vp->valuedouble);
         /* peak RSS probe: available on Linux; a few MiB at most at these sizes under ASan too */
         assert_true(xb->valuedouble >= 0 && xb->valuedouble < 256.0 * 1024 * 1024);
     }
@@ -132,9 +145,43 @@ static void test_dispatcher_and_options(void **st) {
     free(out);
 }
 
+/* the text table: both baselines printed at the start and the end, and a /sgemm and a
+ * /peak column on every row */
+static void test_quick_text(void **st) {
+    (void)st;
+    int status;
+    char *out = run_capture("bench attn --quick", &status);
+    assert_non_null(out);
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(out, "FMA peak at the start: "));
+    assert_non_null(strstr(out, "FMA peak at the end: "));
+    assert_non_null(strstr(out, "sgemm 256^3 at the start: "));
+    char *hdr = strstr(out, "\nspec ");
+    assert_non_null(hdr);
+    char *eol = strchr(hdr + 1, '\n');
+    assert_non_null(eol);
+    *eol = 0;
+    assert_non_null(strstr(hdr, "/sgemm"));
+    assert_non_null(strstr(hdr, "/peak"));
+    /* 14 rows, each with two ratio fields "<x.xx>x" */
+    int rows = 0;
+    for (char *line = eol + 1; line && *line && *line != '\n'; ) {
+        char *next = strchr(line, '\n');
+        if (next) *next = 0;
+        int nx = 0;
+        for (char *p = line; (p = strstr(p, "x ")) != NULL; p++) nx++;
+        assert_true(nx >= 2);
+        rows++;
+        line = next ? next + 1 : NULL;
+    }
+    assert_int_equal(rows, 14);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quick_json),
+        cmocka_unit_test(test_quick_text),
         cmocka_unit_test(test_dispatcher_and_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -509,7 +509,9 @@ la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
     }
     la_attn_ctx c;
     la_workspace *own = NULL;
-    la_status st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, NULL, &own);
+    /* c.rowbuf: D_i = rowsum(dout o out) per row, computed once (softmax.c) */
+    static const la_ctx_extra bwd_extra = {.rowbuf = 1};
+    la_status st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, &bwd_extra, &own);
     if (st == LA_OK) st = la_softmax_backward(&c, out, row_stat, dout, dq, dk, dv);
     la_workspace_free(own);
     return st;

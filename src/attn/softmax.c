@@ -16,12 +16,51 @@
  * Rotated-frame gradients are rotated back by the inverse RoPE rotation at the end.
  *
  * Memory: per thread a few BQ x D and BQ x BK tiles; no T x S buffer anywhere.
+ *
+ * Profile build (-DLA_PROFILE, README "Where the backward's time goes"): every phase of the
+ * tile loops adds its time-stamp-counter ticks to la_softmax_prof[thread][phase]; the
+ * default build compiles the laps away.
  */
 #include "attn/attn_internal.h"
 
 #include <math.h>
 #include <omp.h>
 #include <string.h>
+
+/* the profiled phases, in the order of la_softmax_prof_names */
+enum {
+    SP_F_SCORES, SP_F_SOFTMAX, SP_F_PV, SP_F_OTHER,
+    SP_Q_SCORES, SP_Q_EXP, SP_Q_DP, SP_Q_DS, SP_Q_DQ, SP_Q_OTHER,
+    SP_K_TRANS, SP_K_SCORES, SP_K_EXP, SP_K_DV, SP_K_DP, SP_K_DS, SP_K_DK, SP_K_OTHER,
+    SP_PREP_F, SP_PREP_B, SP_FWD_REGION, SP_DQ_REGION, SP_DKV_REGION, SP_N
+};
+#ifdef LA_PROFILE
+#include <x86intrin.h>
+const char *const la_softmax_prof_names[SP_N + 1] = {
+    "fwd: S = QK^T + logits", "fwd: online softmax (max, exp, rescale)", "fwd: O += P V", "fwd: other",
+    "dq: S = QK^T + logits", "dq: P = exp(L - lse)", "dq: dP = dO V^T", "dq: dS = P (dP - D)", "dq: dQ += dS K",
+    "dq: other (load q, D_i, unrotate)", "dkv: load + transpose K, V", "dkv: S = QK^T + logits",
+    "dkv: P = exp(L - lse)", "dkv: dV += P^T dO", "dkv: dP = dO V^T", "dkv: dS = P (dP - D)",
+    "dkv: dK += dS^T Q", "dkv: other (load q, D_i, unrotate)", "fwd: prepare K tiles", "bwd: prepare K, V tiles; D_i",
+    "fwd: whole item loop", "dq: whole item loop", "dkv: whole item loop", NULL};
+unsigned long long la_softmax_prof[64][SP_N];
+static __thread unsigned long long prof_last;
+#define PROF_START() (prof_last = __rdtsc())
+#define PROF_LAP(ph)                                                             \
+    do {                                                                         \
+        unsigned long long now_ = __rdtsc();                                     \
+        la_softmax_prof[omp_get_thread_num() & 63][ph] += now_ - prof_last;      \
+        prof_last = now_;                                                        \
+    } while (0)
+/* a whole loop, timed apart from the laps inside it */
+#define PROF_REGION(var) unsigned long long var = __rdtsc()
+#define PROF_REGION_END(var, ph) (la_softmax_prof[omp_get_thread_num() & 63][ph] += __rdtsc() - (var))
+#else
+#define PROF_START() ((void)0)
+#define PROF_LAP(ph) ((void)0)
+#define PROF_REGION(var) ((void)0)
+#define PROF_REGION_END(var, ph) ((void)0)
+#endif
 
 typedef struct {
     float *Qt;   /* (BQ, D)   rotated query tile */
@@ -94,6 +133,7 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
     const float *vbase = c->v + ((size_t)b * c->Hkv + hkv) * (size_t)S * D;
     int want_ent = c->opts->row_entropy != NULL;
 
+    PROF_START();
     la_row_factors(c, h, rows, nr, s->cr);
     la_load_q(c, b, h, i0, nr, s->Qt);
     memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
@@ -105,9 +145,11 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
     la_kiter ki;
     la_ktile t;
     la_kiter_init(&ki, c, b, qt);
+    PROF_LAP(SP_F_OTHER);
     while (la_kiter_next(&ki, &t)) { /* fully masked tiles are skipped: they cost nothing */
         const int kt = t.kt, j0 = t.j0, nc = t.nc, cls = t.cls;
         tile_scores(c, s, ktiles + (size_t)kt * D * LA_BK, h, rows, i0, nr, j0, nc, cls);
+        PROF_LAP(SP_F_SCORES);
         for (int r = 0; r < nr; r++) {
             const float *L = s->Lb + (size_t)r * LA_BK;
             float *P = s->Pb + (size_t)r * LA_BK;
@@ -136,11 +178,13 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
             }
             s->m[r] = mnew;
         }
+        PROF_LAP(SP_F_SOFTMAX);
         const float *V = vbase + (size_t)j0 * D;
         if (cls == 1)
             la_mm(nr, D, nc, s->Pb, LA_BK, 1, V, D, s->acc, D, 1);
         else
             la_mm_rows(rows, nr, j0, nc, D, s->Pb, LA_BK, V, D, s->acc, D);
+        PROF_LAP(SP_F_PV);
     }
     size_t rowbase = ((size_t)b * c->H + h) * T + i0;
     for (int r = 0; r < nr; r++) {
@@ -160,6 +204,7 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
         }
         if (c->opts->row_support) c->opts->row_support[rowbase + r] = (float)rows[r].nq;
     }
+    PROF_LAP(SP_F_OTHER);
 }
 
 /* P = exp(L - lse) of a tile (rows with no visible key have lse = -inf and all-masked L);
@@ -185,7 +230,8 @@ typedef struct {
     const la_attn_ctx *c;
     scratch s;
     float *out, *row_stat;
-    const float *dout, *cout, *crow_stat; /* backward */
+    const float *dout, *crow_stat; /* backward */
+    const float *delta;            /* (B, H, T) D_i = rowsum(dout o out), rowgrad_delta */
     float *dq, *dk, *dv;
     double *part;
     int p0;        /* first (b, kv head) pair of the prepared chunk */
@@ -212,8 +258,12 @@ la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) 
             int i0, i1;
             la_sched_chunk(c, ch, &i0, &i1);
             a.p0 = ch * c->prep_pairs;
+            PROF_START();
             la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 0);
+            PROF_LAP(SP_PREP_F);
+            PROF_REGION(r0);
             la_sched_for(c, LA_ITEMS_Q, i0, i1, fwd_item, &a);
+            PROF_REGION_END(r0, SP_FWD_REGION);
         }
         if (c->opts->key_mass) la_key_mass_for(c, row_stat, softmax_probs, NULL);
     }
@@ -222,29 +272,41 @@ la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) 
 
 /* ---- backward --------------------------------------------------------------------- */
 
-/* Load dO rows, lse and D_i = rowsum(dout o out) of a query tile. */
-static const float *load_rowgrad(const la_attn_ctx *c, const scratch *s, int b, int h, int i0,
-                                 int nr, const float *out, const float *row_stat,
-                                 const float *dout) {
+/* D_i = rowsum(dout o out) of every row (B, H, T) into delta, once per call: the dK/dV
+ * pass visits each query tile once per key tile, and recomputing D_i there read `out` again
+ * each time (about 7 % of forward+backward at T = 4096, README profile). Each D_i is the
+ * same fused multiply-add chain as the tile product that forms dP = dO V^T, so that a row
+ * with one visible key (out = v, P = 1) gets dP - D_i = 0 exactly. */
+static void rowgrad_delta(const la_attn_ctx *c, const float *out, const float *dout, float *delta) {
     const int D = c->D;
-    size_t rowbase = ((size_t)b * c->H + h) * c->T + i0;
-    for (int r = 0; r < nr; r++) {
-        const float *o = out + (rowbase + r) * D, *g = dout + (rowbase + r) * D;
-        /* the same fused multiply-add chain as the tile product that forms dP = dO V^T, so
-         * that a row with one visible key (out = v, P = 1) gets dP - D_i = 0 exactly */
+    const long n = (long)c->B * c->H * c->T;
+#pragma omp for schedule(static)
+    for (long i = 0; i < n; i++) {
+        const float *o = out + (size_t)i * D, *g = dout + (size_t)i * D;
         float acc = 0.0f;
         for (int d = 0; d < D; d++) acc = fmaf(g[d], o[d], acc);
-        s->Di[r] = acc;
-        s->lse[r] = row_stat[rowbase + r];
+        delta[i] = acc;
     }
-    return dout + rowbase * D;
+}
+
+/* Load lse and D_i (from rowgrad_delta) of a query tile; returns its dO rows. */
+static const float *load_rowgrad(const la_attn_ctx *c, const scratch *s, int b, int h, int i0,
+                                 int nr, const float *delta, const float *row_stat,
+                                 const float *dout) {
+    size_t rowbase = ((size_t)b * c->H + h) * c->T + i0;
+    memcpy(s->Di, delta + rowbase, sizeof(float) * (size_t)nr);
+    memcpy(s->lse, row_stat + rowbase, sizeof(float) * (size_t)nr);
+    return dout + rowbase * c->D;
 }
 
 /* dP = dO V^T, then dL = P o (dP - D_i) on visible entries (0 on masked ones, by selection)
  * and d dot = dL c_r a_t into dPb. Accumulates sum_j dL dot per row into gs when asked. */
 static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt, const float *dO,
-                         const la_rowvis *rows, int i0, int nr, int j0, int nc, int want_gs) {
+                         const la_rowvis *rows, int i0, int nr, int j0, int nc, int want_gs, int ph_dp,
+                         int ph_ds) {
+    (void)ph_dp, (void)ph_ds;
     la_mm(nr, nc, c->D, dO, (size_t)c->D, 1, Vt, LA_BK, s->dPb, LA_BK, 0);
+    PROF_LAP(ph_dp);
     for (int r = 0; r < nr; r++) {
         const float *P = s->Pb + (size_t)r * LA_BK, *L = s->Lb + (size_t)r * LA_BK;
         const float *sd = s->Sb + (size_t)r * LA_BK;
@@ -261,10 +323,11 @@ static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt
         }
         if (want_gs) s->gs[r] += gsum;
     }
+    PROF_LAP(ph_ds);
 }
 
 static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt,
-                    const float *out, const float *row_stat, const float *dout, float *dq,
+                    const float *delta, const float *row_stat, const float *dout, float *dq,
                     double *part, const float *ktiles) {
     const int D = c->D, T = c->T;
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
@@ -272,26 +335,33 @@ static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt
     const la_rowvis *rows = c->rows + (size_t)b * T + i0;
     int want_gs = part != NULL;
 
+    PROF_START();
     la_row_factors(c, h, rows, nr, s->cr);
     la_load_q(c, b, h, i0, nr, s->Qt);
-    const float *dO = load_rowgrad(c, s, b, h, i0, nr, out, row_stat, dout);
+    const float *dO = load_rowgrad(c, s, b, h, i0, nr, delta, row_stat, dout);
     memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
     for (int r = 0; r < nr; r++) s->gs[r] = 0.0;
     la_kiter ki;
     la_ktile t;
     la_kiter_init(&ki, c, b, qt);
+    PROF_LAP(SP_Q_OTHER);
     while (la_kiter_next(&ki, &t)) {
         const int kt = t.kt, j0 = t.j0, nc = t.nc, cls = t.cls;
         const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
         const float *Kt = ktiles + (size_t)kt * D * LA_BK;
+        PROF_LAP(SP_Q_OTHER);
         tile_scores(c, s, Kt, h, rows, i0, nr, j0, nc, cls);
+        PROF_LAP(SP_Q_SCORES);
         tile_probs(s, rows, nr, nc);
-        tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc, want_gs);
+        PROF_LAP(SP_Q_EXP);
+        tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc, want_gs, SP_Q_DP,
+                     SP_Q_DS);
         /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
         if (cls == 1)
             la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr, D, s->acc, D, 1);
         else
             la_mm_rows(rows, nr, j0, nc, D, s->dPb, LA_BK, Kr, D, s->acc, D);
+        PROF_LAP(SP_Q_DQ);
     }
     la_unrotate_q(c, b, i0, nr, s->acc);
     size_t rowbase = ((size_t)b * c->H + h) * T + i0;
@@ -301,19 +371,22 @@ static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt
         for (int r = 0; r < nr; r++) acc += s->gs[r] * c->scale * rows[r].xrow;
         *part = acc;
     }
+    PROF_LAP(SP_Q_OTHER);
 }
 
 static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int kt,
-                     const float *out, const float *row_stat, const float *dout, float *dk,
+                     const float *delta, const float *row_stat, const float *dout, float *dk,
                      float *dv) {
     const int D = c->D, S = c->S;
     const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
     const float *vtile = c->v + (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+    PROF_START();
     const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
     la_transpose(Kr, nc, D, D, s->Kt, LA_BK);
     la_transpose(vtile, nc, D, D, s->Vt, LA_BK);
     memset(s->dka, 0, sizeof(float) * (size_t)nc * D);
     memset(s->dva, 0, sizeof(float) * (size_t)nc * D);
+    PROF_LAP(SP_K_TRANS);
     for (int g = 0; g < c->group; g++) { /* GQA: the group's query heads in a fixed order */
         int h = hkv * c->group + g;
         la_qiter qi;
@@ -324,33 +397,39 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
             const la_rowvis *rows = t.rows;
             la_row_factors(c, h, rows, nr, s->cr);
             la_load_q(c, b, h, i0, nr, s->Qt);
-            const float *dO = load_rowgrad(c, s, b, h, i0, nr, out, row_stat, dout);
+            const float *dO = load_rowgrad(c, s, b, h, i0, nr, delta, row_stat, dout);
+            PROF_LAP(SP_K_OTHER);
             tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
+            PROF_LAP(SP_K_SCORES);
             tile_probs(s, rows, nr, nc);
+            PROF_LAP(SP_K_EXP);
             /* dv += P^T dO */
             la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva, D, 1);
-            tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, 0);
+            PROF_LAP(SP_K_DV);
+            tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, 0, SP_K_DP, SP_K_DS);
             /* dk_rot += (d dot)^T Q_rot */
             la_mm(nc, D, nr, s->dPb, 1, LA_BK, s->Qt, D, s->dka, D, 1);
+            PROF_LAP(SP_K_DK);
         }
     }
     la_unrotate_k(c, b, j0, nc, s->dka);
     size_t kbase = (((size_t)b * c->Hkv + hkv) * S + j0) * D;
     memcpy(dk + kbase, s->dka, sizeof(float) * (size_t)nc * D);
     memcpy(dv + kbase, s->dva, sizeof(float) * (size_t)nc * D);
+    PROF_LAP(SP_K_OTHER);
 }
 
 static void dq_item(void *arg, la_item it) {
     sm_arg *a = arg;
     const la_attn_ctx *c = a->c;
     double *part = a->part ? a->part + ((size_t)it.b * c->H + it.h) * c->nqt + it.tile : NULL;
-    dq_task(c, &a->s, it.b, it.h, it.tile, a->cout, a->crow_stat, a->dout, a->dq, part,
+    dq_task(c, &a->s, it.b, it.h, it.tile, a->delta, a->crow_stat, a->dout, a->dq, part,
             chunk_tiles(a, it));
 }
 
 static void dkv_item(void *arg, la_item it) {
     sm_arg *a = arg;
-    dkv_task(a->c, &a->s, it.b, it.h, it.tile, a->cout, a->crow_stat, a->dout, a->dk, a->dv);
+    dkv_task(a->c, &a->s, it.b, it.h, it.tile, a->delta, a->crow_stat, a->dout, a->dk, a->dv);
 }
 
 la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const float *row_stat,
@@ -359,17 +438,26 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
     double *part = dlogn && c->spec->xform == LA_XF_LOGN ? c->part : NULL;
 #pragma omp parallel num_threads(c->nthreads)
     {
-        sm_arg a = {.c = c, .s = get_scratch(c, omp_get_thread_num()), .dout = dout, .cout = out,
+        sm_arg a = {.c = c, .s = get_scratch(c, omp_get_thread_num()), .dout = dout, .delta = c->rowbuf,
                     .crow_stat = row_stat, .dq = dq, .dk = dk, .dv = dv, .part = part,
                     .stride = la_prep_stride(c, 1)};
+        PROF_START();
+        rowgrad_delta(c, out, dout, c->rowbuf); /* ends with a barrier: every D_i is ready */
+        PROF_LAP(SP_PREP_B);
         for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
             int i0, i1;
             la_sched_chunk(c, ch, &i0, &i1);
             a.p0 = ch * c->prep_pairs;
+            PROF_START();
             la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 1);
+            PROF_LAP(SP_PREP_B);
+            PROF_REGION(r0);
             la_sched_for(c, LA_ITEMS_Q, i0, i1, dq_item, &a);
+            PROF_REGION_END(r0, SP_DQ_REGION);
         }
+        PROF_REGION(r1);
         la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), dkv_item, &a);
+        PROF_REGION_END(r1, SP_DKV_REGION);
     }
     if (dlogn) {
         if (part) la_sum_parts(c, dlogn);
