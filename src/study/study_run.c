@@ -13,6 +13,7 @@
 
 #include "io/files.h"
 #include "study/study_internal.h"
+#include "tasks/cells.h"
 
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
 #define TAG_FT 0x66696e6574756e65ULL     /* "finetune": passkey fine-tune examples */
@@ -112,6 +113,148 @@ static la_status log_row(study_variant *v, int step, double train_bpb, double va
     }
     v->log[v->n_log++] = (study_log_row){step, train_bpb, val_bpb, el};
     return LA_OK;
+}
+
+/* ---- resume: a finished variant is one cell (tasks/cells.h) ---- */
+
+/* Everything that decides a variant's numbers: a --resume with other settings is refused. */
+static cJSON *study_fingerprint(const la_study *st, const char *data, const study_results *r) {
+    cJSON *f = cJSON_CreateObject();
+    if (!f) return NULL;
+    cJSON_AddStringToObject(f, "name", st->name);
+    cJSON_AddStringToObject(f, "data", data);
+    cJSON_AddNumberToObject(f, "train_tokens", (double)r->train_tokens);
+    cJSON_AddNumberToObject(f, "val_tokens", (double)r->val_tokens);
+    cJSON_AddNumberToObject(f, "train_docs", r->train_docs);
+    cJSON_AddNumberToObject(f, "val_docs", r->val_docs);
+    cJSON_AddNumberToObject(f, "vocab", r->vocab);
+    cJSON_AddNumberToObject(f, "threads", r->n_threads);
+    cJSON *m = cJSON_AddObjectToObject(f, "model");
+    cJSON_AddNumberToObject(m, "n_layer", st->n_layer);
+    cJSON_AddNumberToObject(m, "d_model", st->d_model);
+    cJSON_AddNumberToObject(m, "n_head", st->n_head);
+    cJSON_AddNumberToObject(m, "n_kv_head", st->n_kv_head);
+    cJSON_AddItemToObject(m, "qk_gain", la_cells_num(st->qk_gain));
+    cJSON_AddNumberToObject(f, "steps", st->steps);
+    cJSON_AddNumberToObject(f, "batch", st->batch);
+    cJSON_AddNumberToObject(f, "seq_len", st->seq_len);
+    cJSON_AddItemToObject(f, "lr", la_cells_num(st->lr));
+    cJSON_AddNumberToObject(f, "warmup", st->warmup);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
+    cJSON_AddStringToObject(f, "seed", seed);
+    cJSON_AddItemToObject(f, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
+    cJSON_AddNumberToObject(f, "eval_windows", st->eval_windows);
+    cJSON_AddNumberToObject(f, "val_every", st->val_every);
+    cJSON *pk = cJSON_AddObjectToObject(f, "passkey");
+    cJSON_AddItemToObject(pk, "pretrain_mix", la_cells_num(st->pk_mix));
+    cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
+    cJSON_AddItemToObject(pk, "finetune_lr", la_cells_num(st->pk_lr));
+    cJSON_AddItemToObject(pk, "lens", cJSON_CreateIntArray(st->pk_lens, st->n_pk_lens));
+    cJSON_AddItemToObject(pk, "depths", cJSON_CreateDoubleArray(st->pk_depths, st->n_pk_depths));
+    cJSON_AddNumberToObject(pk, "trials", st->pk_trials);
+    cJSON *sp = cJSON_AddArrayToObject(f, "specs");
+    for (int i = 0; i < st->n_specs; i++) cJSON_AddItemToArray(sp, cJSON_CreateString(st->specs[i]));
+    return f;
+}
+
+static void variant_key(const la_study *st, int vi, char *buf, size_t n) {
+    char slug[128];
+    la_study_slug(st->specs[vi], slug, sizeof slug);
+    snprintf(buf, n, "variant_%d_%s", vi + 1, slug);
+}
+
+static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "canon", v->canon);
+    cJSON_AddNumberToObject(o, "n_params", (double)v->n_params);
+    cJSON_AddNumberToObject(o, "trained", v->trained);
+    cJSON_AddNumberToObject(o, "passkey_done", v->passkey_done);
+    cJSON_AddItemToObject(o, "train_s", la_cells_num(v->train_s));
+    cJSON_AddItemToObject(o, "eval_s", la_cells_num(v->eval_s));
+    cJSON_AddItemToObject(o, "passkey_s", la_cells_num(v->passkey_s));
+    cJSON_AddItemToObject(o, "final_train_bpb", la_cells_num(v->final_train_bpb));
+    cJSON_AddItemToObject(o, "ft_first_bpb", la_cells_num(v->ft_first_bpb));
+    cJSON_AddItemToObject(o, "ft_last_bpb", la_cells_num(v->ft_last_bpb));
+    cJSON *lens = cJSON_AddArrayToObject(o, "lens");
+    for (int i = 0; i < st->n_eval_lens; i++) {
+        cJSON *l = cJSON_CreateObject();
+        cJSON_AddItemToObject(l, "loss", la_cells_num(v->loss[i]));
+        cJSON_AddNumberToObject(l, "tokens", (double)v->tokens[i]);
+        cJSON *b = cJSON_AddArrayToObject(l, "bucket"), *bt = cJSON_AddArrayToObject(l, "bucket_tokens");
+        for (int k = 0; k < v->n_bucket[i]; k++) {
+            cJSON_AddItemToArray(b, la_cells_num(v->bucket[i][k]));
+            cJSON_AddItemToArray(bt, cJSON_CreateNumber((double)v->bucket_tokens[i][k]));
+        }
+        cJSON_AddItemToArray(lens, l);
+    }
+    cJSON *pk = cJSON_AddArrayToObject(o, "correct");
+    for (int i = 0; i < st->n_pk_lens; i++)
+        cJSON_AddItemToArray(pk, cJSON_CreateIntArray(v->correct[i], st->n_pk_depths));
+    cJSON *log = cJSON_AddArrayToObject(o, "log"); /* [step, train_bpb, val_bpb, elapsed_s] */
+    for (int k = 0; k < v->n_log; k++) {
+        cJSON *row = cJSON_CreateArray();
+        cJSON_AddItemToArray(row, cJSON_CreateNumber(v->log[k].step));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].train_bpb));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].val_bpb));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].elapsed_s));
+        cJSON_AddItemToArray(log, row);
+    }
+    return o;
+}
+
+/* v (zeroed, owning nothing) from a saved cell; checks the shapes against the study. */
+static la_status variant_from_json(const la_study *st, const cJSON *o, const char *key, study_variant *v) {
+    const cJSON *canon = cJSON_GetObjectItemCaseSensitive(o, "canon");
+    const cJSON *lens = cJSON_GetObjectItemCaseSensitive(o, "lens");
+    const cJSON *pk = cJSON_GetObjectItemCaseSensitive(o, "correct");
+    const cJSON *log = cJSON_GetObjectItemCaseSensitive(o, "log");
+    if (!cJSON_IsString(canon) || cJSON_GetArraySize(lens) != st->n_eval_lens ||
+        cJSON_GetArraySize(pk) != st->n_pk_lens || !cJSON_IsArray(log))
+        goto bad;
+    snprintf(v->canon, sizeof v->canon, "%s", canon->valuestring);
+    v->n_params = (size_t)la_cells_get_num(o, "n_params");
+    v->trained = (int)la_cells_get_num(o, "trained");
+    v->passkey_done = (int)la_cells_get_num(o, "passkey_done");
+    v->train_s = la_cells_get_num(o, "train_s");
+    v->eval_s = la_cells_get_num(o, "eval_s");
+    v->passkey_s = la_cells_get_num(o, "passkey_s");
+    v->final_train_bpb = la_cells_get_num(o, "final_train_bpb");
+    v->ft_first_bpb = la_cells_get_num(o, "ft_first_bpb");
+    v->ft_last_bpb = la_cells_get_num(o, "ft_last_bpb");
+    for (int i = 0; i < st->n_eval_lens; i++) {
+        const cJSON *l = cJSON_GetArrayItem(lens, i);
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(l, "bucket");
+        const cJSON *bt = cJSON_GetObjectItemCaseSensitive(l, "bucket_tokens");
+        int nb = cJSON_GetArraySize(b);
+        if (nb < 1 || cJSON_GetArraySize(bt) != nb) goto bad;
+        v->loss[i] = la_cells_get_num(l, "loss");
+        v->tokens[i] = (int64_t)la_cells_get_num(l, "tokens");
+        v->n_bucket[i] = nb;
+        v->bucket[i] = malloc((size_t)nb * sizeof *v->bucket[i]);
+        v->bucket_tokens[i] = malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
+        if (!v->bucket[i] || !v->bucket_tokens[i]) return la_fail(LA_ENOMEM, "study: out of memory");
+        for (int k = 0; k < nb; k++) {
+            v->bucket[i][k] = la_cells_num_value(cJSON_GetArrayItem(b, k));
+            v->bucket_tokens[i][k] = (int64_t)la_cells_num_value(cJSON_GetArrayItem(bt, k));
+        }
+    }
+    for (int i = 0; i < st->n_pk_lens; i++) {
+        const cJSON *row = cJSON_GetArrayItem(pk, i);
+        if (cJSON_GetArraySize(row) != st->n_pk_depths) goto bad;
+        for (int d = 0; d < st->n_pk_depths; d++) v->correct[i][d] = (int)la_cells_num_value(cJSON_GetArrayItem(row, d));
+    }
+    for (const cJSON *row = log->child; row; row = row->next) {
+        if (cJSON_GetArraySize(row) != 4) goto bad;
+        LA_TRY(log_row(v, (int)la_cells_num_value(cJSON_GetArrayItem(row, 0)),
+                       la_cells_num_value(cJSON_GetArrayItem(row, 1)), la_cells_num_value(cJSON_GetArrayItem(row, 2)),
+                       la_cells_num_value(cJSON_GetArrayItem(row, 3))));
+    }
+    return LA_OK;
+bad:
+    return la_fail(LA_EFORMAT, "the saved result of %s does not match the study's shape (damaged?); delete it "
+                   "to rerun that variant", key);
 }
 
 /* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>.safetensors (atomic), for
@@ -372,6 +515,15 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     tk.flops_total = st->n_specs * variant_flops(st, r->vocab);
     tk.p.n_specs = st->n_specs;
     tk.p.loss = tk.p.val_loss = NAN;
+    /* finished variants of an interrupted run (--resume) are loaded instead of rerun */
+    la_cells cells;
+    {
+        cJSON *fp = study_fingerprint(st, data, r);
+        if (!fp) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
+        s = la_cells_open(&cells, out_dir, "study", fp, opts.resume);
+        cJSON_Delete(fp);
+        if (s != LA_OK) goto out;
+    }
     /* a variant that fails (e.g. diverges) is recorded and the others still run */
     la_status first_bad = LA_OK;
     char first_msg[1024] = "";
@@ -381,7 +533,26 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         tk.p.spec = st->specs[vi];
         tk.p.loss = tk.p.val_loss = NAN;
         double before = tk.flops_done;
-        la_status vs = run_variant(st, vi, &train, &val, out_dir, r, &tk, batch, inp, tgt, ex, pred);
+        char key[160];
+        variant_key(st, vi, key, sizeof key);
+        cJSON *saved = NULL;
+        if ((s = la_cells_load(&cells, key, &saved)) != LA_OK) goto out;
+        la_status vs;
+        if (saved) { /* finished before the interruption: its numbers, not a rerun */
+            s = variant_from_json(st, saved, key, &r->v[vi]);
+            cJSON_Delete(saved);
+            if (s != LA_OK) goto out;
+            vs = LA_OK;
+        } else {
+            vs = run_variant(st, vi, &train, &val, out_dir, r, &tk, batch, inp, tgt, ex, pred);
+            if (vs == LA_OK) { /* persisted as it finishes: an interruption later does not lose it */
+                cJSON *j = variant_to_json(st, &r->v[vi]);
+                if (!j) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
+                s = la_cells_save(&cells, key, j);
+                cJSON_Delete(j);
+                if (s != LA_OK) goto out;
+            }
+        }
         if (vs != LA_OK) {
             snprintf(r->v[vi].error, sizeof r->v[vi].error, "%s", la_errmsg());
             if (!n_bad++) {
@@ -411,6 +582,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     if (summary) {
         summary->wall_s = r->wall_s;
         summary->plots_ok = plots_ok;
+        summary->n_resumed = cells.n_loaded;
         snprintf(summary->warning, sizeof summary->warning, "%s", warn);
     }
 out:
