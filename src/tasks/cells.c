@@ -111,9 +111,18 @@ la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, cons
         cJSON *old = NULL;
         LA_TRY(read_json(path, &old));
         if (old) {
+            /* compared as read back from text, as the old one was (la_cells_num's raw numbers) */
+            char *text = cJSON_PrintUnformatted(fingerprint);
+            cJSON *now = text ? cJSON_Parse(text) : NULL;
+            free(text);
+            if (!now) {
+                cJSON_Delete(old);
+                return la_fail(LA_ENOMEM, "out of memory comparing the settings of %s", out_dir);
+            }
             char diff[700] = "";
             const cJSON *fp = cJSON_GetObjectItemCaseSensitive(old, "fingerprint");
-            int differs = fp ? first_diff(fp, fingerprint, "", diff, sizeof diff) : 1;
+            int differs = fp ? first_diff(fp, now, "", diff, sizeof diff) : 1;
+            cJSON_Delete(now);
             if (!fp) snprintf(diff, sizeof diff, "cells/run.json has no \"fingerprint\"");
             cJSON_Delete(old);
             if (differs)
@@ -183,10 +192,19 @@ la_status la_cells_save(const la_cells *c, const char *key, const cJSON *result)
     return write_json(path, result);
 }
 
+/* cJSON prints 15 significant digits whenever they read back within an epsilon, which loses
+ * the last bits (1 ulp) of many doubles: a finite value is stored as raw JSON number text of
+ * the fewest digits (15, 16 or 17) that strtod reads back bit for bit. */
 cJSON *la_cells_num(double x) {
     if (isnan(x)) return cJSON_CreateNull();
     if (isinf(x)) return cJSON_CreateString(x > 0 ? "inf" : "-inf");
-    return cJSON_CreateNumber(x);
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        double y = strtod(buf, NULL);
+        if (!memcmp(&x, &y, sizeof x)) break;
+    }
+    return cJSON_CreateRaw(buf);
 }
 
 double la_cells_num_value(const cJSON *it) {

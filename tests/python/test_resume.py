@@ -178,6 +178,13 @@ def _train(exe, out, steps, data=None, resume=False):
     return cmd
 
 
+WRITE_PHASES = [
+    lambda f: f.startswith("model.safetensors.tmp."),           # weights being written
+    lambda f: f.startswith("model.safetensors.state") and ".tmp." in f,  # state being written
+    lambda f: f == "model.safetensors.state.new",               # new state written, not yet renamed
+]
+
+
 def test_train_sigkill_during_checkpoints_resumes_bitwise(build_dir, tmp_path):
     """Several seeds: SIGKILL at a random time, or as soon as a checkpoint file is being
     written (its temp file or state.new exists); then --resume until done. The final
@@ -193,7 +200,7 @@ def test_train_sigkill_during_checkpoints_resumes_bitwise(build_dir, tmp_path):
     assert r.returncode == 0, r.stderr.decode()
     want = (ref / "model.safetensors").read_bytes()
     mid_write = 0
-    for seed in range(8):
+    for seed in range(10):
         rng = random.Random(seed)
         out = tmp_path / f"run{seed}"
         kills = 0
@@ -204,13 +211,15 @@ def test_train_sigkill_during_checkpoints_resumes_bitwise(build_dir, tmp_path):
                                  stderr=subprocess.PIPE, env=env)
             if kills < 3:
                 deadline = time.time() + rng.uniform(0.05, 1.5)
-                on_write = seed % 2 == 1 and kills >= 0
+                # odd seeds: kill as soon as a given part of a checkpoint write is seen: the
+                # weights' temp file, the state's temp file, or a state.new waiting for its
+                # rename (between the two files); even seeds: a random time
+                trigger = WRITE_PHASES[(seed // 2 + kills) % len(WRITE_PHASES)] if seed % 2 else None
                 while p.poll() is None and time.time() < deadline:
-                    if on_write and out.is_dir() and any(".tmp." in f or f.endswith(".state.new")
-                                                         for f in os.listdir(out)):
+                    if trigger and out.is_dir() and any(trigger(f) for f in os.listdir(out)):
                         mid_write += 1
                         break
-                    time.sleep(0.0005)
+                    time.sleep(0.0002)
                 if p.poll() is None:
                     p.kill()
                     kills += 1
