@@ -197,7 +197,8 @@ typedef struct {
     double wall_s;       /* wall time of the whole study */
     int plots_ok;        /* 1 if every PNG was written */
     char warning[512];   /* non-fatal problems (e.g. gnuplot missing), "" if none */
-    int n_resumed;       /* variants loaded from an interrupted run (opts.resume) */
+    int n_resumed;       /* finished variants loaded from an interrupted run (opts.resume) */
+    int n_continued;     /* variants continued from a pre-training checkpoint of that run */
 } la_study_summary;
 
 /* Run a study: for each spec, build the GPT of the study's size (same seed), train it for

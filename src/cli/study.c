@@ -175,6 +175,9 @@ int cli_study(int argc, char **argv) {
     if (sum.n_resumed)
         fprintf(stderr, "longattn study: %d finished variant%s of the interrupted run kept (%s/cells)\n", sum.n_resumed,
                 sum.n_resumed > 1 ? "s" : "", out);
+    if (sum.n_continued)
+        fprintf(stderr, "longattn study: %d variant%s continued from the interrupted run's training checkpoint\n",
+                sum.n_continued, sum.n_continued > 1 ? "s" : "");
     if (sum.warning[0]) fprintf(stderr, "longattn study: warning: %s\n", sum.warning);
     if (s != LA_OK) {
         fprintf(stderr, "longattn study: %s\n", err);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "io/files.h"
 #include "study/study_internal.h"
@@ -257,6 +258,92 @@ bad:
                    "to rerun that variant", key);
 }
 
+/* ---- resume inside a variant: a pre-training checkpoint every val_every steps ----
+ * cells/<key>.train.safetensors (+ .state: la_trainer_save: weights, AdamW moments, step)
+ * and cells/<key>.train.json: the loop's own state (data-order and passkey-mix generators,
+ * tail loss sum, log rows). Trainer checkpoints resume bitwise (tests/python/test_resume.py
+ * kills `longattn train` mid-write), so a variant continued from one ends with the numbers
+ * of an uninterrupted run. Removed once the variant's result is saved. */
+static void train_ckpt_paths(const la_cells *cells, const char *key, char *ck, size_t ck_n, char *side, size_t side_n) {
+    snprintf(ck, ck_n, "%s/%s.train.safetensors", cells->dir, key);
+    snprintf(side, side_n, "%s.train", key);
+}
+
+static cJSON *rng_json(const la_rng *g) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < 4; i++) {
+        char h[24];
+        snprintf(h, sizeof h, "%016llx", (unsigned long long)g->s[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateString(h));
+    }
+    return a;
+}
+
+static int rng_from_json(const cJSON *a, la_rng *g) {
+    if (cJSON_GetArraySize(a) != 4) return -1;
+    for (int i = 0; i < 4; i++) {
+        const cJSON *h = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsString(h)) return -1;
+        char *end;
+        g->s[i] = strtoull(h->valuestring, &end, 16);
+        if (*end) return -1;
+    }
+    return 0;
+}
+
+static cJSON *side_state(int step, const la_rng *order, const la_rng *mix, double tail_sum, int tail_n,
+                         double train_s, const study_variant *v) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "step", step);
+    cJSON_AddItemToObject(o, "order_rng", rng_json(order));
+    cJSON_AddItemToObject(o, "mix_rng", rng_json(mix));
+    cJSON_AddItemToObject(o, "tail_sum", la_cells_num(tail_sum));
+    cJSON_AddNumberToObject(o, "tail_n", tail_n);
+    cJSON_AddItemToObject(o, "train_s", la_cells_num(train_s));
+    cJSON *log = cJSON_AddArrayToObject(o, "log");
+    for (int k = 0; k < v->n_log; k++) {
+        cJSON *row = cJSON_CreateArray();
+        cJSON_AddItemToArray(row, cJSON_CreateNumber(v->log[k].step));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].train_bpb));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].val_bpb));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].elapsed_s));
+        cJSON_AddItemToArray(log, row);
+    }
+    return o;
+}
+
+static la_status side_restore(const cJSON *o, la_rng *order, la_rng *mix, double *tail_sum, int *tail_n,
+                              double *train_s, study_variant *v) {
+    const cJSON *log = cJSON_GetObjectItemCaseSensitive(o, "log");
+    if (rng_from_json(cJSON_GetObjectItemCaseSensitive(o, "order_rng"), order) ||
+        rng_from_json(cJSON_GetObjectItemCaseSensitive(o, "mix_rng"), mix) || !cJSON_IsArray(log))
+        return la_fail(LA_EFORMAT, "damaged training checkpoint record");
+    *tail_sum = la_cells_get_num(o, "tail_sum");
+    *tail_n = (int)la_cells_get_num(o, "tail_n");
+    *train_s = la_cells_get_num(o, "train_s");
+    v->n_log = 0;
+    for (const cJSON *row = log->child; row; row = row->next) {
+        if (cJSON_GetArraySize(row) != 4) return la_fail(LA_EFORMAT, "damaged training checkpoint record");
+        LA_TRY(log_row(v, (int)la_cells_num_value(cJSON_GetArrayItem(row, 0)),
+                       la_cells_num_value(cJSON_GetArrayItem(row, 1)), la_cells_num_value(cJSON_GetArrayItem(row, 2)),
+                       la_cells_num_value(cJSON_GetArrayItem(row, 3))));
+    }
+    return LA_OK;
+}
+
+static void remove_train_ckpt(const la_cells *cells, const char *key) {
+    char ck[2600], side[200], p[2800];
+    train_ckpt_paths(cells, key, ck, sizeof ck, side, sizeof side);
+    const char *suffix[] = {"", ".state", ".state.new"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", ck, suffix[i]);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/%s.json", cells->dir, side);
+    unlink(p);
+}
+
 /* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>.safetensors (atomic), for
  * kv-eval, generate and diagnose. */
 static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const char *spec) {
@@ -281,7 +368,8 @@ static la_status passkey_row(const la_docs *train, int L, la_rng *rng, int32_t *
 
 /* One variant: train, evaluate, fine-tune, passkey. */
 static la_status run_variant(const la_study *st, int vi, const la_docs *train, const la_docs *val,
-                             const char *out_dir, study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
+                             const char *out_dir, la_cells *cells, const char *key, int *resumed_step,
+                             study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
                              int32_t *inp /* (B, L) */, int32_t *tgt /* (B, L) */,
                              int32_t *ex /* (max len + 1) */, int32_t *pred /* (max len) */) {
     study_variant *v = &r->v[vi];
@@ -329,8 +417,40 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     const int n_mix = (int)(st->pk_mix * B + 0.5);
     la_rng mix_rng;
     la_rng_seed(&mix_rng, st->seed ^ TAG_MIX);
+    /* a pre-training checkpoint of an interrupted run (every val_every steps): continue from it */
+    char ck[2600], side_key[200];
+    train_ckpt_paths(cells, key, ck, sizeof ck, side_key, sizeof side_key);
+    int first_step = 0;
+    double t_before = 0; /* training seconds before the interruption */
+    cJSON *side = NULL;
+    if ((s = la_cells_load(cells, side_key, &side)) != LA_OK) goto out;
+    if (side) {
+        int k = (int)la_cells_get_num(side, "step");
+        if (k > 0 && k <= st->steps && la_trainer_load(tr, ck) == LA_OK && la_trainer_step_count(tr) == k &&
+            side_restore(side, &order, &mix_rng, &tail_sum, &tail_n, &t_before, v) == LA_OK) {
+            first_step = k;
+            *resumed_step = k;
+        } else { /* killed between the two files, or damaged: rerun the variant from its start */
+            v->n_log = 0;
+            tail_sum = 0;
+            tail_n = 0;
+            t_before = 0;
+            la_rng_seed(&order, st->seed ^ TAG_TRAIN);
+            la_rng_seed(&mix_rng, st->seed ^ TAG_MIX);
+            la_trainer_free(tr);
+            tr = NULL;
+            la_model_free(m);
+            m = NULL;
+            if ((s = la_model_new(&mc, st->seed, &m)) != LA_OK) { cJSON_Delete(side); goto out; }
+            if ((s = la_trainer_new(m, NULL, &tc, &tr)) != LA_OK) { cJSON_Delete(side); goto out; }
+            ec.m = m;
+        }
+        cJSON_Delete(side);
+    }
+    tk->flops_done += first_step * train_flops;
     phase(tk, "train", st->steps);
-    for (int step = 0; step < st->steps; step++) {
+    tk->p.done = first_step;
+    for (int step = first_step; step < st->steps; step++) {
         for (int b = 0; b < B; b++) {
             if (b < n_mix) {
                 if ((s = passkey_row(train, L, &mix_rng, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK)
@@ -357,11 +477,21 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
             tk->p.val_loss = vb;
             tk->flops_done += (double)n_val * span * tk->c_L;
         }
-        if ((s = log_row(v, step + 1, tb, vb, now_s() - t0)) != LA_OK) goto out;
+        if ((s = log_row(v, step + 1, tb, vb, t_before + now_s() - t0)) != LA_OK) goto out;
         report(tk, train_flops);
+        if ((step + 1) % st->val_every == 0 || step + 1 == st->steps) {
+            /* trainer checkpoint first, then what the loop keeps besides: a kill between the
+             * two leaves steps that differ, and the variant then reruns (above) */
+            if ((s = la_trainer_save(tr, ck)) != LA_OK) goto out;
+            cJSON *j = side_state(step + 1, &order, &mix_rng, tail_sum, tail_n, t_before + now_s() - t0, v);
+            if (!j) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
+            s = la_cells_save(cells, side_key, j);
+            cJSON_Delete(j);
+            if (s != LA_OK) goto out;
+        }
     }
     v->final_train_bpb = tail_sum / tail_n;
-    v->train_s = now_s() - t0;
+    v->train_s = t_before + now_s() - t0;
     la_trainer_free(tr);
     tr = NULL;
 
@@ -524,6 +654,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         cJSON_Delete(fp);
         if (s != LA_OK) goto out;
     }
+    int n_resumed = 0, n_continued = 0;
     /* a variant that fails (e.g. diverges) is recorded and the others still run */
     la_status first_bad = LA_OK;
     char first_msg[1024] = "";
@@ -543,14 +674,20 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
             cJSON_Delete(saved);
             if (s != LA_OK) goto out;
             vs = LA_OK;
+            n_resumed++;
+            remove_train_ckpt(&cells, key); /* killed between saving the result and this */
         } else {
-            vs = run_variant(st, vi, &train, &val, out_dir, r, &tk, batch, inp, tgt, ex, pred);
+            int resumed_step = 0;
+            vs = run_variant(st, vi, &train, &val, out_dir, &cells, key, &resumed_step, r, &tk, batch, inp, tgt, ex,
+                             pred);
+            if (resumed_step) n_continued++;
             if (vs == LA_OK) { /* persisted as it finishes: an interruption later does not lose it */
                 cJSON *j = variant_to_json(st, &r->v[vi]);
                 if (!j) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
                 s = la_cells_save(&cells, key, j);
                 cJSON_Delete(j);
                 if (s != LA_OK) goto out;
+                remove_train_ckpt(&cells, key);
             }
         }
         if (vs != LA_OK) {
@@ -582,7 +719,8 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     if (summary) {
         summary->wall_s = r->wall_s;
         summary->plots_ok = plots_ok;
-        summary->n_resumed = cells.n_loaded;
+        summary->n_resumed = n_resumed;
+        summary->n_continued = n_continued;
         snprintf(summary->warning, sizeof summary->warning, "%s", warn);
     }
 out:

@@ -93,9 +93,9 @@ static int first_diff(const cJSON *a, const cJSON *b, const char *prefix, char *
     return 1;
 }
 
+/* everything a runner keeps in cells/ besides run.json (results, checkpoints, temp files) */
 static int is_cell_file(const char *name) {
-    size_t l = strlen(name);
-    return l > 5 && !strcmp(name + l - 5, ".json") && strcmp(name, "run.json");
+    return strcmp(name, ".") && strcmp(name, "..") && strcmp(name, "run.json");
 }
 
 la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, const cJSON *fingerprint, int resume) {
@@ -132,7 +132,7 @@ la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, cons
             return LA_OK; /* cells kept */
         }
     }
-    /* a fresh run: cells of an earlier run must not be picked up by a later --resume */
+    /* a fresh run: files of an earlier run must not be picked up by a later --resume */
     DIR *d = opendir(c->dir);
     if (!d) return la_fail(LA_EIO, "cannot list '%s': %s", c->dir, strerror(errno));
     struct dirent *e;

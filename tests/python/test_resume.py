@@ -95,13 +95,20 @@ def _assert_same(ref, got):
         assert a[k] == b[k], f"{k} differs between the uninterrupted and the resumed run"
 
 
+def _finished(cells):
+    """Result files of finished cells (not run.json, not a variant's training checkpoint)."""
+    if not cells.is_dir():
+        return []
+    return [c for c in cells.glob("*.json") if c.name != "run.json" and ".train" not in c.name]
+
+
 def _interrupt_after_first_cell(cmd, out, sig, timeout=600):
     """Start cmd, send sig once out/cells holds a finished cell; returns the exit code."""
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     t0 = time.time()
     cells = out / "cells"
     while p.poll() is None and time.time() - t0 < timeout:
-        if cells.is_dir() and any(c.name != "run.json" and c.suffix == ".json" for c in cells.iterdir()):
+        if _finished(cells):
             p.send_signal(sig)
             break
         time.sleep(0.01)
@@ -121,12 +128,41 @@ def test_study_resume_matches_uninterrupted(build_dir, tmp_path, sig):
     got = tmp_path / "got"
     rc, err = _interrupt_after_first_cell([exe, "study", str(sf), "--out", str(got), "--threads", "1"], got, sig)
     assert rc != 0, "the run finished before it could be interrupted: " + err
-    n_done = len([c for c in (got / "cells").glob("variant_*.json")])
+    n_done = len(_finished(got / "cells"))
     assert 1 <= n_done < 3
     r = subprocess.run([exe, "study", str(sf), "--out", str(got), "--threads", "1", "--resume"], capture_output=True,
                        env=env)
     assert r.returncode == 0, r.stderr.decode()
     assert f"{n_done} finished variant" in r.stderr.decode()
+    _assert_same(ref, got)
+
+
+def test_study_resume_continues_a_variant_from_its_training_checkpoint(build_dir, tmp_path):
+    """SIGKILL in the middle of a variant, after its first pre-training checkpoint (every
+    val_every steps): --resume continues that variant from the checkpoint, not from step 0,
+    and still gives the files of an uninterrupted run."""
+    data = _corpus(tmp_path / "data")
+    sf = _study_file(tmp_path / "study.json", data)
+    exe = str(build_dir / "longattn")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    ref = tmp_path / "ref"
+    r = subprocess.run([exe, "study", str(sf), "--out", str(ref), "--threads", "1"], capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    got = tmp_path / "got"
+    p = subprocess.Popen([exe, "study", str(sf), "--out", str(got), "--threads", "1"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=env)
+    while p.poll() is None and not list(got.glob("cells/variant_2_*.train.json")):
+        time.sleep(0.002)
+    p.kill()
+    p.wait()
+    assert p.returncode == -signal.SIGKILL, "the run finished before it could be interrupted"
+    assert len(_finished(got / "cells")) == 1  # variant 1 finished, 2 not
+    r = subprocess.run([exe, "study", str(sf), "--out", str(got), "--threads", "1", "--resume"], capture_output=True,
+                       env=env)
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert "1 finished variant" in err and "1 variant continued from" in err, err
+    assert not list((got / "cells").glob("*.train*")), "training checkpoints are removed once a variant is done"
     _assert_same(ref, got)
 
 
@@ -160,7 +196,7 @@ def test_synth_resume_matches_uninterrupted(build_dir, tmp_path, sig):
     got = tmp_path / "got"
     rc, err = _interrupt_after_first_cell([exe, *SYNTH, "--out", str(got)], got, sig)
     assert rc != 0, "the run finished before it could be interrupted: " + err
-    assert 1 <= len(list((got / "cells").glob("*_*.json"))) < 4
+    assert 1 <= len(_finished(got / "cells")) < 4
     r = subprocess.run([exe, *SYNTH, "--out", str(got), "--resume"], capture_output=True, env=env)
     assert r.returncode == 0, r.stderr.decode()
     _assert_same(ref, got)
