@@ -26,7 +26,8 @@ typedef struct {
 
 /* Open the cell store of out_dir for a run whose settings are fingerprint (a JSON object,
  * not consumed). what names the command in messages ("study", "synth").
- * resume = 0: a fresh run: earlier cell files are removed and run.json is written.
+ * resume = 0: a fresh run: every file in DIR/cells but run.json is removed (results and
+ * whatever else a runner kept there, e.g. checkpoints) and run.json is written.
  * resume = 1: the cells of the interrupted run are kept; its run.json must hold the same
  * fingerprint, else LA_EINVAL naming the first setting that differs ("key \"steps\": 60
  * in the interrupted run, 40 now; ..."). A folder without run.json starts fresh.
