@@ -246,11 +246,12 @@ def test_train_sigkill_during_checkpoints_resumes_bitwise(build_dir, tmp_path):
             p = subprocess.Popen(_train(exe, out, steps, data, resume=ck.exists()), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, env=env)
             if kills < 3:
-                deadline = time.time() + rng.uniform(0.05, 1.5)
+                wait = rng.uniform(0.05, 1.5)
                 # odd seeds: kill as soon as a given part of a checkpoint write is seen: the
                 # weights' temp file, the state's temp file, or a state.new waiting for its
                 # rename (between the two files); even seeds: a random time
                 trigger = WRITE_PHASES[(seed // 2 + kills) % len(WRITE_PHASES)] if seed % 2 else None
+                deadline = time.time() + (60 if trigger else wait)
                 while p.poll() is None and time.time() < deadline:
                     if trigger and out.is_dir() and any(trigger(f) for f in os.listdir(out)):
                         mid_write += 1
@@ -266,4 +267,4 @@ def test_train_sigkill_during_checkpoints_resumes_bitwise(build_dir, tmp_path):
                 pytest.fail(f"seed {seed}: train exited {p.returncode} (resume={resume}): {err.decode()}")
         got = (out / "model.safetensors").read_bytes()
         assert got == want, f"seed {seed}: weights after {kills} kills differ from the uninterrupted run"
-    assert mid_write >= 1, "no kill landed during a checkpoint write"
+    assert mid_write >= 5, f"only {mid_write} kills landed during a checkpoint write"
