@@ -6,14 +6,14 @@
  * normalisers, position encodings and visibility patterns of the papers listed in
  * shared/SPEC.md, plus a small GPT model, trainer, evaluation tasks and a KV cache.
  *
- * Modules, one header each under longattn/, in layer order (a module header includes only
- * the headers of lower layers it needs); a program may include this header or only the
- * modules it uses:
+ * Modules, one header each under longattn/, in layer order core -> io -> tokenizer -> attn
+ * -> model -> train / infer -> experiments (a module header includes only the headers of
+ * lower layers it needs); a program may include this header or only the modules it uses:
  *   longattn/core.h         la_status, la_status_name, la_errmsg, la_version, LA_API,
- *                           LA_VERSION_*
+ *                           LA_DEPRECATED, LA_VERSION_*
  *   longattn/io.h           la_npy_*                    NumPy .npy files
  *   longattn/gguf.h         la_gguf_*, la_ggml_*, la_qmatvec   GGUF files, ggml tensor
- *                           types, quantized matrix-vector products
+ *                           types, quantized matrix-vector products (layer io)
  *   longattn/tokenizer.h    la_tokenizer_*, la_token_*  tokenizers from GGUF vocabularies
  *   longattn/attn.h         la_spec_*, la_attn_*, la_workspace_*, la_rope_*, la_alibi_*,
  *                           la_sinv_*, la_sparsemax_*, la_entmax15_*, la_entmax_bisect_*,
@@ -22,8 +22,10 @@
  *   longattn/train.h        la_data_*, la_train_*, la_trainer_*
  *   longattn/infer.h        la_kv_*, la_sample_*, la_decoder_*
  *   longattn/experiments.h  la_docs_*, la_eval_*, la_passkey_*, la_study_*, la_task_*,
- *                           la_critical_*, la_diag_gaussian
- *   longattn/llama.h        la_llama_*, la_chat_*       pretrained Llama-family GGUF models
+ *                           la_synth_*, la_kv_eval_*, la_critical_*, la_diagnose_*,
+ *                           la_diag_gaussian
+ *   longattn/llama.h        la_llama_*, la_chat_*       pretrained Llama-family GGUF
+ *                           models (model and infer layers: after infer.h)
  *
  * Naming rule (new API follows it; tests/test_exports.c checks the first point):
  *   - Every public function starts with la_ and its module prefix above and is declared
@@ -71,5 +73,6 @@
 #include "longattn/infer.h"
 #include "longattn/experiments.h"
 #include "longattn/llama.h"
+#include "longattn/longeval.h"
 
 #endif /* LONGATTN_H */

@@ -5,14 +5,19 @@
 #   JSON (configs, results, safetensors headers, fixtures)   libcjson-dev
 #   unit-test framework  libcmocka-dev
 #   plots                gnuplot-nox
+#   fuzzing (make fuzz)  clang (libFuzzer + ASan/UBSan runtimes), libomp-dev (clang's OpenMP)
 #   default text corpus  python3.11-doc (the Python documentation sources)
 #   tokenizer regexes    libpcre2-dev (PCRE2: the BPE pre-tokenizers, src/tokenizer)
+#   MPI (several ranks)  libopenmpi-dev openmpi-bin (MPI: mpirun -np N longattn train/study/synth,
+#                        tests/mpi.sh; without them make builds a one-process longattn)
 #   Python tests         python3-venv, python3-dev, python3-numpy, python3-pytest, python3-cffi,
 #                        python3-torch (references and the Python package's tests; the
 #                        PyPI packages of scripts/requirements-test.txt go into .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="build-essential libopenblas-dev libcjson-dev libcmocka-dev gnuplot-nox python3.11-doc libpcre2-dev
+      libopenmpi-dev openmpi-bin
+      clang libomp-dev
       python3-venv python3-dev python3-numpy python3-pytest python3-cffi python3-torch"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

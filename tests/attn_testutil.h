@@ -41,7 +41,7 @@ typedef struct {
 
 static inline int tu_rotates(la_pos p) {
     return p == LA_POS_ROPE || p == LA_POS_PROPE || p == LA_POS_NTK || p == LA_POS_DYNAMIC_NTK ||
-           p == LA_POS_YARN;
+           p == LA_POS_YARN || p == LA_POS_PI;
 }
 
 static inline void tu_rot(const double *x, double *y, int D, double pos, const double *om, int inv) {

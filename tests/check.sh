@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make check: the layering check (make check-layers), the C tests (normal build), the C tests again under ASan+UBSan, the Python
+# make check: the layering check (make check-layers), the C tests (normal build), the MPI tests (tests/mpi.sh), the C tests again under ASan+UBSan, the Python
 # tests (pytest in .venv), then one closing line summing the three that CI reads.
 set -u
 cd "$(dirname "$0")/.."
@@ -32,6 +32,8 @@ else
     total_f=$((total_f + 1)); rc_all=1
 fi
 stage c make test
+# the multi-process tests (mpirun -np 2 and 3; skipped with a message when the build has no MPI)
+stage mpi tests/mpi.sh build
 stage sanitized make test-san
 stage python make test-python
 echo "check: $total_p passed, $total_f failed"

@@ -39,9 +39,9 @@
 #include "core/internal.h"
 #include "support/ref_attn.h"
 
-static const char *const positions[8] = {"nope",  "rope(theta=10000)", "prope(p=0.5,theta=10000)",
+static const char *const positions[9] = {"nope",  "rope(theta=10000)", "prope(p=0.5,theta=10000)",
                                          "ntk(s=4)", "dynamic-ntk(s=4,train=32)", "yarn(s=4,train=32)",
-                                         "alibi", "nape"};
+                                         "alibi", "nape", "pi(s=4)"};
 static const char *const transforms[6] = {"none", "logn(s=0,train=32)", "qwen-logn(train=32)", "sinv(tau=10)",
                                           "critical(gamma=0.5)", "temp(x=0.7)"};
 static const char *const patterns[5] = {"causal", "full", "window(16)", "sinks(2,8)", "global(2)+window(8)"};
@@ -225,6 +225,7 @@ static void test_sweep_dynamic_ntk(void **s) { (void)s; sweep_position(4); }
 static void test_sweep_yarn(void **s) { (void)s; sweep_position(5); }
 static void test_sweep_alibi(void **s) { (void)s; sweep_position(6); }
 static void test_sweep_nape(void **s) { (void)s; sweep_position(7); }
+static void test_sweep_pi(void **s) { (void)s; sweep_position(8); }
 
 /* Every (T, S) pair of the size list at least once, on a spec that uses every mechanism. */
 static void test_sweep_all_size_pairs(void **s) {
@@ -358,6 +359,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_sweep_ntk, tic, toc),
         cmocka_unit_test_setup_teardown(test_sweep_dynamic_ntk, tic, toc),
         cmocka_unit_test_setup_teardown(test_sweep_yarn, tic, toc),
+        cmocka_unit_test_setup_teardown(test_sweep_pi, tic, toc),
         cmocka_unit_test_setup_teardown(test_sweep_alibi, tic, toc),
         cmocka_unit_test_setup_teardown(test_sweep_nape, tic, toc),
         cmocka_unit_test_setup_teardown(test_sweep_all_size_pairs, tic, toc),

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include <math.h>
+#include <dirent.h>
 
 #include "core/internal.h"
 
@@ -43,6 +44,63 @@ static void test_atomic_write_missing_dir_is_clear_error(void **state) {
     assert_non_null(strstr(la_errmsg(), "/nonexistent_dir_la/x"));
 }
 
+/* number of temp files ("*.tmp.*") left in dir */
+static int count_tmp(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, ".tmp.")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+/* Issue 17: each step of an atomic write (create the temp file, write, fsync, close, rename)
+ * fails in turn through la_afile_fail_at: the call reports LA_EIO naming the path, the
+ * previous file is intact, no temp file is left, and the hook disarms after one failure. */
+static void test_atomic_write_injected_failures(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_core_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/f.txt", dir);
+    static const char *names[] = {"", "open", "write", "fsync", "close", "rename"};
+    for (int step = LA_AFILE_STEP_OPEN; step <= LA_AFILE_STEP_RENAME; step++) {
+        la_afile af;
+        assert_int_equal(la_afile_open(&af, path), LA_OK);
+        fputs("first", af.f);
+        assert_int_equal(la_afile_commit(&af), LA_OK);
+        la_afile_fail_at((la_afile_step)step, 1);
+        la_status st = la_afile_open(&af, path);
+        if (st == LA_OK) {
+            fputs("second, must not land", af.f);
+            st = la_afile_commit(&af);
+        }
+        if (st != LA_EIO) fail_msg("step %s: status %s", names[step], la_status_name(st));
+        if (!strstr(la_errmsg(), path)) fail_msg("step %s: message does not name the path: %s", names[step], la_errmsg());
+        assert_int_equal(count_tmp(dir), 0);
+        FILE *f = fopen(path, "rb");
+        char buf[64] = {0};
+        assert_non_null(f);
+        assert_true(fread(buf, 1, sizeof buf - 1, f) > 0);
+        fclose(f);
+        if (strcmp(buf, "first")) fail_msg("step %s: file holds '%s'", names[step], buf);
+        /* disarmed: the next write goes through */
+        assert_int_equal(la_afile_open(&af, path), LA_OK);
+        fputs("third", af.f);
+        assert_int_equal(la_afile_commit(&af), LA_OK);
+    }
+    /* the second occurrence: first write passes, second fails */
+    la_afile_fail_at(LA_AFILE_STEP_FSYNC, 2);
+    la_afile a1, a2;
+    assert_int_equal(la_afile_open(&a1, path), LA_OK);
+    assert_int_equal(la_afile_commit(&a1), LA_OK);
+    assert_int_equal(la_afile_open(&a2, path), LA_OK);
+    assert_int_equal(la_afile_commit(&a2), LA_EIO);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_rng_reproducible_and_uniform(void **state) {
     (void)state;
     la_rng a, b;
@@ -68,6 +126,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_atomic_write_replaces_whole),
         cmocka_unit_test(test_atomic_write_missing_dir_is_clear_error),
+        cmocka_unit_test(test_atomic_write_injected_failures),
         cmocka_unit_test(test_rng_reproducible_and_uniform),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

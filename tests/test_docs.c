@@ -88,6 +88,18 @@ static void test_shards_split_at_eot(void **state) {
     shard(dir, "x_002.bin", b, 2, 2, 12345);
     assert_int_equal(la_docs_load(dir, &d), LA_EFORMAT);
     assert_non_null(strstr(la_errmsg(), "magic"));
+    /* fuzz_shards (issue 17): a header promising 2^31-1 tokens over a 2-token file made
+     * la_docs_load allocate 8 GiB before reading; the count is now checked against the
+     * file size first (as la_data_open does), and trailing bytes are refused too */
+    shard(dir, "x_002.bin", b, 2, 2147483647, 20240520);
+    assert_int_equal(la_docs_load(dir, &d), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "x_002.bin"));
+    assert_non_null(strstr(la_errmsg(), "should be 4294968318 bytes"));
+    assert_non_null(strstr(la_errmsg(), "truncated"));
+    assert_null(d.tokens);
+    shard(dir, "x_002.bin", a, 7, 2, 20240520);
+    assert_int_equal(la_docs_load(dir, &d), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "trailing bytes"));
     la_test_rmtree(dir);
 }
 

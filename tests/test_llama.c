@@ -309,6 +309,8 @@ static void test_spec_theta_default(void **state) {
         {"ntk(4, 777)", LA_POS_NTK, 777, 4},
         {"yarn(s=2, train=256)", LA_POS_YARN, 5000, 2},
         {"yarn(2, 256, 32, 1, 900)", LA_POS_YARN, 900, 2},
+        {"pi(4)", LA_POS_PI, 5000, 4},
+        {"pi(2, 333)+sinks(4,64)", LA_POS_PI, 333, 2},
         {"dynamic-ntk(2,256,theta=123)+qwen-logn(256)", LA_POS_DYNAMIC_NTK, 123, 2},
         {"softmax+nope+causal", LA_POS_NOPE, 5000, 1},
     };

@@ -285,6 +285,36 @@ static void test_write_bad_arguments(void **state) {
     assert_int_equal(la_npy_read_f32(NULL, &d, &nd, s), LA_EINVAL);
 }
 
+/* Issue 17: .npy writes failing at each atomic-write step (la_afile_fail_at), for a small
+ * array (the write error shows at flush) and one of 400 KB (fwrite itself fails): LA_EIO
+ * naming the path, the previous file reads back unchanged, no temp file is left. */
+static void test_write_io_failures_keep_previous(void **state) {
+    (void)state;
+    static float big[100000];
+    for (int i = 0; i < 100000; i++) big[i] = (float)i;
+    float small[3] = {1, 2, 3};
+    const char *p = tmp("keep.npy");
+    char tmpname[300];
+    snprintf(tmpname, sizeof tmpname, "%s.tmp.%ld", p, (long)getpid());
+    for (int size = 0; size < 2; size++)
+        for (int step = LA_AFILE_STEP_OPEN; step <= LA_AFILE_STEP_RENAME; step++) {
+            float first[2] = {-1.5f, 7.0f};
+            int64_t s1[1] = {2}, s2[1] = {size ? 100000 : 3};
+            assert_int_equal(la_npy_write_f32(p, first, 1, s1), LA_OK);
+            la_afile_fail_at((la_afile_step)step, 1);
+            la_status st = la_npy_write_f32(p, size ? big : small, 1, s2);
+            if (st != LA_EIO) fail_msg("size %d step %d: status %s", size, step, la_status_name(st));
+            if (!strstr(la_errmsg(), p)) fail_msg("size %d step %d: message: %s", size, step, la_errmsg());
+            assert_int_not_equal(access(tmpname, F_OK), 0);
+            float *y = NULL;
+            int nd = 0;
+            int64_t shape[8];
+            assert_int_equal(la_npy_read_f32(p, &y, &nd, shape), LA_OK);
+            assert_true(nd == 1 && shape[0] == 2 && y[0] == -1.5f && y[1] == 7.0f);
+            free(y);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_match_numpy),
@@ -297,6 +327,7 @@ int main(void) {
         cmocka_unit_test(test_fault_truncated),
         cmocka_unit_test(test_fault_absurd_header),
         cmocka_unit_test(test_write_bad_arguments),
+        cmocka_unit_test(test_write_io_failures_keep_previous),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

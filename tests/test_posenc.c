@@ -49,10 +49,10 @@ static double dotf(const float *a, const float *b, int D) {
 static void test_rope_shift_invariance(void **state) {
     (void)state;
     const int D = 64;
-    la_pos kinds[4] = {LA_POS_ROPE, LA_POS_PROPE, LA_POS_YARN, LA_POS_NTK};
+    la_pos kinds[5] = {LA_POS_ROPE, LA_POS_PROPE, LA_POS_YARN, LA_POS_NTK, LA_POS_PI};
     la_rng r;
     la_rng_seed(&r, 2);
-    for (int kd = 0; kd < 4; kd++) {
+    for (int kd = 0; kd < 5; kd++) {
         la_spec s = tu_spec();
         s.pos = kinds[kd];
         s.pos_scale = 4;
@@ -94,6 +94,11 @@ static void test_rope_family_freqs(void **state) {
     double sp = 2.0 * 400 / 100 - 1; /* 7 */
     th = 10000.0 * pow(sp, 16.0 / 14.0);
     for (int k = 1; k < 8; k++) assert_true(fabs(om[k] / pow(th, -2.0 * k / D) - 1) < 1e-12);
+    /* pi: every frequency divided by s, so position p rotates like p / s under plain RoPE */
+    s.pos = LA_POS_PI;
+    s.pos_scale = 4;
+    assert_int_equal(la_rope_freqs(&s, D, 100, om), LA_OK);
+    for (int k = 0; k < 8; k++) assert_true(fabs(om[k] - pow(10000.0, -2.0 * k / D) / 4) <= 1e-15 * om[0]);
     /* nope / alibi / nape: nothing rotates */
     s.pos = LA_POS_ALIBI;
     assert_int_equal(la_rope_freqs(&s, D, 100, om), LA_OK);

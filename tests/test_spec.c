@@ -149,6 +149,12 @@ static void test_documented_examples(void **state) {
     s = parse_ok("dynamic-ntk(s=2,train=32)+critical(0.5)");
     assert_true(s.pos == LA_POS_DYNAMIC_NTK && s.pos_scale == 2 && s.train_len == 32);
     assert_true(s.xform == LA_XF_CRITICAL && s.gamma == 0.5);
+    s = parse_ok("pi(4)+critical(1)");
+    assert_true(s.pos == LA_POS_PI && s.pos_scale == 4 && s.theta == 10000 && s.xform == LA_XF_CRITICAL);
+    la_spec_format(&s, buf, sizeof buf);
+    assert_string_equal(buf, "softmax+critical(gamma=1)+pi(s=4,theta=10000)+causal");
+    s = parse_ok("pi(theta=500000, s=2.5)+sinks(4,64)");
+    assert_true(s.pos == LA_POS_PI && s.pos_scale == 2.5 && s.theta == 500000 && s.pattern == LA_PAT_SINKS);
     s = parse_ok("ntk(8)+temp(x=0.7)");
     assert_true(s.pos == LA_POS_NTK && s.pos_scale == 8 && s.xform == LA_XF_TEMP && s.temp == 0.7);
     /* a shared train given to the position and the transform must agree; 0 means unset */
@@ -195,19 +201,19 @@ static void test_round_trip_random(void **state) {
         la_spec s = la_spec_default();
         s.norm = (la_norm)la_rng_below(&r, 4);
         if (s.norm == LA_NORM_SPARSEMAX) s.alpha = 2;
-        if (s.norm == LA_NORM_ENTMAX || s.norm == LA_NORM_ASENTMAX) s.alpha = awkward(&r, 1.0 + 1e-9, 4);
+        if (s.norm == LA_NORM_ENTMAX || s.norm == LA_NORM_ASENTMAX) s.alpha = awkward(&r, LA_ENTMAX_ALPHA_MIN, 4);
         if (s.norm == LA_NORM_ASENTMAX) {
             s.as_delta = awkward(&r, 0, 3);
             s.as_gamma_range = awkward(&r, 0, 5);
         }
-        s.pos = (la_pos)la_rng_below(&r, 8);
+        s.pos = (la_pos)la_rng_below(&r, 9);
         s.xform = (la_xform)la_rng_below(&r, 6);
         int train = 2 + (int)la_rng_below(&r, 100000);
         if (s.pos == LA_POS_ROPE || s.pos == LA_POS_PROPE || s.pos == LA_POS_NTK || s.pos == LA_POS_DYNAMIC_NTK ||
-            s.pos == LA_POS_YARN)
+            s.pos == LA_POS_YARN || s.pos == LA_POS_PI)
             s.theta = awkward(&r, 1.5, 1e7);
         if (s.pos == LA_POS_PROPE) s.rope_p = la_rng_below(&r, 5) == 0 ? (double)la_rng_below(&r, 2) : awkward(&r, 0, 1);
-        if (s.pos >= LA_POS_NTK && s.pos <= LA_POS_YARN) s.pos_scale = awkward(&r, 1, 64);
+        if ((s.pos >= LA_POS_NTK && s.pos <= LA_POS_YARN) || s.pos == LA_POS_PI) s.pos_scale = awkward(&r, 1, 64);
         if (s.pos == LA_POS_DYNAMIC_NTK || s.pos == LA_POS_YARN) s.train_len = train;
         if (s.pos == LA_POS_YARN) {
             s.beta_slow = awkward(&r, 0.01, 4);
@@ -308,9 +314,12 @@ static void test_error_bad_numbers(void **state) {
     parse_fails("window(-3)", "bad pattern 'window'", "window w must be >= 1 (got -3)", "valid patterns");
     parse_fails("window(0)", "window w must be >= 1", NULL, NULL);
     parse_fails("sinks(0,8)", "sinks needs n >= 1", NULL, NULL);
-    parse_fails("entmax(alpha=1)", "bad normaliser 'entmax'", "alpha must be a number in (1, 4] (got 1", NULL);
-    parse_fails("entmax(alpha=1e308)", "alpha must be a number in (1, 4] (got 1e+308", NULL, NULL);
-    parse_fails("asentmax(alpha=4.5)", "alpha must be a number in (1, 4]", NULL, NULL);
+    parse_fails("entmax(alpha=1)", "bad normaliser 'entmax'", "alpha must be a number in [1.000001, 4] (got 1", NULL);
+    parse_fails("entmax(alpha=1e308)", "alpha must be a number in [1.000001, 4] (got 1e+308", NULL, NULL);
+    parse_fails("asentmax(alpha=4.5)", "alpha must be a number in [1.000001, 4]", NULL, NULL);
+    /* issue 17: so close to 1 that tau is not representable (|sum p - 1| ~ 5.5e-17/(alpha-1)) */
+    parse_fails("entmax(alpha=1.0000001)", "alpha must be a number in [1.000001, 4] (got 1.0000001", NULL, NULL);
+    parse_fails("asentmax(alpha=1.0000009)", "alpha must be a number in [1.000001, 4]", NULL, NULL);
     parse_fails("entmax(0.5)", "alpha must be", NULL, NULL);
     parse_fails("asentmax(delta=-1)", "delta must be", NULL, NULL);
     parse_fails("prope(p=1.5)", "bad position 'prope'", "p must lie in [0, 1] (got 1.5)", NULL);
@@ -336,6 +345,10 @@ static void test_error_missing_required(void **state) {
     parse_fails("yarn(train=64)", "'yarn' needs its parameter 's'", NULL, NULL);
     parse_fails("dynamic-ntk(2)", "'dynamic-ntk' needs its parameter 'train'", NULL, NULL);
     parse_fails("ntk", "'ntk' needs its parameter 's'", NULL, NULL);
+    parse_fails("pi", "'pi' needs its parameter 's'", "pi(s,theta)", NULL);
+    parse_fails("pi(0.5)", "bad position 'pi'", "s (the context extension factor) must be", NULL);
+    parse_fails("pi(s=2,train=8)", "unknown parameter 'train' of 'pi'", "valid: s, theta", NULL);
+    parse_fails("pi(2)+ntk(2)", "second position token 'ntk(2)' after 'pi'", NULL, NULL);
     parse_fails("qwen-logn", "'qwen-logn' needs its parameter 'train'", NULL, NULL);
     parse_fails("temp", "'temp' needs its parameter 'x'", NULL, NULL);
     parse_fails("global(2)", "global(g) must be combined with window(w)", NULL, NULL);

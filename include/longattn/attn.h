@@ -45,7 +45,8 @@ typedef enum {
     LA_POS_DYNAMIC_NTK, /* NTK applied only when context > train_len */
     LA_POS_YARN,        /* YaRN (Peng et al. 2023) */
     LA_POS_ALIBI,       /* additive bias -m_h * t (Press et al. 2022) */
-    LA_POS_NAPE         /* first half of heads ALiBi, rest NoPE (Vasylenko et al. 2025) */
+    LA_POS_NAPE,        /* first half of heads ALiBi, rest NoPE (Vasylenko et al. 2025) */
+    LA_POS_PI           /* position interpolation: every omega_k divided by s (Chen et al. 2023) */
 } la_pos;
 
 /* Logit transform applied to the base score S (SPEC 4). */
@@ -178,17 +179,17 @@ LA_API la_attn_opts la_attn_opts_default(void);
  * opts may be NULL. Errors: LA_EINVAL (NULL tensor, bad spec), LA_ESHAPE (H % Hkv != 0,
  * a dimension < 1, odd D with a RoPE-family encoding), LA_ENOMEM. */
 LA_API la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
-                          const float *q, const float *k, const float *v,
-                          float *out, float *row_stat, const la_attn_opts *opts);
+                                 const float *q, const float *k, const float *v,
+                                 float *out, float *row_stat, const la_attn_opts *opts);
 
 /* Backward of la_attn_forward. out and row_stat are the forward's outputs.
  *   dout: (B, H, T, D)  ->  dq: (B, H, T, D), dk, dv: (B, Hkv, S, D), all overwritten.
  * Learnable transform parameters get their gradients through opts (dlogn_s, das_*).
  * Errors as la_attn_forward. */
 LA_API la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
-                           const float *q, const float *k, const float *v,
-                           const float *out, const float *row_stat, const float *dout,
-                           float *dq, float *dk, float *dv, const la_attn_opts *opts);
+                                  const float *q, const float *k, const float *v,
+                                  const float *out, const float *row_stat, const float *dout,
+                                  float *dq, float *dk, float *dv, const la_attn_opts *opts);
 
 /* ======================================================================== */
 /* Position encodings (SPEC 3)                                              */
@@ -203,7 +204,7 @@ LA_API la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, doub
  * (x[k], x[k + D/2]). Angles in double, cos/sin rounded to float. inverse != 0 rotates by
  * the negative angle (the backward of the forward rotation). */
 LA_API la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64_t *pos,
-                        int64_t ctx_len, int inverse);
+                               int64_t ctx_len, int inverse);
 
 /* ALiBi slopes m_h for n_heads heads (Press et al.; SPEC 3). slopes: (n_heads). */
 LA_API void la_alibi_slopes(int n_heads, float *slopes);
@@ -217,6 +218,7 @@ LA_API void la_sinv_coeffs(double t, double tau, double *a, double *m);
 /* ======================================================================== */
 
 #define LA_ENTMAX_ALPHA_MAX 4.0 /* largest accepted entmax alpha, see below */
+#define LA_ENTMAX_ALPHA_MIN 1.000001 /* smallest accepted entmax alpha (alpha - 1 >= 1e-6), see below */
 
 /* Row transforms mapping scores z (rows, n) to probabilities p (rows, n), row-major, each row
  * independent. Convention (SPEC 5, Peters et al. 2019 eq. 2):
@@ -240,6 +242,11 @@ LA_API void la_sinv_coeffs(double t, double tau, double *a, double *m);
  * larger alpha, p_i = x^(1/(alpha-1)) is so flat that the threshold would need more than
  * float64 precision (measured over random rows of 256 entries: |sum p - 1| <= 1e-10 at
  * alpha = 4, 4e-5 at 6, 2e-3 at 8, 0.13 at 32). The paper's values are 1.5 and 2.
+ * Near 1 the threshold is resolved to float64's 2^-53 only relative to 1, and p_i =
+ * x^(1/(alpha-1)) multiplies that error by 1/(alpha-1): |sum p - 1| is about
+ * 5.5e-17 / (alpha - 1) (measured as above: 6e-11 at alpha - 1 = 1e-6, 6e-7 at 1e-10, 6e-3
+ * at 1e-14, and at 1e-16 the bracket of tau collapses). So alpha >= LA_ENTMAX_ALPHA_MIN =
+ * 1 + 1e-6, where p agrees with softmax to 1e-7 anyway: use softmax below that.
  *
  * Backward (vector-Jacobian product, Peters et al. 2019 eq. 10): from the forward output p and
  * the upstream gradient dp = dL/dp (rows, n), with u_i = p_i^(2-alpha) on the support {p_i > 0}
@@ -253,9 +260,9 @@ LA_API la_status la_sparsemax_forward_f64(const double *z, int64_t rows, int n, 
 LA_API la_status la_sparsemax_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
 /* dz: (rows, n) from p, dp: (rows, n); u = 1 on the support (Martins & Astudillo 2016 eq. 14). */
 LA_API la_status la_sparsemax_backward_f64(const double *p, const double *dp, int64_t rows, int n,
-                                    double *dz);
+                                           double *dz);
 LA_API la_status la_sparsemax_backward_f32(const float *p, const float *dp, int64_t rows, int n,
-                                    float *dz);
+                                           float *dz);
 
 /* 1.5-entmax (Peters et al. 2019, Algorithm 2): exact, sort-based, O(n log n); tau is the
  * closed-form root of the quadratic sum_{i in S} (z_i/2 - tau)^2 = 1 on the support S. */
@@ -263,9 +270,9 @@ LA_API la_status la_entmax15_forward_f64(const double *z, int64_t rows, int n, d
 LA_API la_status la_entmax15_forward_f32(const float *z, int64_t rows, int n, float *p, double *tau);
 /* dz: (rows, n); u = sqrt(p). */
 LA_API la_status la_entmax15_backward_f64(const double *p, const double *dp, int64_t rows, int n,
-                                   double *dz);
+                                          double *dz);
 LA_API la_status la_entmax15_backward_f32(const float *p, const float *dp, int64_t rows, int n,
-                                   float *dz);
+                                          float *dz);
 
 /* alpha-entmax for any alpha > 1 (Peters et al. 2019 sec. 3.2; Blondel et al. 2019): root
  * find on the shifted threshold in the bracket [max - 1, max - n^(1-alpha)] (units of
@@ -273,18 +280,18 @@ LA_API la_status la_entmax15_backward_f32(const float *p, const float *dp, int64
  * for alpha = 2 and 1.5 tau is then re-solved in closed form on the support found, so that
  * exact inputs give exact thresholds. O(n) per iteration, < 200 iterations. */
 LA_API la_status la_entmax_bisect_forward_f64(const double *z, int64_t rows, int n, double alpha,
-                                       double *p, double *tau);
+                                              double *p, double *tau);
 LA_API la_status la_entmax_bisect_forward_f32(const float *z, int64_t rows, int n, double alpha,
-                                       float *p, double *tau);
+                                              float *p, double *tau);
 /* dz: (rows, n) as above. dalpha: (rows) or NULL, d L / d alpha of each row with z fixed
  * (sum it over rows for a shared alpha), Correia et al. 2019 (Adaptively Sparse
  * Transformers) Proposition 1: with S = {p_i > 0}, ut_i = u_i / sum_j u_j, h = sum_S p log p,
  *     dp_i/dalpha = (p_i - ut_i) / (alpha-1)^2 - (p_i log p_i - ut_i h) / (alpha-1),
  *     dalpha = sum_i dp_i * dp_i/dalpha. */
 LA_API la_status la_entmax_bisect_backward_f64(const double *p, const double *dp, int64_t rows, int n,
-                                        double alpha, double *dz, double *dalpha);
+                                               double alpha, double *dz, double *dalpha);
 LA_API la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t rows, int n,
-                                        double alpha, float *dz, double *dalpha);
+                                               double alpha, float *dz, double *dalpha);
 
 /* Fused sparse attention: la_attn_forward / la_attn_backward with spec->norm set to
  * LA_NORM_ENTMAX (alpha = spec->alpha > 1), LA_NORM_SPARSEMAX (alpha = 2) or LA_NORM_ASENTMAX
@@ -306,22 +313,22 @@ LA_API la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, 
  * beta, gamma: (B, H, T), the layout of la_attn_opts.as_beta / as_gamma.
  * Errors: LA_EINVAL (NULL array, non-finite gamma_range), LA_ESHAPE (a size < 1). */
 LA_API la_status la_asentmax_params_forward(const float *x, int B, int T, int C, int H,
-                                     const float *w_beta, const float *b_beta,
-                                     const float *w_gamma, const float *b_gamma,
-                                     double gamma_range, float *beta, float *gamma);
+                                            const float *w_beta, const float *b_beta,
+                                            const float *w_gamma, const float *b_gamma,
+                                            double gamma_range, float *beta, float *gamma);
 /* Backward of la_asentmax_params_forward from its outputs beta, gamma and their gradients
  * dbeta, dgamma (B, H, T). ACCUMULATES (+=, llm.c style) into dx (B, T, C), dw_beta, dw_gamma
  * (H, C), db_beta, db_gamma (H); any of these may be NULL to skip it. Uses
  * d softplus(a)/da = 1 - exp(-beta) and d gamma/da = gamma_range - gamma^2/gamma_range. */
 LA_API la_status la_asentmax_params_backward(const float *x, int B, int T, int C, int H,
-                                      const float *w_beta, const float *w_gamma,
-                                      double gamma_range, const float *beta, const float *gamma,
-                                      const float *dbeta, const float *dgamma, float *dx,
-                                      float *dw_beta, float *db_beta, float *dw_gamma,
-                                      float *db_gamma);
+                                             const float *w_beta, const float *w_gamma,
+                                             double gamma_range, const float *beta, const float *gamma,
+                                             const float *dbeta, const float *dgamma, float *dx,
+                                             float *dw_beta, float *db_beta, float *dw_gamma,
+                                             float *db_gamma);
 
 /* ======================================================================== */
-/* Attention diagnostics (SPEC 8)                                           */
+/* Attention statistics accumulator and kernel diagnostics (SPEC 8)         */
 /* ======================================================================== */
 
 /* Total attention mass and attention entropy per distance range, the two properties of
@@ -360,7 +367,7 @@ LA_API la_status la_diag_add(la_diag *d, int slot, int64_t t0, int dt, const flo
  * for kernels that know it without a log call (softmax: log p = L - lse). Errors: as
  * la_diag_add, and LA_EINVAL for logp NULL with n > 0. */
 LA_API la_status la_diag_add_logp(la_diag *d, int slot, int64_t t0, int dt, const float *prob,
-                           const float *logp, int n);
+                                  const float *logp, int n);
 
 /* Fold the row held in slot into the per-range averages and clear the slot.
  * Errors: LA_EINVAL (slot out of range). */
@@ -386,7 +393,7 @@ LA_API la_status la_diag_get(const la_diag *d, int r, la_diag_result *out);
  * scale-invariance property wants < 1). n_used: ranges used (< 2: both outputs NaN).
  * Errors: LA_EINVAL (NULL). */
 LA_API la_status la_diag_summary(const la_diag *d, int64_t lo_min, double *mass_ratio,
-                          double *entropy_slope, int *n_used);
+                                 double *entropy_slope, int *n_used);
 
 /* max_dist and delta the accumulator was created with (-1 / NaN for NULL). */
 LA_API int64_t la_diag_max_dist(const la_diag *d);
@@ -426,8 +433,8 @@ LA_API la_status la_diag_merge(la_diag *dst, const la_diag *src);
  * (row_stat or diag NULL, a diag too short for the distances, a non-finite row statistic
  * that is not LA_ROW_EMPTY), LA_ENOMEM. */
 LA_API la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const float *q,
-                           const float *k, const float *row_stat, const la_attn_opts *opts,
-                           la_diag **diag);
+                                  const float *k, const float *row_stat, const la_attn_opts *opts,
+                                  la_diag **diag);
 
 /* ---- deprecated names: kept so existing programs compile (with a warning naming
  * the replacement); see the naming rule in longattn.h ---- */

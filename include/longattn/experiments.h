@@ -76,8 +76,8 @@ LA_API la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t see
  * Errors: as la_eval_windows (for span), LA_EINVAL (bucket < 1, T < 1, span < T),
  * LA_ENUMERIC (a non-finite loss), or whatever fn returns. */
 LA_API la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int T, int span, int n,
-                       uint64_t seed, int bucket, double *loss, double *bucket_loss,
-                       int64_t *bucket_tokens);
+                              uint64_t seed, int bucket, double *loss, double *bucket_loss,
+                              int64_t *bucket_tokens);
 
 /* ---- passkey retrieval ---- */
 
@@ -108,7 +108,7 @@ LA_API int la_passkey_min_len(void);
  * only in the needle and at the end. Errors: LA_EINVAL (NULL, depth outside [0,1], hay not
  * byte-level or empty), LA_ESHAPE (T < la_passkey_min_len()). */
 LA_API la_status la_passkey_make(const la_docs *hay, int T, double depth, uint64_t seed,
-                          int32_t *tokens, la_passkey *info);
+                                 int32_t *tokens, la_passkey *info);
 
 /* Exact-match score of greedy decoding: pred (T) holds the model's argmax next token at
  * each input position of the example tokens (T+1) built by la_passkey_make (e.g. the
@@ -223,7 +223,7 @@ typedef struct {
  * document shorter than the longest eval length: checked before any training), errors of
  * the model and trainer; files of finished variants stay written. */
 LA_API la_status la_study_run(const la_study *study, const char *out_dir, const la_study_opts *opts,
-                       la_study_summary *summary);
+                              la_study_summary *summary);
 
 /* ======================================================================== */
 /* Synthetic tasks (SPEC 8)                                                 */
@@ -336,7 +336,7 @@ LA_API la_status la_task_tokens_at(const la_task_params *p, int content_len, int
  * uniformly from [min_len, max_len]; > 0 uses that L (evaluation). ex may be NULL.
  * Errors: LA_EINVAL (bad params/L, NULL tokens), LA_ESHAPE (cap too small). */
 LA_API la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed,
-                         uint64_t index, int32_t *tokens, int cap, la_task_example *ex);
+                                uint64_t index, int32_t *tokens, int cap, la_task_example *ex);
 
 /* Pack examples first_index .. first_index+B-1 of stream `seed` for next-token training,
  * in the convention of la_model_forward / la_trainer_step_batch:
@@ -349,8 +349,8 @@ LA_API la_status la_task_sample(const la_task_params *p, int content_len, uint64
  * T must be >= the longest example's n_tokens - 1 (la_task_tokens_at(max L) - 1).
  * content_len as in la_task_sample. Errors: LA_EINVAL, LA_ESHAPE (T too small). */
 LA_API la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
-                        uint64_t first_index, int B, int T, int32_t *inputs,
-                        int32_t *targets, la_task_example *ex);
+                               uint64_t first_index, int B, int T, int32_t *inputs,
+                               int32_t *targets, la_task_example *ex);
 
 /* Exact match of one packed row: 1 if pred[t] == targets[t] at every t with
  * targets[t] >= 0, else 0. pred, targets: (T). With teacher forcing this equals greedy
@@ -367,7 +367,7 @@ LA_API int la_task_exact_match(const int32_t *pred, const int32_t *targets, int 
  * Errors: LA_EINVAL (bad params/L/n, model vocabulary smaller than the task's),
  * LA_ENOMEM, model errors. */
 LA_API la_status la_task_eval(la_model *m, const la_task_params *p, int content_len, int n,
-                       uint64_t seed, int64_t max_batch_tokens, int *n_correct);
+                              uint64_t seed, int64_t max_batch_tokens, int *n_correct);
 
 /* ======================================================================== */
 /* Critical-scaling simulation (SPEC 8)                                     */
@@ -391,7 +391,7 @@ LA_API la_status la_critical_attend(const double *x, int n, int d, double beta, 
  * products clamped to [-1, 1]) and of the inner product <x_i, x_j>. x: (n, d), n >= 2.
  * Either output may be NULL. Errors: LA_EINVAL, LA_ENOMEM. */
 LA_API la_status la_critical_pair_stats(const double *x, int n, int d, double *mean_angle,
-                                 double *mean_ip);
+                                        double *mean_ip);
 
 /* The paper's Gaussian model (its eq. 3.1): x_i = sqrt(rho) z_0 + sqrt(1-rho) z_i with
  * z_0, z_i i.i.d. standard Gaussian in R^d (la_rng seeded with seed), each row then
@@ -443,7 +443,7 @@ LA_API la_critical_params la_critical_params_default(void);
  * cells: (n_rho, n_gamma) row-major. Cost O(n_rho * draws * n_gamma * n^2 * d).
  * Errors: LA_EINVAL (bad params or grid value, named), LA_ENOMEM. */
 LA_API la_status la_critical_grid(const la_critical_params *p, const double *rhos, int n_rho,
-                           const double *gammas, int n_gamma, la_critical_cell *cells);
+                                  const double *gammas, int n_gamma, la_critical_cell *cells);
 
 /* The experiment behind `longattn critical` (src/tasks/critical_run.c): la_critical_grid,
  * then into folder out (created) critical.csv (one row per cell), simplex.csv (the closed

@@ -112,7 +112,7 @@ LA_API la_status la_gguf_get_bool(const la_gguf *g, const char *key, int *out);
 LA_API la_status la_gguf_get_str(const la_gguf *g, const char *key, const char **out);
 /* An array whose elements have type elem (LA_GGUF_ANY: any). */
 LA_API la_status la_gguf_get_arr(const la_gguf *g, const char *key, la_gguf_vtype elem,
-                          const la_gguf_kv **out);
+                                 const la_gguf_kv **out);
 
 /* Element i of an array kv (or the value of a scalar kv, i = 0), converted. They assert
  * i < kv->n and a fitting type (integer / float / bool for the numeric ones, string for
@@ -186,7 +186,7 @@ LA_API la_status la_gguf_dequant(const la_gguf_tensor *t, float *dst);
  * region). Errors: LA_EINVAL (NULL, rows/cols < 0, cols not a multiple of the block
  * size), LA_EUNSUPPORTED (type not supported: names it). */
 LA_API la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
-                     float *y);
+                            float *y);
 /* The same for a tensor (ne[0] = cols, nrows = rows); x has ne[0] floats, y nrows. */
 LA_API la_status la_gguf_matvec(const la_gguf_tensor *t, const float *x, float *y);
 

@@ -159,7 +159,7 @@ LA_API la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores);
  * Errors: LA_EINVAL (NULL, bad layer, T > len, doc_ids given), LA_ESHAPE (T < 1),
  * and those of la_attn_forward. */
 LA_API la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, int T,
-                       float *out, float *row_stat, const la_attn_opts *opts);
+                              float *out, float *row_stat, const la_attn_opts *opts);
 
 /* The "rotate by the exact position delta on shift" path for callers that keep
  * POST-RoPE keys: rotate x (N, D) in place by angle delta * omega_k on every rotary pair
@@ -169,7 +169,7 @@ LA_API la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, co
  * tokens would shift each kept key by (new slot - old slot). ctx_len as la_rope_apply.
  * Errors: those of la_rope_apply; LA_ENOMEM. */
 LA_API la_status la_kv_rope_shift(const la_spec *spec, float *x, int N, int D, int64_t delta,
-                           int64_t ctx_len);
+                                  int64_t ctx_len);
 
 /* ---- next-token sampling ---- */
 
@@ -194,7 +194,7 @@ LA_API size_t la_sample_scratch_bytes(int V);
  * (0, 1], u outside [0, 1)), LA_ESHAPE (V < 1), LA_ENUMERIC (a NaN or +inf logit, or all
  * -inf). */
 LA_API la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
-                          void *scratch, int32_t *token);
+                                 void *scratch, int32_t *token);
 
 /* ---- incremental decoding of the GPT through a KV cache ---- */
 

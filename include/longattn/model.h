@@ -113,7 +113,7 @@ LA_API la_status la_model_get_tensor(const la_model *m, int i, la_tensor_info *i
  * Memory: O(n_layer * B * T * (C + F)) + B*T*V for the logits.
  * Errors: LA_EINVAL (NULL, B or T < 1, token out of range), LA_ENOMEM, attention errors. */
 LA_API la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *targets,
-                           int B, int T, float *mean_loss, float *loss_per_token);
+                                  int B, int T, float *mean_loss, float *loss_per_token);
 
 /* Backward of the last la_model_forward (gradient of its mean_loss), ACCUMULATED into
  * la_model_grads (call la_model_zero_grad first). Errors: LA_EINVAL if no training
@@ -139,8 +139,8 @@ LA_API const float *la_model_logits(const la_model *m);
  * Results equal la_model_forward's up to float rounding. Invalidates la_model_backward.
  * Errors: as la_model_forward. */
 LA_API la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
-                        float *mean_loss, float *loss_per_token, int32_t *argmax,
-                        float *last_logits);
+                               float *mean_loss, float *loss_per_token, int32_t *argmax,
+                               float *last_logits);
 
 /* Attention diagnostics of one text (SPEC 8): the no-grad forward of la_model_eval on
  * tokens (T, one sequence, B = 1) and, after every layer's attention, that layer's

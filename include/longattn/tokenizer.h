@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core.h" /* la_status, LA_API */
+#include "gguf.h" /* la_gguf */
 
 typedef struct la_gguf la_gguf; /* longattn/gguf.h */
 
@@ -62,7 +63,6 @@ typedef struct {
 LA_API la_tokenizer_vocab la_tokenizer_vocab_default(void);
 
 typedef struct la_tokenizer la_tokenizer;
-typedef struct la_gguf la_gguf; /* longattn/gguf.h */
 
 /* Build a tokenizer from v. Errors: LA_EINVAL (NULL v/out, n_tokens < 1, a NULL token, a
  * token type outside 0..6, an id out of range, add_bos/add_eos without that id, unknown

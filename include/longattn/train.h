@@ -59,7 +59,7 @@ LA_API int64_t la_data_doc_len(const la_data *d, la_split split, int i);
 /* Copy n tokens of document `doc` starting at `offset` into out (n int32).
  * Errors: LA_EINVAL (bad doc, offset + n beyond the document). */
 LA_API la_status la_data_read(const la_data *d, la_split split, int doc, int64_t offset, int64_t n,
-                       int32_t *out);
+                              int32_t *out);
 
 /* Resumable sampling state (it goes into checkpoints). */
 typedef struct {
@@ -129,7 +129,7 @@ typedef struct la_trainer la_trainer;
  * la_trainer_step_batch works). Both must outlive the trainer; the trainer seeds the
  * data sampler with cfg->seed. Errors: LA_EINVAL (bad config value, named), LA_ENOMEM. */
 LA_API la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
-                         la_trainer **out);
+                                la_trainer **out);
 LA_API void la_trainer_free(la_trainer *tr);
 
 typedef struct {
@@ -149,7 +149,7 @@ LA_API la_status la_trainer_step(la_trainer *tr, la_step_info *info);
  * tokens, targets (B, T) as la_model_forward (targets < 0 ignored). Uses and advances the
  * same schedule and step counter. */
 LA_API la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int32_t *targets,
-                                int B, int T, la_step_info *info);
+                                       int B, int T, la_step_info *info);
 
 /* Mean validation loss (nats/token) over cfg.eval_batches deterministic validation
  * batches (la_data_val_batch) of B x T, via la_model_eval. Errors: LA_EINVAL (no data or

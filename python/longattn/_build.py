@@ -1,15 +1,18 @@
 """cffi build script (API mode, out-of-line) of longattn._native.
 
-The extension compiles the library's own C sources -- every src/<module>/*.c except
-src/cli, found by the same glob as the Makefile's LIB_SRC -- and links the libraries listed
-in scripts/link-libs.txt (shared with the Makefile). No kernel is reimplemented in Python.
+The extension links the C library as `make` builds it: setup.py's build_ext first runs
+`make lib` at the repository root, which compiles every src/<module>/*.c except src/cli
+(the Makefile's LIB_SRC glob) with the Makefile's flags -- per-file ones included, e.g.
+gguf_quant.c's -ffp-contract=off -- into the public static library build/liblongattn.a
+(position-independent, only the LA_API functions global), and the extension links that
+archive and the libraries listed in scripts/link-libs.txt (shared with the Makefile). No
+kernel is reimplemented in Python and no source is compiled twice with other flags.
 
 The cdef below restates the declarations the package binds. set_source includes the real
 header "longattn.h", so cffi's generated C checks every declaration and struct layout
 against it: a cdef that drifts from include/longattn.h fails to compile (or cffi reports the
-field offset mismatch), which tests/python/test_longattn_build.py exercises by building.
+field offset mismatch), which tests/python/test_longattn_api.py exercises.
 """
-import glob
 import os
 
 from cffi import FFI
@@ -26,7 +29,7 @@ const char *la_errmsg(void);
 
 typedef enum { LA_NORM_SOFTMAX = 0, LA_NORM_ENTMAX, LA_NORM_SPARSEMAX, LA_NORM_ASENTMAX } la_norm;
 typedef enum { LA_POS_NOPE = 0, LA_POS_ROPE, LA_POS_PROPE, LA_POS_NTK, LA_POS_DYNAMIC_NTK,
-               LA_POS_YARN, LA_POS_ALIBI, LA_POS_NAPE } la_pos;
+               LA_POS_YARN, LA_POS_ALIBI, LA_POS_NAPE, LA_POS_PI } la_pos;
 typedef enum { LA_XF_NONE = 0, LA_XF_LOGN, LA_XF_QWEN_LOGN, LA_XF_SINV, LA_XF_CRITICAL,
                LA_XF_TEMP } la_xform;
 typedef enum { LA_PAT_CAUSAL = 0, LA_PAT_WINDOW, LA_PAT_SINKS, LA_PAT_GLOBAL, LA_PAT_FULL } la_pattern;
@@ -134,15 +137,19 @@ void free(void *p);
 """
 
 
-def library_sources():
-    """src/*/*.c except src/cli, relative to the repository root (the Makefile's LIB_SRC)."""
-    return sorted(p for p in glob.glob("src/*/*.c", root_dir=ROOT) if not p.startswith("src/cli/"))
-
-
 def link_libraries():
     """The -l names of scripts/link-libs.txt (one per line, # comments)."""
     with open(os.path.join(ROOT, "scripts", "link-libs.txt"), encoding="utf-8") as f:
         return [w for line in f for w in line.split("#", 1)[0].split()]
+
+
+def build_dir():
+    """The Makefile's BUILD folder whose liblongattn.a the extension links (LA_BUILD)."""
+    return os.environ.get("LA_BUILD", "build")
+
+
+def static_library():
+    return os.path.join(build_dir(), "liblongattn.a")
 
 
 ffibuilder = FFI()
@@ -151,12 +158,14 @@ ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "longattn._native",
     '#include <stdlib.h>\n#include "longattn.h"\n',
-    sources=library_sources(),
-    include_dirs=["include", "src"],
+    include_dirs=["include"],
+    extra_objects=[static_library()],
     libraries=link_libraries(),
-    # the Makefile's flags (OPT, -std, -fopenmp); no -Werror: cffi's generated C is not ours
-    extra_compile_args=["-std=gnu11", "-O3", "-march=native", "-fopenmp"],
+    # the generated wrapper only; the library's objects come from make. No -Werror: cffi's
+    # generated C is not ours
+    extra_compile_args=["-std=gnu11", "-O2"],
     extra_link_args=["-fopenmp"],
+    depends=[static_library()],
 )
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ static const char *pattern_name(la_pattern p) {
 static la_status check_spec(const la_spec *sp, int H, const la_attn_opts *o) {
     if ((unsigned)sp->pattern > LA_PAT_FULL)
         return la_fail(LA_EINVAL, "spec.pattern = %d is not a valid la_pattern", (int)sp->pattern);
-    if ((unsigned)sp->pos > LA_POS_NAPE)
+    if ((unsigned)sp->pos > LA_POS_PI)
         return la_fail(LA_EINVAL, "spec.pos = %d is not a valid la_pos", (int)sp->pos);
     if ((unsigned)sp->xform > LA_XF_TEMP)
         return la_fail(LA_EINVAL, "spec.xform = %d is not a valid la_xform", (int)sp->xform);
@@ -90,6 +90,112 @@ static la_status check_q_finite(const float *q, const la_shape *s) {
                    "defined attention (check the inputs, or the model for divergence)", b, h, t, d, (double)q[i]);
 }
 
+/* Largest logit magnitude accepted (see check_kv): far below FLT_MAX (3.4e38) so that
+ * every product, sum and exponent argument of the kernels stays finite. */
+#define LA_LOGIT_BOUND 1e30
+
+/* Largest |x| of n floats as the bits of |x| (sign cleared): for IEEE floats these order
+ * like the magnitudes, and Inf / NaN (exponent all ones) are the largest, so one integer max
+ * pass (it vectorises) both finds a non-finite value (result >= 0x7f800000) and gives
+ * max|x|. */
+static uint32_t max_abs_bits(const float *x, size_t n) {
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        u &= 0x7fffffffu;
+        m = u > m ? u : m;
+    }
+    return m;
+}
+
+static float bits_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* K and V rows that at least one query sees must be finite (SPEC 1 lets rows that no query
+ * sees hold anything: they are never read into a result), and the logits must stay far
+ * from float32 overflow. Visibility per batch: the rows' key ranges (at most two per
+ * query) go into a difference array over the S keys, so marking the keys some query sees
+ * costs O(T + S) per batch, not O(T * S); cover is (S + 1) int32 scratch. Then every
+ * visible K and V row of every kv head is scanned (O(B * Hkv * S * D), like the q check).
+ * Errors: LA_ENUMERIC naming the tensor, [b, kv head, row, element] and a query that sees
+ * the row; LA_ENUMERIC when |logit| could exceed LA_LOGIT_BOUND, from the bound
+ * |c_r a_t q.k + m_t + slope d_t| <= f_max D max|q| max|k| + max|m_t| + max|slope| (T+S+|pos0|)
+ * (Cauchy-Schwarz on every partial sum of the dot products; RoPE rotations preserve
+ * |q|_2 and |k|_2, so max|.| grows at most by sqrt(2) -- folded into the factor 2). */
+static la_status check_kv(const la_attn_ctx *c, int32_t *cover) {
+    const size_t S = (size_t)c->S, D = (size_t)c->D;
+    double kmax = 0.0;
+    for (int b = 0; b < c->B; b++) {
+        const la_rowvis *rv = c->rows + (size_t)b * c->T;
+        memset(cover, 0, sizeof(int32_t) * (S + 1));
+        for (int i = 0; i < c->T; i++) {
+            cover[rv[i].lo0]++, cover[rv[i].hi0]--;
+            cover[rv[i].lo1]++, cover[rv[i].hi1]--;
+        }
+        int32_t run = 0;
+        for (size_t j = 0; j < S; j++) cover[j] = (run += cover[j]) > 0;
+        for (int hkv = 0; hkv < c->Hkv; hkv++) {
+            for (int t = 0; t < 2; t++) {
+                const float *x = (t ? c->v : c->k) + ((size_t)b * c->Hkv + hkv) * S * D;
+                for (size_t j = 0; j < S; j++) {
+                    if (!cover[j]) continue;
+                    uint32_t mb = max_abs_bits(x + j * D, D);
+                    if (mb >= 0x7f800000u) {
+                        int d = 0;
+                        while (isfinite(x[j * D + d])) d++;
+                        int who = 0;
+                        for (int i = 0; i < c->T; i++)
+                            if (((int32_t)j >= rv[i].lo0 && (int32_t)j < rv[i].hi0) ||
+                                ((int32_t)j >= rv[i].lo1 && (int32_t)j < rv[i].hi1)) {
+                                who = i;
+                                break;
+                            }
+                        return la_fail(LA_ENUMERIC,
+                                       "attention: %s[%d, %d, %zu, %d] is %g, and key row %zu of kv head %d "
+                                       "is visible (query %d sees it): a NaN or Inf in a visible key or value "
+                                       "row has no defined attention (rows no query sees may hold anything); "
+                                       "check the inputs, or the model for divergence",
+                                       t ? "v" : "k", b, hkv, j, d, (double)x[j * D + d], j, hkv, who);
+                    }
+                    if (!t && bits_float(mb) > kmax) kmax = bits_float(mb);
+                }
+            }
+        }
+    }
+    double qmax = bits_float(max_abs_bits(c->q, (size_t)c->B * c->H * c->T * D)); /* q is finite: checked */
+    double fmax = 0.0, xmax = 0.0, smax = 0.0, amax = 1.0, mmax = 0.0;
+    for (int h = 0; h < c->H; h++) {
+        double f = fabs((double)c->scale * c->head_s[h]);
+        fmax = f > fmax ? f : fmax;
+        double sl = fabs((double)c->slope[h]);
+        smax = sl > smax ? sl : smax;
+    }
+    for (size_t r = 0; r < (size_t)c->B * c->T; r++) {
+        double x = fabs((double)c->rows[r].xrow);
+        xmax = x > xmax ? x : xmax;
+    }
+    if (c->has_sinv)
+        for (size_t i = 0; i < (size_t)c->T + c->S - 1; i++) {
+            double a = fabs((double)c->t_a[i]), m = fabs((double)c->t_m[i]);
+            amax = a > amax ? a : amax;
+            mmax = m > mmax ? m : mmax;
+        }
+    double rot = c->rotate ? 2.0 : 1.0;
+    double bound = fmax * xmax * amax * rot * (double)D * qmax * kmax + mmax +
+                   smax * ((double)c->T + c->S + fabs((double)c->pos0));
+    if (!(bound <= LA_LOGIT_BOUND))
+        return la_fail(LA_ENUMERIC,
+                       "attention: the logits may overflow float32: max|q| = %g and max|k| = %g over "
+                       "visible rows (D = %d, logit factor %g) bound |logit| by %g > %g; scale q and k "
+                       "down (e.g. QK-norm) or lower the temperature",
+                       qmax, kmax, c->D, fmax * xmax * amax, bound, LA_LOGIT_BOUND);
+    return LA_OK;
+}
+
 la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *shape,
                            const float *q, const float *k, const float *v,
                            const la_attn_opts *opts, const la_ctx_extra *extra,
@@ -148,6 +254,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     int32_t *dstart = NULL, *dend = NULL;
     la_rowvis *rows = NULL;
     la_tilespan *qspan = NULL;
+    int32_t *cover = NULL;
     int32_t *kcost = NULL, *cnt = NULL;
     size_t BH = B * (size_t)s->H;
     size_t ncnt = (size_t)(c->nqt > c->nkt ? c->nqt : c->nkt) + 2;
@@ -164,6 +271,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         {(void **)&dstart, opts->doc_ids ? sizeof(int32_t) * B * S : 0},
         {(void **)&dend, opts->doc_ids ? sizeof(int32_t) * B * S : 0},
         {(void **)&rows, sizeof(la_rowvis) * B * T},
+        {(void **)&cover, sizeof(int32_t) * (S + 1)},
         {(void **)&qspan, sizeof(la_tilespan) * B * (size_t)c->nqt},
         {(void **)&t_a, c->has_t ? sizeof(float) * ntab : 0},
         {(void **)&t_m, c->has_t ? sizeof(float) * ntab : 0},
@@ -239,7 +347,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         head_s[h] = (float)sh;
     }
     c->slope = slope; c->head_s = head_s;
-    return LA_OK;
+    return check_kv(c, cover);
 }
 
 void la_load_q(const la_attn_ctx *c, int b, int h, int i0, int nr, float *dst) {
@@ -352,22 +460,38 @@ size_t la_prep_pairs(const la_attn_ctx *c, int p0, int n, int with_v) {
 
 /* ---- public entry points --------------------------------------------------------- */
 
+/* Last line of defence behind check_kv: a row statistic is finite, or LA_ROW_EMPTY for a
+ * row without visible keys; NaN or +Inf would mean the kernel lost the row, and the call
+ * must not report that as success. O(B * H * T). */
+static la_status check_row_stat(const la_shape *s, const float *row_stat) {
+    size_t n = (size_t)s->B * s->H * s->T;
+    for (size_t i = 0; i < n; i++)
+        if (isnan(row_stat[i]) || row_stat[i] == INFINITY)
+            return la_fail(LA_ENUMERIC, "attention: row statistic of [b=%zu, h=%zu, i=%zu] is %g: the "
+                           "logits of this row are not representable in float32; scale q and k down",
+                           i / ((size_t)s->H * s->T), i / s->T % s->H, i % s->T, (double)row_stat[i]);
+    return LA_OK;
+}
+
 la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
                           const float *q, const float *k, const float *v,
                           float *out, float *row_stat, const la_attn_opts *opts) {
     if (!out || !row_stat) return la_fail(LA_EINVAL, "la_attn_forward: out and row_stat must not be NULL");
+    la_status st;
     if (spec && spec->norm != LA_NORM_SOFTMAX) {
         /* entmax family (issue 3): LA_NORM_ENTMAX, LA_NORM_SPARSEMAX, LA_NORM_ASENTMAX run the
          * fused kernels of entmax_attn.c, which build their context with la_attn_ctx_init. */
         if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
             return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
-        return la_entmax_attn_forward(spec, shape, q, k, v, out, row_stat, opts);
+        st = la_entmax_attn_forward(spec, shape, q, k, v, out, row_stat, opts);
+    } else {
+        la_attn_ctx c;
+        la_workspace *own = NULL;
+        st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, NULL, &own);
+        if (st == LA_OK) st = la_softmax_forward(&c, out, row_stat);
+        la_workspace_free(own);
     }
-    la_attn_ctx c;
-    la_workspace *own = NULL;
-    la_status st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, NULL, &own);
-    if (st == LA_OK) st = la_softmax_forward(&c, out, row_stat);
-    la_workspace_free(own);
+    if (st == LA_OK) st = check_row_stat(shape, row_stat);
     return st;
 }
 

@@ -149,7 +149,7 @@ static la_status dg_run(const dg_t *g, la_diag **diag) {
     int nch = c->nqt < DG_CHUNKS ? c->nqt : DG_CHUNKS;
     la_diag *tmp[DG_CHUNKS] = {0};
     la_status cst[DG_CHUNKS];
-    char (*msg)[256] = calloc(DG_CHUNKS, 256);
+    char (*msg)[256] = la_calloc(DG_CHUNKS, 256);
     la_status st = msg ? LA_OK : la_fail(LA_ENOMEM, "la_attn_diagnose: out of memory");
     for (int bp = 0; bp < c->B * c->Hkv && st == LA_OK; bp++) {
         int b = bp / c->Hkv, hkv = bp % c->Hkv;

@@ -53,17 +53,17 @@ la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out
         if (n == 129) return la_fail(LA_EINVAL, "la_diag_new: delta %g gives more than 128 ranges up to %lld; use a larger delta", delta, (long long)max_dist);
         e[n++] = v;
     }
-    la_diag *d = calloc(1, sizeof *d);
+    la_diag *d = la_calloc(1, sizeof *d);
     if (!d) return la_fail(LA_ENOMEM, "la_diag_new: out of memory");
     d->max_dist = max_dist, d->delta = delta, d->n_ranges = n - 1, d->n_slots = n_slots;
     size_t R = (size_t)d->n_ranges, SR = (size_t)n_slots * R;
-    d->edges = malloc(sizeof(int64_t) * (R + 1));
-    d->s_mass = calloc(SR, sizeof(double)), d->s_plogp = calloc(SR, sizeof(double));
-    d->s_keys = calloc(SR, sizeof(int64_t));
-    d->rows = calloc(R, sizeof(int64_t)), d->erows = calloc(R, sizeof(int64_t));
-    d->keys = calloc(R, sizeof(double));
-    d->m1 = calloc(R, sizeof(double)), d->m2 = calloc(R, sizeof(double));
-    d->h1 = calloc(R, sizeof(double)), d->h2 = calloc(R, sizeof(double));
+    d->edges = la_malloc(sizeof(int64_t) * (R + 1));
+    d->s_mass = la_calloc(SR, sizeof(double)), d->s_plogp = la_calloc(SR, sizeof(double));
+    d->s_keys = la_calloc(SR, sizeof(int64_t));
+    d->rows = la_calloc(R, sizeof(int64_t)), d->erows = la_calloc(R, sizeof(int64_t));
+    d->keys = la_calloc(R, sizeof(double));
+    d->m1 = la_calloc(R, sizeof(double)), d->m2 = la_calloc(R, sizeof(double));
+    d->h1 = la_calloc(R, sizeof(double)), d->h2 = la_calloc(R, sizeof(double));
     if (!d->edges || !d->s_mass || !d->s_plogp || !d->s_keys || !d->rows || !d->erows || !d->keys || !d->m1 ||
         !d->m2 || !d->h1 || !d->h2) {
         la_diag_free(d);

@@ -29,6 +29,12 @@ la_status la_entmax_check_alpha(double alpha, const char *fn) {
                        "%s: alpha = %g, need a finite alpha > 1 (alpha = 1 is softmax, which is "
                        "its own normaliser: use the softmax normaliser, LA_NORM_SOFTMAX)",
                        fn, alpha);
+    if (alpha < LA_ENTMAX_ALPHA_MIN)
+        return la_fail(LA_EINVAL,
+                       "%s: alpha = %.10g is closer to 1 than %g: the threshold tau is then not "
+                       "representable in float64 (|sum p - 1| is about 5.5e-17 / (alpha - 1)); "
+                       "use alpha >= %.7g, or softmax (alpha = 1), which it approaches",
+                       fn, alpha, LA_ENTMAX_ALPHA_MIN - 1.0, LA_ENTMAX_ALPHA_MIN);
     if (alpha > LA_ENTMAX_ALPHA_MAX)
         return la_fail(LA_EINVAL,
                        "%s: alpha = %g is above %g: there the threshold tau needs more than float64 "
@@ -306,7 +312,7 @@ static la_status forward_f64(int kind, double alpha, const double *z, int64_t ro
                              double *p, double *tau, const char *fn) {
     LA_TRY(check_args(z, p, rows, n, fn));
     LA_TRY(la_entmax_check_alpha(alpha, fn));
-    double *work = malloc(sizeof(double) * 2 * (size_t)n);
+    double *work = la_malloc(sizeof(double) * 2 * (size_t)n);
     if (!work) return la_fail(LA_ENOMEM, "%s: cannot allocate %d doubles of scratch", fn, 2 * n);
     la_status st = LA_OK;
     for (int64_t r = 0; r < rows && st == LA_OK; r++)
@@ -320,7 +326,7 @@ static la_status forward_f32(int kind, double alpha, const float *z, int64_t row
                              float *p, double *tau, const char *fn) {
     LA_TRY(check_args(z, p, rows, n, fn));
     LA_TRY(la_entmax_check_alpha(alpha, fn));
-    double *work = malloc(sizeof(double) * 4 * (size_t)n);
+    double *work = la_malloc(sizeof(double) * 4 * (size_t)n);
     if (!work) return la_fail(LA_ENOMEM, "%s: cannot allocate %d doubles of scratch", fn, 4 * n);
     double *zd = work + 2 * n, *pd = work + 3 * n;
     la_status st = LA_OK;

@@ -10,7 +10,7 @@
 
 int la_pos_rotates(la_pos pos) {
     return pos == LA_POS_ROPE || pos == LA_POS_PROPE || pos == LA_POS_NTK ||
-           pos == LA_POS_DYNAMIC_NTK || pos == LA_POS_YARN;
+           pos == LA_POS_DYNAMIC_NTK || pos == LA_POS_YARN || pos == LA_POS_PI;
 }
 
 double la_yarn_logit_factor(const la_spec *spec) {
@@ -59,6 +59,9 @@ la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, double *ome
             return la_fail(LA_EINVAL, "prope p = %g must be in [0, 1]", spec->rope_p);
         int m = (int)floor(spec->rope_p * half); /* m = floor(p D/2) highest frequencies rotate */
         for (int k = m; k < half; k++) omega[k] = 0.0;
+    } else if (spec->pos == LA_POS_PI) {
+        if (!(s > 0)) return la_fail(LA_EINVAL, "pi scale s = %g must be > 0", s);
+        for (int k = 0; k < half; k++) omega[k] /= s; /* positions p -> p/s */
     } else if (spec->pos == LA_POS_YARN) {
         if (!(s > 0)) return la_fail(LA_EINVAL, "yarn scale s = %g must be > 0", s);
         if (spec->train_len < 1)
@@ -104,8 +107,8 @@ la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64
         return la_fail(LA_EINVAL, "la_rope_apply: spec, x and pos must not be NULL");
     if (N < 0) return la_fail(LA_EINVAL, "la_rope_apply: N = %d must be >= 0", N);
     if (D < 2 || D % 2) return la_fail(LA_ESHAPE, "la_rope_apply: D = %d must be even and >= 2", D);
-    double *omega = malloc(sizeof(double) * (size_t)(D / 2));
-    float *cs = malloc(sizeof(float) * (size_t)D);
+    double *omega = la_malloc(sizeof(double) * (size_t)(D / 2));
+    float *cs = la_malloc(sizeof(float) * (size_t)D);
     if (!omega || !cs) {
         free(omega);
         free(cs);

@@ -68,6 +68,7 @@ static const token_def tokens[] = {
     {"yarn", CAT_POS, LA_POS_YARN, 5,
      {D_("s", pos_scale, 1), I_("train", train_len, 1), D_("beta_fast", beta_fast, 0),
       D_("beta_slow", beta_slow, 0), D_("theta", theta, 0)}},
+    {"pi", CAT_POS, LA_POS_PI, 2, {D_("s", pos_scale, 1), D_("theta", theta, 0)}},
     {"alibi", CAT_POS, LA_POS_ALIBI, 0, {{0}}},
     {"nape", CAT_POS, LA_POS_NAPE, 0, {{0}}},
 
@@ -247,9 +248,10 @@ static int check_spec(const la_spec *s, char *why, size_t n) {
     switch (s->norm) {
     case LA_NORM_SOFTMAX: break;
     case LA_NORM_ENTMAX:
-        if (!(s->alpha > 1.0) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
-            snprintf(why, n, "alpha must be a number in (1, %g] (got %g; alpha = 1 is softmax, use 'softmax'; "
-                     "above %g tau is not representable in float64)", LA_ENTMAX_ALPHA_MAX, s->alpha, LA_ENTMAX_ALPHA_MAX);
+        if (!(s->alpha >= LA_ENTMAX_ALPHA_MIN) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
+            snprintf(why, n, "alpha must be a number in [%.7g, %g] (got %.10g; alpha = 1 is softmax, use 'softmax'; "
+                     "closer to 1 or above %g tau is not representable in float64)", LA_ENTMAX_ALPHA_MIN,
+                     LA_ENTMAX_ALPHA_MAX, s->alpha, LA_ENTMAX_ALPHA_MAX);
             return CAT_NORM;
         }
         break;
@@ -260,8 +262,9 @@ static int check_spec(const la_spec *s, char *why, size_t n) {
         }
         break;
     case LA_NORM_ASENTMAX:
-        if (!(s->alpha > 1.0) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
-            snprintf(why, n, "alpha must be a number in (1, %g] (got %g)", LA_ENTMAX_ALPHA_MAX, s->alpha);
+        if (!(s->alpha >= LA_ENTMAX_ALPHA_MIN) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
+            snprintf(why, n, "alpha must be a number in [%.7g, %g] (got %.10g)", LA_ENTMAX_ALPHA_MIN,
+                     LA_ENTMAX_ALPHA_MAX, s->alpha);
             return CAT_NORM;
         }
         if (!(s->as_delta >= 0.0) || !isfinite(s->as_delta)) {
@@ -324,6 +327,7 @@ static int check_spec(const la_spec *s, char *why, size_t n) {
     case LA_POS_NTK:
     case LA_POS_DYNAMIC_NTK:
     case LA_POS_YARN:
+    case LA_POS_PI:
         if (!(s->theta > 1.0) || !isfinite(s->theta)) {
             snprintf(why, n, "theta must be a finite number > 1 (got %g)", s->theta);
             return CAT_POS;

@@ -12,6 +12,7 @@ typedef struct {
     const char *name;
     const char *summary;
     la_cli_fn fn;
+    int ranks; /* 1: splits its work over MPI ranks (src/core/dist.h); 0: one process only */
 } la_cli_cmd;
 
 /* ---- src/cli/cli_util.c: helpers shared by the subcommands ---- */
@@ -53,6 +54,7 @@ int cli_train(int argc, char **argv);
 /* src/cli/generate.c, src/cli/kv_eval.c: text generation and KV cache policy evaluation. */
 int cli_generate(int argc, char **argv);
 int cli_kv_eval(int argc, char **argv);
+int cli_longeval(int argc, char **argv);
 
 /* src/cli/llama_cli.c: pretrained GGUF models (generate --model, perplexity, llama-logits) */
 int cli_generate_gguf(int argc, char **argv);

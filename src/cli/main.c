@@ -3,23 +3,25 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/dist.h"
 
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
-    {"study", "length-generalisation study: train variants at L, evaluate at L..16L and passkey", cli_study},
-    {"attn", "run the attention kernel on .npy files (forward, optional backward)", cli_attn},
-    {"train", "train a GPT on text or llm.c shards (longattn train --help)", cli_train},
-    {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench},
-    {"synth", "train + evaluate synthetic length-generalisation tasks (MQMTAR, copy, ...)", cli_synth},
-    {"critical", "critical attention scaling simulation (Chen et al. 2025): angle ratio heatmap", cli_critical},
-    {"diagnose", "attention mass and entropy per distance range (--ckpt model on a text, --gaussian model)", cli_diagnose},
-    {"generate", "stream text from a checkpoint through the KV cache (greedy/top-k/top-p, any cache policy)", cli_generate},
-    {"gguf", "inspect GGUF model files: longattn gguf info FILE (metadata, tensors), dequant, types", cli_gguf},
-    {"tokenize", "tokenize a text with a GGUF model's tokenizer (ids and pieces), or decode ids", cli_tokenize},
-    {"kv-eval", "KV cache policies: validation loss and passkey accuracy up to 16x the training length", cli_kv_eval},
-    {"perplexity", "bits per token / byte of a GGUF model on a text, by position bucket", cli_perplexity},
-    {"llama-logits", "(tests) logits of a GGUF model for token ids, as .npy", cli_llama_logits},
-    {NULL, NULL, NULL},
+    {"study", "length-generalisation study: train variants at L, evaluate at L..16L and passkey", cli_study, 1},
+    {"attn", "run the attention kernel on .npy files (forward, optional backward)", cli_attn, 0},
+    {"train", "train a GPT on text or llm.c shards (longattn train --help)", cli_train, 1},
+    {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench, 0},
+    {"synth", "train + evaluate synthetic length-generalisation tasks (MQMTAR, copy, ...)", cli_synth, 1},
+    {"critical", "critical attention scaling simulation (Chen et al. 2025): angle ratio heatmap", cli_critical, 0},
+    {"diagnose", "attention mass and entropy per distance range (--ckpt model on a text, --gaussian model)", cli_diagnose, 0},
+    {"generate", "stream text from a checkpoint through the KV cache (greedy/top-k/top-p, any cache policy)", cli_generate, 0},
+    {"gguf", "inspect GGUF model files: longattn gguf info FILE (metadata, tensors), dequant, types", cli_gguf, 0},
+    {"tokenize", "tokenize a text with a GGUF model's tokenizer (ids and pieces), or decode ids", cli_tokenize, 0},
+    {"kv-eval", "KV cache policies: validation loss and passkey accuracy up to 16x the training length", cli_kv_eval, 0},
+    {"longeval", "long-context evaluation of a GGUF model: methods x lengths, perplexity, passkey, multi-key", cli_longeval, 0},
+    {"perplexity", "bits per token / byte of a GGUF model on a text, by position bucket", cli_perplexity, 0},
+    {"llama-logits", "(tests) logits of a GGUF model for token ids, as .npy", cli_llama_logits, 0},
+    {NULL, NULL, NULL, 0},
 };
 
 static void print_help(FILE *f) {
@@ -33,8 +35,29 @@ int main(int argc, char **argv) {
         print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    /* under mpirun (several processes): join the process group; commands that know about
+     * ranks (train, study, synth) split their work, the others refuse */
+    if (la_dist_init(&argc, &argv) != LA_OK) {
+        fprintf(stderr, "longattn: %s\n", la_errmsg());
+        return 1;
+    }
     for (const la_cli_cmd *c = commands; c->name; c++)
-        if (!strcmp(argv[1], c->name)) return c->fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], c->name)) {
+            if (la_dist_size() > 1 && !c->ranks) {
+                if (la_dist_rank() == 0)
+                    fprintf(stderr, "longattn %s: runs as one process; under mpirun only train, study and "
+                            "synth split their work over the ranks (started as %d processes)\n",
+                            c->name, la_dist_size());
+                la_dist_finalize();
+                return 2;
+            }
+            int rc = c->fn(argc - 1, argv + 1);
+            /* every rank's exit status: nonzero on one rank is nonzero on all (a rank that
+             * failed outside a collective phase must not leave the others waiting) */
+            if (la_dist_size() > 1 && la_dist_any(rc != 0) && rc == 0) rc = 1;
+            la_dist_finalize();
+            return rc;
+        }
     fprintf(stderr, "longattn: unknown command '%s'; valid commands:", argv[1]);
     for (const la_cli_cmd *c = commands; c->name; c++) fprintf(stderr, " %s", c->name);
     fprintf(stderr, "\n");

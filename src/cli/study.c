@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/dist.h"
 #include "longattn.h"
 
 static void usage(FILE *f) {
@@ -126,10 +127,12 @@ int cli_study(int argc, char **argv) {
         file = preset;
     }
     la_study st;
-    if (la_study_load(file, &st) != LA_OK) {
-        fprintf(stderr, "longattn study: %s\n", la_errmsg());
+    /* under mpirun a file that one rank cannot read stops every rank, with its rank named */
+    if (la_dist_agree(la_study_load(file, &st)) != LA_OK) {
+        if (la_dist_rank() == 0) fprintf(stderr, "longattn study: %s\n", la_errmsg());
         return 1;
     }
+    const int rank0 = la_dist_rank() == 0;
     char outbuf[PATH_MAX];
     if (!out) {
         snprintf(outbuf, sizeof outbuf, "runs/%s", st.name[0] ? st.name : "study");
@@ -139,22 +142,29 @@ int cli_study(int argc, char **argv) {
         omp_set_num_threads(threads);
         openblas_set_num_threads(threads);
     }
-    fprintf(stderr, "longattn study: %s -> %s (%d variants, %d steps of %d x %d, eval at", file, out, st.n_specs,
-            st.steps, st.batch, st.seq_len);
-    for (int i = 0; i < st.n_eval_lens; i++) fprintf(stderr, " %d", st.eval_lens[i]);
-    fprintf(stderr, ", %d threads)\n", threads > 0 ? threads : omp_get_max_threads());
+    if (rank0) {
+        fprintf(stderr, "longattn study: %s -> %s (%d variants, %d steps of %d x %d, eval at", file, out, st.n_specs,
+                st.steps, st.batch, st.seq_len);
+        for (int i = 0; i < st.n_eval_lens; i++) fprintf(stderr, " %d", st.eval_lens[i]);
+        fprintf(stderr, ", %d threads", threads > 0 ? threads : omp_get_max_threads());
+        if (la_dist_size() > 1)
+            fprintf(stderr, " per rank, %d ranks (MPI): variants split by estimated cost; rank 0 shows its own "
+                    "progress and writes the results", la_dist_size());
+        fprintf(stderr, ")\n");
+    }
 
     progress_state ps = {isatty(2), NULL, -1, 0};
     la_study_opts opts = la_study_opts_default();
     opts.n_threads = threads;
-    opts.progress = on_progress;
+    opts.progress = rank0 ? on_progress : NULL;
     opts.user = &ps;
     opts.data = data;
     opts.resume = resume;
     if (!plots) opts.gnuplot = "";
     la_study_summary sum;
     la_status s = la_study_run(&st, out, &opts, &sum);
-    if (ps.tty) fputc('\n', stderr);
+    if (ps.tty && rank0) fputc('\n', stderr);
+    if (!rank0) return s == LA_OK ? 0 : 1; /* the outcome is the same on every rank; rank 0 reports it */
     char err[1024] = "";
     if (s != LA_OK) snprintf(err, sizeof err, "%s", la_errmsg());
     char md[PATH_MAX + 16];

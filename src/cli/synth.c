@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/dist.h"
 #include "longattn.h"
 
 static void usage(FILE *f) {
@@ -154,6 +155,7 @@ static int parse_args(int argc, char **argv, la_synth_opts *o) {
 static void on_progress(void *user, const la_synth_progress *p) {
     (void)user;
     const char *task = la_task_name(p->task);
+    if (la_dist_size() > 1) fprintf(stderr, "[rank %d]", la_dist_rank()); /* each rank runs its own cells */
     if (p->event == LA_SYNTH_TRAINING)
         fprintf(stderr, "  %-8s %-28s step %5d/%d  loss %.4f  (%.1f s)\n", task, p->spec, p->step, p->steps,
                 p->loss, p->elapsed_s);
@@ -173,9 +175,10 @@ int cli_synth(int argc, char **argv) {
     if (la_synth_validate(&o) != LA_OK) return cli_usage_error("synth", "%s", la_errmsg());
     double t0 = cli_now();
     if (la_synth_run(&o, on_progress, NULL, NULL) != LA_OK) {
-        fprintf(stderr, "longattn synth: %s\n", la_errmsg());
+        if (la_dist_rank() == 0) fprintf(stderr, "longattn synth: %s\n", la_errmsg()); /* the same on every rank */
         return 1;
     }
+    if (la_dist_rank() != 0) return 0; /* rank 0 wrote and prints the results */
     char path[1200];
     snprintf(path, sizeof path, "%s/results.md", o.out);
     FILE *f = fopen(path, "r");

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/dist.h"
 #include "core/internal.h"
 #include "io/files.h"
 #include "longattn.h"
@@ -55,7 +56,10 @@ static void usage(FILE *f) {
             "  --wd X              weight decay (default 0.1); --clip X grad-norm clip (default 1)\n"
             "  --seed N            seed of the weights and the data order (default 1)\n"
             "  --eval-every N      validation every N steps (default 50; 0 = end only)\n"
-            "  --ckpt-every N      checkpoint every N steps (default 100; always at the end)\n");
+            "  --ckpt-every N      checkpoint every N steps (default 100; always at the end)\n"
+            "Data parallel: mpirun -np R longattn train ... splits the --accum micro-batches of\n"
+            "each step over R ranks (weights bitwise equal to one process; --resume with any R;\n"
+            "rank 0 writes the log and checkpoints). README: \"Multiple processes (MPI)\".\n");
 }
 
 typedef struct {
@@ -73,6 +77,7 @@ static void fmt_time(double s, char *buf, size_t n) {
 
 static int on_progress(void *user, const la_train_progress *p) {
     progress_ctx *pc = user;
+    if (la_dist_rank() != 0) return g_stop != 0;
     char eta[32], el[32], val[32] = "";
     fmt_time(p->eta_s, eta, sizeof eta);
     fmt_time(p->elapsed_s, el, sizeof el);
@@ -205,8 +210,8 @@ int cli_train(int argc, char **argv) {
         int new_steps = tc.steps;
         s = la_trainer_read_config(ckpt, &tc);
         if (s != LA_OK) {
-            fprintf(stderr, "longattn train: cannot resume from %s: %s\n", ckpt, la_errmsg());
-            return 1;
+            s = la_fail(s, "cannot resume from %s: %s", ckpt, la_errmsg());
+            goto setup_end;
         }
         if (steps_set) tc.steps = new_steps;
         /* data path and split fraction recorded by the first run (data.txt) */
@@ -222,36 +227,49 @@ int cli_train(int argc, char **argv) {
         if (!data_path && saved[0]) data_path = saved;
         dc.val_fraction = saved_vf;
         if (!data_path) return cli_usage_error(cmd, "--resume: %s has no record of the data; pass --data", meta_path);
-        if ((s = la_model_load(ckpt, &m)) != LA_OK) goto fail;
+        if ((s = la_model_load(ckpt, &m)) != LA_OK) goto setup_end;
     } else {
         if (!data_path) return cli_usage_error(cmd, "--data PATH is required (a text file/dir or .bin shards)");
         mc.train_len = tc.T;
     }
     /* the split fraction and seed are the defaults unless given; record them with the data */
-    if ((s = la_data_open(data_path, &dc, &data)) != LA_OK) goto fail;
+    if ((s = la_data_open(data_path, &dc, &data)) != LA_OK) goto setup_end;
     if (!resume) {
         mc.vocab = la_data_vocab(data);
-        if ((s = la_model_new(&mc, tc.seed, &m)) != LA_OK) goto fail;
+        if ((s = la_model_new(&mc, tc.seed, &m)) != LA_OK) goto setup_end;
     }
     snprintf(tc.ckpt_path, sizeof tc.ckpt_path, "%s", ckpt);
     snprintf(tc.csv_path, sizeof tc.csv_path, "%s", csv);
-    if ((s = la_trainer_new(m, data, &tc, &tr)) != LA_OK) goto fail;
-    if (!resume) {
+    if ((s = la_trainer_new(m, data, &tc, &tr)) != LA_OK) goto setup_end;
+    if (!resume && la_dist_rank() == 0) {
         /* record the data for --resume once the run can start: an absolute path (so a resume
          * from another directory finds it) and the split fraction, written atomically */
         char *abs = realpath(data_path, NULL);
         la_afile af;
         if ((s = la_afile_open(&af, meta_path)) != LA_OK) {
             free(abs);
-            goto fail;
+            goto setup_end;
         }
         fprintf(af.f, "%s\n%.17g\n", abs ? abs : data_path, dc.val_fraction);
         free(abs);
-        if ((s = la_afile_commit(&af)) != LA_OK) goto fail;
+        if ((s = la_afile_commit(&af)) != LA_OK) goto setup_end;
     }
-    if (resume && (s = la_trainer_load(tr, ckpt)) != LA_OK) goto fail;
+    if (resume && (s = la_trainer_load(tr, ckpt)) != LA_OK) goto setup_end;
+    if (la_data_num_tokens(data, LA_SPLIT_VAL) < tc.T + 1 && tc.eval_every) {
+        if (la_dist_rank() == 0) fprintf(stderr, "  (validation split shorter than one window: validation disabled)\n");
+        tc.eval_every = 0;
+        la_trainer_free(tr);
+        tr = NULL;
+        if ((s = la_trainer_new(m, data, &tc, &tr)) != LA_OK) goto setup_end;
+        if (resume && (s = la_trainer_load(tr, ckpt)) != LA_OK) goto setup_end;
+    }
+setup_end:
+    /* under mpirun: a rank that could not start (a data file missing on its node, out of
+     * memory) stops every rank here with one error naming it */
+    if ((s = la_dist_agree(s)) != LA_OK) goto fail;
+    int nranks = la_dist_size(), rank0 = la_dist_rank() == 0;
     const la_model_config *c = la_model_get_config(m);
-    fprintf(stderr,
+    if (rank0) fprintf(stderr,
             "longattn train: %s  %d layers, d_model %d, %d heads, vocab %d, %.2fM params\n"
             "  data %s: %lld train / %lld val tokens (%d / %d documents)\n"
             "  %s, steps %d (from %d), batch %d x %d x accum %d, lr %g, out %s\n",
@@ -260,14 +278,10 @@ int cli_train(int argc, char **argv) {
             (long long)la_data_num_tokens(data, LA_SPLIT_VAL), la_data_num_docs(data, LA_SPLIT_TRAIN),
             la_data_num_docs(data, LA_SPLIT_VAL), tc.optimizer == LA_OPT_MUON ? "muon" : "adamw",
             tc.steps, la_trainer_step_count(tr), tc.B, tc.T, tc.grad_accum, tc.lr, out);
-    if (la_data_num_tokens(data, LA_SPLIT_VAL) < tc.T + 1 && tc.eval_every) {
-        fprintf(stderr, "  (validation split shorter than one window: validation disabled)\n");
-        tc.eval_every = 0;
-        la_trainer_free(tr);
-        tr = NULL;
-        if ((s = la_trainer_new(m, data, &tc, &tr)) != LA_OK) goto fail;
-        if (resume && (s = la_trainer_load(tr, ckpt)) != LA_OK) goto fail;
-    }
+    if (rank0 && nranks > 1)
+        fprintf(stderr, "  %d ranks (MPI): micro-batches of %d x %d, %d per step over %d ranks%s\n", nranks, tc.B,
+                tc.T, tc.grad_accum, nranks,
+                tc.grad_accum % nranks ? " (--accum not a multiple of the ranks: some ranks wait)" : "");
     progress_ctx pc = {isatty(STDERR_FILENO), tc.steps / 50 > 0 ? tc.steps / 50 : 1, 0};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -275,9 +289,9 @@ int cli_train(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     s = la_trainer_run(tr, on_progress, &pc);
     signal(SIGINT, SIG_DFL);
-    if (pc.tty) fprintf(stderr, "\n");
+    if (pc.tty && rank0) fprintf(stderr, "\n");
     if (s == LA_EINTERRUPTED) {
-        fprintf(stderr, "longattn train: interrupted at step %d; checkpoint saved in %s\n"
+        if (rank0) fprintf(stderr, "longattn train: interrupted at step %d; checkpoint saved in %s\n"
                         "  continue with: longattn train --resume --out %s\n",
                 la_trainer_step_count(tr), ckpt, out);
         rc = 1;
@@ -285,16 +299,17 @@ int cli_train(int argc, char **argv) {
     }
     if (s != LA_OK) goto fail;
     float val;
-    if (la_data_num_tokens(data, LA_SPLIT_VAL) >= tc.T + 1 && la_trainer_eval(tr, &val) == LA_OK)
-        fprintf(stderr, "longattn train: done, %d steps; validation loss %.4f nats/token (%.4f bits)\n",
+    if (la_data_num_tokens(data, LA_SPLIT_VAL) >= tc.T + 1 && la_trainer_eval(tr, &val) == LA_OK) {
+        if (rank0) fprintf(stderr, "longattn train: done, %d steps; validation loss %.4f nats/token (%.4f bits)\n",
                 la_trainer_step_count(tr), val, val / log(2.0));
-    else
+    } else if (rank0)
         fprintf(stderr, "longattn train: done, %d steps\n", la_trainer_step_count(tr));
-    fprintf(stderr, "  weights %s, log %s\n", ckpt, csv);
+    if (rank0) fprintf(stderr, "  weights %s, log %s\n", ckpt, csv);
     rc = 0;
     goto done;
 fail:
-    fprintf(stderr, "longattn train: %s: %s\n", la_status_name(s), la_errmsg());
+    /* an error agreed by every rank is printed once (by rank 0) */
+    if (la_dist_rank() == 0) fprintf(stderr, "longattn train: %s: %s\n", la_status_name(s), la_errmsg());
     rc = 1;
 done:
     la_trainer_free(tr);

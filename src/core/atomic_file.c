@@ -8,16 +8,41 @@
 
 #include "core/internal.h"
 
+/* ---- failure injection (tests only, see internal.h) ---- */
+static la_afile_step g_fail_step;
+static int g_fail_nth;
+
+void la_afile_fail_at(la_afile_step step, int nth) {
+    g_fail_step = nth > 0 ? step : LA_AFILE_STEP_NONE;
+    g_fail_nth = nth;
+}
+
+/* 1 if this occurrence of step is the one to fail (then disarmed). */
+static int inject(la_afile_step step) {
+    if (g_fail_step != step || --g_fail_nth > 0) return 0;
+    g_fail_step = LA_AFILE_STEP_NONE;
+    return 1;
+}
+
 la_status la_afile_open(la_afile *af, const char *path) {
     if (!af || !path || !*path) return la_fail(LA_EINVAL, "atomic write: empty path");
+    af->f = NULL;
     if (strlen(path) >= sizeof af->final_path)
         return la_fail(LA_EINVAL, "atomic write: path too long (%zu bytes)", strlen(path));
     strcpy(af->final_path, path);
     snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", path, (long)getpid());
-    af->f = fopen(af->tmp_path, "wb");
+    af->f = inject(LA_AFILE_STEP_OPEN) ? (errno = EACCES, NULL) : fopen(af->tmp_path, "wb");
     if (!af->f)
         return la_fail(LA_EIO, "cannot create '%s': %s (check that the folder exists and is writable)",
                        af->tmp_path, strerror(errno));
+    if (inject(LA_AFILE_STEP_WRITE)) {
+        /* the temp file exists (so the error path must remove it), the data goes nowhere */
+        FILE *full = fopen("/dev/full", "wb");
+        if (full) {
+            fclose(af->f);
+            af->f = full;
+        }
+    }
     return LA_OK;
 }
 
@@ -37,22 +62,34 @@ static void fsync_parent_dir(const char *path) {
     }
 }
 
-la_status la_afile_commit(la_afile *af) {
+la_status la_afile_sync(la_afile *af) {
     int err = 0;
+    errno = 0;
     if (fflush(af->f) != 0 || ferror(af->f)) err = errno ? errno : EIO;
-    if (!err && fsync(fileno(af->f)) != 0) err = errno;
-    if (fclose(af->f) != 0 && !err) err = errno ? errno : EIO;
+    if (!err && (inject(LA_AFILE_STEP_FSYNC) ? (errno = EIO, -1) : fsync(fileno(af->f))) != 0) err = errno;
+    int cl = fclose(af->f);
+    if (!err && (cl != 0 || inject(LA_AFILE_STEP_CLOSE))) err = cl != 0 && errno ? errno : EIO;
     af->f = NULL;
     if (err) {
         unlink(af->tmp_path);
         return la_fail(LA_EIO, "writing '%s' failed: %s (is the disk full?); the previous file is untouched",
                        af->final_path, strerror(err));
     }
-    if (rename(af->tmp_path, af->final_path) != 0) {
-        err = errno;
+    return LA_OK;
+}
+
+la_status la_afile_publish(la_afile *af) {
+    if ((inject(LA_AFILE_STEP_RENAME) ? (errno = EIO, -1) : rename(af->tmp_path, af->final_path)) != 0) {
+        int err = errno;
         unlink(af->tmp_path);
-        return la_fail(LA_EIO, "cannot rename '%s' to '%s': %s", af->tmp_path, af->final_path, strerror(err));
+        return la_fail(LA_EIO, "cannot rename '%s' to '%s': %s; the previous file is untouched",
+                       af->tmp_path, af->final_path, strerror(err));
     }
     fsync_parent_dir(af->final_path);
     return LA_OK;
+}
+
+la_status la_afile_commit(la_afile *af) {
+    LA_TRY(la_afile_sync(af));
+    return la_afile_publish(af);
 }

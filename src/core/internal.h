@@ -18,8 +18,6 @@ void la_clear_error(void);
         if (la_try_s_ != LA_OK) return la_try_s_; \
     } while (0)
 
-#endif
-
 /* ---- atomic file writes (src/core/atomic_file.c) ----
  * Writes go to "<path>.tmp.<pid>", are fsync'ed, then renamed over path, and the
  * directory is fsync'ed: a reader sees the old file or the new one, never a torn one. */
@@ -32,10 +30,45 @@ typedef struct {
 /* Open a temp file next to path for writing. Errors: LA_EIO. */
 la_status la_afile_open(la_afile *af, const char *path);
 /* Flush, fsync, close and rename onto the final path. On failure the temp file is
- * removed and the old file (if any) is untouched. */
+ * removed and the old file (if any) is untouched. = la_afile_sync + la_afile_publish. */
 la_status la_afile_commit(la_afile *af);
-/* Close and remove the temp file (error paths). */
+/* The two halves of la_afile_commit, for writers that replace several files together
+ * (trainer checkpoints: sync every file first, then publish them, so that an I/O error
+ * while writing any of them leaves every previous file in place).
+ * la_afile_sync: flush, fsync and close the temp file (on failure it is removed);
+ * la_afile_publish: rename it onto the final path and fsync the folder (on failure the
+ * temp file is removed). Errors: LA_EIO naming the final path and the system error. */
+la_status la_afile_sync(la_afile *af);
+la_status la_afile_publish(la_afile *af);
+/* Close and remove the temp file (error paths; also after la_afile_sync). */
 void la_afile_abort(la_afile *af);
+
+/* ---- allocation hook (src/core/alloc.c) ----
+ * Every library allocation: malloc / calloc / realloc / strdup semantics, memory from the
+ * C allocator (release it with free()). */
+void *la_malloc(size_t n);
+void *la_calloc(size_t n, size_t size);
+void *la_realloc(void *p, size_t n);
+char *la_strdup(const char *s);
+/* Tests only (issue 17): after la_alloc_fail_at(n), n >= 1, the n-th allocation through the
+ * hook (counting from this call, all threads) returns NULL with errno ENOMEM; 0 disarms.
+ * la_alloc_count: allocations since the last la_alloc_fail_at. */
+void la_alloc_fail_at(long n);
+long la_alloc_count(void);
+
+/* Failure injection for tests (issue 17): make the nth next occurrence (1 = the next one)
+ * of a step fail as the system call would (open: EACCES; write: the data goes to /dev/full,
+ * so fwrite/fflush fail with ENOSPC; fsync, close, rename: EIO), then disarm.
+ * LA_AFILE_STEP_NONE disarms. Process-wide, not thread-safe: tests only. */
+typedef enum {
+    LA_AFILE_STEP_NONE = 0,
+    LA_AFILE_STEP_OPEN,
+    LA_AFILE_STEP_WRITE,
+    LA_AFILE_STEP_FSYNC,
+    LA_AFILE_STEP_CLOSE,
+    LA_AFILE_STEP_RENAME
+} la_afile_step;
+void la_afile_fail_at(la_afile_step step, int nth);
 
 /* ---- deterministic random numbers (src/core/rng.c) ----
  * xoshiro256** seeded through splitmix64: same seed, same stream on every machine. */
@@ -45,3 +78,5 @@ uint64_t la_rng_u64(la_rng *r);
 double la_rng_uniform(la_rng *r);             /* [0, 1) with 53 random bits */
 double la_rng_normal(la_rng *r);              /* standard normal (Box-Muller, no cached spare) */
 uint64_t la_rng_below(la_rng *r, uint64_t n); /* uniform integer in [0, n), unbiased */
+
+#endif /* LA_INTERNAL_H (the guard covers the whole header) */

@@ -50,7 +50,7 @@ la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, 
     if (max_step < 1 || max_step > la_kv_max_chunk(&p))
         return la_fail(LA_EINVAL, "la_decoder_new: max_step = %d must be in [1, %lld] (the policy's largest append)",
                        max_step, (long long)la_kv_max_chunk(&p));
-    la_decoder *d = calloc(1, sizeof *d);
+    la_decoder *d = la_calloc(1, sizeof *d);
     if (!d) return la_fail(LA_ENOMEM, "la_decoder_new: out of memory");
     d->m = m;
     d->V = la_model_get_config(m)->vocab;

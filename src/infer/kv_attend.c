@@ -51,7 +51,7 @@ la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const flo
 la_status la_kv_rope_shift(const la_spec *spec, float *x, int N, int D, int64_t delta, int64_t ctx_len) {
     if (!spec || !x) return la_fail(LA_EINVAL, "la_kv_rope_shift: NULL spec or x");
     if (N < 1 || D < 1) return la_fail(LA_ESHAPE, "la_kv_rope_shift: N = %d, D = %d, both must be >= 1", N, D);
-    int64_t *pos = malloc((size_t)N * sizeof *pos);
+    int64_t *pos = la_malloc((size_t)N * sizeof *pos);
     if (!pos) return la_fail(LA_ENOMEM, "la_kv_rope_shift: out of memory");
     for (int i = 0; i < N; i++) pos[i] = delta;
     la_status st = la_rope_apply(spec, x, N, D, pos, ctx_len, 0);

@@ -38,36 +38,36 @@ la_status la_kv_new(const la_kv_params *p, la_kv_cache **out) {
     if (!out) return la_fail(LA_EINVAL, "la_kv_new: out is NULL");
     *out = NULL;
     LA_TRY(la_kv_params_validate(p));
-    la_kv_cache *c = calloc(1, sizeof *c);
+    la_kv_cache *c = la_calloc(1, sizeof *c);
     if (!c) return la_fail(LA_ENOMEM, "la_kv_new: out of memory");
     c->p = *p;
     c->C = la_kv_budget(p);
     c->group = (p->storage == LA_KV_INT8 && p->group > 0) ? p->group : p->D;
     c->n_groups = p->D / c->group;
     const size_t C = (size_t)c->C, D = (size_t)p->D, Hkv = (size_t)p->Hkv, H = (size_t)p->H;
-    c->layers = calloc((size_t)p->n_layers, sizeof *c->layers);
+    c->layers = la_calloc((size_t)p->n_layers, sizeof *c->layers);
     int ok = c->layers != NULL;
     for (int l = 0; ok && l < p->n_layers; l++) {
         la_kv_layer *L = &c->layers[l];
-        L->k = malloc(Hkv * C * D * elt_size(c));
-        L->v = malloc(Hkv * C * D * elt_size(c));
-        L->pos = malloc(Hkv * C * sizeof *L->pos);
-        L->score = malloc(Hkv * C * sizeof *L->score);
+        L->k = la_malloc(Hkv * C * D * elt_size(c));
+        L->v = la_malloc(Hkv * C * D * elt_size(c));
+        L->pos = la_malloc(Hkv * C * sizeof *L->pos);
+        L->score = la_malloc(Hkv * C * sizeof *L->score);
         ok = L->k && L->v && L->pos && L->score;
         if (ok && p->storage == LA_KV_INT8) {
-            L->k_scale = malloc(Hkv * C * (size_t)c->n_groups * sizeof(float));
-            L->v_scale = malloc(Hkv * C * (size_t)c->n_groups * sizeof(float));
+            L->k_scale = la_malloc(Hkv * C * (size_t)c->n_groups * sizeof(float));
+            L->v_scale = la_malloc(Hkv * C * (size_t)c->n_groups * sizeof(float));
             ok = L->k_scale && L->v_scale;
         }
     }
     if (ok) {
         /* rows go to the kernel straight from storage only for f32 with one kv head; else
          * they are dequantised / gathered into (Hkv, len, D) here */
-        c->kbuf = malloc(Hkv * C * D * sizeof(float));
-        c->vbuf = malloc(Hkv * C * D * sizeof(float));
-        c->mass = malloc(H * C * sizeof(float));
-        c->stat = malloc(H * C * sizeof(float));
-        c->keep = malloc(C);
+        c->kbuf = la_malloc(Hkv * C * D * sizeof(float));
+        c->vbuf = la_malloc(Hkv * C * D * sizeof(float));
+        c->mass = la_malloc(H * C * sizeof(float));
+        c->stat = la_malloc(H * C * sizeof(float));
+        c->keep = la_malloc(C);
         c->ws = la_workspace_new();
         ok = c->kbuf && c->vbuf && c->mass && c->stat && c->keep && c->ws;
     }

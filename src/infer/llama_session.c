@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "infer/kv_internal.h"
-#include "model/llama_internal.h"
+#include "model/kv_hook.h"
 
 struct la_llama_session {
     la_llama *m;

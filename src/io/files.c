@@ -47,8 +47,8 @@ la_status la_list_files(const char *path, char ***paths, int *n) {
     struct stat st;
     if (stat(path, &st) != 0) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
     if (!S_ISDIR(st.st_mode)) {
-        *paths = malloc(sizeof(char *));
-        if (!*paths || !((*paths)[0] = strdup(path))) {
+        *paths = la_malloc(sizeof(char *));
+        if (!*paths || !((*paths)[0] = la_strdup(path))) {
             free(*paths);
             *paths = NULL;
             return la_fail(LA_ENOMEM, "out of memory listing %s", path);
@@ -64,7 +64,7 @@ la_status la_list_files(const char *path, char ***paths, int *n) {
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.') continue;
         size_t pl = strlen(path) + strlen(de->d_name) + 2;
-        char *full = malloc(pl);
+        char *full = la_malloc(pl);
         if (!full) { s = la_fail(LA_ENOMEM, "out of memory listing %s", path); break; }
         snprintf(full, pl, "%s/%s", path, de->d_name);
         struct stat fs;
@@ -74,7 +74,7 @@ la_status la_list_files(const char *path, char ***paths, int *n) {
         }
         if (*n == cap) {
             cap = cap ? 2 * cap : 64;
-            char **nn = realloc(*paths, (size_t)cap * sizeof(char *));
+            char **nn = la_realloc(*paths, (size_t)cap * sizeof(char *));
             if (!nn) {
                 free(full);
                 s = la_fail(LA_ENOMEM, "out of memory listing %s", path);

@@ -37,7 +37,7 @@ static char *arena_alloc(arena_chunk **head, size_t n) {
     arena_chunk *c = *head;
     if (!c || c->cap - c->used < n) {
         size_t cap = n > ((size_t)1 << 20) ? n : ((size_t)1 << 20);
-        arena_chunk *nc = malloc(sizeof *nc + cap);
+        arena_chunk *nc = la_malloc(sizeof *nc + cap);
         if (!nc) return NULL;
         nc->next = c;
         nc->used = 0;
@@ -73,7 +73,7 @@ static uint64_t fnv1a(const char *s) {
 static int table_init(name_table *t, int64_t n) {
     uint64_t cap = 16;
     while (cap < (uint64_t)n * 2) cap <<= 1;
-    t->slot = calloc(cap, sizeof *t->slot);
+    t->slot = la_calloc(cap, sizeof *t->slot);
     t->mask = cap - 1;
     return t->slot != NULL;
 }
@@ -175,12 +175,12 @@ static char *copy_str(la_gguf *g, const uint8_t *s, uint64_t len) {
 static void *keep_block(la_gguf *g, size_t bytes) {
     if (g->n_blocks == g->cap_blocks) {
         int64_t cap = g->cap_blocks ? 2 * g->cap_blocks : 16;
-        void **nb = realloc(g->blocks, (size_t)cap * sizeof *nb);
+        void **nb = la_realloc(g->blocks, (size_t)cap * sizeof *nb);
         if (!nb) return NULL;
         g->blocks = nb;
         g->cap_blocks = cap;
     }
-    void *p = malloc(bytes ? bytes : 1);
+    void *p = la_malloc(bytes ? bytes : 1);
     if (p) g->blocks[g->n_blocks++] = p;
     return p;
 }
@@ -284,7 +284,7 @@ static la_status read_kvs(la_gguf *g, cursor *c) {
         return la_fail(LA_EFORMAT, "%s: header claims %llu metadata entries (byte 16) but the "
                        "file has only %llu bytes left (corrupt or truncated file)", c->path,
                        (unsigned long long)g->n_kv, (unsigned long long)(c->size - c->pos));
-    g->kv = calloc((size_t)g->n_kv + 1, sizeof *g->kv);
+    g->kv = la_calloc((size_t)g->n_kv + 1, sizeof *g->kv);
     if (!g->kv || !table_init(&g->kv_table, g->n_kv))
         return la_fail(LA_ENOMEM, "%s: out of memory for %lld metadata entries", c->path,
                        (long long)g->n_kv);
@@ -332,7 +332,7 @@ static la_status read_tensor_infos(la_gguf *g, cursor *c) {
                        "only %llu bytes left for their descriptions (corrupt or truncated file)",
                        c->path, (unsigned long long)g->n_tensors,
                        (unsigned long long)(c->size - c->pos));
-    g->t = calloc((size_t)g->n_tensors + 1, sizeof *g->t);
+    g->t = la_calloc((size_t)g->n_tensors + 1, sizeof *g->t);
     if (!g->t || !table_init(&g->t_table, g->n_tensors))
         return la_fail(LA_ENOMEM, "%s: out of memory for %lld tensors", c->path,
                        (long long)g->n_tensors);
@@ -454,7 +454,7 @@ la_status la_gguf_open(const char *path, la_gguf **out) {
         close(fd);
         return la_fail(LA_EIO, "%s: not a regular file", path);
     }
-    la_gguf *g = calloc(1, sizeof *g);
+    la_gguf *g = la_calloc(1, sizeof *g);
     if (!g) {
         close(fd);
         return la_fail(LA_ENOMEM, "%s: out of memory", path);
@@ -490,7 +490,7 @@ la_status la_gguf_open_mem(const void *data, size_t size, const char *name, la_g
     if (!data && size) return la_fail(LA_EINVAL, "la_gguf_open_mem: data is NULL");
     if (!name) name = "(memory)";
     if (size == 0) return la_fail(LA_EFORMAT, "%s: empty buffer (0 bytes), not a GGUF file", name);
-    la_gguf *g = calloc(1, sizeof *g);
+    la_gguf *g = la_calloc(1, sizeof *g);
     if (!g) return la_fail(LA_ENOMEM, "%s: out of memory", name);
     snprintf(g->path, sizeof g->path, "%s", name);
     g->map = data;

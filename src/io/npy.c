@@ -207,7 +207,7 @@ la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
                      (unsigned long long)hlen, (long long)(fsize - hstart));
         goto done;
     }
-    hdr = malloc(hlen + 1);
+    hdr = la_malloc(hlen + 1);
     if (!hdr) {
         st = la_fail(LA_ENOMEM, "%s: cannot allocate the .npy header", path);
         goto done;
@@ -239,7 +239,7 @@ la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
                      path, (long long)(have - need), (long long)need);
         goto done;
     }
-    buf = malloc(need > 0 ? (size_t)need : 1);
+    buf = la_malloc(need > 0 ? (size_t)need : 1);
     if (!buf) {
         st = la_fail(LA_ENOMEM, "%s: cannot allocate %lld bytes for the array", path, (long long)need);
         goto done;

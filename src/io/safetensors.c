@@ -11,30 +11,51 @@
 
 la_status la_st_write(const char *path, const la_st_tensor *t, int n, const char *const *meta,
                       int n_meta) {
+    la_afile af;
+    LA_TRY(la_st_write_af(&af, path, t, n, meta, n_meta));
+    return la_afile_commit(&af);
+}
+
+la_status la_st_write_af(la_afile *af_out, const char *path, const la_st_tensor *t, int n,
+                         const char *const *meta, int n_meta) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return la_fail(LA_ENOMEM, "safetensors: out of memory");
+    /* every cJSON call is checked: a header missing an entry would be a corrupt file
+     * written as a success (found by tests/test_alloc_fail) */
+    int built = 1;
     if (n_meta > 0) {
         cJSON *md = cJSON_AddObjectToObject(root, "__metadata__");
-        for (int i = 0; i < n_meta; i++) cJSON_AddStringToObject(md, meta[2 * i], meta[2 * i + 1]);
+        built = md != NULL;
+        for (int i = 0; i < n_meta && built; i++)
+            built = cJSON_AddStringToObject(md, meta[2 * i], meta[2 * i + 1]) != NULL;
     }
     size_t off = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && built; i++) {
         if (t[i].ndim < 0 || t[i].ndim > 4) {
             cJSON_Delete(root);
             return la_fail(LA_EINVAL, "safetensors: tensor %s has ndim %d", t[i].name, t[i].ndim);
         }
         cJSON *e = cJSON_AddObjectToObject(root, t[i].name);
-        cJSON_AddStringToObject(e, "dtype", "F32");
-        cJSON *sh = cJSON_AddArrayToObject(e, "shape");
+        cJSON *sh = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
+        cJSON *of = sh ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
+        built = of && cJSON_AddStringToObject(e, "dtype", "F32");
         size_t numel = 1;
-        for (int d = 0; d < t[i].ndim; d++) {
-            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t[i].shape[d]));
+        for (int d = 0; d < t[i].ndim && built; d++) {
+            cJSON *x = cJSON_CreateNumber((double)t[i].shape[d]);
+            built = x && cJSON_AddItemToArray(sh, x);
+            if (x && !built) cJSON_Delete(x);
             numel *= (size_t)t[i].shape[d];
         }
-        cJSON *of = cJSON_AddArrayToObject(e, "data_offsets");
-        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+        for (int k = 0; k < 2 && built; k++) {
+            cJSON *x = cJSON_CreateNumber((double)(k ? off + numel * sizeof(float) : off));
+            built = x && cJSON_AddItemToArray(of, x);
+            if (x && !built) cJSON_Delete(x);
+        }
         off += numel * sizeof(float);
-        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+    }
+    if (!built) {
+        cJSON_Delete(root);
+        return la_fail(LA_ENOMEM, "safetensors: out of memory building the header of %s", path);
     }
     char *js = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -46,6 +67,7 @@ la_status la_st_write(const char *path, const la_st_tensor *t, int n, const char
         free(js);
         return s;
     }
+    errno = 0;
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
     int ok = fwrite(len8, 1, 8, af.f) == 8 && fwrite(js, 1, hl, af.f) == hl;
@@ -58,9 +80,11 @@ la_status la_st_write(const char *path, const la_st_tensor *t, int n, const char
     }
     if (!ok) {
         la_afile_abort(&af);
-        return la_fail(LA_EIO, "safetensors: cannot write %s: %s", path, strerror(errno));
+        return la_fail(LA_EIO, "safetensors: cannot write %s: %s (is the disk full?); the previous file is "
+                       "untouched", path, strerror(errno ? errno : EIO));
     }
-    return la_afile_commit(&af);
+    *af_out = af;
+    return LA_OK;
 }
 
 void la_st_free(la_st_file *f) {
@@ -100,9 +124,9 @@ la_status la_st_read(const char *path, la_st_file *f) {
         return la_fail(LA_EFORMAT, "%s: header length %llu does not fit in a %ld-byte file "
                        "(truncated or not safetensors)", path, (unsigned long long)hl, fsize);
     }
-    char *js = malloc(hl + 1);
+    char *js = la_malloc(hl + 1);
     size_t dl = (size_t)fsize - 8 - hl;
-    uint8_t *data = malloc(dl ? dl : 1);
+    uint8_t *data = la_malloc(dl ? dl : 1);
     if (!js || !data) {
         free(js);
         free(data);
@@ -119,7 +143,9 @@ la_status la_st_read(const char *path, la_st_file *f) {
     }
     f->data = data;
     f->data_len = dl;
+    errno = 0;
     cJSON *root = cJSON_Parse(js);
+    int parse_nomem = !root && errno == ENOMEM; /* cJSON cannot tell; the allocator's errno can */
     free(js);
     la_status st = LA_OK;
 #define BAD(...)                                   \
@@ -127,11 +153,15 @@ la_status la_st_read(const char *path, la_st_file *f) {
         st = la_fail(LA_EFORMAT, __VA_ARGS__);     \
         goto done;                                 \
     } while (0)
+    if (parse_nomem) {
+        st = la_fail(LA_ENOMEM, "%s: out of memory parsing the header", path);
+        goto done;
+    }
     if (!root || !cJSON_IsObject(root)) BAD("%s: safetensors header is not a JSON object (corrupt file)", path);
     int cnt = cJSON_GetArraySize(root);
-    f->e = calloc(cnt ? cnt : 1, sizeof *f->e);
-    f->meta_keys = calloc(cnt ? cnt : 1, sizeof(char *));
-    f->meta_vals = calloc(cnt ? cnt : 1, sizeof(char *));
+    f->e = la_calloc(cnt ? cnt : 1, sizeof *f->e);
+    f->meta_keys = la_calloc(cnt ? cnt : 1, sizeof(char *));
+    f->meta_vals = la_calloc(cnt ? cnt : 1, sizeof(char *));
     if (!f->e || !f->meta_keys || !f->meta_vals) {
         st = la_fail(LA_ENOMEM, "%s: out of memory", path);
         goto done;
@@ -142,13 +172,21 @@ la_status la_st_read(const char *path, la_st_file *f) {
             int mc = cJSON_GetArraySize(it);
             free(f->meta_keys);
             free(f->meta_vals);
-            f->meta_keys = calloc(mc ? mc : 1, sizeof(char *));
-            f->meta_vals = calloc(mc ? mc : 1, sizeof(char *));
+            f->meta_keys = la_calloc(mc ? mc : 1, sizeof(char *));
+            f->meta_vals = la_calloc(mc ? mc : 1, sizeof(char *));
+            if (!f->meta_keys || !f->meta_vals) {
+                st = la_fail(LA_ENOMEM, "%s: out of memory", path);
+                goto done;
+            }
             for (cJSON *kv = it->child; kv; kv = kv->next) {
                 if (!cJSON_IsString(kv)) BAD("%s: metadata value of '%s' is not a string", path, kv->string);
-                f->meta_keys[f->n_meta] = strdup(kv->string);
-                f->meta_vals[f->n_meta] = strdup(kv->valuestring);
-                f->n_meta++;
+                f->meta_keys[f->n_meta] = la_strdup(kv->string);
+                f->meta_vals[f->n_meta] = la_strdup(kv->valuestring);
+                f->n_meta++; /* counted before the check: la_st_free frees both (free(NULL) is fine) */
+                if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1]) {
+                    st = la_fail(LA_ENOMEM, "%s: out of memory", path);
+                    goto done;
+                }
             }
             continue;
         }
@@ -185,7 +223,11 @@ la_status la_st_read(const char *path, la_st_file *f) {
         f->n++;
     }
     {
-        la_st_entry *sorted = malloc(sizeof *sorted * (f->n ? f->n : 1));
+        la_st_entry *sorted = la_malloc(sizeof *sorted * (f->n ? f->n : 1));
+        if (!sorted) {
+            st = la_fail(LA_ENOMEM, "%s: out of memory", path);
+            goto done;
+        }
         memcpy(sorted, f->e, sizeof *sorted * f->n);
         qsort(sorted, f->n, sizeof *sorted, cmp_begin);
         for (int i = 1; i < f->n; i++)

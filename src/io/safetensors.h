@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/internal.h" /* la_afile */
 #include "longattn.h"
 
 typedef struct {
@@ -23,6 +24,12 @@ typedef struct {
  * atomically to path. Errors: LA_EIO, LA_ENOMEM, LA_EINVAL (bad ndim). */
 la_status la_st_write(const char *path, const la_st_tensor *t, int n, const char *const *meta,
                       int n_meta);
+
+/* la_st_write without the commit: the file is written to af's temp file and left open;
+ * the caller commits (la_afile_commit, or la_afile_sync + la_afile_publish) or aborts.
+ * On error the temp file is already removed. */
+la_status la_st_write_af(la_afile *af, const char *path, const la_st_tensor *t, int n,
+                         const char *const *meta, int n_meta);
 
 typedef struct {
     char name[128];

@@ -45,7 +45,7 @@ la_status la_shard_read(const char *path, int vocab, uint16_t **tokens, int64_t 
                        path, (long long)n, (long long)want, (long long)fsize,
                        fsize < want ? "truncated" : "wrong size / trailing bytes");
     }
-    uint16_t *all = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
+    uint16_t *all = la_malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
     if (!all) {
         fclose(f);
         return la_fail(LA_ENOMEM, "out of memory reading %s", path);

@@ -91,7 +91,7 @@ la_model_config la_model_config_default(void) {
 
 static int is_rope_family(la_pos p) {
     return p == LA_POS_ROPE || p == LA_POS_PROPE || p == LA_POS_NTK || p == LA_POS_DYNAMIC_NTK ||
-           p == LA_POS_YARN;
+           p == LA_POS_YARN || p == LA_POS_PI;
 }
 
 /* ---- parameter table ---- */
@@ -217,7 +217,7 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
         return la_fail(LA_EINVAL, "model config: canonical spec text longer than %d bytes",
                        LA_SPEC_TEXT_MAX - 1);
 
-    la_model *m = calloc(1, sizeof *m);
+    la_model *m = la_calloc(1, sizeof *m);
     if (!m) return la_fail(LA_ENOMEM, "la_model_new: out of memory");
     m->cfg = c;
     m->spec = spec;
@@ -231,19 +231,19 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     m->logn = spec.xform == LA_XF_LOGN;
     m->asent = spec.norm == LA_NORM_ASENTMAX;
     int max_t = 3 + m->L * LA_MAX_TENSORS_PER_LAYER;
-    m->tensors = calloc(max_t, sizeof *m->tensors);
-    m->names = calloc(max_t, sizeof *m->names);
-    m->lo = calloc(m->L, sizeof *m->lo);
-    m->ta = calloc(m->L, sizeof *m->ta);
+    m->tensors = la_calloc(max_t, sizeof *m->tensors);
+    m->names = la_calloc(max_t, sizeof *m->names);
+    m->lo = la_calloc(m->L, sizeof *m->lo);
+    m->ta = la_calloc(m->L, sizeof *m->ta);
     m->ws = la_workspace_new();
     if (!m->tensors || !m->names || !m->lo || !m->ta || !m->ws) {
         la_model_free(m);
         return la_fail(LA_ENOMEM, "la_model_new: out of memory");
     }
     build_table(m);
-    m->params = malloc(m->n_params * sizeof(float));
-    m->grads = calloc(m->n_params, sizeof(float));
-    m->sc.dlogn = calloc(m->H, sizeof(float));
+    m->params = la_malloc(m->n_params * sizeof(float));
+    m->grads = la_calloc(m->n_params, sizeof(float));
+    m->sc.dlogn = la_calloc(m->H, sizeof(float));
     if (!m->params || !m->grads || !m->sc.dlogn) {
         size_t np = m->n_params;
         la_model_free(m);
@@ -389,7 +389,7 @@ static la_status ensure_train(la_model *m, size_t N) {
     m->cap_train = 0;
     carver cv = {NULL, 0};
     carve_train(&cv, m, N);
-    float *blk = malloc(cv.used * sizeof(float) + 64);
+    float *blk = la_malloc(cv.used * sizeof(float) + 64);
     if (!blk)
         return la_fail(LA_ENOMEM, "model: cannot allocate %.1f MB of training activations for "
                        "%zu tokens; use a smaller batch or sequence",
@@ -416,7 +416,7 @@ static la_status ensure_eval(la_model *m, size_t N) {
     m->cap_eval = 0;
     carver cv = {NULL, 0};
     carve_eval(&cv, m, N);
-    float *blk = malloc(cv.used * sizeof(float) + 64);
+    float *blk = la_malloc(cv.used * sizeof(float) + 64);
     if (!blk)
         return la_fail(LA_ENOMEM, "model: cannot allocate %.1f MB of evaluation buffers for "
                        "%zu tokens; use a shorter sequence", cv.used * 4.0 / 1e6, N);

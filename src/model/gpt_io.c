@@ -114,8 +114,14 @@ uint64_t la_model_weights_hash(const la_model *m) {
 
 la_status la_model_save(const la_model *m, const char *path) {
     if (!m || !path) return la_fail(LA_EINVAL, "la_model_save: NULL argument");
+    la_afile af;
+    LA_TRY(la_model_save_af(m, path, &af));
+    return la_afile_commit(&af);
+}
+
+la_status la_model_save_af(const la_model *m, const char *path, la_afile *af) {
     int nt = la_model_num_tensors(m);
-    la_st_tensor *ts = calloc(nt, sizeof *ts);
+    la_st_tensor *ts = la_calloc(nt, sizeof *ts);
     if (!ts) return la_fail(LA_ENOMEM, "la_model_save: out of memory");
     const float *P = la_model_params((la_model *)m);
     for (int i = 0; i < nt; i++) {
@@ -130,7 +136,7 @@ la_status la_model_save(const la_model *m, const char *path) {
     char vals[16][LA_SPEC_TEXT_MAX];
     const char *kv[32];
     int n = la_model_config_meta(m, vals, kv);
-    la_status s = la_st_write(path, ts, nt, kv, n);
+    la_status s = la_st_write_af(af, path, ts, nt, kv, n);
     free(ts);
     return s;
 }

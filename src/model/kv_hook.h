@@ -1,6 +1,7 @@
-/* kv_hook.h -- the model's block forward over a KV cache (layer model; used by src/infer).
- * The model owns the transformer block; a cache owner (the decoder, src/infer/decode.c)
- * plugs into the attention sub-layer through this hook instead of re-implementing it. */
+/* kv_hook.h -- the models' block forward over a KV cache (layer model; the interface
+ * src/infer uses). The model owns the transformer block; a cache owner (the GPT decoder,
+ * src/infer/decode.c; the Llama session, src/infer/llama_session.c) plugs into the
+ * attention sub-layer through this hook instead of re-implementing it. */
 #ifndef LA_MODEL_KV_HOOK_H
 #define LA_MODEL_KV_HOOK_H
 
@@ -29,5 +30,17 @@ typedef struct {
  * hook or tokens, T < 1, token outside the vocabulary), LA_ENOMEM, the hook's. */
 la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
                                   const la_model_kv_hook *hook, float *logits, int all_rows);
+
+/* The same for a Llama-family model read from GGUF (src/model/llama.c; used by
+ * src/infer/llama_session.c): T new tokens (one sequence) through the embedding, every
+ * block (attention through hook: qh (H, T, D), kh, vh (Hkv, T, D) un-rotated, att
+ * (H, T, D)) and the head: logits (T, V) when all_rows, else the last row (1, V); logits
+ * may be NULL. Uses the model's step buffers (one call at a time per model). Errors:
+ * LA_EINVAL (NULL, T < 1, token outside the vocabulary), LA_ENOMEM, the hook's. */
+la_status la_llama_forward_cached(la_llama *m, const int32_t *tokens, int T, const la_model_kv_hook *hook,
+                                  float *logits, int all_rows);
+
+/* Seconds spent in matrix products / attention since the Llama model was opened. */
+void la_llama_timing(const la_llama *m, double *mm_s, double *attn_s);
 
 #endif

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "model/llama_internal.h"
+#include "model/kv_hook.h"
 
 /* one weight matrix (rows, cols), row-major, in the file's type */
 typedef struct {
@@ -349,7 +349,7 @@ la_status la_llama_tokenizer(const la_llama *m, la_tokenizer **out) {
  * -2 for a word that is not a position encoding */
 static int theta_index(const char *name, size_t n) {
     static const struct { const char *w; int idx; } pos[] = {{"rope", 0}, {"prope", 1}, {"ntk", 1},
-        {"dynamic-ntk", 2}, {"yarn", 4}, {"nope", -1}, {"alibi", -1}, {"nape", -1}};
+        {"dynamic-ntk", 2}, {"yarn", 4}, {"pi", 1}, {"nope", -1}, {"alibi", -1}, {"nape", -1}};
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
         if (strlen(pos[i].w) == n && !strncmp(pos[i].w, name, n)) return pos[i].idx;
     return -2;

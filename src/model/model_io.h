@@ -16,6 +16,9 @@ la_status la_model_config_from_meta(const la_st_file *f, const char *path, la_mo
  * nonzero, copy them into the parameters. Errors: LA_EFORMAT naming the tensor. */
 la_status la_model_weights_from_file(la_model *m, const la_st_file *f, const char *path, int copy);
 
+/* la_model_save without the commit (la_st_write_af): the caller commits or aborts af. */
+la_status la_model_save_af(const la_model *m, const char *path, la_afile *af);
+
 /* FNV-1a 64-bit hash of the parameter bytes (pairs a trainer state with its weights). */
 uint64_t la_model_weights_hash(const la_model *m);
 

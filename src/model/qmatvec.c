@@ -349,7 +349,7 @@ la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, c
     float xs_stack[2048], *xs = NULL;
     if (f && needs_xsum(type)) {
         const int64_t n32 = cols / 32;
-        xs = n32 <= 2048 ? xs_stack : malloc((size_t)n32 * sizeof *xs);
+        xs = n32 <= 2048 ? xs_stack : la_malloc((size_t)n32 * sizeof *xs);
         if (!xs) return la_fail(LA_ENOMEM, "la_qmatvec: out of memory for %lld block sums",
                                 (long long)n32);
         for (int64_t b = 0; b < n32; b++) {

@@ -326,7 +326,7 @@ la_status la_study_load(const char *path, la_study *out) {
         return la_fail(LA_EIO, "cannot open study file '%s': %s (the default ones are studies/default.json "
                        "and studies/quick.json)", path, strerror(errno));
     size_t cap = 1 << 14, n = 0;
-    char *buf = malloc(cap);
+    char *buf = la_malloc(cap);
     la_status st = LA_OK;
     for (;;) {
         if (!buf) { st = la_fail(LA_ENOMEM, "reading '%s': out of memory", path); break; }
@@ -334,7 +334,7 @@ la_status la_study_load(const char *path, la_study *out) {
         if (ferror(f)) { st = la_fail(LA_EIO, "reading '%s' failed: %s", path, strerror(errno)); break; }
         if (feof(f)) break;
         if (cap > (1u << 24)) { st = BAD("%s: larger than 16 MiB; is this really a study file?", path); break; }
-        char *nb = realloc(buf, cap *= 2);
+        char *nb = la_realloc(buf, cap *= 2);
         if (!nb) free(buf);
         buf = nb;
     }

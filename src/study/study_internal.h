@@ -29,6 +29,7 @@ typedef struct {
     study_log_row *log;
     int n_log, cap_log;
     char error[512];            /* why the variant failed, "" if it did not */
+    la_status status;           /* its status (LA_OK if it did not fail) */
 } study_variant;
 
 typedef struct {
@@ -50,6 +51,12 @@ la_status la_study_write_tables(const study_results *r, const char *out_dir);
  * missing or fails: plots are not worth losing the numbers for. */
 la_status la_study_write_plots(const study_results *r, const char *out_dir, const char *gnuplot,
                             int *ok, char *warn, size_t warn_n);
+
+/* ---- across MPI ranks (study_dist.c) ---- */
+/* owner[vi]: the rank that ran variant vi (la_dist_assign on estimated flops).
+ * Collective: rank 0 receives every finished variant of the other ranks into r->v (its
+ * buckets and log newly allocated); other ranks' r is unchanged. No-op on one process. */
+la_status la_study_gather(study_results *r, const int *owner);
 
 /* File-name-safe form of a spec: letters, digits, '.', '-' kept, runs of others -> '_'. */
 void la_study_slug(const char *spec, char *buf, size_t n);

@@ -231,7 +231,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
         if (b->s && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
         size_t cap = b->cap ? b->cap : 1024;
         while (cap <= b->n + (size_t)k) cap *= 2;
-        char *t = realloc(b->s, cap);
+        char *t = la_realloc(b->s, cap);
         if (!t) { b->oom = 1; return; }
         b->s = t;
         b->cap = cap;

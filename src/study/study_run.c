@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "io/files.h"
+#include "core/dist.h"
 #include "study/study_internal.h"
 #include "tasks/cells.h"
 
@@ -107,7 +108,7 @@ static la_status model_token_loss(void *ctx, const int32_t *inputs, const int32_
 static la_status log_row(study_variant *v, int step, double train_bpb, double val_bpb, double el) {
     if (v->n_log == v->cap_log) {
         int cap = v->cap_log ? 2 * v->cap_log : 64;
-        study_log_row *l = realloc(v->log, (size_t)cap * sizeof *l);
+        study_log_row *l = la_realloc(v->log, (size_t)cap * sizeof *l);
         if (!l) return la_fail(LA_ENOMEM, "study: out of memory for the training log");
         v->log = l;
         v->cap_log = cap;
@@ -504,8 +505,8 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     for (int i = 0; i < st->n_eval_lens; i++) {
         int T = st->eval_lens[i], nb = (T + L - 1) / L;
         v->n_bucket[i] = nb;
-        v->bucket[i] = malloc((size_t)nb * sizeof *v->bucket[i]);
-        v->bucket_tokens[i] = malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
+        v->bucket[i] = la_malloc((size_t)nb * sizeof *v->bucket[i]);
+        v->bucket_tokens[i] = la_malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
         if (!v->bucket[i] || !v->bucket_tokens[i]) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
         if ((s = la_eval_loss(model_token_loss, &ec, val, T, span, st->eval_windows, st->seed, L, &v->loss[i],
                               v->bucket[i], v->bucket_tokens[i])) != LA_OK)
@@ -583,25 +584,25 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     double t_start = now_s();
     char path[4096];
     la_docs train = {0}, val = {0};
-    study_results *r = calloc(1, sizeof *r);
+    study_results *r = la_calloc(1, sizeof *r);
     if (!r) return la_fail(LA_ENOMEM, "study: out of memory");
     int32_t *batch = NULL, *inp = NULL, *tgt = NULL, *ex = NULL, *pred = NULL;
     la_status s;
 
     snprintf(path, sizeof path, "%s/train", data);
-    if ((s = la_docs_load(path, &train)) != LA_OK) goto out;
-    snprintf(path, sizeof path, "%s/val", data);
-    if ((s = la_docs_load(path, &val)) != LA_OK) goto out;
     const int L = st->seq_len, B = st->batch;
+    if ((s = la_docs_load(path, &train)) != LA_OK) goto pre;
+    snprintf(path, sizeof path, "%s/val", data);
+    if ((s = la_docs_load(path, &val)) != LA_OK) goto pre;
     /* everything that can be checked before hours of training is checked now */
     if (train.is_bytes != val.is_bytes || train.vocab != val.vocab) {
         s = la_fail(LA_EFORMAT, "%s/train and %s/val hold different kinds of data (text vs token shards)", data, data);
-        goto out;
+        goto pre;
     }
     if (train.n_tokens < (int64_t)L + 2) {
         s = la_fail(LA_ESHAPE, "%s/train holds %lld tokens, fewer than one training window of %d; add data or "
                     "lower seq_len", data, (long long)train.n_tokens, L + 1);
-        goto out;
+        goto pre;
     }
     int64_t longest = la_docs_longest(&val);
     int max_eval = st->eval_lens[st->n_eval_lens - 1];
@@ -609,14 +610,14 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         s = la_fail(LA_ESHAPE, "key \"eval_lens\": evaluating at %d tokens needs a validation document of %d tokens; "
                     "the longest in %s/val has %lld: lower eval_lens or add longer documents",
                     max_eval, max_eval + 1, data, (long long)longest);
-        goto out;
+        goto pre;
     }
     if ((st->pk_trials > 0 || st->pk_mix > 0) && !val.is_bytes) {
         s = la_fail(LA_EINVAL, "the passkey task needs byte-level text (token shards cannot spell its question); "
                     "set \"passkey\": {\"trials\": 0, \"pretrain_mix\": 0} for shard data");
-        goto out;
+        goto pre;
     }
-    if ((s = la_mkdir_p(out_dir)) != LA_OK) goto out;
+    if ((s = la_mkdir_p(out_dir)) != LA_OK) goto pre;
 
     r->st = st;
     r->is_bytes = train.is_bytes;
@@ -628,12 +629,23 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     r->n_threads = opts.n_threads;
     int max_len = L;
     for (int i = 0; i < st->n_pk_lens; i++) if (st->pk_lens[i] > max_len) max_len = st->pk_lens[i];
-    batch = malloc((size_t)B * (L + 1) * sizeof *batch); // (B, L+1)
-    inp = malloc((size_t)B * L * sizeof *inp);           // (B, L)
-    tgt = malloc((size_t)B * L * sizeof *tgt);           // (B, L)
-    ex = malloc(((size_t)max_len + 1) * sizeof *ex);     // (max_len + 1)
-    pred = malloc((size_t)max_len * sizeof *pred);       // (max_len)
-    if (!batch || !inp || !tgt || !ex || !pred) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
+    batch = la_malloc((size_t)B * (L + 1) * sizeof *batch); // (B, L+1)
+    inp = la_malloc((size_t)B * L * sizeof *inp);           // (B, L)
+    tgt = la_malloc((size_t)B * L * sizeof *tgt);           // (B, L)
+    ex = la_malloc(((size_t)max_len + 1) * sizeof *ex);     // (max_len + 1)
+    pred = la_malloc((size_t)max_len * sizeof *pred);       // (max_len)
+    if (!batch || !inp || !tgt || !ex || !pred) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto pre; }
+
+pre:
+    /* under mpirun every rank loads the data; one that cannot stops them all, named */
+    if ((s = la_dist_agree(s)) != LA_OK) goto out;
+    const int me = la_dist_rank(), writer = me == 0;
+    int owner[LA_STUDY_MAX_SPECS];
+    {
+        double cost[LA_STUDY_MAX_SPECS];
+        for (int vi = 0; vi < st->n_specs; vi++) cost[vi] = variant_flops(st, r->vocab);
+        la_dist_assign(cost, st->n_specs, la_dist_size(), owner);
+    }
 
     tracker tk;
     memset(&tk, 0, sizeof tk);
@@ -642,17 +654,22 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     tk.t0 = t_start;
     tk.vocab = r->vocab;
     tk.c_L = flops_per_token(st, r->vocab, L);
-    tk.flops_total = st->n_specs * variant_flops(st, r->vocab);
+    tk.flops_total = 0; /* this rank's share */
+    for (int vi = 0; vi < st->n_specs; vi++)
+        if (owner[vi] == me) tk.flops_total += variant_flops(st, r->vocab);
     tk.p.n_specs = st->n_specs;
     tk.p.loss = tk.p.val_loss = NAN;
     /* finished variants of an interrupted run (--resume) are loaded instead of rerun */
     la_cells cells;
     {
+        /* under mpirun rank 0 opens (a fresh run empties cells/) before the others join in
+         * resume mode, which only checks the fingerprint: no rank deletes another's cell */
         cJSON *fp = study_fingerprint(st, data, r);
-        if (!fp) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
-        s = la_cells_open(&cells, out_dir, "study", fp, opts.resume);
+        s = fp ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
+        if (s == LA_OK && writer) s = la_cells_open(&cells, out_dir, "study", fp, opts.resume);
+        if ((s = la_dist_agree(s)) == LA_OK && !writer) s = la_cells_open(&cells, out_dir, "study", fp, 1);
         cJSON_Delete(fp);
-        if (s != LA_OK) goto out;
+        if ((s = la_dist_agree(s)) != LA_OK) goto out;
     }
     int n_resumed = 0, n_continued = 0;
     /* a variant that fails (e.g. diverges) is recorded and the others still run */
@@ -660,6 +677,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     char first_msg[1024] = "";
     int n_bad = 0;
     for (int vi = 0; vi < st->n_specs; vi++) {
+        if (owner[vi] != me) continue;
         tk.p.spec_index = vi;
         tk.p.spec = st->specs[vi];
         tk.p.loss = tk.p.val_loss = NAN;
@@ -692,6 +710,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         }
         if (vs != LA_OK) {
             snprintf(r->v[vi].error, sizeof r->v[vi].error, "%s", la_errmsg());
+            r->v[vi].status = vs;
             if (!n_bad++) {
                 first_bad = vs;
                 snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
@@ -701,18 +720,42 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
         /* keep the ETA honest whatever the flop model missed for this variant */
         tk.flops_done = before + variant_flops(st, r->vocab);
         r->wall_s = now_s() - t_start;
-        if ((s = la_study_write_tables(r, out_dir)) != LA_OK) goto out; /* finished variants are kept */
+        if (la_dist_size() == 1 && (s = la_study_write_tables(r, out_dir)) != LA_OK)
+            goto out; /* finished variants are kept */
+    }
+    /* under mpirun: rank 0 gathers the other ranks' variants and writes everything */
+    if ((s = la_study_gather(r, owner)) != LA_OK) goto out;
+    if (la_dist_size() > 1) {
+        n_bad = 0;
+        for (int vi = 0; vi < st->n_specs && writer; vi++)
+            if (r->v[vi].error[0] && !n_bad++) {
+                first_bad = r->v[vi].status;
+                snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
+                         r->v[vi].error);
+            }
     }
     tk.p.phase = "write";
     report(&tk, 0);
     int plots_ok = 0;
     char warn[512] = "";
-    if (!(opts.gnuplot && !opts.gnuplot[0]))
+    if (!writer)
+        snprintf(warn, sizeof warn, "rank %d: tables and plots are written by rank 0", me);
+    else if (!(opts.gnuplot && !opts.gnuplot[0]))
         s = la_study_write_plots(r, out_dir, opts.gnuplot ? opts.gnuplot : "gnuplot", &plots_ok, warn, sizeof warn);
     else
         snprintf(warn, sizeof warn, "plots switched off");
     r->wall_s = now_s() - t_start;
-    if (s == LA_OK) s = la_study_write_tables(r, out_dir); /* with the final wall time */
+    if (s == LA_OK && writer) s = la_study_write_tables(r, out_dir); /* with the final wall time */
+    /* rank 0's outcome (write errors, failed variants) is every rank's */
+    if (la_dist_size() > 1) {
+        s = la_dist_agree(s);
+        struct { int n_bad, first_bad; char msg[1024]; } o = {n_bad, (int)first_bad, ""};
+        snprintf(o.msg, sizeof o.msg, "%s", first_msg);
+        if (s == LA_OK) s = la_dist_agree(la_dist_bcast(&o, sizeof o, 0));
+        n_bad = o.n_bad;
+        first_bad = (la_status)o.first_bad;
+        snprintf(first_msg, sizeof first_msg, "%s", o.msg);
+    }
     if (s == LA_OK && n_bad)
         s = la_fail(first_bad, "%s%s; the results of the other variants are in %s", first_msg,
                     n_bad > 1 ? " (and more: see results.md)" : "", out_dir);

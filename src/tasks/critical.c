@@ -45,7 +45,7 @@ la_status la_critical_attend(const double *x, int n, int d, double beta, double 
     if (n < 1 || d < 1) return la_fail(LA_EINVAL, "la_critical_attend: n and d must be >= 1 (got n=%d d=%d)", n, d);
     if (!isfinite(beta)) return la_fail(LA_EINVAL, "la_critical_attend: beta must be finite (got %g)", beta);
     int bs = n < ROW_BLOCK ? n : ROW_BLOCK;
-    double *p = malloc(sizeof(double) * (size_t)bs * n); /* (bs, n) scores, then weights */
+    double *p = la_malloc(sizeof(double) * (size_t)bs * n); /* (bs, n) scores, then weights */
     if (!p) return la_fail(LA_ENOMEM, "la_critical_attend: out of memory for %d x %d scores", bs, n);
     for (int i0 = 0; i0 < n; i0 += bs) {
         int nb = n - i0 < bs ? n - i0 : bs;
@@ -83,26 +83,30 @@ la_status la_critical_pair_stats(const double *x, int n, int d, double *mean_ang
     if (!x) return la_fail(LA_EINVAL, "la_critical_pair_stats: x must not be NULL");
     if (n < 2 || d < 1) return la_fail(LA_EINVAL, "la_critical_pair_stats: need n >= 2 and d >= 1 (got n=%d d=%d)", n, d);
     int bs = n < ROW_BLOCK ? n : ROW_BLOCK;
-    double *g = malloc(sizeof(double) * (size_t)bs * n);
+    /* g (bs, n) Gram block, then per-row partial sums (bs) of angles and inner products,
+     * added in row order so the result does not depend on the thread count or schedule */
+    double *g = la_malloc(sizeof(double) * ((size_t)bs * n + 2 * (size_t)bs));
     if (!g) return la_fail(LA_ENOMEM, "la_critical_pair_stats: out of memory");
+    double *row_a = g + (size_t)bs * n, *row_i = row_a + bs;
     double sum_angle = 0, sum_ip = 0;
     for (int i0 = 0; i0 < n; i0 += bs) {
         int nb = n - i0 < bs ? n - i0 : bs, nc = n - i0;
         /* G = X[i0:i0+nb] X[i0:n]^T   (nb, nc): column c is token i0 + c */
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, nc, d, 1.0, x + (size_t)i0 * d, d,
                     x + (size_t)i0 * d, d, 0.0, g, nc);
-        double sa = 0, si = 0;
-#pragma omp parallel for schedule(dynamic, 8) reduction(+ : sa, si)
+#pragma omp parallel for schedule(dynamic, 8)
         for (int r = 0; r < nb; r++) {
             const double *gr = g + (size_t)r * nc;
+            double sa = 0, si = 0;
             for (int c = r + 1; c < nc; c++) { /* pairs i < j only */
                 double ip = gr[c];
                 double cl = ip > 1 ? 1 : ip < -1 ? -1 : ip;
                 sa += acos(cl);
                 si += ip;
             }
+            row_a[r] = sa, row_i[r] = si;
         }
-        sum_angle += sa, sum_ip += si;
+        for (int r = 0; r < nb; r++) sum_angle += row_a[r], sum_ip += row_i[r];
     }
     free(g);
     double pairs = 0.5 * (double)n * (double)(n - 1);
@@ -115,7 +119,7 @@ la_status la_critical_gaussian_tokens(int n, int d, double rho, uint64_t seed, d
     if (!x) return la_fail(LA_EINVAL, "la_critical_gaussian_tokens: x must not be NULL");
     if (n < 1 || d < 1) return la_fail(LA_EINVAL, "la_critical_gaussian_tokens: n and d must be >= 1 (got n=%d d=%d)", n, d);
     if (!(rho >= 0 && rho <= 1)) return la_fail(LA_EINVAL, "la_critical_gaussian_tokens: rho must be in [0, 1] (got %g)", rho);
-    double *z0 = malloc(sizeof(double) * (size_t)d);
+    double *z0 = la_malloc(sizeof(double) * (size_t)d);
     if (!z0) return la_fail(LA_ENOMEM, "la_critical_gaussian_tokens: out of memory");
     la_rng r;
     la_rng_seed(&r, seed);
@@ -183,7 +187,7 @@ la_status la_critical_grid(const la_critical_params *p, const double *rhos, int 
         if (!(gammas[g] >= 0) || !isfinite(gammas[g]))
             return la_fail(LA_EINVAL, "la_critical_grid: gamma must be finite and >= 0 (got %g)", gammas[g]);
     size_t nd = (size_t)p->n * p->d;
-    double *x = malloc(sizeof(double) * nd), *y = malloc(sizeof(double) * nd);
+    double *x = la_malloc(sizeof(double) * nd), *y = la_malloc(sizeof(double) * nd);
     if (!x || !y) {
         free(x), free(y);
         return la_fail(LA_ENOMEM, "la_critical_grid: out of memory for %d x %d tokens", p->n, p->d);

@@ -60,8 +60,8 @@ la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t s
     if (spec->pos == LA_POS_ALIBI || spec->pos == LA_POS_NAPE)
         return la_fail(LA_EUNSUPPORTED, "la_diag_gaussian: alibi/nape add a distance bias the Gaussian model does not include");
     size_t nk = (size_t)N + 1;
-    double *ca = malloc(sizeof(double) * nk), *cm = malloc(sizeof(double) * nk), *L = malloc(sizeof(double) * nk);
-    float *p = malloc(sizeof(float) * GAUSS_TILE);
+    double *ca = la_malloc(sizeof(double) * nk), *cm = la_malloc(sizeof(double) * nk), *L = la_malloc(sizeof(double) * nk);
+    float *p = la_malloc(sizeof(float) * GAUSS_TILE);
     la_status s = (!ca || !cm || !L || !p) ? la_fail(LA_ENOMEM, "la_diag_gaussian: out of memory for N = %lld", (long long)N)
                                            : gaussian_coeffs(spec, N, ca, cm);
     for (int k = 0; k < draws && s == LA_OK; k++) {

@@ -151,9 +151,9 @@ la_status la_diagnose_ckpt_run(const la_diagnose_ckpt_opts *o, la_diagnose_start
         return st;
     }
     const int N = (int)o->N, L = r->config.n_layer, H = r->config.n_head;
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)N);
-    unsigned char *buf = malloc((size_t)N);
-    r->diag = calloc((size_t)L * H, sizeof *r->diag);
+    int32_t *tok = la_malloc(sizeof(int32_t) * (size_t)N);
+    unsigned char *buf = la_malloc((size_t)N);
+    r->diag = la_calloc((size_t)L * H, sizeof *r->diag);
     FILE *f = fopen(r->text_path, "rb");
     if (!tok || !buf || !r->diag) {
         st = la_fail(LA_ENOMEM, "la_diagnose_ckpt_run: out of memory");
@@ -186,7 +186,7 @@ la_status la_diagnose_gaussian_run(const char *const *specs, int n_specs, int64_
     if (!specs || n_specs < 1 || !out || !diag)
         return la_fail(LA_EINVAL, "la_diagnose_gaussian_run: need specs (n_specs >= 1), out and diag");
     for (int k = 0; k < n_specs; k++) diag[k] = NULL;
-    la_spec *parsed = calloc((size_t)n_specs, sizeof *parsed);
+    la_spec *parsed = la_calloc((size_t)n_specs, sizeof *parsed);
     if (!parsed) return la_fail(LA_ENOMEM, "la_diagnose_gaussian_run: out of memory");
     char msg[1024];
     la_status st = LA_OK;

@@ -25,7 +25,7 @@ static la_status grow_tokens(builder *b, int64_t need) {
     if (b->n + need <= b->cap) return LA_OK;
     int64_t cap = b->cap ? b->cap : 1 << 16;
     while (cap < b->n + need) cap *= 2;
-    int32_t *t = realloc(b->tokens, (size_t)cap * sizeof *t);
+    int32_t *t = la_realloc(b->tokens, (size_t)cap * sizeof *t);
     if (!t) return la_fail(LA_ENOMEM, "documents: out of memory for %lld tokens", (long long)cap);
     b->tokens = t;
     b->cap = cap;
@@ -36,7 +36,7 @@ static la_status start_doc(builder *b) {
     if (b->n_off > 0 && b->offset[b->n_off - 1] == b->n) return LA_OK; /* empty doc: reuse */
     if (b->n_off + 2 > b->cap_off) {
         int64_t cap = b->cap_off ? 2 * b->cap_off : 64;
-        int64_t *o = realloc(b->offset, (size_t)cap * sizeof *o);
+        int64_t *o = la_realloc(b->offset, (size_t)cap * sizeof *o);
         if (!o) return la_fail(LA_ENOMEM, "documents: out of memory");
         b->offset = o;
         b->cap_off = cap;

@@ -20,7 +20,7 @@ la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int6
         return la_fail(LA_ESHAPE, "no validation document holds %d tokens (a window of %d plus its last "
                        "target); the longest has %lld: lower the evaluation length or add longer documents",
                        T + 1, T, (long long)la_docs_longest(docs));
-    int *elig = malloc((size_t)n_elig * sizeof *elig);
+    int *elig = la_malloc((size_t)n_elig * sizeof *elig);
     if (!elig) return la_fail(LA_ENOMEM, "la_eval_windows: out of memory");
     n_elig = 0;
     for (int d = 0; d < docs->n_docs; d++)
@@ -50,17 +50,17 @@ la_status la_eval_loss(la_token_loss_fn fn, void *ctx, const la_docs *docs, int 
     if (span == 0) span = T;
     if (T < 1 || span < T)
         return la_fail(LA_EINVAL, "la_eval_loss: need 1 <= T <= span (got T=%d, span=%d)", T, span);
-    int64_t *start = malloc((size_t)(n > 0 ? n : 1) * sizeof *start);
+    int64_t *start = la_malloc((size_t)(n > 0 ? n : 1) * sizeof *start);
     if (!start) return la_fail(LA_ENOMEM, "la_eval_loss: out of memory");
     la_status st = la_eval_windows(docs, span, n, seed, start);
     if (st != LA_OK) { free(start); return st; }
     const int chunks = span / T; /* windows of T cut from each span, back to back */
     int n_buckets = (T + bucket - 1) / bucket;
-    int32_t *inputs = malloc((size_t)T * sizeof *inputs);  // (T)
-    int32_t *targets = malloc((size_t)T * sizeof *targets); // (T)
-    float *tok_loss = malloc((size_t)T * sizeof *tok_loss); // (T) nats
-    double *bsum = calloc((size_t)n_buckets, sizeof *bsum);   // (n_buckets) nats
-    int64_t *bcnt = calloc((size_t)n_buckets, sizeof *bcnt);  // (n_buckets)
+    int32_t *inputs = la_malloc((size_t)T * sizeof *inputs);  // (T)
+    int32_t *targets = la_malloc((size_t)T * sizeof *targets); // (T)
+    float *tok_loss = la_malloc((size_t)T * sizeof *tok_loss); // (T) nats
+    double *bsum = la_calloc((size_t)n_buckets, sizeof *bsum);   // (n_buckets) nats
+    int64_t *bcnt = la_calloc((size_t)n_buckets, sizeof *bcnt);  // (n_buckets)
     if (!inputs || !targets || !tok_loss || !bsum || !bcnt) {
         st = la_fail(LA_ENOMEM, "la_eval_loss: out of memory for T=%d", T);
         goto done;

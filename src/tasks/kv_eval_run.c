@@ -221,7 +221,7 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
     } else {
         for (int f = 1; f <= 16; f *= 2) lens[nl++] = L * f;
     }
-    pol_result *res = calloc(MAX_POL, sizeof *res);
+    pol_result *res = la_calloc(MAX_POL, sizeof *res);
     if (!res) {
         la_model_free(m);
         la_model_free(mp);
@@ -292,8 +292,8 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
         la_model_free(mp);
         return st;
     }
-    int32_t *tok = malloc(sizeof(int32_t) * ((size_t)lens[nl - 1] + 1)), *pred = malloc(sizeof(int32_t) * (size_t)lens[nl - 1]);
-    float *logits = malloc(sizeof(float) * (size_t)V * 256);
+    int32_t *tok = la_malloc(sizeof(int32_t) * ((size_t)lens[nl - 1] + 1)), *pred = la_malloc(sizeof(int32_t) * (size_t)lens[nl - 1]);
+    float *logits = la_malloc(sizeof(float) * (size_t)V * 256);
     loss_ctx lc = {NULL, logits, 1, V}, lp = {NULL, logits, 1, V}; /* lp: passkey decoder */
     if (!tok || !pred || !logits) {
         st = la_fail(LA_ENOMEM, "la_kv_eval_run: out of memory");

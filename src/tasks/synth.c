@@ -195,7 +195,7 @@ static la_status distinct_draw(la_rng *r, uint64_t space, int n, uint64_t *out) 
     if ((uint64_t)n > space) return la_fail(LA_EINVAL, "cannot draw %d distinct of %llu", n,
                                             (unsigned long long)space);
     if (space <= 4 * (uint64_t)n + 64) {
-        uint64_t *all = malloc(space * sizeof *all);
+        uint64_t *all = la_malloc(space * sizeof *all);
         if (!all) return la_fail(LA_ENOMEM, "task generator: out of memory (%llu words)",
                                  (unsigned long long)space);
         for (uint64_t i = 0; i < space; i++) all[i] = i;
@@ -211,7 +211,7 @@ static la_status distinct_draw(la_rng *r, uint64_t space, int n, uint64_t *out) 
     }
     size_t cap = 16;
     while (cap < 2 * (size_t)n) cap <<= 1;
-    uint64_t *set = malloc(cap * sizeof *set); /* stores value + 1; 0 marks an empty slot */
+    uint64_t *set = la_malloc(cap * sizeof *set); /* stores value + 1; 0 marks an empty slot */
     if (!set) return la_fail(LA_ENOMEM, "task generator: out of memory (hash set of %zu)", cap);
     memset(set, 0, cap * sizeof *set);
     int got = 0;
@@ -238,7 +238,7 @@ static void put_word(int32_t *dst, uint64_t x, int len, int n_symbols) {
 /* MQMTAR source region + queries into src, target into tgt (sizes from part_sizes). */
 static la_status gen_mqmtar(const la_task_params *p, int L, la_rng *r, int32_t *src, int32_t *tgt) {
     const int nkv = mq_n_kv(p, L), unit = p->k_len + p->v_len + 2;
-    uint64_t *words = malloc(2 * (size_t)nkv * sizeof *words);
+    uint64_t *words = la_malloc(2 * (size_t)nkv * sizeof *words);
     if (!words) return la_fail(LA_ENOMEM, "task mqmtar: out of memory (%d pairs)", nkv);
     uint64_t *keys = words, *vals = words + nkv;
     la_status s = distinct_draw(r, pow_sat(p->n_symbols, p->k_len), nkv, keys);
@@ -341,7 +341,7 @@ la_status la_task_sample(const la_task_params *p, int content_len, uint64_t seed
         } else if (p->task == LA_TASK_REVERSE) {
             for (int i = 0; i < L; i++) tgt[i] = src[L - 1 - i];
         } else { /* counting sort, ascending */
-            int *count = calloc((size_t)p->n_symbols, sizeof *count);
+            int *count = la_calloc((size_t)p->n_symbols, sizeof *count);
             if (!count) return la_fail(LA_ENOMEM, "task sort: out of memory");
             for (int i = 0; i < L; i++) count[src[i]]++;
             int o = 0;
@@ -374,7 +374,7 @@ la_status la_task_batch(const la_task_params *p, int content_len, uint64_t seed,
     if (!inputs || !targets)
         return la_fail(LA_EINVAL, "la_task_batch: inputs and targets must not be NULL");
     if (B < 1 || T < 1) return la_fail(LA_ESHAPE, "la_task_batch: B=%d T=%d; both must be >= 1", B, T);
-    int32_t *row = malloc(((size_t)T + 1) * sizeof *row);
+    int32_t *row = la_malloc(((size_t)T + 1) * sizeof *row);
     if (!row) return la_fail(LA_ENOMEM, "la_task_batch: out of memory (T=%d)", T);
     la_status s = LA_OK;
     for (int b = 0; b < B && s == LA_OK; b++) {

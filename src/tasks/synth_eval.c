@@ -24,9 +24,9 @@ la_status la_task_eval(la_model *m, const la_task_params *p, int content_len, in
     if (be < 1) be = 1;
     if (be > n) be = n;
     const int B = (int)be;
-    int32_t *in = malloc((size_t)B * T * sizeof *in);
-    int32_t *tg = malloc((size_t)B * T * sizeof *tg);
-    int32_t *am = malloc((size_t)B * T * sizeof *am);
+    int32_t *in = la_malloc((size_t)B * T * sizeof *in);
+    int32_t *tg = la_malloc((size_t)B * T * sizeof *tg);
+    int32_t *am = la_malloc((size_t)B * T * sizeof *am);
     la_status s = LA_OK;
     if (!in || !tg || !am) s = la_fail(LA_ENOMEM, "la_task_eval: out of memory (%d x %d tokens)", B, T);
     int correct = 0;

@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/dist.h"
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
@@ -74,7 +75,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
             return;
         }
         size_t nc = (b->cap + (size_t)k + 1) * 2;
-        char *ns = realloc(b->s, nc);
+        char *ns = la_realloc(b->s, nc);
         if (!ns) {
             b->oom = 1;
             return;
@@ -256,8 +257,8 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     tc.seed = o->seed;
     tc.n_threads = o->threads;
     s = la_trainer_new(m, NULL, &tc, &tr);
-    int32_t *in = malloc((size_t)o->batch * T * sizeof *in);
-    int32_t *tg = malloc((size_t)o->batch * T * sizeof *tg);
+    int32_t *in = la_malloc((size_t)o->batch * T * sizeof *in);
+    int32_t *tg = la_malloc((size_t)o->batch * T * sizeof *tg);
     if (s == LA_OK && (!in || !tg)) s = la_fail(LA_ENOMEM, "out of memory for a %d x %d batch", o->batch, T);
     double t0 = now_s(), ema = NAN;
     const uint64_t train_seed = o->seed * 1000003ULL + 17 * (uint64_t)p->task;
@@ -656,6 +657,58 @@ la_status la_synth_validate(const la_synth_opts *o) {
     return LA_OK;
 }
 
+/* A cell (task, spec) of the experiment and what became of it. */
+enum { CELL_NOT_RUN = 0, CELL_DONE, CELL_SKIPPED };
+typedef struct {
+    int state;
+    run_result r;
+} synth_cell;
+
+/* The finished cells [0, n) in cell order into rs (what a one-process run accumulates), and
+ * the skipped specs into S->skipped. Returns the number of results. */
+static int compact(synth_state *S, const synth_cell *cells, int n, char **specs, int ns, run_result *rs) {
+    int nr = 0;
+    S->skipped[0] = 0;
+    for (int c = 0; c < n; c++) {
+        if (cells[c].state == CELL_DONE) rs[nr++] = cells[c].r;
+        const char *sp = specs[c % ns];
+        if (cells[c].state == CELL_SKIPPED && !strstr(S->skipped, sp) &&
+            strlen(S->skipped) + strlen(sp) + 4 < sizeof S->skipped) {
+            if (*S->skipped) strcat(S->skipped, "; ");
+            strcat(S->skipped, sp);
+        }
+    }
+    return nr;
+}
+
+/* Collective: every rank's cells (state and result, plain data) to rank 0. */
+static la_status gather_cells(synth_cell *cells, const int *owner, int nc) {
+    int N = la_dist_size(), me = la_dist_rank(), mine = 0;
+    for (int c = 0; c < nc; c++) mine += owner[c] == me;
+    size_t *counts = la_calloc((size_t)N, sizeof *counts);
+    synth_cell *send = la_malloc((size_t)(mine ? mine : 1) * sizeof *send);
+    synth_cell *recv = me == 0 ? la_malloc((size_t)(nc ? nc : 1) * sizeof *recv) : NULL;
+    la_status s = counts && send && (me != 0 || recv) ? LA_OK : la_fail(LA_ENOMEM, "synth: out of memory (gather)");
+    s = la_dist_agree(s);
+    if (s == LA_OK) {
+        for (int c = 0, k = 0; c < nc; c++) {
+            counts[owner[c]] += sizeof *send;
+            if (owner[c] == me) send[k++] = cells[c];
+        }
+        s = la_dist_gatherv_bytes(send, recv, counts, 0);
+    }
+    if (s == LA_OK && me == 0) { /* rank r's cells arrive in cell order, ranks in order */
+        size_t k = 0;
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < nc; c++)
+                if (owner[c] == r) cells[c] = recv[k++];
+    }
+    free(counts);
+    free(send);
+    free(recv);
+    return s;
+}
+
 la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, void *user, int *n_runs) {
     if (n_runs) *n_runs = 0;
     LA_TRY(la_synth_validate(o));
@@ -664,8 +717,8 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     int nt, ns;
     LA_TRY(split_opts(o, tbuf, sizeof tbuf, sbuf_, sizeof sbuf_, tasks, &nt, specs, &ns));
     LA_TRY(la_mkdir_p(o->out));
-    synth_state *S = calloc(1, sizeof *S);
-    run_result *rs = calloc((size_t)nt * ns, sizeof *rs);
+    synth_state *S = la_calloc(1, sizeof *S);
+    run_result *rs = la_calloc((size_t)nt * ns, sizeof *rs);
     if (!S || !rs) {
         free(S);
         free(rs);
@@ -674,52 +727,98 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     S->o = o;
     S->progress = progress;
     S->user = user;
+    /* cells (task i, spec j), c = i * ns + j; under mpirun each rank runs the cells
+     * la_dist_assign gives it (estimated cost: training tokens + evaluation tokens), rank 0
+     * gathers them and writes what one process writes, in cell order */
+    const int nc = nt * ns, N = la_dist_size(), me = la_dist_rank();
+    int *owner = la_calloc((size_t)nc, sizeof *owner);
+    synth_cell *cells = la_calloc((size_t)nc, sizeof *cells);
+    la_status st = owner && cells ? LA_OK : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
+    double *cost = st == LA_OK ? la_calloc((size_t)nc, sizeof *cost) : NULL;
+    if (st == LA_OK && !cost) st = la_fail(LA_ENOMEM, "la_synth_run: out of memory");
+    for (int c = 0; c < nc && st == LA_OK; c++) {
+        la_task t;
+        la_task_from_name(tasks[c / ns], &t);
+        la_task_params p = task_params(o, t);
+        double eval = 0;
+        for (int mult = 1; mult <= o->max_mult; mult *= 2) {
+            double len = (double)mult * p.max_len;
+            eval += (double)o->eval_n * len * len / p.max_len; /* attention grows as length^2 */
+        }
+        cost[c] = (double)o->steps * o->batch * (p.min_len + p.max_len) + eval;
+    }
+    if (st == LA_OK) la_dist_assign(cost, nc, N, owner);
+    free(cost);
     int nr = 0;
-    la_status st = LA_OK;
-    /* finished cells of an interrupted run (o->resume) are loaded instead of rerun */
-    la_cells cells;
-    cJSON *fp = synth_fingerprint(o);
-    st = fp ? la_cells_open(&cells, o->out, "synth", fp, o->resume) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
-    cJSON_Delete(fp);
-    for (int i = 0; i < nt && st == LA_OK; i++) {
+    /* one process: finished cells are saved in out/cells/ as they finish, and those of an
+     * interrupted run are loaded instead of rerun (o->resume); not yet under mpirun */
+    la_cells store;
+    if (st == LA_OK && o->resume && N > 1)
+        st = la_fail(LA_EUNSUPPORTED, "synth --resume under mpirun is not supported yet; resume it in one process");
+    if (st == LA_OK && N == 1) {
+        cJSON *fp = synth_fingerprint(o);
+        st = fp ? la_cells_open(&store, o->out, "synth", fp, o->resume) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
+        cJSON_Delete(fp);
+    }
+    for (int c = 0; c < nc && st == LA_OK; c++) {
+        if (owner[c] != me) continue;
+        int i = c / ns, j = c % ns;
         la_task t;
         la_task_from_name(tasks[i], &t);
         la_task_params p = task_params(o, t);
-        for (int j = 0; j < ns && st == LA_OK; j++) {
-            char key[LA_SPEC_TEXT_MAX + 64];
-            cell_key(t, j, specs[j], key, sizeof key);
-            cJSON *saved = NULL;
-            st = la_cells_load(&cells, key, &saved);
-            if (st != LA_OK) break;
-            if (saved) { /* finished before the interruption */
-                st = run_from_json(saved, t, specs[j], key, &rs[nr]);
-                cJSON_Delete(saved);
-            } else {
-                st = run_one(S, &p, specs[j], &rs[nr]);
-                if (st == LA_OK) { /* persisted as it finishes */
-                    cJSON *jr = run_to_json(&rs[nr]);
-                    st = jr ? la_cells_save(&cells, key, jr) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
-                    cJSON_Delete(jr);
-                }
+        char key[LA_SPEC_TEXT_MAX + 64];
+        cell_key(t, j, specs[j], key, sizeof key);
+        cJSON *saved = NULL;
+        if (N == 1 && (st = la_cells_load(&store, key, &saved)) != LA_OK) break;
+        if (saved) { /* finished before the interruption */
+            st = run_from_json(saved, t, specs[j], key, &cells[c].r);
+            cJSON_Delete(saved);
+        } else {
+            st = run_one(S, &p, specs[j], &cells[c].r);
+            if (st == LA_OK && N == 1) { /* persisted as it finishes */
+                cJSON *jr = run_to_json(&cells[c].r);
+                st = jr ? la_cells_save(&store, key, jr) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
+                cJSON_Delete(jr);
             }
-            if (st == LA_EUNSUPPORTED) { /* a normaliser this build lacks: say so, go on */
-                st = LA_OK;
-                if (progress) {
-                    la_synth_progress pr = {.event = LA_SYNTH_SKIPPED, .task = t, .spec = specs[j],
-                                            .message = errmsg_copy(S)};
-                    progress(user, &pr);
-                }
-                if (!strstr(S->skipped, specs[j]) && strlen(S->skipped) + strlen(specs[j]) + 4 < sizeof S->skipped) {
-                    if (*S->skipped) strcat(S->skipped, "; ");
-                    strcat(S->skipped, specs[j]);
-                }
-                continue;
+        }
+        if (st == LA_EUNSUPPORTED) { /* a normaliser this build lacks: say so, go on */
+            st = LA_OK;
+            cells[c].state = CELL_SKIPPED;
+            if (progress) {
+                la_synth_progress pr = {.event = LA_SYNTH_SKIPPED, .task = t, .spec = specs[j],
+                                        .message = errmsg_copy(S)};
+                progress(user, &pr);
             }
-            if (st == LA_OK) nr++;
-            la_status w = write_results(S, rs, nr); /* partial results survive an interruption */
+            continue;
+        }
+        if (st == LA_OK) cells[c].state = CELL_DONE;
+        if (N == 1) { /* partial results survive an interruption */
+            nr = compact(S, cells, c + 1, specs, ns, rs);
+            la_status w = write_results(S, rs, nr);
             if (st == LA_OK) st = w;
         }
     }
+    if (N > 1) {
+        /* a failing rank stops every rank here, named; then rank 0 collects the cells and
+         * writes, and its write status is every rank's */
+        st = la_dist_agree(st);
+        if (st == LA_OK) st = la_dist_agree(gather_cells(cells, owner, nc));
+        la_status w = LA_OK;
+        if (st == LA_OK && me == 0) {
+            nr = compact(S, cells, nc, specs, ns, rs);
+            w = write_results(S, rs, nr);
+            if (w == LA_OK && nr) w = write_plots(o, rs, nr, tasks, nt);
+        }
+        if (st == LA_OK) st = la_dist_agree(w);
+        if (n_runs) *n_runs = me == 0 ? nr : 0;
+        free(owner);
+        free(cells);
+        free(rs);
+        free(S);
+        return st;
+    }
+    free(owner);
+    free(cells);
     if (st == LA_OK && nr) st = write_plots(o, rs, nr, tasks, nt);
     if (n_runs) *n_runs = nr;
     free(rs);

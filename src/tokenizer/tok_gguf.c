@@ -36,7 +36,7 @@ static la_status opt_bool(const la_gguf *g, const char *key, int *b) {
 
 /* NUL-free strings of an array kv (the vocabulary's API takes C strings) */
 static la_status strings(const la_gguf_kv *kv, const char *key, const char ***out) {
-    const char **s = malloc((size_t)kv->n * sizeof *s + 1);
+    const char **s = la_malloc((size_t)kv->n * sizeof *s + 1);
     if (!s) return la_fail(LA_ENOMEM, "tokenizer: cannot allocate %llu strings", (unsigned long long)kv->n);
     for (uint64_t i = 0; i < kv->n; i++) {
         uint64_t len;
@@ -87,12 +87,12 @@ la_status la_tokenizer_from_gguf(const la_gguf *g, la_tokenizer **out) {
     la_status s = strings(tokens, "tokenizer.ggml.tokens", &tok);
     if (s == LA_OK && merges) s = strings(merges, "tokenizer.ggml.merges", &mer);
     if (s == LA_OK && scores) {
-        sc = malloc((size_t)v.n_tokens * sizeof *sc);
+        sc = la_malloc((size_t)v.n_tokens * sizeof *sc);
         if (!sc) s = la_fail(LA_ENOMEM, "tokenizer: cannot allocate %d scores", v.n_tokens);
         for (int32_t i = 0; s == LA_OK && i < v.n_tokens; i++) sc[i] = (float)la_gguf_arr_float(scores, (uint64_t)i);
     }
     if (s == LA_OK && types) {
-        ty = malloc((size_t)v.n_tokens * sizeof *ty);
+        ty = la_malloc((size_t)v.n_tokens * sizeof *ty);
         if (!ty) s = la_fail(LA_ENOMEM, "tokenizer: cannot allocate %d token types", v.n_tokens);
         for (int32_t i = 0; s == LA_OK && i < v.n_tokens; i++) ty[i] = (int32_t)la_gguf_arr_int(types, (uint64_t)i);
     }

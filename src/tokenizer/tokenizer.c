@@ -56,7 +56,7 @@ int32_t la_tok_pair_rank(const la_tokenizer *t, int32_t left, int32_t right, int
 la_status la_tok_push(la_token_buf *out, int32_t id) {
     if (out->n == out->cap) {
         int64_t cap = out->cap ? out->cap * 2 : 256;
-        int32_t *p = realloc(out->ids, (size_t)cap * sizeof *p);
+        int32_t *p = la_realloc(out->ids, (size_t)cap * sizeof *p);
         if (!p) return la_fail(LA_ENOMEM, "tokenizer: cannot grow the id buffer to %lld ids", (long long)cap);
         out->ids = p;
         out->cap = cap;
@@ -76,7 +76,7 @@ la_status la_tok_reserve_sym(la_tokenizer *t, int64_t n) {
     if (n <= t->sym_cap) return LA_OK;
     int64_t cap = t->sym_cap ? t->sym_cap : 64;
     while (cap < n) cap *= 2;
-    la_tok_sym *p = realloc(t->sym, (size_t)cap * sizeof *p);
+    la_tok_sym *p = la_realloc(t->sym, (size_t)cap * sizeof *p);
     if (!p) return la_fail(LA_ENOMEM, "tokenizer: cannot allocate %lld symbols", (long long)cap);
     t->sym = p;
     t->sym_cap = cap;
@@ -87,7 +87,7 @@ la_status la_tok_reserve_buf(la_tokenizer *t, size_t n) {
     if (n <= t->buf_cap) return LA_OK;
     size_t cap = t->buf_cap ? t->buf_cap : 256;
     while (cap < n) cap *= 2;
-    char *p = realloc(t->buf, cap);
+    char *p = la_realloc(t->buf, cap);
     if (!p) return la_fail(LA_ENOMEM, "tokenizer: cannot allocate %zu bytes of scratch", cap);
     t->buf = p;
     t->buf_cap = cap;
@@ -103,7 +103,7 @@ static int cand_less(const la_tok_cand *x, const la_tok_cand *y) {
 la_status la_tok_heap_push(la_tokenizer *t, la_tok_cand c) {
     if (t->heap_n == t->heap_cap) {
         int64_t cap = t->heap_cap ? t->heap_cap * 2 : 64;
-        la_tok_cand *p = realloc(t->heap, (size_t)cap * sizeof *p);
+        la_tok_cand *p = la_realloc(t->heap, (size_t)cap * sizeof *p);
         if (!p) return la_fail(LA_ENOMEM, "tokenizer: cannot grow the merge queue to %lld", (long long)cap);
         t->heap = p;
         t->heap_cap = cap;
@@ -174,13 +174,13 @@ static la_status build_tokens(la_tokenizer *t, const la_tokenizer_vocab *v) {
         total += strlen(v->tokens[i]) + 1;
     }
     t->n = n;
-    t->text = malloc((size_t)n * sizeof *t->text);
-    t->tlen = malloc((size_t)n * sizeof *t->tlen);
-    t->arena = malloc(total);
-    t->score = calloc((size_t)n, sizeof *t->score);
-    t->type = malloc((size_t)n);
+    t->text = la_malloc((size_t)n * sizeof *t->text);
+    t->tlen = la_malloc((size_t)n * sizeof *t->tlen);
+    t->arena = la_malloc(total);
+    t->score = la_calloc((size_t)n, sizeof *t->score);
+    t->type = la_malloc((size_t)n);
     t->smask = table_size(n) - 1;
-    t->smap = malloc((t->smask + 1) * sizeof *t->smap);
+    t->smap = la_malloc((t->smask + 1) * sizeof *t->smap);
     if (!t->text || !t->tlen || !t->arena || !t->score || !t->type || !t->smap)
         return la_fail(LA_ENOMEM, "tokenizer: cannot allocate the table of %d tokens", n);
     memset(t->smap, 0xff, (t->smask + 1) * sizeof *t->smap);
@@ -213,9 +213,9 @@ static la_status build_tokens(la_tokenizer *t, const la_tokenizer_vocab *v) {
 static la_status build_merges(la_tokenizer *t, const la_tokenizer_vocab *v) {
     t->n_merges = v->n_merges;
     t->pmask = table_size(v->n_merges) - 1;
-    t->pkey = malloc((t->pmask + 1) * sizeof *t->pkey);
-    t->prank = malloc((t->pmask + 1) * sizeof *t->prank);
-    t->pnew = malloc((t->pmask + 1) * sizeof *t->pnew);
+    t->pkey = la_malloc((t->pmask + 1) * sizeof *t->pkey);
+    t->prank = la_malloc((t->pmask + 1) * sizeof *t->prank);
+    t->pnew = la_malloc((t->pmask + 1) * sizeof *t->pnew);
     if (!t->pkey || !t->prank || !t->pnew)
         return la_fail(LA_ENOMEM, "tokenizer: cannot allocate the table of %d merges", v->n_merges);
     memset(t->prank, 0xff, (t->pmask + 1) * sizeof *t->prank);
@@ -279,9 +279,9 @@ static la_status build_specials(la_tokenizer *t) {
                                t->type[i] == LA_TOKEN_UNKNOWN))
             n++;
     if (n == 0) return LA_OK;
-    t->spec = malloc((size_t)n * sizeof *t->spec);
+    t->spec = la_malloc((size_t)n * sizeof *t->spec);
     if (!t->spec) return la_fail(LA_ENOMEM, "tokenizer: cannot allocate %d special tokens", n);
-    spec_key *keys = malloc((size_t)n * sizeof *keys);
+    spec_key *keys = la_malloc((size_t)n * sizeof *keys);
     if (!keys) return la_fail(LA_ENOMEM, "tokenizer: cannot allocate %d special tokens", n);
     for (int32_t i = 0; i < t->n; i++)
         if (t->tlen[i] > 0 && (t->type[i] == LA_TOKEN_CONTROL || t->type[i] == LA_TOKEN_USER_DEFINED ||
@@ -330,7 +330,7 @@ static la_status tokenizer_init(la_tokenizer *t, const la_tokenizer_vocab *v) {
     t->add_bos = v->add_bos != 0;
     t->add_eos = v->add_eos != 0;
     t->add_space_prefix = v->add_space_prefix < 0 ? t->kind == LA_TOK_KIND_SPM : v->add_space_prefix != 0;
-    if (v->chat_template && !(t->chat_template = strdup(v->chat_template)))
+    if (v->chat_template && !(t->chat_template = la_strdup(v->chat_template)))
         return la_fail(LA_ENOMEM, "tokenizer: cannot copy the chat template");
     LA_TRY(build_tokens(t, v));
     if (t->kind == LA_TOK_KIND_BPE) {
@@ -348,7 +348,7 @@ la_status la_tokenizer_new(const la_tokenizer_vocab *v, la_tokenizer **out) {
     if (!out) return la_fail(LA_EINVAL, "la_tokenizer_new: out is NULL");
     *out = NULL;
     if (!v) return la_fail(LA_EINVAL, "la_tokenizer_new: vocabulary is NULL");
-    la_tokenizer *t = calloc(1, sizeof *t);
+    la_tokenizer *t = la_calloc(1, sizeof *t);
     if (!t) return la_fail(LA_ENOMEM, "la_tokenizer_new: cannot allocate the tokenizer");
     la_status s = tokenizer_init(t, v);
     if (s != LA_OK) {
@@ -453,7 +453,7 @@ static la_status sb_reserve(strbuf *b, size_t extra) {
     if (b->n + extra + 1 <= b->cap) return LA_OK;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->n + extra + 1) cap *= 2;
-    char *p = realloc(b->s, cap);
+    char *p = la_realloc(b->s, cap);
     if (!p) return la_fail(LA_ENOMEM, "la_tokenizer_decode: cannot allocate %zu bytes", cap);
     b->s = p;
     b->cap = cap;

@@ -70,13 +70,36 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
                           "data_rng3", v_rng[3],
                           "data_n_windows", v_nw,
                           "train_config", cfg};
-    la_status s = la_st_write(sp, ts, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2); /* step 1 */
+    /* both files are written and synced before either replaces anything, so an I/O error
+     * there leaves the previous checkpoint pair intact; then the order of the file comment:
+     * state -> <path>.state.new, weights -> <path>, rename .state.new -> .state */
+    la_afile wf, sf;
+    la_status s = la_model_save_af(tr->m, path, &wf);
+    if (s == LA_OK) {
+        s = la_st_write_af(&sf, sp, ts, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2);
+        if (s != LA_OK) la_afile_abort(&wf);
+    }
     free(cfg);
-    if (s == LA_OK) s = la_model_save(tr->m, path); /* step 2 */
-    if (s == LA_OK && rename(sp, final_sp) != 0) /* step 3 */
-        s = la_fail(LA_EIO, "cannot rename '%s' to '%s': %s", sp, final_sp, strerror(errno));
-    if (s == LA_OK) fsync_dir_of(final_sp);
-    return s;
+    if (s != LA_OK) return s;
+    s = la_afile_sync(&wf);
+    if (s != LA_OK) {
+        la_afile_abort(&sf);
+        return s;
+    }
+    s = la_afile_sync(&sf);
+    if (s == LA_OK) s = la_afile_publish(&sf); /* step 1 */
+    if (s == LA_OK) s = la_afile_publish(&wf); /* step 2 */
+    if (s != LA_OK) {
+        la_afile_abort(&wf);
+        la_afile_abort(&sf);
+        unlink(sp); /* a .state.new whose weights were not published */
+        return s;
+    }
+    if (rename(sp, final_sp) != 0) /* step 3 */
+        return la_fail(LA_EIO, "cannot rename '%s' to '%s': %s (the checkpoint still loads from the new name)", sp,
+                       final_sp, strerror(errno));
+    fsync_dir_of(final_sp);
+    return LA_OK;
 }
 
 static la_status meta_u64(const la_st_file *f, const char *path, const char *key, int base,
@@ -136,7 +159,7 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
             return la_fail(LA_EFORMAT, "%s: tensor %s is missing or has the wrong size", sp, names[i]);
     }
     /* 3. commit: weights first, then check that they are the weights the state was saved with */
-    float *backup = malloc(tr->P * sizeof(float));
+    float *backup = la_malloc(tr->P * sizeof(float));
     if (!backup) return la_fail(LA_ENOMEM, "out of memory");
     float *p = la_model_params(tr->m);
     memcpy(backup, p, tr->P * sizeof(float));

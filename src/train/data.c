@@ -32,11 +32,11 @@ la_data_config la_data_config_default(void) {
 la_status la_data_doc_list_add(doc_list *dl, uint16_t *tok, int64_t len, int forced_val) {
     if (dl->n == dl->cap) {
         int cap = dl->cap ? 2 * dl->cap : 64;
-        uint16_t **t = realloc(dl->tok, cap * sizeof *t);
+        uint16_t **t = la_realloc(dl->tok, cap * sizeof *t);
         if (t) dl->tok = t;
-        int64_t *l = realloc(dl->len, cap * sizeof *l);
+        int64_t *l = la_realloc(dl->len, cap * sizeof *l);
         if (l) dl->len = l;
-        int *fv = realloc(dl->forced_val, cap * sizeof *fv);
+        int *fv = la_realloc(dl->forced_val, cap * sizeof *fv);
         if (fv) dl->forced_val = fv;
         if (!t || !l || !fv) return la_fail(LA_ENOMEM, "out of memory listing documents");
         dl->cap = cap;
@@ -63,7 +63,7 @@ static la_status list_split_files(const char *path, char ***names, int *n, int *
     *n_train = -1;
     struct stat st;
     size_t pl = strlen(path) + 8;
-    char *sub = malloc(pl);
+    char *sub = la_malloc(pl);
     if (!sub) return la_fail(LA_ENOMEM, "out of memory");
     snprintf(sub, pl, "%s/train", path);
     if (!(stat(path, &st) == 0 && S_ISDIR(st.st_mode) && stat(sub, &st) == 0 && S_ISDIR(st.st_mode))) {
@@ -77,7 +77,7 @@ static la_status list_split_files(const char *path, char ***names, int *n, int *
         int nv = 0;
         s = la_list_files(sub, &vn, &nv);
         if (s == LA_OK && nv > 0) {
-            char **all = realloc(*names, (size_t)(*n + nv) * sizeof(char *));
+            char **all = la_realloc(*names, (size_t)(*n + nv) * sizeof(char *));
             if (!all) {
                 la_free_paths(vn, nv);
                 free(sub);
@@ -119,8 +119,8 @@ static la_status build_split(la_data *d, int s, const doc_list *dl, const uint8_
             nd++;
             nt += dl->len[i];
         }
-    d->tok[s] = malloc((size_t)(nt ? nt : 1) * sizeof(uint16_t));
-    d->doc_off[s] = malloc((size_t)(nd + 1) * sizeof(int64_t));
+    d->tok[s] = la_malloc((size_t)(nt ? nt : 1) * sizeof(uint16_t));
+    d->doc_off[s] = la_malloc((size_t)(nd + 1) * sizeof(int64_t));
     if (!d->tok[s] || !d->doc_off[s]) return la_fail(LA_ENOMEM, "out of memory building the data splits");
     int k = 0;
     int64_t off = 0;
@@ -186,8 +186,8 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
         return s;
     }
     /* split by document */
-    uint8_t *is_val = calloc(dl.n + 1, 1);
-    la_data *d = calloc(1, sizeof *d);
+    uint8_t *is_val = la_calloc(dl.n + 1, 1);
+    la_data *d = la_calloc(1, sizeof *d);
     if (!is_val || !d) {
         free(is_val);
         free(d);
@@ -210,20 +210,21 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
             /* one document: cut it at (1 - val_fraction) of its length */
             int64_t len = dl.len[0], cut = (int64_t)((1.0 - cfg.val_fraction) * len);
             if (cut > 0 && cut < len) {
-                uint16_t *tail = malloc((size_t)(len - cut) * sizeof(uint16_t));
-                if (tail) {
-                    memcpy(tail, dl.tok[0] + cut, (size_t)(len - cut) * sizeof(uint16_t));
-                    dl.len[0] = cut;
-                    if (la_data_doc_list_add(&dl, tail, len - cut, 0) != LA_OK) free(tail);
-                    else {
-                        uint8_t *iv = realloc(is_val, dl.n + 1);
-                        if (iv) {
-                            is_val = iv;
-                            is_val[0] = 0;
-                            is_val[1] = 1;
-                        }
-                    }
+                /* out of memory here is an error, not a document without its validation part */
+                uint16_t *tail = la_malloc((size_t)(len - cut) * sizeof(uint16_t));
+                uint8_t *iv = la_realloc(is_val, 3);
+                if (iv) is_val = iv;
+                if (!tail || !iv || la_data_doc_list_add(&dl, tail, len - cut, 0) != LA_OK) {
+                    free(tail);
+                    free(is_val);
+                    free(d);
+                    doc_list_free(&dl);
+                    return la_fail(LA_ENOMEM, "out of memory splitting the document");
                 }
+                memcpy(tail, dl.tok[0] + cut, (size_t)(len - cut) * sizeof(uint16_t));
+                dl.len[0] = cut;
+                is_val[0] = 0;
+                is_val[1] = 1;
             }
         } else if (nval == 0) {
             is_val[dl.n - 1] = 1;

@@ -17,7 +17,7 @@ la_status la_data_shard_read_file(const char *path, int eot, int vocab, doc_list
     for (int64_t i = 1; i <= n && s == LA_OK; i++) {
         if (i < n && all[i] != eot) continue;
         int64_t len = i - start;
-        uint16_t *d = malloc((size_t)len * sizeof(uint16_t));
+        uint16_t *d = la_malloc((size_t)len * sizeof(uint16_t));
         if (!d) {
             s = la_fail(LA_ENOMEM, "out of memory splitting %s", path);
             break;

@@ -19,8 +19,8 @@ la_status la_data_text_read_file(const char *path, doc_list *dl) {
         fclose(f);
         return LA_OK;
     }
-    uint8_t *bytes = malloc((size_t)n);
-    uint16_t *tok = malloc((size_t)n * sizeof(uint16_t));
+    uint8_t *bytes = la_malloc((size_t)n);
+    uint16_t *tok = la_malloc((size_t)n * sizeof(uint16_t));
     if (!bytes || !tok) {
         free(bytes);
         free(tok);

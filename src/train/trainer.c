@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/dist.h"
 #include "train/optim.h"
 #include "train/trainer_internal.h"
 
@@ -72,6 +73,12 @@ void la_trainer_free(la_trainer *tr) {
     free(tr->window);
     free(tr->inp);
     free(tr->tgt);
+    free(tr->acc);
+    free(tr->dp_send);
+    free(tr->dp_recv);
+    free(tr->dp_loss);
+    free(tr->dp_lossall);
+    free(tr->dp_counts);
     free(tr);
 }
 
@@ -83,18 +90,18 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
     if (data && la_data_vocab(data) > la_model_get_config(m)->vocab)
         return la_fail(LA_EINVAL, "trainer: the data's vocabulary (%d) is larger than the model's (%d)",
                        la_data_vocab(data), la_model_get_config(m)->vocab);
-    la_trainer *tr = calloc(1, sizeof *tr);
+    la_trainer *tr = la_calloc(1, sizeof *tr);
     if (!tr) return la_fail(LA_ENOMEM, "trainer: out of memory");
     tr->m = m;
     tr->data = data;
     tr->cfg = *cfg;
     tr->P = la_model_num_params(m);
     size_t BT = (size_t)cfg->B * cfg->T;
-    tr->adam_m = calloc(tr->P, sizeof(float));
-    tr->adam_v = calloc(tr->P, sizeof(float));
-    tr->window = malloc((BT + cfg->B) * sizeof(int32_t));
-    tr->inp = malloc(BT * sizeof(int32_t));
-    tr->tgt = malloc(BT * sizeof(int32_t));
+    tr->adam_m = la_calloc(tr->P, sizeof(float));
+    tr->adam_v = la_calloc(tr->P, sizeof(float));
+    tr->window = la_malloc((BT + cfg->B) * sizeof(int32_t));
+    tr->inp = la_malloc(BT * sizeof(int32_t));
+    tr->tgt = la_malloc(BT * sizeof(int32_t));
     int ok = tr->adam_m && tr->adam_v && tr->window && tr->inp && tr->tgt;
     if (ok && cfg->optimizer == LA_OPT_MUON) {
         size_t need = 0;
@@ -106,8 +113,8 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
             size_t s = 3 * r * c + 2 * mn * mn;
             if (s > need) need = s;
         }
-        tr->mom = calloc(tr->P, sizeof(float));
-        tr->scratch = malloc((need ? need : 1) * sizeof(float));
+        tr->mom = la_calloc(tr->P, sizeof(float));
+        tr->scratch = la_malloc((need ? need : 1) * sizeof(float));
         ok = tr->mom && tr->scratch;
     }
     if (!ok) {
@@ -172,26 +179,151 @@ static la_status apply_update(la_trainer *tr, double loss, int n_micro, la_step_
     return LA_OK;
 }
 
+/* Micro-batches [lo, hi) of a step's n are rank r's (of N): contiguous blocks whose sizes
+ * differ by at most one; ranks beyond n get none. */
+static void my_block(int n, int r, int N, int *lo, int *hi) {
+    *lo = (int)((long long)n * r / N);
+    *hi = (int)((long long)n * (r + 1) / N);
+}
+
+/* Element range [*o, *o + *n) of parameter slice q of N. */
+static void slice(size_t P, int q, int N, size_t *o, size_t *n) {
+    *o = P * (size_t)q / (size_t)N;
+    *n = P * (size_t)(q + 1) / (size_t)N - *o;
+}
+
+/* Buffers for the gradient exchange, allocated at the first step that needs them. */
+static la_status dp_buffers(la_trainer *tr) {
+    int A = tr->cfg.grad_accum, N = la_dist_size(), me = la_dist_rank(), lo, hi;
+    if (N == 1) {
+        if (A > 1 && !tr->acc && !(tr->acc = la_malloc(tr->P * sizeof(float))))
+            return la_fail(LA_ENOMEM, "trainer: cannot allocate the gradient accumulator (%zu floats)", tr->P);
+        return LA_OK;
+    }
+    if (tr->dp_send) return LA_OK;
+    size_t P = tr->P, o, n, mine_n;
+    slice(P, me, N, &o, &mine_n);
+    my_block(A, me, N, &lo, &hi);
+    int nm = hi - lo;
+    if ((double)(nm > 0 ? nm : 1) * P > 2147483647.0 || (double)A * mine_n > 2147483647.0)
+        return la_fail(LA_EINVAL, "trainer: %d micro-batch gradients of %zu parameters exceed one MPI exchange "
+                       "(2^31 floats); lower --accum or use more ranks", A, P);
+    tr->dp_counts = la_malloc((size_t)N * 4 * sizeof(int));
+    /* it also carries this rank's summed slice to the final allgather (an idle rank, with
+     * no micro-batch, still sums and sends its slice) */
+    size_t send_n = (size_t)nm * P > mine_n ? (size_t)nm * P : mine_n;
+    tr->dp_send = la_malloc((send_n + 1) * sizeof(float));
+    tr->dp_recv = la_malloc(((size_t)A * mine_n + 1) * sizeof(float));
+    tr->dp_loss = la_malloc(((size_t)nm + 1) * sizeof(float));
+    tr->dp_lossall = la_malloc((size_t)A * sizeof(float));
+    if (!tr->dp_counts || !tr->dp_send || !tr->dp_recv || !tr->dp_loss || !tr->dp_lossall) {
+        free(tr->dp_send);
+        free(tr->dp_recv);
+        free(tr->dp_loss);
+        free(tr->dp_lossall);
+        free(tr->dp_counts);
+        tr->dp_send = tr->dp_recv = tr->dp_loss = tr->dp_lossall = NULL;
+        tr->dp_counts = NULL;
+        return la_fail(LA_ENOMEM, "trainer: cannot allocate the gradient exchange buffers (%d micro-batches of "
+                       "%zu parameters)", A, P);
+    }
+    int *send = tr->dp_counts, *recv = send + N, *loss = recv + N;
+    for (int q = 0; q < N; q++) {
+        int l2, h2;
+        slice(P, q, N, &o, &n);
+        send[q] = (int)(nm * n);          /* my micro-batches' slice q, to rank q */
+        my_block(A, q, N, &l2, &h2);
+        recv[q] = (int)((h2 - l2) * mine_n); /* rank q's micro-batches' slice me, from rank q */
+        loss[q] = h2 - l2;
+    }
+    return LA_OK;
+}
+
+static void load_window(la_trainer *tr, int B, int T) {
+    for (int b = 0; b < B; b++) {
+        memcpy(tr->inp + (size_t)b * T, tr->window + (size_t)b * (T + 1), T * sizeof(int32_t));
+        memcpy(tr->tgt + (size_t)b * T, tr->window + (size_t)b * (T + 1) + 1, T * sizeof(int32_t));
+    }
+}
+
+/* One step's gradient, split over the ranks. Every rank draws all grad_accum micro-batches
+ * (so the sampler state stays the same on every rank and in checkpoints) and computes the
+ * gradients of its own block, each into zeroed gradients; the step's gradient is
+ *   g = ((g_0 + g_1) + g_2) + ...      (micro-batch order, float, element by element)
+ * whatever the number of ranks: one process folds as it goes; N ranks cut the parameters
+ * into N slices, rank q receives slice q of every micro-batch gradient (MPI_Alltoallv,
+ * arriving in micro-batch order) and folds it in that order (a reduce-scatter whose order
+ * we fix, unlike MPI_Allreduce's tree), then every rank receives every summed slice
+ * (MPI_Allgatherv). The same operations on the same numbers: N ranks give the weights of
+ * one rank bit for bit (with the same threads per rank). Traffic per rank and step: its
+ * n_mine micro-batch gradients out and one summed gradient in, (n_mine + 1) P floats at most,
+ * whatever N (a ring all-reduce moves 2 P). */
 la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
     if (!tr) return la_fail(LA_EINVAL, "la_trainer_step: trainer is NULL");
     if (!tr->data) return la_fail(LA_EINVAL, "la_trainer_step: the trainer has no data; use la_trainer_step_batch");
     double t0 = omp_get_wtime();
     const la_train_config *c = &tr->cfg;
-    int B = c->B, T = c->T;
-    la_model_zero_grad(tr->m);
+    int B = c->B, T = c->T, A = c->grad_accum, N = la_dist_size(), lo, hi;
+    size_t P = tr->P;
+    float *g = la_model_grads(tr->m);
+    my_block(A, la_dist_rank(), N, &lo, &hi);
+    la_status s = dp_buffers(tr);
     double loss_sum = 0;
-    for (int a = 0; a < c->grad_accum; a++) {
-        LA_TRY(la_data_sample(tr->data, B, T, tr->window));
-        for (int b = 0; b < B; b++) {
-            memcpy(tr->inp + (size_t)b * T, tr->window + (size_t)b * (T + 1), T * sizeof(int32_t));
-            memcpy(tr->tgt + (size_t)b * T, tr->window + (size_t)b * (T + 1) + 1, T * sizeof(int32_t));
+    for (int a = 0; a < A && s == LA_OK; a++) {
+        s = la_data_sample(tr->data, B, T, tr->window);
+        if (s != LA_OK || a < lo || a >= hi) continue;
+        load_window(tr, B, T);
+        la_model_zero_grad(tr->m);
+        float l = 0;
+        s = la_model_forward(tr->m, tr->inp, tr->tgt, B, T, &l, NULL);
+        if (s == LA_OK) s = la_model_backward(tr->m);
+        if (s != LA_OK) break;
+        if (N > 1) { /* slice q of this gradient goes to rank q: packed by rank, then micro-batch */
+            int nm = hi - lo;
+            for (int q = 0; q < N; q++) {
+                size_t o, n;
+                slice(P, q, N, &o, &n);
+                memcpy(tr->dp_send + o * (size_t)nm + (size_t)(a - lo) * n, g + o, n * sizeof(float));
+            }
+            tr->dp_loss[a - lo] = l;
+        } else {
+            loss_sum += l;
+            if (A > 1 && a == 0) memcpy(tr->acc, g, P * sizeof(float));
+            else if (A > 1)
+                for (size_t i = 0; i < P; i++) tr->acc[i] += g[i];
         }
-        float l;
-        LA_TRY(la_model_forward(tr->m, tr->inp, tr->tgt, B, T, &l, NULL));
-        LA_TRY(la_model_backward(tr->m));
-        loss_sum += l;
     }
-    return apply_update(tr, loss_sum / c->grad_accum, c->grad_accum, info, t0);
+    if (N > 1) {
+        /* a rank that failed (bad data, out of memory) stops every rank here, named */
+        LA_TRY(la_dist_agree(s));
+        const int *send = tr->dp_counts, *recv = send + N, *lcount = recv + N;
+        int *gcount = tr->dp_counts + 3 * N;
+        size_t o, n;
+        /* reduce-scatter in a fixed order: rank me receives slice me of every micro-batch
+         * gradient, in micro-batch order (ranks hold ascending blocks), and folds them */
+        LA_TRY(la_dist_agree(la_dist_alltoallv_f32(tr->dp_send, send, tr->dp_recv, recv)));
+        slice(P, la_dist_rank(), N, &o, &n);
+        float *mine = g + o;
+        memcpy(mine, tr->dp_recv, n * sizeof(float));
+        for (int a = 1; a < A; a++) {
+            const float *ga = tr->dp_recv + (size_t)a * n;
+            for (size_t i = 0; i < n; i++) mine[i] += ga[i];
+        }
+        /* every rank gets every summed slice (in place: slice q lands at its offset) */
+        for (int q = 0; q < N; q++) {
+            size_t oq, nq;
+            slice(P, q, N, &oq, &nq);
+            gcount[q] = (int)nq;
+        }
+        memmove(tr->dp_send, mine, n * sizeof(float));
+        LA_TRY(la_dist_agree(la_dist_allgatherv_f32(tr->dp_send, g, gcount)));
+        LA_TRY(la_dist_agree(la_dist_allgatherv_f32(tr->dp_loss, tr->dp_lossall, lcount)));
+        for (int a = 0; a < A; a++) loss_sum += tr->dp_lossall[a];
+    } else {
+        LA_TRY(s);
+        if (A > 1) memcpy(g, tr->acc, P * sizeof(float));
+    }
+    return apply_update(tr, loss_sum / A, A, info, t0);
 }
 
 la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int32_t *targets,
@@ -206,38 +338,62 @@ la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int
     return apply_update(tr, l, 1, info, t0);
 }
 
+/* Validation batches are split over the ranks like micro-batches; their losses are summed
+ * in batch order (double), so every rank gets the value of one process. */
 la_status la_trainer_eval(la_trainer *tr, float *val_loss) {
     if (!tr || !val_loss) return la_fail(LA_EINVAL, "la_trainer_eval: NULL argument");
     if (!tr->data) return la_fail(LA_EINVAL, "la_trainer_eval: the trainer has no data");
     const la_train_config *c = &tr->cfg;
-    int B = c->B, T = c->T;
-    double sum = 0;
-    for (int i = 0; i < c->eval_batches; i++) {
-        LA_TRY(la_data_val_batch(tr->data, i, B, T, tr->window));
-        for (int b = 0; b < B; b++) {
-            memcpy(tr->inp + (size_t)b * T, tr->window + (size_t)b * (T + 1), T * sizeof(int32_t));
-            memcpy(tr->tgt + (size_t)b * T, tr->window + (size_t)b * (T + 1) + 1, T * sizeof(int32_t));
-        }
-        float l;
-        LA_TRY(la_model_eval(tr->m, tr->inp, tr->tgt, B, T, &l, NULL, NULL, NULL));
-        sum += l;
+    int B = c->B, T = c->T, E = c->eval_batches, N = la_dist_size(), lo, hi;
+    my_block(E, la_dist_rank(), N, &lo, &hi);
+    float *mine = la_malloc((size_t)(hi - lo + 1) * sizeof(float)), *all = la_malloc((size_t)E * sizeof(float));
+    int *counts = la_malloc((size_t)N * sizeof(int));
+    la_status s = mine && all && counts ? LA_OK : la_fail(LA_ENOMEM, "la_trainer_eval: out of memory");
+    for (int i = lo; i < hi && s == LA_OK; i++) {
+        s = la_data_val_batch(tr->data, i, B, T, tr->window);
+        if (s != LA_OK) break;
+        load_window(tr, B, T);
+        s = la_model_eval(tr->m, tr->inp, tr->tgt, B, T, &mine[i - lo], NULL, NULL, NULL);
     }
-    *val_loss = (float)(sum / c->eval_batches);
-    return LA_OK;
+    s = la_dist_agree(s);
+    if (s == LA_OK) {
+        for (int r = 0; r < N; r++) {
+            int l2, h2;
+            my_block(E, r, N, &l2, &h2);
+            counts[r] = h2 - l2;
+        }
+        s = la_dist_agree(la_dist_allgatherv_f32(mine, all, counts));
+    }
+    if (s == LA_OK) {
+        double sum = 0;
+        for (int i = 0; i < E; i++) sum += all[i];
+        *val_loss = (float)(sum / E);
+    }
+    free(mine);
+    free(all);
+    free(counts);
+    return s;
 }
 
+/* Under MPI every rank runs this loop in step; rank 0 alone writes the CSV log and the
+ * checkpoints, and its I/O status is shared with every rank (la_dist_agree), so a failed
+ * write stops all of them; a stop asked on any rank stops all of them at the same step. */
 la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *user) {
     if (!tr) return la_fail(LA_EINVAL, "la_trainer_run: trainer is NULL");
     const la_train_config *c = &tr->cfg;
+    int writer = la_dist_rank() == 0;
     FILE *csv = NULL;
-    if (c->csv_path[0]) {
+    la_status s = LA_OK;
+    if (c->csv_path[0] && writer) {
         int append = tr->step > 0 && access(c->csv_path, F_OK) == 0;
         csv = fopen(c->csv_path, append ? "a" : "w");
-        if (!csv) return la_fail(LA_EIO, "cannot open the CSV log %s: %s", c->csv_path, strerror(errno));
-        if (!append) fprintf(csv, "step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s\n");
-        fflush(csv);
+        if (!csv) s = la_fail(LA_EIO, "cannot open the CSV log %s: %s", c->csv_path, strerror(errno));
+        else {
+            if (!append) fprintf(csv, "step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s\n");
+            fflush(csv);
+        }
     }
-    la_status s = LA_OK;
+    LA_TRY(la_dist_agree(s));
     double t0 = omp_get_wtime();
     int start = tr->step;
     double tok_per_step = (double)c->B * c->T * c->grad_accum;
@@ -261,11 +417,11 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
             fflush(csv);
         }
         if (c->ckpt_path[0] && c->ckpt_every && tr->step % c->ckpt_every == 0 && tr->step < c->steps) {
-            s = la_trainer_save(tr, c->ckpt_path);
+            s = la_dist_agree(writer ? la_trainer_save(tr, c->ckpt_path) : LA_OK);
             if (s != LA_OK) break;
         }
-        if (progress && progress(user, &pr)) {
-            if (c->ckpt_path[0]) s = la_trainer_save(tr, c->ckpt_path);
+        if (la_dist_any(progress && progress(user, &pr))) {
+            if (c->ckpt_path[0]) s = la_dist_agree(writer ? la_trainer_save(tr, c->ckpt_path) : LA_OK);
             if (s == LA_OK)
                 s = la_fail(LA_EINTERRUPTED, "training stopped at step %d of %d%s%s", tr->step,
                             c->steps, c->ckpt_path[0] ? "; checkpoint saved to " : "",
@@ -273,7 +429,7 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
             break;
         }
     }
-    if (s == LA_OK && c->ckpt_path[0]) s = la_trainer_save(tr, c->ckpt_path);
+    if (s == LA_OK && c->ckpt_path[0]) s = la_dist_agree(writer ? la_trainer_save(tr, c->ckpt_path) : LA_OK);
     if (csv) fclose(csv);
     return s;
 }
@@ -282,36 +438,39 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
 
 char *la_train_config_to_json(const la_train_config *c) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "steps", c->steps);
-    cJSON_AddNumberToObject(o, "B", c->B);
-    cJSON_AddNumberToObject(o, "T", c->T);
-    cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum);
-    cJSON_AddNumberToObject(o, "lr", c->lr);
-    cJSON_AddNumberToObject(o, "min_lr", c->min_lr);
-    cJSON_AddNumberToObject(o, "warmup", c->warmup);
-    cJSON_AddNumberToObject(o, "beta1", c->beta1);
-    cJSON_AddNumberToObject(o, "beta2", c->beta2);
-    cJSON_AddNumberToObject(o, "eps", c->eps);
-    cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay);
-    cJSON_AddNumberToObject(o, "clip", c->clip);
-    cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw");
-    cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr);
-    cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum);
+    int ok = o != NULL; /* every add checked: a missing key would be saved as a success */
+    ok = ok && cJSON_AddNumberToObject(o, "steps", c->steps) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "B", c->B) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "T", c->T) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "grad_accum", c->grad_accum) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "lr", c->lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "min_lr", c->min_lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "warmup", c->warmup) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "beta1", c->beta1) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "beta2", c->beta2) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eps", c->eps) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "clip", c->clip) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw") != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum) != NULL;
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
-    cJSON_AddStringToObject(o, "seed", seed);
-    cJSON_AddNumberToObject(o, "eval_every", c->eval_every);
-    cJSON_AddNumberToObject(o, "eval_batches", c->eval_batches);
-    cJSON_AddNumberToObject(o, "ckpt_every", c->ckpt_every);
-    cJSON_AddStringToObject(o, "ckpt_path", c->ckpt_path);
-    cJSON_AddStringToObject(o, "csv_path", c->csv_path);
-    char *s = cJSON_PrintUnformatted(o);
+    ok = ok && cJSON_AddStringToObject(o, "seed", seed) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eval_every", c->eval_every) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "eval_batches", c->eval_batches) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "ckpt_every", c->ckpt_every) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "ckpt_path", c->ckpt_path) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "csv_path", c->csv_path) != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
 }
 
 la_status la_train_config_from_json(const char *text, la_train_config *out) {
+    errno = 0;
     cJSON *o = cJSON_Parse(text);
+    if (!o && errno == ENOMEM) return la_fail(LA_ENOMEM, "train config JSON: out of memory");
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return la_fail(LA_EFORMAT, "train config JSON is not an object");

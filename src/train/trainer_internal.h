@@ -15,6 +15,18 @@ struct la_trainer {
     int32_t *window;         // (B, T+1) sampled windows
     int32_t *inp, *tgt;      // (B, T)
     int step;
+    /* data parallelism (src/core/dist.h): a step's grad_accum micro-batches are split over
+     * the ranks in contiguous blocks; each micro-batch gradient is computed alone and the
+     * step's gradient is their sum in micro-batch order, the same on 1 or N ranks */
+    float *acc;     // (P) running sum of micro-batch gradients (one process, grad_accum > 1)
+    /* N > 1: the parameters are cut into N slices, rank q sums slice q (a fixed-order
+     * reduce-scatter by MPI_Alltoallv), then every rank gets every summed slice */
+    float *dp_send;   // (N slices: n_mine micro-batches x slice q) this rank's gradients, by
+                      // rank; then (my slice) its sum
+    float *dp_recv;   // (grad_accum, my slice) every micro-batch's gradient of my slice, in order
+    float *dp_loss;   // (n_mine) this rank's micro-batch losses, then (grad_accum) all of them
+    float *dp_lossall;
+    int *dp_counts;   // (4 N) per rank: floats sent, floats received, losses, slice length
 };
 
 /* Train config <-> JSON text (stored in checkpoints). to_json returns malloc'ed text. */

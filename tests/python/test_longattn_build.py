@@ -17,9 +17,14 @@ def make_var(name):
     return r.stdout.split()
 
 
-def test_extension_sources_are_the_makefile_library():
-    assert _build.library_sources() == make_var("LIB_SRC")
-    assert len(_build.library_sources()) > 20
+def test_extension_links_the_makefile_library():
+    """The extension links the static library make builds from LIB_SRC (every src/*/*.c
+    but src/cli), not a second compilation of the sources."""
+    assert _build.static_library() == "build/liblongattn.a" or "LA_BUILD" in __import__("os").environ
+    assert _build.ffibuilder._assigned_source[3]["extra_objects"] == [_build.static_library()]
+    assert "sources" not in _build.ffibuilder._assigned_source[3]
+    src = make_var("LIB_SRC")
+    assert len(src) > 20 and not any(s.startswith("src/cli/") for s in src)
 
 
 def test_link_libraries_are_shared_with_the_makefile():

@@ -64,6 +64,7 @@ void ref_rope_omega(const la_spec *spec, int D, int64_t ctx_len, double *omega) 
     case LA_POS_ROPE:
     case LA_POS_PROPE:
     case LA_POS_YARN:
+    case LA_POS_PI:
         break;
     case LA_POS_NTK:
         theta = spec->theta * pow(spec->pos_scale, (double)D / (double)(D - 2));
@@ -83,6 +84,8 @@ void ref_rope_omega(const la_spec *spec, int D, int64_t ctx_len, double *omega) 
         int m = (int)floor(spec->rope_p * D / 2.0); /* the m highest frequencies rotate */
         for (int i = m; i < half; i++) omega[i] = 0.0;
     }
+    if (spec->pos == LA_POS_PI) /* position interpolation: angle (p/s) omega_i */
+        for (int i = 0; i < half; i++) omega[i] = omega[i] / spec->pos_scale;
     if (spec->pos == LA_POS_YARN) {
         /* correction range (YaRN reference code): dims whose wavelength is shorter than
          * L/beta_fast keep omega, longer than L/beta_slow are interpolated to omega/s, linear
@@ -145,7 +148,8 @@ static int setup(call_t *c, const la_spec *spec, const la_shape *sh, const ref_a
     if (c->docs && (c->pos0 < 0 || c->pos0 + c->T > c->S))
         return ref_fail("with doc_ids every query position pos0+i must lie in [0, S)");
     c->rot = spec->pos == LA_POS_ROPE || spec->pos == LA_POS_PROPE || spec->pos == LA_POS_NTK ||
-             spec->pos == LA_POS_DYNAMIC_NTK || spec->pos == LA_POS_YARN;
+             spec->pos == LA_POS_DYNAMIC_NTK || spec->pos == LA_POS_YARN ||
+             spec->pos == LA_POS_PI;
     if (c->rot && c->D % 2) return ref_fail("odd D with a rotary encoding");
     c->omega = calloc((size_t)(c->D / 2 + 1), sizeof(double));
     c->slope = calloc((size_t)c->H, sizeof(double));

@@ -1,0 +1,176 @@
+/* longeval.c -- `longattn longeval --model FILE.gguf`: long-context evaluation of a
+ * pretrained model (la_longeval_run, src/tasks/longeval_run.c). Parses, calls, prints. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "longattn.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: longattn longeval --model FILE.gguf [options]\n"
+            "Perplexity by position, passkey and RULER multi-key retrieval for each method x length\n"
+            "(lengths are multiples of the model's trained context C).\n"
+            "  --model FILE       GGUF model (llama / qwen2)\n"
+            "  --study FILE       study file (default studies/longeval.json when it exists;\n"
+            "                     studies/longeval-long.json is the longer preset with 8C)\n"
+            "  --methods \"a;b\"    methods separated by ';': a spec, or 'spec | kv-policy'; {s} = L/C,\n"
+            "                     {C} = C; 'as-trained' = the model's own RoPE\n"
+            "  --lengths A,B      lengths as multiples of C (e.g. 0.5,1,2,4)\n"
+            "  --depths A,B       needle depths in [0,1]\n"
+            "  --trials N         examples per depth (0: no retrieval)\n"
+            "  --distractors N    multi-key distractor needles (-1: no multi-key)\n"
+            "  --buckets N        perplexity position buckets\n"
+            "  --chunk N          prefill chunk (default 512)\n"
+            "  --exact-stream     evicting KV policies step one token at a time (exact, slow)\n"
+            "  --haystack MODE    retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
+            "                     Jaggi's repeated \"The grass is green. ...\"; the study files' choice)\n"
+            "  --train-ctx N      override C (default: the file's context_length)\n"
+            "  --docs DIR         text documents (default data/pydoc/val)\n"
+            "  --out DIR          output folder (default runs/longeval)\n"
+            "  --resume           skip cells already stored in DIR/cells\n"
+            "  --threads N        OpenMP / BLAS threads\n"
+            "  --seed S\n");
+}
+
+static void on_progress(void *user, const la_longeval_progress *p) {
+    (void)user;
+    if (p->note) {
+        fprintf(stderr, "longattn longeval: %s\n", p->note);
+        return;
+    }
+    const la_longeval_cell *c = p->cell;
+    fprintf(stderr, "[longeval %d/%d] %-32s L %6lld: %.4f bits/byte, passkey %d/%d, multi-key %d/%d%s (%.0f s; "
+                    "elapsed %.0f s, ETA %.0f s)\n",
+            p->n_done, p->n_cells, c->method_text, (long long)c->L, c->ppl_bits_byte, c->passkey_hits, c->passkey_n,
+            c->multikey_hits, c->multikey_n, c->resumed ? " (resumed)" : "", c->seconds, p->elapsed_s, p->eta_s);
+}
+
+static int parse_list(const char *cmd, const char *opt, const char *s, double *out, int *n, double lo, double hi) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", s);
+    int k = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (k >= LA_LONGEVAL_MAX) return cli_usage_error(cmd, "%s: at most %d values", opt, LA_LONGEVAL_MAX);
+        if (cli_parse_num(t, lo, hi, &out[k]))
+            return cli_usage_error(cmd, "%s: '%s' is not a number in [%g, %g]", opt, t, lo, hi);
+        k++;
+    }
+    if (k == 0) return cli_usage_error(cmd, "%s needs at least one value", opt);
+    *n = k;
+    return 0;
+}
+
+int cli_longeval(int argc, char **argv) {
+    const char *cmd = "longeval", *study = NULL, *methods = NULL, *lengths = NULL, *depths = NULL;
+    la_longeval_opts o = la_longeval_opts_default();
+    o.out_dir = "runs/longeval";
+    long long v;
+    const char *trials = NULL, *distr = NULL, *buckets = NULL, *chunk = NULL, *tctx = NULL, *threads = NULL,
+               *seed = NULL, *docs = NULL;
+    int resume = 0, exact = 0, filler = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--resume")) { resume = 1; continue; }
+        if (!strcmp(a, "--exact-stream")) { exact = 1; continue; }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
+        const char *val = argv[++i];
+        if (!strcmp(a, "--model")) o.model = val;
+        else if (!strcmp(a, "--study")) study = val;
+        else if (!strcmp(a, "--methods")) methods = val;
+        else if (!strcmp(a, "--lengths")) lengths = val;
+        else if (!strcmp(a, "--depths")) depths = val;
+        else if (!strcmp(a, "--trials")) trials = val;
+        else if (!strcmp(a, "--distractors")) distr = val;
+        else if (!strcmp(a, "--buckets")) buckets = val;
+        else if (!strcmp(a, "--chunk")) chunk = val;
+        else if (!strcmp(a, "--train-ctx")) tctx = val;
+        else if (!strcmp(a, "--threads")) threads = val;
+        else if (!strcmp(a, "--seed")) seed = val;
+        else if (!strcmp(a, "--docs")) docs = val;
+        else if (!strcmp(a, "--haystack")) {
+            if (strcmp(val, "text") && strcmp(val, "filler"))
+                return cli_usage_error(cmd, "--haystack must be 'text' or 'filler' (got '%s')", val);
+            filler = !strcmp(val, "filler");
+        }
+        else if (!strcmp(a, "--out")) o.out_dir = val;
+        else return cli_usage_error(cmd, "unknown option '%s'", a);
+    }
+    if (!o.model) return cli_usage_error(cmd, "--model FILE.gguf is required");
+    if (!study) {
+        FILE *f = fopen("studies/longeval.json", "r");
+        if (f) {
+            fclose(f);
+            study = "studies/longeval.json";
+        }
+    }
+    if (study && la_longeval_load(study, &o) != LA_OK) {
+        fprintf(stderr, "longattn longeval: %s\n", la_errmsg());
+        la_longeval_opts_release(&o);
+        return 1;
+    }
+    if (methods) {
+        static char buf[8192];
+        snprintf(buf, sizeof buf, "%s", methods);
+        o.n_methods = 0;
+        for (char *save = NULL, *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
+            while (*t == ' ') t++;
+            if (!*t) continue;
+            if (o.n_methods >= LA_LONGEVAL_MAX) return cli_usage_error(cmd, "--methods: at most %d", LA_LONGEVAL_MAX);
+            o.methods[o.n_methods++] = t;
+        }
+        if (!o.n_methods) return cli_usage_error(cmd, "--methods names no method");
+    }
+    if (lengths && parse_list(cmd, "--lengths", lengths, o.lengths, &o.n_lengths, 1e-3, 1e3)) return 2;
+    if (depths && parse_list(cmd, "--depths", depths, o.depths, &o.n_depths, 0, 1)) return 2;
+#define INTOPT(s, name, lo, hi, dst)                                                                  \
+    if (s) {                                                                                          \
+        if (cli_parse_int(s, lo, hi, &v)) return cli_usage_error(cmd, "%s must be a whole number in [%lld, %lld]", \
+                                                                  name, (long long)(lo), (long long)(hi)); \
+        dst = v;                                                                                      \
+    }
+    INTOPT(trials, "--trials", 0, 1000, o.trials)
+    INTOPT(distr, "--distractors", -1, 20, o.distractors)
+    INTOPT(buckets, "--buckets", 1, LA_LONGEVAL_MAX, o.buckets)
+    INTOPT(chunk, "--chunk", 1, 65536, o.chunk)
+    INTOPT(tctx, "--train-ctx", 2, 1LL << 30, o.train_ctx)
+    INTOPT(threads, "--threads", 1, 1024, o.threads)
+    INTOPT(seed, "--seed", 0, 1LL << 30, o.seed)
+#undef INTOPT
+    if (docs) o.docs = docs;
+    o.resume = resume;
+    o.exact_stream = exact;
+    if (filler >= 0) o.filler = filler;
+    int nc = o.n_methods * o.n_lengths;
+    la_longeval_cell *cells = calloc((size_t)nc, sizeof *cells);
+    if (!cells) return 1;
+    double t0 = cli_now();
+    la_status st = la_longeval_run(&o, on_progress, NULL, cells);
+    if (st != LA_OK) {
+        fprintf(stderr, "longattn longeval: %s\n", la_errmsg());
+        free(cells);
+        la_longeval_opts_release(&o);
+        return 1;
+    }
+    int64_t C = o.train_ctx;
+    if (!C) C = (int64_t)llround(cells[0].L / o.lengths[0]);
+    size_t tn = 65536;
+    char *tab = malloc(tn);
+    if (tab) {
+        la_longeval_table(&o, cells, C, tab, tn);
+        printf("\nbits per byte / passkey accuracy / multi-key accuracy (C = %lld), wall %.0f s:\n\n%s", (long long)C,
+               cli_now() - t0, tab);
+        printf("\nfiles in %s: results.json, longeval.csv, longeval.md, ppl_by_position.png, passkey_<i>.png\n",
+               o.out_dir);
+    }
+    free(tab);
+    free(cells);
+    la_longeval_opts_release(&o);
+    return 0;
+}

@@ -1,0 +1,277 @@
+/* dist.c -- the process group: MPI_COMM_WORLD when built with LA_HAVE_MPI and launched by
+ * mpirun, one process otherwise. The only file of the project that calls MPI (dist.h). */
+#include "core/dist.h"
+#include "core/internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef LA_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static int g_rank = 0, g_size = 1;
+
+int la_dist_have_mpi(void) {
+#ifdef LA_HAVE_MPI
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int la_dist_launched_size(void) {
+    /* OpenMPI's mpirun, then PMI launchers (MPICH's hydra, Slurm's srun) */
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    return 1;
+}
+
+int la_dist_rank(void) { return g_rank; }
+int la_dist_size(void) { return g_size; }
+
+void la_dist_assign(const double *cost, int n, int n_ranks, int *owner) {
+    /* longest processing time first: the most expensive item not yet placed goes to
+     * the least loaded rank (ties: lower index, lower rank), so the result is the
+     * same on every rank */
+    double *load = la_calloc((size_t)(n_ranks > 0 ? n_ranks : 1), sizeof *load);
+    char *placed = la_calloc((size_t)(n > 0 ? n : 1), 1);
+    if (!load || !placed) { /* tiny; fall back to round robin */
+        for (int i = 0; i < n; i++) owner[i] = i % n_ranks;
+        free(load);
+        free(placed);
+        return;
+    }
+    int R = n_ranks < n ? n_ranks : n;
+    for (int k = 0; k < n; k++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!placed[i] && (best < 0 || cost[i] > cost[best])) best = i;
+        int rr = 0;
+        for (int r = 1; r < R; r++)
+            if (load[r] < load[rr]) rr = r;
+        placed[best] = 1;
+        owner[best] = rr;
+        load[rr] += cost[best];
+    }
+    free(load);
+    free(placed);
+}
+
+#define MSG_LEN 512 /* bytes of a failing rank's message carried by la_dist_agree */
+
+#ifdef LA_HAVE_MPI
+
+static int g_mpi = 0; /* MPI initialised by la_dist_init */
+
+la_status la_dist_init(int *argc, char ***argv) {
+    if (g_mpi || la_dist_launched_size() <= 1) return LA_OK;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS)
+        return la_fail(LA_EIO, "MPI_Init failed: cannot start the process group");
+    /* errors come back as codes (we turn them into la_status), not as an abort */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_mpi = 1;
+    return LA_OK;
+}
+
+void la_dist_finalize(void) {
+    if (!g_mpi) return;
+    MPI_Finalize();
+    g_mpi = 0;
+    g_rank = 0;
+    g_size = 1;
+}
+
+static la_status mpi_err(int rc, const char *what) {
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", rc);
+    return la_fail(LA_EIO, "rank %d of %d: %s failed: %s", g_rank, g_size, what, s);
+}
+
+la_status la_dist_agree(la_status st) {
+    if (!g_mpi) return st;
+    /* every rank's status and message, gathered on every rank: the answer is the same
+     * everywhere and names the lowest failing rank */
+    char mine[MSG_LEN + sizeof(int)];
+    memset(mine, 0, sizeof mine);
+    int code = (int)st;
+    memcpy(mine, &code, sizeof code);
+    if (st != LA_OK) snprintf(mine + sizeof(int), MSG_LEN, "%s", la_errmsg());
+    char *all = la_malloc((size_t)g_size * sizeof mine);
+    if (!all) la_dist_abort(1, "out of memory exchanging status codes");
+    int rc = MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mpi_err(rc, "MPI_Allgather (status exchange)");
+    }
+    la_status out = LA_OK;
+    for (int r = 0; r < g_size; r++) {
+        char *e = all + (size_t)r * sizeof mine;
+        memcpy(&code, e, sizeof code);
+        if (code != LA_OK) {
+            e[sizeof mine - 1] = 0;
+            out = la_fail((la_status)code, "rank %d of %d: %s", r, g_size, e + sizeof(int));
+            break;
+        }
+    }
+    free(all);
+    return out;
+}
+
+int la_dist_any(int flag) {
+    if (!g_mpi) return flag != 0;
+    int in = flag != 0, out = 0;
+    /* max of 0/1 integers: exact, whatever the reduction tree */
+    if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+        la_dist_abort(1, "MPI_Allreduce of a stop flag failed");
+    return out;
+}
+
+la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *counts) {
+    if (!g_mpi) {
+        if (counts[0] && send != recv) memcpy(recv, send, (size_t)counts[0] * sizeof(float));
+        return LA_OK;
+    }
+    int *displs = la_malloc((size_t)g_size * sizeof(int));
+    if (!displs) return la_fail(LA_ENOMEM, "rank %d: out of memory (allgatherv)", g_rank);
+    long long off = 0;
+    for (int r = 0; r < g_size; r++) {
+        if (off > INT_MAX) {
+            free(displs);
+            return la_fail(LA_EINVAL, "allgatherv: more than %d floats in one exchange", INT_MAX);
+        }
+        displs[r] = (int)off;
+        off += counts[r];
+    }
+    int rc = MPI_Allgatherv(send, counts[g_rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, MPI_COMM_WORLD);
+    free(displs);
+    return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Allgatherv");
+}
+
+la_status la_dist_alltoallv_f32(const float *send, const int *send_counts, float *recv, const int *recv_counts) {
+    if (!g_mpi) {
+        if (send_counts[0] && send != recv) memcpy(recv, send, (size_t)send_counts[0] * sizeof(float));
+        return LA_OK;
+    }
+    int *sd = la_malloc((size_t)g_size * 2 * sizeof(int)), *rd = sd ? sd + g_size : NULL;
+    if (!sd) return la_fail(LA_ENOMEM, "rank %d: out of memory (alltoallv)", g_rank);
+    long long so = 0, ro = 0;
+    for (int q = 0; q < g_size; q++) {
+        if (so > INT_MAX || ro > INT_MAX) {
+            free(sd);
+            return la_fail(LA_EINVAL, "alltoallv: more than %d floats in one exchange", INT_MAX);
+        }
+        sd[q] = (int)so;
+        rd[q] = (int)ro;
+        so += send_counts[q];
+        ro += recv_counts[q];
+    }
+    int rc = MPI_Alltoallv(send, send_counts, sd, MPI_FLOAT, recv, recv_counts, rd, MPI_FLOAT, MPI_COMM_WORLD);
+    free(sd);
+    return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Alltoallv");
+}
+
+la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *counts, int root) {
+    if (!g_mpi) {
+        if (counts[0] && send != recv) memcpy(recv, send, counts[0]);
+        return LA_OK;
+    }
+    int *cnt = la_malloc((size_t)g_size * 2 * sizeof(int));
+    if (!cnt) return la_fail(LA_ENOMEM, "rank %d: out of memory (gatherv)", g_rank);
+    int *displs = cnt + g_size;
+    size_t off = 0;
+    for (int r = 0; r < g_size; r++) {
+        if (counts[r] > INT_MAX || off > INT_MAX) {
+            free(cnt);
+            return la_fail(LA_EINVAL, "gatherv: more than %d bytes in one exchange", INT_MAX);
+        }
+        cnt[r] = (int)counts[r];
+        displs[r] = (int)off;
+        off += counts[r];
+    }
+    int rc = MPI_Gatherv(send, cnt[g_rank], MPI_BYTE, recv, cnt, displs, MPI_BYTE, root, MPI_COMM_WORLD);
+    free(cnt);
+    return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Gatherv");
+}
+
+la_status la_dist_bcast(void *buf, size_t n, int root) {
+    if (!g_mpi) return LA_OK;
+    if (n > INT_MAX) return la_fail(LA_EINVAL, "bcast: %zu bytes is more than one exchange carries", n);
+    int rc = MPI_Bcast(buf, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Bcast");
+}
+
+void la_dist_barrier(void) {
+    if (g_mpi) MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void la_dist_abort(int code, const char *msg) {
+    fprintf(stderr, "longattn: rank %d of %d: %s; stopping every rank\n", g_rank, g_size, msg);
+    fflush(stderr);
+    if (g_mpi) MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+    exit(code ? code : 1);
+}
+
+#else /* one process: no MPI in this build */
+
+la_status la_dist_init(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    int n = la_dist_launched_size();
+    if (n > 1)
+        return la_fail(LA_EINVAL,
+                       "started as one of %d processes (mpirun/srun), but this build of longattn has no "
+                       "MPI: every process would run the whole job alone. Install MPI (Debian: apt-get "
+                       "install libopenmpi-dev openmpi-bin) and rebuild (make clean && make), or run "
+                       "without mpirun",
+                       n);
+    return LA_OK;
+}
+
+void la_dist_finalize(void) {}
+
+la_status la_dist_agree(la_status st) { return st; }
+int la_dist_any(int flag) { return flag != 0; }
+
+la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *counts) {
+    if (counts[0] && send != recv) memcpy(recv, send, (size_t)counts[0] * sizeof(float));
+    return LA_OK;
+}
+
+la_status la_dist_alltoallv_f32(const float *send, const int *send_counts, float *recv, const int *recv_counts) {
+    (void)recv_counts;
+    if (send_counts[0] && send != recv) memcpy(recv, send, (size_t)send_counts[0] * sizeof(float));
+    return LA_OK;
+}
+
+la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *counts, int root) {
+    (void)root;
+    if (counts[0] && send != recv) memcpy(recv, send, counts[0]);
+    return LA_OK;
+}
+
+la_status la_dist_bcast(void *buf, size_t n, int root) {
+    (void)buf;
+    (void)n;
+    (void)root;
+    return LA_OK;
+}
+
+void la_dist_barrier(void) {}
+
+void la_dist_abort(int code, const char *msg) {
+    fprintf(stderr, "longattn: %s\n", msg);
+    exit(code ? code : 1);
+}
+
+#endif

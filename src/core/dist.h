@@ -1,0 +1,66 @@
+/* dist.h -- the process group (MPI) behind one small interface (src/core/dist.c).
+ *
+ * The only code that calls MPI is src/core/dist.c. Built with LA_HAVE_MPI (make finds
+ * mpicc), it wraps MPI_COMM_WORLD; built without, it is a one-process group, and being
+ * started by a launcher (mpirun/srun with more than one process) is an error that says how
+ * to rebuild. MPI is initialised only when the process was started by a launcher, so a
+ * plain run never touches MPI. Every function below except la_dist_rank/size/active and
+ * la_dist_abort is COLLECTIVE: every rank calls it, in the same order.
+ *
+ * Failure rule: a rank that fails does not return early from a collective phase; it passes
+ * its status to la_dist_agree, which every rank calls at the same point, and all ranks
+ * then return the same error naming the first failing rank and its message. A rank that
+ * dies (killed, out of memory in the kernel) is handled by the launcher (mpirun aborts the
+ * job); la_dist_abort is the last resort inside the program.
+ */
+#ifndef LA_CORE_DIST_H
+#define LA_CORE_DIST_H
+
+#include <stddef.h>
+
+#include "longattn.h" /* la_status (core/internal.h has no guard around its second half) */
+
+/* Start: initialise MPI when launched by mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE > 1 in the
+ * environment), otherwise stay one process. Errors: LA_EINVAL when launched with several
+ * processes by a build without MPI (the message says how to rebuild), LA_EIO when MPI
+ * fails to start. Calling it again is a no-op. */
+la_status la_dist_init(int *argc, char ***argv);
+/* Finish MPI (no-op when it was not started). */
+void la_dist_finalize(void);
+/* This process's rank in [0, size) and the number of processes (0 and 1 when alone). */
+int la_dist_rank(void);
+int la_dist_size(void);
+/* 1 when built with MPI support. */
+int la_dist_have_mpi(void);
+/* Number of processes the launcher says it started (1 when not launched). */
+int la_dist_launched_size(void);
+
+/* Work split (not collective; the same answer on every rank): owner[i] = the rank that
+ * does item i of n with estimated cost[i] -- most expensive first to the least loaded rank
+ * (ties: lower index, lower rank); ranks beyond n get nothing. */
+void la_dist_assign(const double *cost, int n, int n_ranks, int *owner);
+
+/* Collective: every rank passes its own status (and, when failing, its la_errmsg()). All
+ * ranks return LA_OK, or the status of the lowest failing rank with the message
+ * "rank R of N: <its message>" (a single process returns st unchanged). */
+la_status la_dist_agree(la_status st);
+/* Collective: 1 on every rank when flag is nonzero on any rank. */
+int la_dist_any(int flag);
+/* Collective: rank r contributes counts[r] floats (send); recv receives all ranks'
+ * contributions in rank order (sum of counts floats). One process: a copy. */
+la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *counts);
+/* Collective: rank r sends send_counts[q] floats to rank q (packed in rank order in send)
+ * and receives recv_counts[q] floats from rank q (packed in rank order in recv). */
+la_status la_dist_alltoallv_f32(const float *send, const int *send_counts, float *recv, const int *recv_counts);
+/* Collective: rank r contributes counts[r] bytes; root receives them in rank order into
+ * recv (other ranks may pass recv NULL). */
+la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *counts, int root);
+/* Collective: n bytes of buf from root to every rank. */
+la_status la_dist_bcast(void *buf, size_t n, int root);
+/* Collective: wait for every rank. */
+void la_dist_barrier(void);
+/* Stop every rank now (MPI_Abort) after printing msg with this rank's number to stderr;
+ * alone: exit(code). Last resort of a program (never called by the library). */
+void la_dist_abort(int code, const char *msg) __attribute__((noreturn));
+
+#endif
