@@ -185,6 +185,9 @@ typedef struct {
     void *user;
     const char *gnuplot;           /* gnuplot program; NULL: "gnuplot"; "": no plots */
     const char *data;              /* non-NULL: use this data folder instead of the file's "data" */
+    int resume;                    /* 1: keep the variants an interrupted run of the same study in
+                                      out_dir finished (out_dir/cells/); refused (LA_EINVAL naming the
+                                      setting) when the study or options differ. 0: start afresh */
 } la_study_opts;
 
 LA_API la_study_opts la_study_opts_default(void);
@@ -194,6 +197,8 @@ typedef struct {
     double wall_s;       /* wall time of the whole study */
     int plots_ok;        /* 1 if every PNG was written */
     char warning[512];   /* non-fatal problems (e.g. gnuplot missing), "" if none */
+    int n_resumed;       /* finished variants loaded from an interrupted run (opts.resume) */
+    int n_continued;     /* variants continued from a pre-training checkpoint of that run */
 } la_study_summary;
 
 /* Run a study: for each spec, build the GPT of the study's size (same seed), train it for
@@ -211,7 +216,10 @@ typedef struct {
  * and at the end PNG plots made by gnuplot from a generated script (plots.gp):
  *   loss_vs_length.png, loss_by_position.png, passkey_<i>.png (one heatmap per spec).
  * Losses are bits per byte for text data (bits per token for shards). summary may be NULL.
- * Errors: LA_EINVAL (NULL), LA_EIO (data or output folder), LA_ESHAPE (a validation
+ * Each finished variant is also saved in out_dir/cells/ (tasks/cells.h) as it finishes;
+ * with opts->resume the variants an interrupted run saved are loaded instead of rerun, and
+ * the files above come out as those of an uninterrupted run (timings aside).
+ * Errors: LA_EINVAL (NULL; a resume whose settings differ), LA_EIO (data or output folder), LA_ESHAPE (a validation
  * document shorter than the longest eval length: checked before any training), errors of
  * the model and trainer; files of finished variants stay written. */
 LA_API la_status la_study_run(const la_study *study, const char *out_dir, const la_study_opts *opts,
@@ -502,6 +510,9 @@ typedef struct {
     double ramp;         /* share of the steps the curriculum ramps over */
     uint64_t seed;
     int quick;           /* set by la_synth_opts_quick (mqmtar then uses one query) */
+    int resume;          /* 1: keep the task x spec runs an interrupted run with the same options
+                            finished in out (out/cells/); refused (LA_EINVAL naming the option)
+                            when the options differ. 0: start afresh */
 } la_synth_opts;
 
 /* The defaults of `longattn synth` (see the README section "Synthetic tasks"). */
@@ -534,8 +545,9 @@ typedef void (*la_synth_progress_fn)(void *user, const la_synth_progress *p);
  * max_mult not a power of two, ...). */
 LA_API la_status la_synth_validate(const la_synth_opts *o);
 
-/* Runs the grid, writing (atomically, rewritten after every run so that partial results
- * survive an interruption) results.csv, results.md, results.json, then per task
+/* Runs the grid, saving each finished task x spec run in out/cells/ (o->resume: those of
+ * an interrupted run are kept, not rerun) and writing (atomically, rewritten after every
+ * run so that partial results survive an interruption) results.csv, results.md, results.json, then per task
  * synth_<task>.dat, .gp and .png (gnuplot) into o->out. Specs whose normaliser this build
  * lacks are skipped and listed in results.md/json. progress may be NULL. *n_runs (may be
  * NULL): runs completed. Errors: la_synth_validate's, LA_EIO (folder, files, or gnuplot

@@ -16,7 +16,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots]\n"
+            "usage: longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots] [--resume]\n"
             "\n"
             "Train every attention variant of STUDY_FILE (default studies/default.json) at the same\n"
             "length L with the same data and seed, then report validation loss at each evaluation length\n"
@@ -28,6 +28,9 @@ static void usage(FILE *f) {
             "  --threads N   CPU threads for attention and matrix products (default: all cores)\n"
             "  --data DIR    use DIR (holding train/ and val/) instead of the file's \"data\"\n"
             "  --no-plots    skip gnuplot\n"
+            "  --resume      continue an interrupted run in the same --out: variants it finished\n"
+            "                (saved in DIR/cells/ as each finishes) are kept, the rest are run;\n"
+            "                refused when the study file or options differ from that run's\n"
             "\n"
             "The default corpus data/pydoc is built by scripts/setup.sh (scripts/prepare_corpus.sh).\n");
 }
@@ -94,12 +97,13 @@ static void find_preset(const char *name, char *buf, size_t n) {
 
 int cli_study(int argc, char **argv) {
     const char *file = NULL, *out = NULL, *data = NULL;
-    int quick = 0, threads = 0, plots = 1;
+    int quick = 0, threads = 0, plots = 1, resume = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--quick")) quick = 1;
         else if (!strcmp(a, "--no-plots")) plots = 0;
+        else if (!strcmp(a, "--resume")) resume = 1;
         else if (!strcmp(a, "--out") || !strcmp(a, "--threads") || !strcmp(a, "--data")) {
             if (i + 1 >= argc) return cli_usage_error("study", "%s needs a value", a);
             const char *val = argv[++i];
@@ -155,6 +159,7 @@ int cli_study(int argc, char **argv) {
     opts.progress = rank0 ? on_progress : NULL;
     opts.user = &ps;
     opts.data = data;
+    opts.resume = resume;
     if (!plots) opts.gnuplot = "";
     la_study_summary sum;
     la_status s = la_study_run(&st, out, &opts, &sum);
@@ -177,6 +182,12 @@ int cli_study(int argc, char **argv) {
     if (sum.wall_s > 0)
         printf("\nFiles in %s: results.md results.csv passkey.csv training.csv results.json%s (%s)\n", out,
            sum.plots_ok ? " and PNG plots" : "", wall);
+    if (sum.n_resumed)
+        fprintf(stderr, "longattn study: %d finished variant%s of the interrupted run kept (%s/cells)\n", sum.n_resumed,
+                sum.n_resumed > 1 ? "s" : "", out);
+    if (sum.n_continued)
+        fprintf(stderr, "longattn study: %d variant%s continued from the interrupted run's training checkpoint\n",
+                sum.n_continued, sum.n_continued > 1 ? "s" : "");
     if (sum.warning[0]) fprintf(stderr, "longattn study: warning: %s\n", sum.warning);
     if (s != LA_OK) {
         fprintf(stderr, "longattn study: %s\n", err);

@@ -21,6 +21,8 @@ static void usage(FILE *f) {
             "  --quick             tiny CI configuration (seconds): flipflop,copy; softmax+nape and\n"
             "                      softmax+logn+nape; lengths 8-16; 40 steps; 16 examples at 1x-4x\n"
             "  --out DIR           output folder (default runs/synth)\n"
+            "  --resume            continue an interrupted run in the same --out: task x spec runs it\n"
+            "                      finished (DIR/cells/) are kept; refused when the options differ\n"
             "  --steps N           optimizer steps per run (default 3000)\n"
             "  --batch B           sequences per step (default 32)\n"
             "  --lr X              AdamW peak learning rate, cosine to lr/10 (default 3e-3)\n"
@@ -62,6 +64,10 @@ static int parse_args(int argc, char **argv, la_synth_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--quick")) continue;
+        if (!strcmp(a, "--resume")) {
+            o->resume = 1;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return -1;

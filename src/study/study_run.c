@@ -10,10 +10,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "io/files.h"
 #include "core/dist.h"
 #include "study/study_internal.h"
+#include "tasks/cells.h"
 
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
 #define TAG_FT 0x66696e6574756e65ULL     /* "finetune": passkey fine-tune examples */
@@ -115,6 +117,234 @@ static la_status log_row(study_variant *v, int step, double train_bpb, double va
     return LA_OK;
 }
 
+/* ---- resume: a finished variant is one cell (tasks/cells.h) ---- */
+
+/* Everything that decides a variant's numbers: a --resume with other settings is refused. */
+static cJSON *study_fingerprint(const la_study *st, const char *data, const study_results *r) {
+    cJSON *f = cJSON_CreateObject();
+    if (!f) return NULL;
+    cJSON_AddStringToObject(f, "name", st->name);
+    cJSON_AddStringToObject(f, "data", data);
+    cJSON_AddNumberToObject(f, "train_tokens", (double)r->train_tokens);
+    cJSON_AddNumberToObject(f, "val_tokens", (double)r->val_tokens);
+    cJSON_AddNumberToObject(f, "train_docs", r->train_docs);
+    cJSON_AddNumberToObject(f, "val_docs", r->val_docs);
+    cJSON_AddNumberToObject(f, "vocab", r->vocab);
+    cJSON_AddNumberToObject(f, "threads", r->n_threads);
+    cJSON *m = cJSON_AddObjectToObject(f, "model");
+    cJSON_AddNumberToObject(m, "n_layer", st->n_layer);
+    cJSON_AddNumberToObject(m, "d_model", st->d_model);
+    cJSON_AddNumberToObject(m, "n_head", st->n_head);
+    cJSON_AddNumberToObject(m, "n_kv_head", st->n_kv_head);
+    cJSON_AddItemToObject(m, "qk_gain", la_cells_num(st->qk_gain));
+    cJSON_AddNumberToObject(f, "steps", st->steps);
+    cJSON_AddNumberToObject(f, "batch", st->batch);
+    cJSON_AddNumberToObject(f, "seq_len", st->seq_len);
+    cJSON_AddItemToObject(f, "lr", la_cells_num(st->lr));
+    cJSON_AddNumberToObject(f, "warmup", st->warmup);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
+    cJSON_AddStringToObject(f, "seed", seed);
+    cJSON_AddItemToObject(f, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
+    cJSON_AddNumberToObject(f, "eval_windows", st->eval_windows);
+    cJSON_AddNumberToObject(f, "val_every", st->val_every);
+    cJSON *pk = cJSON_AddObjectToObject(f, "passkey");
+    cJSON_AddItemToObject(pk, "pretrain_mix", la_cells_num(st->pk_mix));
+    cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
+    cJSON_AddItemToObject(pk, "finetune_lr", la_cells_num(st->pk_lr));
+    cJSON_AddItemToObject(pk, "lens", cJSON_CreateIntArray(st->pk_lens, st->n_pk_lens));
+    cJSON_AddItemToObject(pk, "depths", cJSON_CreateDoubleArray(st->pk_depths, st->n_pk_depths));
+    cJSON_AddNumberToObject(pk, "trials", st->pk_trials);
+    cJSON *sp = cJSON_AddArrayToObject(f, "specs");
+    for (int i = 0; i < st->n_specs; i++) cJSON_AddItemToArray(sp, cJSON_CreateString(st->specs[i]));
+    return f;
+}
+
+static void variant_key(const la_study *st, int vi, char *buf, size_t n) {
+    char slug[128];
+    la_study_slug(st->specs[vi], slug, sizeof slug);
+    snprintf(buf, n, "variant_%d_%s", vi + 1, slug);
+}
+
+static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "canon", v->canon);
+    cJSON_AddNumberToObject(o, "n_params", (double)v->n_params);
+    cJSON_AddNumberToObject(o, "trained", v->trained);
+    cJSON_AddNumberToObject(o, "passkey_done", v->passkey_done);
+    cJSON_AddItemToObject(o, "train_s", la_cells_num(v->train_s));
+    cJSON_AddItemToObject(o, "eval_s", la_cells_num(v->eval_s));
+    cJSON_AddItemToObject(o, "passkey_s", la_cells_num(v->passkey_s));
+    cJSON_AddItemToObject(o, "final_train_bpb", la_cells_num(v->final_train_bpb));
+    cJSON_AddItemToObject(o, "ft_first_bpb", la_cells_num(v->ft_first_bpb));
+    cJSON_AddItemToObject(o, "ft_last_bpb", la_cells_num(v->ft_last_bpb));
+    cJSON *lens = cJSON_AddArrayToObject(o, "lens");
+    for (int i = 0; i < st->n_eval_lens; i++) {
+        cJSON *l = cJSON_CreateObject();
+        cJSON_AddItemToObject(l, "loss", la_cells_num(v->loss[i]));
+        cJSON_AddNumberToObject(l, "tokens", (double)v->tokens[i]);
+        cJSON *b = cJSON_AddArrayToObject(l, "bucket"), *bt = cJSON_AddArrayToObject(l, "bucket_tokens");
+        for (int k = 0; k < v->n_bucket[i]; k++) {
+            cJSON_AddItemToArray(b, la_cells_num(v->bucket[i][k]));
+            cJSON_AddItemToArray(bt, cJSON_CreateNumber((double)v->bucket_tokens[i][k]));
+        }
+        cJSON_AddItemToArray(lens, l);
+    }
+    cJSON *pk = cJSON_AddArrayToObject(o, "correct");
+    for (int i = 0; i < st->n_pk_lens; i++)
+        cJSON_AddItemToArray(pk, cJSON_CreateIntArray(v->correct[i], st->n_pk_depths));
+    cJSON *log = cJSON_AddArrayToObject(o, "log"); /* [step, train_bpb, val_bpb, elapsed_s] */
+    for (int k = 0; k < v->n_log; k++) {
+        cJSON *row = cJSON_CreateArray();
+        cJSON_AddItemToArray(row, cJSON_CreateNumber(v->log[k].step));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].train_bpb));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].val_bpb));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].elapsed_s));
+        cJSON_AddItemToArray(log, row);
+    }
+    return o;
+}
+
+/* v (zeroed, owning nothing) from a saved cell; checks the shapes against the study. */
+static la_status variant_from_json(const la_study *st, const cJSON *o, const char *key, study_variant *v) {
+    const cJSON *canon = cJSON_GetObjectItemCaseSensitive(o, "canon");
+    const cJSON *lens = cJSON_GetObjectItemCaseSensitive(o, "lens");
+    const cJSON *pk = cJSON_GetObjectItemCaseSensitive(o, "correct");
+    const cJSON *log = cJSON_GetObjectItemCaseSensitive(o, "log");
+    if (!cJSON_IsString(canon) || cJSON_GetArraySize(lens) != st->n_eval_lens ||
+        cJSON_GetArraySize(pk) != st->n_pk_lens || !cJSON_IsArray(log))
+        goto bad;
+    snprintf(v->canon, sizeof v->canon, "%s", canon->valuestring);
+    v->n_params = (size_t)la_cells_get_num(o, "n_params");
+    v->trained = (int)la_cells_get_num(o, "trained");
+    v->passkey_done = (int)la_cells_get_num(o, "passkey_done");
+    v->train_s = la_cells_get_num(o, "train_s");
+    v->eval_s = la_cells_get_num(o, "eval_s");
+    v->passkey_s = la_cells_get_num(o, "passkey_s");
+    v->final_train_bpb = la_cells_get_num(o, "final_train_bpb");
+    v->ft_first_bpb = la_cells_get_num(o, "ft_first_bpb");
+    v->ft_last_bpb = la_cells_get_num(o, "ft_last_bpb");
+    for (int i = 0; i < st->n_eval_lens; i++) {
+        const cJSON *l = cJSON_GetArrayItem(lens, i);
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(l, "bucket");
+        const cJSON *bt = cJSON_GetObjectItemCaseSensitive(l, "bucket_tokens");
+        int nb = cJSON_GetArraySize(b);
+        if (nb < 1 || cJSON_GetArraySize(bt) != nb) goto bad;
+        v->loss[i] = la_cells_get_num(l, "loss");
+        v->tokens[i] = (int64_t)la_cells_get_num(l, "tokens");
+        v->n_bucket[i] = nb;
+        v->bucket[i] = malloc((size_t)nb * sizeof *v->bucket[i]);
+        v->bucket_tokens[i] = malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
+        if (!v->bucket[i] || !v->bucket_tokens[i]) return la_fail(LA_ENOMEM, "study: out of memory");
+        for (int k = 0; k < nb; k++) {
+            v->bucket[i][k] = la_cells_num_value(cJSON_GetArrayItem(b, k));
+            v->bucket_tokens[i][k] = (int64_t)la_cells_num_value(cJSON_GetArrayItem(bt, k));
+        }
+    }
+    for (int i = 0; i < st->n_pk_lens; i++) {
+        const cJSON *row = cJSON_GetArrayItem(pk, i);
+        if (cJSON_GetArraySize(row) != st->n_pk_depths) goto bad;
+        for (int d = 0; d < st->n_pk_depths; d++) v->correct[i][d] = (int)la_cells_num_value(cJSON_GetArrayItem(row, d));
+    }
+    for (const cJSON *row = log->child; row; row = row->next) {
+        if (cJSON_GetArraySize(row) != 4) goto bad;
+        LA_TRY(log_row(v, (int)la_cells_num_value(cJSON_GetArrayItem(row, 0)),
+                       la_cells_num_value(cJSON_GetArrayItem(row, 1)), la_cells_num_value(cJSON_GetArrayItem(row, 2)),
+                       la_cells_num_value(cJSON_GetArrayItem(row, 3))));
+    }
+    return LA_OK;
+bad:
+    return la_fail(LA_EFORMAT, "the saved result of %s does not match the study's shape (damaged?); delete it "
+                   "to rerun that variant", key);
+}
+
+/* ---- resume inside a variant: a pre-training checkpoint every val_every steps ----
+ * cells/<key>.train.safetensors (+ .state: la_trainer_save: weights, AdamW moments, step)
+ * and cells/<key>.train.json: the loop's own state (data-order and passkey-mix generators,
+ * tail loss sum, log rows). Trainer checkpoints resume bitwise (tests/python/test_resume.py
+ * kills `longattn train` mid-write), so a variant continued from one ends with the numbers
+ * of an uninterrupted run. Removed once the variant's result is saved. */
+static void train_ckpt_paths(const la_cells *cells, const char *key, char *ck, size_t ck_n, char *side, size_t side_n) {
+    snprintf(ck, ck_n, "%s/%s.train.safetensors", cells->dir, key);
+    snprintf(side, side_n, "%s.train", key);
+}
+
+static cJSON *rng_json(const la_rng *g) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < 4; i++) {
+        char h[24];
+        snprintf(h, sizeof h, "%016llx", (unsigned long long)g->s[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateString(h));
+    }
+    return a;
+}
+
+static int rng_from_json(const cJSON *a, la_rng *g) {
+    if (cJSON_GetArraySize(a) != 4) return -1;
+    for (int i = 0; i < 4; i++) {
+        const cJSON *h = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsString(h)) return -1;
+        char *end;
+        g->s[i] = strtoull(h->valuestring, &end, 16);
+        if (*end) return -1;
+    }
+    return 0;
+}
+
+static cJSON *side_state(int step, const la_rng *order, const la_rng *mix, double tail_sum, int tail_n,
+                         double train_s, const study_variant *v) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "step", step);
+    cJSON_AddItemToObject(o, "order_rng", rng_json(order));
+    cJSON_AddItemToObject(o, "mix_rng", rng_json(mix));
+    cJSON_AddItemToObject(o, "tail_sum", la_cells_num(tail_sum));
+    cJSON_AddNumberToObject(o, "tail_n", tail_n);
+    cJSON_AddItemToObject(o, "train_s", la_cells_num(train_s));
+    cJSON *log = cJSON_AddArrayToObject(o, "log");
+    for (int k = 0; k < v->n_log; k++) {
+        cJSON *row = cJSON_CreateArray();
+        cJSON_AddItemToArray(row, cJSON_CreateNumber(v->log[k].step));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].train_bpb));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].val_bpb));
+        cJSON_AddItemToArray(row, la_cells_num(v->log[k].elapsed_s));
+        cJSON_AddItemToArray(log, row);
+    }
+    return o;
+}
+
+static la_status side_restore(const cJSON *o, la_rng *order, la_rng *mix, double *tail_sum, int *tail_n,
+                              double *train_s, study_variant *v) {
+    const cJSON *log = cJSON_GetObjectItemCaseSensitive(o, "log");
+    if (rng_from_json(cJSON_GetObjectItemCaseSensitive(o, "order_rng"), order) ||
+        rng_from_json(cJSON_GetObjectItemCaseSensitive(o, "mix_rng"), mix) || !cJSON_IsArray(log))
+        return la_fail(LA_EFORMAT, "damaged training checkpoint record");
+    *tail_sum = la_cells_get_num(o, "tail_sum");
+    *tail_n = (int)la_cells_get_num(o, "tail_n");
+    *train_s = la_cells_get_num(o, "train_s");
+    v->n_log = 0;
+    for (const cJSON *row = log->child; row; row = row->next) {
+        if (cJSON_GetArraySize(row) != 4) return la_fail(LA_EFORMAT, "damaged training checkpoint record");
+        LA_TRY(log_row(v, (int)la_cells_num_value(cJSON_GetArrayItem(row, 0)),
+                       la_cells_num_value(cJSON_GetArrayItem(row, 1)), la_cells_num_value(cJSON_GetArrayItem(row, 2)),
+                       la_cells_num_value(cJSON_GetArrayItem(row, 3))));
+    }
+    return LA_OK;
+}
+
+static void remove_train_ckpt(const la_cells *cells, const char *key) {
+    char ck[2600], side[200], p[2800];
+    train_ckpt_paths(cells, key, ck, sizeof ck, side, sizeof side);
+    const char *suffix[] = {"", ".state", ".state.new"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", ck, suffix[i]);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/%s.json", cells->dir, side);
+    unlink(p);
+}
+
 /* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>.safetensors (atomic), for
  * kv-eval, generate and diagnose. */
 static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const char *spec) {
@@ -139,7 +369,8 @@ static la_status passkey_row(const la_docs *train, int L, la_rng *rng, int32_t *
 
 /* One variant: train, evaluate, fine-tune, passkey. */
 static la_status run_variant(const la_study *st, int vi, const la_docs *train, const la_docs *val,
-                             const char *out_dir, study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
+                             const char *out_dir, la_cells *cells, const char *key, int *resumed_step,
+                             study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
                              int32_t *inp /* (B, L) */, int32_t *tgt /* (B, L) */,
                              int32_t *ex /* (max len + 1) */, int32_t *pred /* (max len) */) {
     study_variant *v = &r->v[vi];
@@ -187,8 +418,40 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     const int n_mix = (int)(st->pk_mix * B + 0.5);
     la_rng mix_rng;
     la_rng_seed(&mix_rng, st->seed ^ TAG_MIX);
+    /* a pre-training checkpoint of an interrupted run (every val_every steps): continue from it */
+    char ck[2600], side_key[200];
+    train_ckpt_paths(cells, key, ck, sizeof ck, side_key, sizeof side_key);
+    int first_step = 0;
+    double t_before = 0; /* training seconds before the interruption */
+    cJSON *side = NULL;
+    if ((s = la_cells_load(cells, side_key, &side)) != LA_OK) goto out;
+    if (side) {
+        int k = (int)la_cells_get_num(side, "step");
+        if (k > 0 && k <= st->steps && la_trainer_load(tr, ck) == LA_OK && la_trainer_step_count(tr) == k &&
+            side_restore(side, &order, &mix_rng, &tail_sum, &tail_n, &t_before, v) == LA_OK) {
+            first_step = k;
+            *resumed_step = k;
+        } else { /* killed between the two files, or damaged: rerun the variant from its start */
+            v->n_log = 0;
+            tail_sum = 0;
+            tail_n = 0;
+            t_before = 0;
+            la_rng_seed(&order, st->seed ^ TAG_TRAIN);
+            la_rng_seed(&mix_rng, st->seed ^ TAG_MIX);
+            la_trainer_free(tr);
+            tr = NULL;
+            la_model_free(m);
+            m = NULL;
+            if ((s = la_model_new(&mc, st->seed, &m)) != LA_OK) { cJSON_Delete(side); goto out; }
+            if ((s = la_trainer_new(m, NULL, &tc, &tr)) != LA_OK) { cJSON_Delete(side); goto out; }
+            ec.m = m;
+        }
+        cJSON_Delete(side);
+    }
+    tk->flops_done += first_step * train_flops;
     phase(tk, "train", st->steps);
-    for (int step = 0; step < st->steps; step++) {
+    tk->p.done = first_step;
+    for (int step = first_step; step < st->steps; step++) {
         for (int b = 0; b < B; b++) {
             if (b < n_mix) {
                 if ((s = passkey_row(train, L, &mix_rng, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK)
@@ -215,11 +478,21 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
             tk->p.val_loss = vb;
             tk->flops_done += (double)n_val * span * tk->c_L;
         }
-        if ((s = log_row(v, step + 1, tb, vb, now_s() - t0)) != LA_OK) goto out;
+        if ((s = log_row(v, step + 1, tb, vb, t_before + now_s() - t0)) != LA_OK) goto out;
         report(tk, train_flops);
+        if ((step + 1) % st->val_every == 0 || step + 1 == st->steps) {
+            /* trainer checkpoint first, then what the loop keeps besides: a kill between the
+             * two leaves steps that differ, and the variant then reruns (above) */
+            if ((s = la_trainer_save(tr, ck)) != LA_OK) goto out;
+            cJSON *j = side_state(step + 1, &order, &mix_rng, tail_sum, tail_n, t_before + now_s() - t0, v);
+            if (!j) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
+            s = la_cells_save(cells, side_key, j);
+            cJSON_Delete(j);
+            if (s != LA_OK) goto out;
+        }
     }
     v->final_train_bpb = tail_sum / tail_n;
-    v->train_s = now_s() - t0;
+    v->train_s = t_before + now_s() - t0;
     la_trainer_free(tr);
     tr = NULL;
 
@@ -386,6 +659,19 @@ pre:
         if (owner[vi] == me) tk.flops_total += variant_flops(st, r->vocab);
     tk.p.n_specs = st->n_specs;
     tk.p.loss = tk.p.val_loss = NAN;
+    /* finished variants of an interrupted run (--resume) are loaded instead of rerun */
+    la_cells cells;
+    {
+        /* under mpirun rank 0 opens (a fresh run empties cells/) before the others join in
+         * resume mode, which only checks the fingerprint: no rank deletes another's cell */
+        cJSON *fp = study_fingerprint(st, data, r);
+        s = fp ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
+        if (s == LA_OK && writer) s = la_cells_open(&cells, out_dir, "study", fp, opts.resume);
+        if ((s = la_dist_agree(s)) == LA_OK && !writer) s = la_cells_open(&cells, out_dir, "study", fp, 1);
+        cJSON_Delete(fp);
+        if ((s = la_dist_agree(s)) != LA_OK) goto out;
+    }
+    int n_resumed = 0, n_continued = 0;
     /* a variant that fails (e.g. diverges) is recorded and the others still run */
     la_status first_bad = LA_OK;
     char first_msg[1024] = "";
@@ -396,7 +682,32 @@ pre:
         tk.p.spec = st->specs[vi];
         tk.p.loss = tk.p.val_loss = NAN;
         double before = tk.flops_done;
-        la_status vs = run_variant(st, vi, &train, &val, out_dir, r, &tk, batch, inp, tgt, ex, pred);
+        char key[160];
+        variant_key(st, vi, key, sizeof key);
+        cJSON *saved = NULL;
+        if ((s = la_cells_load(&cells, key, &saved)) != LA_OK) goto out;
+        la_status vs;
+        if (saved) { /* finished before the interruption: its numbers, not a rerun */
+            s = variant_from_json(st, saved, key, &r->v[vi]);
+            cJSON_Delete(saved);
+            if (s != LA_OK) goto out;
+            vs = LA_OK;
+            n_resumed++;
+            remove_train_ckpt(&cells, key); /* killed between saving the result and this */
+        } else {
+            int resumed_step = 0;
+            vs = run_variant(st, vi, &train, &val, out_dir, &cells, key, &resumed_step, r, &tk, batch, inp, tgt, ex,
+                             pred);
+            if (resumed_step) n_continued++;
+            if (vs == LA_OK) { /* persisted as it finishes: an interruption later does not lose it */
+                cJSON *j = variant_to_json(st, &r->v[vi]);
+                if (!j) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
+                s = la_cells_save(&cells, key, j);
+                cJSON_Delete(j);
+                if (s != LA_OK) goto out;
+                remove_train_ckpt(&cells, key);
+            }
+        }
         if (vs != LA_OK) {
             snprintf(r->v[vi].error, sizeof r->v[vi].error, "%s", la_errmsg());
             r->v[vi].status = vs;
@@ -451,6 +762,8 @@ pre:
     if (summary) {
         summary->wall_s = r->wall_s;
         summary->plots_ok = plots_ok;
+        summary->n_resumed = n_resumed;
+        summary->n_continued = n_continued;
         snprintf(summary->warning, sizeof summary->warning, "%s", warn);
     }
 out:

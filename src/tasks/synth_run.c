@@ -17,6 +17,7 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
+#include "tasks/cells.h"
 
 #define MAX_TASKS 8
 #define MAX_SPECS 16
@@ -509,6 +510,108 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
     return rc != LA_OK ? rc : plot_rc;
 }
 
+/* ---- resume: a finished task x spec run is one cell (tasks/cells.h) ---- */
+
+/* Every option that decides the numbers (all but out and resume). */
+static cJSON *synth_fingerprint(const la_synth_opts *o) {
+    cJSON *f = cJSON_CreateObject();
+    if (!f) return NULL;
+    cJSON_AddStringToObject(f, "tasks", o->tasks);
+    cJSON_AddStringToObject(f, "specs", o->specs);
+    cJSON_AddNumberToObject(f, "steps", o->steps);
+    cJSON_AddNumberToObject(f, "batch", o->batch);
+    cJSON_AddNumberToObject(f, "warmup", o->warmup);
+    cJSON_AddNumberToObject(f, "layers", o->layers);
+    cJSON_AddNumberToObject(f, "heads", o->heads);
+    cJSON_AddNumberToObject(f, "d_model", o->d_model);
+    cJSON_AddNumberToObject(f, "d_ff", o->d_ff);
+    cJSON_AddItemToObject(f, "lr", la_cells_num(o->lr));
+    cJSON_AddItemToObject(f, "muon_lr", la_cells_num(o->muon_lr));
+    cJSON_AddStringToObject(f, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
+    cJSON_AddItemToObject(f, "qk_gain", la_cells_num(o->qk_gain));
+    cJSON_AddItemToObject(f, "init_std", la_cells_num(o->init_std));
+    cJSON_AddNumberToObject(f, "n_symbols", o->n_symbols);
+    cJSON_AddNumberToObject(f, "min_len", o->min_len);
+    cJSON_AddNumberToObject(f, "max_len", o->max_len);
+    cJSON_AddNumberToObject(f, "queries", o->queries);
+    cJSON_AddNumberToObject(f, "k_len", o->k_len);
+    cJSON_AddNumberToObject(f, "v_len", o->v_len);
+    cJSON_AddNumberToObject(f, "mq_layout", o->mq_layout);
+    cJSON_AddItemToObject(f, "inline_share", la_cells_num(o->inline_share));
+    cJSON_AddItemToObject(f, "echo_share", la_cells_num(o->echo_share));
+    cJSON_AddItemToObject(f, "kv_frac", la_cells_num(o->kv_frac));
+    cJSON_AddNumberToObject(f, "eval_n", o->eval_n);
+    cJSON_AddNumberToObject(f, "max_mult", o->max_mult);
+    cJSON_AddNumberToObject(f, "max_eval_tokens", (double)o->max_eval_tokens);
+    cJSON_AddNumberToObject(f, "threads", o->threads);
+    cJSON_AddNumberToObject(f, "curriculum", o->curriculum);
+    cJSON_AddItemToObject(f, "ramp", la_cells_num(o->ramp));
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    cJSON_AddStringToObject(f, "seed", seed);
+    cJSON_AddBoolToObject(f, "quick", o->quick);
+    return f;
+}
+
+static void cell_key(la_task t, int spec_index, const char *spec, char *buf, size_t n) {
+    int k = snprintf(buf, n, "%s_%d_", la_task_name(t), spec_index + 1);
+    for (const char *p = spec; *p && k + 1 < (int)n; p++) buf[k++] = *p; /* la_cells_save makes it file-safe */
+    buf[k] = '\0';
+}
+
+static cJSON *run_to_json(const run_result *r) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "task", la_task_name(r->task));
+    cJSON_AddStringToObject(o, "spec", r->spec);
+    cJSON_AddStringToObject(o, "canon", r->canon);
+    cJSON_AddNumberToObject(o, "steps", r->steps);
+    cJSON_AddNumberToObject(o, "n_params", (double)r->n_params);
+    cJSON_AddItemToObject(o, "train_s", la_cells_num(r->train_s));
+    cJSON_AddItemToObject(o, "eval_s", la_cells_num(r->eval_s));
+    cJSON_AddItemToObject(o, "final_loss", la_cells_num(r->final_loss));
+    cJSON *pts = cJSON_AddArrayToObject(o, "points"); /* [mult, content_len, tokens, n, correct] */
+    for (int k = 0; k < r->n_points; k++) {
+        const eval_point *e = &r->pt[k];
+        int v[5] = {e->mult, e->content_len, e->tokens, e->n, e->correct};
+        cJSON_AddItemToArray(pts, cJSON_CreateIntArray(v, 5));
+    }
+    return o;
+}
+
+static la_status run_from_json(const cJSON *o, la_task t, const char *spec, const char *key, run_result *r) {
+    memset(r, 0, sizeof *r);
+    const cJSON *canon = cJSON_GetObjectItemCaseSensitive(o, "canon");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "spec");
+    const cJSON *pts = cJSON_GetObjectItemCaseSensitive(o, "points");
+    int np = cJSON_GetArraySize(pts);
+    if (!cJSON_IsString(canon) || !cJSON_IsString(sp) || strcmp(sp->valuestring, spec) || !cJSON_IsArray(pts) ||
+        np > MAX_MULTS)
+        return la_fail(LA_EFORMAT, "the saved result of %s does not match this run (damaged?); delete it to "
+                       "rerun that cell", key);
+    r->task = t;
+    snprintf(r->spec, sizeof r->spec, "%s", spec);
+    snprintf(r->canon, sizeof r->canon, "%s", canon->valuestring);
+    r->steps = (int)la_cells_get_num(o, "steps");
+    r->n_params = (size_t)la_cells_get_num(o, "n_params");
+    r->train_s = la_cells_get_num(o, "train_s");
+    r->eval_s = la_cells_get_num(o, "eval_s");
+    r->final_loss = la_cells_get_num(o, "final_loss");
+    r->n_points = np;
+    for (int k = 0; k < np; k++) {
+        const cJSON *a = cJSON_GetArrayItem(pts, k);
+        if (cJSON_GetArraySize(a) != 5)
+            return la_fail(LA_EFORMAT, "the saved result of %s has a malformed point; delete it to rerun that cell", key);
+        eval_point *e = &r->pt[k];
+        e->mult = (int)la_cells_num_value(cJSON_GetArrayItem(a, 0));
+        e->content_len = (int)la_cells_num_value(cJSON_GetArrayItem(a, 1));
+        e->tokens = (int)la_cells_num_value(cJSON_GetArrayItem(a, 2));
+        e->n = (int)la_cells_num_value(cJSON_GetArrayItem(a, 3));
+        e->correct = (int)la_cells_num_value(cJSON_GetArrayItem(a, 4));
+    }
+    return LA_OK;
+}
+
 /* tasks and specs of o split into lists (in the caller's buffers) */
 static la_status split_opts(const la_synth_opts *o, char *tbuf, size_t tn, char *sbuf_, size_t sn, char **tasks,
                             int *nt, char **specs, int *ns) {
@@ -647,13 +750,37 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     if (st == LA_OK) la_dist_assign(cost, nc, N, owner);
     free(cost);
     int nr = 0;
+    /* one process: finished cells are saved in out/cells/ as they finish, and those of an
+     * interrupted run are loaded instead of rerun (o->resume); not yet under mpirun */
+    la_cells store;
+    if (st == LA_OK && o->resume && N > 1)
+        st = la_fail(LA_EUNSUPPORTED, "synth --resume under mpirun is not supported yet; resume it in one process");
+    if (st == LA_OK && N == 1) {
+        cJSON *fp = synth_fingerprint(o);
+        st = fp ? la_cells_open(&store, o->out, "synth", fp, o->resume) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
+        cJSON_Delete(fp);
+    }
     for (int c = 0; c < nc && st == LA_OK; c++) {
         if (owner[c] != me) continue;
         int i = c / ns, j = c % ns;
         la_task t;
         la_task_from_name(tasks[i], &t);
         la_task_params p = task_params(o, t);
-        st = run_one(S, &p, specs[j], &cells[c].r);
+        char key[LA_SPEC_TEXT_MAX + 64];
+        cell_key(t, j, specs[j], key, sizeof key);
+        cJSON *saved = NULL;
+        if (N == 1 && (st = la_cells_load(&store, key, &saved)) != LA_OK) break;
+        if (saved) { /* finished before the interruption */
+            st = run_from_json(saved, t, specs[j], key, &cells[c].r);
+            cJSON_Delete(saved);
+        } else {
+            st = run_one(S, &p, specs[j], &cells[c].r);
+            if (st == LA_OK && N == 1) { /* persisted as it finishes */
+                cJSON *jr = run_to_json(&cells[c].r);
+                st = jr ? la_cells_save(&store, key, jr) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
+                cJSON_Delete(jr);
+            }
+        }
         if (st == LA_EUNSUPPORTED) { /* a normaliser this build lacks: say so, go on */
             st = LA_OK;
             cells[c].state = CELL_SKIPPED;

@@ -1,22 +1,49 @@
 /* checkpoint.c -- trainer checkpoints: weights in <path> (la_model_save, safetensors) and the
  * optimiser state in <path>.state (safetensors too: "adam.m", "adam.v", "muon.mom"; step,
- * data sampler state, train config and the hash of the weights as metadata strings). */
+ * data sampler state, train config and the hash of the weights as metadata strings).
+ *
+ * Two files cannot be replaced in one atomic step, so a save that is killed half-way
+ * (SIGKILL, power loss) must leave a pair that loads. The order is:
+ *   1. <path>.state.new   the new state (atomic write)
+ *   2. <path>             the new weights (atomic write)
+ *   3. rename <path>.state.new -> <path>.state
+ * Killed before 2: the old weights and old state still belong together (a stale .state.new
+ * is ignored: its weights hash does not match). Killed between 2 and 3: the weights are new
+ * and <path>.state old; the loader then takes <path>.state.new, whose weights hash matches.
+ * Every pair is checked by that hash, so a mismatched pair is never loaded. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/model_io.h"
 #include "train/trainer_internal.h"
 
 #define STATE_FORMAT "longattn-trainer-state-1"
 
+/* fsync the folder holding path, so that the rename of step 3 is durable; errors ignored */
+static void fsync_dir_of(const char *path) {
+    char buf[1100];
+    snprintf(buf, sizeof buf, "%s", path);
+    int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
 static void state_path(char *buf, size_t n, const char *path) { snprintf(buf, n, "%s.state", path); }
+static void state_new_path(char *buf, size_t n, const char *path) { snprintf(buf, n, "%s.state.new", path); }
 
 la_status la_trainer_save(const la_trainer *tr, const char *path) {
     if (!tr || !path || !path[0]) return la_fail(LA_EINVAL, "la_trainer_save: NULL or empty path");
-    char sp[1100];
-    state_path(sp, sizeof sp, path);
+    char sp[1100], final_sp[1100];
+    state_new_path(sp, sizeof sp, path);
+    state_path(final_sp, sizeof final_sp, path);
     la_st_tensor ts[3];
     int nt = 0;
     ts[nt++] = (la_st_tensor){"adam.m", tr->adam_m, 1, {(int64_t)tr->P}};
@@ -43,10 +70,9 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
                           "data_rng3", v_rng[3],
                           "data_n_windows", v_nw,
                           "train_config", cfg};
-    /* both files are written and synced before either replaces its predecessor, so an I/O
-     * error anywhere leaves the previous checkpoint pair intact; only a failing second
-     * rename (or a crash between the renames) can leave a new weights file beside the old
-     * state, which la_trainer_load refuses by the weights hash */
+    /* both files are written and synced before either replaces anything, so an I/O error
+     * there leaves the previous checkpoint pair intact; then the order of the file comment:
+     * state -> <path>.state.new, weights -> <path>, rename .state.new -> .state */
     la_afile wf, sf;
     la_status s = la_model_save_af(tr->m, path, &wf);
     if (s == LA_OK) {
@@ -61,13 +87,19 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
         return s;
     }
     s = la_afile_sync(&sf);
-    if (s == LA_OK) s = la_afile_publish(&wf);
+    if (s == LA_OK) s = la_afile_publish(&sf); /* step 1 */
+    if (s == LA_OK) s = la_afile_publish(&wf); /* step 2 */
     if (s != LA_OK) {
         la_afile_abort(&wf);
         la_afile_abort(&sf);
+        unlink(sp); /* a .state.new whose weights were not published */
         return s;
     }
-    return la_afile_publish(&sf);
+    if (rename(sp, final_sp) != 0) /* step 3 */
+        return la_fail(LA_EIO, "cannot rename '%s' to '%s': %s (the checkpoint still loads from the new name)", sp,
+                       final_sp, strerror(errno));
+    fsync_dir_of(final_sp);
+    return LA_OK;
 }
 
 static la_status meta_u64(const la_st_file *f, const char *path, const char *key, int base,
@@ -81,7 +113,8 @@ static la_status meta_u64(const la_st_file *f, const char *path, const char *key
 }
 
 static la_status load_checked(la_trainer *tr, const char *path, const la_st_file *wf,
-                              const la_st_file *sf, const char *sp) {
+                              const la_st_file *sf, const char *sp, int *mismatch) {
+    *mismatch = 0;
     /* 1. the weights file describes the trainer's model */
     la_model_config fc;
     LA_TRY(la_model_config_from_meta(wf, path, &fc));
@@ -134,6 +167,7 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
     if (la_model_weights_hash(tr->m) != hash) {
         memcpy(p, backup, tr->P * sizeof(float));
         free(backup);
+        *mismatch = 1;
         return la_fail(LA_EFORMAT, "%s and %s do not belong together (weights hash differs): the "
                        "checkpoint is corrupt or was overwritten half-way; use another checkpoint",
                        path, sp);
@@ -154,18 +188,26 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
 
 la_status la_trainer_load(la_trainer *tr, const char *path) {
     if (!tr || !path) return la_fail(LA_EINVAL, "la_trainer_load: NULL argument");
-    char sp[1100];
+    char sp[1100], np[1100];
     state_path(sp, sizeof sp, path);
+    state_new_path(np, sizeof np, path);
     la_st_file wf, sf;
     LA_TRY(la_st_read(path, &wf));
-    la_status s = la_st_read(sp, &sf);
+    /* <path>.state, or <path>.state.new when a save was killed before renaming it (file comment) */
+    int has_new = access(np, F_OK) == 0, mismatch = 0;
+    la_status s = access(sp, F_OK) == 0 || !has_new ? la_st_read(sp, &sf) : la_st_read(np, &sf);
     if (s != LA_OK) {
         la_st_free(&wf);
         return s;
     }
-    s = load_checked(tr, path, &wf, &sf, sp);
-    la_st_free(&wf);
+    const char *used = access(sp, F_OK) == 0 || !has_new ? sp : np;
+    s = load_checked(tr, path, &wf, &sf, used, &mismatch);
     la_st_free(&sf);
+    if (s != LA_OK && mismatch && has_new && used == sp && la_st_read(np, &sf) == LA_OK) {
+        s = load_checked(tr, path, &wf, &sf, np, &mismatch);
+        la_st_free(&sf);
+    }
+    la_st_free(&wf);
     return s;
 }
 
@@ -173,6 +215,7 @@ la_status la_trainer_load(la_trainer *tr, const char *path) {
 la_status la_trainer_read_config(const char *path, la_train_config *cfg) {
     char sp[1100];
     state_path(sp, sizeof sp, path);
+    if (access(sp, F_OK) != 0) state_new_path(sp, sizeof sp, path); /* a first save killed before its rename */
     la_st_file sf;
     LA_TRY(la_st_read(sp, &sf));
     const char *js = la_st_meta(&sf, "train_config");
