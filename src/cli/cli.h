@@ -27,6 +27,14 @@ int cli_parse_num(const char *s, double lo, double hi, double *out);
  * else cli_usage_error's 2. */
 int cli_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 int cli_opt_num(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
+/* The sampling options both `generate` forms take (--max-new, --top-k, --seed, --temperature,
+ * --top-p), written into the caller's variables. cli_sampling_opt returns -1 when OPT is
+ * not one of them, else 0 or the usage error's 2 for a bad VAL. */
+typedef struct {
+    long *max_new, *top_k, *seed;
+    double *temperature, *top_p;
+} cli_sampling;
+int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cli_sampling *s);
 /* Monotonic clock, seconds. */
 double cli_now(void);
 /* Growable string: cli_sbuf b = {0}; cli_sb_printf(&b, ...); use b.s (NULL when empty);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli/cli.h"
@@ -51,6 +52,15 @@ int cli_opt_num(const char *cmd, const char *opt, const char *s, double lo, doub
     if (cli_parse_num(s, lo, hi, out))
         return cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
     return 0;
+}
+
+int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cli_sampling *s) {
+    if (!strcmp(opt, "--max-new")) return cli_opt_long(cmd, opt, val, 0, 1L << 24, s->max_new);
+    if (!strcmp(opt, "--top-k")) return cli_opt_long(cmd, opt, val, 0, 1L << 30, s->top_k);
+    if (!strcmp(opt, "--seed")) return cli_opt_long(cmd, opt, val, 0, 0x7fffffffL, s->seed);
+    if (!strcmp(opt, "--temperature")) return cli_opt_num(cmd, opt, val, 0, 1e6, s->temperature);
+    if (!strcmp(opt, "--top-p")) return cli_opt_num(cmd, opt, val, 1e-9, 1, s->top_p);
+    return -1;
 }
 
 double cli_now(void) {

@@ -49,6 +49,7 @@ int cli_generate(int argc, char **argv) {
     const char *cmd = "generate", *ckpt = NULL, *prompt = NULL, *policy = "full";
     long max_new = 200, top_k = 0, seed = 1;
     double temperature = 0.8, top_p = 0.95;
+    const cli_sampling samp = {&max_new, &top_k, &seed, &temperature, &top_p};
     int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -62,15 +63,15 @@ int cli_generate(int argc, char **argv) {
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
         const char *val = argv[++i];
-        int rc = 0;
+        int rc = cli_sampling_opt(cmd, a, val, &samp);
+        if (rc >= 0) {
+            if (rc) return rc;
+            continue;
+        }
+        rc = 0;
         if (!strcmp(a, "--ckpt")) ckpt = val;
         else if (!strcmp(a, "--prompt")) prompt = val;
         else if (!strcmp(a, "--policy")) policy = val;
-        else if (!strcmp(a, "--max-new")) rc = cli_opt_long(cmd, a, val, 0, 1L << 24, &max_new);
-        else if (!strcmp(a, "--top-k")) rc = cli_opt_long(cmd, a, val, 0, 1L << 30, &top_k);
-        else if (!strcmp(a, "--seed")) rc = cli_opt_long(cmd, a, val, 0, 0x7fffffffL, &seed);
-        else if (!strcmp(a, "--temperature")) rc = cli_opt_num(cmd, a, val, 0, 1e6, &temperature);
-        else if (!strcmp(a, "--top-p")) rc = cli_opt_num(cmd, a, val, 1e-9, 1, &top_p);
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }

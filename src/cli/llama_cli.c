@@ -77,6 +77,7 @@ int cli_generate_gguf(int argc, char **argv) {
                *ids_out = NULL;
     long max_new = 256, top_k = 0, seed = 1, ctx = 0;
     double temperature = 0, top_p = 1;
+    const cli_sampling samp = {&max_new, &top_k, &seed, &temperature, &top_p};
     int quiet = 0, chat = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -88,19 +89,19 @@ int cli_generate_gguf(int argc, char **argv) {
         if (!strcmp(a, "--chat")) { chat = 1; continue; }
         if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
         const char *val = argv[++i];
-        int rc = 0;
+        int rc = cli_sampling_opt(cmd, a, val, &samp);
+        if (rc >= 0) {
+            if (rc) return rc;
+            continue;
+        }
+        rc = 0;
         if (!strcmp(a, "--model")) path = val;
         else if (!strcmp(a, "--prompt")) prompt = val;
         else if (!strcmp(a, "--system")) system = val;
         else if (!strcmp(a, "--kv") || !strcmp(a, "--policy")) policy = val;
         else if (!strcmp(a, "--spec")) spec = val;
         else if (!strcmp(a, "--ids-out")) ids_out = val;
-        else if (!strcmp(a, "--max-new")) rc = cli_opt_long(cmd, a, val, 0, 1L << 24, &max_new);
         else if (!strcmp(a, "--ctx")) rc = cli_opt_long(cmd, a, val, 1, 1L << 30, &ctx);
-        else if (!strcmp(a, "--top-k")) rc = cli_opt_long(cmd, a, val, 0, 1L << 30, &top_k);
-        else if (!strcmp(a, "--seed")) rc = cli_opt_long(cmd, a, val, 0, 0x7fffffffL, &seed);
-        else if (!strcmp(a, "--temperature")) rc = cli_opt_num(cmd, a, val, 0, 1e6, &temperature);
-        else if (!strcmp(a, "--top-p")) rc = cli_opt_num(cmd, a, val, 1e-9, 1, &top_p);
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
