@@ -152,6 +152,19 @@ def static_library():
     return os.path.join(build_dir(), "liblongattn.a")
 
 
+def mpi_link_args():
+    """mpicc's link flags when make built the archive with MPI (src/core/dist.c; the stamp
+    BUILD/.lib-cflags ends in MPI=1), else none."""
+    import subprocess
+    try:
+        with open(os.path.join(build_dir(), ".lib-cflags"), encoding="utf-8") as f:
+            if "MPI=1" not in f.read():
+                return []
+        return subprocess.check_output(["mpicc", "--showme:link"], text=True).split()
+    except (OSError, subprocess.CalledProcessError):
+        return []
+
+
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 # The paths are relative to the repository root (setup.py's folder, where setuptools runs).
@@ -164,7 +177,7 @@ ffibuilder.set_source(
     # the generated wrapper only; the library's objects come from make. No -Werror: cffi's
     # generated C is not ours
     extra_compile_args=["-std=gnu11", "-O2"],
-    extra_link_args=["-fopenmp"],
+    extra_link_args=["-fopenmp"] + mpi_link_args(),
     depends=[static_library()],
 )
 
