@@ -37,13 +37,6 @@ typedef struct {
 int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cli_sampling *s);
 /* Monotonic clock, seconds. */
 double cli_now(void);
-/* Growable string: cli_sbuf b = {0}; cli_sb_printf(&b, ...); use b.s (NULL when empty);
- * free(b.s). Text that does not fit in memory is dropped. */
-typedef struct {
-    char *s;
-    size_t n, cap;
-} cli_sbuf;
-void cli_sb_printf(cli_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* `longattn study`: the length-generalisation study (src/cli/study.c). */
 int cli_study(int argc, char **argv);

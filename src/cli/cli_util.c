@@ -68,22 +68,3 @@ double cli_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-void cli_sb_printf(cli_sbuf *b, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) return;
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t nc = (b->cap + (size_t)k + 1) * 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) return;
-        b->s = ns;
-        b->cap = nc;
-    }
-}

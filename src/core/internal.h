@@ -79,4 +79,14 @@ double la_rng_uniform(la_rng *r);             /* [0, 1) with 53 random bits */
 double la_rng_normal(la_rng *r);              /* standard normal (Box-Muller, no cached spare) */
 uint64_t la_rng_below(la_rng *r, uint64_t n); /* uniform integer in [0, n), unbiased */
 
+/* ---- growable string (src/core/sbuf.c) ----
+ * la_sbuf b = {0}; la_sbuf_printf(&b, ...); b.s holds the text (NULL while empty); free(b.s).
+ * Once an allocation fails, oom is set and later calls do nothing. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} la_sbuf;
+void la_sbuf_printf(la_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif /* LA_INTERNAL_H (the guard covers the whole header) */

@@ -216,91 +216,69 @@ static cJSON *study_json(const study_results *r) {
     return root;
 }
 
-/* growable string */
-typedef struct { char *s; size_t n, cap; int oom; } sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) { b->oom = 1; return; }
-        if (b->s && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap <= b->n + (size_t)k) cap *= 2;
-        char *t = la_realloc(b->s, cap);
-        if (!t) { b->oom = 1; return; }
-        b->s = t;
-        b->cap = cap;
-    }
-}
-
 /* Markdown summary table (the content of results.md). Returns a malloc'ed string. */
 static char *study_markdown(const study_results *r) {
     const la_study *st = r->st;
     const char *u = r->is_bytes ? "bpb" : "bits/token";
-    sbuf b = {0};
-    sb_printf(&b, "## Study \"%s\": trained at L = %d, evaluated up to %d\n\n", st->name, st->seq_len,
+    la_sbuf b = {0};
+    la_sbuf_printf(&b, "## Study \"%s\": trained at L = %d, evaluated up to %d\n\n", st->name, st->seq_len,
               st->eval_lens[st->n_eval_lens - 1]);
-    sb_printf(&b, "Data `%s`: %d training documents (%lld %s), %d validation documents (%lld %s). "
+    la_sbuf_printf(&b, "Data `%s`: %d training documents (%lld %s), %d validation documents (%lld %s). "
               "Model: %d layers, d_model %d, %d heads (%d kv), %s vocabulary. Training: %d steps of %d x %d, "
               "lr %g, seed %llu; same windows in the same order for every variant.\n\n",
               st->data, r->train_docs, (long long)r->train_tokens, r->is_bytes ? "bytes" : "tokens", r->val_docs,
               (long long)r->val_tokens, r->is_bytes ? "bytes" : "tokens", st->n_layer, st->d_model, st->n_head,
               st->n_kv_head, r->is_bytes ? "byte (256)" : "GPT-2", st->steps, st->batch, st->seq_len, st->lr,
               (unsigned long long)st->seed);
-    sb_printf(&b, "| spec | params | train %s |", u);
-    for (int i = 0; i < st->n_eval_lens; i++) sb_printf(&b, " val %s @%d |", u, st->eval_lens[i]);
+    la_sbuf_printf(&b, "| spec | params | train %s |", u);
+    for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&b, " val %s @%d |", u, st->eval_lens[i]);
     if (st->pk_trials > 0)
-        for (int i = 0; i < st->n_pk_lens; i++) sb_printf(&b, " passkey @%d |", st->pk_lens[i]);
-    sb_printf(&b, "\n|---|---:|---:|");
-    for (int i = 0; i < st->n_eval_lens; i++) sb_printf(&b, "---:|");
+        for (int i = 0; i < st->n_pk_lens; i++) la_sbuf_printf(&b, " passkey @%d |", st->pk_lens[i]);
+    la_sbuf_printf(&b, "\n|---|---:|---:|");
+    for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&b, "---:|");
     if (st->pk_trials > 0)
-        for (int i = 0; i < st->n_pk_lens; i++) sb_printf(&b, "---:|");
-    sb_printf(&b, "\n");
+        for (int i = 0; i < st->n_pk_lens; i++) la_sbuf_printf(&b, "---:|");
+    la_sbuf_printf(&b, "\n");
     for (int vi = 0; vi < st->n_specs; vi++) {
         const study_variant *v = &r->v[vi];
         if (!v->trained) continue;
-        sb_printf(&b, "| `%s` | %zu | %.3f |", st->specs[vi], v->n_params, v->final_train_bpb);
-        for (int i = 0; i < st->n_eval_lens; i++) sb_printf(&b, " %.3f |", v->loss[i]);
+        la_sbuf_printf(&b, "| `%s` | %zu | %.3f |", st->specs[vi], v->n_params, v->final_train_bpb);
+        for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&b, " %.3f |", v->loss[i]);
         if (st->pk_trials > 0)
             for (int i = 0; i < st->n_pk_lens; i++) {
-                if (v->passkey_done) sb_printf(&b, " %.2f |", pk_acc_len(st, v, i));
-                else sb_printf(&b, " - |");
+                if (v->passkey_done) la_sbuf_printf(&b, " %.2f |", pk_acc_len(st, v, i));
+                else la_sbuf_printf(&b, " - |");
             }
-        sb_printf(&b, "\n");
+        la_sbuf_printf(&b, "\n");
     }
-    sb_printf(&b, "\nLosses are %s on %d validation windows per length (lower is better; "
+    la_sbuf_printf(&b, "\nLosses are %s on %d validation windows per length (lower is better; "
               "val @%d is in-distribution). Passkey: exact-match accuracy of greedy decoding of the 5-digit key, "
               "%d trials x %d depths per length, after %d fine-tune steps at L.\n",
               r->is_bytes ? "bits per byte" : "bits per token", st->eval_windows, st->seq_len, st->pk_trials,
               st->n_pk_depths, st->pk_steps);
     if (st->pk_trials > 0) {
-        sb_printf(&b, "\nPasskey accuracy by needle depth (0 = start of the haystack, 1 = just before the question):\n\n"
+        la_sbuf_printf(&b, "\nPasskey accuracy by needle depth (0 = start of the haystack, 1 = just before the question):\n\n"
                   "| spec | length |");
-        for (int di = 0; di < st->n_pk_depths; di++) sb_printf(&b, " %g |", st->pk_depths[di]);
-        sb_printf(&b, "\n|---|---:|");
-        for (int di = 0; di < st->n_pk_depths; di++) sb_printf(&b, "---:|");
-        sb_printf(&b, "\n");
+        for (int di = 0; di < st->n_pk_depths; di++) la_sbuf_printf(&b, " %g |", st->pk_depths[di]);
+        la_sbuf_printf(&b, "\n|---|---:|");
+        for (int di = 0; di < st->n_pk_depths; di++) la_sbuf_printf(&b, "---:|");
+        la_sbuf_printf(&b, "\n");
         for (int vi = 0; vi < st->n_specs; vi++) {
             const study_variant *v = &r->v[vi];
             if (!v->passkey_done) continue;
             for (int li = 0; li < st->n_pk_lens; li++) {
-                sb_printf(&b, "| `%s` | %d |", st->specs[vi], st->pk_lens[li]);
+                la_sbuf_printf(&b, "| `%s` | %d |", st->specs[vi], st->pk_lens[li]);
                 for (int di = 0; di < st->n_pk_depths; di++)
-                    sb_printf(&b, " %.2f |", (double)v->correct[li][di] / st->pk_trials);
-                sb_printf(&b, "\n");
+                    la_sbuf_printf(&b, " %.2f |", (double)v->correct[li][di] / st->pk_trials);
+                la_sbuf_printf(&b, "\n");
             }
         }
     }
     for (int vi = 0; vi < st->n_specs; vi++)
         if (r->v[vi].error[0])
-            sb_printf(&b, "\n**`%s` failed**%s: %s\n", st->specs[vi],
+            la_sbuf_printf(&b, "\n**`%s` failed**%s: %s\n", st->specs[vi],
                       r->v[vi].trained ? " after its loss evaluation" : "", r->v[vi].error);
-    sb_printf(&b, "\nWall time %.0f s.\n", r->wall_s);
+    la_sbuf_printf(&b, "\nWall time %.0f s.\n", r->wall_s);
     if (b.oom) { free(b.s); return NULL; }
     return b.s;
 }

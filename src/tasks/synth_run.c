@@ -56,35 +56,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Growable string for the table writers; on out of memory it keeps failing (oom set). */
-typedef struct {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    va_list ap;
-    while (!b->oom) {
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) return;
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t nc = (b->cap + (size_t)k + 1) * 2;
-        char *ns = la_realloc(b->s, nc);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-}
-
 static la_status write_text(const char *path, const char *text) {
     la_afile af;
     LA_TRY(la_afile_open(&af, path));
@@ -92,7 +63,7 @@ static la_status write_text(const char *path, const char *text) {
     return la_afile_commit(&af);
 }
 
-static la_status write_sbuf(const char *path, const sbuf *b) {
+static la_status write_sbuf(const char *path, const la_sbuf *b) {
     if (b->oom) return la_fail(LA_ENOMEM, "out of memory formatting %s", path);
     return write_text(path, b->s ? b->s : "");
 }
@@ -327,15 +298,15 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     char path[1200];
     la_status rc = LA_OK;
     /* CSV: one row per run x length */
-    sbuf csv = {0};
-    sb_printf(&csv, "task,spec,mult,content_len,tokens,n,correct,exact_match,train_steps,train_s,final_loss\n");
+    la_sbuf csv = {0};
+    la_sbuf_printf(&csv, "task,spec,mult,content_len,tokens,n,correct,exact_match,train_steps,train_s,final_loss\n");
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < rs[i].n_points; j++) {
             const eval_point *e = &rs[i].pt[j];
             char acc[32];
             if (e->n) snprintf(acc, sizeof acc, "%.4f", (double)e->correct / e->n);
             else acc[0] = '\0';
-            sb_printf(&csv, "%s,\"%s\",%d,%d,%d,%d,%d,%s,%d,%.1f,%.5f\n", la_task_name(rs[i].task), rs[i].spec,
+            la_sbuf_printf(&csv, "%s,\"%s\",%d,%d,%d,%d,%d,%s,%d,%.1f,%.5f\n", la_task_name(rs[i].task), rs[i].spec,
                       e->mult, e->content_len, e->tokens, e->n, e->correct, acc, rs[i].steps, rs[i].train_s,
                       rs[i].final_loss);
         }
@@ -344,31 +315,31 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     free(csv.s);
 
     /* Markdown: one row per run, one column per length */
-    sbuf md = {0};
+    la_sbuf md = {0};
     int maxp = 0;
     for (int i = 0; i < nr; i++) maxp = rs[i].n_points > maxp ? rs[i].n_points : maxp;
-    sb_printf(&md, "| task | spec | steps | train s | final loss |");
+    la_sbuf_printf(&md, "| task | spec | steps | train s | final loss |");
     for (int j = 0, m = 1; j < maxp; j++, m *= 2) {
-        if (m == 1) sb_printf(&md, " ID (%d) |", o->max_len);
-        else sb_printf(&md, " %dx (%d) |", m, m * o->max_len);
+        if (m == 1) la_sbuf_printf(&md, " ID (%d) |", o->max_len);
+        else la_sbuf_printf(&md, " %dx (%d) |", m, m * o->max_len);
     }
-    sb_printf(&md, "\n|---|---|---:|---:|---:|");
-    for (int j = 0; j < maxp; j++) sb_printf(&md, "---:|");
-    sb_printf(&md, "\n");
+    la_sbuf_printf(&md, "\n|---|---|---:|---:|---:|");
+    for (int j = 0; j < maxp; j++) la_sbuf_printf(&md, "---:|");
+    la_sbuf_printf(&md, "\n");
     for (int i = 0; i < nr; i++) {
-        sb_printf(&md, "| %s | `%s` | %d | %.0f | %.4f |", la_task_name(rs[i].task), rs[i].spec, rs[i].steps,
+        la_sbuf_printf(&md, "| %s | `%s` | %d | %.0f | %.4f |", la_task_name(rs[i].task), rs[i].spec, rs[i].steps,
                   rs[i].train_s, rs[i].final_loss);
         for (int j = 0; j < maxp; j++) {
             char acc[32] = "";
             if (j < rs[i].n_points) fmt_acc(&rs[i].pt[j], acc, sizeof acc);
-            sb_printf(&md, " %s |", acc);
+            la_sbuf_printf(&md, " %s |", acc);
         }
-        sb_printf(&md, "\n");
+        la_sbuf_printf(&md, "\n");
     }
-    sb_printf(&md, "\nExact match (whole target right) on %d examples per length (fewer above 16x); "
+    la_sbuf_printf(&md, "\nExact match (whole target right) on %d examples per length (fewer above 16x); "
                    "columns: multiple of the training length (content tokens); '-' = skipped (too long).\n",
               o->eval_n);
-    if (*S->skipped) sb_printf(&md, "\nSkipped (not built into this library): %s\n", S->skipped);
+    if (*S->skipped) la_sbuf_printf(&md, "\nSkipped (not built into this library): %s\n", S->skipped);
     snprintf(path, sizeof path, "%s/results.md", o->out);
     if (rc == LA_OK) rc = write_sbuf(path, &md);
     free(md.s);
@@ -464,23 +435,23 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
         snprintf(dat, sizeof dat, "%s/synth_%s.dat", o->out, la_task_name(t));
         snprintf(gp, sizeof gp, "%s/synth_%s.gp", o->out, la_task_name(t));
         snprintf(png, sizeof png, "%s/synth_%s.png", o->out, la_task_name(t));
-        sbuf d = {0};
-        sb_printf(&d, "content_len");
-        for (int s = 0; s < ns; s++) sb_printf(&d, "\t%s", rs[idx[s]].spec);
-        sb_printf(&d, "\n");
+        la_sbuf d = {0};
+        la_sbuf_printf(&d, "content_len");
+        for (int s = 0; s < ns; s++) la_sbuf_printf(&d, "\t%s", rs[idx[s]].spec);
+        la_sbuf_printf(&d, "\n");
         for (int k = 0; k < rs[idx[0]].n_points; k++) {
-            sb_printf(&d, "%d", rs[idx[0]].pt[k].content_len);
+            la_sbuf_printf(&d, "%d", rs[idx[0]].pt[k].content_len);
             for (int s = 0; s < ns; s++) {
                 const run_result *r = &rs[idx[s]];
-                if (k < r->n_points && r->pt[k].n) sb_printf(&d, "\t%.4f", (double)r->pt[k].correct / r->pt[k].n);
-                else sb_printf(&d, "\tNaN");
+                if (k < r->n_points && r->pt[k].n) la_sbuf_printf(&d, "\t%.4f", (double)r->pt[k].correct / r->pt[k].n);
+                else la_sbuf_printf(&d, "\tNaN");
             }
-            sb_printf(&d, "\n");
+            la_sbuf_printf(&d, "\n");
         }
         rc = write_sbuf(dat, &d);
         free(d.s);
-        sbuf g = {0};
-        sb_printf(&g,
+        la_sbuf g = {0};
+        la_sbuf_printf(&g,
                   "set terminal pngcairo size 800,500 noenhanced\nset output '%s'\n"
                   "set datafile separator '\\t'\nset datafile missing 'NaN'\n"
                   "set title 'longattn synth: %s (trained at content length %d-%d)'\n"
