@@ -156,8 +156,10 @@ class RefModel:
                     self.t[key] = w.reshape(n_head, self.D // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
         self.out = self.t.get("output.weight", self.t["token_embd.weight"])
 
-    def forward(self, ids, dtype=np.float64):
-        """logits (T, V) of the token ids at positions 0..T-1."""
+    def forward(self, ids, dtype=np.float64, inv_freq=None, logit_scale=None):
+        """logits (T, V) of the token ids at positions 0..T-1. inv_freq (D/2,) replaces the
+        file's RoPE frequencies and logit_scale (T,) multiplies each query's logits (the
+        context-extension methods of test_longeval.py)."""
         H, K, D, eps = self.H, self.K, self.D, self.eps
         W = lambda n: self.t[n].astype(dtype)  # noqa: E731
         T = len(ids)
@@ -166,7 +168,8 @@ class RefModel:
         def rms(v, g):
             return v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + dtype(eps)) * g
 
-        inv_freq = 1.0 / (self.base ** (np.arange(0, D, 2, dtype=np.float64) / D))
+        if inv_freq is None:
+            inv_freq = 1.0 / (self.base ** (np.arange(0, D, 2, dtype=np.float64) / D))
         ang = np.arange(T, dtype=np.float64)[:, None] * inv_freq[None, :]
         emb = np.concatenate([ang, ang], axis=-1)
         cos, sin = np.cos(emb).astype(dtype), np.sin(emb).astype(dtype)
@@ -188,6 +191,8 @@ class RefModel:
             k = k * cos + rotate_half(k) * sin
             k, v = np.repeat(k, H // K, axis=0), np.repeat(v, H // K, axis=0)
             s = q @ k.transpose(0, 2, 1) / dtype(np.sqrt(D))
+            if logit_scale is not None:
+                s = s * logit_scale[None, :, None]
             s[:, mask] = -np.inf
             s = np.exp(s - s.max(axis=-1, keepdims=True))
             att = (s / s.sum(axis=-1, keepdims=True)) @ v

@@ -20,43 +20,8 @@ C_TRAIN = 256  # write_model's context_length
 
 
 def ref_forward(ref, ids, inv_freq, logit_scale):
-    """test_llama.RefModel.forward with the method's frequencies and a per-query factor on
-    the logits (float64)."""
-    H, K, D, eps = ref.H, ref.K, ref.D, ref.eps
-    W = lambda n: ref.t[n].astype(np.float64)  # noqa: E731
-    T = len(ids)
-    x = ref.t["token_embd.weight"][np.asarray(ids)].astype(np.float64)
-
-    def rms(v, g):
-        return v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + eps) * g
-
-    ang = np.arange(T, dtype=np.float64)[:, None] * inv_freq[None, :]
-    emb = np.concatenate([ang, ang], axis=-1)
-    cos, sin = np.cos(emb), np.sin(emb)
-
-    def rotate_half(v):
-        return np.concatenate([-v[..., D // 2:], v[..., :D // 2]], axis=-1)
-
-    mask = np.triu(np.ones((T, T), dtype=bool), 1)
-    for layer in range(ref.L):
-        p = f"blk.{layer}."
-        n = rms(x, W(p + "attn_norm.weight"))
-        q, k, v = n @ W(p + "attn_q.weight").T, n @ W(p + "attn_k.weight").T, n @ W(p + "attn_v.weight").T
-        q = q.reshape(T, H, D).transpose(1, 0, 2)
-        k = k.reshape(T, K, D).transpose(1, 0, 2)
-        v = v.reshape(T, K, D).transpose(1, 0, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        k, v = np.repeat(k, H // K, axis=0), np.repeat(v, H // K, axis=0)
-        s = q @ k.transpose(0, 2, 1) / np.sqrt(D) * logit_scale[None, :, None]
-        s[:, mask] = -np.inf
-        s = np.exp(s - s.max(axis=-1, keepdims=True))
-        att = (s / s.sum(axis=-1, keepdims=True)) @ v
-        x = x + att.transpose(1, 0, 2).reshape(T, H * D) @ W(p + "attn_output.weight").T
-        n = rms(x, W(p + "ffn_norm.weight"))
-        g, u = n @ W(p + "ffn_gate.weight").T, n @ W(p + "ffn_up.weight").T
-        x = x + (g / (1 + np.exp(-g)) * u) @ W(p + "ffn_down.weight").T
-    return rms(x, W("output_norm.weight")) @ ref.out.astype(np.float64).T
+    """test_llama's float64 reference with the method's frequencies and per-query factor."""
+    return ref.forward(ids, inv_freq=inv_freq, logit_scale=logit_scale)
 
 
 def method_ref(name, s, base, D, T, Ctr):
