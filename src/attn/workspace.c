@@ -5,7 +5,7 @@
 #include <string.h>
 
 la_workspace *la_workspace_new(void) {
-    la_workspace *ws = calloc(1, sizeof *ws);
+    la_workspace *ws = la_calloc(1, sizeof *ws);
     return ws;
 }
 
@@ -32,8 +32,8 @@ la_status la_ws_rope_table(la_workspace *ws, const double *omega, int D, int64_t
     size_t need = (size_t)n * (size_t)D;
     ws->rope_n = 0;
     if (need > ws->rope_cap) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, need * sizeof(float)) != 0 || !p)
+        void *p = la_aligned_alloc(64, need * sizeof(float));
+        if (!p)
             return la_fail(LA_ENOMEM, "attention workspace: cannot allocate the RoPE table (%zu bytes)",
                            need * sizeof(float));
         free(ws->rope);
@@ -43,7 +43,7 @@ la_status la_ws_rope_table(la_workspace *ws, const double *omega, int D, int64_t
     }
     if (ws->rope_D != D || !ws->rope_omega) {
         free(ws->rope_omega);
-        ws->rope_omega = malloc(sizeof(double) * (size_t)half);
+        ws->rope_omega = la_malloc(sizeof(double) * (size_t)half);
         if (!ws->rope_omega) return la_fail(LA_ENOMEM, "attention workspace: out of memory");
     }
     la_rope_table(omega, D, 0, (int)n, ws->rope, nthreads);
@@ -59,8 +59,8 @@ la_status la_ws_carve(la_workspace *ws, la_ws_req *reqs, int n) {
     for (int i = 0; i < n; i++) total += (reqs[i].bytes + 63) & ~(size_t)63;
     if (total == 0) total = 64;
     if (total > ws->cap) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, total) != 0 || !p)
+        void *p = la_aligned_alloc(64, total);
+        if (!p)
             return la_fail(LA_ENOMEM, "attention workspace: cannot allocate %zu bytes", total);
         free(ws->base);
         ws->base = p;

@@ -1,11 +1,12 @@
-/* alloc.c -- the library's allocation hook: every malloc / calloc / realloc / strdup of the
- * library goes through la_malloc / la_calloc / la_realloc / la_strdup, so that a test can
+/* alloc.c -- the library's allocation hook: every malloc / calloc / realloc / strdup /
+ * posix_memalign of the library goes through la_malloc / la_calloc / la_realloc / la_strdup /
+ * la_aligned_alloc, so that a test can
  * make the n-th allocation fail (la_alloc_fail_at) and check that each caller returns
  * LA_ENOMEM, leaks nothing and leaves no partial output (issue 17). Memory comes from the
  * C allocator unchanged, so free() releases it (callers free library results with free()).
  * While armed, cJSON (headers of safetensors files, configs, study files) allocates through
- * the hook too (cJSON_InitHooks; disarming restores its defaults). Not hooked: PCRE2's
- * internal allocations. Disarmed, the hook costs one relaxed atomic load per allocation. */
+ * the hook too (cJSON_InitHooks; disarming restores its defaults); PCRE2 allocates through
+ * a general context whose functions call la_malloc (src/tokenizer/bpe.c). Disarmed, the hook costs one relaxed atomic load per allocation. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -39,3 +40,9 @@ void *la_malloc(size_t n) { return fail_now() ? NULL : malloc(n); }
 void *la_calloc(size_t n, size_t size) { return fail_now() ? NULL : calloc(n, size); }
 void *la_realloc(void *p, size_t n) { return fail_now() ? NULL : realloc(p, n); }
 char *la_strdup(const char *s) { return fail_now() ? NULL : strdup(s); }
+
+void *la_aligned_alloc(size_t align, size_t n) {
+    void *p = NULL;
+    if (fail_now() || posix_memalign(&p, align, n ? n : 1) != 0) return NULL;
+    return p;
+}

@@ -50,6 +50,9 @@ void *la_malloc(size_t n);
 void *la_calloc(size_t n, size_t size);
 void *la_realloc(void *p, size_t n);
 char *la_strdup(const char *s);
+/* posix_memalign through the hook: n bytes aligned to align (a power of two, a multiple of
+ * sizeof(void *)); NULL when out of memory; release with free(). */
+void *la_aligned_alloc(size_t align, size_t n);
 /* Tests only (issue 17): after la_alloc_fail_at(n), n >= 1, the n-th allocation through the
  * hook (counting from this call, all threads) returns NULL with errno ENOMEM; 0 disarms.
  * la_alloc_count: allocations since the last la_alloc_fail_at. */

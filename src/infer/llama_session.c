@@ -34,7 +34,7 @@ la_status la_llama_session_new(la_llama *m, const la_kv_params *policy, int max_
     if (max_step < 1 || max_step > la_kv_max_chunk(&p))
         return la_fail(LA_EINVAL, "la_llama_session_new: max_step = %d must be in [1, %lld] (the policy's largest append)",
                        max_step, (long long)la_kv_max_chunk(&p));
-    la_llama_session *s = calloc(1, sizeof *s);
+    la_llama_session *s = la_calloc(1, sizeof *s);
     if (!s) return la_fail(LA_ENOMEM, "la_llama_session_new: out of memory");
     la_status st = la_kv_new(&p, &s->c);
     if (st != LA_OK) {

@@ -200,7 +200,7 @@ static void dequant_rows(const lw *w, int64_t r0, int64_t n, float *dst) {
 }
 
 static la_status keep_copy(la_llama *m, lw *w) {
-    w->f32 = malloc(sizeof(float) * (size_t)w->rows * (size_t)w->cols);
+    w->f32 = la_malloc(sizeof(float) * (size_t)w->rows * (size_t)w->cols);
     if (!w->f32) return la_fail(LA_ENOMEM, "llama: out of memory for the float32 copy of '%s'", w->name);
     dequant_rows(w, 0, w->rows, w->f32);
     m->f32_bytes += sizeof(float) * (size_t)w->rows * (size_t)w->cols;
@@ -254,8 +254,8 @@ static la_status load(la_llama *m) {
 
     const size_t HD = (size_t)H * D, KD = (size_t)K * D;
     m->vec_floats = C + (size_t)L * (2 * (size_t)C + HD + 2 * KD);
-    m->vecs = malloc(sizeof(float) * m->vec_floats);
-    m->ly = calloc(L, sizeof *m->ly);
+    m->vecs = la_malloc(sizeof(float) * m->vec_floats);
+    m->ly = la_calloc(L, sizeof *m->ly);
     if (!m->vecs || !m->ly) return la_fail(LA_ENOMEM, "llama: out of memory");
     size_t used = 0;
     LA_TRY(get_vector(m, "output_norm.weight", C, 1, &m->out_norm, &used));
@@ -289,8 +289,8 @@ static la_status load(la_llama *m) {
         size_t total = 0;
         for (uint32_t l = 0; l < L; l++) total += m->ly[l].wq.row_bytes * HD + m->ly[l].wk.row_bytes * KD;
         m->perm_bytes = total;
-        m->perm = malloc(total);
-        float *tmp = malloc(sizeof(float) * D);
+        m->perm = la_malloc(total);
+        float *tmp = la_malloc(sizeof(float) * D);
         if (!m->perm || !tmp) {
             free(tmp);
             return la_fail(LA_ENOMEM, "llama: out of memory for the un-permuted q/k rows (%zu bytes)", total);
@@ -324,7 +324,7 @@ la_status la_llama_open(const char *path, const la_llama_params *p, la_llama **o
     if (!out) return la_fail(LA_EINVAL, "la_llama_open: out is NULL");
     *out = NULL;
     if (!path) return la_fail(LA_EINVAL, "la_llama_open: path is NULL");
-    la_llama *m = calloc(1, sizeof *m);
+    la_llama *m = la_calloc(1, sizeof *m);
     if (!m) return la_fail(LA_ENOMEM, "la_llama_open: out of memory");
     m->p = p ? *p : la_llama_params_default();
     if (m->p.gemm_min < 1) m->p.gemm_min = 1;
@@ -421,7 +421,7 @@ static la_status ensure_buf(la_llama *m, int T) {
     if ((size_t)c->n_vocab > mvn) mvn = (size_t)c->n_vocab;
     if (HD > mvn) mvn = HD;
     size_t n = t * (2 * C + 4 * HD + 4 * KD + 2 * F) + mvn;
-    float *b = malloc(sizeof(float) * n);
+    float *b = la_malloc(sizeof(float) * n);
     if (!b) return la_fail(LA_ENOMEM, "llama: out of memory for the buffers of %d tokens", T);
     free(m->buf);
     m->buf = b;
@@ -452,7 +452,7 @@ static la_status ensure_scratch(la_llama *m) {
             if ((size_t)(ws[i]->rows * ws[i]->cols) > need) need = (size_t)(ws[i]->rows * ws[i]->cols);
     }
     if ((size_t)m->output.cols > need) need = (size_t)m->output.cols;
-    m->scratch = malloc(sizeof(float) * need);
+    m->scratch = la_malloc(sizeof(float) * need);
     if (!m->scratch) return la_fail(LA_ENOMEM, "llama: out of memory for the prefill scratch (%zu floats)", need);
     m->scratch_floats = need;
     return LA_OK;
@@ -613,16 +613,16 @@ la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T, int ma
     if (T > m->kv_cap) {
         const size_t n = (size_t)c->n_layer * c->n_head_kv * (size_t)T * c->head_dim;
         free(m->kvk), free(m->kvv), free(m->kv_stat);
-        m->kvk = malloc(sizeof(float) * n);
-        m->kvv = malloc(sizeof(float) * n);
-        m->kv_stat = malloc(sizeof(float) * (size_t)c->n_head * (size_t)(max_chunk < T ? max_chunk : T));
+        m->kvk = la_malloc(sizeof(float) * n);
+        m->kvv = la_malloc(sizeof(float) * n);
+        m->kv_stat = la_malloc(sizeof(float) * (size_t)c->n_head * (size_t)(max_chunk < T ? max_chunk : T));
         m->kv_cap = 0;
         if (!m->kvk || !m->kvv || !m->kv_stat)
             return la_fail(LA_ENOMEM, "la_llama_forward: out of memory for a KV buffer of %lld tokens", (long long)T);
         m->kv_cap = T;
     } else {
         free(m->kv_stat);
-        m->kv_stat = malloc(sizeof(float) * (size_t)c->n_head * (size_t)(max_chunk < T ? max_chunk : T));
+        m->kv_stat = la_malloc(sizeof(float) * (size_t)c->n_head * (size_t)(max_chunk < T ? max_chunk : T));
         if (!m->kv_stat) return la_fail(LA_ENOMEM, "la_llama_forward: out of memory");
     }
     la_model_kv_hook hook = {own_append_attend, m};

@@ -234,8 +234,8 @@ static la_status variant_from_json(const la_study *st, const cJSON *o, const cha
         v->loss[i] = la_cells_get_num(l, "loss");
         v->tokens[i] = (int64_t)la_cells_get_num(l, "tokens");
         v->n_bucket[i] = nb;
-        v->bucket[i] = malloc((size_t)nb * sizeof *v->bucket[i]);
-        v->bucket_tokens[i] = malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
+        v->bucket[i] = la_malloc((size_t)nb * sizeof *v->bucket[i]);
+        v->bucket_tokens[i] = la_malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
         if (!v->bucket[i] || !v->bucket_tokens[i]) return la_fail(LA_ENOMEM, "study: out of memory");
         for (int k = 0; k < nb; k++) {
             v->bucket[i][k] = la_cells_num_value(cJSON_GetArrayItem(b, k));

@@ -40,7 +40,7 @@ static la_status read_json(const char *path, cJSON **out) {
     while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) {
         if (n + k + 1 > cap) {
             cap = 2 * (n + k + 1);
-            char *nb = realloc(buf, cap);
+            char *nb = la_realloc(buf, cap);
             if (!nb) {
                 free(buf);
                 fclose(f);

@@ -124,7 +124,7 @@ la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, uint
     for (int k = 0; st == LA_OK && b.n < need && used < 4 * d.n_docs + 4; k++, used++) {
         int di = (first + k) % d.n_docs;
         int64_t len = d.offset[di + 1] - d.offset[di];
-        char *t2 = realloc(text, (size_t)len + 3);
+        char *t2 = la_realloc(text, (size_t)len + 3);
         if (!t2) { st = la_fail(LA_ENOMEM, "longeval: out of memory reading documents"); break; }
         text = t2;
         for (int64_t i = 0; i < len; i++) text[i] = (char)d.tokens[d.offset[di] + i];
@@ -141,7 +141,7 @@ la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, uint
         s->tokens = b.ids;
         s->n = b.n;
         s->text_bytes = bytes;
-        s->bytes = malloc(sizeof(int32_t) * (size_t)b.n);
+        s->bytes = la_malloc(sizeof(int32_t) * (size_t)b.n);
         if (!s->bytes) st = la_fail(LA_ENOMEM, "longeval: out of memory");
         for (int64_t i = 0; st == LA_OK && i < b.n; i++) {
             const char *tt = NULL;
@@ -285,13 +285,13 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
     LA_TRY(la_llama_session_new(c->m, &kv, step, &c->sess));
     la_status st = LA_OK;
     /* perplexity by position */
-    double *nll = malloc(sizeof(double) * (size_t)L);
-    float *last = malloc(sizeof(float) * (size_t)c->V);
-    int32_t *ex = malloc(sizeof(int32_t) * (size_t)L);
+    double *nll = la_malloc(sizeof(double) * (size_t)L);
+    float *last = la_malloc(sizeof(float) * (size_t)c->V);
+    int32_t *ex = la_malloc(sizeof(int32_t) * (size_t)L);
     if (!nll || !last || !ex) st = la_fail(LA_ENOMEM, "longeval: out of memory for L = %lld", (long long)L);
     int32_t *toks = NULL;
     if (st == LA_OK && L > c->stream.n) {
-        toks = malloc(sizeof(int32_t) * (size_t)L);
+        toks = la_malloc(sizeof(int32_t) * (size_t)L);
         if (!toks) st = la_fail(LA_ENOMEM, "longeval: out of memory");
         for (int64_t i = 0; toks && i < L; i++) toks[i] = c->stream.tokens[i % c->stream.n];
     }

@@ -66,7 +66,7 @@ static char *slurp(const char *path, la_status *st) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
+    char *b = la_malloc((size_t)n + 1);
     if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) {
         free(b);
         fclose(f);
@@ -130,7 +130,7 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
         if (cJSON_IsString(e)) need += strlen(e->valuestring) + 1;
         cJSON_ArrayForEach(x, e) if (cJSON_IsString(x)) need += strlen(x->valuestring) + 1;
     }
-    char *block = malloc(need), *w = block ? block + sizeof(char *) : NULL;
+    char *block = la_malloc(need), *w = block ? block + sizeof(char *) : NULL;
     if (!block && st == LA_OK) st = la_fail(LA_ENOMEM, "%s: out of memory", path);
     if (block) {
         memcpy(block, &o->owned, sizeof(char *));
@@ -365,7 +365,7 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     LA_TRY(la_afile_commit(&af));
 
     size_t tn = 256 + (size_t)nc * 96 + (size_t)o->n_methods * 300;
-    char *tab = malloc(tn);
+    char *tab = la_malloc(tn);
     if (!tab) return la_fail(LA_ENOMEM, "longeval: out of memory");
     la_longeval_table(o, cells, C, tab, tn);
     snprintf(path, sizeof path, "%s/longeval.md", o->out_dir);
@@ -452,8 +452,8 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     c.C = o.train_ctx > 0 ? o.train_ctx : cfg->n_ctx_train;
     c.V = cfg->n_vocab;
     int nc = o.n_methods * o.n_lengths;
-    la_longeval_cell *cells = calloc((size_t)nc, sizeof *cells);
-    c.logits = malloc(sizeof(float) * (size_t)o.chunk * (size_t)c.V);
+    la_longeval_cell *cells = la_calloc((size_t)nc, sizeof *cells);
+    c.logits = la_malloc(sizeof(float) * (size_t)o.chunk * (size_t)c.V);
     if (st == LA_OK && (!cells || !c.logits)) st = la_fail(LA_ENOMEM, "longeval: out of memory");
     if (st == LA_OK && c.C < 2) st = la_fail(LA_EFORMAT, "longeval: %s gives no trained context length", o.model);
     /* every method must parse at every length before anything runs */
@@ -486,7 +486,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     /* every length must hold the needles and the question: fail now, not after hours */
     for (int l = 0; st == LA_OK && o.trials > 0 && l < o.n_lengths; l++) {
         int64_t L = (int64_t)llround(o.lengths[l] * (double)c.C);
-        int32_t *ex = malloc(sizeof(int32_t) * (size_t)L);
+        int32_t *ex = la_malloc(sizeof(int32_t) * (size_t)L);
         char ans[16];
         int64_t at;
         if (!ex) st = la_fail(LA_ENOMEM, "longeval: out of memory");

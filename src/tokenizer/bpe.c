@@ -3,6 +3,7 @@
  * byte <-> unicode map, and the ranked merge loop (lowest rank first, leftmost first on
  * equal ranks, as Hugging Face tokenizers' BPE does). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tok_internal.h"
@@ -36,6 +37,17 @@ static const pre_def PRE[] = {
     {"qwen2", {RE_QWEN2, NULL}, 0},
 };
 
+/* PCRE2's memory (compiled patterns, match data, the interpreter's backtracking frames)
+ * comes from la_malloc, so an injected allocation failure reaches it too */
+static void *pcre_malloc(PCRE2_SIZE n, void *user) {
+    (void)user;
+    return la_malloc(n);
+}
+static void pcre_free(void *p, void *user) {
+    (void)user;
+    free(p);
+}
+
 static void byte_map(la_tokenizer *t) {
     int extra = 0;
     for (int b = 0; b < 256; b++) {
@@ -68,11 +80,17 @@ la_status la_tok_bpe_init(la_tokenizer *t, const char *pre) {
                        "supported are: %s", pre, names);
     }
     t->ignore_merges = d->ignore_merges;
+    t->pgc = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
+    t->pcc = t->pgc ? pcre2_compile_context_create(t->pgc) : NULL;
+    t->pmc = t->pcc ? pcre2_match_context_create(t->pgc) : NULL;
+    if (!t->pmc) return la_fail(LA_ENOMEM, "tokenizer: cannot allocate PCRE2 contexts");
     for (int i = 0; i < LA_TOK_MAX_RE && d->re[i]; i++) {
         int err;
         PCRE2_SIZE off;
         t->re[i] = pcre2_compile((PCRE2_SPTR)d->re[i], PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err,
-                                 &off, NULL);
+                                 &off, t->pcc);
+        if (!t->re[i] && err == PCRE2_ERROR_HEAP_FAILED)
+            return la_fail(LA_ENOMEM, "tokenizer: out of memory compiling the \"%s\" regex", pre);
         if (!t->re[i]) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(err, msg, sizeof msg);
@@ -82,7 +100,7 @@ la_status la_tok_bpe_init(la_tokenizer *t, const char *pre) {
         t->n_re = i + 1;
         (void)pcre2_jit_compile(t->re[i], PCRE2_JIT_COMPLETE); /* interpreted if JIT is unavailable */
     }
-    t->md = pcre2_match_data_create(4, NULL);
+    t->md = pcre2_match_data_create(4, t->pgc);
     if (!t->md) return la_fail(LA_ENOMEM, "tokenizer: cannot allocate PCRE2 match data");
     byte_map(t);
     for (int b = 0; b < 256; b++) {
@@ -145,8 +163,9 @@ static la_status split(la_tokenizer *t, int level, const char *s, size_t len, la
     if (level == t->n_re) return bpe_word(t, s, len, out);
     size_t pos = 0;
     while (pos < len) {
-        int rc = pcre2_match(t->re[level], (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK, t->md, NULL);
+        int rc = pcre2_match(t->re[level], (PCRE2_SPTR)s, len, pos, PCRE2_NO_UTF_CHECK, t->md, t->pmc);
         if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc == PCRE2_ERROR_NOMEMORY) return la_fail(LA_ENOMEM, "tokenizer: PCRE2 match: out of memory");
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);

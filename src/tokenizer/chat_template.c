@@ -42,7 +42,7 @@ static char *default_system(const char *tpl, const char *marker, const char *end
     if (!e || e == p) return NULL;
     for (const char *c = p; c < e; c++)
         if (*c == '{' || *c == '}' || *c == '\'' || *c == '"') return NULL;
-    char *s = malloc((size_t)(e - p) + 1);
+    char *s = la_malloc((size_t)(e - p) + 1);
     if (!s) return NULL;
     memcpy(s, p, (size_t)(e - p));
     s[e - p] = 0;
@@ -59,7 +59,7 @@ la_status la_chat_apply(const char *tpl, const char *system, const char *user, c
     if (!system && fam == LA_CHAT_CHATML && !dflt) dflt = default_system(tpl, "<|im_start|>system\n", "<|im_end|>");
     const char *sys = system ? system : dflt;
     size_t n = strlen(user) + (sys ? strlen(sys) : 0) + 256;
-    char *s = malloc(n);
+    char *s = la_malloc(n);
     if (!s) {
         free(dflt);
         return la_fail(LA_ENOMEM, "la_chat_apply: out of memory");

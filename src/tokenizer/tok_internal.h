@@ -51,6 +51,9 @@ struct la_tokenizer {
     int n_re;
     pcre2_code *re[LA_TOK_MAX_RE];
     pcre2_match_data *md;
+    pcre2_general_context *pgc; /* PCRE2's allocations go through la_malloc (the test hook) */
+    pcre2_compile_context *pcc;
+    pcre2_match_context *pmc;
     int ignore_merges;     /* a pre-token found whole in the vocabulary skips the merges */
 
     /* SentencePiece */

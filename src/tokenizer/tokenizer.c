@@ -148,6 +148,9 @@ void la_tokenizer_free(la_tokenizer *t) {
     if (!t) return;
     for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
     pcre2_match_data_free(t->md);
+    pcre2_match_context_free(t->pmc);
+    pcre2_compile_context_free(t->pcc);
+    pcre2_general_context_free(t->pgc);
     free(t->text);
     free(t->tlen);
     free(t->arena);
