@@ -1,11 +1,10 @@
 /* test_alloc_fail.c -- allocation failure injection (issue 17): la_alloc_fail_at(n) makes
- * the n-th library allocation fail; each scenario is walked with n = 1, 2, ... until it runs
- * through without reaching the n-th allocation. Every call must return LA_OK or LA_ENOMEM
- * (never crash, never another status), a failed checkpoint save must leave the previous
- * file intact and no temp file, and nothing may leak (make test-san runs this under
- * LeakSanitizer). Not covered: allocations inside the attention kernels' workspace and
- * entmax scratch (src/attn/workspace.c, entmax_attn.c: being rewritten, not yet hooked),
- * cJSON and PCRE2. */
+ * the n-th library allocation fail (every allocation of the library, the attention
+ * workspace, cJSON's and PCRE2's included); each scenario is walked with n = 1, 2, ... until
+ * it runs through without reaching the n-th allocation. Every call must return LA_OK or
+ * LA_ENOMEM (never crash, never another status), a run that succeeds must give the clean
+ * run's result, a failed save must leave the previous file intact and no temp file, and
+ * nothing may leak (make test-san runs this under LeakSanitizer). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +17,7 @@
 
 #include "core/internal.h"
 #include "longattn.h"
+#include "tokenizer/tok_internal.h"
 
 static char g_dir[64];
 
@@ -232,12 +232,207 @@ static void test_kv_session(void **st) {
     }
 }
 
+/* ---- a GGUF v3 writer: metadata (u32, f32, bool, string, string / i32 arrays) and F32
+ * tensors, enough for tokenizer files and tiny Llama models ---- */
+
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+    int nkv;
+} gbuf;
+
+static void gput(gbuf *b, const void *x, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    memcpy(b->p + b->n, x, n);
+    b->n += n;
+}
+static void gput_u32(gbuf *b, uint32_t v) { gput(b, &v, 4); }
+static void gput_u64(gbuf *b, uint64_t v) { gput(b, &v, 8); }
+static void gput_str(gbuf *b, const char *s) {
+    gput_u64(b, strlen(s));
+    gput(b, s, strlen(s));
+}
+static void gkv_str(gbuf *b, const char *k, const char *v) {
+    gput_str(b, k), gput_u32(b, 8), gput_str(b, v), b->nkv++;
+}
+static void gkv_u32(gbuf *b, const char *k, uint32_t v) { gput_str(b, k), gput_u32(b, 4), gput_u32(b, v), b->nkv++; }
+__attribute__((unused)) static void gkv_f32(gbuf *b, const char *k, float v) { gput_str(b, k), gput_u32(b, 6), gput(b, &v, 4), b->nkv++; }
+static void gkv_bool(gbuf *b, const char *k, int v) {
+    unsigned char c = (unsigned char)v;
+    gput_str(b, k), gput_u32(b, 7), gput(b, &c, 1), b->nkv++;
+}
+static void gkv_strs(gbuf *b, const char *k, const char *const *v, int n) {
+    gput_str(b, k), gput_u32(b, 9), gput_u32(b, 8), gput_u64(b, (uint64_t)n);
+    for (int i = 0; i < n; i++) gput_str(b, v[i]);
+    b->nkv++;
+}
+static void gkv_i32s(gbuf *b, const char *k, const int32_t *v, int n) {
+    gput_str(b, k), gput_u32(b, 9), gput_u32(b, 5), gput_u64(b, (uint64_t)n), gput(b, v, 4 * (size_t)n), b->nkv++;
+}
+
+typedef struct {
+    char name[64];
+    int64_t ne[2]; /* ne[1] = 1 for a vector */
+    float *data;
+} gtensor;
+
+/* header (with the counts) + metadata kv + tensor infos + aligned data into path */
+static void gguf_write(const char *path, gbuf *kv, gtensor *t, int nt) {
+    gbuf b = {0};
+    gput(&b, "GGUF", 4);
+    gput_u32(&b, 3);
+    gput_u64(&b, (uint64_t)nt);
+    gput_u64(&b, (uint64_t)kv->nkv);
+    gput(&b, kv->p, kv->n);
+    uint64_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        gput_str(&b, t[i].name);
+        int nd = t[i].ne[1] > 1 ? 2 : 1;
+        gput_u32(&b, (uint32_t)nd);
+        for (int d = 0; d < nd; d++) gput_u64(&b, (uint64_t)t[i].ne[d]);
+        gput_u32(&b, 0); /* F32 */
+        gput_u64(&b, off);
+        off += ((uint64_t)(t[i].ne[0] * t[i].ne[1]) * 4 + 31) / 32 * 32;
+    }
+    while (b.n % 32) gput(&b, "", 1);
+    for (int i = 0; i < nt; i++) {
+        size_t bytes = (size_t)(t[i].ne[0] * t[i].ne[1]) * 4;
+        gput(&b, t[i].data, bytes);
+        while (bytes % 32) gput(&b, "", 1), bytes++;
+    }
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.p, 1, b.n, f), b.n);
+    fclose(f);
+    free(b.p);
+}
+
+/* the GPT-2 byte -> character map, as UTF-8 */
+static void byte_sym(int byte, char out[4]) {
+    int n = 0, cp = -1;
+    for (int c = 0; c < 256 && cp < 0; c++) {
+        int keep = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255);
+        if (c == byte) cp = keep ? c : 256 + n;
+        if (!keep) n++;
+    }
+    if (cp < 0x80) out[0] = (char)cp, out[1] = 0;
+    else out[0] = (char)(0xC0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
+}
+
+/* tokenizer metadata: byte-level BPE (256 byte tokens, merges for " the" and " fox", an
+ * <|end|> control token, pre-tokenizer "smollm": digits, then the GPT-2 regex) or
+ * SentencePiece (<unk> <s> </s>, byte tokens, a few scored pieces) */
+static void tok_kv(gbuf *kv, int spm) {
+    static char store[300][12];
+    const char *toks[300];
+    int32_t type[300];
+    float score[300];
+    int n = 0;
+    if (!spm) {
+        for (int b = 0; b < 256; b++, n++) byte_sym(b, store[n]), toks[n] = store[n], type[n] = 1;
+        const char *extra[] = {"he", "\xc4\xa0t", "\xc4\xa0the", "ox", "\xc4\xa0" "f", "\xc4\xa0" "fox", "<|end|>"};
+        for (int i = 0; i < 7; i++, n++) toks[n] = extra[i], type[n] = i == 6 ? 3 : 1;
+        static const char *merges[] = {"h e", "\xc4\xa0 t", "\xc4\xa0t he", "o x", "\xc4\xa0 f", "\xc4\xa0" "f ox"};
+        gkv_str(kv, "tokenizer.ggml.model", "gpt2");
+        gkv_str(kv, "tokenizer.ggml.pre", "smollm");
+        gkv_strs(kv, "tokenizer.ggml.tokens", toks, n);
+        gkv_i32s(kv, "tokenizer.ggml.token_type", type, n);
+        gkv_strs(kv, "tokenizer.ggml.merges", merges, 6);
+        gkv_u32(kv, "tokenizer.ggml.eos_token_id", (uint32_t)(n - 1));
+        gkv_str(kv, "tokenizer.chat_template", "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}");
+        return;
+    }
+    const char *head[] = {"<unk>", "<s>", "</s>"};
+    for (int i = 0; i < 3; i++, n++) toks[n] = head[i], type[n] = i ? 3 : 2, score[n] = 0;
+    for (int b = 0; b < 256; b++, n++)
+        snprintf(store[n], sizeof store[n], "<0x%02X>", b), toks[n] = store[n], type[n] = 6, score[n] = 0;
+    const char *pieces[] = {"\xe2\x96\x81", "t", "h", "e", "\xe2\x96\x81t", "he", "\xe2\x96\x81the", "o", "x"};
+    for (int i = 0; i < 9; i++, n++) toks[n] = pieces[i], type[n] = 1, score[n] = -(float)(i + 1);
+    gkv_str(kv, "tokenizer.ggml.model", "llama");
+    gkv_strs(kv, "tokenizer.ggml.tokens", toks, n);
+    gkv_i32s(kv, "tokenizer.ggml.token_type", type, n);
+    gput_str(kv, "tokenizer.ggml.scores"), gput_u32(kv, 9), gput_u32(kv, 6), gput_u64(kv, (uint64_t)n);
+    gput(kv, score, 4 * (size_t)n), kv->nkv++;
+    gkv_u32(kv, "tokenizer.ggml.bos_token_id", 1);
+    gkv_u32(kv, "tokenizer.ggml.eos_token_id", 2);
+    gkv_u32(kv, "tokenizer.ggml.unknown_token_id", 0);
+    gkv_bool(kv, "tokenizer.ggml.add_bos_token", 1);
+}
+
+/* load (file -> GGUF -> tokenizer), encode with specials, decode; ids and text on success */
+static la_status tok_run(const char *path, const char *text, la_token_buf *ids, char **dec, long n, int *nomem) {
+    int ok = 1;
+    la_gguf *g = NULL;
+    la_tokenizer *t = NULL;
+    size_t len;
+    *dec = NULL;
+    OK_OR_NOMEM(la_gguf_open(path, &g), "la_gguf_open");
+    if (ok) OK_OR_NOMEM(la_tokenizer_from_gguf(g, &t), "la_tokenizer_from_gguf");
+    la_gguf_close(g);
+    if (ok) OK_OR_NOMEM(la_tokenizer_encode(t, text, strlen(text), LA_TOK_ADD_SPECIAL | LA_TOK_PARSE_SPECIAL, ids),
+                        "la_tokenizer_encode");
+    if (ok) OK_OR_NOMEM(la_tokenizer_decode(t, ids->ids, ids->n, 0, dec, &len), "la_tokenizer_decode");
+    la_tokenizer_free(t);
+    return ok ? LA_OK : LA_ENOMEM;
+}
+
+static void test_tokenizer(void **st) {
+    (void)st;
+    static const char text[] = "the fox 2024: the  fox<|end|> \xc3\xa9t\xc3\xa9\n\tthe foxes 12 \xf0\x9f\x99\x82 ox";
+    for (int spm = 0; spm < 2; spm++)
+        for (int jit = 1; jit >= 0; jit--) {
+            if (spm && !jit) continue; /* SentencePiece uses no regex */
+            char path[128];
+            snprintf(path, sizeof path, "%s/tok%d.gguf", g_dir, spm);
+            gbuf kv = {0};
+            tok_kv(&kv, spm);
+            gguf_write(path, &kv, NULL, 0);
+            free(kv.p);
+            la_tok_use_jit(jit);
+            /* the clean result, to compare every successful run with */
+            la_token_buf ref = {0};
+            char *rdec = NULL;
+            long n = 0;
+            int nomem = 0;
+            assert_int_equal(tok_run(path, text, &ref, &rdec, 0, &nomem), LA_OK);
+            assert_true(ref.n > 10);
+            const char *name = spm ? "SentencePiece tokenizer: load + encode + decode"
+                                   : jit ? "byte-level BPE tokenizer (PCRE2 JIT): load + encode + decode"
+                                         : "byte-level BPE tokenizer (PCRE2 interpreter): load + encode + decode";
+            for (n = 1;; n++) {
+                la_token_buf ids = {0};
+                char *dec = NULL;
+                nomem = 0;
+                la_alloc_fail_at(n);
+                la_status s = tok_run(path, text, &ids, &dec, n, &nomem);
+                long total;
+                int done = walk_done(n, nomem, name, &total);
+                if (s == LA_OK) {
+                    if (ids.n != ref.n || memcmp(ids.ids, ref.ids, sizeof *ids.ids * (size_t)ref.n) ||
+                        strcmp(dec, rdec))
+                        fail_msg("n = %ld: the run succeeded with other ids or text than a clean run", n);
+                }
+                la_token_buf_free(&ids);
+                free(dec);
+                if (done) break;
+            }
+            la_tok_use_jit(1);
+            la_token_buf_free(&ref);
+            free(rdec);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_backward),
         cmocka_unit_test(test_training_step),
         cmocka_unit_test(test_checkpoint_save_load),
         cmocka_unit_test(test_kv_session),
+        cmocka_unit_test(test_tokenizer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -37,6 +37,9 @@ static const pre_def PRE[] = {
     {"qwen2", {RE_QWEN2, NULL}, 0},
 };
 
+static int g_jit = 1;
+void la_tok_use_jit(int on) { __atomic_store_n(&g_jit, on != 0, __ATOMIC_SEQ_CST); }
+
 /* PCRE2's memory (compiled patterns, match data, the interpreter's backtracking frames)
  * comes from la_malloc, so an injected allocation failure reaches it too */
 static void *pcre_malloc(PCRE2_SIZE n, void *user) {
@@ -98,7 +101,8 @@ la_status la_tok_bpe_init(la_tokenizer *t, const char *pre) {
                            pre, (size_t)off, (const char *)msg);
         }
         t->n_re = i + 1;
-        (void)pcre2_jit_compile(t->re[i], PCRE2_JIT_COMPLETE); /* interpreted if JIT is unavailable */
+        if (__atomic_load_n(&g_jit, __ATOMIC_SEQ_CST))
+            (void)pcre2_jit_compile(t->re[i], PCRE2_JIT_COMPLETE); /* interpreted if JIT is unavailable */
     }
     t->md = pcre2_match_data_create(4, t->pgc);
     if (!t->md) return la_fail(LA_ENOMEM, "tokenizer: cannot allocate PCRE2 match data");

@@ -100,4 +100,9 @@ la_status la_tok_spm_init(la_tokenizer *t);
 la_status la_tok_spm_encode(la_tokenizer *t, const char *text, size_t len, int prefix_space,
                             la_token_buf *out);
 
+/* Tests only (issue 17): 0 makes later tokenizers match with PCRE2's interpreter instead of
+ * its JIT (the interpreter allocates its backtracking frames, through la_malloc); 1 (the
+ * default) JIT-compiles where PCRE2 can. */
+void la_tok_use_jit(int on);
+
 #endif
