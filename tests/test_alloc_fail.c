@@ -14,17 +14,25 @@
 #include <dirent.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
 
 #include "core/internal.h"
 #include "longattn.h"
 #include "tokenizer/tok_internal.h"
+#include "support/test_corpus.h"
 
 static char g_dir[64];
 
 static int setup(void **st) {
     (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/la_allocfail_XXXXXX");
-    assert_non_null(mkdtemp(g_dir));
+    /* in memory where there is /dev/shm: the walks write thousands of small files, and an
+     * fsync per file on a shared disk made them minutes slower */
+    snprintf(g_dir, sizeof g_dir, "/dev/shm/la_allocfail_XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        snprintf(g_dir, sizeof g_dir, "/tmp/la_allocfail_XXXXXX");
+        assert_non_null(mkdtemp(g_dir));
+    }
     char p[128];
     snprintf(p, sizeof p, "%s/text.txt", g_dir);
     FILE *f = fopen(p, "wb");
@@ -426,6 +434,198 @@ static void test_tokenizer(void **st) {
         }
 }
 
+/* ---- a whole study on tiny data ---- */
+
+/* every file under dir (recursively): no temp file of an atomic write (*.tmp.<pid>), every
+ * .json parses, every .csv / .md / .gp ends with a newline (a complete write) */
+static void check_outputs(const char *dir, long n) {
+    DIR *dd = opendir(dir);
+    if (!dd) return; /* failed before making it */
+    struct dirent *e;
+    while ((e = readdir(dd))) {
+        if (e->d_name[0] == '.') continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (e->d_type == DT_DIR) {
+            check_outputs(p, n);
+            continue;
+        }
+        if (strstr(e->d_name, ".tmp.")) fail_msg("n = %ld: temp file %s left behind", n, p);
+        long len = 0;
+        unsigned char *b = slurp(p, &len);
+        assert_non_null(b);
+        b[len > 0 ? len : 0] = 0;
+        const char *ext = strrchr(e->d_name, '.');
+        if (ext && !strcmp(ext, ".json")) {
+            cJSON *j = cJSON_Parse((const char *)b);
+            if (!j) fail_msg("n = %ld: %s is not complete JSON", n, p);
+            cJSON_Delete(j);
+        }
+        if (ext && (!strcmp(ext, ".csv") || !strcmp(ext, ".md") || !strcmp(ext, ".gp")) && (len < 1 || b[len - 1] != '\n'))
+            fail_msg("n = %ld: %s does not end with a newline (incomplete)", n, p);
+        free(b);
+    }
+    closedir(dd);
+}
+
+static char *read_out(const char *dir, const char *name) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    long len = 0;
+    unsigned char *b = slurp(p, &len);
+    if (!b) fail_msg("%s is missing", p);
+    b[len] = 0;
+    return (char *)b;
+}
+
+/* a JSON file without its timing fields (seconds, the elapsed entry of log rows) */
+static cJSON *json_no_timing(const char *dir, const char *name) {
+    char *t = read_out(dir, name);
+    cJSON *j = cJSON_Parse(t);
+    free(t);
+    if (!j) fail_msg("%s/%s is not JSON", dir, name);
+    cJSON *stack[64];
+    int sp = 0;
+    stack[sp++] = j;
+    while (sp) {
+        cJSON *o = stack[--sp];
+        for (cJSON *c = o->child, *next; c; c = next) {
+            next = c->next;
+            const char *k = c->string;
+            size_t kl = k ? strlen(k) : 0;
+            if (k && ((kl > 2 && !strcmp(k + kl - 2, "_s")) || (kl > 8 && !strcmp(k + kl - 8, "_seconds")))) {
+                cJSON_DetachItemViaPointer(o, c);
+                cJSON_Delete(c);
+                continue;
+            }
+            if (k && !strcmp(k, "log") && cJSON_IsArray(c))
+                for (cJSON *row = c->child; row; row = row->next) cJSON_DeleteItemFromArray(row, 3);
+            if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && sp < 64) stack[sp++] = c;
+        }
+    }
+    return j;
+}
+
+/* a CSV file without its elapsed_s column (the last) when strip_last */
+static char *csv_text(const char *dir, const char *name, int strip_last) {
+    char *t = read_out(dir, name), *w = t;
+    if (!strip_last) return t;
+    for (char *line = t; *line;) {
+        char *end = strchr(line, '\n');
+        if (!end) end = line + strlen(line);
+        char *comma = line;
+        for (char *q = line; q < end; q++)
+            if (*q == ',') comma = q;
+        size_t keep = (size_t)(comma - line);
+        memmove(w, line, keep);
+        w += keep;
+        if (*end) *w++ = '\n', end++;
+        line = end;
+    }
+    *w = 0;
+    return t;
+}
+
+/* a study's outputs equal the clean run's, timings aside: the CSV tables, results.json and
+ * every cell file (plots are off; results.md holds the wall time) */
+static void same_as_clean(const char *clean, const char *dir, long n, const char *what) {
+    const char *csv[] = {"results.csv", "passkey.csv", "training.csv"};
+    for (int i = 0; i < 3; i++) {
+        char *a = csv_text(clean, csv[i], i == 2), *b = csv_text(dir, csv[i], i == 2);
+        if (strcmp(a, b)) fail_msg("n = %ld: %s, but %s differs from the clean run's", n, what, csv[i]);
+        free(a), free(b);
+    }
+    char cells[512];
+    snprintf(cells, sizeof cells, "%s/cells", clean);
+    DIR *dd = opendir(cells);
+    assert_non_null(dd);
+    struct dirent *e;
+    int k = 0;
+    while ((e = readdir(dd)))
+        if (strstr(e->d_name, ".json")) {
+            char name[300];
+            snprintf(name, sizeof name, "cells/%s", e->d_name);
+            cJSON *a = json_no_timing(clean, name), *b = json_no_timing(dir, name);
+            if (!cJSON_Compare(a, b, 1)) fail_msg("n = %ld: %s, but %s differs from the clean run's", n, what, name);
+            cJSON_Delete(a), cJSON_Delete(b);
+            k++;
+        }
+    closedir(dd);
+    assert_true(k >= 3);
+    cJSON *a = json_no_timing(clean, "results.json"), *b = json_no_timing(dir, "results.json");
+    if (!cJSON_Compare(a, b, 1)) fail_msg("n = %ld: %s, but results.json differs from the clean run's", n, what);
+    cJSON_Delete(a), cJSON_Delete(b);
+}
+
+static void test_study(void **st) {
+    (void)st;
+    char data[128], p[160], out[128];
+    snprintf(data, sizeof data, "%s/study_data", g_dir);
+    mkdir(data, 0777);
+    snprintf(p, sizeof p, "%s/train", data);
+    mkdir(p, 0777);
+    const int L = (la_passkey_min_len() + 7) / 8 * 8;
+    int tr[3] = {3 * L, 4 * L, 5 * L}, va[2] = {3 * L, 3 * L};
+    assert_int_equal(la_test_write_corpus(p, 3, tr, 1), 0);
+    snprintf(p, sizeof p, "%s/val", data);
+    mkdir(p, 0777);
+    assert_int_equal(la_test_write_corpus(p, 2, va, 2), 0);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"data\": \"%s\", \"model\": {\"n_layer\": 1, \"d_model\": 16, \"n_head\": 2, \"n_kv_head\": 1},"
+             " \"steps\": 2, \"batch\": 1, \"seq_len\": %d, \"lr\": 0.01, \"warmup\": 1, \"seed\": 3,"
+             " \"eval_lens\": [%d, %d], \"eval_windows\": 1, \"val_every\": 1,"
+             " \"passkey\": {\"pretrain_mix\": 0.5, \"finetune_steps\": 1, \"lens\": [%d], \"depths\": [0.5], \"trials\": 1},"
+             " \"specs\": [\"softmax+rope\", \"entmax(alpha=1.5)+nape+window(8)\"]}",
+             data, L, L, 2 * L, L);
+    la_study study;
+    assert_int_equal(la_study_parse(text, "tiny.json", &study), LA_OK);
+    la_study_opts o = la_study_opts_default();
+    o.n_threads = 1;
+    o.gnuplot = ""; /* no plots: an external program, not the library's allocations */
+    snprintf(out, sizeof out, "%s/study_clean", g_dir);
+    la_alloc_fail_at(1L << 60); /* armed (cJSON through the hook too) but never failing: counts */
+    assert_int_equal(la_study_run(&study, out, &o, NULL), LA_OK);
+    long total_allocs = la_alloc_count();
+    la_alloc_fail_at(0);
+    print_message("study: %ld allocations in a clean run\n", total_allocs);
+    check_outputs(out, 0);
+    char clean[128];
+    snprintf(clean, sizeof clean, "%s", out);
+    /* every n under LA_ALLOC_WALK_STRIDE=1 (the sanitizer build's full walk takes long);
+     * by default every STRIDE-th, a stride prime to the pattern of per-step allocations */
+    const char *env = getenv("LA_ALLOC_WALK_STRIDE");
+    long stride = env && atol(env) > 0 ? atol(env) : 37, runs = 0, failed = 0, resumed = 0;
+    snprintf(out, sizeof out, "%s/study_walk", g_dir);
+    for (long n = 1;; n += stride) {
+        int nomem = 0, ok = 1;
+        la_test_rmtree(out);
+        la_alloc_fail_at(n);
+        OK_OR_NOMEM(la_study_run(&study, out, &o, NULL), "la_study_run");
+        long used = la_alloc_count();
+        la_alloc_fail_at(0);
+        runs++;
+        if (used < n) { /* ran through without reaching n */
+            assert_int_equal(nomem, 0);
+            break;
+        }
+        if (!ok) failed++;
+        check_outputs(out, n);
+        if (ok) same_as_clean(clean, out, n, "the study succeeded"); /* a failure it recovered from */
+        /* what a failed run left resumes to the clean run's results (every 4th failure) */
+        if (!ok && failed % 4 == 1) {
+            la_study_opts ro = o;
+            ro.resume = 1;
+            la_status s = la_study_run(&study, out, &ro, NULL);
+            if (s != LA_OK) fail_msg("n = %ld: resuming after the failure: %s", n, la_errmsg());
+            same_as_clean(clean, out, n, "resumed after the failure");
+            resumed++;
+        }
+    }
+    print_message("study: %ld runs (n = 1, 1 + %ld, ...), %ld failed with LA_ENOMEM, %ld of them resumed to the "
+                  "clean results\n", runs, stride, failed, resumed);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_backward),
@@ -433,6 +633,7 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_save_load),
         cmocka_unit_test(test_kv_session),
         cmocka_unit_test(test_tokenizer),
+        cmocka_unit_test(test_study),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

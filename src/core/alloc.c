@@ -46,3 +46,19 @@ void *la_aligned_alloc(size_t align, size_t n) {
     if (fail_now() || posix_memalign(&p, align, n ? n : 1) != 0) return NULL;
     return p;
 }
+
+int la_json_begin(void) {
+    int saved = errno;
+    errno = 0;
+    return saved;
+}
+
+cJSON *la_json_end(int saved, cJSON *tree) {
+    if (errno == ENOMEM || !tree) {
+        cJSON_Delete(tree);
+        errno = ENOMEM; /* an enclosing bracket sees it too */
+        return NULL;
+    }
+    errno = saved;
+    return tree;
+}

@@ -53,6 +53,16 @@ char *la_strdup(const char *s);
 /* posix_memalign through the hook: n bytes aligned to align (a power of two, a multiple of
  * sizeof(void *)); NULL when out of memory; release with free(). */
 void *la_aligned_alloc(size_t align, size_t n);
+/* Building JSON with cJSON: a failed allocation inside cJSON_Add* / cJSON_Create* drops the
+ * item silently (cJSON_AddItemToArray(a, cJSON_CreateNumber(x)) with a NULL item, an object
+ * without its key), which would save an incomplete file as a success. A function that builds
+ * a tree brackets the calls:
+ *     int saved = la_json_begin();  ...cJSON calls...  return la_json_end(saved, tree);
+ * la_json_end returns the tree, or deletes it and returns NULL (report LA_ENOMEM) when an
+ * allocation failed in between: malloc and the test hook set errno to ENOMEM, and errno is
+ * per thread. Brackets nest (an inner failure stays visible to the outer one). */
+int la_json_begin(void);
+struct cJSON *la_json_end(int saved, struct cJSON *tree);
 /* Tests only (issue 17): after la_alloc_fail_at(n), n >= 1, the n-th allocation through the
  * hook (counting from this call, all threads) returns NULL with errno ENOMEM; 0 disarms.
  * la_alloc_count: allocations since the last la_alloc_fail_at. */

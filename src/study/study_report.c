@@ -114,6 +114,7 @@ static cJSON *int_array(const int *a, int n) {
 }
 
 static cJSON *study_json(const study_results *r) {
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     const la_study *st = r->st;
     cJSON *root = cJSON_CreateObject();
     cJSON *s = cJSON_AddObjectToObject(root, "study");
@@ -213,7 +214,7 @@ static cJSON *study_json(const study_results *r) {
                 cJSON_AddItemToArray(pks, e);
             }
     }
-    return root;
+    return la_json_end(saved_json, root);
 }
 
 /* Markdown summary table (the content of results.md). Returns a malloc'ed string. */

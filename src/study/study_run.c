@@ -121,6 +121,7 @@ static la_status log_row(study_variant *v, int step, double train_bpb, double va
 
 /* Everything that decides a variant's numbers: a --resume with other settings is refused. */
 static cJSON *study_fingerprint(const la_study *st, const char *data, const study_results *r) {
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *f = cJSON_CreateObject();
     if (!f) return NULL;
     cJSON_AddStringToObject(f, "name", st->name);
@@ -157,7 +158,7 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
     cJSON_AddNumberToObject(pk, "trials", st->pk_trials);
     cJSON *sp = cJSON_AddArrayToObject(f, "specs");
     for (int i = 0; i < st->n_specs; i++) cJSON_AddItemToArray(sp, cJSON_CreateString(st->specs[i]));
-    return f;
+    return la_json_end(saved_json, f);
 }
 
 static void variant_key(const la_study *st, int vi, char *buf, size_t n) {
@@ -167,6 +168,7 @@ static void variant_key(const la_study *st, int vi, char *buf, size_t n) {
 }
 
 static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "canon", v->canon);
@@ -203,7 +205,7 @@ static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
         cJSON_AddItemToArray(row, la_cells_num(v->log[k].elapsed_s));
         cJSON_AddItemToArray(log, row);
     }
-    return o;
+    return la_json_end(saved_json, o);
 }
 
 /* v (zeroed, owning nothing) from a saved cell; checks the shapes against the study. */
@@ -294,6 +296,7 @@ static int rng_from_json(const cJSON *a, la_rng *g) {
 
 static cJSON *side_state(int step, const la_rng *order, const la_rng *mix, double tail_sum, int tail_n,
                          double train_s, const study_variant *v) {
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddNumberToObject(o, "step", step);
@@ -311,7 +314,7 @@ static cJSON *side_state(int step, const la_rng *order, const la_rng *mix, doubl
         cJSON_AddItemToArray(row, la_cells_num(v->log[k].elapsed_s));
         cJSON_AddItemToArray(log, row);
     }
-    return o;
+    return la_json_end(saved_json, o);
 }
 
 static la_status side_restore(const cJSON *o, la_rng *order, la_rng *mix, double *tail_sum, int *tail_n,

@@ -148,15 +148,13 @@ la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, cons
     }
     closedir(d);
     if (s != LA_OK) return s;
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *run = cJSON_CreateObject();
-    if (!run) return la_fail(LA_ENOMEM, "out of memory");
     cJSON_AddStringToObject(run, "command", what);
     cJSON *fp = cJSON_Duplicate(fingerprint, 1);
-    if (!fp) {
-        cJSON_Delete(run);
-        return la_fail(LA_ENOMEM, "out of memory");
-    }
-    cJSON_AddItemToObject(run, "fingerprint", fp);
+    if (fp && !cJSON_AddItemToObject(run, "fingerprint", fp)) cJSON_Delete(fp);
+    run = la_json_end(saved_json, run);
+    if (!run) return la_fail(LA_ENOMEM, "out of memory writing %s", path);
     s = write_json(path, run);
     cJSON_Delete(run);
     return s;

@@ -187,6 +187,7 @@ void la_longeval_opts_release(la_longeval_opts *o) {
 /* ---- cell files ---- */
 
 static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "method", c->method_text);
     cJSON_AddStringToObject(j, "spec", c->spec);
@@ -212,7 +213,7 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
         cJSON_AddItemToArray(dm, cJSON_CreateNumber(c->depth_mk_hits[d]));
     }
     cJSON_AddNumberToObject(j, "seconds", c->seconds);
-    return j;
+    return la_json_end(saved_json, j);
 }
 
 static la_status write_json(const char *path, cJSON *j) {
@@ -331,6 +332,7 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
                                const le_stream *s, double wall) {
     char path[4096];
     int nc = o->n_methods * o->n_lengths;
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "model", o->model);
     cJSON_AddNumberToObject(root, "C", (double)C);
@@ -345,8 +347,9 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     for (int d = 0; d < o->n_depths; d++) cJSON_AddItemToArray(dp, cJSON_CreateNumber(o->depths[d]));
     cJSON *arr = cJSON_AddArrayToObject(root, "cells");
     for (int i = 0; i < nc; i++) cJSON_AddItemToArray(arr, cell_json(o, &cells[i]));
+    root = la_json_end(saved_json, root);
     snprintf(path, sizeof path, "%s/results.json", o->out_dir);
-    la_status st = write_json(path, root);
+    la_status st = root ? write_json(path, root) : la_fail(LA_ENOMEM, "longeval: out of memory building %s", path);
     cJSON_Delete(root);
     LA_TRY(st);
     (void)wall;

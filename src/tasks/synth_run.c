@@ -345,6 +345,7 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     free(md.s);
 
     /* JSON */
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *root = cJSON_CreateObject();
     cJSON *cfg = cJSON_AddObjectToObject(root, "config");
     cJSON_AddStringToObject(cfg, "tasks", o->tasks);
@@ -413,9 +414,10 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
         }
         cJSON_AddItemToArray(runs, j);
     }
-    char *js = cJSON_Print(root);
+    root = la_json_end(saved_json, root);
+    char *js = root ? cJSON_Print(root) : NULL;
     snprintf(path, sizeof path, "%s/results.json", o->out);
-    if (rc == LA_OK) rc = write_text(path, js ? js : "{}");
+    if (rc == LA_OK) rc = js ? write_text(path, js) : la_fail(LA_ENOMEM, "synth: out of memory building %s", path);
     free(js);
     cJSON_Delete(root);
     return rc;
@@ -485,6 +487,7 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
 
 /* Every option that decides the numbers (all but out and resume). */
 static cJSON *synth_fingerprint(const la_synth_opts *o) {
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *f = cJSON_CreateObject();
     if (!f) return NULL;
     cJSON_AddStringToObject(f, "tasks", o->tasks);
@@ -521,7 +524,7 @@ static cJSON *synth_fingerprint(const la_synth_opts *o) {
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     cJSON_AddStringToObject(f, "seed", seed);
     cJSON_AddBoolToObject(f, "quick", o->quick);
-    return f;
+    return la_json_end(saved_json, f);
 }
 
 static void cell_key(la_task t, int spec_index, const char *spec, char *buf, size_t n) {
@@ -531,6 +534,7 @@ static void cell_key(la_task t, int spec_index, const char *spec, char *buf, siz
 }
 
 static cJSON *run_to_json(const run_result *r) {
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "task", la_task_name(r->task));
@@ -547,7 +551,7 @@ static cJSON *run_to_json(const run_result *r) {
         int v[5] = {e->mult, e->content_len, e->tokens, e->n, e->correct};
         cJSON_AddItemToArray(pts, cJSON_CreateIntArray(v, 5));
     }
-    return o;
+    return la_json_end(saved_json, o);
 }
 
 static la_status run_from_json(const cJSON *o, la_task t, const char *spec, const char *key, run_result *r) {
