@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
+#include <math.h>
 
 #include "core/internal.h"
 #include "longattn.h"
@@ -268,7 +269,7 @@ static void gkv_str(gbuf *b, const char *k, const char *v) {
     gput_str(b, k), gput_u32(b, 8), gput_str(b, v), b->nkv++;
 }
 static void gkv_u32(gbuf *b, const char *k, uint32_t v) { gput_str(b, k), gput_u32(b, 4), gput_u32(b, v), b->nkv++; }
-__attribute__((unused)) static void gkv_f32(gbuf *b, const char *k, float v) { gput_str(b, k), gput_u32(b, 6), gput(b, &v, 4), b->nkv++; }
+static void gkv_f32(gbuf *b, const char *k, float v) { gput_str(b, k), gput_u32(b, 6), gput(b, &v, 4), b->nkv++; }
 static void gkv_bool(gbuf *b, const char *k, int v) {
     unsigned char c = (unsigned char)v;
     gput_str(b, k), gput_u32(b, 7), gput(b, &c, 1), b->nkv++;
@@ -432,6 +433,88 @@ static void test_tokenizer(void **st) {
             la_token_buf_free(&ref);
             free(rdec);
         }
+}
+
+/* ---- long-context evaluation of a tiny Llama GGUF (model + the BPE tokenizer above) ---- */
+
+static void add_tensor(gtensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std,
+                       double mean) {
+    gtensor *x = &t[(*n)++];
+    snprintf(x->name, sizeof x->name, "%s", name);
+    x->ne[0] = cols, x->ne[1] = rows;
+    x->data = malloc(sizeof(float) * (size_t)(cols * rows));
+    for (int64_t i = 0; i < cols * rows; i++) x->data[i] = (float)(mean + std * la_rng_normal(r));
+}
+
+static void write_tiny_llama(const char *path) {
+    const int L = 1, C = 16, H = 2, K = 1, F = 32, D = C / H, V = 263; /* V: the BPE vocabulary */
+    la_rng r;
+    la_rng_seed(&r, 5);
+    gtensor t[16];
+    int nt = 0;
+    char nm[64];
+    add_tensor(t, &nt, "token_embd.weight", C, V, &r, 1.0, 0);
+    add_tensor(t, &nt, "output_norm.weight", C, 1, &r, 0.1, 1);
+    for (int l = 0; l < L; l++) {
+        const struct { const char *n; int cols, rows; } w[] = {{"attn_q", C, H * D}, {"attn_k", C, K * D},
+            {"attn_v", C, K * D}, {"attn_output", H * D, C}, {"ffn_gate", C, F}, {"ffn_up", C, F},
+            {"ffn_down", F, C}, {"attn_norm", C, 1}, {"ffn_norm", C, 1}};
+        for (int i = 0; i < 9; i++) {
+            snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, w[i].n);
+            add_tensor(t, &nt, nm, w[i].cols, w[i].rows, &r, w[i].rows == 1 ? 0.1 : 1.0 / sqrt(w[i].cols),
+                       w[i].rows == 1 ? 1 : 0);
+        }
+    }
+    gbuf kv = {0};
+    gkv_str(&kv, "general.architecture", "llama");
+    gkv_u32(&kv, "llama.block_count", L);
+    gkv_u32(&kv, "llama.context_length", 256);
+    gkv_u32(&kv, "llama.embedding_length", C);
+    gkv_u32(&kv, "llama.feed_forward_length", F);
+    gkv_u32(&kv, "llama.attention.head_count", H);
+    gkv_u32(&kv, "llama.attention.head_count_kv", K);
+    gkv_u32(&kv, "llama.rope.dimension_count", D);
+    gkv_f32(&kv, "llama.rope.freq_base", 10000.0f);
+    gkv_f32(&kv, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    tok_kv(&kv, 0);
+    gguf_write(path, &kv, t, nt);
+    free(kv.p);
+    for (int i = 0; i < nt; i++) free(t[i].data);
+}
+
+static void test_longeval(void **st) {
+    (void)st;
+    char model[128], docs[128];
+    snprintf(model, sizeof model, "%s/tiny_llama.gguf", g_dir);
+    write_tiny_llama(model);
+    snprintf(docs, sizeof docs, "%s/le_docs", g_dir);
+    mkdir(docs, 0777);
+    int sizes[3] = {900, 1500, 700};
+    assert_int_equal(la_test_write_corpus(docs, 3, sizes, 9), 0);
+    la_longeval_opts o = la_longeval_opts_default();
+    o.model = model, o.docs = docs, o.out_dir = NULL; /* no files: model, tokenizer, text, every cell */
+    o.n_methods = 2;
+    o.methods[0] = "as-trained";
+    o.methods[1] = "yarn({s},{C}) | sinks(4,64)+int8";
+    o.n_lengths = 2, o.lengths[0] = 1, o.lengths[1] = 2;
+    o.n_depths = 1, o.depths[0] = 0.5;
+    o.trials = 1, o.distractors = 1, o.buckets = 4, o.chunk = 64, o.threads = 1;
+    la_longeval_cell ref[4], cells[4];
+    la_status s0 = la_longeval_run(&o, NULL, NULL, ref);
+    if (s0 != LA_OK) fail_msg("clean longeval run: %s", la_errmsg());
+    for (long n = 1;; n++) {
+        int nomem = 0, ok = 1;
+        memset(cells, 0, sizeof cells);
+        la_alloc_fail_at(n);
+        OK_OR_NOMEM(la_longeval_run(&o, NULL, NULL, cells), "la_longeval_run");
+        long total;
+        int done = walk_done(n, nomem, "longeval (tiny GGUF, 2 methods x 2 lengths, no files)", &total);
+        for (int c = 0; ok && c < 4; c++) /* a run that succeeds gives the clean numbers */
+            if (cells[c].ppl_bits_token != ref[c].ppl_bits_token || cells[c].passkey_hits != ref[c].passkey_hits ||
+                cells[c].multikey_hits != ref[c].multikey_hits)
+                fail_msg("n = %ld: cell %d differs from the clean run's", n, c);
+        if (done) break;
+    }
 }
 
 /* ---- a whole study on tiny data ---- */
@@ -634,6 +717,7 @@ int main(void) {
         cmocka_unit_test(test_kv_session),
         cmocka_unit_test(test_tokenizer),
         cmocka_unit_test(test_study),
+        cmocka_unit_test(test_longeval),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
