@@ -62,3 +62,17 @@ cJSON *la_json_end(int saved, cJSON *tree) {
     errno = saved;
     return tree;
 }
+
+int la_json_put(cJSON *obj, const char *key, cJSON *item) {
+    if (item && cJSON_AddItemToObject(obj, key, item)) return 1;
+    cJSON_Delete(item);
+    errno = ENOMEM;
+    return 0;
+}
+
+int la_json_push(cJSON *arr, cJSON *item) {
+    if (item && cJSON_AddItemToArray(arr, item)) return 1;
+    cJSON_Delete(item);
+    errno = ENOMEM;
+    return 0;
+}

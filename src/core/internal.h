@@ -63,6 +63,11 @@ void *la_aligned_alloc(size_t align, size_t n);
  * per thread. Brackets nest (an inner failure stays visible to the outer one). */
 int la_json_begin(void);
 struct cJSON *la_json_end(int saved, struct cJSON *tree);
+/* cJSON_AddItemToObject / cJSON_AddItemToArray that free item when it cannot be added (a
+ * NULL parent, or the key's copy failed: cJSON leaves it to the caller, and builders that
+ * ignore the result leaked it); errno is then ENOMEM for la_json_end. Returns 1 if added. */
+int la_json_put(struct cJSON *obj, const char *key, struct cJSON *item);
+int la_json_push(struct cJSON *arr, struct cJSON *item);
 /* Tests only (issue 17): after la_alloc_fail_at(n), n >= 1, the n-th allocation through the
  * hook (counting from this call, all threads) returns NULL with errno ENOMEM; 0 disarms.
  * la_alloc_count: allocations since the last la_alloc_fail_at. */

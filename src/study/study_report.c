@@ -109,7 +109,7 @@ static la_status write_csvs(const study_results *r, const char *dir) {
 
 static cJSON *int_array(const int *a, int n) {
     cJSON *arr = cJSON_CreateArray();
-    for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(a[i]));
+    for (int i = 0; i < n; i++) la_json_push(arr, cJSON_CreateNumber(a[i]));
     return arr;
 }
 
@@ -132,18 +132,18 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddNumberToObject(s, "lr", st->lr);
     cJSON_AddNumberToObject(s, "warmup", st->warmup);
     cJSON_AddNumberToObject(s, "seed", (double)st->seed);
-    cJSON_AddItemToObject(s, "eval_lens", int_array(st->eval_lens, st->n_eval_lens));
+    la_json_put(s, "eval_lens", int_array(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(s, "eval_windows", st->eval_windows);
     cJSON_AddNumberToObject(s, "val_every", st->val_every);
     cJSON *pk = cJSON_AddObjectToObject(s, "passkey");
     cJSON_AddNumberToObject(pk, "pretrain_mix", st->pk_mix);
     cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
     cJSON_AddNumberToObject(pk, "finetune_lr", st->pk_lr);
-    cJSON_AddItemToObject(pk, "lens", int_array(st->pk_lens, st->n_pk_lens));
-    cJSON_AddItemToObject(pk, "depths", cJSON_CreateDoubleArray(st->pk_depths, st->n_pk_depths));
+    la_json_put(pk, "lens", int_array(st->pk_lens, st->n_pk_lens));
+    la_json_put(pk, "depths", cJSON_CreateDoubleArray(st->pk_depths, st->n_pk_depths));
     cJSON_AddNumberToObject(pk, "trials", st->pk_trials);
     cJSON *specs = cJSON_AddArrayToObject(s, "specs");
-    for (int vi = 0; vi < st->n_specs; vi++) cJSON_AddItemToArray(specs, cJSON_CreateString(st->specs[vi]));
+    for (int vi = 0; vi < st->n_specs; vi++) la_json_push(specs, cJSON_CreateString(st->specs[vi]));
 
     cJSON_AddStringToObject(root, "loss_unit", r->is_bytes ? "bits per byte" : "bits per token");
     cJSON *d = cJSON_AddObjectToObject(root, "data");
@@ -179,9 +179,9 @@ static cJSON *study_json(const study_results *r) {
             cJSON_AddNumberToObject(e, "step", v->log[k].step);
             cJSON_AddNumberToObject(e, "train_loss", v->log[k].train_bpb);
             if (!isnan(v->log[k].val_bpb)) cJSON_AddNumberToObject(e, "val_loss", v->log[k].val_bpb);
-            cJSON_AddItemToArray(log, e);
+            la_json_push(log, e);
         }
-        cJSON_AddItemToArray(vars, o);
+        la_json_push(vars, o);
         for (int i = 0; i < st->n_eval_lens; i++) {
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "spec", st->specs[vi]);
@@ -197,9 +197,9 @@ static cJSON *study_json(const study_results *r) {
                 cJSON_AddNumberToObject(x, "end", end < st->eval_lens[i] ? end : st->eval_lens[i]);
                 cJSON_AddNumberToObject(x, "loss", v->bucket[i][b]);
                 cJSON_AddNumberToObject(x, "tokens", (double)v->bucket_tokens[i][b]);
-                cJSON_AddItemToArray(bk, x);
+                la_json_push(bk, x);
             }
-            cJSON_AddItemToArray(loss, e);
+            la_json_push(loss, e);
         }
         if (!v->passkey_done || st->pk_trials == 0) continue;
         for (int li = 0; li < st->n_pk_lens; li++)
@@ -211,7 +211,7 @@ static cJSON *study_json(const study_results *r) {
                 cJSON_AddNumberToObject(e, "trials", st->pk_trials);
                 cJSON_AddNumberToObject(e, "correct", v->correct[li][di]);
                 cJSON_AddNumberToObject(e, "passkey_acc", (double)v->correct[li][di] / st->pk_trials);
-                cJSON_AddItemToArray(pks, e);
+                la_json_push(pks, e);
             }
     }
     return la_json_end(saved_json, root);

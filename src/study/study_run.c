@@ -137,27 +137,27 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
     cJSON_AddNumberToObject(m, "d_model", st->d_model);
     cJSON_AddNumberToObject(m, "n_head", st->n_head);
     cJSON_AddNumberToObject(m, "n_kv_head", st->n_kv_head);
-    cJSON_AddItemToObject(m, "qk_gain", la_cells_num(st->qk_gain));
+    la_json_put(m, "qk_gain", la_cells_num(st->qk_gain));
     cJSON_AddNumberToObject(f, "steps", st->steps);
     cJSON_AddNumberToObject(f, "batch", st->batch);
     cJSON_AddNumberToObject(f, "seq_len", st->seq_len);
-    cJSON_AddItemToObject(f, "lr", la_cells_num(st->lr));
+    la_json_put(f, "lr", la_cells_num(st->lr));
     cJSON_AddNumberToObject(f, "warmup", st->warmup);
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
     cJSON_AddStringToObject(f, "seed", seed);
-    cJSON_AddItemToObject(f, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
+    la_json_put(f, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(f, "eval_windows", st->eval_windows);
     cJSON_AddNumberToObject(f, "val_every", st->val_every);
     cJSON *pk = cJSON_AddObjectToObject(f, "passkey");
-    cJSON_AddItemToObject(pk, "pretrain_mix", la_cells_num(st->pk_mix));
+    la_json_put(pk, "pretrain_mix", la_cells_num(st->pk_mix));
     cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
-    cJSON_AddItemToObject(pk, "finetune_lr", la_cells_num(st->pk_lr));
-    cJSON_AddItemToObject(pk, "lens", cJSON_CreateIntArray(st->pk_lens, st->n_pk_lens));
-    cJSON_AddItemToObject(pk, "depths", cJSON_CreateDoubleArray(st->pk_depths, st->n_pk_depths));
+    la_json_put(pk, "finetune_lr", la_cells_num(st->pk_lr));
+    la_json_put(pk, "lens", cJSON_CreateIntArray(st->pk_lens, st->n_pk_lens));
+    la_json_put(pk, "depths", cJSON_CreateDoubleArray(st->pk_depths, st->n_pk_depths));
     cJSON_AddNumberToObject(pk, "trials", st->pk_trials);
     cJSON *sp = cJSON_AddArrayToObject(f, "specs");
-    for (int i = 0; i < st->n_specs; i++) cJSON_AddItemToArray(sp, cJSON_CreateString(st->specs[i]));
+    for (int i = 0; i < st->n_specs; i++) la_json_push(sp, cJSON_CreateString(st->specs[i]));
     return la_json_end(saved_json, f);
 }
 
@@ -175,35 +175,35 @@ static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
     cJSON_AddNumberToObject(o, "n_params", (double)v->n_params);
     cJSON_AddNumberToObject(o, "trained", v->trained);
     cJSON_AddNumberToObject(o, "passkey_done", v->passkey_done);
-    cJSON_AddItemToObject(o, "train_s", la_cells_num(v->train_s));
-    cJSON_AddItemToObject(o, "eval_s", la_cells_num(v->eval_s));
-    cJSON_AddItemToObject(o, "passkey_s", la_cells_num(v->passkey_s));
-    cJSON_AddItemToObject(o, "final_train_bpb", la_cells_num(v->final_train_bpb));
-    cJSON_AddItemToObject(o, "ft_first_bpb", la_cells_num(v->ft_first_bpb));
-    cJSON_AddItemToObject(o, "ft_last_bpb", la_cells_num(v->ft_last_bpb));
+    la_json_put(o, "train_s", la_cells_num(v->train_s));
+    la_json_put(o, "eval_s", la_cells_num(v->eval_s));
+    la_json_put(o, "passkey_s", la_cells_num(v->passkey_s));
+    la_json_put(o, "final_train_bpb", la_cells_num(v->final_train_bpb));
+    la_json_put(o, "ft_first_bpb", la_cells_num(v->ft_first_bpb));
+    la_json_put(o, "ft_last_bpb", la_cells_num(v->ft_last_bpb));
     cJSON *lens = cJSON_AddArrayToObject(o, "lens");
     for (int i = 0; i < st->n_eval_lens; i++) {
         cJSON *l = cJSON_CreateObject();
-        cJSON_AddItemToObject(l, "loss", la_cells_num(v->loss[i]));
+        la_json_put(l, "loss", la_cells_num(v->loss[i]));
         cJSON_AddNumberToObject(l, "tokens", (double)v->tokens[i]);
         cJSON *b = cJSON_AddArrayToObject(l, "bucket"), *bt = cJSON_AddArrayToObject(l, "bucket_tokens");
         for (int k = 0; k < v->n_bucket[i]; k++) {
-            cJSON_AddItemToArray(b, la_cells_num(v->bucket[i][k]));
-            cJSON_AddItemToArray(bt, cJSON_CreateNumber((double)v->bucket_tokens[i][k]));
+            la_json_push(b, la_cells_num(v->bucket[i][k]));
+            la_json_push(bt, cJSON_CreateNumber((double)v->bucket_tokens[i][k]));
         }
-        cJSON_AddItemToArray(lens, l);
+        la_json_push(lens, l);
     }
     cJSON *pk = cJSON_AddArrayToObject(o, "correct");
     for (int i = 0; i < st->n_pk_lens; i++)
-        cJSON_AddItemToArray(pk, cJSON_CreateIntArray(v->correct[i], st->n_pk_depths));
+        la_json_push(pk, cJSON_CreateIntArray(v->correct[i], st->n_pk_depths));
     cJSON *log = cJSON_AddArrayToObject(o, "log"); /* [step, train_bpb, val_bpb, elapsed_s] */
     for (int k = 0; k < v->n_log; k++) {
         cJSON *row = cJSON_CreateArray();
-        cJSON_AddItemToArray(row, cJSON_CreateNumber(v->log[k].step));
-        cJSON_AddItemToArray(row, la_cells_num(v->log[k].train_bpb));
-        cJSON_AddItemToArray(row, la_cells_num(v->log[k].val_bpb));
-        cJSON_AddItemToArray(row, la_cells_num(v->log[k].elapsed_s));
-        cJSON_AddItemToArray(log, row);
+        la_json_push(row, cJSON_CreateNumber(v->log[k].step));
+        la_json_push(row, la_cells_num(v->log[k].train_bpb));
+        la_json_push(row, la_cells_num(v->log[k].val_bpb));
+        la_json_push(row, la_cells_num(v->log[k].elapsed_s));
+        la_json_push(log, row);
     }
     return la_json_end(saved_json, o);
 }
@@ -277,7 +277,7 @@ static cJSON *rng_json(const la_rng *g) {
     for (int i = 0; i < 4; i++) {
         char h[24];
         snprintf(h, sizeof h, "%016llx", (unsigned long long)g->s[i]);
-        cJSON_AddItemToArray(a, cJSON_CreateString(h));
+        la_json_push(a, cJSON_CreateString(h));
     }
     return a;
 }
@@ -300,19 +300,19 @@ static cJSON *side_state(int step, const la_rng *order, const la_rng *mix, doubl
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddNumberToObject(o, "step", step);
-    cJSON_AddItemToObject(o, "order_rng", rng_json(order));
-    cJSON_AddItemToObject(o, "mix_rng", rng_json(mix));
-    cJSON_AddItemToObject(o, "tail_sum", la_cells_num(tail_sum));
+    la_json_put(o, "order_rng", rng_json(order));
+    la_json_put(o, "mix_rng", rng_json(mix));
+    la_json_put(o, "tail_sum", la_cells_num(tail_sum));
     cJSON_AddNumberToObject(o, "tail_n", tail_n);
-    cJSON_AddItemToObject(o, "train_s", la_cells_num(train_s));
+    la_json_put(o, "train_s", la_cells_num(train_s));
     cJSON *log = cJSON_AddArrayToObject(o, "log");
     for (int k = 0; k < v->n_log; k++) {
         cJSON *row = cJSON_CreateArray();
-        cJSON_AddItemToArray(row, cJSON_CreateNumber(v->log[k].step));
-        cJSON_AddItemToArray(row, la_cells_num(v->log[k].train_bpb));
-        cJSON_AddItemToArray(row, la_cells_num(v->log[k].val_bpb));
-        cJSON_AddItemToArray(row, la_cells_num(v->log[k].elapsed_s));
-        cJSON_AddItemToArray(log, row);
+        la_json_push(row, cJSON_CreateNumber(v->log[k].step));
+        la_json_push(row, la_cells_num(v->log[k].train_bpb));
+        la_json_push(row, la_cells_num(v->log[k].val_bpb));
+        la_json_push(row, la_cells_num(v->log[k].elapsed_s));
+        la_json_push(log, row);
     }
     return la_json_end(saved_json, o);
 }

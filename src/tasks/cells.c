@@ -152,7 +152,7 @@ la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, cons
     cJSON *run = cJSON_CreateObject();
     cJSON_AddStringToObject(run, "command", what);
     cJSON *fp = cJSON_Duplicate(fingerprint, 1);
-    if (fp && !cJSON_AddItemToObject(run, "fingerprint", fp)) cJSON_Delete(fp);
+    la_json_put(run, "fingerprint", fp);
     run = la_json_end(saved_json, run);
     if (!run) return la_fail(LA_ENOMEM, "out of memory writing %s", path);
     s = write_json(path, run);

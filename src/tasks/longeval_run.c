@@ -199,8 +199,8 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
     cJSON *bt = cJSON_AddArrayToObject(j, "bucket_bits_per_token");
     cJSON *bb = cJSON_AddArrayToObject(j, "bucket_bits_per_byte");
     for (int b = 0; b < c->n_buckets; b++) {
-        cJSON_AddItemToArray(bt, cJSON_CreateNumber(c->bucket_bits_token[b]));
-        cJSON_AddItemToArray(bb, cJSON_CreateNumber(c->bucket_bits_byte[b]));
+        la_json_push(bt, cJSON_CreateNumber(c->bucket_bits_token[b]));
+        la_json_push(bb, cJSON_CreateNumber(c->bucket_bits_byte[b]));
     }
     cJSON_AddNumberToObject(j, "passkey_hits", c->passkey_hits);
     cJSON_AddNumberToObject(j, "passkey_n", c->passkey_n);
@@ -209,8 +209,8 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
     cJSON *dh = cJSON_AddArrayToObject(j, "passkey_hits_by_depth");
     cJSON *dm = cJSON_AddArrayToObject(j, "multikey_hits_by_depth");
     for (int d = 0; d < o->n_depths; d++) {
-        cJSON_AddItemToArray(dh, cJSON_CreateNumber(c->depth_hits[d]));
-        cJSON_AddItemToArray(dm, cJSON_CreateNumber(c->depth_mk_hits[d]));
+        la_json_push(dh, cJSON_CreateNumber(c->depth_hits[d]));
+        la_json_push(dm, cJSON_CreateNumber(c->depth_mk_hits[d]));
     }
     cJSON_AddNumberToObject(j, "seconds", c->seconds);
     return la_json_end(saved_json, j);
@@ -344,9 +344,9 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     cJSON_AddNumberToObject(root, "distractors", o->distractors);
     cJSON_AddNumberToObject(root, "seed", (double)o->seed);
     cJSON *dp = cJSON_AddArrayToObject(root, "depths");
-    for (int d = 0; d < o->n_depths; d++) cJSON_AddItemToArray(dp, cJSON_CreateNumber(o->depths[d]));
+    for (int d = 0; d < o->n_depths; d++) la_json_push(dp, cJSON_CreateNumber(o->depths[d]));
     cJSON *arr = cJSON_AddArrayToObject(root, "cells");
-    for (int i = 0; i < nc; i++) cJSON_AddItemToArray(arr, cell_json(o, &cells[i]));
+    for (int i = 0; i < nc; i++) la_json_push(arr, cell_json(o, &cells[i]));
     root = la_json_end(saved_json, root);
     snprintf(path, sizeof path, "%s/results.json", o->out_dir);
     la_status st = root ? write_json(path, root) : la_fail(LA_ENOMEM, "longeval: out of memory building %s", path);

@@ -410,9 +410,9 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
             cJSON_AddNumberToObject(x, "correct", e->correct);
             if (e->n) cJSON_AddNumberToObject(x, "exact_match", (double)e->correct / e->n);
             else cJSON_AddNullToObject(x, "exact_match");
-            cJSON_AddItemToArray(ev, x);
+            la_json_push(ev, x);
         }
-        cJSON_AddItemToArray(runs, j);
+        la_json_push(runs, j);
     }
     root = la_json_end(saved_json, root);
     char *js = root ? cJSON_Print(root) : NULL;
@@ -499,11 +499,11 @@ static cJSON *synth_fingerprint(const la_synth_opts *o) {
     cJSON_AddNumberToObject(f, "heads", o->heads);
     cJSON_AddNumberToObject(f, "d_model", o->d_model);
     cJSON_AddNumberToObject(f, "d_ff", o->d_ff);
-    cJSON_AddItemToObject(f, "lr", la_cells_num(o->lr));
-    cJSON_AddItemToObject(f, "muon_lr", la_cells_num(o->muon_lr));
+    la_json_put(f, "lr", la_cells_num(o->lr));
+    la_json_put(f, "muon_lr", la_cells_num(o->muon_lr));
     cJSON_AddStringToObject(f, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
-    cJSON_AddItemToObject(f, "qk_gain", la_cells_num(o->qk_gain));
-    cJSON_AddItemToObject(f, "init_std", la_cells_num(o->init_std));
+    la_json_put(f, "qk_gain", la_cells_num(o->qk_gain));
+    la_json_put(f, "init_std", la_cells_num(o->init_std));
     cJSON_AddNumberToObject(f, "n_symbols", o->n_symbols);
     cJSON_AddNumberToObject(f, "min_len", o->min_len);
     cJSON_AddNumberToObject(f, "max_len", o->max_len);
@@ -511,15 +511,15 @@ static cJSON *synth_fingerprint(const la_synth_opts *o) {
     cJSON_AddNumberToObject(f, "k_len", o->k_len);
     cJSON_AddNumberToObject(f, "v_len", o->v_len);
     cJSON_AddNumberToObject(f, "mq_layout", o->mq_layout);
-    cJSON_AddItemToObject(f, "inline_share", la_cells_num(o->inline_share));
-    cJSON_AddItemToObject(f, "echo_share", la_cells_num(o->echo_share));
-    cJSON_AddItemToObject(f, "kv_frac", la_cells_num(o->kv_frac));
+    la_json_put(f, "inline_share", la_cells_num(o->inline_share));
+    la_json_put(f, "echo_share", la_cells_num(o->echo_share));
+    la_json_put(f, "kv_frac", la_cells_num(o->kv_frac));
     cJSON_AddNumberToObject(f, "eval_n", o->eval_n);
     cJSON_AddNumberToObject(f, "max_mult", o->max_mult);
     cJSON_AddNumberToObject(f, "max_eval_tokens", (double)o->max_eval_tokens);
     cJSON_AddNumberToObject(f, "threads", o->threads);
     cJSON_AddNumberToObject(f, "curriculum", o->curriculum);
-    cJSON_AddItemToObject(f, "ramp", la_cells_num(o->ramp));
+    la_json_put(f, "ramp", la_cells_num(o->ramp));
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     cJSON_AddStringToObject(f, "seed", seed);
@@ -542,14 +542,14 @@ static cJSON *run_to_json(const run_result *r) {
     cJSON_AddStringToObject(o, "canon", r->canon);
     cJSON_AddNumberToObject(o, "steps", r->steps);
     cJSON_AddNumberToObject(o, "n_params", (double)r->n_params);
-    cJSON_AddItemToObject(o, "train_s", la_cells_num(r->train_s));
-    cJSON_AddItemToObject(o, "eval_s", la_cells_num(r->eval_s));
-    cJSON_AddItemToObject(o, "final_loss", la_cells_num(r->final_loss));
+    la_json_put(o, "train_s", la_cells_num(r->train_s));
+    la_json_put(o, "eval_s", la_cells_num(r->eval_s));
+    la_json_put(o, "final_loss", la_cells_num(r->final_loss));
     cJSON *pts = cJSON_AddArrayToObject(o, "points"); /* [mult, content_len, tokens, n, correct] */
     for (int k = 0; k < r->n_points; k++) {
         const eval_point *e = &r->pt[k];
         int v[5] = {e->mult, e->content_len, e->tokens, e->n, e->correct};
-        cJSON_AddItemToArray(pts, cJSON_CreateIntArray(v, 5));
+        la_json_push(pts, cJSON_CreateIntArray(v, 5));
     }
     return la_json_end(saved_json, o);
 }
