@@ -55,6 +55,21 @@ put("study", "unknown_key.json", json.dumps(dict(minimal, stepz=3)))
 put("study", "too_many.json", json.dumps(dict(minimal, specs=["softmax"] * 17)))
 put("study", "truncated.json", json.dumps(quick)[:120])
 
+# ---- longeval study files (la_longeval_load)
+le = {"comment": "c", "methods": ["as-trained", "pi({s})", "yarn({s},{C}) | sinks(4,252)+int8"],
+      "lengths": [0.5, 1, 2], "depths": [0.1, 0.5, 0.9], "trials": 1, "distractors": 3, "buckets": 8,
+      "chunk": 512, "seed": 1, "docs": "data/pydoc/val", "haystack": "filler"}
+put("longeval", "full.json", json.dumps(le, indent=1))
+put("longeval", "minimal.json", json.dumps({"methods": ["as-trained"]}))
+put("longeval", "empty.json", "{}")
+put("longeval", "bad_depth.json", json.dumps(dict(le, depths=[0.5, 1.5])))
+put("longeval", "bad_haystack.json", json.dumps(dict(le, haystack="hay")))
+put("longeval", "unknown_key.json", json.dumps(dict(le, trails=2)))
+put("longeval", "too_many.json", json.dumps(dict(le, methods=["as-trained"] * 65)))
+put("longeval", "method_not_string.json", json.dumps(dict(le, methods=["as-trained", 3])))
+put("longeval", "not_object.json", json.dumps(["methods"]))
+put("longeval", "truncated.json", json.dumps(le)[:90])
+
 # ---- .npy
 def npy(values, shape, descr="<f4", version=1, fortran=False):
     """.npy bytes of a flat list of values with the given shape and dtype descr."""
