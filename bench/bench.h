@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "longattn.h"
+
 typedef struct {
     const char *name;    /* `longattn bench <name>` */
     const char *summary; /* one line for the listing */
@@ -51,5 +53,10 @@ int64_t bench_mem_reset(void);
  * gets the vector width used (16: AVX-512, 8: AVX2+FMA, 1: scalar). -1 on failure. */
 double bench_fma_peak(int threads, double seconds, int *lanes);
 int64_t bench_mem_peak(void);
+
+/* Visible (query, key) pairs of one attention head under sp's pattern, for query positions
+ * pos0 .. pos0+T-1 and keys 0 .. S-1, counted exactly (SPEC 2); -1 for a pattern it does
+ * not count (global). */
+double bench_count_pairs(const la_spec *sp, int T, int S, int64_t pos0);
 
 #endif

@@ -15,7 +15,7 @@
  *     the tensors are allocated and touched; a fresh workspace per row, so the workspace
  *     counts as extra).
  * FLOPs: 4*D per visible (query, key) pair forward, 10*D forward+backward, pairs counted
- * exactly from the pattern (count_pairs). Each row: one warm-up call (also the memory
+ * exactly from the pattern (bench_count_pairs). Each row: one warm-up call (also the memory
  * probe) that grows the reused la_workspace, then the median of REPS timed calls (REPS_SHORT
  * for calls under SHORT_RUN_S, one timed call when the warm-up took over LONG_RUN_S, so
  * T = 16384 stays affordable on 2 cores).
@@ -85,42 +85,6 @@ typedef struct {
     int peak_lanes;
     double sinv_ratio[8][2];       /* [T index][pass] interleaved sinv/softmax time ratio; 0: not measured */
 } bench_state;
-
-/* Visible (query, key) pairs of one head, from SPEC 2, for query positions pos0 .. pos0+T-1
- * and keys 0 .. S-1. Exact integer count (double holds it exactly below 2^53). */
-static double count_pairs(const la_spec *sp, int T, int S, int64_t pos0) {
-    double total = 0;
-    for (int i = 0; i < T; i++) {
-        int64_t p = pos0 + i, lo = 0, hi = S - 1, n;
-        switch (sp->pattern) {
-        case LA_PAT_FULL:
-            n = S;
-            break;
-        case LA_PAT_CAUSAL:
-            hi = p < hi ? p : hi;
-            n = hi >= lo ? hi - lo + 1 : 0;
-            break;
-        case LA_PAT_WINDOW:
-            hi = p < hi ? p : hi;
-            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
-            n = hi >= lo ? hi - lo + 1 : 0;
-            break;
-        case LA_PAT_SINKS: {
-            hi = p < hi ? p : hi;
-            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
-            n = hi >= lo ? hi - lo + 1 : 0;
-            int64_t s_hi = sp->sinks - 1 < hi ? sp->sinks - 1 : hi; /* sinks 0..n-1 */
-            int64_t s_end = s_hi < lo - 1 ? s_hi : lo - 1;           /* not already in the window */
-            if (s_end >= 0) n += s_end + 1;
-            break;
-        }
-        default:
-            return -1; /* global: not used by this benchmark */
-        }
-        total += (double)n;
-    }
-    return total;
-}
 
 static void fill_uniform(float *x, size_t n, la_rng *r, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = scale * (float)(2.0 * la_rng_uniform(r) - 1.0);
@@ -254,7 +218,7 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
     snprintf(r->spec, sizeof r->spec, "%s", spec_text);
     r->T = t->sh.T;
     r->bwd = bwd;
-    r->pairs = NH * count_pairs(&sp, t->sh.T, t->sh.S, t->sh.S - t->sh.T);
+    r->pairs = NH * bench_count_pairs(&sp, t->sh.T, t->sh.S, t->sh.S - t->sh.T);
 
     la_workspace *ws = la_workspace_new();
     if (!ws) {

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "longattn.h"
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -44,3 +46,39 @@ int64_t bench_mem_reset(void) {
 }
 
 int64_t bench_mem_peak(void) { return status_kb("VmHWM"); }
+
+/* Visible (query, key) pairs of one head, from SPEC 2, for query positions pos0 .. pos0+T-1
+ * and keys 0 .. S-1. Exact integer count (double holds it exactly below 2^53). */
+double bench_count_pairs(const la_spec *sp, int T, int S, int64_t pos0) {
+    double total = 0;
+    for (int i = 0; i < T; i++) {
+        int64_t p = pos0 + i, lo = 0, hi = S - 1, n;
+        switch (sp->pattern) {
+        case LA_PAT_FULL:
+            n = S;
+            break;
+        case LA_PAT_CAUSAL:
+            hi = p < hi ? p : hi;
+            n = hi >= lo ? hi - lo + 1 : 0;
+            break;
+        case LA_PAT_WINDOW:
+            hi = p < hi ? p : hi;
+            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
+            n = hi >= lo ? hi - lo + 1 : 0;
+            break;
+        case LA_PAT_SINKS: {
+            hi = p < hi ? p : hi;
+            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
+            n = hi >= lo ? hi - lo + 1 : 0;
+            int64_t s_hi = sp->sinks - 1 < hi ? sp->sinks - 1 : hi; /* sinks 0..n-1 */
+            int64_t s_end = s_hi < lo - 1 ? s_hi : lo - 1;           /* not already in the window */
+            if (s_end >= 0) n += s_end + 1;
+            break;
+        }
+        default:
+            return -1; /* global: not used by this benchmark */
+        }
+        total += (double)n;
+    }
+    return total;
+}
