@@ -20,19 +20,16 @@
  * Interleaving: R rounds; each round times `steps` of our steps, then asks the PyTorch
  * process for `steps` of its own, so both see the same machine load; tokens/s of each side
  * are over all its timed steps. */
-#include <errno.h>
-#include <fcntl.h>
 #include <omp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "bench.h"
 #include "cli/cli.h"
 #include "core/internal.h"
+#include "core/prof.h"
 #include "longattn.h"
 
 static void usage(FILE *f) {
@@ -52,109 +49,45 @@ static void usage(FILE *f) {
             "                  flops_per_step, gflops, fma_peak_gflops, peak_fraction, torch{...}, config\n");
 }
 
-/* ---- the PyTorch process (bench/torch_train.py's line protocol) ---- */
+/* ---- the PyTorch process (bench/torch_train.py's line protocol, bench_peer) ---- */
 
 typedef struct {
-    pid_t pid;
-    FILE *to, *from;       /* its stdin, its stdout */
-    char errpath[64];      /* its stderr, for the reason of a failure */
+    bench_peer io;
     char version[64], attn[16];
     int threads;
 } torch_peer;
-
-/* Last non-empty line of the peer's stderr (the Python exception), into why. */
-static void peer_reason(const torch_peer *p, char *why, size_t n) {
-    FILE *f = fopen(p->errpath, "r");
-    char line[512], last[512] = "";
-    if (f) {
-        while (fgets(line, sizeof line, f))
-            if (line[0] != '\n') snprintf(last, sizeof last, "%s", line);
-        fclose(f);
-    }
-    last[strcspn(last, "\n")] = 0;
-    snprintf(why, n, "%s", last[0] ? last : "the process exited without a message");
-}
-
-static void peer_stop(torch_peer *p) {
-    if (p->to) {
-        fputs("quit\n", p->to);
-        fclose(p->to);
-    }
-    if (p->from) fclose(p->from);
-    if (p->pid > 0) {
-        int st;
-        waitpid(p->pid, &st, 0);
-    }
-    if (p->errpath[0]) unlink(p->errpath);
-    memset(p, 0, sizeof *p);
-}
 
 /* Starts `py script --layers ...` and waits for its "ready" line; 0 on success, else -1
  * and the reason in why. */
 static int peer_start(torch_peer *p, const char *py, const char *script, const la_model_config *c,
                       int T, int B, int threads, char *why, size_t n) {
     memset(p, 0, sizeof *p);
-    int in[2], out[2];
-    if (pipe(in) || pipe(out)) {
-        snprintf(why, n, "pipe: %s", strerror(errno));
-        return -1;
-    }
-    snprintf(p->errpath, sizeof p->errpath, "/tmp/la_bench_torch_%d.err", (int)getpid());
-    char a[6][16];
+    char a[7][16];
     snprintf(a[0], 16, "%d", c->n_layer);
     snprintf(a[1], 16, "%d", c->d_model);
     snprintf(a[2], 16, "%d", c->n_head);
     snprintf(a[3], 16, "%d", T);
     snprintf(a[4], 16, "%d", B);
     snprintf(a[5], 16, "%d", threads);
-    char vocab[16];
-    snprintf(vocab, sizeof vocab, "%d", c->vocab);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(why, n, "fork: %s", strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        int e = open(p->errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        if (e >= 0) dup2(e, 2);
-        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-        char *argv[] = {(char *)py, (char *)script, "--layers", a[0], "--d-model", a[1], "--heads", a[2],
-                        "--seq-len", a[3], "--batch", a[4], "--threads", a[5], "--vocab", vocab, NULL};
-        execvp(py, argv);
-        fprintf(stderr, "cannot run %s: %s\n", py, strerror(errno));
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    p->pid = pid;
-    p->to = fdopen(in[1], "w");
-    p->from = fdopen(out[0], "r");
+    snprintf(a[6], 16, "%d", c->vocab);
+    char *argv[] = {(char *)py, (char *)script, "--layers", a[0], "--d-model", a[1], "--heads", a[2],
+                    "--seq-len", a[3], "--batch", a[4], "--threads", a[5], "--vocab", a[6], NULL};
     char line[256];
-    if (!p->to || !p->from || !fgets(line, sizeof line, p->from) ||
-        sscanf(line, "ready %63s %15s %d", p->version, p->attn, &p->threads) != 3) {
-        if (p->to) fclose(p->to);
-        p->to = NULL;
-        if (p->from) fclose(p->from);
-        p->from = NULL;
-        int st;
-        waitpid(pid, &st, 0);
-        p->pid = 0;
-        peer_reason(p, why, n);
-        unlink(p->errpath);
-        p->errpath[0] = 0;
+    if (bench_peer_start(&p->io, argv, line, sizeof line, why, n)) return -1;
+    if (sscanf(line, "ready %63s %15s %d", p->version, p->attn, &p->threads) != 3) {
+        snprintf(why, n, "unexpected first line from bench/torch_train.py: %.200s", line);
+        bench_peer_stop(&p->io);
         return -1;
     }
     return 0;
 }
 
-/* Asks for k timed steps; their seconds into s. 0 on success. */
-static int peer_steps(torch_peer *p, int k, double *s) {
-    if (fprintf(p->to, "steps %d\n", k) < 0 || fflush(p->to)) return -1;
-    char line[8192];
-    if (!fgets(line, sizeof line, p->from) || strncmp(line, "seconds", 7)) return -1;
+/* Asks for k timed steps; their seconds into s, the process's CPU seconds over them into
+ * *cpu. 0 on success. */
+static int peer_steps(torch_peer *p, int k, double *s, double *cpu) {
+    char cmd[32], line[8192];
+    snprintf(cmd, sizeof cmd, "steps %d", k);
+    if (bench_peer_ask(&p->io, cmd, line, sizeof line) || strncmp(line, "seconds", 7)) return -1;
     char *c = line + 7;
     for (int i = 0; i < k; i++) {
         char *e;
@@ -162,25 +95,13 @@ static int peer_steps(torch_peer *p, int k, double *s) {
         if (e == c || !(s[i] > 0)) return -1;
         c = e;
     }
-    return 0;
+    return sscanf(c, " cpu %lf", cpu) == 1 ? 0 : -1;
 }
 
-/* bench/torch_train.py next to the build (build/longattn -> ../bench/), else in the
- * working directory; "" when neither exists. */
-static void default_script(char *path, size_t n) {
-    char exe[4096];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        char *sl = strrchr(exe, '/');
-        if (sl) {
-            *sl = 0;
-            if ((size_t)snprintf(path, n, "%s/../bench/torch_train.py", exe) < n && access(path, R_OK) == 0)
-                return;
-        }
-    }
-    snprintf(path, n, "bench/torch_train.py");
-    if (access(path, R_OK) != 0) path[0] = 0;
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 /* ---- FLOP count (see the header comment) ---- */
@@ -275,7 +196,7 @@ int bench_train(int argc, char **argv) {
         la_spec_format(&ref, a, sizeof a);
         la_spec_format(sp, b, sizeof b);
         if (script_opt) snprintf(script, sizeof script, "%s", script_opt);
-        else default_script(script, sizeof script);
+        else bench_find_script("torch_train.py", script, sizeof script);
         if (strcmp(a, b))
             snprintf(why, sizeof why, "bench/torch_train.py implements %s only, not %s", a, b);
         else if (opt != LA_OPT_ADAMW)
@@ -304,22 +225,30 @@ int bench_train(int argc, char **argv) {
     /* one untimed step: buffers are allocated and pages touched */
     if (la_trainer_step_batch(tr, tok, tgt, B, T, &info) != LA_OK) rc = 1;
     la_model_reset_timing(m);
-    double round_ratio_min = 1e300, round_ratio_max = 0;
+#ifdef LA_PROFILE
+    memset(la_prof_s, 0, sizeof la_prof_s);
+    memset(la_prof_cpu, 0, sizeof la_prof_cpu);
+#endif
+    double round_ratio_min = 1e300, round_ratio_max = 0, our_cpu = 0, torch_cpu = 0;
     for (int q = 0; q < rounds && !rc; q++) {
         double *s = st + (size_t)q * steps;
+        double c0 = cpu_now();
         for (int k = 0; k < steps && !rc; k++) {
             double a = cli_now();
             if (la_trainer_step_batch(tr, tok, tgt, B, T, &info) != LA_OK) rc = 1;
             s[k] = cli_now() - a;
         }
+        our_cpu += cpu_now() - c0;
         if (have_torch && !rc) {
             double *u = pt + (size_t)q * steps;
-            if (peer_steps(&peer, steps, u)) {
-                peer_reason(&peer, why, sizeof why);
+            double pc = 0;
+            if (peer_steps(&peer, steps, u, &pc)) {
+                bench_peer_reason(&peer.io, why, sizeof why);
                 if (!json) printf("(PyTorch stopped: %s)\n", why);
-                peer_stop(&peer);
+                bench_peer_stop(&peer.io);
                 have_torch = 0;
             } else {
+                torch_cpu += pc;
                 double ratio = sum(u, steps) / sum(s, steps);
                 if (ratio < round_ratio_min) round_ratio_min = ratio;
                 if (ratio > round_ratio_max) round_ratio_max = ratio;
@@ -328,7 +257,7 @@ int bench_train(int argc, char **argv) {
     }
     double peak1 = bench_fma_peak(threads, 0.2, NULL), peak = peak0 > peak1 ? peak0 : peak1;
     torch_peer pinfo = peer; /* version, attention, threads: kept for the report */
-    if (have_torch) peer_stop(&peer);
+    if (have_torch) bench_peer_stop(&peer.io);
     if (rc) {
         fprintf(stderr, "longattn bench train: %s\n", la_errmsg());
     } else {
@@ -348,15 +277,15 @@ int bench_train(int argc, char **argv) {
             printf("{\"tokens_per_s\": %.1f, \"step_s\": %.4f, \"attention_share\": %.4f, "
                    "\"matmul_share\": %.4f, \"flops_per_step\": %.6g, \"flops_matmul_per_step\": %.6g, "
                    "\"flops_attention_per_step\": %.6g, \"gflops\": %.2f, \"fma_peak_gflops\": %.2f, "
-                   "\"peak_fraction\": %.4f, \"threads\": %d, ",
+                   "\"peak_fraction\": %.4f, \"threads\": %d, \"tokens_per_cpu_s\": %.1f, ",
                    tps, step_s, attn, mm, flops, fmm, fat, gflops, peak, peak > 0 ? gflops / peak : 0,
-                   threads);
+                   threads, (double)N * ns / our_cpu);
             if (have_torch)
                 printf("\"torch\": {\"version\": \"%s\", \"attention\": \"%s\", \"threads\": %d, "
                        "\"tokens_per_s\": %.1f, \"ratio\": %.4f, \"round_ratio_min\": %.4f, "
-                       "\"round_ratio_max\": %.4f}, ",
+                       "\"round_ratio_max\": %.4f, \"tokens_per_cpu_s\": %.1f, \"cpu_ratio\": %.4f}, ",
                        pinfo.version, pinfo.attn, pinfo.threads, ttps, tps / ttps,
-                       round_ratio_min, round_ratio_max);
+                       round_ratio_min, round_ratio_max, (double)N * ns / torch_cpu, torch_cpu / our_cpu);
             else {
                 printf("\"torch\": null, \"torch_skipped\": \"");
                 for (const char *p = why; *p; p++)
@@ -372,18 +301,32 @@ int bench_train(int argc, char **argv) {
         } else {
             printf("train: %d layers, d_model %d, %d heads, T %d, B %d, %s, %s, %d threads\n", c->n_layer,
                    c->d_model, c->n_head, T, B, c->spec, optn, threads);
-            printf("  %.0f tokens/s, median step %.3f s over %d steps (%d rounds)\n", tps, step_s, ns, rounds);
+            printf("  %.0f tokens/s, median step %.3f s over %d steps (%d rounds); %.0f tokens per CPU-second\n",
+                   tps, step_s, ns, rounds, (double)N * ns / our_cpu);
             printf("  share of step time: attention %.1f%%, matrix products %.1f%%, other %.1f%%\n",
                    100 * attn, 100 * mm, 100 * (1 - attn - mm));
             printf("  %.3g GFLOP per step (matrix products %.3g, attention %.3g%s): %.1f GFLOP/s = "
                    "%.1f%% of the FMA peak %.1f GFLOP/s\n",
                    flops / 1e9, fmm / 1e9, fat > 0 ? fat / 1e9 : 0.0, fat < 0 ? ", pattern not counted" : "",
                    gflops, peak > 0 ? 100 * gflops / peak : 0.0, peak);
+#ifdef LA_PROFILE
+            printf("  profile (-DLA_PROFILE laps over the timed steps): wall share, wall ms/step, CPU share "
+                   "(all threads), CPU ms/step\n");
+            double tot = 0, cpu = 0;
+            for (int k = 0; k < LA_PROF_N; k++) tot += la_prof_s[k], cpu += la_prof_cpu[k];
+            for (int k = 0; k < LA_PROF_N; k++)
+                printf("    %-46s %6.1f%% %9.2f %6.1f%% %9.2f\n", la_prof_names[k], 100 * la_prof_s[k] / wall,
+                       1e3 * la_prof_s[k] / ns, 100 * la_prof_cpu[k] / cpu, 1e3 * la_prof_cpu[k] / ns);
+            printf("    %-46s %6.1f%%\n", "(wall time not covered by the laps)", 100 * (1 - tot / wall));
+            printf("    matrix products: %.1f GFLOP per CPU-second; attention: %.1f\n",
+                   fmm * ns / la_prof_cpu[LA_PROF_MATMUL] / 1e9,
+                   fat > 0 ? fat * ns / la_prof_cpu[LA_PROF_ATTN] / 1e9 : 0.0);
+#endif
             if (have_torch) {
-                printf("  PyTorch %s eager (%s, %d threads): %.0f tokens/s\n", pinfo.version, pinfo.attn,
-                       pinfo.threads, ttps);
-                printf("  ours / PyTorch: %.2fx (rounds: %.2fx .. %.2fx)\n", tps / ttps, round_ratio_min,
-                       round_ratio_max);
+                printf("  PyTorch %s eager (%s, %d threads): %.0f tokens/s; %.0f tokens per CPU-second\n",
+                       pinfo.version, pinfo.attn, pinfo.threads, ttps, (double)N * ns / torch_cpu);
+                printf("  ours / PyTorch: %.2fx tokens/s (rounds: %.2fx .. %.2fx); %.2fx per CPU-second\n",
+                       tps / ttps, round_ratio_min, round_ratio_max, torch_cpu / our_cpu);
             }
         }
     }

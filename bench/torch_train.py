@@ -15,7 +15,8 @@ Same model as src/model/gpt.c (SPEC 7) and the same step as la_trainer_step_batc
 
 Protocol (driven by `longattn bench train --python PY`): the script builds the model, runs
 one untimed step, prints `ready <torch version> <attention> <threads>` and then answers
-each line `steps N` on stdin with `seconds s_1 ... s_N` (wall time of each step), so the
+each line `steps N` on stdin with `seconds s_1 ... s_N cpu C` (wall time of each step, and
+the CPU time of the whole process, all threads, over the N steps), so the
 benchmark can interleave its own steps with these in one run. Run by hand:
     python bench/torch_train.py --study --steps 5      # prints tokens/s and exits
 """
@@ -148,8 +149,10 @@ def main():
     for line in sys.stdin:
         w = line.split()
         if len(w) == 2 and w[0] == "steps":
+            c0 = time.process_time()
             s = [step() for _ in range(int(w[1]))]
-            print("seconds " + " ".join(f"{x:.6f}" for x in s), flush=True)
+            cpu = time.process_time() - c0
+            print("seconds " + " ".join(f"{x:.6f}" for x in s) + f" cpu {cpu:.6f}", flush=True)
         elif w and w[0] == "quit":
             break
 
