@@ -103,6 +103,39 @@ class GPT(nn.Module):
         return F.cross_entropy(z.view(-1, z.shape[-1]), tgt.view(-1))
 
 
+# parameter names of src/model/gpt.c (la_model_get_tensor) -> this module's
+_NAMES = {"ln1.g": "ln1_g", "attn.wq": "wq.weight", "attn.wk": "wk.weight", "attn.wv": "wv.weight",
+          "attn.q_norm.g": "qn_g", "attn.k_norm.g": "kn_g", "attn.wo": "wo.weight", "ln2.g": "ln2_g",
+          "mlp.w_fc": "w_fc.weight", "mlp.w_proj": "w_proj.weight"}
+
+
+def torch_name(name):
+    """the parameter of GPT that holds longattn's tensor `name` (e.g. h.0.attn.wq)"""
+    if name.startswith("h."):
+        _, layer, rest = name.split(".", 2)
+        return f"blocks.{layer}.{_NAMES[rest]}"
+    return {"wte": "wte.weight", "lnf.g": "lnf_g", "lm_head": "lm_head.weight"}[name]
+
+
+def load_longattn(model, path):
+    """copy the weights of a longattn model file (la_model_save: safetensors, F32) into model"""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    params = dict(model.named_parameters())
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        data = torch.frombuffer(bytearray(blob[8 + n + a:8 + n + b]), dtype=torch.float32)
+        with torch.no_grad():
+            params[torch_name(name)].copy_(data.view(info["shape"]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=4)
