@@ -275,8 +275,8 @@ int bench_train(int argc, char **argv) {
         const char *optn = opt == LA_OPT_MUON ? "muon" : "adamw";
         if (json) {
             printf("{\"tokens_per_s\": %.1f, \"step_s\": %.4f, \"attention_share\": %.4f, "
-                   "\"matmul_share\": %.4f, \"flops_per_step\": %.6g, \"flops_matmul_per_step\": %.6g, "
-                   "\"flops_attention_per_step\": %.6g, \"gflops\": %.2f, \"fma_peak_gflops\": %.2f, "
+                   "\"matmul_share\": %.4f, \"flops_per_step\": %.0f, \"flops_matmul_per_step\": %.0f, "
+                   "\"flops_attention_per_step\": %.0f, \"gflops\": %.2f, \"fma_peak_gflops\": %.2f, "
                    "\"peak_fraction\": %.4f, \"threads\": %d, \"tokens_per_cpu_s\": %.1f, ",
                    tps, step_s, attn, mm, flops, fmm, fat, gflops, peak, peak > 0 ? gflops / peak : 0,
                    threads, (double)N * ns / our_cpu);
