@@ -17,6 +17,11 @@
  *                    counted exactly from the spec's pattern (causal: T(T+1)/2 per head
  *                    and sequence), times B H L.
  *
+ *
+ * Reported against wall time (tokens/s, GFLOP/s / FMA peak) and against the process's CPU
+ * time (tokens and GFLOP per CPU-second, the latter / (peak / threads)): on a machine shared
+ * with other jobs the wall figures measure the scheduler as much as the code.
+ *
  * Interleaving: R rounds; each round times `steps` of our steps, then asks the PyTorch
  * process for `steps` of its own, so both see the same machine load; tokens/s of each side
  * are over all its timed steps. */
@@ -271,15 +276,19 @@ int bench_train(int argc, char **argv) {
         double fmm, fat;
         count_flops(c, sp, B, T, &fmm, &fat);
         double flops = fmm + (fat > 0 ? fat : 0), gflops = flops * ns / wall / 1e9;
+        /* per CPU-second against one thread's share of the peak: what the cores did while
+         * they ran this process, which a shared machine distorts much less than wall time */
+        double gcpu = flops * ns / our_cpu / 1e9;
         double ttps = have_torch ? (double)N * ns / sum(pt, ns) : 0;
         const char *optn = opt == LA_OPT_MUON ? "muon" : "adamw";
         if (json) {
             printf("{\"tokens_per_s\": %.1f, \"step_s\": %.4f, \"attention_share\": %.4f, "
                    "\"matmul_share\": %.4f, \"flops_per_step\": %.0f, \"flops_matmul_per_step\": %.0f, "
                    "\"flops_attention_per_step\": %.0f, \"gflops\": %.2f, \"fma_peak_gflops\": %.2f, "
-                   "\"peak_fraction\": %.4f, \"threads\": %d, \"tokens_per_cpu_s\": %.1f, ",
+                   "\"peak_fraction\": %.4f, \"threads\": %d, \"tokens_per_cpu_s\": %.1f, "
+                   "\"gflops_per_cpu_s\": %.2f, \"peak_fraction_cpu\": %.4f, ",
                    tps, step_s, attn, mm, flops, fmm, fat, gflops, peak, peak > 0 ? gflops / peak : 0,
-                   threads, (double)N * ns / our_cpu);
+                   threads, (double)N * ns / our_cpu, gcpu, peak > 0 ? gcpu / (peak / threads) : 0);
             if (have_torch)
                 printf("\"torch\": {\"version\": \"%s\", \"attention\": \"%s\", \"threads\": %d, "
                        "\"tokens_per_s\": %.1f, \"ratio\": %.4f, \"round_ratio_min\": %.4f, "
@@ -309,6 +318,8 @@ int bench_train(int argc, char **argv) {
                    "%.1f%% of the FMA peak %.1f GFLOP/s\n",
                    flops / 1e9, fmm / 1e9, fat > 0 ? fat / 1e9 : 0.0, fat < 0 ? ", pattern not counted" : "",
                    gflops, peak > 0 ? 100 * gflops / peak : 0.0, peak);
+            printf("  per CPU-second (all threads): %.1f GFLOP = %.1f%% of one thread's share of the peak (%.1f)\n",
+                   gcpu, peak > 0 ? 100 * gcpu / (peak / threads) : 0.0, peak / threads);
 #ifdef LA_PROFILE
             printf("  profile (-DLA_PROFILE laps over the timed steps): wall share, wall ms/step, CPU share "
                    "(all threads), CPU ms/step\n");
