@@ -17,7 +17,6 @@
  *                    counted exactly from the spec's pattern (causal: T(T+1)/2 per head
  *                    and sequence), times B H L.
  *
- *
  * Reported against wall time (tokens/s, GFLOP/s / FMA peak) and against the process's CPU
  * time (tokens and GFLOP per CPU-second, the latter / (peak / threads)): on a machine shared
  * with other jobs the wall figures measure the scheduler as much as the code.
