@@ -49,6 +49,9 @@ $(BUILD)/src/core/dist.o: private FILE_CFLAGS = $(MPI_CFLAGS)
 # contraction (src/io/gguf_quant.c)
 # (private: not inherited by its prerequisites, e.g. the library flags stamp)
 $(BUILD)/src/io/gguf_quant.o: private FILE_CFLAGS = -ffp-contract=off
+# the optimizer's update loop vectorises only when sqrtf need not set errno (its argument is
+# never negative, and vsqrtps rounds exactly like sqrtf: the same bits)
+$(BUILD)/src/train/trainer.o $(BUILD)/src/train/adamw.o: private FILE_CFLAGS = -fno-math-errno
 
 LIB_SRC   := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
 CLI_SRC   := $(sort $(wildcard src/cli/*.c) $(wildcard bench/*.c))

@@ -9,7 +9,10 @@
 #define LA_BENCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
+
+#include "longattn.h"
 
 typedef struct {
     const char *name;    /* `longattn bench <name>` */
@@ -51,5 +54,32 @@ int64_t bench_mem_reset(void);
  * gets the vector width used (16: AVX-512, 8: AVX2+FMA, 1: scalar). -1 on failure. */
 double bench_fma_peak(int threads, double seconds, int *lanes);
 int64_t bench_mem_peak(void);
+
+/* Visible (query, key) pairs of one attention head under sp's pattern, for query positions
+ * pos0 .. pos0+T-1 and keys 0 .. S-1, counted exactly (SPEC 2); -1 for a pattern it does
+ * not count (global). */
+double bench_count_pairs(const la_spec *sp, int T, int S, int64_t pos0);
+
+
+/* A helper process spoken to by lines (the PyTorch peers of `bench train` and `bench attn
+ * --peers`): its stdin and stdout are pipes, its stderr goes to a temporary file whose last
+ * line is the reason given when it fails. */
+typedef struct {
+    int pid;
+    FILE *to, *from;
+    char errpath[80];
+} bench_peer;
+/* Starts argv (argv[0] looked up in PATH) and reads its first line into line (newline
+ * removed). 0 on success; else -1, the reason in why, nothing left running. */
+int bench_peer_start(bench_peer *p, char *const argv[], char *line, size_t n, char *why, size_t wn);
+/* Sends one line, reads one line back (newline removed). 0 on success. */
+int bench_peer_ask(bench_peer *p, const char *cmd, char *line, size_t n);
+/* The last non-empty line the process wrote to stderr. */
+void bench_peer_reason(const bench_peer *p, char *why, size_t n);
+/* Sends "quit", closes the pipes, waits for it, removes its stderr file. */
+void bench_peer_stop(bench_peer *p);
+/* bench/<name> next to the build (build/longattn -> ../bench/<name>), else ./bench/<name>;
+ * path[0] == 0 when neither is readable. */
+void bench_find_script(const char *name, char *path, size_t n);
 
 #endif

@@ -15,7 +15,7 @@
  *     the tensors are allocated and touched; a fresh workspace per row, so the workspace
  *     counts as extra).
  * FLOPs: 4*D per visible (query, key) pair forward, 10*D forward+backward, pairs counted
- * exactly from the pattern (count_pairs). Each row: one warm-up call (also the memory
+ * exactly from the pattern (bench_count_pairs). Each row: one warm-up call (also the memory
  * probe) that grows the reused la_workspace, then the median of REPS timed calls (REPS_SHORT
  * for calls under SHORT_RUN_S, one timed call when the warm-up took over LONG_RUN_S, so
  * T = 16384 stays affordable on 2 cores).
@@ -71,10 +71,16 @@ typedef struct {
     double vs_peak;      /* gflops / the run's measured FMA peak */
     double mean_support; /* entmax family: mean keys with p > 0 per row; -1 for softmax */
     double zero_frac;    /* entmax family: fraction of visible pairs with p == 0; -1 otherwise */
+    /* --peers (softmax+causal rows): PyTorch on the same shape right after this row */
+    int has_peers;
+    double peer_s[2];       /* [0] SDPA, [1] FlexAttention: median seconds; 0: see peer_err */
+    char peer_err[2][160];  /* why there is no number */
 } row_result;
 
 typedef struct {
     int threads, quick, json;
+    bench_peer peer;               /* --peers: bench/torch_attn.py, pid 0 when not running */
+    char peer_version[64], peer_why[400];
     row_result rows[32];
     int n_rows;
     double sgemm_gflops;           /* the better of the start and end measurements */
@@ -85,42 +91,6 @@ typedef struct {
     int peak_lanes;
     double sinv_ratio[8][2];       /* [T index][pass] interleaved sinv/softmax time ratio; 0: not measured */
 } bench_state;
-
-/* Visible (query, key) pairs of one head, from SPEC 2, for query positions pos0 .. pos0+T-1
- * and keys 0 .. S-1. Exact integer count (double holds it exactly below 2^53). */
-static double count_pairs(const la_spec *sp, int T, int S, int64_t pos0) {
-    double total = 0;
-    for (int i = 0; i < T; i++) {
-        int64_t p = pos0 + i, lo = 0, hi = S - 1, n;
-        switch (sp->pattern) {
-        case LA_PAT_FULL:
-            n = S;
-            break;
-        case LA_PAT_CAUSAL:
-            hi = p < hi ? p : hi;
-            n = hi >= lo ? hi - lo + 1 : 0;
-            break;
-        case LA_PAT_WINDOW:
-            hi = p < hi ? p : hi;
-            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
-            n = hi >= lo ? hi - lo + 1 : 0;
-            break;
-        case LA_PAT_SINKS: {
-            hi = p < hi ? p : hi;
-            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
-            n = hi >= lo ? hi - lo + 1 : 0;
-            int64_t s_hi = sp->sinks - 1 < hi ? sp->sinks - 1 : hi; /* sinks 0..n-1 */
-            int64_t s_end = s_hi < lo - 1 ? s_hi : lo - 1;           /* not already in the window */
-            if (s_end >= 0) n += s_end + 1;
-            break;
-        }
-        default:
-            return -1; /* global: not used by this benchmark */
-        }
-        total += (double)n;
-    }
-    return total;
-}
 
 static void fill_uniform(float *x, size_t n, la_rng *r, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = scale * (float)(2.0 * la_rng_uniform(r) - 1.0);
@@ -254,7 +224,7 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
     snprintf(r->spec, sizeof r->spec, "%s", spec_text);
     r->T = t->sh.T;
     r->bwd = bwd;
-    r->pairs = NH * count_pairs(&sp, t->sh.T, t->sh.S, t->sh.S - t->sh.T);
+    r->pairs = NH * bench_count_pairs(&sp, t->sh.T, t->sh.S, t->sh.S - t->sh.T);
 
     la_workspace *ws = la_workspace_new();
     if (!ws) {
@@ -314,6 +284,36 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
     fprintf(stderr, "  %-44s T=%-6d %-8s %8.2f GFLOP/s  %.3f s\n", r->spec, r->T, bwd ? "fwd+bwd" : "fwd", r->gflops,
             r->seconds);
     return 0;
+}
+
+/* --peers: PyTorch's SDPA and FlexAttention on the shape of the row just measured, in the
+ * same run (bench/torch_attn.py), with as many timed calls as ours; a peer that fails
+ * (FlexAttention's CPU backward, a compile error) gives its reason instead of a number. */
+static void run_peers(bench_state *st, row_result *r) {
+    static const char *kinds[2] = {"sdpa", "flex"};
+    r->has_peers = 1;
+    for (int k = 0; k < 2; k++) {
+        char cmd[96], line[512];
+        /* one untimed call unless our row itself had a single long call */
+        snprintf(cmd, sizeof cmd, "run %s %d %s %d %d", kinds[k], r->T, r->bwd ? "fwdbwd" : "fwd", r->reps,
+                 r->reps > 1 ? 1 : 0);
+        r->peer_s[k] = 0;
+        if (!st->peer.pid) {
+            snprintf(r->peer_err[k], sizeof r->peer_err[k], "PyTorch not running");
+        } else if (bench_peer_ask(&st->peer, cmd, line, sizeof line)) {
+            bench_peer_reason(&st->peer, st->peer_why, sizeof st->peer_why);
+            snprintf(r->peer_err[k], sizeof r->peer_err[k], "PyTorch stopped: %.120s", st->peer_why);
+            bench_peer_stop(&st->peer);
+        } else if (!strncmp(line, "seconds ", 8) && (r->peer_s[k] = atof(line + 8)) > 0) {
+            r->peer_err[k][0] = 0;
+        } else {
+            r->peer_s[k] = 0;
+            snprintf(r->peer_err[k], sizeof r->peer_err[k], "%.150s", !strncmp(line, "error ", 6) ? line + 6 : line);
+        }
+        fprintf(stderr, "    PyTorch %s T=%-6d %-8s %s\n", kinds[k], r->T, r->bwd ? "fwd+bwd" : "fwd",
+                r->peer_s[k] > 0 ? "" : r->peer_err[k]);
+        if (r->peer_s[k] > 0) fprintf(stderr, "      %.3f s (ours %.3f s: %.2fx)\n", r->peer_s[k], r->seconds, r->peer_s[k] / r->seconds);
+    }
 }
 
 static const row_result *find_row(const bench_state *st, const char *spec, int T, int bwd) {
@@ -419,16 +419,23 @@ static void usage(FILE *f) {
             "  --threads N  threads for sgemm and the kernel (default 2)\n"
             "  --json       print one JSON object {sgemm_gflops, fma_peak_gflops, rows[...], targets[...]}\n"
             "  --quick      small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
-            "               a smoke test of the benchmark itself, not a measurement\n");
+            "               a smoke test of the benchmark itself, not a measurement\n"
+            "  --peers      also time PyTorch's scaled_dot_product_attention and FlexAttention on\n"
+            "               every softmax+causal row, right after it (bench/torch_attn.py), and print\n"
+            "               their time / ours; needs --python PY with torch importable (default python3)\n");
 }
 
 int bench_attn(int argc, char **argv) {
     bench_state *st = calloc(1, sizeof *st);
     if (!st) return 1;
     st->threads = 2;
+    int peers = 0;
+    const char *py = "python3";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) st->json = 1;
         else if (!strcmp(argv[i], "--quick")) st->quick = 1;
+        else if (!strcmp(argv[i], "--peers")) peers = 1;
+        else if (!strcmp(argv[i], "--python") && i + 1 < argc) py = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             char *end;
             long n = strtol(argv[++i], &end, 10);
@@ -443,7 +450,7 @@ int bench_attn(int argc, char **argv) {
             return 0;
         } else {
             free(st);
-            return cli_usage_error("bench attn", "unknown option '%s' (valid: --threads N, --json, --quick)", argv[i]);
+            return cli_usage_error("bench attn", "unknown option '%s' (valid: --threads N, --json, --quick, --peers, --python PY)", argv[i]);
         }
     }
     /* big buffers are mmapped and handed back on free, so each row's baseline is honest */
@@ -478,6 +485,23 @@ int bench_attn(int argc, char **argv) {
                    core, __builtin_cpu_supports("avx512f") ? "/AVX-512" : "", __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
         fflush(stdout);
     }
+    if (peers) {
+        char script[4096], th[16], line[256];
+        bench_find_script("torch_attn.py", script, sizeof script);
+        snprintf(th, sizeof th, "%d", st->threads);
+        char *pargv[] = {(char *)py, script, "--threads", th, NULL};
+        if (!script[0])
+            snprintf(st->peer_why, sizeof st->peer_why, "bench/torch_attn.py not found");
+        else if (bench_peer_start(&st->peer, pargv, line, sizeof line, st->peer_why, sizeof st->peer_why) == 0 &&
+                 sscanf(line, "ready %63s", st->peer_version) != 1) {
+            snprintf(st->peer_why, sizeof st->peer_why, "unexpected first line: %.200s", line);
+            bench_peer_stop(&st->peer);
+        }
+        if (!st->json) {
+            if (st->peer.pid) printf("peers: PyTorch %s (%s), same threads, right after each softmax+causal row\n", st->peer_version, py);
+            else printf("peers: PyTorch not measured: %s\n", st->peer_why);
+        }
+    }
     fprintf(stderr, "longattn bench attn: running (progress on stderr, results at the end)\n");
 
     int rc = 0;
@@ -492,6 +516,7 @@ int bench_attn(int argc, char **argv) {
          * sinv target is measured under the same machine load */
         for (int b = 0; b < 2 && !rc; b++) {
             rc = run_row(st, SPEC_CAUSAL, &t, b);
+            if (!rc && peers) run_peers(st, &st->rows[st->n_rows - 1]);
             if (!rc) rc = run_row(st, SPEC_SINV, &t, b);
             /* the sinv target's own measurement: interleaved calls */
             if (!rc && i < 8) {
@@ -515,6 +540,7 @@ int bench_attn(int argc, char **argv) {
             tensors_free(&t);
         }
     }
+    if (st->peer.pid) bench_peer_stop(&st->peer);
     if (rc) {
         free(st);
         return rc;
@@ -545,6 +571,20 @@ int bench_attn(int argc, char **argv) {
                    r->gflops, r->seconds, r->extra_bytes >= 0 ? r->extra_bytes / MIB : NAN, r->vs_sgemm, r->vs_peak,
                    r->reps);
         }
+        if (peers) {
+            printf("\nPyTorch%s%s on the softmax+causal rows (time / ours: > 1 means ours is faster):\n",
+                   st->peer_version[0] ? " " : "", st->peer_version);
+            printf("%6s %-8s %9s %9s %8s  %9s %8s\n", "T", "pass", "ours s", "SDPA s", "ratio", "Flex s", "ratio");
+            for (int i = 0; i < st->n_rows; i++) {
+                const row_result *r = &st->rows[i];
+                if (!r->has_peers) continue;
+                printf("%6d %-8s %9.3f", r->T, r->bwd ? "fwd+bwd" : "fwd", r->seconds);
+                for (int k = 0; k < 2; k++)
+                    if (r->peer_s[k] > 0) printf(" %9.3f %7.2fx", r->peer_s[k], r->peer_s[k] / r->seconds);
+                    else printf("  (%s)", r->peer_err[k]);
+                printf("\n");
+            }
+        }
         printf("\nsparse attention support (entmax rows):\n");
         for (int i = 0; i < st->n_rows; i++) {
             const row_result *r = &st->rows[i];
@@ -568,6 +608,10 @@ int bench_attn(int argc, char **argv) {
         cJSON_AddNumberToObject(root, "fma_peak_lanes", st->peak_lanes);
         cJSON_AddNumberToObject(root, "fma_peak_seconds", peak_s);
         cJSON_AddNumberToObject(root, "threads", st->threads);
+        if (peers) {
+            if (st->peer_version[0]) cJSON_AddStringToObject(root, "peers_torch_version", st->peer_version);
+            else cJSON_AddStringToObject(root, "peers_error", st->peer_why);
+        }
         cJSON_AddStringToObject(root, "blas_core", core ? core : "?");
         cJSON_AddBoolToObject(root, "blas_core_weak", weak);
         cJSON_AddBoolToObject(root, "quick", st->quick);
@@ -587,6 +631,21 @@ int bench_attn(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "reps", r->reps);
             cJSON_AddNumberToObject(o, "vs_sgemm", r->vs_sgemm);
             cJSON_AddNumberToObject(o, "vs_peak", r->vs_peak);
+            if (r->has_peers) {
+                static const char *pk[2] = {"sdpa", "flex"};
+                for (int k = 0; k < 2; k++) {
+                    char key[32];
+                    snprintf(key, sizeof key, "%s_seconds", pk[k]);
+                    if (r->peer_s[k] > 0) {
+                        cJSON_AddNumberToObject(o, key, r->peer_s[k]);
+                        snprintf(key, sizeof key, "%s_ratio", pk[k]);
+                        cJSON_AddNumberToObject(o, key, r->peer_s[k] / r->seconds);
+                    } else {
+                        snprintf(key, sizeof key, "%s_error", pk[k]);
+                        cJSON_AddStringToObject(o, key, r->peer_err[k]);
+                    }
+                }
+            }
             if (r->mean_support >= 0) {
                 cJSON_AddNumberToObject(o, "mean_support", r->mean_support);
                 cJSON_AddNumberToObject(o, "zero_fraction", r->zero_frac);

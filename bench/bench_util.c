@@ -1,9 +1,16 @@
 /* bench_util.c -- median and peak-RSS probes shared by the benchmarks. */
 #include "bench.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "longattn.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -44,3 +51,137 @@ int64_t bench_mem_reset(void) {
 }
 
 int64_t bench_mem_peak(void) { return status_kb("VmHWM"); }
+
+/* Visible (query, key) pairs of one head, from SPEC 2, for query positions pos0 .. pos0+T-1
+ * and keys 0 .. S-1. Exact integer count (double holds it exactly below 2^53). */
+double bench_count_pairs(const la_spec *sp, int T, int S, int64_t pos0) {
+    double total = 0;
+    for (int i = 0; i < T; i++) {
+        int64_t p = pos0 + i, lo = 0, hi = S - 1, n;
+        switch (sp->pattern) {
+        case LA_PAT_FULL:
+            n = S;
+            break;
+        case LA_PAT_CAUSAL:
+            hi = p < hi ? p : hi;
+            n = hi >= lo ? hi - lo + 1 : 0;
+            break;
+        case LA_PAT_WINDOW:
+            hi = p < hi ? p : hi;
+            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
+            n = hi >= lo ? hi - lo + 1 : 0;
+            break;
+        case LA_PAT_SINKS: {
+            hi = p < hi ? p : hi;
+            lo = p - sp->window + 1 > 0 ? p - sp->window + 1 : 0;
+            n = hi >= lo ? hi - lo + 1 : 0;
+            int64_t s_hi = sp->sinks - 1 < hi ? sp->sinks - 1 : hi; /* sinks 0..n-1 */
+            int64_t s_end = s_hi < lo - 1 ? s_hi : lo - 1;           /* not already in the window */
+            if (s_end >= 0) n += s_end + 1;
+            break;
+        }
+        default:
+            return -1; /* global: not used by this benchmark */
+        }
+        total += (double)n;
+    }
+    return total;
+}
+
+/* ---- a helper process spoken to by lines (the PyTorch peers) ---- */
+
+void bench_peer_reason(const bench_peer *p, char *why, size_t n) {
+    FILE *f = p->errpath[0] ? fopen(p->errpath, "r") : NULL;
+    char line[512], last[512] = "";
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (line[0] != '\n') snprintf(last, sizeof last, "%s", line);
+        fclose(f);
+    }
+    last[strcspn(last, "\n")] = 0;
+    snprintf(why, n, "%s", last[0] ? last : "the process exited without a message");
+}
+
+void bench_peer_stop(bench_peer *p) {
+    if (p->to) {
+        fputs("quit\n", p->to);
+        fclose(p->to);
+    }
+    if (p->from) fclose(p->from);
+    if (p->pid > 0) {
+        int st;
+        waitpid(p->pid, &st, 0);
+    }
+    if (p->errpath[0]) unlink(p->errpath);
+    memset(p, 0, sizeof *p);
+}
+
+int bench_peer_start(bench_peer *p, char *const argv[], char *line, size_t n, char *why, size_t wn) {
+    static int serial;
+    memset(p, 0, sizeof *p);
+    int in[2], out[2];
+    if (pipe(in)) {
+        snprintf(why, wn, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    if (pipe(out)) {
+        snprintf(why, wn, "pipe: %s", strerror(errno));
+        close(in[0]), close(in[1]);
+        return -1;
+    }
+    snprintf(p->errpath, sizeof p->errpath, "/tmp/la_bench_peer_%d_%d.err", (int)getpid(), serial++);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, wn, "fork: %s", strerror(errno));
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        p->errpath[0] = 0;
+        return -1;
+    }
+    if (pid == 0) {
+        int e = open(p->errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        if (e >= 0) dup2(e, 2);
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    p->pid = pid;
+    p->to = fdopen(in[1], "w");
+    p->from = fdopen(out[0], "r");
+    if (!p->to || !p->from || !fgets(line, (int)n, p->from)) {
+        if (p->to) fclose(p->to);
+        else close(in[1]);
+        p->to = NULL;
+        bench_peer_reason(p, why, wn);
+        bench_peer_stop(p);
+        return -1;
+    }
+    line[strcspn(line, "\n")] = 0;
+    return 0;
+}
+
+int bench_peer_ask(bench_peer *p, const char *cmd, char *line, size_t n) {
+    if (!p->to || fprintf(p->to, "%s\n", cmd) < 0 || fflush(p->to)) return -1;
+    if (!fgets(line, (int)n, p->from)) return -1;
+    line[strcspn(line, "\n")] = 0;
+    return 0;
+}
+
+void bench_find_script(const char *name, char *path, size_t n) {
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *sl = strrchr(exe, '/');
+        if (sl) {
+            *sl = 0;
+            if ((size_t)snprintf(path, n, "%s/../bench/%s", exe, name) < n && access(path, R_OK) == 0) return;
+        }
+    }
+    if ((size_t)snprintf(path, n, "bench/%s", name) >= n || access(path, R_OK) != 0) path[0] = 0;
+}

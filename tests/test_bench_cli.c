@@ -178,11 +178,53 @@ static void test_quick_text(void **st) {
     free(out);
 }
 
+/* `bench train --json` on a tiny model: every documented key, the FLOP count worked out by
+ * hand (bench_train.c's header), PyTorch skipped with a reason when asked not to run it. */
+static void test_train_json(void **st) {
+    (void)st;
+    int status;
+    char *out = run_capture("bench train --layers 1 --d-model 32 --heads 2 --seq-len 16 --batch 2 "
+                            "--steps 1 --rounds 2 --no-torch --json", &status);
+    assert_non_null(out);
+    assert_int_equal(status, 0);
+    cJSON *root = cJSON_Parse(out);
+    assert_non_null(root);
+    const char *keys[] = {"tokens_per_s", "step_s", "attention_share", "matmul_share", "flops_per_step",
+                          "gflops", "fma_peak_gflops", "peak_fraction", "tokens_per_cpu_s"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        cJSON *v = cJSON_GetObjectItem(root, keys[i]);
+        assert_true(cJSON_IsNumber(v));
+        assert_true(v->valuedouble >= 0);
+    }
+    /* C = 32, 2 heads of D = 16, d_ff 128, vocab 256, N = 2 x 16 tokens:
+     * matrices per layer C(HD) + 2 C(KD) + (HD)C + 2 C F = 1024 + 2048 + 1024 + 8192, LM head
+     * C V = 8192: 20480 weights, 6 N flops each; attention 12 D per causal pair,
+     * 16*17/2 pairs per head and sequence, 2 sequences, 2 heads, 1 layer */
+    double mm = 6.0 * 32 * 20480, at = 12.0 * 16 * (16 * 17 / 2) * 2 * 2;
+    assert_float_equal(cJSON_GetObjectItem(root, "flops_matmul_per_step")->valuedouble, mm, 0.5);
+    assert_float_equal(cJSON_GetObjectItem(root, "flops_attention_per_step")->valuedouble, at, 0.5);
+    assert_float_equal(cJSON_GetObjectItem(root, "flops_per_step")->valuedouble, mm + at, 0.5);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(root, "torch")));
+    assert_string_equal(cJSON_GetObjectItem(root, "torch_skipped")->valuestring, "--no-torch");
+    cJSON *cfg = cJSON_GetObjectItem(root, "config");
+    assert_int_equal(cJSON_GetObjectItem(cfg, "rounds")->valueint, 2);
+    cJSON_Delete(root);
+    free(out);
+    /* a spec the PyTorch script does not implement is named, not silently compared */
+    out = run_capture("bench train --layers 1 --d-model 32 --heads 2 --seq-len 16 --batch 2 --steps 1 "
+                      "--rounds 1 --spec softmax+alibi+causal", &status);
+    assert_non_null(out);
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(out, "PyTorch not measured: bench/torch_train.py implements"));
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quick_json),
         cmocka_unit_test(test_quick_text),
         cmocka_unit_test(test_dispatcher_and_options),
+        cmocka_unit_test(test_train_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/prof.h"
 #include "model/layers.h"
 
 static la_attn_opts opts_for(const attn_dims *d, const attn_weights *w, const attn_acts *a) {
@@ -40,6 +41,7 @@ la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_
     la_permute_bthd_to_bhtd(a->vh, a->v_raw, B, T, K, D);                    // A7: v layout
     la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
     la_attn_opts op = opts_for(d, w, a);
+    LA_PROF_LAP(LA_PROF_OTHER);
     double t0 = omp_get_wtime();
     la_status s;
     if (d->kv) {  // A8 over a KV cache: the hook appends k, v and attends over what it keeps
@@ -53,6 +55,7 @@ la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_
         s = la_attn_forward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, &op);  // A8
     }
     *d->t_attn += omp_get_wtime() - t0;
+    LA_PROF_LAP(LA_PROF_ATTN);
     if (s != LA_OK) return s;
     la_permute_bhtd_to_bthd(a->y, a->att, B, T, H, D);                       // A9: y (N, H*D)
     la_mm_forward(tm, out, a->y, w->wo, N, H * D, C, 1);                     // A10: out += y Wo^T
@@ -87,10 +90,12 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
         op.das_beta = sc->dbeta;
         op.das_gamma = sc->dgamma;
     }
+    LA_PROF_LAP(LA_PROF_OTHER);
     double t0 = omp_get_wtime();
     la_status s = la_attn_backward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat,
                                    sc->datt, sc->dqh, sc->dkh, sc->dvh, &op);
     *d->t_attn += omp_get_wtime() - t0;
+    LA_PROF_LAP(LA_PROF_ATTN);
     if (s != LA_OK) return s;
     if (logn)
         for (int h = 0; h < H; h++) g->logn_s[h] += sc->dlogn[h];  // dlogn_s is overwritten per call

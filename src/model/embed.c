@@ -1,26 +1,39 @@
 /* embed.c -- token embedding lookup and the softmax cross-entropy of the LM head. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
+#include "core/prof.h"
 #include "model/layers.h"
 
 void la_embed_forward(float *x, const int32_t *tokens, const float *wte, int N, int C) {
+    LA_PROF_LAP(LA_PROF_OTHER);
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= LA_PAR_MIN)
     for (int n = 0; n < N; n++)
         memcpy(x + (size_t)n * C, wte + (size_t)tokens[n] * C, sizeof(float) * C);  // F1
+    LA_PROF_LAP(LA_PROF_EMBED);
 }
 
 void la_embed_backward(float *dwte, const float *dx, const int32_t *tokens, int N, int C) {
-    /* F1: rows with the same token add up; serial to keep a fixed order */
-    for (int n = 0; n < N; n++) {
-        float *dr = dwte + (size_t)tokens[n] * C;
-        const float *g = dx + (size_t)n * C;
-        for (int c = 0; c < C; c++) dr[c] += g[c];
+    LA_PROF_LAP(LA_PROF_OTHER);
+    /* F1: rows with the same token add up, in row order for every column (a fixed order);
+     * threads own column ranges */
+#pragma omp parallel if ((size_t)N * C >= LA_PAR_MIN)
+    {
+        int me = omp_get_thread_num(), nt = omp_get_num_threads();
+        int c0 = (int)((long)C * me / nt), c1 = (int)((long)C * (me + 1) / nt);
+        for (int n = 0; n < N; n++) {
+            float *dr = dwte + (size_t)tokens[n] * C;
+            const float *g = dx + (size_t)n * C;
+            for (int c = c0; c < c1; c++) dr[c] += g[c];
+        }
     }
+    LA_PROF_LAP(LA_PROF_EMBED);
 }
 
 int64_t la_xent_forward(float *loss, float *lse, const float *logits, const int32_t *targets, int N,
                      int V, double *sum_loss) {
+    LA_PROF_LAP(LA_PROF_OTHER);
 #pragma omp parallel for schedule(static) if ((size_t)N * V >= LA_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *z = logits + (size_t)n * V;  // (V)
@@ -42,10 +55,12 @@ int64_t la_xent_forward(float *loss, float *lse, const float *logits, const int3
                 cnt++;
             }
     *sum_loss = s;
+    LA_PROF_LAP(LA_PROF_XENT);
     return cnt;
 }
 
 void la_xent_backward(float *z, const float *lse, const int32_t *targets, int N, int V, float scale) {
+    LA_PROF_LAP(LA_PROF_OTHER);
 #pragma omp parallel for schedule(static) if ((size_t)N * V >= LA_PAR_MIN)
     for (int n = 0; n < N; n++) {
         float *zr = z + (size_t)n * V;
@@ -58,4 +73,5 @@ void la_xent_backward(float *z, const float *lse, const int32_t *targets, int N,
         for (int v = 0; v < V; v++) zr[v] = scale * expf(zr[v] - l);
         zr[targets[n]] -= scale;
     }
+    LA_PROF_LAP(LA_PROF_XENT);
 }

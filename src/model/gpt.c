@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/prof.h"
 #include "model/layers.h"
 
 #define NONE ((size_t)-1)
@@ -296,7 +297,11 @@ la_status la_model_get_tensor(const la_model *m, int i, la_tensor_info *info) {
 
 void la_model_set_threads(la_model *m, int n_threads) { m->n_threads = n_threads > 0 ? n_threads : 0; }
 
-void la_model_zero_grad(la_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+void la_model_zero_grad(la_model *m) {
+    LA_PROF_LAP(LA_PROF_OTHER);
+    memset(m->grads, 0, m->n_params * sizeof(float));
+    LA_PROF_LAP(LA_PROF_ZERO);
+}
 
 void la_model_get_timing(const la_model *m, la_model_timing *t) { *t = m->timing; }
 void la_model_reset_timing(la_model *m) { memset(&m->timing, 0, sizeof m->timing); }
@@ -466,11 +471,15 @@ static la_status block_forward(la_model *m, int l, acts *a, const float *x_in, f
     d.layer = l;
     attn_weights w = weights_at(m, m->params, o);
     la_rmsnorm_forward(a->ln1, a->ln1_rstd, x_in, P + o->ln1_g, N, C);         // F1: a = RMSNorm(x)
+    LA_PROF_LAP(LA_PROF_OTHER);
     if (mid != x_in) memcpy(mid, x_in, sizeof(float) * (size_t)N * C);
+    LA_PROF_LAP(LA_PROF_RESID);
     LA_TRY(la_attn_layer_forward(&d, &w, &a->at, a->ln1, mid));               // F2: mid = x + attn(a)
     float *ln2 = a->ln2 ? a->ln2 : a->ln1;
     la_rmsnorm_forward(ln2, a->ln2_rstd, mid, P + o->ln2_g, N, C);             // F3: RMSNorm(mid)
+    LA_PROF_LAP(LA_PROF_OTHER);
     if (x_out != mid) memcpy(x_out, mid, sizeof(float) * (size_t)N * C);
+    LA_PROF_LAP(LA_PROF_RESID);
     la_mlp_forward(tm, x_out, a->h_pre, a->h_act, ln2, P + o->w_fc, P + o->w_proj, N, C, F);  // F4
     return LA_OK;
 }
@@ -573,7 +582,9 @@ la_status la_model_backward(la_model *m) {
     const float *xL = m->L ? m->ta[m->L - 1].res_out : m->res0;
     la_mm_backward(&m->timing.matmul_s, m->dln, G + m->off_lm_head, m->logits, m->lnf,
                 P + m->off_lm_head, N, C, m->V, 0);
+    LA_PROF_LAP(LA_PROF_OTHER);
     memset(m->dres, 0, sizeof(float) * (size_t)N * C);
+    LA_PROF_LAP(LA_PROF_RESID);
     la_rmsnorm_backward(m->dres, G + m->off_lnf_g, m->dln, xL, m->lnf_rstd, P + m->off_lnf_g, N, C);
     for (int l = m->L - 1; l >= 0; l--) {
         const float *x_in = l ? m->ta[l - 1].res_out : m->res0;

@@ -13,9 +13,11 @@
 
 #define LA_RMS_EPS 1e-6f
 
-/* Elementwise loops run in parallel only above this many elements: below it the cost of
- * waking threads (and of spinning when the machine is shared) exceeds the work. */
-#define LA_PAR_MIN ((size_t)1 << 20)
+/* Elementwise loops run in parallel only above this many elements (512 KiB of floats):
+ * below it the cost of waking threads exceeds the work. (It was 2^20 until the trainer
+ * profile, README "Where the trainer's time goes", showed the norms, permutations and the
+ * cross-entropy of the study's 2048 x 128 activations running on one thread of two.) */
+#define LA_PAR_MIN ((size_t)1 << 17)
 
 /* ---- matmul.c: cblas_sgemm wrappers, weights stored (out, in); *timer += seconds ---- */
 /* y (N, out) = x (N, in) W^T (+ y if accumulate) */

@@ -10,6 +10,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "core/prof.h"
 #include "model/layers.h"
 
 /* Products below this many multiply-adds run as one call. */
@@ -22,6 +23,7 @@ static int mm_threads(double macs) {
 
 void la_mm_forward(double *timer, float *y, const float *x, const float *W, int N, int in, int out,
                 int accumulate) {
+    LA_PROF_LAP(LA_PROF_OTHER);
     double t0 = omp_get_wtime();
     float beta = accumulate ? 1.0f : 0.0f;
     int nt = mm_threads((double)N * in * out);
@@ -34,10 +36,12 @@ void la_mm_forward(double *timer, float *y, const float *x, const float *W, int 
                         x + (size_t)n0 * in, in, W, in, beta, y + (size_t)n0 * out, out);
     }
     *timer += omp_get_wtime() - t0;
+    LA_PROF_LAP(LA_PROF_MATMUL);
 }
 
 void la_mm_backward(double *timer, float *dx, float *dW, const float *dy, const float *x,
                  const float *W, int N, int in, int out, int accumulate_dx) {
+    LA_PROF_LAP(LA_PROF_OTHER);
     double t0 = omp_get_wtime();
     float beta = accumulate_dx ? 1.0f : 0.0f;
     int nt = mm_threads((double)N * in * out);
@@ -57,4 +61,5 @@ void la_mm_backward(double *timer, float *dx, float *dW, const float *dy, const 
                         x, in, 1.0f, dW + (size_t)o0 * in, in);
     }
     *timer += omp_get_wtime() - t0;
+    LA_PROF_LAP(LA_PROF_MATMUL);
 }

@@ -1,5 +1,6 @@
 /* mlp.c -- ReLU^2 MLP (So et al. 2021, "Primer"; used by the scale-invariant attention
  * paper's baseline): y += relu(x Wfc^T)^2 Wproj^T. */
+#include "core/prof.h"
 #include "model/layers.h"
 
 void la_mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const float *x,
@@ -11,6 +12,7 @@ void la_mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const f
         float r = h_pre[i] > 0 ? h_pre[i] : 0;
         h_act[i] = r * r;                                     // F2: h_act = relu(h_pre)^2
     }
+    LA_PROF_LAP(LA_PROF_ACT);
     la_mm_forward(timer, y, h_act, w_proj, N, F, C, 1);          // F3: y (N,C) += h_act Wproj^T
 }
 
@@ -21,5 +23,6 @@ void la_mlp_backward(double *timer, float *dx, float *dw_fc, float *dw_proj, flo
     size_t NF = (size_t)N * F;
 #pragma omp parallel for schedule(static) if (NF >= LA_PAR_MIN)
     for (size_t i = 0; i < NF; i++) dh[i] *= h_pre[i] > 0 ? 2.0f * h_pre[i] : 0.0f;  // F2
+    LA_PROF_LAP(LA_PROF_ACT);
     la_mm_backward(timer, dx, dw_fc, dh, x, w_fc, N, C, F, 0);           // F1: dx, dWfc
 }

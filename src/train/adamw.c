@@ -3,15 +3,16 @@
 
 #include "train/optim.h"
 
+la_adamw_k la_adamw_consts(double lr, double b1, double b2, double eps, long t) {
+    la_adamw_k k = {(float)b1, (float)b2, (float)lr, (float)eps, (float)(1.0 - pow(b1, (double)t)),
+                    (float)(1.0 - pow(b2, (double)t))};
+    return k;
+}
+
 void la_adamw_update(float *p, const float *g, float *m, float *v, size_t n, double lr, double b1,
                   double b2, double eps, double wd, long t) {
-    float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
-    float fb1 = (float)b1, fb2 = (float)b2, flr = (float)lr, feps = (float)eps, fwd = (float)wd;
-#pragma omp parallel for schedule(static) if (n >= (1u << 20))
-    for (size_t i = 0; i < n; i++) {
-        m[i] = fb1 * m[i] + (1 - fb1) * g[i];
-        v[i] = fb2 * v[i] + (1 - fb2) * g[i] * g[i];
-        float mh = m[i] / bc1, vh = v[i] / bc2;
-        p[i] -= flr * (mh / (sqrtf(vh) + feps) + fwd * p[i]);
-    }
+    la_adamw_k k = la_adamw_consts(lr, b1, b2, eps, t);
+    float fwd = (float)wd;
+#pragma omp parallel for schedule(static) if (n >= (1u << 17))
+    for (size_t i = 0; i < n; i++) la_adamw_elem(p + i, g[i], m + i, v + i, &k, fwd);
 }

@@ -2,6 +2,7 @@
 #ifndef LA_TRAIN_OPTIM_H
 #define LA_TRAIN_OPTIM_H
 
+#include <math.h>
 #include <stddef.h>
 
 /* AdamW (Loshchilov & Hutter 2019) on n entries, step t >= 1 (bias correction):
@@ -9,6 +10,18 @@
  *   p -= lr * (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd * p) */
 void la_adamw_update(float *p, const float *g, float *m, float *v, size_t n, double lr, double b1,
                   double b2, double eps, double wd, long t);
+
+/* The same update as float constants, for the trainer's one fused pass over all tensors:
+ * la_adamw_consts once per step, then la_adamw_elem per entry (la_adamw_update is exactly
+ * this, so both give the same bits). */
+typedef struct { float b1, b2, lr, eps, bc1, bc2; } la_adamw_k;
+la_adamw_k la_adamw_consts(double lr, double b1, double b2, double eps, long t);
+static inline void la_adamw_elem(float *p, float g, float *m, float *v, const la_adamw_k *k, float wd) {
+    *m = k->b1 * *m + (1 - k->b1) * g;
+    *v = k->b2 * *v + (1 - k->b2) * g * g;
+    float mh = *m / k->bc1, vh = *v / k->bc2;
+    *p -= k->lr * (mh / (sqrtf(vh) + k->eps) + wd * *p);
+}
 
 /* Muon (K. Jordan 2024) on one (rows, cols) matrix:
  *   mom = mu mom + g;  u = g + mu mom (Nesterov)

@@ -10,8 +10,12 @@
 #include <unistd.h>
 
 #include "core/dist.h"
+#include "core/prof.h"
 #include "train/optim.h"
 #include "train/trainer_internal.h"
+
+/* Element loops of the update run on the OpenMP threads from this many entries on. */
+#define LA_PAR_ELEMS ((size_t)1 << 17)
 
 la_train_config la_train_config_default(void) {
     la_train_config c;
@@ -70,6 +74,7 @@ void la_trainer_free(la_trainer *tr) {
     free(tr->adam_v);
     free(tr->mom);
     free(tr->scratch);
+    free(tr->gn_part);
     free(tr->window);
     free(tr->inp);
     free(tr->tgt);
@@ -102,7 +107,8 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
     tr->window = la_malloc((BT + cfg->B) * sizeof(int32_t));
     tr->inp = la_malloc(BT * sizeof(int32_t));
     tr->tgt = la_malloc(BT * sizeof(int32_t));
-    int ok = tr->adam_m && tr->adam_v && tr->window && tr->inp && tr->tgt;
+    tr->gn_part = la_malloc(((tr->P + LA_GN_CHUNK - 1) / LA_GN_CHUNK + 1) * sizeof(double));
+    int ok = tr->adam_m && tr->adam_v && tr->window && tr->inp && tr->tgt && tr->gn_part;
     if (ok && cfg->optimizer == LA_OPT_MUON) {
         size_t need = 0;
         for (int i = 0; i < la_model_num_tensors(m); i++) {
@@ -130,44 +136,84 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
 
 int la_trainer_step_count(const la_trainer *tr) { return tr->step; }
 
-/* grads hold the SUM of n_micro mean-loss gradients: average, clip, update. */
+/* Sum of squares of g[0, P) after scaling it by inv in place, in fixed chunks of
+ * LA_GN_CHUNK entries: each chunk in double over 8 interleaved lanes, the chunks added in
+ * order. Threads take whole chunks, so the result does not depend on their number. */
+static double scale_sumsq(float *g, size_t P, float inv, double *part) {
+    size_t nch = (P + LA_GN_CHUNK - 1) / LA_GN_CHUNK;
+#pragma omp parallel for schedule(static) if (P >= LA_PAR_ELEMS)
+    for (size_t ch = 0; ch < nch; ch++) {
+        size_t i0 = ch * LA_GN_CHUNK, n = P - i0 < LA_GN_CHUNK ? P - i0 : LA_GN_CHUNK;
+        float *x = g + i0;
+        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int l = 0; l < 8; l++) {
+                x[i + l] *= inv;
+                acc[l] += (double)x[i + l] * x[i + l];
+            }
+        for (; i < n; i++) {
+            x[i] *= inv;
+            acc[i & 7] += (double)x[i] * x[i];
+        }
+        part[ch] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    }
+    double ss = 0;
+    for (size_t ch = 0; ch < nch; ch++) ss += part[ch];
+    return ss;
+}
+
+/* grads hold the SUM of n_micro mean-loss gradients: average, clip, update. One pass
+ * averages and sums the squares; a second clips and applies AdamW to every tensor (Muon's
+ * matrices are only clipped there and updated after), threads on contiguous ranges. */
 static la_status apply_update(la_trainer *tr, double loss, int n_micro, la_step_info *info,
                               double t0) {
+    LA_PROF_LAP(LA_PROF_OTHER);
     la_model *m = tr->m;
     float *g = la_model_grads(m), *p = la_model_params(m);
     size_t P = tr->P;
     float inv = 1.0f / (float)n_micro;
-    double ss = 0;
-    for (size_t i = 0; i < P; i++) {
-        g[i] *= inv;
-        ss += (double)g[i] * g[i];  // serial: reproducible for any thread count
-    }
-    double norm = sqrt(ss);
+    double norm = sqrt(scale_sumsq(g, P, inv, tr->gn_part));
     if (!isfinite(loss) || !isfinite(norm)) {
         la_model_zero_grad(m);
         return la_fail(LA_ENUMERIC, "trainer: non-finite loss (%g) or gradient norm (%g) at step "
                        "%d; parameters left unchanged; lower the learning rate", loss, norm, tr->step);
     }
+    LA_PROF_LAP(LA_PROF_GNORM);
     const la_train_config *c = &tr->cfg;
-    if (c->clip > 0 && norm > c->clip) {
-        float sc = (float)(c->clip / norm);
-        for (size_t i = 0; i < P; i++) g[i] *= sc;
-    }
+    int clip = c->clip > 0 && norm > c->clip;
+    float sc = clip ? (float)(c->clip / norm) : 1.0f;
     double f = la_train_lr_factor(c, tr->step);
     double lr = c->lr * f;
-    for (int i = 0; i < la_model_num_tensors(m); i++) {
-        la_tensor_info t;
-        la_model_get_tensor(m, i, &t);
-        int decays = t.pclass == LA_PCLASS_EMBED || t.pclass == LA_PCLASS_MATRIX;
-        double wd = decays ? c->weight_decay : 0.0;
-        size_t o = t.offset;
-        if (c->optimizer == LA_OPT_MUON && t.pclass == LA_PCLASS_MATRIX)
-            la_muon_update(p + o, g + o, tr->mom + o, (int)t.shape[0], (int)t.shape[1],
-                        c->muon_lr * f, c->muon_momentum, wd, tr->scratch);
-        else
-            la_adamw_update(p + o, g + o, tr->adam_m + o, tr->adam_v + o, t.numel, lr, c->beta1,
-                         c->beta2, c->eps, wd, tr->step + 1);
+    la_adamw_k k = la_adamw_consts(lr, c->beta1, c->beta2, c->eps, tr->step + 1);
+    int nt = la_model_num_tensors(m), muon = c->optimizer == LA_OPT_MUON;
+#pragma omp parallel if (P >= LA_PAR_ELEMS)
+    {
+        int me = omp_get_thread_num(), nth = omp_get_num_threads();
+        size_t lo = P * (size_t)me / (size_t)nth, hi = P * (size_t)(me + 1) / (size_t)nth;
+        for (int i = 0; i < nt; i++) {
+            la_tensor_info t;
+            la_model_get_tensor(m, i, &t);
+            size_t a = t.offset > lo ? t.offset : lo, b = t.offset + t.numel < hi ? t.offset + t.numel : hi;
+            if (a >= b) continue;
+            if (clip)
+                for (size_t j = a; j < b; j++) g[j] *= sc;
+            if (muon && t.pclass == LA_PCLASS_MATRIX) continue;  // below
+            int decays = t.pclass == LA_PCLASS_EMBED || t.pclass == LA_PCLASS_MATRIX;
+            float wd = decays ? (float)c->weight_decay : 0.0f;
+            for (size_t j = a; j < b; j++) la_adamw_elem(p + j, g[j], tr->adam_m + j, tr->adam_v + j, &k, wd);
+        }
     }
+    if (muon)
+        for (int i = 0; i < nt; i++) {
+            la_tensor_info t;
+            la_model_get_tensor(m, i, &t);
+            if (t.pclass != LA_PCLASS_MATRIX) continue;
+            size_t o = t.offset;
+            la_muon_update(p + o, g + o, tr->mom + o, (int)t.shape[0], (int)t.shape[1], c->muon_lr * f,
+                           c->muon_momentum, c->weight_decay, tr->scratch);
+        }
+    LA_PROF_LAP(LA_PROF_OPTIM);
     tr->step++;
     if (info) {
         info->step = tr->step;
@@ -262,6 +308,7 @@ la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
     if (!tr) return la_fail(LA_EINVAL, "la_trainer_step: trainer is NULL");
     if (!tr->data) return la_fail(LA_EINVAL, "la_trainer_step: the trainer has no data; use la_trainer_step_batch");
     double t0 = omp_get_wtime();
+    LA_PROF_START();
     const la_train_config *c = &tr->cfg;
     int B = c->B, T = c->T, A = c->grad_accum, N = la_dist_size(), lo, hi;
     size_t P = tr->P;
@@ -331,6 +378,7 @@ la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int
     if (!tr) return la_fail(LA_EINVAL, "la_trainer_step_batch: trainer is NULL");
     if (!targets) return la_fail(LA_EINVAL, "la_trainer_step_batch: targets must not be NULL");
     double t0 = omp_get_wtime();
+    LA_PROF_START();
     la_model_zero_grad(tr->m);
     float l;
     LA_TRY(la_model_forward(tr->m, tokens, targets, B, T, &l, NULL));

@@ -4,6 +4,10 @@
 
 #include "core/internal.h"
 
+/* The gradient norm is summed in fixed chunks of this many entries (each in double, in a
+ * fixed order), then the chunks in order: the same bits for any thread count. */
+#define LA_GN_CHUNK 16384
+
 struct la_trainer {
     la_model *m;
     la_data *data;
@@ -12,6 +16,7 @@ struct la_trainer {
     float *adam_m, *adam_v;  // (P) AdamW moments (unused entries stay 0 under Muon)
     float *mom;              // (P) Muon momentum, NULL under AdamW
     float *scratch;          // Muon Newton-Schulz scratch
+    double *gn_part;         // (ceil(P / LA_GN_CHUNK)) partial sums of squared gradients
     int32_t *window;         // (B, T+1) sampled windows
     int32_t *inp, *tgt;      // (B, T)
     int step;
