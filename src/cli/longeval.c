@@ -28,7 +28,7 @@ static void usage(FILE *f) {
             "  --haystack MODE    retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
             "                     Jaggi's repeated \"The grass is green. ...\"; the study files' choice)\n"
             "  --train-ctx N      override C (default: the file's context_length)\n"
-            "  --docs DIR         text documents (default data/pydoc/val)\n"
+            "  --docs DIR         text documents (default data/longdocs; data/pydoc/val when absent)\n"
             "  --out DIR          output folder (default runs/longeval)\n"
             "  --resume           skip cells already stored in DIR/cells\n"
             "  --threads N        OpenMP / BLAS threads\n"

@@ -36,7 +36,7 @@ static const double DEFAULT_LENGTHS[] = {0.5, 1, 2, 4};
 la_longeval_opts la_longeval_opts_default(void) {
     la_longeval_opts o;
     memset(&o, 0, sizeof o);
-    o.docs = "data/pydoc/val";
+    o.docs = LE_DOCS_DEFAULT;
     o.n_depths = 3;
     o.depths[0] = 0.1, o.depths[1] = 0.5, o.depths[2] = 0.9;
     o.trials = 1;
@@ -470,6 +470,10 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
             st = le_method_parse(c.m, o.methods[m], c.C, L, &sp, &kv, &hk);
         }
     }
+    /* the long documents (scripts/prepare_longdocs.sh) unless they were never prepared:
+     * then the pydoc validation documents, said in the progress note and results.json */
+    struct stat dsb;
+    if (st == LA_OK && !strcmp(o.docs, LE_DOCS_DEFAULT) && stat(o.docs, &dsb) != 0) o.docs = LE_DOCS_FALLBACK;
     if (st == LA_OK) st = le_stream_build(c.tok, o.docs, maxL + 1, o.seed, &c.stream);
     if (st == LA_OK) {
         c.hay = c.stream.tokens;
