@@ -68,9 +68,10 @@ typedef struct {
     char *owned;            /* strings read by la_longeval_load (free with la_longeval_opts_release) */
 } la_longeval_opts;
 
-/* docs data/longdocs (data/pydoc/val when absent), the default methods and lengths 0.5C, 1C, 2C, 4C (as in
- * studies/longeval.json), depths {0.1, 0.5, 0.9}, trials 1, distractors 3, buckets 8,
- * chunk 512, seed 1. */
+/* As studies/longeval.json: docs data/longdocs (data/pydoc/val when absent), methods
+ * as-trained, yarn({s},{C}), as-trained | sinks(4,2044), lengths 0.5C and 2C, depths
+ * {0.25, 0.75}, trials 1, distractors -1 (no multi-key), buckets 8, chunk 512, seed 1
+ * (text haystack; the study file picks the filler). */
 LA_API la_longeval_opts la_longeval_opts_default(void);
 
 /* Fill *o from a JSON study file {"methods": [...], "lengths": [...], "depths": [...],
