@@ -197,6 +197,9 @@ static void test_unsupported(void **state) {
     assert_int_equal(la_spec_parse("softmax+rope+causal", &sp), LA_OK);
     assert_int_equal(la_kv_stream_attend(c, 0, &sp, x, x, x, 5, o, NULL), LA_EINVAL); /* > stream_T */
     la_kv_free(c);
+    assert_int_equal(la_kv_new(&p, &c), LA_OK); /* no streaming scratch */
+    assert_int_equal(la_kv_stream_attend(c, 0, &sp, x, x, x, 1, o, NULL), LA_EINVAL);
+    la_kv_free(c);
     assert_int_equal(la_kv_new_stream(&p, 21, &c), LA_EINVAL); /* > the window */
 }
 

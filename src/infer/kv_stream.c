@@ -112,6 +112,9 @@ la_status la_kv_stream_attend(la_kv_cache *c, int layer, const la_spec *spec, co
                        "la_kv_stream_attend: exact chunked streaming needs a window or sinks cache and a softmax spec "
                        "with NoPE or a RoPE-family encoding, transform none/temp/critical/qwen-logn and the causal "
                        "pattern; step such a spec one token at a time");
+    if (!c->s_k)
+        return la_fail(LA_EINVAL, "la_kv_stream_attend: the cache has no streaming scratch; create it with "
+                                  "la_kv_new_stream and a chunk > 1");
     if (opts && (opts->doc_ids || opts->key_mass))
         return la_fail(LA_EINVAL, "la_kv_stream_attend: doc_ids and key_mass are not supported; pass NULL");
     la_kv_layer *L = &c->layers[layer];
