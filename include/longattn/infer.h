@@ -108,6 +108,18 @@ LA_API int64_t la_kv_budget(const la_kv_params *p);
  * sinks: w; h2o: recent (a larger chunk would have to evict part of itself). */
 LA_API int64_t la_kv_max_chunk(const la_kv_params *p);
 
+/* 1 if a decoding session (la_llama_session_step) under policy p and spec steps T > 1
+ * tokens as EXACT streaming -- each of the T rows sees exactly the keys and re-indexed
+ * positions it would see were the tokens stepped one at a time (src/infer/kv_stream.c:
+ * the window part through the kernel with a window(w) mask, the sinks' per-query position
+ * map merged by log-sum-exp; no T x T buffer): policy window or sinks; softmax; NoPE or a
+ * RoPE-family encoding; transform none, temp, critical or qwen-logn; causal pattern.
+ * (dynamic-ntk takes its frequencies from the last row's cache length, exact once the
+ * cache is full or within L_train.) 0 otherwise: h2o, whose eviction depends on every
+ * step's attention, and the other specs, where a chunk sees the cache as evicted before
+ * it (an approximation). */
+LA_API int la_kv_stream_exact(const la_spec *spec, const la_kv_params *p);
+
 /* Bytes of k/v storage (rows and int8 scales) one cached token takes, all layers and kv
  * heads together: f32: 2 * n_layers * Hkv * D * 4; int8: 2 * n_layers * Hkv * (D + 4*D/g). */
 LA_API double la_kv_bytes_per_token(const la_kv_params *p);

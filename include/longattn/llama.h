@@ -111,7 +111,10 @@ LA_API la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T,
  * buffers. Each step appends T new tokens' (un-rotated) k and v to every layer's cache
  * and attends over the kept tokens with la_kv_attend. With the full policy the logits
  * equal la_llama_forward's over the whole prefix; with evicting policies the kept tokens
- * sit at re-indexed positions (StreamingLLM), see the KV cache section of longattn.h. */
+ * sit at re-indexed positions (StreamingLLM), see the KV cache section of longattn.h.
+ * window / sinks caches with a spec la_kv_stream_exact accepts: a step of T tokens gives
+ * exactly the logits and the kept set of T steps of one token (exact chunked streaming);
+ * other evicting cases (h2o, ...) see the cache as evicted before the step. */
 typedef struct la_llama_session la_llama_session;
 
 /* Fill the shape fields of p (n_layers, H, Hkv, D) from the model. */

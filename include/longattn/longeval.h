@@ -22,7 +22,9 @@
  * replaced by max(1, L/C), "{C}" by C and "{L}" by L, so "yarn({s},{C})" is one line for
  * every length. A spec with no theta takes the file's RoPE base (la_llama_spec_parse).
  * Full-cache methods prefill through the session in chunks of `chunk` tokens (exact: the
- * same logits as one forward). Evicting KV policies prefill in chunks of at most
+ * same logits as one forward). window / sinks policies with a spec la_kv_stream_exact
+ * accepts prefill in chunks of min(chunk, w), EXACTLY as token-by-token streaming. Other
+ * evicting cells (h2o, or a spec it rejects) prefill in chunks of at most
  * min(chunk, la_kv_max_chunk / 4): APPROXIMATE streaming -- a query inside a chunk sees
  * the cache as evicted before the chunk, i.e. between w - chunk + 1 and w recent tokens
  * where token-by-token streaming sees w; `exact_stream` = 1 steps one token at a time.
@@ -43,7 +45,8 @@ extern "C" {
 
 typedef struct {
     const char *model;      /* GGUF file (required) */
-    const char *docs;       /* folder of text documents (default data/pydoc/val) */
+    const char *docs;       /* folder of text documents (default data/longdocs, the long documents of
+                               scripts/prepare_longdocs.sh; data/pydoc/val when that folder is absent) */
     const char *out_dir;    /* NULL: no files */
     int n_methods;
     const char *methods[LA_LONGEVAL_MAX];
@@ -65,9 +68,10 @@ typedef struct {
     char *owned;            /* strings read by la_longeval_load (free with la_longeval_opts_release) */
 } la_longeval_opts;
 
-/* docs data/pydoc/val, the default methods and lengths 0.5C, 1C, 2C, 4C (as in
- * studies/longeval.json), depths {0.1, 0.5, 0.9}, trials 1, distractors 3, buckets 8,
- * chunk 512, seed 1. */
+/* As studies/longeval.json: docs data/longdocs (data/pydoc/val when absent), methods
+ * as-trained, yarn({s},{C}), as-trained | sinks(4,2044), lengths 0.5C and 2C, depths
+ * {0.25, 0.75}, trials 1, distractors -1 (no multi-key), buckets 8, chunk 512, seed 1
+ * (text haystack; the study file picks the filler). */
 LA_API la_longeval_opts la_longeval_opts_default(void);
 
 /* Fill *o from a JSON study file {"methods": [...], "lengths": [...], "depths": [...],

@@ -33,7 +33,7 @@ la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const flo
     la_shape sh = {.B = 1, .H = c->p.H, .Hkv = c->p.Hkv, .T = T, .S = (int)L->len, .D = c->p.D, .pos0 = LA_POS0_AUTO};
     LA_TRY(la_attn_forward(spec, &sh, q, k, v, out, row_stat ? row_stat : c->stat, &o));
 
-    const size_t n = (size_t)L->len, C = (size_t)c->C;
+    const size_t n = (size_t)L->len, C = (size_t)c->cap;
     if (h2o) {
         const int G = c->p.H / c->p.Hkv; /* query heads per kv head */
         for (size_t hk = 0; hk < (size_t)c->p.Hkv; hk++) {

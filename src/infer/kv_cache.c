@@ -3,6 +3,7 @@
  * Xiao et al. 2024: keep the first n "attention sink" tokens and the last w), h2o (H2O,
  * Zhang et al. 2023: keep the `heavy` tokens with the largest cumulative attention mass
  * plus the `recent` newest; we also never evict `sinks` first tokens). */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,21 +31,38 @@ void la_kv_free(la_kv_cache *c) {
     free(c->mass);
     free(c->stat);
     free(c->keep);
+    free(c->s_k);
+    free(c->s_v);
+    free(c->s_q);
+    free(c->s_out);
+    free(c->s_lse);
+    free(c->s_cs);
+    free(c->s_omega);
+    free(c->s_qrow);
+    free(c->s_acc);
     la_workspace_free(c->ws);
     free(c);
 }
 
-la_status la_kv_new(const la_kv_params *p, la_kv_cache **out) {
+la_status la_kv_new(const la_kv_params *p, la_kv_cache **out) { return la_kv_new_stream(p, 1, out); }
+
+la_status la_kv_new_stream(const la_kv_params *p, int stream_T, la_kv_cache **out) {
     if (!out) return la_fail(LA_EINVAL, "la_kv_new: out is NULL");
     *out = NULL;
     LA_TRY(la_kv_params_validate(p));
+    const int streams = (p->policy == LA_KV_WINDOW || p->policy == LA_KV_SINKS) && stream_T > 1;
+    if (streams && stream_T > la_kv_max_chunk(p))
+        return la_fail(LA_EINVAL, "la_kv_new_stream: chunk %d exceeds the policy's largest append %lld", stream_T,
+                       (long long)la_kv_max_chunk(p));
     la_kv_cache *c = la_calloc(1, sizeof *c);
     if (!c) return la_fail(LA_ENOMEM, "la_kv_new: out of memory");
     c->p = *p;
     c->C = la_kv_budget(p);
+    c->stream_T = streams ? stream_T : 1;
+    c->cap = c->C + c->stream_T - 1;
     c->group = (p->storage == LA_KV_INT8 && p->group > 0) ? p->group : p->D;
     c->n_groups = p->D / c->group;
-    const size_t C = (size_t)c->C, D = (size_t)p->D, Hkv = (size_t)p->Hkv, H = (size_t)p->H;
+    const size_t C = (size_t)c->cap, D = (size_t)p->D, Hkv = (size_t)p->Hkv, H = (size_t)p->H;
     c->layers = la_calloc((size_t)p->n_layers, sizeof *c->layers);
     int ok = c->layers != NULL;
     for (int l = 0; ok && l < p->n_layers; l++) {
@@ -71,6 +89,19 @@ la_status la_kv_new(const la_kv_params *p, la_kv_cache **out) {
         c->ws = la_workspace_new();
         ok = c->kbuf && c->vbuf && c->mass && c->stat && c->keep && c->ws;
     }
+    if (ok && streams) { /* la_kv_stream_attend's scratch (kv_stream.c) */
+        const size_t G = H / Hkv, T = (size_t)c->stream_T;
+        c->s_k = la_malloc(C * D * sizeof(float));
+        c->s_v = la_malloc(C * D * sizeof(float));
+        c->s_q = la_malloc(G * T * D * sizeof(float));
+        c->s_out = la_malloc(G * T * D * sizeof(float));
+        c->s_lse = la_malloc(G * T * sizeof(float));
+        c->s_cs = la_malloc(C * D * sizeof(float));
+        c->s_omega = la_malloc(D * sizeof(double));
+        c->s_qrow = la_malloc(D * sizeof(float));
+        c->s_acc = la_malloc(D * sizeof(double));
+        ok = c->s_k && c->s_v && c->s_q && c->s_out && c->s_lse && c->s_cs && c->s_omega && c->s_qrow && c->s_acc;
+    }
     if (!ok) {
         la_kv_free(c);
         return la_fail(LA_ENOMEM, "la_kv_new: out of memory for a cache of %lld tokens x %d layers x %d kv heads x D=%d",
@@ -87,6 +118,7 @@ void la_kv_reset(la_kv_cache *c) {
         c->layers[l].len = 0;
         c->layers[l].seen = 0;
     }
+    c->s_tab_n = 0;
 }
 
 const la_kv_params *la_kv_get_params(const la_kv_cache *c) { return c ? &c->p : NULL; }
@@ -108,7 +140,7 @@ size_t la_kv_bytes(const la_kv_cache *c) {
 
 /* Move slot `from` of head h to slot `to` (to < from). */
 static void move_slot(la_kv_cache *c, la_kv_layer *L, size_t h, size_t from, size_t to) {
-    const size_t C = (size_t)c->C, D = (size_t)c->p.D, es = elt_size(c), G = (size_t)c->n_groups;
+    const size_t C = (size_t)c->cap, D = (size_t)c->p.D, es = elt_size(c), G = (size_t)c->n_groups;
     char *k = L->k, *v = L->v;
     memcpy(k + ((h * C + to) * D) * es, k + ((h * C + from) * D) * es, D * es);
     memcpy(v + ((h * C + to) * D) * es, v + ((h * C + from) * D) * es, D * es);
@@ -125,7 +157,7 @@ static void move_slot(la_kv_cache *c, la_kv_layer *L, size_t h, size_t from, siz
  * new tokens arrive). Among the rest, H2O keeps the `heavy` largest scores (evicting the
  * smallest first, the older of equal scores first); window/sinks have heavy = 0. */
 static void evict_for(la_kv_cache *c, la_kv_layer *L, int64_t T) {
-    const int64_t n = L->len, C = c->C;
+    const int64_t n = L->len, C = c->C, cap = c->cap;
     if (n + T <= C) return;
     int64_t sinks, heavy, recent;
     la_kv_policy_counts(&c->p, &sinks, &heavy, &recent);
@@ -135,7 +167,7 @@ static void evict_for(la_kv_cache *c, la_kv_layer *L, int64_t T) {
     for (int64_t h = 0; h < c->p.Hkv; h++) {
         unsigned char *keep = c->keep;
         memset(keep, 1, (size_t)n);
-        const float *sc = L->score + h * C;
+        const float *sc = L->score + h * cap;
         if (heavy == 0) {
             /* window / sinks: the oldest candidates go */
             for (int64_t j = lo; j < lo + n_evict; j++) keep[j] = 0;
@@ -157,6 +189,12 @@ static void evict_for(la_kv_cache *c, la_kv_layer *L, int64_t T) {
         }
     }
     L->len = n - n_evict;
+}
+
+void la_kv_evict_to(la_kv_cache *c, int layer, int64_t len_after) {
+    la_kv_layer *L = &c->layers[layer];
+    /* evict_for(T) leaves len <= C - T, protecting the newest recent - T slots */
+    if (L->len > len_after) evict_for(c, L, c->C - len_after);
 }
 
 static int all_finite(const float *x, size_t n) {
@@ -181,11 +219,33 @@ la_status la_kv_append(la_kv_cache *c, int layer, const float *k, const float *v
                        "la_kv_append: full cache holds %lld of max_tokens = %lld, cannot add %d more; "
                        "create it with a larger max_tokens or use an evicting policy (window, sinks, h2o)",
                        (long long)L->len, (long long)c->C, T);
-    const size_t D = (size_t)c->p.D, C = (size_t)c->C, Hkv = (size_t)c->p.Hkv, G = (size_t)c->n_groups;
+    const size_t D = (size_t)c->p.D, Hkv = (size_t)c->p.Hkv;
     if (c->p.storage == LA_KV_INT8 && (!all_finite(k, Hkv * (size_t)T * D) || !all_finite(v, Hkv * (size_t)T * D)))
         return la_fail(LA_ENUMERIC, "la_kv_append: non-finite value in k or v of layer %d; int8 storage cannot hold it",
                        layer);
     evict_for(c, L, T);
+    la_kv_write(c, layer, k, v, T);
+    return LA_OK;
+}
+
+la_status la_kv_append_stream(la_kv_cache *c, int layer, const float *k, const float *v, int T) {
+    assert(c && k && v && layer >= 0 && layer < c->p.n_layers);
+    if (T < 1 || T > c->stream_T)
+        return la_fail(LA_EINVAL, "la_kv_append_stream: T = %d new tokens, must be in [1, %d] (the cache's chunk)", T,
+                       c->stream_T);
+    const size_t D = (size_t)c->p.D, Hkv = (size_t)c->p.Hkv;
+    if (c->p.storage == LA_KV_INT8 && (!all_finite(k, Hkv * (size_t)T * D) || !all_finite(v, Hkv * (size_t)T * D)))
+        return la_fail(LA_ENUMERIC, "la_kv_append: non-finite value in k or v of layer %d; int8 storage cannot hold it",
+                       layer);
+    la_kv_evict_to(c, layer, c->C - 1); /* the sinks and the newest w - 1: what token t0 - 1 left behind */
+    la_kv_write(c, layer, k, v, T);
+    return LA_OK;
+}
+
+void la_kv_write(la_kv_cache *c, int layer, const float *k, const float *v, int T) {
+    la_kv_layer *L = &c->layers[layer];
+    const size_t D = (size_t)c->p.D, C = (size_t)c->cap, Hkv = (size_t)c->p.Hkv, G = (size_t)c->n_groups;
+    assert(L->len + T <= c->cap);
     for (size_t h = 0; h < Hkv; h++) {
         for (size_t t = 0; t < (size_t)T; t++) {
             const size_t slot = h * C + (size_t)L->len + t;
@@ -203,12 +263,11 @@ la_status la_kv_append(la_kv_cache *c, int layer, const float *k, const float *v
     }
     L->len += T;
     L->seen += T;
-    return LA_OK;
 }
 
 /* Row j of head h as float into dst (D). */
-static void row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j, float *dst) {
-    const size_t D = (size_t)c->p.D, C = (size_t)c->C, G = (size_t)c->n_groups;
+void la_kv_row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j, float *dst) {
+    const size_t D = (size_t)c->p.D, C = (size_t)c->cap, G = (size_t)c->n_groups;
     const size_t slot = h * C + j;
     if (c->p.storage == LA_KV_INT8) {
         const int8_t *q = (const int8_t *)(which_v ? L->v : L->k) + slot * D;
@@ -227,9 +286,9 @@ la_status la_kv_read(const la_kv_cache *c, int layer, float *k, float *v, int64_
     const size_t D = (size_t)c->p.D, n = (size_t)L->len;
     for (size_t h = 0; h < (size_t)c->p.Hkv; h++)
         for (size_t j = 0; j < n; j++) {
-            if (k) row_f32(c, L, 0, h, j, k + (h * n + j) * D);
-            if (v) row_f32(c, L, 1, h, j, v + (h * n + j) * D);
-            if (orig_pos) orig_pos[h * n + j] = L->pos[h * (size_t)c->C + j];
+            if (k) la_kv_row_f32(c, L, 0, h, j, k + (h * n + j) * D);
+            if (v) la_kv_row_f32(c, L, 1, h, j, v + (h * n + j) * D);
+            if (orig_pos) orig_pos[h * n + j] = L->pos[h * (size_t)c->cap + j];
         }
     return LA_OK;
 }
@@ -240,22 +299,22 @@ la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores) {
         return la_fail(LA_EINVAL, "la_kv_scores: layer %d out of range [0, %d)", layer, c->p.n_layers);
     const la_kv_layer *L = &c->layers[layer];
     for (size_t h = 0; h < (size_t)c->p.Hkv; h++)
-        memcpy(scores + h * (size_t)L->len, L->score + h * (size_t)c->C, (size_t)L->len * sizeof(float));
+        memcpy(scores + h * (size_t)L->len, L->score + h * (size_t)c->cap, (size_t)L->len * sizeof(float));
     return LA_OK;
 }
 
 void la_kv_gather(la_kv_cache *c, int layer, const float **k, const float **v) {
     la_kv_layer *L = &c->layers[layer];
     const size_t D = (size_t)c->p.D, n = (size_t)L->len;
-    if (c->p.storage == LA_KV_F32 && (c->p.Hkv == 1 || L->len == c->C)) {
+    if (c->p.storage == LA_KV_F32 && (c->p.Hkv == 1 || L->len == c->cap)) {
         *k = L->k;
         *v = L->v;
         return;
     }
     for (size_t h = 0; h < (size_t)c->p.Hkv; h++)
         for (size_t j = 0; j < n; j++) {
-            row_f32(c, L, 0, h, j, c->kbuf + (h * n + j) * D);
-            row_f32(c, L, 1, h, j, c->vbuf + (h * n + j) * D);
+            la_kv_row_f32(c, L, 0, h, j, c->kbuf + (h * n + j) * D);
+            la_kv_row_f32(c, L, 1, h, j, c->vbuf + (h * n + j) * D);
         }
     *k = c->kbuf;
     *v = c->vbuf;

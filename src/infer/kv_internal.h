@@ -19,7 +19,10 @@ typedef struct {
 
 struct la_kv_cache {
     la_kv_params p;
-    int64_t C;            /* capacity = budget */
+    int64_t C;            /* budget: tokens held between calls */
+    int64_t cap;          /* slots allocated per kv head (the storage stride): C, plus stream_T - 1
+                             for exact chunked streaming (window/sinks, kv_stream.c) */
+    int stream_T;         /* largest chunk of la_kv_stream_attend; 1: no streaming scratch */
     int group;            /* effective int8 group (D when p.group == 0) */
     int n_groups;         /* D / group */
     la_kv_layer *layers;  /* (n_layers) */
@@ -29,7 +32,42 @@ struct la_kv_cache {
     float *stat;          /* (H, C) row statistic when the caller passes none */
     unsigned char *keep;  /* (C) eviction marks */
     la_workspace *ws;     /* kernel scratch */
+    /* la_kv_stream_attend scratch (stream_T > 1 only), allocated once */
+    float *s_k, *s_v;     /* (cap, D) rotated keys / float values of one kv head */
+    float *s_q, *s_out;   /* (G, stream_T, D) scaled rotated queries / window part of the output */
+    float *s_lse;         /* (G, stream_T) log-sum-exp of the window part */
+    float *s_cs;          /* (cap, D) cos | sin of positions 0..s_tab_n-1 under s_omega */
+    double *s_omega;      /* (D) frequencies the table was built with | the new ones */
+    int64_t s_tab_n;      /* rows of s_cs that are valid (0: none) */
+    float *s_qrow;        /* (D) one query rotated for the sinks */
+    double *s_acc;        /* (D) one output row being merged */
 };
+
+/* la_kv_new with room for exact chunked streaming (window/sinks only; stream_T <= the
+ * policy's max chunk): cap = budget + stream_T - 1 and la_kv_stream_attend's scratch.
+ * stream_T = 1 or another policy: exactly la_kv_new. */
+la_status la_kv_new_stream(const la_kv_params *p, int stream_T, la_kv_cache **out);
+
+/* Evict (oldest non-sinks first for window/sinks; lowest scores for h2o) until the layer
+ * holds at most len_after tokens. */
+void la_kv_evict_to(la_kv_cache *c, int layer, int64_t len_after);
+/* Write T rows at the end of the layer without evicting (len + T <= cap). */
+void la_kv_write(la_kv_cache *c, int layer, const float *k, const float *v, int T);
+/* Append for exact streaming: evict to budget - 1 (sinks plus the newest w - 1, what the
+ * token before the chunk left), then write all T rows (1 <= T <= stream_T), so the layer
+ * briefly holds up to budget - 1 + T rows. Errors: LA_EINVAL (T), LA_ENUMERIC (int8). */
+la_status la_kv_append_stream(la_kv_cache *c, int layer, const float *k, const float *v, int T);
+/* Row j of kv head h of L (k, or v when which_v) as float into dst (D). */
+void la_kv_row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j, float *dst);
+
+/* Exact chunked streaming attention (kv_stream.c): append T new tokens' k, v (Hkv, T, D)
+ * with la_kv_append_stream, attend the queries q (H, T, D) into out (H, T, D) so that
+ * each row sees exactly the keys and the re-indexed positions it would see were the T
+ * tokens appended and attended one at a time, then evict back to the budget. Requires
+ * la_kv_stream_exact and a cache from la_kv_new_stream with stream_T >= T. n_threads from
+ * opts. Errors: LA_EINVAL, LA_EUNSUPPORTED (spec), the kernel's. */
+la_status la_kv_stream_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, const float *k,
+                              const float *v, int T, float *out, const la_attn_opts *opts);
 
 /* int8 quantisation of one row x (D) in groups of g channels (kv_quant.c). */
 void la_kv_quant_row(const float *x, int D, int g, int8_t *q, float *scale);

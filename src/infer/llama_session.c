@@ -1,7 +1,9 @@
 /* llama_session.c -- decoding a Llama-family model (src/model/llama.c) through the KV
  * cache: the model's own block forward, its attention sub-layer plugged into the cache
  * through the KV-cache hook (model/kv_hook.h): append the new tokens' un-rotated k, v to
- * the layer's cache (evicting by the policy), then la_kv_attend over the kept tokens. */
+ * the layer's cache (evicting by the policy), then la_kv_attend over the kept tokens.
+ * Window and sinks caches with a spec la_kv_stream_exact accepts go through
+ * la_kv_stream_attend instead: a step of T tokens is then exactly T steps of one. */
 #include <stdlib.h>
 
 #include "infer/kv_internal.h"
@@ -36,7 +38,8 @@ la_status la_llama_session_new(la_llama *m, const la_kv_params *policy, int max_
                        max_step, (long long)la_kv_max_chunk(&p));
     la_llama_session *s = la_calloc(1, sizeof *s);
     if (!s) return la_fail(LA_ENOMEM, "la_llama_session_new: out of memory");
-    la_status st = la_kv_new(&p, &s->c);
+    /* window / sinks: room for exact chunked streaming of max_step tokens (kv_stream.c) */
+    la_status st = la_kv_new_stream(&p, max_step, &s->c);
     if (st != LA_OK) {
         free(s);
         return st;
@@ -66,6 +69,8 @@ static la_status cache_append_attend(void *ctx, int layer, const la_spec *spec, 
                                      const float *vh, int T, float *att, const la_attn_opts *op) {
     la_llama_session *s = ctx;
     la_kv_cache *c = s->c;
+    if (c->stream_T > 1 && la_kv_stream_exact(spec, &c->p))
+        return la_kv_stream_attend(c, layer, spec, qh, kh, vh, T, att, op);
     LA_TRY(la_kv_append(c, layer, kh, vh, T));
     la_attn_opts o = *op;
     o.ws = NULL; /* the cache's own workspace */
@@ -80,7 +85,7 @@ static la_status cache_append_attend(void *ctx, int layer, const la_spec *spec, 
     o.ws = c->ws;
     for (int h = 0; h < c->p.Hkv; h++) {
         la_shape sh = {.B = 1, .H = G, .Hkv = 1, .T = T, .S = (int)L->len, .D = D, .pos0 = LA_POS0_AUTO};
-        const size_t kv_off = (size_t)h * (size_t)c->C * D, q_off = (size_t)h * G * T * D;
+        const size_t kv_off = (size_t)h * (size_t)c->cap * D, q_off = (size_t)h * G * T * D;
         LA_TRY(la_attn_forward(spec, &sh, qh + q_off, (const float *)L->k + kv_off, (const float *)L->v + kv_off,
                                att + q_off, c->stat, &o));
     }

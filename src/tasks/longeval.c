@@ -277,7 +277,9 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
     int64_t mc = la_kv_max_chunk(&kv);
     int step = o->chunk;
     if (has_kv && kv.policy != LA_KV_FULL) {
-        int64_t lim = o->exact_stream ? 1 : (mc / 4 > 1 ? mc / 4 : 1);
+        /* window/sinks with a spec the session streams exactly: chunks up to the window;
+         * otherwise (h2o, ...) the approximation in chunks of a quarter of the window */
+        int64_t lim = o->exact_stream ? 1 : la_kv_stream_exact(&spec, &kv) ? mc : (mc / 4 > 1 ? mc / 4 : 1);
         if (step > lim) step = (int)lim;
     }
     if (step > mc) step = (int)mc;

@@ -5,6 +5,11 @@
 
 #include "longattn.h"
 
+/* Default documents (scripts/prepare_longdocs.sh: the KJV's six divisions, each longer
+ * than 8C tokens of SmolLM2) and the folder used when they were never prepared. */
+#define LE_DOCS_DEFAULT "data/longdocs"
+#define LE_DOCS_FALLBACK "data/pydoc/val"
+
 /* Long real-text token stream: validation documents joined by blank lines. */
 typedef struct {
     int32_t *tokens; /* (n) */
