@@ -183,7 +183,7 @@ job=$!
 for _ in $(seq 1 1200); do [ "$(ncells)" -ge 2 ] && break; sleep 0.1; done
 kill -9 -- -$job 2>/dev/null
 for p in $(pgrep -f -- "^$bin synth .*--out z2\$"); do kill -9 "$p"; done  # the ranks, if not in its group
-wait $job 2>/dev/null
+{ wait $job; } 2>/dev/null
 stored=$(ncells)
 if [ "$stored" -ge 6 ]; then  # it finished before the kill: drop cells of both ranks instead
     ls z2/cells/*.json | grep -v '/run.json$' | head -3 | xargs rm -f; stored=3; fi
@@ -206,7 +206,7 @@ PY
 ); then cat gguf.log; bad longeval "cannot make the tiny GGUF (needs .venv with gguf: scripts/setup_venv.sh)"
 else
     E="longeval --model tiny.gguf --docs $root/data/pydoc/val --methods as-trained;yarn({s},{C});as-trained|sinks(4,60)
-       --lengths 0.5,1.5 --depths 0.25,0.75 --trials 2 --distractors 2 --buckets 4 --chunk 64 --threads 1"
+       --lengths 1.5,2.5 --depths 0.25,0.75 --trials 2 --distractors 2 --buckets 4 --chunk 64 --threads 1"
     $bin $E --out e1 >e1.log 2>&1 || { cat e1.log; bad longeval "1-rank longeval failed"; }
     strip e1 >e1.txt
     if ! timeout 300 $MR -np 2 $bin $E --out e2 >e2.log 2>&1; then cat e2.log; bad "longeval np=2" "run failed"

@@ -13,8 +13,8 @@
 #endif
 
 /* the current communicator's rank and size: the world's, or a group's between
- * la_dist_group_begin and la_dist_group_end; g_base: world rank of the group's rank 0 */
-static int g_rank = 0, g_size = 1, g_base = 0;
+ * la_dist_group_begin and la_dist_group_end */
+static int g_rank = 0, g_size = 1;
 static int g_wrank = 0, g_wsize = 1; /* the world's */
 
 int la_dist_have_mpi(void) {
@@ -75,6 +75,7 @@ void la_dist_assign(const double *cost, int n, int n_ranks, int *owner) {
 static int g_mpi = 0; /* MPI initialised by la_dist_init */
 static MPI_Comm g_comm = MPI_COMM_NULL; /* what the collectives use: the world or a group */
 static MPI_Comm g_group = MPI_COMM_NULL;
+static int g_base = 0; /* world rank of the current group's rank 0 */
 
 la_status la_dist_init(int *argc, char ***argv) {
     if (g_mpi || la_dist_launched_size() <= 1) return LA_OK;

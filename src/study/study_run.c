@@ -105,6 +105,76 @@ static la_status model_token_loss(void *ctx, const int32_t *inputs, const int32_
     return st;
 }
 
+/* ---- evaluation split over a variant's group of ranks (ranks_per_variant) ----
+ * la_eval_loss runs twice on every rank of the group: first each rank scores its block of
+ * the windows (the others' are left at zero), the blocks are exchanged (allgatherv), then
+ * la_eval_loss runs again reading every window's token losses from that table: the same
+ * floats summed in the same order as one process, so the result is bitwise the same. */
+static void group_block(int n, int r, int G, int *lo, int *hi) {
+    *lo = (int)((long long)n * r / G);
+    *hi = (int)((long long)n * (r + 1) / G);
+}
+
+typedef struct {
+    eval_ctx *e;
+    float *mine; /* (hi - lo, T) this rank's windows */
+    const float *all; /* (n_win, T) every window, for the replay; NULL while scoring */
+    int w, lo, hi;
+} split_ctx;
+
+static la_status split_token_loss(void *ctx, const int32_t *inputs, const int32_t *targets, int T, float *loss) {
+    split_ctx *x = ctx;
+    int w = x->w++;
+    if (x->all) {
+        memcpy(loss, x->all + (size_t)w * T, (size_t)T * sizeof *loss);
+        return LA_OK;
+    }
+    if (w < x->lo || w >= x->hi) {
+        memset(loss, 0, (size_t)T * sizeof *loss);
+        return LA_OK;
+    }
+    LA_TRY(model_token_loss(x->e, inputs, targets, T, loss));
+    memcpy(x->mine + (size_t)(w - x->lo) * T, loss, (size_t)T * sizeof *loss);
+    return LA_OK;
+}
+
+/* la_eval_loss(model_token_loss, e, ...) with its windows split over the group (collective
+ * over the group; one rank: la_eval_loss itself). */
+static la_status group_eval_loss(eval_ctx *e, const la_docs *val, int T, int span, int n, uint64_t seed, int bucket,
+                                 double *loss, double *bucket_loss, int64_t *bucket_tokens) {
+    int G = la_dist_size(), me = la_dist_rank();
+    if (G == 1) return la_eval_loss(model_token_loss, e, val, T, span, n, seed, bucket, loss, bucket_loss, bucket_tokens);
+    int nw = n * ((span ? span : T) / T); /* la_eval_loss's windows: floor(span / T) per span */
+    split_ctx x = {e, NULL, NULL, 0, 0, 0};
+    group_block(nw, me, G, &x.lo, &x.hi);
+    float *all = la_malloc(((size_t)nw * T + 1) * sizeof *all);
+    x.mine = la_malloc(((size_t)(x.hi - x.lo) * T + 1) * sizeof *x.mine);
+    int *counts = la_malloc((size_t)G * sizeof *counts);
+    la_status s = all && x.mine && counts ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory (evaluation)");
+    if (s == LA_OK) s = la_eval_loss(split_token_loss, &x, val, T, span, n, seed, bucket, loss, bucket_loss, bucket_tokens);
+    if (s == LA_OK && x.w != nw)
+        s = la_fail(LA_EINVAL, "study: evaluation visited %d windows, %d expected (internal)", x.w, nw);
+    s = la_dist_agree(s);
+    for (int r = 0; r < G && s == LA_OK; r++) {
+        int lo, hi;
+        group_block(nw, r, G, &lo, &hi);
+        if ((double)nw * T > 2147483647.0) s = la_fail(LA_EINVAL, "study: evaluation of %d x %d tokens exceeds one exchange", nw, T);
+        counts[r] = (hi - lo) * T;
+    }
+    if (s == LA_OK) s = la_dist_agree(la_dist_allgatherv_f32(x.mine, all, counts));
+    if (s == LA_OK) {
+        x.all = all;
+        x.w = 0;
+        x.e = NULL;
+        s = la_dist_agree(la_eval_loss(split_token_loss, &x, val, T, span, n, seed, bucket, loss, bucket_loss,
+                                       bucket_tokens));
+    }
+    free(all);
+    free(x.mine);
+    free(counts);
+    return s;
+}
+
 static la_status log_row(study_variant *v, int step, double train_bpb, double val_bpb, double el) {
     if (v->n_log == v->cap_log) {
         int cap = v->cap_log ? 2 * v->cap_log : 64;
@@ -477,7 +547,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
         double vb = NAN;
         if ((step + 1) % st->val_every == 0 || step + 1 == st->steps) {
             double vl;
-            if ((s = la_eval_loss(model_token_loss, &ec, val, L, span, n_val, st->seed, L, &vl, NULL, NULL)) != LA_OK)
+            if ((s = group_eval_loss(&ec, val, L, span, n_val, st->seed, L, &vl, NULL, NULL)) != LA_OK)
                 goto out;
             vb = vl;
             tk->p.val_loss = vb;
@@ -513,7 +583,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
         v->bucket[i] = la_malloc((size_t)nb * sizeof *v->bucket[i]);
         v->bucket_tokens[i] = la_malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
         if (!v->bucket[i] || !v->bucket_tokens[i]) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
-        if ((s = la_eval_loss(model_token_loss, &ec, val, T, span, st->eval_windows, st->seed, L, &v->loss[i],
+        if ((s = group_eval_loss(&ec, val, T, span, st->eval_windows, st->seed, L, &v->loss[i],
                               v->bucket[i], v->bucket_tokens[i])) != LA_OK)
             goto out;
         v->tokens[i] = (int64_t)(span / T) * T * st->eval_windows;
@@ -551,24 +621,47 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
             la_trainer_free(tr);
             tr = NULL;
         }
-        phase(tk, "passkey", st->n_pk_lens * st->n_pk_depths * st->pk_trials);
-        for (int li = 0; li < st->n_pk_lens; li++) {
+        /* the grid's examples (length, depth, trial) in that order; under a group each rank
+         * scores a block of them and the hits (0/1, summed exactly) are exchanged */
+        const int n_pk = st->n_pk_lens * st->n_pk_depths * st->pk_trials, G = la_dist_size();
+        int lo, hi;
+        group_block(n_pk, la_dist_rank(), G, &lo, &hi);
+        phase(tk, "passkey", hi - lo);
+        float *hit = la_malloc(((size_t)n_pk + 1) * sizeof *hit), *mine = la_malloc(((size_t)(hi - lo) + 1) * sizeof *mine);
+        int *counts = la_malloc((size_t)G * sizeof *counts);
+        if (!hit || !mine || !counts) s = la_fail(LA_ENOMEM, "study: out of memory (passkey)");
+        for (int e = lo; e < hi && s == LA_OK; e++) {
+            int li = e / (st->n_pk_depths * st->pk_trials), di = e / st->pk_trials % st->n_pk_depths, k = e % st->pk_trials;
             int T = st->pk_lens[li];
-            double cT = (double)T * flops_per_token(st, r->vocab, T);
-            for (int di = 0; di < st->n_pk_depths; di++) {
-                v->correct[li][di] = 0;
-                for (int k = 0; k < st->pk_trials; k++) {
-                    /* the same examples for every spec */
-                    uint64_t seed = (st->seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
-                    la_passkey pk;
-                    if ((s = la_passkey_make(val, T, st->pk_depths[di], seed, ex, &pk)) != LA_OK) goto out;
-                    if ((s = la_model_eval(m, ex, NULL, 1, T, NULL, NULL, pred, NULL)) != LA_OK) goto out;
-                    v->correct[li][di] += la_passkey_exact(pred, ex, &pk);
-                    tk->p.done++;
-                    report(tk, cT);
-                }
-            }
+            /* the same examples for every spec */
+            uint64_t seed = (st->seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
+            la_passkey pk;
+            if ((s = la_passkey_make(val, T, st->pk_depths[di], seed, ex, &pk)) != LA_OK) break;
+            if ((s = la_model_eval(m, ex, NULL, 1, T, NULL, NULL, pred, NULL)) != LA_OK) break;
+            mine[e - lo] = (float)la_passkey_exact(pred, ex, &pk);
+            tk->p.done++;
+            report(tk, (double)T * flops_per_token(st, r->vocab, T));
         }
+        if (G > 1) {
+            s = la_dist_agree(s);
+            for (int q = 0; q < G && s == LA_OK; q++) {
+                int l2, h2;
+                group_block(n_pk, q, G, &l2, &h2);
+                counts[q] = h2 - l2;
+            }
+            if (s == LA_OK) s = la_dist_agree(la_dist_allgatherv_f32(mine, hit, counts));
+        } else if (s == LA_OK && n_pk) {
+            memcpy(hit, mine, (size_t)n_pk * sizeof *hit);
+        }
+        for (int e = 0; e < n_pk && s == LA_OK; e++) {
+            int li = e / (st->n_pk_depths * st->pk_trials), di = e / st->pk_trials % st->n_pk_depths;
+            if (e % st->pk_trials == 0) v->correct[li][di] = 0;
+            v->correct[li][di] += (int)hit[e];
+        }
+        free(hit);
+        free(mine);
+        free(counts);
+        if (s != LA_OK) goto out;
         v->passkey_s = now_s() - t0;
     }
     v->passkey_done = 1;
