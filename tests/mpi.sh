@@ -100,7 +100,7 @@ else bad resume "weights after resuming on 3 ranks differ from an uninterrupted 
 strip() { # output folder -> its files, timing fields removed (csv columns *_s, markdown
           # columns "... s" and its "Wall time" line, json keys *_s / *seconds) and the folder's own name blanked
     python3 - "$1" <<'PY'
-import json, os, sys
+import csv, json, os, sys
 d = sys.argv[1]
 def timing(name):
     return name.endswith("_s") or name.endswith("seconds") or name.endswith(" s")
@@ -116,8 +116,13 @@ for name in sorted(os.listdir(d)):
                 return [drop(v) for v in x]
             return x
         print(name, json.dumps(drop(json.load(open(p))), sort_keys=True))
-    elif name.endswith(".csv") or name.endswith(".md"):
-        sep = "," if name.endswith(".csv") else "|"
+    elif name.endswith(".csv"):  # quoted fields may hold commas (longeval's "yarn({s},{C})")
+        rows = list(csv.reader(open(p)))
+        keep = [not timing(c.strip()) for c in rows[0]] if rows else []
+        for row in rows:
+            print(name, repr([c for c, k in zip(row, keep + [True] * len(row)) if k]))
+    elif name.endswith(".md"):
+        sep = "|"
         keep = None
         for line in open(p):
             if line.startswith("Wall time"):

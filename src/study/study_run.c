@@ -575,7 +575,11 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     t0 = now_s();
     ec.tk = tk;
     int n_eval_windows = 0;
-    for (int i = 0; i < st->n_eval_lens; i++) n_eval_windows += span / st->eval_lens[i] * st->eval_windows;
+    for (int i = 0; i < st->n_eval_lens; i++) { /* this rank's share of them (group_eval_loss) */
+        int lo, hi;
+        group_block(span / st->eval_lens[i] * st->eval_windows, la_dist_rank(), la_dist_size(), &lo, &hi);
+        n_eval_windows += hi - lo;
+    }
     phase(tk, "eval", n_eval_windows);
     for (int i = 0; i < st->n_eval_lens; i++) {
         int T = st->eval_lens[i], nb = (T + L - 1) / L;
