@@ -5,8 +5,9 @@
 # Runs `longattn train` with the same model, data and global batch as
 #   1 rank x 1 thread, 2 ranks x 1 thread, 1 rank x 2 threads
 # and reads the per-step columns of DIR/log.csv: step_s (wall time of the step) and comm_s
-# (time in the gradient exchange: alltoallv + fold + allgatherv; 0 on one rank);
-# compute = step_s - comm_s. Medians over the steps after the first WARM. The weights of
+# (time in the gradient exchange once every rank has finished its micro-batches: alltoallv
+# + fold + allgatherv; 0 on one rank); compute = step_s - comm_s (it includes waiting for
+# the slower rank). Medians over the steps after the first WARM. The weights of
 # every run must be bitwise equal (checked and printed).
 #
 # Run it on a QUIET machine (nothing else running); it takes a few minutes. Settings (env):

@@ -138,7 +138,8 @@ typedef struct {
     float grad_norm;   /* global gradient norm before clipping */
     double lr;         /* AdamW learning rate used */
     double seconds;    /* wall time of the step */
-    double comm_seconds; /* of which in the MPI gradient exchange (0 on one process) */
+    double comm_seconds; /* of which in the MPI gradient exchange after every rank finished
+                            its micro-batches (0 on one process) */
 } la_step_info;
 
 /* One optimizer step on grad_accum batches of B x T drawn from the train split.

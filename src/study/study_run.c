@@ -447,7 +447,8 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     study_variant *v = &r->v[vi];
     const int B = st->batch, L = st->seq_len;
     /* under mpirun the variant's group (la_dist_group_begin) runs this together: every rank
-     * draws the same rows and computes the same evaluations; the group's rank 0 writes */
+     * draws the same rows (and trains its block of the micro-batches), the evaluations are
+     * split over the group (group_eval_loss, the passkey grid); the group's rank 0 writes */
     const int leader = la_dist_rank() == 0;
     const double bits = 1.0 / log(2.0);
     la_model_config mc = la_model_config_default();

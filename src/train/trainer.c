@@ -338,9 +338,10 @@ static la_status dp_step(la_trainer *tr, micro_fn micro, const void *ctx, la_ste
         }
     }
     if (N > 1) {
-        t_comm = omp_get_wtime();
-        /* a rank that failed (bad data, out of memory) stops every rank here, named */
+        /* a rank that failed (bad data, out of memory) stops every rank here, named; it is
+         * also where the ranks wait for the slowest, so comm_seconds starts after it */
         LA_TRY(la_dist_agree(s));
+        t_comm = omp_get_wtime();
         const int *send = tr->dp_counts, *recv = send + N, *lcount = recv + N;
         int *gcount = tr->dp_counts + 3 * N;
         size_t o, n;
