@@ -8,7 +8,15 @@
 #   resume  2 steps on 1 rank, resumed to 5 on 3 ranks == 5 steps on 1 rank (bitwise)
 #   study   a 3-variant study on 1, 2, 3 ranks: every output file equal byte for byte, except
 #           the timing fields (training.csv elapsed_s, results.json *_seconds)
+#   rpv     a study with "ranks_per_variant": 2 ("accum": 2): 2 ranks (one group training
+#           each variant data-parallel) and 3 ranks with --ranks-per-variant 1 give the
+#           outputs of 1 rank; 3 ranks with groups of 2 are refused on every rank, naming
+#           both numbers and the fix
 #   synth   synth --quick (6 cells) on 1 and 3 ranks: outputs equal, timings aside
+#   synth-resume  synth on 2 ranks killed after its first stored cells, resumed on 2 ranks:
+#           outputs equal to the 1-rank run
+#   longeval  longeval on the tiny GGUF of tests/python/test_longeval.py on 2 ranks: every
+#           output equal to 1 rank (timings aside); --resume on 2 ranks after cells removed
 #   fail    a data file missing on rank 1 only (mpirun MPMD): every rank exits non-zero
 #           within 60 s with one error naming rank 1 and the file
 #   killed  a rank killed (SIGKILL) mid-training: mpirun ends the job non-zero within 60 s
@@ -92,7 +100,7 @@ else bad resume "weights after resuming on 3 ranks differ from an uninterrupted 
 strip() { # output folder -> its files, timing fields removed (csv columns *_s, markdown
           # columns "... s" and its "Wall time" line, json keys *_s / *seconds) and the folder's own name blanked
     python3 - "$1" <<'PY'
-import json, os, sys
+import csv, json, os, sys
 d = sys.argv[1]
 def timing(name):
     return name.endswith("_s") or name.endswith("seconds") or name.endswith(" s")
@@ -108,8 +116,13 @@ for name in sorted(os.listdir(d)):
                 return [drop(v) for v in x]
             return x
         print(name, json.dumps(drop(json.load(open(p))), sort_keys=True))
-    elif name.endswith(".csv") or name.endswith(".md"):
-        sep = "," if name.endswith(".csv") else "|"
+    elif name.endswith(".csv"):  # quoted fields may hold commas (longeval's "yarn({s},{C})")
+        rows = list(csv.reader(open(p)))
+        keep = [not timing(c.strip()) for c in rows[0]] if rows else []
+        for row in rows:
+            print(name, repr([c for c, k in zip(row, keep + [True] * len(row)) if k]))
+    elif name.endswith(".md"):
+        sep = "|"
         keep = None
         for line in open(p):
             if line.startswith("Wall time"):
@@ -133,6 +146,26 @@ for n in 2 3; do
     else diff s1.txt s$n.txt | cut -c1-200 | head -5; bad "study np=$n" "outputs differ from the 1-rank run"; fi
 done
 
+# ---- ranks_per_variant: groups of ranks train one variant data-parallel
+cp "$root/tests/mpi/tiny_study_rpv.json" rpv.json
+$bin study rpv.json --ranks-per-variant 1 --out g1 --no-plots >g1.log 2>&1 || { cat g1.log; bad rpv "1-rank study failed"; }
+strip g1 >g1.txt
+for run in "2:" "3:--ranks-per-variant 1"; do
+    n=${run%%:*}; extra=${run#*:}
+    if ! timeout 120 $MR -np $n $bin study rpv.json $extra --out g$n --no-plots >g$n.log 2>&1; then
+        cat g$n.log; bad "rpv np=$n $extra" "run failed"
+    elif strip g$n >g$n.txt && cmp -s g1.txt g$n.txt && [ "$(ls g1)" = "$(ls g$n)" ]; then
+        ok "rpv np=$n ${extra:-(groups of 2)}: every output equal to 1 rank (timings aside)"
+    else diff g1.txt g$n.txt | cut -c1-200 | head -5; bad "rpv np=$n $extra" "outputs differ from the 1-rank run"; fi
+done
+start=$(date +%s)
+timeout 60 $MR -np 3 $bin study rpv.json --out g3x --no-plots >g3x.log 2>&1
+rc=$?; secs=$(( $(date +%s) - start ))
+if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat g3x.log; bad "rpv refused" "exit $rc (0: not refused, 124: hung)"
+elif [ "$(grep -c 'ranks_per_variant is 2 but 3 ranks were started.*multiple of 2 ranks (mpirun -np 4).*--ranks-per-variant' g3x.log)" -ne 1 ]; then
+    cat g3x.log; bad "rpv refused" "no single error naming 2, 3 and the fix"
+else ok "rpv refused: groups of 2 on 3 ranks stop every rank (exit $rc, ${secs}s) naming both and the fix"; fi
+
 # ---- synth: (task, spec) cells over ranks
 Y="synth --quick --steps 10 --specs softmax+nape;softmax+logn+nape;softmax+rope"
 $bin $Y --out y1 >y1.log 2>&1 || { cat y1.log; bad synth "1-rank synth failed"; }
@@ -144,6 +177,54 @@ for n in 3; do
         ok "synth np=$n: every output equal to 1 rank (timings aside)"
     else diff y1.txt y$n.txt | cut -c1-200 | head -5; bad "synth np=$n" "outputs differ from the 1-rank run"; fi
 done
+
+# ---- synth --resume on 2 ranks after a kill (each rank resumes its own stored cells)
+Y2="synth --quick --steps 40 --specs softmax+nape;softmax+logn+nape;softmax+rope"
+$bin $Y2 --out z1 >z1.log 2>&1 || { cat z1.log; bad synth-resume "1-rank synth failed"; }
+strip z1 >z1.txt
+ncells() { ls z2/cells 2>/dev/null | grep '\.json$' | grep -vxc run.json; }
+setsid $MR -np 2 $bin $Y2 --out z2 >z2a.log 2>&1 &
+job=$!
+for _ in $(seq 1 1200); do [ "$(ncells)" -ge 2 ] && break; sleep 0.1; done
+kill -9 -- -$job 2>/dev/null
+for p in $(pgrep -f -- "^$bin synth .*--out z2\$"); do kill -9 "$p"; done  # the ranks, if not in its group
+{ wait $job; } 2>/dev/null
+stored=$(ncells)
+if [ "$stored" -ge 6 ]; then  # it finished before the kill: drop cells of both ranks instead
+    ls z2/cells/*.json | grep -v '/run.json$' | head -3 | xargs rm -f; stored=3; fi
+rm -f z2/results.json
+if ! timeout 300 $MR -np 2 $bin $Y2 --out z2 --resume >z2.log 2>&1; then
+    cat z2.log; bad synth-resume "resume on 2 ranks failed"
+elif strip z2 >z2.txt && cmp -s z1.txt z2.txt; then
+    ok "synth-resume np=2: stopped with $stored of 6 cells stored, resumed on 2 ranks: outputs equal to 1 rank"
+else diff z1.txt z2.txt | cut -c1-200 | head -5; bad synth-resume "outputs differ from the 1-rank run"; fi
+
+# ---- longeval: method x length cells over ranks, on the tiny GGUF of test_longeval.py
+if ! (cd "$root" && .venv/bin/python - "$tmp/tiny.gguf" >"$tmp/gguf.log" 2>&1 <<'PY'
+import sys
+sys.path.insert(0, "tests/python")
+import test_longeval as tle  # its tiny llama file with a byte-level tokenizer
+class Patch:  # what tiny_with_tokenizer needs of pytest's monkeypatch
+    def setattr(self, obj, name, value): setattr(obj, name, value)
+tle.tiny_with_tokenizer(sys.argv[1], Patch())
+PY
+); then cat gguf.log; bad longeval "cannot make the tiny GGUF (needs .venv with gguf: scripts/setup_venv.sh)"
+else
+    E="longeval --model tiny.gguf --docs $root/data/pydoc/val --methods as-trained;yarn({s},{C});as-trained|sinks(4,60)
+       --lengths 1.5,2.5 --depths 0.25,0.75 --trials 2 --distractors 2 --buckets 4 --chunk 64 --threads 1"
+    $bin $E --out e1 >e1.log 2>&1 || { cat e1.log; bad longeval "1-rank longeval failed"; }
+    strip e1 >e1.txt
+    if ! timeout 300 $MR -np 2 $bin $E --out e2 >e2.log 2>&1; then cat e2.log; bad "longeval np=2" "run failed"
+    elif strip e2 >e2.txt && cmp -s e1.txt e2.txt && [ "$(ls e1)" = "$(ls e2)" ]; then
+        ok "longeval np=2: every output equal to 1 rank (timings aside)"
+    else diff e1.txt e2.txt | cut -c1-200 | head -5; bad "longeval np=2" "outputs differ from the 1-rank run"; fi
+    # resume: cells of both ranks removed, the rest read back
+    rm -f e2/results.json e2/cells/m0_l1.json e2/cells/m2_l0.json
+    if ! timeout 300 $MR -np 2 $bin $E --out e2 --resume >e2r.log 2>&1; then cat e2r.log; bad "longeval resume" "run failed"
+    elif ! grep -q "(resumed)" e2r.log; then cat e2r.log; bad "longeval resume" "no cell was read back"
+    elif strip e2 >e2.txt && cmp -s e1.txt e2.txt; then ok "longeval --resume np=2: outputs equal to 1 rank"
+    else diff e1.txt e2.txt | cut -c1-200 | head -5; bad "longeval resume" "outputs differ from the 1-rank run"; fi
+fi
 
 # ---- a rank that cannot read its data (MPMD: rank 1 gets a missing path)
 start=$(date +%s)

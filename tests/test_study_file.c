@@ -35,6 +35,8 @@ static void test_minimal_file_takes_defaults(void **state) {
     assert_int_equal(s.d_model, 128);
     assert_int_equal(s.n_kv_head, 4);
     assert_int_equal(s.n_specs, 1);
+    assert_int_equal(s.accum, 1);
+    assert_int_equal(s.ranks_per_variant, 1);
     assert_string_equal(s.specs[0], "softmax+rope");
     assert_true(s.qk_gain == 1.0); /* model default: QK-norm gains start at 1 */
     assert_true(s.pk_mix == 0.0);  /* no passkey rows in pre-training unless asked */
@@ -103,6 +105,17 @@ static void test_bad_files_have_clear_errors(void **state) {
     expect_error("{\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 64, \"lr\": 0.001, \"specs\": [\"softmax\"], "
                  "\"passkey\": {\"trials\": 0, \"pretrain_mix\": 0.5}}", LA_EFORMAT, "passkey.pretrain_mix", "seq_len 64", NULL);
     expect_error("{" MIN_OK ", \"model\": {\"qk_gain\": 0}}", LA_EFORMAT, "model.qk_gain", NULL, NULL);
+    /* batch 4: accum must divide it; ranks_per_variant a whole number >= 1 */
+    expect_error("{" MIN_OK ", \"accum\": 3}", LA_EFORMAT, "\"accum\" (3) must divide \"batch\" (4)", "divisor", NULL);
+    expect_error("{" MIN_OK ", \"accum\": 8}", LA_EFORMAT, "\"accum\"", NULL, NULL);
+    expect_error("{" MIN_OK ", \"ranks_per_variant\": 0}", LA_EFORMAT, "\"ranks_per_variant\"", NULL, NULL);
+    expect_error("{" MIN_OK ", \"ranks_per_variant\": 1.5}", LA_EFORMAT, "\"ranks_per_variant\"", "whole number", NULL);
+    {
+        la_study s;
+        assert_int_equal(la_study_parse("{" MIN_OK ", \"accum\": 2, \"ranks_per_variant\": 2}", "g.json", &s), LA_OK);
+        assert_int_equal(s.accum, 2);
+        assert_int_equal(s.ranks_per_variant, 2);
+    }
     expect_error("[1, 2]", LA_EFORMAT, "one JSON object", NULL, NULL);
     /* syntax error: line and column of the fault */
     expect_error("{\n  \"data\": \"d\",\n  \"steps\": 100,,\n}", LA_EFORMAT, "bad.json:3:", "not valid JSON", NULL);

@@ -152,6 +152,13 @@ typedef struct {
     double qk_gain;            /* "model": {"qk_gain"}: initial QK-norm gain (la_model_config.qk_gain), default 1 */
     double pk_mix;             /* "passkey": {"pretrain_mix"}: fraction of every pre-training batch
                                   that is passkey examples at L (loss on every byte), default 0 */
+    int accum;                 /* "accum": micro-batches per step (pre-training and fine-tune): the
+                                  batch is cut into accum blocks of batch/accum rows whose mean
+                                  losses' gradients are averaged; must divide batch; default 1 */
+    int ranks_per_variant;     /* "ranks_per_variant": under mpirun, groups of this many ranks
+                                  train one variant data-parallel (each rank a block of the accum
+                                  micro-batches); variants spread over the groups. The numbers do
+                                  not depend on it (only on accum). Default 1 */
 } la_study;
 
 /* Parse study-file text. where names the source in messages (a file name). Every key is
@@ -188,6 +195,7 @@ typedef struct {
     int resume;                    /* 1: keep the variants an interrupted run of the same study in
                                       out_dir finished (out_dir/cells/); refused (LA_EINVAL naming the
                                       setting) when the study or options differ. 0: start afresh */
+    int ranks_per_variant;         /* > 0: instead of the study's "ranks_per_variant" */
 } la_study_opts;
 
 LA_API la_study_opts la_study_opts_default(void);

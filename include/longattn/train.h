@@ -138,6 +138,8 @@ typedef struct {
     float grad_norm;   /* global gradient norm before clipping */
     double lr;         /* AdamW learning rate used */
     double seconds;    /* wall time of the step */
+    double comm_seconds; /* of which in the MPI gradient exchange after every rank finished
+                            its micro-batches (0 on one process) */
 } la_step_info;
 
 /* One optimizer step on grad_accum batches of B x T drawn from the train split.
@@ -150,6 +152,15 @@ LA_API la_status la_trainer_step(la_trainer *tr, la_step_info *info);
  * same schedule and step counter. */
 LA_API la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int32_t *targets,
                                        int B, int T, la_step_info *info);
+
+/* One optimizer step on caller-provided rows cut into cfg.grad_accum micro-batches of
+ * cfg.B x cfg.T: tokens, targets (grad_accum * B, T), micro-batch a = rows [a B, (a+1) B).
+ * Under MPI (la_trainer_step's data parallelism) every rank passes the same rows and
+ * computes the gradients of its block of micro-batches; the step equals a one-process
+ * step bit for bit (micro-batch gradients summed in a fixed order). With grad_accum 1 on
+ * one process it is la_trainer_step_batch. */
+LA_API la_status la_trainer_step_rows(la_trainer *tr, const int32_t *tokens, const int32_t *targets,
+                                      la_step_info *info);
 
 /* Mean validation loss (nats/token) over cfg.eval_batches deterministic validation
  * batches (la_data_val_batch) of B x T, via la_model_eval. Errors: LA_EINVAL (no data or

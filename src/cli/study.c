@@ -17,6 +17,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots] [--resume]\n"
+            "                      [--ranks-per-variant K]\n"
             "\n"
             "Train every attention variant of STUDY_FILE (default studies/default.json) at the same\n"
             "length L with the same data and seed, then report validation loss at each evaluation length\n"
@@ -31,6 +32,9 @@ static void usage(FILE *f) {
             "  --resume      continue an interrupted run in the same --out: variants it finished\n"
             "                (saved in DIR/cells/ as each finishes) are kept, the rest are run;\n"
             "                refused when the study file or options differ from that run's\n"
+            "  --ranks-per-variant K  under mpirun: groups of K ranks train one variant each,\n"
+            "                data-parallel over the study's \"accum\" micro-batches (instead of\n"
+            "                the file's \"ranks_per_variant\"; the numbers do not depend on it)\n"
             "\n"
             "The default corpus data/pydoc is built by scripts/setup.sh (scripts/prepare_corpus.sh).\n");
 }
@@ -97,19 +101,25 @@ static void find_preset(const char *name, char *buf, size_t n) {
 
 int cli_study(int argc, char **argv) {
     const char *file = NULL, *out = NULL, *data = NULL;
-    int quick = 0, threads = 0, plots = 1, resume = 0;
+    int quick = 0, threads = 0, plots = 1, resume = 0, rpv = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--quick")) quick = 1;
         else if (!strcmp(a, "--no-plots")) plots = 0;
         else if (!strcmp(a, "--resume")) resume = 1;
-        else if (!strcmp(a, "--out") || !strcmp(a, "--threads") || !strcmp(a, "--data")) {
+        else if (!strcmp(a, "--out") || !strcmp(a, "--threads") || !strcmp(a, "--data") ||
+                 !strcmp(a, "--ranks-per-variant")) {
             if (i + 1 >= argc) return cli_usage_error("study", "%s needs a value", a);
             const char *val = argv[++i];
             if (!strcmp(a, "--out")) out = val;
             else if (!strcmp(a, "--data")) data = val;
-            else {
+            else if (!strcmp(a, "--ranks-per-variant")) {
+                long long t;
+                if (cli_parse_int(val, 1, 65536, &t))
+                    return cli_usage_error("study", "--ranks-per-variant wants a whole number from 1 to 65536 (got '%s')", val);
+                rpv = (int)t;
+            } else {
                 long long t;
                 if (cli_parse_int(val, 1, 1024, &t))
                     return cli_usage_error("study", "--threads wants a whole number from 1 to 1024 (got '%s')", val);
@@ -147,7 +157,12 @@ int cli_study(int argc, char **argv) {
                 st.steps, st.batch, st.seq_len);
         for (int i = 0; i < st.n_eval_lens; i++) fprintf(stderr, " %d", st.eval_lens[i]);
         fprintf(stderr, ", %d threads", threads > 0 ? threads : omp_get_max_threads());
-        if (la_dist_size() > 1)
+        int k = rpv > 0 ? rpv : st.ranks_per_variant;
+        if (la_dist_size() > 1 && k > 1)
+            fprintf(stderr, " per rank, %d ranks (MPI) in groups of %d: each group trains its variants "
+                    "data-parallel, variants split over groups by estimated cost; rank 0 shows its own "
+                    "progress and writes the results", la_dist_size(), k);
+        else if (la_dist_size() > 1)
             fprintf(stderr, " per rank, %d ranks (MPI): variants split by estimated cost; rank 0 shows its own "
                     "progress and writes the results", la_dist_size());
         fprintf(stderr, ")\n");
@@ -160,6 +175,7 @@ int cli_study(int argc, char **argv) {
     opts.user = &ps;
     opts.data = data;
     opts.resume = resume;
+    opts.ranks_per_variant = rpv;
     if (!plots) opts.gnuplot = "";
     la_study_summary sum;
     la_status s = la_study_run(&st, out, &opts, &sum);

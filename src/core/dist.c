@@ -12,7 +12,10 @@
 #include <mpi.h>
 #endif
 
+/* the current communicator's rank and size: the world's, or a group's between
+ * la_dist_group_begin and la_dist_group_end */
 static int g_rank = 0, g_size = 1;
+static int g_wrank = 0, g_wsize = 1; /* the world's */
 
 int la_dist_have_mpi(void) {
 #ifdef LA_HAVE_MPI
@@ -34,6 +37,8 @@ int la_dist_launched_size(void) {
 
 int la_dist_rank(void) { return g_rank; }
 int la_dist_size(void) { return g_size; }
+int la_dist_world_rank(void) { return g_wrank; }
+int la_dist_world_size(void) { return g_wsize; }
 
 void la_dist_assign(const double *cost, int n, int n_ranks, int *owner) {
     /* longest processing time first: the most expensive item not yet placed goes to
@@ -68,6 +73,9 @@ void la_dist_assign(const double *cost, int n, int n_ranks, int *owner) {
 #ifdef LA_HAVE_MPI
 
 static int g_mpi = 0; /* MPI initialised by la_dist_init */
+static MPI_Comm g_comm = MPI_COMM_NULL; /* what the collectives use: the world or a group */
+static MPI_Comm g_group = MPI_COMM_NULL;
+static int g_base = 0; /* world rank of the current group's rank 0 */
 
 la_status la_dist_init(int *argc, char ***argv) {
     if (g_mpi || la_dist_launched_size() <= 1) return LA_OK;
@@ -79,29 +87,37 @@ la_status la_dist_init(int *argc, char ***argv) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_wrank = g_rank;
+    g_wsize = g_size;
+    g_comm = MPI_COMM_WORLD;
     g_mpi = 1;
     return LA_OK;
 }
 
 void la_dist_finalize(void) {
     if (!g_mpi) return;
+    if (g_group != MPI_COMM_NULL) MPI_Comm_free(&g_group);
     MPI_Finalize();
     g_mpi = 0;
-    g_rank = 0;
-    g_size = 1;
+    g_rank = g_wrank = 0;
+    g_size = g_wsize = 1;
+    g_base = 0;
+    g_comm = MPI_COMM_NULL;
 }
 
 static la_status mpi_err(int rc, const char *what) {
     char s[MPI_MAX_ERROR_STRING];
     int n = 0;
     if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", rc);
-    return la_fail(LA_EIO, "rank %d of %d: %s failed: %s", g_rank, g_size, what, s);
+    return la_fail(LA_EIO, "rank %d of %d: %s failed: %s", g_wrank, g_wsize, what, s);
 }
 
 la_status la_dist_agree(la_status st) {
     if (!g_mpi) return st;
     /* every rank's status and message, gathered on every rank: the answer is the same
-     * everywhere and names the lowest failing rank */
+     * everywhere and names the lowest failing rank (by its world rank, also inside a group;
+     * a message that already names one, e.g. a group's agreed error passed on to the
+     * world, is kept as it is) */
     char mine[MSG_LEN + sizeof(int)];
     memset(mine, 0, sizeof mine);
     int code = (int)st;
@@ -109,7 +125,7 @@ la_status la_dist_agree(la_status st) {
     if (st != LA_OK) snprintf(mine + sizeof(int), MSG_LEN, "%s", la_errmsg());
     char *all = la_malloc((size_t)g_size * sizeof mine);
     if (!all) la_dist_abort(1, "out of memory exchanging status codes");
-    int rc = MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+    int rc = MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, g_comm);
     if (rc != MPI_SUCCESS) {
         free(all);
         return mpi_err(rc, "MPI_Allgather (status exchange)");
@@ -120,7 +136,12 @@ la_status la_dist_agree(la_status st) {
         memcpy(&code, e, sizeof code);
         if (code != LA_OK) {
             e[sizeof mine - 1] = 0;
-            out = la_fail((la_status)code, "rank %d of %d: %s", r, g_size, e + sizeof(int));
+            const char *m = e + sizeof(int);
+            int r2, n2, len = 0;
+            if (sscanf(m, "rank %d of %d: %n", &r2, &n2, &len) == 2 && len > 0 && n2 == g_wsize)
+                out = la_fail((la_status)code, "%s", m); /* a group's agreed error: already named */
+            else
+                out = la_fail((la_status)code, "rank %d of %d: %s", g_base + r, g_wsize, m);
             break;
         }
     }
@@ -132,7 +153,7 @@ int la_dist_any(int flag) {
     if (!g_mpi) return flag != 0;
     int in = flag != 0, out = 0;
     /* max of 0/1 integers: exact, whatever the reduction tree */
-    if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, g_comm) != MPI_SUCCESS)
         la_dist_abort(1, "MPI_Allreduce of a stop flag failed");
     return out;
 }
@@ -153,7 +174,7 @@ la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *coun
         displs[r] = (int)off;
         off += counts[r];
     }
-    int rc = MPI_Allgatherv(send, counts[g_rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, MPI_COMM_WORLD);
+    int rc = MPI_Allgatherv(send, counts[g_rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, g_comm);
     free(displs);
     return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Allgatherv");
 }
@@ -176,7 +197,7 @@ la_status la_dist_alltoallv_f32(const float *send, const int *send_counts, float
         so += send_counts[q];
         ro += recv_counts[q];
     }
-    int rc = MPI_Alltoallv(send, send_counts, sd, MPI_FLOAT, recv, recv_counts, rd, MPI_FLOAT, MPI_COMM_WORLD);
+    int rc = MPI_Alltoallv(send, send_counts, sd, MPI_FLOAT, recv, recv_counts, rd, MPI_FLOAT, g_comm);
     free(sd);
     return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Alltoallv");
 }
@@ -199,7 +220,7 @@ la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *coun
         displs[r] = (int)off;
         off += counts[r];
     }
-    int rc = MPI_Gatherv(send, cnt[g_rank], MPI_BYTE, recv, cnt, displs, MPI_BYTE, root, MPI_COMM_WORLD);
+    int rc = MPI_Gatherv(send, cnt[g_rank], MPI_BYTE, recv, cnt, displs, MPI_BYTE, root, g_comm);
     free(cnt);
     return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Gatherv");
 }
@@ -207,16 +228,46 @@ la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *coun
 la_status la_dist_bcast(void *buf, size_t n, int root) {
     if (!g_mpi) return LA_OK;
     if (n > INT_MAX) return la_fail(LA_EINVAL, "bcast: %zu bytes is more than one exchange carries", n);
-    int rc = MPI_Bcast(buf, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+    int rc = MPI_Bcast(buf, (int)n, MPI_BYTE, root, g_comm);
     return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Bcast");
 }
 
 void la_dist_barrier(void) {
-    if (g_mpi) MPI_Barrier(MPI_COMM_WORLD);
+    if (g_mpi) MPI_Barrier(g_comm);
+}
+
+la_status la_dist_group_begin(int k, int *group, int *n_groups) {
+    if (k < 1 || g_wsize % k)
+        return la_fail(LA_EINVAL, "groups of %d ranks do not divide the %d ranks started: start a multiple of %d "
+                       "ranks (mpirun -np %d) or use groups of a divisor of %d", k, g_wsize, k,
+                       k * (g_wsize / k + 1), g_wsize);
+    if (g_comm != MPI_COMM_WORLD && g_mpi) return la_fail(LA_EINVAL, "la_dist_group_begin: already in a group");
+    *group = g_wrank / k;
+    *n_groups = g_wsize / k;
+    if (!g_mpi) return LA_OK;
+    /* consecutive world ranks form a group (with mpirun's default by-core/by-slot mapping
+     * they share a node, so a group's gradient exchange stays inside it) */
+    int rc = MPI_Comm_split(MPI_COMM_WORLD, *group, g_wrank, &g_group);
+    if (rc != MPI_SUCCESS) return mpi_err(rc, "MPI_Comm_split (rank groups)");
+    MPI_Comm_set_errhandler(g_group, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(g_group, &g_rank);
+    MPI_Comm_size(g_group, &g_size);
+    g_base = *group * k;
+    g_comm = g_group;
+    return LA_OK;
+}
+
+void la_dist_group_end(void) {
+    if (!g_mpi || g_group == MPI_COMM_NULL) return;
+    MPI_Comm_free(&g_group);
+    g_comm = MPI_COMM_WORLD;
+    g_rank = g_wrank;
+    g_size = g_wsize;
+    g_base = 0;
 }
 
 void la_dist_abort(int code, const char *msg) {
-    fprintf(stderr, "longattn: rank %d of %d: %s; stopping every rank\n", g_rank, g_size, msg);
+    fprintf(stderr, "longattn: rank %d of %d: %s; stopping every rank\n", g_wrank, g_wsize, msg);
     fflush(stderr);
     if (g_mpi) MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
     exit(code ? code : 1);
@@ -268,6 +319,17 @@ la_status la_dist_bcast(void *buf, size_t n, int root) {
 }
 
 void la_dist_barrier(void) {}
+
+la_status la_dist_group_begin(int k, int *group, int *n_groups) {
+    if (k != 1)
+        return la_fail(LA_EINVAL, "groups of %d ranks do not divide the 1 rank started: start a multiple of %d "
+                       "ranks (mpirun -np %d, in a build with MPI) or use groups of 1", k, k, k);
+    *group = 0;
+    *n_groups = 1;
+    return LA_OK;
+}
+
+void la_dist_group_end(void) {}
 
 void la_dist_abort(int code, const char *msg) {
     fprintf(stderr, "longattn: %s\n", msg);

@@ -27,9 +27,13 @@
 la_status la_dist_init(int *argc, char ***argv);
 /* Finish MPI (no-op when it was not started). */
 void la_dist_finalize(void);
-/* This process's rank in [0, size) and the number of processes (0 and 1 when alone). */
+/* This process's rank in [0, size) and the number of processes (0 and 1 when alone); inside
+ * a group (la_dist_group_begin) the rank in the group and the group's size. */
 int la_dist_rank(void);
 int la_dist_size(void);
+/* The same for every process the launcher started, group or not. */
+int la_dist_world_rank(void);
+int la_dist_world_size(void);
 /* 1 when built with MPI support. */
 int la_dist_have_mpi(void);
 /* Number of processes the launcher says it started (1 when not launched). */
@@ -59,6 +63,15 @@ la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *coun
 la_status la_dist_bcast(void *buf, size_t n, int root);
 /* Collective: wait for every rank. */
 void la_dist_barrier(void);
+
+/* Collective over all processes: cut them into groups of k consecutive ranks (world ranks
+ * [g k, (g+1) k) form group g; *group = g, *n_groups = size / k). Until la_dist_group_end
+ * (collective again) la_dist_rank/size and every collective above refer to this process's
+ * group only, so code written for "all ranks" (the trainer's data parallelism) runs inside
+ * a group unchanged; error messages still name world ranks. Errors: LA_EINVAL when k does
+ * not divide the number of processes (the message names both and the fix), LA_EIO. */
+la_status la_dist_group_begin(int k, int *group, int *n_groups);
+void la_dist_group_end(void);
 /* Stop every rank now (MPI_Abort) after printing msg with this rank's number to stderr;
  * alone: exit(code). Last resort of a program (never called by the library). */
 void la_dist_abort(int code, const char *msg) __attribute__((noreturn));

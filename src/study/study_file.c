@@ -206,7 +206,8 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     la_status st = LA_OK;
     int eval_given = 0, pk_lens_given = 0;
     static const char *const keys[] = {"name", "data", "model", "steps", "batch", "seq_len", "lr", "warmup",
-                                       "seed", "eval_lens", "eval_windows", "val_every", "passkey", "specs", NULL};
+                                       "seed", "eval_lens", "eval_windows", "val_every", "passkey", "specs",
+                                       "accum", "ranks_per_variant", NULL};
     if (!cJSON_IsObject(root)) {
         st = BAD("%s: the study file must be one JSON object {...}", where);
         goto done;
@@ -225,6 +226,8 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     s.pk_mix = 0.0;
     s.pk_steps = -1;
     s.pk_lr = -1;
+    s.accum = 1;
+    s.ranks_per_variant = 1;
     s.warmup = -1;
     s.val_every = -1;
     static const double depths[] = {0, 0.25, 0.5, 0.75, 1};
@@ -254,6 +257,15 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     if ((st = get_int(root, "steps", "steps", 1, 100000000, 1, where, &s.steps)) != LA_OK) goto done;
     if ((st = get_int(root, "batch", "batch", 1, 1 << 20, 1, where, &s.batch)) != LA_OK) goto done;
     if ((st = get_int(root, "seq_len", "seq_len", 1, 1 << 24, 1, where, &s.seq_len)) != LA_OK) goto done;
+    if ((st = get_int(root, "accum", "accum", 1, s.batch, 0, where, &s.accum)) != LA_OK) goto done;
+    if (s.batch % s.accum) {
+        st = BAD("%s: key \"accum\" (%d) must divide \"batch\" (%d): every step is accum micro-batches of "
+                 "batch/accum rows; use a divisor of %d", where, s.accum, s.batch, s.batch);
+        goto done;
+    }
+    if ((st = get_int(root, "ranks_per_variant", "ranks_per_variant", 1, 1 << 16, 0, where, &s.ranks_per_variant)) !=
+        LA_OK)
+        goto done;
     if ((st = get_num(root, "lr", "lr", 0, 1, 1, where, &s.lr)) != LA_OK) goto done;
     if ((st = get_int(root, "warmup", "warmup", 0, s.steps, 0, where, &s.warmup)) != LA_OK) goto done;
     it = cJSON_GetObjectItemCaseSensitive(root, "seed");

@@ -105,6 +105,76 @@ static la_status model_token_loss(void *ctx, const int32_t *inputs, const int32_
     return st;
 }
 
+/* ---- evaluation split over a variant's group of ranks (ranks_per_variant) ----
+ * la_eval_loss runs twice on every rank of the group: first each rank scores its block of
+ * the windows (the others' are left at zero), the blocks are exchanged (allgatherv), then
+ * la_eval_loss runs again reading every window's token losses from that table: the same
+ * floats summed in the same order as one process, so the result is bitwise the same. */
+static void group_block(int n, int r, int G, int *lo, int *hi) {
+    *lo = (int)((long long)n * r / G);
+    *hi = (int)((long long)n * (r + 1) / G);
+}
+
+typedef struct {
+    eval_ctx *e;
+    float *mine; /* (hi - lo, T) this rank's windows */
+    const float *all; /* (n_win, T) every window, for the replay; NULL while scoring */
+    int w, lo, hi;
+} split_ctx;
+
+static la_status split_token_loss(void *ctx, const int32_t *inputs, const int32_t *targets, int T, float *loss) {
+    split_ctx *x = ctx;
+    int w = x->w++;
+    if (x->all) {
+        memcpy(loss, x->all + (size_t)w * T, (size_t)T * sizeof *loss);
+        return LA_OK;
+    }
+    if (w < x->lo || w >= x->hi) {
+        memset(loss, 0, (size_t)T * sizeof *loss);
+        return LA_OK;
+    }
+    LA_TRY(model_token_loss(x->e, inputs, targets, T, loss));
+    memcpy(x->mine + (size_t)(w - x->lo) * T, loss, (size_t)T * sizeof *loss);
+    return LA_OK;
+}
+
+/* la_eval_loss(model_token_loss, e, ...) with its windows split over the group (collective
+ * over the group; one rank: la_eval_loss itself). */
+static la_status group_eval_loss(eval_ctx *e, const la_docs *val, int T, int span, int n, uint64_t seed, int bucket,
+                                 double *loss, double *bucket_loss, int64_t *bucket_tokens) {
+    int G = la_dist_size(), me = la_dist_rank();
+    if (G == 1) return la_eval_loss(model_token_loss, e, val, T, span, n, seed, bucket, loss, bucket_loss, bucket_tokens);
+    int nw = n * ((span ? span : T) / T); /* la_eval_loss's windows: floor(span / T) per span */
+    split_ctx x = {e, NULL, NULL, 0, 0, 0};
+    group_block(nw, me, G, &x.lo, &x.hi);
+    float *all = la_malloc(((size_t)nw * T + 1) * sizeof *all);
+    x.mine = la_malloc(((size_t)(x.hi - x.lo) * T + 1) * sizeof *x.mine);
+    int *counts = la_malloc((size_t)G * sizeof *counts);
+    la_status s = all && x.mine && counts ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory (evaluation)");
+    if (s == LA_OK) s = la_eval_loss(split_token_loss, &x, val, T, span, n, seed, bucket, loss, bucket_loss, bucket_tokens);
+    if (s == LA_OK && x.w != nw)
+        s = la_fail(LA_EINVAL, "study: evaluation visited %d windows, %d expected (internal)", x.w, nw);
+    s = la_dist_agree(s);
+    for (int r = 0; r < G && s == LA_OK; r++) {
+        int lo, hi;
+        group_block(nw, r, G, &lo, &hi);
+        if ((double)nw * T > 2147483647.0) s = la_fail(LA_EINVAL, "study: evaluation of %d x %d tokens exceeds one exchange", nw, T);
+        counts[r] = (hi - lo) * T;
+    }
+    if (s == LA_OK) s = la_dist_agree(la_dist_allgatherv_f32(x.mine, all, counts));
+    if (s == LA_OK) {
+        x.all = all;
+        x.w = 0;
+        x.e = NULL;
+        s = la_dist_agree(la_eval_loss(split_token_loss, &x, val, T, span, n, seed, bucket, loss, bucket_loss,
+                                       bucket_tokens));
+    }
+    free(all);
+    free(x.mine);
+    free(counts);
+    return s;
+}
+
 static la_status log_row(study_variant *v, int step, double train_bpb, double val_bpb, double el) {
     if (v->n_log == v->cap_log) {
         int cap = v->cap_log ? 2 * v->cap_log : 64;
@@ -141,6 +211,7 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
     cJSON_AddNumberToObject(f, "steps", st->steps);
     cJSON_AddNumberToObject(f, "batch", st->batch);
     cJSON_AddNumberToObject(f, "seq_len", st->seq_len);
+    if (st->accum != 1) cJSON_AddNumberToObject(f, "accum", st->accum); /* absent: 1 (older runs' cells) */
     la_json_put(f, "lr", la_cells_num(st->lr));
     cJSON_AddNumberToObject(f, "warmup", st->warmup);
     char seed[32];
@@ -378,6 +449,10 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
                              int32_t *ex /* (max len + 1) */, int32_t *pred /* (max len) */) {
     study_variant *v = &r->v[vi];
     const int B = st->batch, L = st->seq_len;
+    /* under mpirun the variant's group (la_dist_group_begin) runs this together: every rank
+     * draws the same rows (and trains its block of the micro-batches), the evaluations are
+     * split over the group (group_eval_loss, the passkey grid); the group's rank 0 writes */
+    const int leader = la_dist_rank() == 0;
     const double bits = 1.0 / log(2.0);
     la_model_config mc = la_model_config_default();
     mc.n_layer = st->n_layer;
@@ -398,7 +473,8 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     /* ---- pre-training on B x L windows, the same ones in the same order for every spec */
     la_train_config tc = la_train_config_default();
     tc.steps = st->steps;
-    tc.B = B;
+    tc.B = B / st->accum; /* the batch as accum micro-batches: split over the group's ranks */
+    tc.grad_accum = st->accum;
     tc.T = L;
     tc.lr = st->lr;
     tc.min_lr = st->lr / 10;
@@ -467,7 +543,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
             memcpy(tgt + (size_t)b * L, batch + (size_t)b * (L + 1) + 1, (size_t)L * sizeof *tgt);
         }
         la_step_info info;
-        if ((s = la_trainer_step_batch(tr, inp, tgt, B, L, &info)) != LA_OK) goto out;
+        if ((s = la_trainer_step_rows(tr, inp, tgt, &info)) != LA_OK) goto out;
         double tb = info.loss * bits;
         if (step >= tail_from) { tail_sum += tb; tail_n++; }
         tk->p.loss = tb;
@@ -475,7 +551,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
         double vb = NAN;
         if ((step + 1) % st->val_every == 0 || step + 1 == st->steps) {
             double vl;
-            if ((s = la_eval_loss(model_token_loss, &ec, val, L, span, n_val, st->seed, L, &vl, NULL, NULL)) != LA_OK)
+            if ((s = group_eval_loss(&ec, val, L, span, n_val, st->seed, L, &vl, NULL, NULL)) != LA_OK)
                 goto out;
             vb = vl;
             tk->p.val_loss = vb;
@@ -486,12 +562,12 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
         if ((step + 1) % st->val_every == 0 || step + 1 == st->steps) {
             /* trainer checkpoint first, then what the loop keeps besides: a kill between the
              * two leaves steps that differ, and the variant then reruns (above) */
-            if ((s = la_trainer_save(tr, ck)) != LA_OK) goto out;
+            if ((s = la_dist_agree(leader ? la_trainer_save(tr, ck) : LA_OK)) != LA_OK) goto out;
             cJSON *j = side_state(step + 1, &order, &mix_rng, tail_sum, tail_n, t_before + now_s() - t0, v);
-            if (!j) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
-            s = la_cells_save(cells, side_key, j);
+            s = j ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
+            if (s == LA_OK && leader) s = la_cells_save(cells, side_key, j);
             cJSON_Delete(j);
-            if (s != LA_OK) goto out;
+            if ((s = la_dist_agree(s)) != LA_OK) goto out;
         }
     }
     v->final_train_bpb = tail_sum / tail_n;
@@ -503,7 +579,11 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     t0 = now_s();
     ec.tk = tk;
     int n_eval_windows = 0;
-    for (int i = 0; i < st->n_eval_lens; i++) n_eval_windows += span / st->eval_lens[i] * st->eval_windows;
+    for (int i = 0; i < st->n_eval_lens; i++) { /* this rank's share of them (group_eval_loss) */
+        int lo, hi;
+        group_block(span / st->eval_lens[i] * st->eval_windows, la_dist_rank(), la_dist_size(), &lo, &hi);
+        n_eval_windows += hi - lo;
+    }
     phase(tk, "eval", n_eval_windows);
     for (int i = 0; i < st->n_eval_lens; i++) {
         int T = st->eval_lens[i], nb = (T + L - 1) / L;
@@ -511,7 +591,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
         v->bucket[i] = la_malloc((size_t)nb * sizeof *v->bucket[i]);
         v->bucket_tokens[i] = la_malloc((size_t)nb * sizeof *v->bucket_tokens[i]);
         if (!v->bucket[i] || !v->bucket_tokens[i]) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
-        if ((s = la_eval_loss(model_token_loss, &ec, val, T, span, st->eval_windows, st->seed, L, &v->loss[i],
+        if ((s = group_eval_loss(&ec, val, T, span, st->eval_windows, st->seed, L, &v->loss[i],
                               v->bucket[i], v->bucket_tokens[i])) != LA_OK)
             goto out;
         v->tokens[i] = (int64_t)(span / T) * T * st->eval_windows;
@@ -520,7 +600,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     v->trained = 1;
     /* the pre-trained weights whose losses are in the table (the passkey fine-tune, scored
      * on the answer digits only, does not keep the language model) */
-    if ((s = save_weights(m, out_dir, "model", vi, st->specs[vi])) != LA_OK) goto out;
+    if ((s = la_dist_agree(leader ? save_weights(m, out_dir, "model", vi, st->specs[vi]) : LA_OK)) != LA_OK) goto out;
 
     /* ---- passkey: fine-tune at L on the answer digits, then the exact-match grid */
     if (st->pk_trials > 0) {
@@ -539,7 +619,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
                 for (int b = 0; b < B; b++)
                     if ((s = passkey_row(train, L, &fr, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK) goto out;
                 la_step_info info;
-                if ((s = la_trainer_step_batch(tr, inp, tgt, B, L, &info)) != LA_OK) goto out;
+                if ((s = la_trainer_step_rows(tr, inp, tgt, &info)) != LA_OK) goto out;
                 if (step == 0) v->ft_first_bpb = info.loss * bits;
                 v->ft_last_bpb = info.loss * bits;
                 tk->p.loss = info.loss * bits;
@@ -549,28 +629,52 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
             la_trainer_free(tr);
             tr = NULL;
         }
-        phase(tk, "passkey", st->n_pk_lens * st->n_pk_depths * st->pk_trials);
-        for (int li = 0; li < st->n_pk_lens; li++) {
+        /* the grid's examples (length, depth, trial) in that order; under a group each rank
+         * scores a block of them and the hits (0/1, summed exactly) are exchanged */
+        const int n_pk = st->n_pk_lens * st->n_pk_depths * st->pk_trials, G = la_dist_size();
+        int lo, hi;
+        group_block(n_pk, la_dist_rank(), G, &lo, &hi);
+        phase(tk, "passkey", hi - lo);
+        float *hit = la_malloc(((size_t)n_pk + 1) * sizeof *hit), *mine = la_malloc(((size_t)(hi - lo) + 1) * sizeof *mine);
+        int *counts = la_malloc((size_t)G * sizeof *counts);
+        if (!hit || !mine || !counts) s = la_fail(LA_ENOMEM, "study: out of memory (passkey)");
+        for (int e = lo; e < hi && s == LA_OK; e++) {
+            int li = e / (st->n_pk_depths * st->pk_trials), di = e / st->pk_trials % st->n_pk_depths, k = e % st->pk_trials;
             int T = st->pk_lens[li];
-            double cT = (double)T * flops_per_token(st, r->vocab, T);
-            for (int di = 0; di < st->n_pk_depths; di++) {
-                v->correct[li][di] = 0;
-                for (int k = 0; k < st->pk_trials; k++) {
-                    /* the same examples for every spec */
-                    uint64_t seed = (st->seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
-                    la_passkey pk;
-                    if ((s = la_passkey_make(val, T, st->pk_depths[di], seed, ex, &pk)) != LA_OK) goto out;
-                    if ((s = la_model_eval(m, ex, NULL, 1, T, NULL, NULL, pred, NULL)) != LA_OK) goto out;
-                    v->correct[li][di] += la_passkey_exact(pred, ex, &pk);
-                    tk->p.done++;
-                    report(tk, cT);
-                }
-            }
+            /* the same examples for every spec */
+            uint64_t seed = (st->seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
+            la_passkey pk;
+            if ((s = la_passkey_make(val, T, st->pk_depths[di], seed, ex, &pk)) != LA_OK) break;
+            if ((s = la_model_eval(m, ex, NULL, 1, T, NULL, NULL, pred, NULL)) != LA_OK) break;
+            mine[e - lo] = (float)la_passkey_exact(pred, ex, &pk);
+            tk->p.done++;
+            report(tk, (double)T * flops_per_token(st, r->vocab, T));
         }
+        if (G > 1) {
+            s = la_dist_agree(s);
+            for (int q = 0; q < G && s == LA_OK; q++) {
+                int l2, h2;
+                group_block(n_pk, q, G, &l2, &h2);
+                counts[q] = h2 - l2;
+            }
+            if (s == LA_OK) s = la_dist_agree(la_dist_allgatherv_f32(mine, hit, counts));
+        } else if (s == LA_OK && n_pk) {
+            memcpy(hit, mine, (size_t)n_pk * sizeof *hit);
+        }
+        for (int e = 0; e < n_pk && s == LA_OK; e++) {
+            int li = e / (st->n_pk_depths * st->pk_trials), di = e / st->pk_trials % st->n_pk_depths;
+            if (e % st->pk_trials == 0) v->correct[li][di] = 0;
+            v->correct[li][di] += (int)hit[e];
+        }
+        free(hit);
+        free(mine);
+        free(counts);
+        if (s != LA_OK) goto out;
         v->passkey_s = now_s() - t0;
     }
     v->passkey_done = 1;
-    if (st->pk_trials > 0 && st->pk_steps > 0 && (s = save_weights(m, out_dir, "passkey", vi, st->specs[vi])) != LA_OK)
+    if (st->pk_trials > 0 && st->pk_steps > 0 &&
+        (s = la_dist_agree(leader ? save_weights(m, out_dir, "passkey", vi, st->specs[vi]) : LA_OK)) != LA_OK)
         goto out;
 out:
     la_trainer_free(tr);
@@ -642,12 +746,30 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
 pre:
     /* under mpirun every rank loads the data; one that cannot stops them all, named */
     if ((s = la_dist_agree(s)) != LA_OK) goto out;
-    const int me = la_dist_rank(), writer = me == 0;
-    int owner[LA_STUDY_MAX_SPECS];
+    const int me = la_dist_rank(), writer = me == 0, W = la_dist_size();
+    /* groups of k ranks, each training its variants data-parallel */
+    const int k = opts.ranks_per_variant > 0 ? opts.ranks_per_variant : st->ranks_per_variant;
+    if (W % k) {
+        s = la_fail(LA_EINVAL, "ranks_per_variant is %d but %d rank%s started: the ranks form groups of %d, one "
+                    "variant per group; start a multiple of %d ranks (mpirun -np %d) or lower ranks_per_variant "
+                    "to a divisor of %d (longattn study --ranks-per-variant N)", k, W, W > 1 ? "s were" : " was", k,
+                    k, k * (W / k + 1), W);
+        goto out;
+    }
+    if (st->accum < k) {
+        s = la_fail(LA_EINVAL, "ranks_per_variant is %d but \"accum\" is %d: each rank of a group trains a block of "
+                    "a step's accum micro-batches, so %d rank%s would have nothing to do; set \"accum\" to a "
+                    "multiple of %d (it must divide \"batch\" %d; the numbers depend on accum, not on the ranks)",
+                    k, st->accum, k - st->accum, k - st->accum > 1 ? "s" : "", k, st->batch);
+        goto out;
+    }
+    const int n_groups = W / k, group = me / k;
+    int owner[LA_STUDY_MAX_SPECS], sender[LA_STUDY_MAX_SPECS]; /* group of variant vi; its rank 0 */
     {
         double cost[LA_STUDY_MAX_SPECS];
         for (int vi = 0; vi < st->n_specs; vi++) cost[vi] = variant_flops(st, r->vocab);
-        la_dist_assign(cost, st->n_specs, la_dist_size(), owner);
+        la_dist_assign(cost, st->n_specs, n_groups, owner);
+        for (int vi = 0; vi < st->n_specs; vi++) sender[vi] = owner[vi] * k;
     }
 
     tracker tk;
@@ -659,7 +781,7 @@ pre:
     tk.c_L = flops_per_token(st, r->vocab, L);
     tk.flops_total = 0; /* this rank's share */
     for (int vi = 0; vi < st->n_specs; vi++)
-        if (owner[vi] == me) tk.flops_total += variant_flops(st, r->vocab);
+        if (owner[vi] == group) tk.flops_total += variant_flops(st, r->vocab);
     tk.p.n_specs = st->n_specs;
     tk.p.loss = tk.p.val_loss = NAN;
     /* finished variants of an interrupted run (--resume) are loaded instead of rerun */
@@ -679,8 +801,13 @@ pre:
     la_status first_bad = LA_OK;
     char first_msg[1024] = "";
     int n_bad = 0;
+    /* from here to la_dist_group_end the collectives (the trainer's, la_dist_agree) are
+     * the group's; a group that fails leaves its loop and meets the others below */
+    int gi, ng;
+    if ((s = la_dist_agree(la_dist_group_begin(k, &gi, &ng))) != LA_OK) goto out;
+    const int leader = la_dist_rank() == 0;
     for (int vi = 0; vi < st->n_specs; vi++) {
-        if (owner[vi] != me) continue;
+        if (owner[vi] != group) continue;
         tk.p.spec_index = vi;
         tk.p.spec = st->specs[vi];
         tk.p.loss = tk.p.val_loss = NAN;
@@ -688,27 +815,31 @@ pre:
         char key[160];
         variant_key(st, vi, key, sizeof key);
         cJSON *saved = NULL;
-        if ((s = la_cells_load(&cells, key, &saved)) != LA_OK) goto out;
+        if ((s = la_dist_agree(la_cells_load(&cells, key, &saved))) != LA_OK) break;
         la_status vs;
         if (saved) { /* finished before the interruption: its numbers, not a rerun */
-            s = variant_from_json(st, saved, key, &r->v[vi]);
+            s = la_dist_agree(variant_from_json(st, saved, key, &r->v[vi]));
             cJSON_Delete(saved);
-            if (s != LA_OK) goto out;
+            if (s != LA_OK) break;
             vs = LA_OK;
             n_resumed++;
-            remove_train_ckpt(&cells, key); /* killed between saving the result and this */
+            if (leader) remove_train_ckpt(&cells, key); /* killed between saving the result and this */
         } else {
             int resumed_step = 0;
             vs = run_variant(st, vi, &train, &val, out_dir, &cells, key, &resumed_step, r, &tk, batch, inp, tgt, ex,
                              pred);
             if (resumed_step) n_continued++;
+            /* failures inside are the whole group's (its collectives agree); anything that
+             * hit one rank only still fails the variant on all of them */
+            if (la_dist_size() > 1 && la_dist_any(vs != LA_OK) && vs == LA_OK)
+                vs = la_fail(LA_EIO, "another rank of this variant's group failed (see its message)");
             if (vs == LA_OK) { /* persisted as it finishes: an interruption later does not lose it */
-                cJSON *j = variant_to_json(st, &r->v[vi]);
-                if (!j) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
-                s = la_cells_save(&cells, key, j);
+                cJSON *j = leader ? variant_to_json(st, &r->v[vi]) : NULL;
+                s = j || !leader ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
+                if (s == LA_OK && leader) s = la_cells_save(&cells, key, j);
                 cJSON_Delete(j);
-                if (s != LA_OK) goto out;
-                remove_train_ckpt(&cells, key);
+                if ((s = la_dist_agree(s)) != LA_OK) break;
+                if (leader) remove_train_ckpt(&cells, key);
             }
         }
         if (vs != LA_OK) {
@@ -723,11 +854,14 @@ pre:
         /* keep the ETA honest whatever the flop model missed for this variant */
         tk.flops_done = before + variant_flops(st, r->vocab);
         r->wall_s = now_s() - t_start;
-        if (la_dist_size() == 1 && (s = la_study_write_tables(r, out_dir)) != LA_OK)
-            goto out; /* finished variants are kept */
+        if (la_dist_world_size() == 1 && (s = la_study_write_tables(r, out_dir)) != LA_OK)
+            break; /* finished variants are kept */
     }
-    /* under mpirun: rank 0 gathers the other ranks' variants and writes everything */
-    if ((s = la_study_gather(r, owner)) != LA_OK) goto out;
+    la_dist_group_end();
+    /* every group is here: one that failed stops them all, named */
+    if ((s = la_dist_agree(s)) != LA_OK) goto out;
+    /* under mpirun: rank 0 gathers the other groups' variants and writes everything */
+    if ((s = la_study_gather(r, sender)) != LA_OK) goto out;
     if (la_dist_size() > 1) {
         n_bad = 0;
         for (int vi = 0; vi < st->n_specs && writer; vi++)

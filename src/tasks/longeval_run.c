@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/dist.h"
 #include "core/internal.h"
 #include "io/gnuplot.h"
 #include "tasks/longeval_internal.h"
@@ -428,6 +429,36 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
 
 /* ---- the run ---- */
 
+/* Collective: the cells each rank ran (owner) to rank 0, then the whole table to every
+ * rank (cells are plain data). */
+static la_status share_cells(la_longeval_cell *cells, const int *owner, int nc) {
+    int N = la_dist_size(), me = la_dist_rank(), mine = 0;
+    for (int i = 0; i < nc; i++) mine += owner[i] == me;
+    size_t *counts = la_calloc((size_t)N, sizeof *counts);
+    la_longeval_cell *send = la_malloc((size_t)(mine ? mine : 1) * sizeof *send);
+    la_longeval_cell *recv = me == 0 ? la_malloc((size_t)nc * sizeof *recv) : NULL;
+    la_status st = counts && send && (me != 0 || recv) ? LA_OK : la_fail(LA_ENOMEM, "longeval: out of memory (gather)");
+    st = la_dist_agree(st);
+    if (st == LA_OK) {
+        for (int i = 0, k = 0; i < nc; i++) {
+            counts[owner[i]] += sizeof *send;
+            if (owner[i] == me) send[k++] = cells[i];
+        }
+        st = la_dist_agree(la_dist_gatherv_bytes(send, recv, counts, 0));
+    }
+    if (st == LA_OK && me == 0) { /* rank r's cells arrive in cell order, ranks in order */
+        size_t k = 0;
+        for (int r = 0; r < N; r++)
+            for (int i = 0; i < nc; i++)
+                if (owner[i] == r) cells[i] = recv[k++];
+    }
+    if (st == LA_OK) st = la_dist_agree(la_dist_bcast(cells, (size_t)nc * sizeof *cells, 0));
+    free(counts);
+    free(send);
+    free(recv);
+    return st;
+}
+
 la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn fn, void *user,
                           la_longeval_cell *cells_out) {
     if (!oin || !oin->model) return la_fail(LA_EINVAL, "la_longeval_run: no model (--model FILE.gguf)");
@@ -446,11 +477,14 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     le_ctx c;
     memset(&c, 0, sizeof c);
     la_llama_params lp = la_llama_params_default();
-    LA_TRY(la_llama_open(o.model, &lp, &c.m));
-    la_status st = la_llama_tokenizer(c.m, &c.tok);
-    const la_llama_config *cfg = la_llama_get_config(c.m);
-    c.C = o.train_ctx > 0 ? o.train_ctx : cfg->n_ctx_train;
-    c.V = cfg->n_vocab;
+    /* no early return from here: under mpirun a rank that fails meets the others below */
+    la_status st = la_llama_open(o.model, &lp, &c.m);
+    if (st == LA_OK) st = la_llama_tokenizer(c.m, &c.tok);
+    if (st == LA_OK) {
+        const la_llama_config *cfg = la_llama_get_config(c.m);
+        c.C = o.train_ctx > 0 ? o.train_ctx : cfg->n_ctx_train;
+        c.V = cfg->n_vocab;
+    }
     int nc = o.n_methods * o.n_lengths;
     la_longeval_cell *cells = la_calloc((size_t)nc, sizeof *cells);
     c.logits = la_malloc(sizeof(float) * (size_t)o.chunk * (size_t)c.V);
@@ -516,12 +550,26 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         la_longeval_progress p = {nc, 0, NULL, 0, 0, note};
         fn(user, &p);
     }
+    /* under mpirun every rank has done the above (each loads the model); one that could
+     * not stops them all, named. Cells go to ranks by estimated cost (la_dist_assign, the
+     * ETA's L^2), each rank runs and saves its own, rank 0 gathers and writes the files */
+    const int N = la_dist_size(), me = la_dist_rank();
+    st = la_dist_agree(st);
+    int *owner = st == LA_OK ? la_calloc((size_t)nc, sizeof *owner) : NULL;
+    double *cost = st == LA_OK ? la_calloc((size_t)nc, sizeof *cost) : NULL;
+    if (st == LA_OK && (!owner || !cost)) st = la_fail(LA_ENOMEM, "longeval: out of memory");
     double t0 = now_s(), work_tokens_done = 0, work_tokens_all = 0, run_s = 0;
-    for (int i = 0; i < nc; i++) {
-        int64_t L = (int64_t)llround(o.lengths[i % o.n_lengths] * (double)c.C);
-        work_tokens_all += (double)L * L; /* attention dominates at long L: cost ~ L^2 per prefill */
-    }
     for (int i = 0; st == LA_OK && i < nc; i++) {
+        int64_t L = (int64_t)llround(o.lengths[i % o.n_lengths] * (double)c.C);
+        cost[i] = (double)L * L; /* attention dominates at long L: cost ~ L^2 per prefill */
+    }
+    if (st == LA_OK) la_dist_assign(cost, nc, N, owner);
+    for (int i = 0; st == LA_OK && i < nc; i++)
+        if (owner[i] == me) work_tokens_all += cost[i];
+    int n_mine = 0, n_done = 0;
+    for (int i = 0; st == LA_OK && i < nc; i++) n_mine += owner[i] == me;
+    for (int i = 0; st == LA_OK && i < nc; i++) {
+        if (owner[i] != me) continue;
         int mi = i / o.n_lengths, li = i % o.n_lengths;
         la_longeval_cell *cell = &cells[i];
         char path[4200];
@@ -548,16 +596,24 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         }
         double Lc = (double)cell->L;
         work_tokens_done += Lc * Lc;
+        n_done++;
         if (st == LA_OK && fn) {
             double el = now_s() - t0;
             double eta = work_tokens_done > 0 && run_s > 0 ? run_s / work_tokens_done * (work_tokens_all - work_tokens_done)
                                                            : 0;
-            la_longeval_progress p = {nc, i + 1, cell, el, eta, NULL};
+            la_longeval_progress p = {n_mine, n_done, cell, el, eta, NULL};
             fn(user, &p);
         }
     }
-    if (st == LA_OK && o.out_dir) st = write_outputs(&o, cells, c.C, &c.stream, now_s() - t0);
-    if (st == LA_OK && o.out_dir) {
+    free(cost);
+    if (N > 1) { /* a rank that failed stops them all here, named; rank 0 collects */
+        st = la_dist_agree(st);
+        if (st == LA_OK) st = share_cells(cells, owner, nc);
+    }
+    free(owner);
+    if (st == LA_OK && o.out_dir && me == 0) st = write_outputs(&o, cells, c.C, &c.stream, now_s() - t0);
+    if (N > 1) st = la_dist_agree(st); /* rank 0's write status is every rank's */
+    if (st == LA_OK && o.out_dir && me == 0) {
         char dir_abs[4096];
         snprintf(dir_abs, sizeof dir_abs, "%s", o.out_dir);
         int rc = la_gnuplot_run(NULL, dir_abs, "plots.gp", "gnuplot.log");

@@ -725,16 +725,20 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     if (st == LA_OK) la_dist_assign(cost, nc, N, owner);
     free(cost);
     int nr = 0;
-    /* one process: finished cells are saved in out/cells/ as they finish, and those of an
-     * interrupted run are loaded instead of rerun (o->resume); not yet under mpirun */
+    /* finished cells are saved in out/cells/ as they finish (by the rank that ran them),
+     * and those of an interrupted run are loaded instead of rerun (o->resume), whatever the
+     * number of ranks then and now: under mpirun rank 0 opens the store first (a fresh run
+     * empties it), then the others join in resume mode, which only checks the fingerprint */
     la_cells store;
-    if (st == LA_OK && o->resume && N > 1)
-        st = la_fail(LA_EUNSUPPORTED, "synth --resume under mpirun is not supported yet; resume it in one process");
-    if (st == LA_OK && N == 1) {
-        cJSON *fp = synth_fingerprint(o);
-        st = fp ? la_cells_open(&store, o->out, "synth", fp, o->resume) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
-        cJSON_Delete(fp);
+    cJSON *fp = st == LA_OK ? synth_fingerprint(o) : NULL;
+    if (st == LA_OK && !fp) st = la_fail(LA_ENOMEM, "la_synth_run: out of memory");
+    if (st == LA_OK && me == 0) st = la_cells_open(&store, o->out, "synth", fp, o->resume);
+    if (N > 1) {
+        st = la_dist_agree(st);
+        if (st == LA_OK && me != 0) st = la_cells_open(&store, o->out, "synth", fp, 1);
+        st = la_dist_agree(st);
     }
+    cJSON_Delete(fp);
     for (int c = 0; c < nc && st == LA_OK; c++) {
         if (owner[c] != me) continue;
         int i = c / ns, j = c % ns;
@@ -744,13 +748,13 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
         char key[LA_SPEC_TEXT_MAX + 64];
         cell_key(t, j, specs[j], key, sizeof key);
         cJSON *saved = NULL;
-        if (N == 1 && (st = la_cells_load(&store, key, &saved)) != LA_OK) break;
+        if ((st = la_cells_load(&store, key, &saved)) != LA_OK) break;
         if (saved) { /* finished before the interruption */
             st = run_from_json(saved, t, specs[j], key, &cells[c].r);
             cJSON_Delete(saved);
         } else {
             st = run_one(S, &p, specs[j], &cells[c].r);
-            if (st == LA_OK && N == 1) { /* persisted as it finishes */
+            if (st == LA_OK) { /* persisted as it finishes */
                 cJSON *jr = run_to_json(&cells[c].r);
                 st = jr ? la_cells_save(&store, key, jr) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
                 cJSON_Delete(jr);

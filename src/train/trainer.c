@@ -221,6 +221,7 @@ static la_status apply_update(la_trainer *tr, double loss, int n_micro, la_step_
         info->grad_norm = (float)norm;
         info->lr = lr;
         info->seconds = omp_get_wtime() - t0;
+        info->comm_seconds = 0;
     }
     return LA_OK;
 }
@@ -304,9 +305,50 @@ static void load_window(la_trainer *tr, int B, int T) {
  * one rank bit for bit (with the same threads per rank). Traffic per rank and step: its
  * n_mine micro-batch gradients out and one summed gradient in, (n_mine + 1) P floats at most,
  * whatever N (a ring all-reduce moves 2 P). */
-la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
-    if (!tr) return la_fail(LA_EINVAL, "la_trainer_step: trainer is NULL");
-    if (!tr->data) return la_fail(LA_EINVAL, "la_trainer_step: the trainer has no data; use la_trainer_step_batch");
+/* Micro-batch a of a step: the rows to train on when it is this rank's (mine), else only
+ * whatever keeps every rank's state in step (the data sampler draws it all the same). */
+typedef la_status (*micro_fn)(la_trainer *tr, int a, int mine, const void *ctx, const int32_t **inp,
+                              const int32_t **tgt);
+
+static la_status micro_from_data(la_trainer *tr, int a, int mine, const void *ctx, const int32_t **inp,
+                                 const int32_t **tgt) {
+    (void)a;
+    (void)ctx;
+    const la_train_config *c = &tr->cfg;
+    LA_TRY(la_data_sample(tr->data, c->B, c->T, tr->window));
+    if (mine) load_window(tr, c->B, c->T);
+    *inp = tr->inp;
+    *tgt = tr->tgt;
+    return LA_OK;
+}
+
+typedef struct {
+    const int32_t *tokens, *targets; // (grad_accum * B, T)
+} rows_ctx;
+
+static la_status micro_from_rows(la_trainer *tr, int a, int mine, const void *ctx, const int32_t **inp,
+                                 const int32_t **tgt) {
+    (void)mine;
+    const rows_ctx *r = ctx;
+    size_t o = (size_t)a * tr->cfg.B * tr->cfg.T;
+    *inp = r->tokens + o;
+    *tgt = r->targets + o;
+    return LA_OK;
+}
+
+/* One step's gradient, split over the ranks. Every rank visits all grad_accum micro-batches
+ * (so the sampler state stays the same on every rank and in checkpoints) and computes the
+ * gradients of its own block, each into zeroed gradients; the step's gradient is
+ *   g = ((g_0 + g_1) + g_2) + ...      (micro-batch order, float, element by element)
+ * whatever the number of ranks: one process folds as it goes; N ranks cut the parameters
+ * into N slices, rank q receives slice q of every micro-batch gradient (MPI_Alltoallv,
+ * arriving in micro-batch order) and folds it in that order (a reduce-scatter whose order
+ * we fix, unlike MPI_Allreduce's tree), then every rank receives every summed slice
+ * (MPI_Allgatherv). The same operations on the same numbers: N ranks give the weights of
+ * one rank bit for bit (with the same threads per rank). Traffic per rank and step: its
+ * n_mine micro-batch gradients out and one summed gradient in, (n_mine + 1) P floats at most,
+ * whatever N (a ring all-reduce moves 2 P). */
+static la_status dp_step(la_trainer *tr, micro_fn micro, const void *ctx, la_step_info *info) {
     double t0 = omp_get_wtime();
     LA_PROF_START();
     const la_train_config *c = &tr->cfg;
@@ -316,13 +358,15 @@ la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
     my_block(A, la_dist_rank(), N, &lo, &hi);
     la_status s = dp_buffers(tr);
     double loss_sum = 0;
+    double t_comm = 0;
     for (int a = 0; a < A && s == LA_OK; a++) {
-        s = la_data_sample(tr->data, B, T, tr->window);
-        if (s != LA_OK || a < lo || a >= hi) continue;
-        load_window(tr, B, T);
+        const int32_t *inp, *tgt;
+        int mine = a >= lo && a < hi;
+        s = micro(tr, a, mine, ctx, &inp, &tgt);
+        if (s != LA_OK || !mine) continue;
         la_model_zero_grad(tr->m);
         float l = 0;
-        s = la_model_forward(tr->m, tr->inp, tr->tgt, B, T, &l, NULL);
+        s = la_model_forward(tr->m, inp, tgt, B, T, &l, NULL);
         if (s == LA_OK) s = la_model_backward(tr->m);
         if (s != LA_OK) break;
         if (N > 1) { /* slice q of this gradient goes to rank q: packed by rank, then micro-batch */
@@ -341,8 +385,10 @@ la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
         }
     }
     if (N > 1) {
-        /* a rank that failed (bad data, out of memory) stops every rank here, named */
+        /* a rank that failed (bad data, out of memory) stops every rank here, named; it is
+         * also where the ranks wait for the slowest, so comm_seconds starts after it */
         LA_TRY(la_dist_agree(s));
+        t_comm = omp_get_wtime();
         const int *send = tr->dp_counts, *recv = send + N, *lcount = recv + N;
         int *gcount = tr->dp_counts + 3 * N;
         size_t o, n;
@@ -366,11 +412,26 @@ la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
         LA_TRY(la_dist_agree(la_dist_allgatherv_f32(tr->dp_send, g, gcount)));
         LA_TRY(la_dist_agree(la_dist_allgatherv_f32(tr->dp_loss, tr->dp_lossall, lcount)));
         for (int a = 0; a < A; a++) loss_sum += tr->dp_lossall[a];
+        t_comm = omp_get_wtime() - t_comm;
     } else {
         LA_TRY(s);
         if (A > 1) memcpy(g, tr->acc, P * sizeof(float));
     }
-    return apply_update(tr, loss_sum / A, A, info, t0);
+    s = apply_update(tr, loss_sum / A, A, info, t0);
+    if (info) info->comm_seconds = t_comm;
+    return s;
+}
+
+la_status la_trainer_step(la_trainer *tr, la_step_info *info) {
+    if (!tr) return la_fail(LA_EINVAL, "la_trainer_step: trainer is NULL");
+    if (!tr->data) return la_fail(LA_EINVAL, "la_trainer_step: the trainer has no data; use la_trainer_step_batch");
+    return dp_step(tr, micro_from_data, NULL, info);
+}
+
+la_status la_trainer_step_rows(la_trainer *tr, const int32_t *tokens, const int32_t *targets, la_step_info *info) {
+    if (!tr || !tokens || !targets) return la_fail(LA_EINVAL, "la_trainer_step_rows: NULL argument");
+    rows_ctx r = {tokens, targets};
+    return dp_step(tr, micro_from_rows, &r, info);
 }
 
 la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int32_t *targets,
@@ -437,7 +498,7 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
         csv = fopen(c->csv_path, append ? "a" : "w");
         if (!csv) s = la_fail(LA_EIO, "cannot open the CSV log %s: %s", c->csv_path, strerror(errno));
         else {
-            if (!append) fprintf(csv, "step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s\n");
+            if (!append) fprintf(csv, "step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s,step_s,comm_s\n");
             fflush(csv);
         }
     }
@@ -460,8 +521,8 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
                                 done * tok_per_step / (el > 0 ? el : 1e-9), el,
                                 el / done * (c->steps - tr->step)};
         if (csv) {
-            fprintf(csv, "%d,%.6g,%.6f,%.6f,%.6f,%.1f,%.3f\n", pr.step, pr.lr, pr.loss, pr.val_loss,
-                    pr.grad_norm, pr.tokens_per_s, pr.elapsed_s);
+            fprintf(csv, "%d,%.6g,%.6f,%.6f,%.6f,%.1f,%.3f,%.6f,%.6f\n", pr.step, pr.lr, pr.loss, pr.val_loss,
+                    pr.grad_norm, pr.tokens_per_s, pr.elapsed_s, info.seconds, info.comm_seconds);
             fflush(csv);
         }
         if (c->ckpt_path[0] && c->ckpt_every && tr->step % c->ckpt_every == 0 && tr->step < c->steps) {
