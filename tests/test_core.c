@@ -11,6 +11,7 @@
 #include <dirent.h>
 
 #include "core/internal.h"
+#include "core/dist.h"
 
 static void test_atomic_write_replaces_whole(void **state) {
     (void)state;
@@ -122,12 +123,37 @@ static void test_rng_reproducible_and_uniform(void **state) {
     for (int c = 0; c < 7; c++) assert_true(abs(counts[c] - n / 7) < 5 * 150);
 }
 
+/* la_dist_assign: longest processing time first, the same answer on every rank. It must
+ * not depend on the heap: an allocation failing on one rank only would give that rank
+ * another assignment (the allocation walk of issue #17 hit a round-robin fallback). */
+static void test_dist_assign_lpt_without_heap(void **state) {
+    (void)state;
+    const double cost[6] = {1, 5, 3, 5, 2, 4};
+    /* by hand (item: cost -> rank, loads after): i1: 5 -> r0 (5,0); i3: 5 -> r1 (5,5);
+     * i5: 4 -> r0 on the tie (9,5); i2: 3 -> r1 (9,8); i4: 2 -> r1 (9,10); i0: 1 -> r0 */
+    const int want[6] = {0, 0, 1, 1, 1, 0};
+    int owner[6];
+    la_alloc_fail_at(1); /* any allocation inside would fail */
+    la_dist_assign(cost, 6, 2, owner);
+    assert_int_equal(la_alloc_count(), 0);
+    la_alloc_fail_at(0);
+    for (int i = 0; i < 6; i++) assert_int_equal(owner[i], want[i]);
+    /* more ranks than items: one item each, on ranks 0..n-1 by decreasing cost */
+    int o3[3];
+    const double c3[3] = {2, 7, 4};
+    la_dist_assign(c3, 3, 8, o3);
+    assert_int_equal(o3[1], 0);
+    assert_int_equal(o3[2], 1);
+    assert_int_equal(o3[0], 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_atomic_write_replaces_whole),
         cmocka_unit_test(test_atomic_write_missing_dir_is_clear_error),
         cmocka_unit_test(test_atomic_write_injected_failures),
         cmocka_unit_test(test_rng_reproducible_and_uniform),
+        cmocka_unit_test(test_dist_assign_lpt_without_heap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

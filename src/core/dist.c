@@ -43,29 +43,26 @@ int la_dist_world_size(void) { return g_wsize; }
 void la_dist_assign(const double *cost, int n, int n_ranks, int *owner) {
     /* longest processing time first: the most expensive item not yet placed goes to
      * the least loaded rank (ties: lower index, lower rank), so the result is the
-     * same on every rank */
-    double *load = la_calloc((size_t)(n_ranks > 0 ? n_ranks : 1), sizeof *load);
-    char *placed = la_calloc((size_t)(n > 0 ? n : 1), 1);
-    if (!load || !placed) { /* tiny; fall back to round robin */
-        for (int i = 0; i < n; i++) owner[i] = i % n_ranks;
-        free(load);
-        free(placed);
-        return;
-    }
+     * same on every rank. No heap scratch: an allocation that failed on one rank only
+     * would otherwise give that rank a different assignment from the others (found by
+     * the allocation walk of issue #17). owner[i] < 0 marks an item not yet placed; a
+     * rank's load is summed from owner[] in index order, O(n^2 R) for n cells. */
     int R = n_ranks < n ? n_ranks : n;
+    for (int i = 0; i < n; i++) owner[i] = -1;
     for (int k = 0; k < n; k++) {
         int best = -1;
         for (int i = 0; i < n; i++)
-            if (!placed[i] && (best < 0 || cost[i] > cost[best])) best = i;
+            if (owner[i] < 0 && (best < 0 || cost[i] > cost[best])) best = i;
         int rr = 0;
-        for (int r = 1; r < R; r++)
-            if (load[r] < load[rr]) rr = r;
-        placed[best] = 1;
+        double rr_load = 0;
+        for (int r = 0; r < R; r++) {
+            double load = 0;
+            for (int i = 0; i < n; i++)
+                if (owner[i] == r) load += cost[i];
+            if (r == 0 || load < rr_load) { rr = r; rr_load = load; }
+        }
         owner[best] = rr;
-        load[rr] += cost[best];
     }
-    free(load);
-    free(placed);
 }
 
 #define MSG_LEN 512 /* bytes of a failing rank's message carried by la_dist_agree */
