@@ -123,6 +123,7 @@ LA_API int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la
 #define LA_STUDY_MAX_SPECS 16
 #define LA_STUDY_MAX_LENS 12
 #define LA_STUDY_MAX_DEPTHS 16
+#define LA_STUDY_MAX_SEEDS 16
 
 /* One length-generalisation study: a JSON file (format in README, "The main job").
  * Every variant in specs is trained with the same data, data order, seed and model size,
@@ -151,7 +152,9 @@ typedef struct {
     int n_specs;
     double qk_gain;            /* "model": {"qk_gain"}: initial QK-norm gain (la_model_config.qk_gain), default 1 */
     double pk_mix;             /* "passkey": {"pretrain_mix"}: fraction of every pre-training batch
-                                  that is passkey examples at L (loss on every byte), default 0 */
+                                  that is passkey examples at L (loss on the answer digits), default 0 */
+    int n_seeds;               /* "seeds": every variant is trained with seeds seed, seed+1, ...,
+                                  seed+n_seeds-1 (each one cell); tables report mean and spread, default 1 */
 } la_study;
 
 /* Parse study-file text. where names the source in messages (a file name). Every key is
@@ -176,6 +179,8 @@ typedef struct {
     double elapsed_s;        /* wall time since the study started */
     double eta_s;            /* estimated seconds left for the whole study, NAN until known;
                                 from a flop count of every remaining phase and the measured rate */
+    int seed_index, n_seeds; /* seed of the cell being worked on (0-based) of the study's n_seeds */
+    uint64_t seed;           /* its value (study seed + seed_index) */
 } la_study_progress;
 typedef void (*la_study_progress_fn)(void *user, const la_study_progress *p);
 

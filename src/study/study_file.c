@@ -206,7 +206,7 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     la_status st = LA_OK;
     int eval_given = 0, pk_lens_given = 0;
     static const char *const keys[] = {"name", "data", "model", "steps", "batch", "seq_len", "lr", "warmup",
-                                       "seed", "eval_lens", "eval_windows", "val_every", "passkey", "specs", NULL};
+                                       "seed", "seeds", "eval_lens", "eval_windows", "val_every", "passkey", "specs", NULL};
     if (!cJSON_IsObject(root)) {
         st = BAD("%s: the study file must be one JSON object {...}", where);
         goto done;
@@ -219,6 +219,7 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     s.n_head = 4;
     s.n_kv_head = 4;
     s.seed = 1337;
+    s.n_seeds = 1;
     s.eval_windows = 8;
     s.pk_trials = 10;
     s.qk_gain = 1.0;
@@ -265,6 +266,7 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
         }
         s.seed = (uint64_t)it->valuedouble;
     }
+    if ((st = get_int(root, "seeds", "seeds", 1, LA_STUDY_MAX_SEEDS, 0, where, &s.n_seeds)) != LA_OK) goto done;
     if ((st = get_lens(root, "eval_lens", "eval_lens", 1, where, s.eval_lens, &s.n_eval_lens, &eval_given)) != LA_OK) goto done;
     if ((st = get_int(root, "eval_windows", "eval_windows", 1, 1000000, 0, where, &s.eval_windows)) != LA_OK) goto done;
     if ((st = get_int(root, "val_every", "val_every", 1, 100000000, 0, where, &s.val_every)) != LA_OK) goto done;

@@ -145,6 +145,7 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
     cJSON_AddStringToObject(f, "seed", seed);
+    if (st->n_seeds > 1) cJSON_AddNumberToObject(f, "seeds", st->n_seeds); /* 1: as before seeds existed */
     cJSON_AddItemToObject(f, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(f, "eval_windows", st->eval_windows);
     cJSON_AddNumberToObject(f, "val_every", st->val_every);
@@ -160,10 +161,15 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
     return f;
 }
 
-static void variant_key(const la_study *st, int vi, char *buf, size_t n) {
+/* Name of cell (vi, seed index k): "variant_<vi+1>_<slug>", with "_seed<seed>" appended
+ * when the study has more than one seed (a one-seed study keeps the names it always had). */
+static void variant_key(const la_study *st, int vi, int k, char *buf, size_t n) {
     char slug[128];
     la_study_slug(st->specs[vi], slug, sizeof slug);
-    snprintf(buf, n, "variant_%d_%s", vi + 1, slug);
+    if (st->n_seeds > 1)
+        snprintf(buf, n, "variant_%d_%s_seed%llu", vi + 1, slug, (unsigned long long)(st->seed + (uint64_t)k));
+    else
+        snprintf(buf, n, "variant_%d_%s", vi + 1, slug);
 }
 
 static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
@@ -179,6 +185,11 @@ static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
     cJSON_AddItemToObject(o, "final_train_bpb", la_cells_num(v->final_train_bpb));
     cJSON_AddItemToObject(o, "ft_first_bpb", la_cells_num(v->ft_first_bpb));
     cJSON_AddItemToObject(o, "ft_last_bpb", la_cells_num(v->ft_last_bpb));
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)v->seed);
+    cJSON_AddStringToObject(o, "seed", seed);
+    cJSON *ft = cJSON_AddArrayToObject(o, "ft_curve");
+    for (int k = 0; k < v->n_ft; k++) cJSON_AddItemToArray(ft, la_cells_num(v->ft_curve[k]));
     cJSON *lens = cJSON_AddArrayToObject(o, "lens");
     for (int i = 0; i < st->n_eval_lens; i++) {
         cJSON *l = cJSON_CreateObject();
@@ -225,6 +236,17 @@ static la_status variant_from_json(const la_study *st, const cJSON *o, const cha
     v->final_train_bpb = la_cells_get_num(o, "final_train_bpb");
     v->ft_first_bpb = la_cells_get_num(o, "ft_first_bpb");
     v->ft_last_bpb = la_cells_get_num(o, "ft_last_bpb");
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
+    const cJSON *ft = cJSON_GetObjectItemCaseSensitive(o, "ft_curve");
+    /* cells saved before seeds and fine-tune curves existed have neither: the caller sets
+     * the seed, and the curve stays empty */
+    if ((seed && !cJSON_IsString(seed)) || (ft && !cJSON_IsArray(ft))) goto bad;
+    if (seed) v->seed = strtoull(seed->valuestring, NULL, 10);
+    v->n_ft = ft ? cJSON_GetArraySize(ft) : 0;
+    if (v->n_ft > 0) {
+        if (!(v->ft_curve = malloc((size_t)v->n_ft * sizeof *v->ft_curve))) return la_fail(LA_ENOMEM, "study: out of memory");
+        for (int k = 0; k < v->n_ft; k++) v->ft_curve[k] = la_cells_num_value(cJSON_GetArrayItem(ft, k));
+    }
     for (int i = 0; i < st->n_eval_lens; i++) {
         const cJSON *l = cJSON_GetArrayItem(lens, i);
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(l, "bucket");
@@ -334,7 +356,7 @@ static la_status side_restore(const cJSON *o, la_rng *order, la_rng *mix, double
 }
 
 static void remove_train_ckpt(const la_cells *cells, const char *key) {
-    char ck[2600], side[200], p[2800];
+    char ck[2600], side[240], p[2800];
     train_ckpt_paths(cells, key, ck, sizeof ck, side, sizeof side);
     const char *suffix[] = {"", ".state", ".state.new"};
     for (int i = 0; i < 3; i++) {
@@ -345,12 +367,13 @@ static void remove_train_ckpt(const la_cells *cells, const char *key) {
     unlink(p);
 }
 
-/* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>.safetensors (atomic), for
- * kv-eval, generate and diagnose. */
-static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const char *spec) {
-    char slug[128], path[2048];
-    la_study_slug(spec, slug, sizeof slug);
-    snprintf(path, sizeof path, "%s/%s_%d_%s.safetensors", out_dir, what, vi + 1, slug);
+/* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>[_seed<seed>].safetensors
+ * (atomic; the seed only in studies of several seeds), for kv-eval, generate and diagnose. */
+static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const la_study *st) {
+    char slug[128], path[2048], tail[48] = "";
+    la_study_slug(st->specs[vi], slug, sizeof slug);
+    if (st->n_seeds > 1) snprintf(tail, sizeof tail, "_seed%llu", (unsigned long long)st->seed);
+    snprintf(path, sizeof path, "%s/%s_%d_%s%s.safetensors", out_dir, what, vi + 1, slug, tail);
     return la_model_save(m, path);
 }
 
@@ -367,13 +390,15 @@ static la_status passkey_row(const la_docs *train, int L, la_rng *rng, int32_t *
     return LA_OK;
 }
 
-/* One variant: train, evaluate, fine-tune, passkey. */
-static la_status run_variant(const la_study *st, int vi, const la_docs *train, const la_docs *val,
+/* One cell: variant vi of st, trained with st->seed (the caller passes a copy of the study
+ * whose seed is the cell's: a cell of a several-seed study computes exactly what a one-seed
+ * study with that seed computes). Train, evaluate, fine-tune, passkey; results into v. */
+static la_status run_variant(const la_study *st, int vi, study_variant *v, const la_docs *train, const la_docs *val,
                              const char *out_dir, la_cells *cells, const char *key, int *resumed_step,
-                             study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
+                             const study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
                              int32_t *inp /* (B, L) */, int32_t *tgt /* (B, L) */,
                              int32_t *ex /* (max len + 1) */, int32_t *pred /* (max len) */) {
-    study_variant *v = &r->v[vi];
+    v->seed = st->seed;
     const int B = st->batch, L = st->seq_len;
     const double bits = 1.0 / log(2.0);
     la_model_config mc = la_model_config_default();
@@ -419,7 +444,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     la_rng mix_rng;
     la_rng_seed(&mix_rng, st->seed ^ TAG_MIX);
     /* a pre-training checkpoint of an interrupted run (every val_every steps): continue from it */
-    char ck[2600], side_key[200];
+    char ck[2600], side_key[240];
     train_ckpt_paths(cells, key, ck, sizeof ck, side_key, sizeof side_key);
     int first_step = 0;
     double t_before = 0; /* training seconds before the interruption */
@@ -517,7 +542,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     v->trained = 1;
     /* the pre-trained weights whose losses are in the table (the passkey fine-tune, scored
      * on the answer digits only, does not keep the language model) */
-    if ((s = save_weights(m, out_dir, "model", vi, st->specs[vi])) != LA_OK) goto out;
+    if ((s = save_weights(m, out_dir, "model", vi, st)) != LA_OK) goto out;
 
     /* ---- passkey: fine-tune at L on the answer digits, then the exact-match grid */
     if (st->pk_trials > 0) {
@@ -531,6 +556,12 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
             if ((s = la_trainer_new(m, NULL, &fc, &tr)) != LA_OK) goto out;
             la_rng fr;
             la_rng_seed(&fr, st->seed ^ TAG_FT);
+            free(v->ft_curve);
+            v->n_ft = 0;
+            if (!(v->ft_curve = la_malloc((size_t)st->pk_steps * sizeof *v->ft_curve))) {
+                s = la_fail(LA_ENOMEM, "study: out of memory");
+                goto out;
+            }
             phase(tk, "finetune", st->pk_steps);
             for (int step = 0; step < st->pk_steps; step++) {
                 for (int b = 0; b < B; b++)
@@ -539,6 +570,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
                 if ((s = la_trainer_step_batch(tr, inp, tgt, B, L, &info)) != LA_OK) goto out;
                 if (step == 0) v->ft_first_bpb = info.loss * bits;
                 v->ft_last_bpb = info.loss * bits;
+                v->ft_curve[v->n_ft++] = info.loss * bits; /* bits per answer digit */
                 tk->p.loss = info.loss * bits;
                 tk->p.done = step + 1;
                 report(tk, train_flops);
@@ -567,7 +599,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
         v->passkey_s = now_s() - t0;
     }
     v->passkey_done = 1;
-    if (st->pk_trials > 0 && st->pk_steps > 0 && (s = save_weights(m, out_dir, "passkey", vi, st->specs[vi])) != LA_OK)
+    if (st->pk_trials > 0 && st->pk_steps > 0 && (s = save_weights(m, out_dir, "passkey", vi, st)) != LA_OK)
         goto out;
 out:
     la_trainer_free(tr);
@@ -640,11 +672,14 @@ pre:
     /* under mpirun every rank loads the data; one that cannot stops them all, named */
     if ((s = la_dist_agree(s)) != LA_OK) goto out;
     const int me = la_dist_rank(), writer = me == 0;
-    int owner[LA_STUDY_MAX_SPECS];
+    /* cells: spec vi with seed index k is cell vi * n_seeds + k, each run (and spread over
+     * MPI ranks, and resumed) on its own */
+    const int n_cells = la_study_n_cells(st), n_seeds = st->n_seeds;
+    int owner[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS];
     {
-        double cost[LA_STUDY_MAX_SPECS];
-        for (int vi = 0; vi < st->n_specs; vi++) cost[vi] = variant_flops(st, r->vocab);
-        la_dist_assign(cost, st->n_specs, la_dist_size(), owner);
+        double cost[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS];
+        for (int c = 0; c < n_cells; c++) cost[c] = variant_flops(st, r->vocab);
+        la_dist_assign(cost, n_cells, la_dist_size(), owner);
     }
 
     tracker tk;
@@ -655,9 +690,10 @@ pre:
     tk.vocab = r->vocab;
     tk.c_L = flops_per_token(st, r->vocab, L);
     tk.flops_total = 0; /* this rank's share */
-    for (int vi = 0; vi < st->n_specs; vi++)
-        if (owner[vi] == me) tk.flops_total += variant_flops(st, r->vocab);
+    for (int c = 0; c < n_cells; c++)
+        if (owner[c] == me) tk.flops_total += variant_flops(st, r->vocab);
     tk.p.n_specs = st->n_specs;
+    tk.p.n_seeds = n_seeds;
     tk.p.loss = tk.p.val_loss = NAN;
     /* finished variants of an interrupted run (--resume) are loaded instead of rerun */
     la_cells cells;
@@ -676,19 +712,26 @@ pre:
     la_status first_bad = LA_OK;
     char first_msg[1024] = "";
     int n_bad = 0;
-    for (int vi = 0; vi < st->n_specs; vi++) {
-        if (owner[vi] != me) continue;
+    la_study cell_st = *st; /* the study as a one-seed study of the cell's seed */
+    cell_st.n_seeds = 1;
+    for (int c = 0; c < n_cells; c++) {
+        if (owner[c] != me) continue;
+        const int vi = c / n_seeds, k = c % n_seeds;
+        cell_st.seed = st->seed + (uint64_t)k;
         tk.p.spec_index = vi;
         tk.p.spec = st->specs[vi];
+        tk.p.seed_index = k;
+        tk.p.seed = cell_st.seed;
         tk.p.loss = tk.p.val_loss = NAN;
         double before = tk.flops_done;
-        char key[160];
-        variant_key(st, vi, key, sizeof key);
+        char key[200];
+        variant_key(st, vi, k, key, sizeof key);
         cJSON *saved = NULL;
         if ((s = la_cells_load(&cells, key, &saved)) != LA_OK) goto out;
         la_status vs;
         if (saved) { /* finished before the interruption: its numbers, not a rerun */
-            s = variant_from_json(st, saved, key, &r->v[vi]);
+            r->v[c].seed = cell_st.seed;
+            s = variant_from_json(st, saved, key, &r->v[c]);
             cJSON_Delete(saved);
             if (s != LA_OK) goto out;
             vs = LA_OK;
@@ -696,11 +739,14 @@ pre:
             remove_train_ckpt(&cells, key); /* killed between saving the result and this */
         } else {
             int resumed_step = 0;
-            vs = run_variant(st, vi, &train, &val, out_dir, &cells, key, &resumed_step, r, &tk, batch, inp, tgt, ex,
-                             pred);
+            /* file names (weights) carry the seed when the study has several */
+            cell_st.n_seeds = n_seeds;
+            vs = run_variant(&cell_st, vi, &r->v[c], &train, &val, out_dir, &cells, key, &resumed_step, r, &tk, batch,
+                             inp, tgt, ex, pred);
+            cell_st.n_seeds = 1;
             if (resumed_step) n_continued++;
             if (vs == LA_OK) { /* persisted as it finishes: an interruption later does not lose it */
-                cJSON *j = variant_to_json(st, &r->v[vi]);
+                cJSON *j = variant_to_json(st, &r->v[c]);
                 if (!j) { s = la_fail(LA_ENOMEM, "study: out of memory"); goto out; }
                 s = la_cells_save(&cells, key, j);
                 cJSON_Delete(j);
@@ -709,12 +755,13 @@ pre:
             }
         }
         if (vs != LA_OK) {
-            snprintf(r->v[vi].error, sizeof r->v[vi].error, "%s", la_errmsg());
-            r->v[vi].status = vs;
+            snprintf(r->v[c].error, sizeof r->v[c].error, "%s", la_errmsg());
+            r->v[c].status = vs;
+            r->v[c].seed = cell_st.seed;
             if (!n_bad++) {
                 first_bad = vs;
-                snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
-                         r->v[vi].error);
+                snprintf(first_msg, sizeof first_msg, "variant %d (%s, seed %llu) failed: %s", vi + 1, st->specs[vi],
+                         (unsigned long long)cell_st.seed, r->v[c].error);
             }
         }
         /* keep the ETA honest whatever the flop model missed for this variant */
@@ -727,11 +774,11 @@ pre:
     if ((s = la_study_gather(r, owner)) != LA_OK) goto out;
     if (la_dist_size() > 1) {
         n_bad = 0;
-        for (int vi = 0; vi < st->n_specs && writer; vi++)
-            if (r->v[vi].error[0] && !n_bad++) {
-                first_bad = r->v[vi].status;
-                snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
-                         r->v[vi].error);
+        for (int c = 0; c < n_cells && writer; c++)
+            if (r->v[c].error[0] && !n_bad++) {
+                first_bad = r->v[c].status;
+                snprintf(first_msg, sizeof first_msg, "variant %d (%s, seed %llu) failed: %s", c / n_seeds + 1,
+                         st->specs[c / n_seeds], (unsigned long long)r->v[c].seed, r->v[c].error);
             }
     }
     tk.p.phase = "write";
@@ -767,12 +814,13 @@ pre:
         snprintf(summary->warning, sizeof summary->warning, "%s", warn);
     }
 out:
-    for (int vi = 0; vi < LA_STUDY_MAX_SPECS; vi++) {
+    for (int c = 0; c < LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS; c++) {
         for (int i = 0; i < LA_STUDY_MAX_LENS; i++) {
-            free(r->v[vi].bucket[i]);
-            free(r->v[vi].bucket_tokens[i]);
+            free(r->v[c].bucket[i]);
+            free(r->v[c].bucket_tokens[i]);
         }
-        free(r->v[vi].log);
+        free(r->v[c].log);
+        free(r->v[c].ft_curve);
     }
     free(r);
     free(batch);
