@@ -155,6 +155,9 @@ typedef struct {
                                   that is passkey examples at L (loss on the answer digits), default 0 */
     int n_seeds;               /* "seeds": every variant is trained with seeds seed, seed+1, ...,
                                   seed+n_seeds-1 (each one cell); tables report mean and spread, default 1 */
+    int pk_mix_all;            /* "passkey": {"pretrain_targets": "all"}: the passkey rows of pre-training
+                                  are scored on every byte (needle, question, answer) instead of the
+                                  answer digits only ("answer", the default: 0) */
 } la_study;
 
 /* Parse study-file text. where names the source in messages (a file name). Every key is

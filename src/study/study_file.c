@@ -124,7 +124,8 @@ static la_status parse_passkey(const cJSON *p, const char *where, la_study *s, i
     if (!cJSON_IsObject(p))
         return BAD("%s: key \"passkey\" must be an object, e.g. {\"finetune_steps\": 100, \"lens\": [128, 512], "
                    "\"depths\": [0, 0.5, 1], \"trials\": 10}", where);
-    static const char *const keys[] = {"finetune_steps", "finetune_lr", "lens", "depths", "trials", "pretrain_mix", NULL};
+    static const char *const keys[] = {"finetune_steps", "finetune_lr", "lens", "depths", "trials", "pretrain_mix",
+                                       "pretrain_targets", NULL};
     LA_TRY(check_keys(p, keys, where, "\"passkey\""));
     LA_TRY(get_int(p, "finetune_steps", "passkey.finetune_steps", 0, 10000000, 0, where, &s->pk_steps));
     LA_TRY(get_num(p, "finetune_lr", "passkey.finetune_lr", 0, 1, 0, where, &s->pk_lr));
@@ -135,6 +136,13 @@ static la_status parse_passkey(const cJSON *p, const char *where, la_study *s, i
             return BAD("%s: key \"passkey.pretrain_mix\" must be a fraction in [0, 1] of every pre-training "
                        "batch given to passkey examples, e.g. 0.25", where);
         s->pk_mix = mx->valuedouble;
+    }
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(p, "pretrain_targets");
+    if (pt) {
+        if (!cJSON_IsString(pt) || (strcmp(pt->valuestring, "answer") && strcmp(pt->valuestring, "all")))
+            return BAD("%s: key \"passkey.pretrain_targets\" must be \"answer\" (the passkey rows of pre-training "
+                       "are scored on the five answer digits) or \"all\" (on every byte)", where);
+        s->pk_mix_all = !strcmp(pt->valuestring, "all");
     }
     LA_TRY(get_lens(p, "lens", "passkey.lens", 1, where, s->pk_lens, &s->n_pk_lens, lens_given));
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(p, "depths");

@@ -287,6 +287,7 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddNumberToObject(s, "val_every", st->val_every);
     cJSON *pk = cJSON_AddObjectToObject(s, "passkey");
     cJSON_AddNumberToObject(pk, "pretrain_mix", st->pk_mix);
+    cJSON_AddStringToObject(pk, "pretrain_targets", st->pk_mix_all ? "all" : "answer");
     cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
     cJSON_AddNumberToObject(pk, "finetune_lr", st->pk_lr);
     cJSON_AddItemToObject(pk, "lens", int_array(st->pk_lens, st->n_pk_lens));

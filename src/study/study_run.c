@@ -151,6 +151,7 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
     cJSON_AddNumberToObject(f, "val_every", st->val_every);
     cJSON *pk = cJSON_AddObjectToObject(f, "passkey");
     cJSON_AddItemToObject(pk, "pretrain_mix", la_cells_num(st->pk_mix));
+    if (st->pk_mix_all) cJSON_AddStringToObject(pk, "pretrain_targets", "all"); /* absent: the default */
     cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
     cJSON_AddItemToObject(pk, "finetune_lr", la_cells_num(st->pk_lr));
     cJSON_AddItemToObject(pk, "lens", cJSON_CreateIntArray(st->pk_lens, st->n_pk_lens));
@@ -379,14 +380,15 @@ static la_status save_weights(const la_model *m, const char *out_dir, const char
 
 /* One training row that is a passkey example at length L from the training documents, at a
  * depth and seed drawn from rng, scored on the answer digits only (the targets before them
- * are -1): the rows mixed into pre-training and the fine-tune's rows.
- * ex: (L+1) scratch; inp, tgt: (L) the row. */
-static la_status passkey_row(const la_docs *train, int L, la_rng *rng, int32_t *ex, int32_t *inp, int32_t *tgt) {
+ * are -1) or, with all = 1, on every byte: the rows mixed into pre-training and the
+ * fine-tune's rows. ex: (L+1) scratch; inp, tgt: (L) the row. */
+static la_status passkey_row(const la_docs *train, int L, la_rng *rng, int all, int32_t *ex, int32_t *inp,
+                             int32_t *tgt) {
     la_passkey pk;
     double depth = la_rng_uniform(rng);
     LA_TRY(la_passkey_make(train, L, depth, la_rng_u64(rng), ex, &pk));
     memcpy(inp, ex, (size_t)L * sizeof *inp);
-    for (int t = 0; t < L; t++) tgt[t] = t >= pk.answer_pos - 1 ? ex[t + 1] : -1;
+    for (int t = 0; t < L; t++) tgt[t] = all || t >= pk.answer_pos - 1 ? ex[t + 1] : -1;
     return LA_OK;
 }
 
@@ -479,7 +481,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
     for (int step = first_step; step < st->steps; step++) {
         for (int b = 0; b < B; b++) {
             if (b < n_mix) {
-                if ((s = passkey_row(train, L, &mix_rng, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK)
+                if ((s = passkey_row(train, L, &mix_rng, st->pk_mix_all, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK)
                     goto out;
                 continue;
             }
@@ -565,7 +567,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
             phase(tk, "finetune", st->pk_steps);
             for (int step = 0; step < st->pk_steps; step++) {
                 for (int b = 0; b < B; b++)
-                    if ((s = passkey_row(train, L, &fr, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK) goto out;
+                    if ((s = passkey_row(train, L, &fr, 0, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK) goto out;
                 la_step_info info;
                 if ((s = la_trainer_step_batch(tr, inp, tgt, B, L, &info)) != LA_OK) goto out;
                 if (step == 0) v->ft_first_bpb = info.loss * bits;
