@@ -133,6 +133,15 @@ for n in 2 3; do
     else diff s1.txt s$n.txt | cut -c1-200 | head -5; bad "study np=$n" "outputs differ from the 1-rank run"; fi
 done
 
+# ---- study --seeds: (variant, seed) cells over ranks
+$bin study study.json --seeds 2 --out e1 --no-plots >e1.log 2>&1 || { cat e1.log; bad "study seeds" "1-rank study failed"; }
+strip e1 >e1.txt
+if ! timeout 120 $MR -np 3 $bin study study.json --seeds 2 --out e3 --no-plots >e3.log 2>&1; then
+    cat e3.log; bad "study seeds np=3" "run failed"
+elif strip e3 >e3.txt && cmp -s e1.txt e3.txt && [ "$(ls e1)" = "$(ls e3)" ]; then
+    ok "study --seeds 2 np=3: 6 cells over 3 ranks, every output equal to 1 rank (timings aside)"
+else diff e1.txt e3.txt | cut -c1-200 | head -5; bad "study seeds np=3" "outputs differ from the 1-rank run"; fi
+
 # ---- synth: (task, spec) cells over ranks
 Y="synth --quick --steps 10 --specs softmax+nape;softmax+logn+nape;softmax+rope"
 $bin $Y --out y1 >y1.log 2>&1 || { cat y1.log; bad synth "1-rank synth failed"; }
