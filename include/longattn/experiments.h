@@ -215,14 +215,20 @@ typedef struct {
  * (la_eval_loss, buckets of L positions), then fine-tune on passkey examples of length L
  * (haystacks from the training documents, loss on the answer digits only) and score exact
  * match over passkey lens x depths x trials (haystacks from the validation documents).
- * Writes into out_dir (created if needed), atomically, after every variant:
- *   results.csv  spec,eval_len,loss_bpb,windows,tokens,pos_0,pos_L,... (bucket losses)
- *   passkey.csv  spec,length,depth,trials,correct,passkey_acc
- *   training.csv spec,step,train_loss_bpb,val_loss_bpb,elapsed_s
- *   results.json every number above plus the study's settings
- *   results.md   the summary table (markdown)
- * and at the end PNG plots made by gnuplot from a generated script (plots.gp):
- *   loss_vs_length.png, loss_by_position.png, passkey_<i>.png (one heatmap per spec).
+ * With n_seeds > 1 every spec is trained once per seed (study->seed + k), each (spec, seed)
+ * a separate cell equal to a one-seed study with that seed.
+ * Writes into out_dir (created if needed), atomically, after every cell:
+ *   results.csv  spec,seed,eval_len,loss_bpb,windows,tokens,pos_0,pos_L,... (bucket losses)
+ *   passkey.csv  spec,seed,length,depth,trials,correct,passkey_acc
+ *   training.csv spec,seed,step,train_loss_bpb,val_loss_bpb,elapsed_s
+ *   finetune.csv spec,seed,step,answer_loss_bits_per_digit (the passkey fine-tune)
+ *   summary.csv  spec,seeds,metric,length,mean,std,min,max (over the seeds)
+ *   results.json every number above plus the study's settings and the per-spec summary
+ *   results.md   the summary table (markdown; with seeds: mean ± sample std, then min-max;
+ *                passkey beyond L "not learned" where the accuracy at L is below 0.5)
+ * and at the end PNG plots made by gnuplot from a generated script (plots.gp), with error
+ * bars of one sample std over the seeds: loss_vs_length.png, passkey_vs_length.png,
+ * loss_by_position.png, finetune_loss.png, passkey_<i>.png (one heatmap per spec).
  * Losses are bits per byte for text data (bits per token for shards). summary may be NULL.
  * Each finished variant is also saved in out_dir/cells/ (tasks/cells.h) as it finishes;
  * with opts->resume the variants an interrupted run saved are loaded instead of rerun, and
