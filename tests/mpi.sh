@@ -165,6 +165,24 @@ if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat g3x.log; bad "rpv refused" "exit $
 elif [ "$(grep -c 'ranks_per_variant is 2 but 3 ranks were started.*multiple of 2 ranks (mpirun -np 4).*--ranks-per-variant' g3x.log)" -ne 1 ]; then
     cat g3x.log; bad "rpv refused" "no single error naming 2, 3 and the fix"
 else ok "rpv refused: groups of 2 on 3 ranks stop every rank (exit $rc, ${secs}s) naming both and the fix"; fi
+# seeds and groups together: (variant, seed) cells spread over groups of 2 ranks
+$bin study rpv.json --seeds 2 --ranks-per-variant 1 --out gs1 --no-plots >gs1.log 2>&1 ||
+    { cat gs1.log; bad "rpv seeds" "1-rank study failed"; }
+strip gs1 >gs1.txt
+if ! timeout 120 $MR -np 2 $bin study rpv.json --seeds 2 --out gs2 --no-plots >gs2.log 2>&1; then
+    cat gs2.log; bad "rpv seeds np=2" "run failed"
+elif strip gs2 >gs2.txt && cmp -s gs1.txt gs2.txt && [ "$(ls gs1)" = "$(ls gs2)" ]; then
+    ok "rpv --seeds 2 np=2 (one group of 2): 6 cells, every output equal to 1 rank (timings aside)"
+else diff gs1.txt gs2.txt | cut -c1-200 | head -5; bad "rpv seeds np=2" "outputs differ from the 1-rank run"; fi
+
+# ---- study --seeds: (variant, seed) cells over ranks
+$bin study study.json --seeds 2 --out sd1 --no-plots >sd1.log 2>&1 || { cat sd1.log; bad "study seeds" "1-rank study failed"; }
+strip sd1 >sd1.txt
+if ! timeout 120 $MR -np 3 $bin study study.json --seeds 2 --out sd3 --no-plots >sd3.log 2>&1; then
+    cat sd3.log; bad "study seeds np=3" "run failed"
+elif strip sd3 >sd3.txt && cmp -s sd1.txt sd3.txt && [ "$(ls sd1)" = "$(ls sd3)" ]; then
+    ok "study --seeds 2 np=3: 6 cells over 3 ranks, every output equal to 1 rank (timings aside)"
+else diff sd1.txt sd3.txt | cut -c1-200 | head -5; bad "study seeds np=3" "outputs differ from the 1-rank run"; fi
 
 # ---- synth: (task, spec) cells over ranks
 Y="synth --quick --steps 10 --specs softmax+nape;softmax+logn+nape;softmax+rope"

@@ -44,6 +44,13 @@ static void test_minimal_file_takes_defaults(void **state) {
                                     "mini.json", &s), LA_OK);
     assert_true(s.qk_gain == 1.5);
     assert_true(s.pk_mix == 0.25);
+    assert_int_equal(s.n_seeds, 1); /* one seed unless asked */
+    assert_int_equal(la_study_parse("{" MIN_OK ", \"seeds\": 3}", "mini.json", &s), LA_OK);
+    assert_int_equal(s.n_seeds, 3);
+    assert_int_equal(s.pk_mix_all, 0); /* passkey rows scored on the answer digits by default */
+    assert_int_equal(la_study_parse("{" MIN_OK ", \"passkey\": {\"pretrain_mix\": 0.25, \"pretrain_targets\": \"all\"}}",
+                                    "mini.json", &s), LA_OK);
+    assert_int_equal(s.pk_mix_all, 1);
 }
 
 static void test_shipped_study_files_parse(void **state) {
@@ -97,6 +104,10 @@ static void test_bad_files_have_clear_errors(void **state) {
     expect_error("{" MIN_OK ", \"model\": {\"d_model\": 100, \"n_head\": 3}}", LA_EFORMAT, "model.d_model", "multiple", NULL);
     expect_error("{" MIN_OK ", \"model\": {\"n_head\": 4, \"n_kv_head\": 3}}", LA_EFORMAT, "model.n_kv_head", NULL, NULL);
     expect_error("{" MIN_OK ", \"seed\": -1}", LA_EFORMAT, "\"seed\"", NULL, NULL);
+    expect_error("{" MIN_OK ", \"passkey\": {\"pretrain_targets\": \"digits\"}}", LA_EFORMAT, "passkey.pretrain_targets",
+                 "\"answer\"", "\"all\"");
+    expect_error("{" MIN_OK ", \"seeds\": 0}", LA_EFORMAT, "\"seeds\"", "between 1 and 16", NULL);
+    expect_error("{" MIN_OK ", \"seeds\": 2.5}", LA_EFORMAT, "\"seeds\"", "whole number", NULL);
     expect_error("{" MIN_OK ", \"steps\": 5}", LA_EFORMAT, "\"steps\"", "twice", NULL);
     expect_error("{\"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, \"specs\": [\"softmax\"]}",
                  LA_EFORMAT, "\"data\"", "missing", "data/pydoc");

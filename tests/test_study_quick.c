@@ -124,7 +124,9 @@ static void test_quick_study_end_to_end(void **state) {
         assert_non_null(q);
         int len;
         double loss;
-        assert_int_equal(sscanf(q + 1, ",%d,%lf", &len, &loss), 2);
+        unsigned long long seed;
+        assert_int_equal(sscanf(q + 1, ",%llu,%d,%lf", &seed, &len, &loss), 3);
+        assert_true(seed == 7); /* the study's seed */
         assert_true(len == 128 || len == 512);
         assert_true(isfinite(loss) && loss > 0 && loss < 10);
     }
@@ -183,7 +185,7 @@ static void test_quick_study_end_to_end(void **state) {
         la_model_free(m);
     }
     char *tr = slurp("training.csv");
-    assert_non_null(strstr(tr, "\"softmax+rope\",16,"));
+    assert_non_null(strstr(tr, "\"softmax+rope\",7,16,"));
     free(tr);
     if (access("/usr/bin/gnuplot", X_OK) == 0) {
         assert_true(png_ok("loss_vs_length.png"));

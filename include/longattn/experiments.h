@@ -123,6 +123,7 @@ LA_API int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la
 #define LA_STUDY_MAX_SPECS 16
 #define LA_STUDY_MAX_LENS 12
 #define LA_STUDY_MAX_DEPTHS 16
+#define LA_STUDY_MAX_SEEDS 16
 
 /* One length-generalisation study: a JSON file (format in README, "The main job").
  * Every variant in specs is trained with the same data, data order, seed and model size,
@@ -151,7 +152,7 @@ typedef struct {
     int n_specs;
     double qk_gain;            /* "model": {"qk_gain"}: initial QK-norm gain (la_model_config.qk_gain), default 1 */
     double pk_mix;             /* "passkey": {"pretrain_mix"}: fraction of every pre-training batch
-                                  that is passkey examples at L (loss on every byte), default 0 */
+                                  that is passkey examples at L (loss on the answer digits), default 0 */
     int accum;                 /* "accum": micro-batches per step (pre-training and fine-tune): the
                                   batch is cut into accum blocks of batch/accum rows whose mean
                                   losses' gradients are averaged; must divide batch; default 1 */
@@ -159,6 +160,11 @@ typedef struct {
                                   train one variant data-parallel (each rank a block of the accum
                                   micro-batches); variants spread over the groups. The numbers do
                                   not depend on it (only on accum). Default 1 */
+    int n_seeds;               /* "seeds": every variant is trained with seeds seed, seed+1, ...,
+                                  seed+n_seeds-1 (each one cell); tables report mean and spread, default 1 */
+    int pk_mix_all;            /* "passkey": {"pretrain_targets": "all"}: the passkey rows of pre-training
+                                  are scored on every byte (needle, question, answer) instead of the
+                                  answer digits only ("answer", the default: 0) */
 } la_study;
 
 /* Parse study-file text. where names the source in messages (a file name). Every key is
@@ -183,6 +189,8 @@ typedef struct {
     double elapsed_s;        /* wall time since the study started */
     double eta_s;            /* estimated seconds left for the whole study, NAN until known;
                                 from a flop count of every remaining phase and the measured rate */
+    int seed_index, n_seeds; /* seed of the cell being worked on (0-based) of the study's n_seeds */
+    uint64_t seed;           /* its value (study seed + seed_index) */
 } la_study_progress;
 typedef void (*la_study_progress_fn)(void *user, const la_study_progress *p);
 
@@ -215,14 +223,20 @@ typedef struct {
  * (la_eval_loss, buckets of L positions), then fine-tune on passkey examples of length L
  * (haystacks from the training documents, loss on the answer digits only) and score exact
  * match over passkey lens x depths x trials (haystacks from the validation documents).
- * Writes into out_dir (created if needed), atomically, after every variant:
- *   results.csv  spec,eval_len,loss_bpb,windows,tokens,pos_0,pos_L,... (bucket losses)
- *   passkey.csv  spec,length,depth,trials,correct,passkey_acc
- *   training.csv spec,step,train_loss_bpb,val_loss_bpb,elapsed_s
- *   results.json every number above plus the study's settings
- *   results.md   the summary table (markdown)
- * and at the end PNG plots made by gnuplot from a generated script (plots.gp):
- *   loss_vs_length.png, loss_by_position.png, passkey_<i>.png (one heatmap per spec).
+ * With n_seeds > 1 every spec is trained once per seed (study->seed + k), each (spec, seed)
+ * a separate cell equal to a one-seed study with that seed.
+ * Writes into out_dir (created if needed), atomically, after every cell:
+ *   results.csv  spec,seed,eval_len,loss_bpb,windows,tokens,pos_0,pos_L,... (bucket losses)
+ *   passkey.csv  spec,seed,length,depth,trials,correct,passkey_acc
+ *   training.csv spec,seed,step,train_loss_bpb,val_loss_bpb,elapsed_s
+ *   finetune.csv spec,seed,step,answer_loss_bits_per_digit (the passkey fine-tune)
+ *   summary.csv  spec,seeds,metric,length,mean,std,min,max (over the seeds)
+ *   results.json every number above plus the study's settings and the per-spec summary
+ *   results.md   the summary table (markdown; with seeds: mean ± sample std, then min-max;
+ *                passkey beyond L "not learned" where the accuracy at L is below 0.5)
+ * and at the end PNG plots made by gnuplot from a generated script (plots.gp), with error
+ * bars of one sample std over the seeds: loss_vs_length.png, passkey_vs_length.png,
+ * loss_by_position.png, finetune_loss.png, passkey_<i>.png (one heatmap per spec).
  * Losses are bits per byte for text data (bits per token for shards). summary may be NULL.
  * Each finished variant is also saved in out_dir/cells/ (tasks/cells.h) as it finishes;
  * with opts->resume the variants an interrupted run saved are loaded instead of rerun, and

@@ -18,6 +18,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots] [--resume]\n"
             "                      [--ranks-per-variant K]\n"
+            "                      [--seeds N]\n"
             "\n"
             "Train every attention variant of STUDY_FILE (default studies/default.json) at the same\n"
             "length L with the same data and seed, then report validation loss at each evaluation length\n"
@@ -29,6 +30,8 @@ static void usage(FILE *f) {
             "  --threads N   CPU threads for attention and matrix products (default: all cores)\n"
             "  --data DIR    use DIR (holding train/ and val/) instead of the file's \"data\"\n"
             "  --no-plots    skip gnuplot\n"
+            "  --seeds N     train every variant with N seeds (the file's seed, seed+1, ...; overrides\n"
+            "                its \"seeds\"): tables and plots give mean ± sample std and min-max\n"
             "  --resume      continue an interrupted run in the same --out: variants it finished\n"
             "                (saved in DIR/cells/ as each finishes) are kept, the rest are run;\n"
             "                refused when the study file or options differ from that run's\n"
@@ -60,14 +63,18 @@ static void on_progress(void *user, const la_study_progress *p) {
     char el[32], eta[32], line[512];
     fmt_time(p->elapsed_s, el, sizeof el);
     fmt_time(p->eta_s, eta, sizeof eta);
-    int k = snprintf(line, sizeof line, "[%d/%d %s] %-8s %d/%d", p->spec_index + 1, p->n_specs,
-                     p->spec ? p->spec : "", p->phase, p->done, p->total);
+    int k = snprintf(line, sizeof line, "[%d/%d %s", p->spec_index + 1, p->n_specs, p->spec ? p->spec : "");
+    if (p->n_seeds > 1)
+        k += snprintf(line + k, sizeof line - (size_t)k, " seed %llu (%d/%d)", (unsigned long long)p->seed,
+                      p->seed_index + 1, p->n_seeds);
+    k += snprintf(line + k, sizeof line - (size_t)k, "] %-8s %d/%d", p->phase, p->done, p->total);
     if (!isnan(p->loss) && (!strcmp(p->phase, "train") || !strcmp(p->phase, "finetune")))
         k += snprintf(line + k, sizeof line - (size_t)k, "  loss %.3f", p->loss);
     if (!isnan(p->val_loss) && !strcmp(p->phase, "train"))
         k += snprintf(line + k, sizeof line - (size_t)k, "  val %.3f", p->val_loss);
     snprintf(line + k, sizeof line - (size_t)k, "  | %s elapsed, ETA %s", el, eta);
-    int new_phase = p->phase != ps->last_phase || p->spec_index != ps->last_spec;
+    int cell = p->spec_index * (p->n_seeds > 0 ? p->n_seeds : 1) + p->seed_index;
+    int new_phase = p->phase != ps->last_phase || cell != ps->last_spec;
     double now = cli_now();
     if (ps->tty) {
         if (new_phase && ps->last_phase) fputc('\n', stderr); /* keep one line per finished phase */
@@ -78,7 +85,7 @@ static void on_progress(void *user, const la_study_progress *p) {
         ps->last_print = now;
     }
     ps->last_phase = p->phase;
-    ps->last_spec = p->spec_index;
+    ps->last_spec = cell;
 }
 
 /* studies/<name>.json from the current folder, else next to the program (../studies). */
@@ -101,7 +108,7 @@ static void find_preset(const char *name, char *buf, size_t n) {
 
 int cli_study(int argc, char **argv) {
     const char *file = NULL, *out = NULL, *data = NULL;
-    int quick = 0, threads = 0, plots = 1, resume = 0, rpv = 0;
+    int quick = 0, threads = 0, plots = 1, resume = 0, rpv = 0, seeds = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -109,7 +116,7 @@ int cli_study(int argc, char **argv) {
         else if (!strcmp(a, "--no-plots")) plots = 0;
         else if (!strcmp(a, "--resume")) resume = 1;
         else if (!strcmp(a, "--out") || !strcmp(a, "--threads") || !strcmp(a, "--data") ||
-                 !strcmp(a, "--ranks-per-variant")) {
+                 !strcmp(a, "--ranks-per-variant") || !strcmp(a, "--seeds")) {
             if (i + 1 >= argc) return cli_usage_error("study", "%s needs a value", a);
             const char *val = argv[++i];
             if (!strcmp(a, "--out")) out = val;
@@ -119,7 +126,15 @@ int cli_study(int argc, char **argv) {
                 if (cli_parse_int(val, 1, 65536, &t))
                     return cli_usage_error("study", "--ranks-per-variant wants a whole number from 1 to 65536 (got '%s')", val);
                 rpv = (int)t;
-            } else {
+            }
+            else if (!strcmp(a, "--seeds")) {
+                long long n;
+                if (cli_parse_int(val, 1, LA_STUDY_MAX_SEEDS, &n))
+                    return cli_usage_error("study", "--seeds wants a whole number from 1 to %d (got '%s')",
+                                           LA_STUDY_MAX_SEEDS, val);
+                seeds = (int)n;
+            }
+            else {
                 long long t;
                 if (cli_parse_int(val, 1, 1024, &t))
                     return cli_usage_error("study", "--threads wants a whole number from 1 to 1024 (got '%s')", val);
@@ -142,6 +157,7 @@ int cli_study(int argc, char **argv) {
         if (la_dist_rank() == 0) fprintf(stderr, "longattn study: %s\n", la_errmsg());
         return 1;
     }
+    if (seeds > 0) st.n_seeds = seeds;
     const int rank0 = la_dist_rank() == 0;
     char outbuf[PATH_MAX];
     if (!out) {
@@ -156,6 +172,9 @@ int cli_study(int argc, char **argv) {
         fprintf(stderr, "longattn study: %s -> %s (%d variants, %d steps of %d x %d, eval at", file, out, st.n_specs,
                 st.steps, st.batch, st.seq_len);
         for (int i = 0; i < st.n_eval_lens; i++) fprintf(stderr, " %d", st.eval_lens[i]);
+        if (st.n_seeds > 1)
+            fprintf(stderr, ", seeds %llu-%llu", (unsigned long long)st.seed,
+                    (unsigned long long)(st.seed + (uint64_t)st.n_seeds - 1));
         fprintf(stderr, ", %d threads", threads > 0 ? threads : omp_get_max_threads());
         int k = rpv > 0 ? rpv : st.ranks_per_variant;
         if (la_dist_size() > 1 && k > 1)
@@ -196,7 +215,7 @@ int cli_study(int argc, char **argv) {
     char wall[32];
     fmt_time(sum.wall_s, wall, sizeof wall);
     if (sum.wall_s > 0)
-        printf("\nFiles in %s: results.md results.csv passkey.csv training.csv results.json%s (%s)\n", out,
+        printf("\nFiles in %s: results.md summary.csv results.csv passkey.csv training.csv finetune.csv results.json%s (%s)\n", out,
            sum.plots_ok ? " and PNG plots" : "", wall);
     if (sum.n_resumed)
         fprintf(stderr, "longattn study: %d finished variant%s of the interrupted run kept (%s/cells)\n", sum.n_resumed,

@@ -1,4 +1,4 @@
-/* study_dist.c -- a study's variants spread over MPI ranks (src/core/dist.h): which rank
+/* study_dist.c -- a study's cells (variant x seed) spread over MPI ranks (src/core/dist.h): which rank
  * runs which variant (balanced by estimated cost), and the finished variants' results
  * gathered on rank 0, which writes the tables. */
 #include <stdlib.h>
@@ -7,12 +7,12 @@
 #include "core/dist.h"
 #include "study/study_internal.h"
 
-/* Bytes of variant v as sent: its index, the struct (pointers are rewritten on arrival),
- * then its buckets and log. */
+/* Bytes of cell v as sent: its index, the struct (pointers are rewritten on arrival),
+ * then its buckets, log and fine-tune curve. */
 static size_t packed_size(const study_variant *v, int n_lens) {
     size_t n = sizeof(int) + sizeof *v;
     for (int i = 0; i < n_lens; i++) n += (size_t)v->n_bucket[i] * (sizeof(double) + sizeof(int64_t));
-    return n + (size_t)v->n_log * sizeof(study_log_row);
+    return n + (size_t)v->n_log * sizeof(study_log_row) + (size_t)v->n_ft * sizeof(double);
 }
 
 static char *put(char *p, const void *src, size_t n) {
@@ -21,7 +21,7 @@ static char *put(char *p, const void *src, size_t n) {
 }
 
 la_status la_study_gather(study_results *r, const int *owner) {
-    int N = la_dist_size(), me = la_dist_rank(), n = r->st->n_specs, n_lens = r->st->n_eval_lens;
+    int N = la_dist_size(), me = la_dist_rank(), n = la_study_n_cells(r->st), n_lens = r->st->n_eval_lens;
     if (N == 1) return LA_OK;
     /* sizes first (every rank learns every rank's count), then the bytes to rank 0 */
     size_t bytes = 0;
@@ -40,6 +40,7 @@ la_status la_study_gather(study_results *r, const int *owner) {
             p = put(p, v->bucket_tokens[i], (size_t)v->n_bucket[i] * sizeof(int64_t));
         }
         p = put(p, v->log, (size_t)v->n_log * sizeof(study_log_row));
+        p = put(p, v->ft_curve, (size_t)v->n_ft * sizeof(double));
     }
     size_t *counts = la_calloc((size_t)N, sizeof *counts), *one = la_calloc((size_t)N, sizeof *one);
     size_t *all_sizes = la_calloc((size_t)N, sizeof *all_sizes);
@@ -75,6 +76,7 @@ la_status la_study_gather(study_results *r, const int *owner) {
         for (int i = 0; i < LA_STUDY_MAX_LENS; i++) v->bucket[i] = NULL, v->bucket_tokens[i] = NULL;
         v->log = NULL;
         v->cap_log = 0;
+        v->ft_curve = NULL;
         for (int i = 0; i < n_lens; i++) {
             size_t nb = (size_t)v->n_bucket[i];
             v->bucket[i] = la_malloc(nb ? nb * sizeof(double) : 1);
@@ -97,6 +99,14 @@ la_status la_study_gather(study_results *r, const int *owner) {
             v->cap_log = v->n_log;
         }
         q += (size_t)v->n_log * sizeof(study_log_row);
+        if (s == LA_OK && v->n_ft) {
+            if (!(v->ft_curve = la_malloc((size_t)v->n_ft * sizeof(double)))) {
+                s = la_fail(LA_ENOMEM, "study: out of memory unpacking results");
+                break;
+            }
+            memcpy(v->ft_curve, q, (size_t)v->n_ft * sizeof(double));
+        }
+        q += (size_t)v->n_ft * sizeof(double);
     }
     s = la_dist_agree(s);
     free(send);

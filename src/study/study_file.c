@@ -124,7 +124,8 @@ static la_status parse_passkey(const cJSON *p, const char *where, la_study *s, i
     if (!cJSON_IsObject(p))
         return BAD("%s: key \"passkey\" must be an object, e.g. {\"finetune_steps\": 100, \"lens\": [128, 512], "
                    "\"depths\": [0, 0.5, 1], \"trials\": 10}", where);
-    static const char *const keys[] = {"finetune_steps", "finetune_lr", "lens", "depths", "trials", "pretrain_mix", NULL};
+    static const char *const keys[] = {"finetune_steps", "finetune_lr", "lens", "depths", "trials", "pretrain_mix",
+                                       "pretrain_targets", NULL};
     LA_TRY(check_keys(p, keys, where, "\"passkey\""));
     LA_TRY(get_int(p, "finetune_steps", "passkey.finetune_steps", 0, 10000000, 0, where, &s->pk_steps));
     LA_TRY(get_num(p, "finetune_lr", "passkey.finetune_lr", 0, 1, 0, where, &s->pk_lr));
@@ -135,6 +136,13 @@ static la_status parse_passkey(const cJSON *p, const char *where, la_study *s, i
             return BAD("%s: key \"passkey.pretrain_mix\" must be a fraction in [0, 1] of every pre-training "
                        "batch given to passkey examples, e.g. 0.25", where);
         s->pk_mix = mx->valuedouble;
+    }
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(p, "pretrain_targets");
+    if (pt) {
+        if (!cJSON_IsString(pt) || (strcmp(pt->valuestring, "answer") && strcmp(pt->valuestring, "all")))
+            return BAD("%s: key \"passkey.pretrain_targets\" must be \"answer\" (the passkey rows of pre-training "
+                       "are scored on the five answer digits) or \"all\" (on every byte)", where);
+        s->pk_mix_all = !strcmp(pt->valuestring, "all");
     }
     LA_TRY(get_lens(p, "lens", "passkey.lens", 1, where, s->pk_lens, &s->n_pk_lens, lens_given));
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(p, "depths");
@@ -206,7 +214,7 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     la_status st = LA_OK;
     int eval_given = 0, pk_lens_given = 0;
     static const char *const keys[] = {"name", "data", "model", "steps", "batch", "seq_len", "lr", "warmup",
-                                       "seed", "eval_lens", "eval_windows", "val_every", "passkey", "specs",
+                                       "seed", "seeds", "eval_lens", "eval_windows", "val_every", "passkey", "specs",
                                        "accum", "ranks_per_variant", NULL};
     if (!cJSON_IsObject(root)) {
         st = BAD("%s: the study file must be one JSON object {...}", where);
@@ -220,6 +228,7 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     s.n_head = 4;
     s.n_kv_head = 4;
     s.seed = 1337;
+    s.n_seeds = 1;
     s.eval_windows = 8;
     s.pk_trials = 10;
     s.qk_gain = 1.0;
@@ -277,6 +286,7 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
         }
         s.seed = (uint64_t)it->valuedouble;
     }
+    if ((st = get_int(root, "seeds", "seeds", 1, LA_STUDY_MAX_SEEDS, 0, where, &s.n_seeds)) != LA_OK) goto done;
     if ((st = get_lens(root, "eval_lens", "eval_lens", 1, where, s.eval_lens, &s.n_eval_lens, &eval_given)) != LA_OK) goto done;
     if ((st = get_int(root, "eval_windows", "eval_windows", 1, 1000000, 0, where, &s.eval_windows)) != LA_OK) goto done;
     if ((st = get_int(root, "val_every", "val_every", 1, 100000000, 0, where, &s.val_every)) != LA_OK) goto done;

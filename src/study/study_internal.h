@@ -12,8 +12,10 @@ typedef struct {
     double elapsed_s;   /* since the variant started */
 } study_log_row;
 
+/* One cell of a study: one variant (spec) trained with one seed. */
 typedef struct {
     char canon[256];            /* canonical spec text (la_spec_format) */
+    uint64_t seed;              /* the seed this cell ran with (study seed + seed index) */
     size_t n_params;
     int trained;                /* training and loss evaluation finished */
     int passkey_done;           /* passkey grid finished (or switched off) */
@@ -25,6 +27,8 @@ typedef struct {
     int64_t *bucket_tokens[LA_STUDY_MAX_LENS];
     int n_bucket[LA_STUDY_MAX_LENS];
     double ft_first_bpb, ft_last_bpb;      /* passkey fine-tune answer loss, first / last step */
+    double *ft_curve;           /* (n_ft) answer loss of every fine-tune step, bits per answer digit */
+    int n_ft;
     int correct[LA_STUDY_MAX_LENS][LA_STUDY_MAX_DEPTHS]; /* exact matches out of pk_trials */
     study_log_row *log;
     int n_log, cap_log;
@@ -39,9 +43,25 @@ typedef struct {
     int64_t train_tokens, val_tokens;
     int train_docs, val_docs;
     int n_threads;
-    study_variant v[LA_STUDY_MAX_SPECS];
+    /* cells: v[vi * st->n_seeds + k] is spec vi with seed st->seed + k */
+    study_variant v[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS];
     double wall_s;
 } study_results;
+
+static inline int la_study_n_cells(const la_study *st) { return st->n_specs * st->n_seeds; }
+
+/* Passkey accuracy below this at the training length (mean over seeds) marks a variant's
+ * retrieval "not learned": its accuracies at longer lengths are then not a measurement of
+ * length generalisation and the tables print "not learned" instead. */
+#define LA_STUDY_LEARNED_MIN 0.5
+
+/* Mean, sample standard deviation (n - 1; 0 for n = 1), min and max of x[0..n). */
+typedef struct { double mean, std, min, max; int n; } study_stat;
+study_stat la_study_stat(const double *x, int n);
+
+/* Index of the passkey length that counts as "at L": the longest passkey length <= seq_len
+ * (the shortest one when all are longer). */
+int la_study_pk_ref_len(const la_study *st);
 
 /* Tables: results.csv, passkey.csv, training.csv, results.json, results.md (atomic). */
 la_status la_study_write_tables(const study_results *r, const char *out_dir);
@@ -53,8 +73,8 @@ la_status la_study_write_plots(const study_results *r, const char *out_dir, cons
                             int *ok, char *warn, size_t warn_n);
 
 /* ---- across MPI ranks (study_dist.c) ---- */
-/* owner[vi]: the rank that ran variant vi (la_dist_assign on estimated flops).
- * Collective: rank 0 receives every finished variant of the other ranks into r->v (its
+/* owner[c]: the rank that ran cell c (la_dist_assign on estimated flops).
+ * Collective: rank 0 receives every finished cell of the other ranks into r->v (its
  * buckets and log newly allocated); other ranks' r is unchanged. No-op on one process. */
 la_status la_study_gather(study_results *r, const int *owner);
 

@@ -45,31 +45,127 @@ static void csv_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+study_stat la_study_stat(const double *x, int n) {
+    study_stat r = {NAN, NAN, NAN, NAN, n};
+    if (n < 1) return r;
+    double sum = 0;
+    r.min = r.max = x[0];
+    for (int i = 0; i < n; i++) {
+        sum += x[i];
+        if (x[i] < r.min) r.min = x[i];
+        if (x[i] > r.max) r.max = x[i];
+    }
+    r.mean = sum / n;
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (x[i] - r.mean) * (x[i] - r.mean);
+    r.std = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+    return r;
+}
+
+int la_study_pk_ref_len(const la_study *st) {
+    int ref = 0;
+    for (int i = 0; i < st->n_pk_lens; i++)
+        if (st->pk_lens[i] <= st->seq_len) ref = i;
+    return ref;
+}
+
 static double pk_acc_len(const la_study *st, const study_variant *v, int li) {
     int c = 0;
     for (int di = 0; di < st->n_pk_depths; di++) c += v->correct[li][di];
     return (double)c / ((double)st->n_pk_depths * st->pk_trials);
 }
 
+/* Mean answer loss of the last 10% of fine-tune steps (bits per answer digit): smoother
+ * than the last step alone. NAN without a curve. */
+static double ft_tail(const study_variant *v) {
+    if (v->n_ft < 1) return NAN;
+    int from = v->n_ft - (v->n_ft / 10 > 0 ? v->n_ft / 10 : 1);
+    double s = 0;
+    for (int k = from; k < v->n_ft; k++) s += v->ft_curve[k];
+    return s / (v->n_ft - from);
+}
+
+/* The numbers of one variant across its seeds (finished cells only). */
+typedef struct {
+    int n_trained, n_pk;         /* cells with losses / with a passkey grid */
+    uint64_t seeds[LA_STUDY_MAX_SEEDS];
+    size_t n_params;
+    study_stat train, loss[LA_STUDY_MAX_LENS], pk[LA_STUDY_MAX_LENS], ft;
+    double pk_depth_mean[LA_STUDY_MAX_LENS][LA_STUDY_MAX_DEPTHS], pk_depth_std[LA_STUDY_MAX_LENS][LA_STUDY_MAX_DEPTHS];
+    double loss_x[LA_STUDY_MAX_LENS][LA_STUDY_MAX_SEEDS], pk_x[LA_STUDY_MAX_LENS][LA_STUDY_MAX_SEEDS];
+    double train_x[LA_STUDY_MAX_SEEDS], ft_x[LA_STUDY_MAX_SEEDS];
+    int has_pk;                  /* the study has a passkey grid and some cell finished it */
+    int learned;                 /* mean passkey accuracy at L >= LA_STUDY_LEARNED_MIN */
+} variant_agg;
+
+static void aggregate(const study_results *r, int vi, variant_agg *a) {
+    const la_study *st = r->st;
+    memset(a, 0, sizeof *a);
+    double x[LA_STUDY_MAX_SEEDS];
+    for (int k = 0; k < st->n_seeds; k++) {
+        const study_variant *v = &r->v[vi * st->n_seeds + k];
+        if (!v->trained) continue;
+        a->n_params = v->n_params;
+        a->seeds[a->n_trained] = v->seed;
+        a->train_x[a->n_trained] = v->final_train_bpb;
+        for (int i = 0; i < st->n_eval_lens; i++) a->loss_x[i][a->n_trained] = v->loss[i];
+        a->n_trained++;
+        if (!v->passkey_done || st->pk_trials == 0) continue;
+        for (int i = 0; i < st->n_pk_lens; i++) a->pk_x[i][a->n_pk] = pk_acc_len(st, v, i);
+        a->ft_x[a->n_pk] = ft_tail(v);
+        a->n_pk++;
+    }
+    a->train = la_study_stat(a->train_x, a->n_trained);
+    for (int i = 0; i < st->n_eval_lens; i++) a->loss[i] = la_study_stat(a->loss_x[i], a->n_trained);
+    a->has_pk = st->pk_trials > 0 && a->n_pk > 0;
+    for (int i = 0; i < st->n_pk_lens; i++) a->pk[i] = la_study_stat(a->pk_x[i], a->n_pk);
+    a->ft = la_study_stat(a->ft_x, a->n_pk);
+    for (int li = 0; li < st->n_pk_lens && a->has_pk; li++)
+        for (int di = 0; di < st->n_pk_depths; di++) {
+            int n = 0;
+            for (int k = 0; k < st->n_seeds; k++) {
+                const study_variant *v = &r->v[vi * st->n_seeds + k];
+                if (v->trained && v->passkey_done) x[n++] = (double)v->correct[li][di] / st->pk_trials;
+            }
+            study_stat d = la_study_stat(x, n);
+            a->pk_depth_mean[li][di] = d.mean;
+            a->pk_depth_std[li][di] = d.std;
+        }
+    a->learned = a->has_pk && a->pk[la_study_pk_ref_len(st)].mean >= LA_STUDY_LEARNED_MIN;
+}
+
+/* 1 if passkey length li of a variant is reported as "not learned" */
+static int pk_hidden(const la_study *st, const variant_agg *a, int li) {
+    return a->has_pk && !a->learned && li > la_study_pk_ref_len(st);
+}
+
+static void csv_stat(FILE *f, const study_stat *x) {
+    if (x->n < 1 || isnan(x->mean)) fprintf(f, ",,,,\n");
+    else fprintf(f, ",%.6f,%.6f,%.6f,%.6f\n", x->mean, x->std, x->min, x->max);
+}
+
 static la_status write_csvs(const study_results *r, const char *dir) {
     const la_study *st = r->st;
     const char *unit = r->is_bytes ? "bpb" : "bpt";
+    const int ns = st->n_seeds;
     la_afile af;
     int max_b = 0;
     for (int i = 0; i < st->n_eval_lens; i++) {
         int nb = (st->eval_lens[i] + st->seq_len - 1) / st->seq_len;
         if (nb > max_b) max_b = nb;
     }
+    /* per cell (variant x seed): the raw numbers */
     LA_TRY(open_out(&af, dir, "results.csv"));
-    fprintf(af.f, "spec,eval_len,loss_%s,windows,tokens", unit);
+    fprintf(af.f, "spec,seed,eval_len,loss_%s,windows,tokens", unit);
     for (int b = 0; b < max_b; b++) fprintf(af.f, ",pos_%d", b * st->seq_len);
     fputc('\n', af.f);
-    for (int vi = 0; vi < st->n_specs; vi++) {
-        const study_variant *v = &r->v[vi];
+    for (int c = 0; c < la_study_n_cells(st); c++) {
+        const study_variant *v = &r->v[c];
         if (!v->trained) continue;
         for (int i = 0; i < st->n_eval_lens; i++) {
-            csv_str(af.f, st->specs[vi]);
-            fprintf(af.f, ",%d,%.6f,%d,%lld", st->eval_lens[i], v->loss[i], st->eval_windows, (long long)v->tokens[i]);
+            csv_str(af.f, st->specs[c / ns]);
+            fprintf(af.f, ",%llu,%d,%.6f,%d,%lld", (unsigned long long)v->seed, st->eval_lens[i], v->loss[i],
+                    st->eval_windows, (long long)v->tokens[i]);
             for (int b = 0; b < max_b; b++) {
                 if (b < v->n_bucket[i]) fprintf(af.f, ",%.6f", v->bucket[i][b]);
                 else fputc(',', af.f);
@@ -80,28 +176,70 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     LA_TRY(la_afile_commit(&af));
 
     LA_TRY(open_out(&af, dir, "passkey.csv"));
-    fprintf(af.f, "spec,length,depth,trials,correct,passkey_acc\n");
-    for (int vi = 0; vi < st->n_specs && st->pk_trials > 0; vi++) {
-        const study_variant *v = &r->v[vi];
+    fprintf(af.f, "spec,seed,length,depth,trials,correct,passkey_acc\n");
+    for (int c = 0; c < la_study_n_cells(st) && st->pk_trials > 0; c++) {
+        const study_variant *v = &r->v[c];
         if (!v->passkey_done) continue;
         for (int li = 0; li < st->n_pk_lens; li++)
             for (int di = 0; di < st->n_pk_depths; di++) {
-                csv_str(af.f, st->specs[vi]);
-                fprintf(af.f, ",%d,%g,%d,%d,%.4f\n", st->pk_lens[li], st->pk_depths[di], st->pk_trials,
-                        v->correct[li][di], (double)v->correct[li][di] / st->pk_trials);
+                csv_str(af.f, st->specs[c / ns]);
+                fprintf(af.f, ",%llu,%d,%g,%d,%d,%.4f\n", (unsigned long long)v->seed, st->pk_lens[li],
+                        st->pk_depths[di], st->pk_trials, v->correct[li][di], (double)v->correct[li][di] / st->pk_trials);
             }
     }
     LA_TRY(la_afile_commit(&af));
 
     LA_TRY(open_out(&af, dir, "training.csv"));
-    fprintf(af.f, "spec,step,train_loss_%s,val_loss_%s,elapsed_s\n", unit, unit);
-    for (int vi = 0; vi < st->n_specs; vi++) {
-        const study_variant *v = &r->v[vi];
+    fprintf(af.f, "spec,seed,step,train_loss_%s,val_loss_%s,elapsed_s\n", unit, unit);
+    for (int c = 0; c < la_study_n_cells(st); c++) {
+        const study_variant *v = &r->v[c];
         for (int k = 0; k < v->n_log; k++) {
-            csv_str(af.f, st->specs[vi]);
-            fprintf(af.f, ",%d,%.6f,", v->log[k].step, v->log[k].train_bpb);
+            csv_str(af.f, st->specs[c / ns]);
+            fprintf(af.f, ",%llu,%d,%.6f,", (unsigned long long)v->seed, v->log[k].step, v->log[k].train_bpb);
             if (!isnan(v->log[k].val_bpb)) fprintf(af.f, "%.6f", v->log[k].val_bpb);
             fprintf(af.f, ",%.3f\n", v->log[k].elapsed_s);
+        }
+    }
+    LA_TRY(la_afile_commit(&af));
+
+    /* the passkey fine-tune, step by step: loss on the five answer digits */
+    LA_TRY(open_out(&af, dir, "finetune.csv"));
+    fprintf(af.f, "spec,seed,step,answer_loss_bits_per_digit\n");
+    for (int c = 0; c < la_study_n_cells(st); c++) {
+        const study_variant *v = &r->v[c];
+        for (int k = 0; k < v->n_ft; k++) {
+            csv_str(af.f, st->specs[c / ns]);
+            fprintf(af.f, ",%llu,%d,%.6f\n", (unsigned long long)v->seed, k + 1, v->ft_curve[k]);
+        }
+    }
+    LA_TRY(la_afile_commit(&af));
+
+    /* per variant over its seeds: mean, sample std, min, max (what results.md shows) */
+    LA_TRY(open_out(&af, dir, "summary.csv"));
+    fprintf(af.f, "spec,seeds,metric,length,mean,std,min,max\n");
+    for (int vi = 0; vi < st->n_specs; vi++) {
+        variant_agg a;
+        aggregate(r, vi, &a);
+        if (!a.n_trained) continue;
+        csv_str(af.f, st->specs[vi]);
+        fprintf(af.f, ",%d,train_loss_%s,%d", a.n_trained, unit, st->seq_len);
+        csv_stat(af.f, &a.train);
+        for (int i = 0; i < st->n_eval_lens; i++) {
+            csv_str(af.f, st->specs[vi]);
+            fprintf(af.f, ",%d,val_loss_%s,%d", a.n_trained, unit, st->eval_lens[i]);
+            csv_stat(af.f, &a.loss[i]);
+        }
+        if (!a.has_pk) continue;
+        for (int i = 0; i < st->n_pk_lens; i++) {
+            csv_str(af.f, st->specs[vi]);
+            fprintf(af.f, ",%d,passkey_acc,%d", a.n_pk, st->pk_lens[i]);
+            if (pk_hidden(st, &a, i)) fprintf(af.f, ",not learned,,,\n");
+            else csv_stat(af.f, &a.pk[i]);
+        }
+        if (st->pk_steps > 0) {
+            csv_str(af.f, st->specs[vi]);
+            fprintf(af.f, ",%d,finetune_answer_loss_bits_per_digit,%d", a.n_pk, st->seq_len);
+            csv_stat(af.f, &a.ft);
         }
     }
     return la_afile_commit(&af);
@@ -113,9 +251,21 @@ static cJSON *int_array(const int *a, int n) {
     return arr;
 }
 
+/* {"mean", "std", "min", "max", "values": [per seed]} */
+static cJSON *stat_json(const study_stat *x, const double *values) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "mean", x->mean);
+    cJSON_AddNumberToObject(o, "std", x->std);
+    cJSON_AddNumberToObject(o, "min", x->min);
+    cJSON_AddNumberToObject(o, "max", x->max);
+    la_json_put(o, "values", cJSON_CreateDoubleArray(values, x->n));
+    return o;
+}
+
 static cJSON *study_json(const study_results *r) {
     int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     const la_study *st = r->st;
+    const int ns = st->n_seeds;
     cJSON *root = cJSON_CreateObject();
     cJSON *s = cJSON_AddObjectToObject(root, "study");
     cJSON_AddStringToObject(s, "name", st->name);
@@ -132,11 +282,13 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddNumberToObject(s, "lr", st->lr);
     cJSON_AddNumberToObject(s, "warmup", st->warmup);
     cJSON_AddNumberToObject(s, "seed", (double)st->seed);
+    cJSON_AddNumberToObject(s, "seeds", ns);
     la_json_put(s, "eval_lens", int_array(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(s, "eval_windows", st->eval_windows);
     cJSON_AddNumberToObject(s, "val_every", st->val_every);
     cJSON *pk = cJSON_AddObjectToObject(s, "passkey");
     cJSON_AddNumberToObject(pk, "pretrain_mix", st->pk_mix);
+    cJSON_AddStringToObject(pk, "pretrain_targets", st->pk_mix_all ? "all" : "answer");
     cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
     cJSON_AddNumberToObject(pk, "finetune_lr", st->pk_lr);
     la_json_put(pk, "lens", int_array(st->pk_lens, st->n_pk_lens));
@@ -154,14 +306,17 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddNumberToObject(d, "vocab", r->vocab);
     cJSON_AddNumberToObject(root, "wall_seconds", r->wall_s);
 
+    /* per cell (variant x seed), every number as measured */
     cJSON *vars = cJSON_AddArrayToObject(root, "variants");
     cJSON *loss = cJSON_AddArrayToObject(root, "loss");
     cJSON *pks = cJSON_AddArrayToObject(root, "passkey");
-    for (int vi = 0; vi < st->n_specs; vi++) {
-        const study_variant *v = &r->v[vi];
+    for (int c = 0; c < la_study_n_cells(st); c++) {
+        const study_variant *v = &r->v[c];
+        const char *spec = st->specs[c / ns];
         if (!v->trained) continue;
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "spec", st->specs[vi]);
+        cJSON_AddStringToObject(o, "spec", spec);
+        cJSON_AddNumberToObject(o, "seed", (double)v->seed);
         cJSON_AddStringToObject(o, "canonical", v->canon);
         cJSON_AddNumberToObject(o, "params", (double)v->n_params);
         cJSON_AddNumberToObject(o, "final_train_loss", v->final_train_bpb);
@@ -172,6 +327,7 @@ static cJSON *study_json(const study_results *r) {
         if (st->pk_trials > 0 && st->pk_steps > 0 && v->passkey_done) {
             cJSON_AddNumberToObject(o, "finetune_loss_first", v->ft_first_bpb);
             cJSON_AddNumberToObject(o, "finetune_loss_last", v->ft_last_bpb);
+            cJSON_AddItemToObject(o, "finetune_curve", cJSON_CreateDoubleArray(v->ft_curve, v->n_ft));
         }
         cJSON *log = cJSON_AddArrayToObject(o, "training");
         for (int k = 0; k < v->n_log; k++) {
@@ -184,7 +340,8 @@ static cJSON *study_json(const study_results *r) {
         la_json_push(vars, o);
         for (int i = 0; i < st->n_eval_lens; i++) {
             cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "spec", st->specs[vi]);
+            cJSON_AddStringToObject(e, "spec", spec);
+            cJSON_AddNumberToObject(e, "seed", (double)v->seed);
             cJSON_AddNumberToObject(e, "eval_len", st->eval_lens[i]);
             cJSON_AddNumberToObject(e, "loss", v->loss[i]);
             cJSON_AddNumberToObject(e, "windows", st->eval_windows);
@@ -205,7 +362,8 @@ static cJSON *study_json(const study_results *r) {
         for (int li = 0; li < st->n_pk_lens; li++)
             for (int di = 0; di < st->n_pk_depths; di++) {
                 cJSON *e = cJSON_CreateObject();
-                cJSON_AddStringToObject(e, "spec", st->specs[vi]);
+                cJSON_AddStringToObject(e, "spec", spec);
+                cJSON_AddNumberToObject(e, "seed", (double)v->seed);
                 cJSON_AddNumberToObject(e, "length", st->pk_lens[li]);
                 cJSON_AddNumberToObject(e, "depth", st->pk_depths[di]);
                 cJSON_AddNumberToObject(e, "trials", st->pk_trials);
@@ -214,71 +372,170 @@ static cJSON *study_json(const study_results *r) {
                 la_json_push(pks, e);
             }
     }
+    /* per variant over its seeds: mean, sample std (n - 1), min, max and the values */
+    cJSON *sum = cJSON_AddArrayToObject(root, "summary");
+    for (int vi = 0; vi < st->n_specs; vi++) {
+        variant_agg a;
+        aggregate(r, vi, &a);
+        if (!a.n_trained) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "spec", st->specs[vi]);
+        double sd[LA_STUDY_MAX_SEEDS];
+        for (int k = 0; k < a.n_trained; k++) sd[k] = (double)a.seeds[k];
+        la_json_put(o, "seeds", cJSON_CreateDoubleArray(sd, a.n_trained));
+        la_json_put(o, "train_loss", stat_json(&a.train, a.train_x));
+        cJSON *ls = cJSON_AddArrayToObject(o, "loss");
+        for (int i = 0; i < st->n_eval_lens; i++) {
+            cJSON *e = stat_json(&a.loss[i], a.loss_x[i]);
+            cJSON_AddNumberToObject(e, "eval_len", st->eval_lens[i]);
+            la_json_push(ls, e);
+        }
+        if (a.has_pk) {
+            /* the raw numbers stay here even where the tables print "not learned" */
+            cJSON_AddBoolToObject(o, "passkey_learned", a.learned);
+            cJSON_AddNumberToObject(o, "passkey_learned_at", st->pk_lens[la_study_pk_ref_len(st)]);
+            cJSON_AddNumberToObject(o, "passkey_learned_min", LA_STUDY_LEARNED_MIN);
+            cJSON *pa = cJSON_AddArrayToObject(o, "passkey");
+            for (int i = 0; i < st->n_pk_lens; i++) {
+                cJSON *e = stat_json(&a.pk[i], a.pk_x[i]);
+                cJSON_AddNumberToObject(e, "length", st->pk_lens[i]);
+                la_json_push(pa, e);
+            }
+            if (st->pk_steps > 0) la_json_put(o, "finetune_answer_loss", stat_json(&a.ft, a.ft_x));
+        }
+        la_json_push(sum, o);
+    }
     return la_json_end(saved_json, root);
+}
+
+/* "2.285" for one seed, "2.285 ± 0.012" for several */
+static void md_stat(la_sbuf *b, const study_stat *x, int digits, int several) {
+    if (x->n < 1 || isnan(x->mean)) la_sbuf_printf(b, " - |");
+    else if (several) la_sbuf_printf(b, " %.*f ± %.*f |", digits, x->mean, digits, x->std);
+    else la_sbuf_printf(b, " %.*f |", digits, x->mean);
+}
+
+static void md_range(la_sbuf *b, const study_stat *x, int digits) {
+    if (x->n < 1 || isnan(x->mean)) la_sbuf_printf(b, " - |");
+    else la_sbuf_printf(b, " %.*f–%.*f |", digits, x->min, digits, x->max);
 }
 
 /* Markdown summary table (the content of results.md). Returns a malloc'ed string. */
 static char *study_markdown(const study_results *r) {
     const la_study *st = r->st;
     const char *u = r->is_bytes ? "bpb" : "bits/token";
+    const int several = st->n_seeds > 1, ref = la_study_pk_ref_len(st);
+    const int show_ft = st->pk_trials > 0 && st->pk_steps > 0;
     la_sbuf b = {0};
     la_sbuf_printf(&b, "## Study \"%s\": trained at L = %d, evaluated up to %d\n\n", st->name, st->seq_len,
               st->eval_lens[st->n_eval_lens - 1]);
+    char seeds[96];
+    if (several)
+        snprintf(seeds, sizeof seeds, "seeds %llu-%llu (%d per variant)", (unsigned long long)st->seed,
+                 (unsigned long long)(st->seed + (uint64_t)st->n_seeds - 1), st->n_seeds);
+    else
+        snprintf(seeds, sizeof seeds, "seed %llu", (unsigned long long)st->seed);
     la_sbuf_printf(&b, "Data `%s`: %d training documents (%lld %s), %d validation documents (%lld %s). "
               "Model: %d layers, d_model %d, %d heads (%d kv), %s vocabulary. Training: %d steps of %d x %d, "
-              "lr %g, seed %llu; same windows in the same order for every variant.\n\n",
+              "lr %g, %s; same windows in the same order for every variant.\n\n",
               st->data, r->train_docs, (long long)r->train_tokens, r->is_bytes ? "bytes" : "tokens", r->val_docs,
               (long long)r->val_tokens, r->is_bytes ? "bytes" : "tokens", st->n_layer, st->d_model, st->n_head,
-              st->n_kv_head, r->is_bytes ? "byte (256)" : "GPT-2", st->steps, st->batch, st->seq_len, st->lr,
-              (unsigned long long)st->seed);
-    la_sbuf_printf(&b, "| spec | params | train %s |", u);
-    for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&b, " val %s @%d |", u, st->eval_lens[i]);
+              st->n_kv_head, r->is_bytes ? "byte (256)" : "GPT-2", st->steps, st->batch, st->seq_len, st->lr, seeds);
+    /* the header of both tables */
+    la_sbuf h = {0};
+    la_sbuf_printf(&h, "| spec |%s train %s |", several ? " seeds |" : " params |", u);
+    for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&h, " val %s @%d |", u, st->eval_lens[i]);
     if (st->pk_trials > 0)
-        for (int i = 0; i < st->n_pk_lens; i++) la_sbuf_printf(&b, " passkey @%d |", st->pk_lens[i]);
-    la_sbuf_printf(&b, "\n|---|---:|---:|");
-    for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&b, "---:|");
+        for (int i = 0; i < st->n_pk_lens; i++) la_sbuf_printf(&h, " passkey @%d |", st->pk_lens[i]);
+    if (show_ft) la_sbuf_printf(&h, " answer bits/digit |");
+    la_sbuf_printf(&h, "\n|---|---:|---:|");
+    for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&h, "---:|");
     if (st->pk_trials > 0)
-        for (int i = 0; i < st->n_pk_lens; i++) la_sbuf_printf(&b, "---:|");
-    la_sbuf_printf(&b, "\n");
-    for (int vi = 0; vi < st->n_specs; vi++) {
-        const study_variant *v = &r->v[vi];
-        if (!v->trained) continue;
-        la_sbuf_printf(&b, "| `%s` | %zu | %.3f |", st->specs[vi], v->n_params, v->final_train_bpb);
-        for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&b, " %.3f |", v->loss[i]);
-        if (st->pk_trials > 0)
-            for (int i = 0; i < st->n_pk_lens; i++) {
-                if (v->passkey_done) la_sbuf_printf(&b, " %.2f |", pk_acc_len(st, v, i));
-                else la_sbuf_printf(&b, " - |");
+        for (int i = 0; i < st->n_pk_lens; i++) la_sbuf_printf(&h, "---:|");
+    if (show_ft) la_sbuf_printf(&h, "---:|");
+    la_sbuf_printf(&h, "\n");
+    if (h.oom) { free(h.s); free(b.s); return NULL; }
+    la_sbuf_printf(&b, "%s", h.s);
+    int any_hidden = 0;
+    for (int pass = 0; pass < 1 + several; pass++) { /* pass 1: min-max over seeds */
+        if (pass) la_sbuf_printf(&b, "\nRange over the seeds (min–max):\n\n%s", h.s);
+        for (int vi = 0; vi < st->n_specs; vi++) {
+            variant_agg a;
+            aggregate(r, vi, &a);
+            if (!a.n_trained) continue;
+            if (several) la_sbuf_printf(&b, "| `%s` | %d |", st->specs[vi], a.n_trained);
+            else la_sbuf_printf(&b, "| `%s` | %zu |", st->specs[vi], a.n_params);
+            if (pass) md_range(&b, &a.train, 3);
+            else md_stat(&b, &a.train, 3, several);
+            for (int i = 0; i < st->n_eval_lens; i++) {
+                if (pass) md_range(&b, &a.loss[i], 3);
+                else md_stat(&b, &a.loss[i], 3, several);
             }
-        la_sbuf_printf(&b, "\n");
+            if (st->pk_trials > 0)
+                for (int i = 0; i < st->n_pk_lens; i++) {
+                    if (!a.has_pk) la_sbuf_printf(&b, " - |");
+                    else if (pk_hidden(st, &a, i)) { la_sbuf_printf(&b, " not learned |"); any_hidden = 1; }
+                    else if (pass) md_range(&b, &a.pk[i], 2);
+                    else md_stat(&b, &a.pk[i], 2, several);
+                }
+            if (show_ft) {
+                if (!a.has_pk) la_sbuf_printf(&b, " - |");
+                else if (pass) md_range(&b, &a.ft, 2);
+                else md_stat(&b, &a.ft, 2, several);
+            }
+            la_sbuf_printf(&b, "\n");
+        }
     }
+    free(h.s);
     la_sbuf_printf(&b, "\nLosses are %s on %d validation windows per length (lower is better; "
               "val @%d is in-distribution). Passkey: exact-match accuracy of greedy decoding of the 5-digit key, "
-              "%d trials x %d depths per length, after %d fine-tune steps at L.\n",
+              "%d trials x %d depths per length, after %d fine-tune steps at L.",
               r->is_bytes ? "bits per byte" : "bits per token", st->eval_windows, st->seq_len, st->pk_trials,
               st->n_pk_depths, st->pk_steps);
+    if (show_ft)
+        la_sbuf_printf(&b, " Answer bits/digit: loss on the five answer digits over the last 10%% of the fine-tune "
+                       "(guessing: 3.32).");
+    if (several)
+        la_sbuf_printf(&b, " Each number is the mean ± sample standard deviation (n - 1) over the seeds; the second "
+                       "table gives min–max; per-seed numbers are in results.csv, passkey.csv and results.json.");
+    if (any_hidden)
+        la_sbuf_printf(&b, " \"not learned\": the variant's passkey accuracy at %d%s is below %.1f, so its accuracy "
+                       "at longer lengths would measure an untrained skill, not length generalisation (the raw "
+                       "numbers are in passkey.csv and results.json).", st->pk_lens[ref],
+                       several ? " (mean over seeds)" : "", LA_STUDY_LEARNED_MIN);
+    la_sbuf_printf(&b, "\n");
     if (st->pk_trials > 0) {
-        la_sbuf_printf(&b, "\nPasskey accuracy by needle depth (0 = start of the haystack, 1 = just before the question):\n\n"
-                  "| spec | length |");
+        la_sbuf_printf(&b, "\nPasskey accuracy by needle depth (0 = start of the haystack, 1 = just before the "
+                       "question)%s:\n\n| spec | length |", several ? ", mean ± std over seeds" : "");
         for (int di = 0; di < st->n_pk_depths; di++) la_sbuf_printf(&b, " %g |", st->pk_depths[di]);
         la_sbuf_printf(&b, "\n|---|---:|");
         for (int di = 0; di < st->n_pk_depths; di++) la_sbuf_printf(&b, "---:|");
         la_sbuf_printf(&b, "\n");
         for (int vi = 0; vi < st->n_specs; vi++) {
-            const study_variant *v = &r->v[vi];
-            if (!v->passkey_done) continue;
+            variant_agg a;
+            aggregate(r, vi, &a);
+            if (!a.has_pk) continue;
             for (int li = 0; li < st->n_pk_lens; li++) {
                 la_sbuf_printf(&b, "| `%s` | %d |", st->specs[vi], st->pk_lens[li]);
-                for (int di = 0; di < st->n_pk_depths; di++)
-                    la_sbuf_printf(&b, " %.2f |", (double)v->correct[li][di] / st->pk_trials);
+                for (int di = 0; di < st->n_pk_depths; di++) {
+                    if (pk_hidden(st, &a, li)) la_sbuf_printf(&b, " %s |", di ? "" : "not learned");
+                    else if (several) la_sbuf_printf(&b, " %.2f ± %.2f |", a.pk_depth_mean[li][di], a.pk_depth_std[li][di]);
+                    else la_sbuf_printf(&b, " %.2f |", a.pk_depth_mean[li][di]);
+                }
                 la_sbuf_printf(&b, "\n");
             }
         }
     }
-    for (int vi = 0; vi < st->n_specs; vi++)
-        if (r->v[vi].error[0])
-            la_sbuf_printf(&b, "\n**`%s` failed**%s: %s\n", st->specs[vi],
-                      r->v[vi].trained ? " after its loss evaluation" : "", r->v[vi].error);
+    for (int c = 0; c < la_study_n_cells(st); c++)
+        if (r->v[c].error[0]) {
+            if (several)
+                la_sbuf_printf(&b, "\n**`%s` (seed %llu) failed**%s: %s\n", st->specs[c / st->n_seeds],
+                               (unsigned long long)r->v[c].seed, r->v[c].trained ? " after its loss evaluation" : "",
+                               r->v[c].error);
+            else
+                la_sbuf_printf(&b, "\n**`%s` failed**%s: %s\n", st->specs[c], r->v[c].trained ? " after its loss evaluation" : "",
+                               r->v[c].error);
+        }
     la_sbuf_printf(&b, "\nWall time %.0f s.\n", r->wall_s);
     if (b.oom) { free(b.s); return NULL; }
     return b.s;
@@ -332,33 +589,94 @@ static int is_png(const char *path) {
     return n == 8 && !memcmp(got, sig, 8);
 }
 
-/* Write plots.gp for terminal term; fills names[] with the PNGs it makes. */
+/* Write plots.gp for terminal term; fills names[] with the PNGs it makes. With several
+ * seeds every curve is the mean over the seeds with error bars of one sample standard
+ * deviation (the .dat files also hold min and max). */
 static la_status write_script(const study_results *r, const char *dir, const char *term,
                               char names[][160], int *n_names) {
     const la_study *st = r->st;
     const char *u = r->is_bytes ? "bits per byte" : "bits per token";
+    const int several = st->n_seeds > 1, ns = st->n_seeds;
     la_afile af;
     *n_names = 0;
+    variant_agg *agg = la_malloc((size_t)st->n_specs * sizeof *agg);
+    if (!agg) return la_fail(LA_ENOMEM, "study: out of memory (plots)");
+    for (int vi = 0; vi < st->n_specs; vi++) aggregate(r, vi, &agg[vi]);
+    la_status s = LA_OK;
     /* data: one gnuplot block per variant (separated by two blank lines) */
-    LA_TRY(open_out(&af, dir, "loss_vs_length.dat"));
+    if ((s = open_out(&af, dir, "loss_vs_length.dat")) != LA_OK) goto done;
     for (int vi = 0; vi < st->n_specs; vi++) {
-        fprintf(af.f, "# %s\n", st->specs[vi]);
-        for (int i = 0; i < st->n_eval_lens && r->v[vi].trained; i++)
-            fprintf(af.f, "%d %.6f\n", st->eval_lens[i], r->v[vi].loss[i]);
+        fprintf(af.f, "# %s: length, mean loss, sample std, min, max over %d seeds\n", st->specs[vi], agg[vi].n_trained);
+        for (int i = 0; i < st->n_eval_lens && agg[vi].n_trained; i++)
+            fprintf(af.f, "%d %.6f %.6f %.6f %.6f\n", st->eval_lens[i], agg[vi].loss[i].mean, agg[vi].loss[i].std,
+                    agg[vi].loss[i].min, agg[vi].loss[i].max);
         fprintf(af.f, "\n\n");
     }
-    LA_TRY(la_afile_commit(&af));
+    if ((s = la_afile_commit(&af)) != LA_OK) goto done;
     int last = st->n_eval_lens - 1;
-    LA_TRY(open_out(&af, dir, "loss_by_position.dat"));
+    if ((s = open_out(&af, dir, "loss_by_position.dat")) != LA_OK) goto done;
     for (int vi = 0; vi < st->n_specs; vi++) {
-        fprintf(af.f, "# %s at length %d: bucket start, bucket middle, loss\n", st->specs[vi], st->eval_lens[last]);
-        for (int b = 0; r->v[vi].trained && b < r->v[vi].n_bucket[last]; b++)
-            fprintf(af.f, "%d %.1f %.6f\n", b * st->seq_len, (b + 0.5) * st->seq_len, r->v[vi].bucket[last][b]);
+        fprintf(af.f, "# %s at length %d: bucket start, bucket middle, mean loss, sample std over seeds\n",
+                st->specs[vi], st->eval_lens[last]);
+        int nb = 0;
+        for (int k = 0; k < ns; k++)
+            if (r->v[vi * ns + k].trained) nb = r->v[vi * ns + k].n_bucket[last];
+        for (int b = 0; b < nb; b++) {
+            double x[LA_STUDY_MAX_SEEDS];
+            int n = 0;
+            for (int k = 0; k < ns; k++) {
+                const study_variant *v = &r->v[vi * ns + k];
+                if (v->trained && b < v->n_bucket[last]) x[n++] = v->bucket[last][b];
+            }
+            study_stat t = la_study_stat(x, n);
+            fprintf(af.f, "%d %.1f %.6f %.6f\n", b * st->seq_len, (b + 0.5) * st->seq_len, t.mean, t.std);
+        }
         fprintf(af.f, "\n\n");
     }
-    LA_TRY(la_afile_commit(&af));
+    if ((s = la_afile_commit(&af)) != LA_OK) goto done;
+    int any_pk = 0, any_ft = 0;
+    for (int vi = 0; vi < st->n_specs; vi++) any_pk |= agg[vi].has_pk;
+    for (int c = 0; c < la_study_n_cells(st); c++) any_ft |= r->v[c].n_ft > 0;
+    if (any_pk) {
+        if ((s = open_out(&af, dir, "passkey_vs_length.dat")) != LA_OK) goto done;
+        for (int vi = 0; vi < st->n_specs; vi++) {
+            fprintf(af.f, "# %s: length, mean accuracy, sample std, min, max over %d seeds\n", st->specs[vi],
+                    agg[vi].n_pk);
+            for (int i = 0; i < st->n_pk_lens && agg[vi].has_pk; i++)
+                fprintf(af.f, "%d %.4f %.4f %.4f %.4f\n", st->pk_lens[i], agg[vi].pk[i].mean, agg[vi].pk[i].std,
+                        agg[vi].pk[i].min, agg[vi].pk[i].max);
+            fprintf(af.f, "\n\n");
+        }
+        if ((s = la_afile_commit(&af)) != LA_OK) goto done;
+    }
+    int ft_every = st->pk_steps / 20 > 0 ? st->pk_steps / 20 : 1;
+    if (any_ft) {
+        /* mean over seeds of the answer loss, smoothed over ft_every steps */
+        if ((s = open_out(&af, dir, "finetune.dat")) != LA_OK) goto done;
+        for (int vi = 0; vi < st->n_specs; vi++) {
+            fprintf(af.f, "# %s: fine-tune step, answer loss (bits per digit, mean of %d steps), sample std over seeds\n",
+                    st->specs[vi], ft_every);
+            int nft = 0;
+            for (int k = 0; k < ns; k++) if (r->v[vi * ns + k].n_ft > nft) nft = r->v[vi * ns + k].n_ft;
+            for (int s0 = 0; s0 + ft_every <= nft; s0 += ft_every) {
+                double x[LA_STUDY_MAX_SEEDS];
+                int n = 0;
+                for (int k = 0; k < ns; k++) {
+                    const study_variant *v = &r->v[vi * ns + k];
+                    if (v->n_ft < s0 + ft_every) continue;
+                    double m = 0;
+                    for (int j = s0; j < s0 + ft_every; j++) m += v->ft_curve[j];
+                    x[n++] = m / ft_every;
+                }
+                study_stat t = la_study_stat(x, n);
+                fprintf(af.f, "%d %.5f %.5f\n", s0 + ft_every, t.mean, t.std);
+            }
+            fprintf(af.f, "\n\n");
+        }
+        if ((s = la_afile_commit(&af)) != LA_OK) goto done;
+    }
 
-    LA_TRY(open_out(&af, dir, "plots.gp"));
+    if ((s = open_out(&af, dir, "plots.gp")) != LA_OK) goto done;
     FILE *f = af.f;
     fprintf(f, "# generated by `longattn study`; rerun with: cd <this folder> && gnuplot plots.gp\n");
     fprintf(f, "set terminal %s size 960,640\nset termoption noenhanced\nset key below\n"
@@ -372,35 +690,72 @@ static la_status write_script(const study_results *r, const char *dir, const cha
         gp_str(f, st->specs[vi]);
         fprintf(f, "\n");
     }
+    /* with several seeds: mean and error bars of one sample std */
+    const char *style = several ? "using 1:2:3 with yerrorlines" : "using 1:2 with linespoints";
+    char spread[96] = "";
+    if (several) snprintf(spread, sizeof spread, " (mean, error bars: sample std over %d seeds)", ns);
     snprintf(names[(*n_names)++], 160, "loss_vs_length.png");
     fprintf(f, "set output 'loss_vs_length.png.tmp'\nset logscale x 2\nset xlabel 'evaluation length (tokens)'\n"
                "set ylabel 'validation loss (%s)'\nset title ", u);
     char title[512];
-    snprintf(title, sizeof title, "%s: trained at L = %d", st->name, st->seq_len);
+    snprintf(title, sizeof title, "%s: trained at L = %d%s", st->name, st->seq_len, spread);
     gp_str(f, title);
     fprintf(f, "\nset xtics (");
     for (int i = 0; i < st->n_eval_lens; i++) fprintf(f, "%s\"%d\" %d", i ? ", " : "", st->eval_lens[i], st->eval_lens[i]);
     fprintf(f, ")\nset xrange [%g:%g]\n", st->eval_lens[0] / 1.25, st->eval_lens[st->n_eval_lens - 1] * 1.25);
     fprintf(f, "set arrow 1 from %d, graph 0 to %d, graph 1 nohead dt 2\n", st->seq_len, st->seq_len);
-    fprintf(f, "plot for [i=1:%d] 'loss_vs_length.dat' index (i-1) using 1:2 with linespoints lw 2 pt 7 "
-               "title spec[i]\n", st->n_specs);
-    fprintf(f, "unset arrow 1\nunset logscale x\nset xtics autofreq\nset autoscale x\n");
+    fprintf(f, "plot for [i=1:%d] 'loss_vs_length.dat' index (i-1) %s lw 2 pt 7 title spec[i]\n", st->n_specs, style);
+    fprintf(f, "unset arrow 1\n");
+
+    if (any_pk) {
+        snprintf(names[(*n_names)++], 160, "passkey_vs_length.png");
+        fprintf(f, "set output 'passkey_vs_length.png.tmp'\nset ylabel 'passkey accuracy'\nset yrange [-0.05:1.05]\n"
+                   "set title ");
+        snprintf(title, sizeof title, "%s: passkey accuracy, fine-tuned at L = %d%s", st->name, st->seq_len, spread);
+        gp_str(f, title);
+        fprintf(f, "\nset xtics (");
+        for (int i = 0; i < st->n_pk_lens; i++) fprintf(f, "%s\"%d\" %d", i ? ", " : "", st->pk_lens[i], st->pk_lens[i]);
+        fprintf(f, ")\nset xrange [%g:%g]\n", st->pk_lens[0] / 1.25, st->pk_lens[st->n_pk_lens - 1] * 1.25);
+        fprintf(f, "array pktitle[%d]\n", st->n_specs);
+        for (int vi = 0; vi < st->n_specs; vi++) {
+            char t[320];
+            snprintf(t, sizeof t, "%s%s", st->specs[vi], agg[vi].has_pk && !agg[vi].learned ? " (not learned at L)" : "");
+            fprintf(f, "pktitle[%d] = ", vi + 1);
+            gp_str(f, t);
+            fprintf(f, "\n");
+        }
+        fprintf(f, "plot for [i=1:%d] 'passkey_vs_length.dat' index (i-1) %s lw 2 pt 7 title pktitle[i]\n"
+                   "set autoscale y\n", st->n_specs, style);
+    }
+    fprintf(f, "unset logscale x\nset xtics autofreq\nset autoscale x\n");
 
     snprintf(names[(*n_names)++], 160, "loss_by_position.png");
     fprintf(f, "set output 'loss_by_position.png.tmp'\nset xlabel 'position in the window (tokens)'\n"
                "set ylabel 'loss in buckets of %d positions (%s)'\nset title ", st->seq_len, u);
-    snprintf(title, sizeof title, "%s: loss by position at length %d (trained at %d)", st->name,
-             st->eval_lens[last], st->seq_len);
+    snprintf(title, sizeof title, "%s: loss by position at length %d (trained at %d)%s", st->name,
+             st->eval_lens[last], st->seq_len, spread);
     gp_str(f, title);
     fprintf(f, "\nset xrange [0:%d]\nset arrow 1 from %d, graph 0 to %d, graph 1 nohead dt 2\n",
             st->eval_lens[last], st->seq_len, st->seq_len);
-    fprintf(f, "plot for [i=1:%d] 'loss_by_position.dat' index (i-1) using 2:3 with linespoints lw 2 pt 7 "
-               "title spec[i]\nunset arrow 1\n", st->n_specs);
+    fprintf(f, "plot for [i=1:%d] 'loss_by_position.dat' index (i-1) using 2:3%s with %s lw 2 pt 7 "
+               "title spec[i]\nunset arrow 1\n", st->n_specs, several ? ":4" : "", several ? "yerrorlines" : "linespoints");
 
-    if (st->pk_trials > 0) {
+    if (any_ft) {
+        snprintf(names[(*n_names)++], 160, "finetune_loss.png");
+        fprintf(f, "set output 'finetune_loss.png.tmp'\nset xlabel 'passkey fine-tune step'\n"
+                   "set ylabel 'answer loss (bits per digit; guessing 3.32)'\nset autoscale x\nset yrange [0:*]\n"
+                   "set title ");
+        snprintf(title, sizeof title, "%s: passkey fine-tune at L = %d, mean of every %d steps%s", st->name,
+                 st->seq_len, ft_every, spread);
+        gp_str(f, title);
+        fprintf(f, "\nplot for [i=1:%d] 'finetune.dat' index (i-1) %s lw 2 pt 7 ps 0.6 title spec[i]\n"
+                   "set autoscale y\n", st->n_specs, style);
+    }
+
+    if (any_pk) {
         fprintf(f, "set palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\nset cbrange [0:1]\n"
-                   "set cblabel 'passkey accuracy'\nunset key\nunset grid\nset xlabel 'length (tokens)'\n"
-                   "set ylabel 'needle depth'\n");
+                   "set cblabel 'passkey accuracy%s'\nunset key\nunset grid\nset xlabel 'length (tokens)'\n"
+                   "set ylabel 'needle depth'\n", several ? " (mean over seeds)" : "");
         fprintf(f, "set xrange [-0.5:%g]\nset yrange [%g:-0.5]\nset xtics (", st->n_pk_lens - 0.5,
                 st->n_pk_depths - 0.5); /* depth 0 at the top, as in NIAH heatmaps */
         for (int i = 0; i < st->n_pk_lens; i++) fprintf(f, "%s\"%d\" %d", i ? ", " : "", st->pk_lens[i], i);
@@ -408,37 +763,44 @@ static la_status write_script(const study_results *r, const char *dir, const cha
         for (int i = 0; i < st->n_pk_depths; i++) fprintf(f, "%s\"%g\" %d", i ? ", " : "", st->pk_depths[i], i);
         fprintf(f, ")\n");
         for (int vi = 0; vi < st->n_specs; vi++) {
-            if (!r->v[vi].passkey_done) continue;
+            if (!agg[vi].has_pk) continue;
             char slug[128], dat[160];
             la_study_slug(st->specs[vi], slug, sizeof slug);
             snprintf(names[*n_names], 160, "passkey_%d_%s.png", vi + 1, slug);
             snprintf(dat, sizeof dat, "passkey_%d.dat", vi + 1);
             la_afile df;
-            la_status s = open_out(&df, dir, dat);
-            if (s != LA_OK) { la_afile_abort(&af); return s; }
-            fprintf(df.f, "# %s: length index, depth index, accuracy\n", st->specs[vi]);
+            if ((s = open_out(&df, dir, dat)) != LA_OK) { la_afile_abort(&af); goto done; }
+            fprintf(df.f, "# %s: length index, depth index, accuracy (mean over seeds), sample std\n", st->specs[vi]);
             for (int li = 0; li < st->n_pk_lens; li++)
                 for (int di = 0; di < st->n_pk_depths; di++)
-                    fprintf(df.f, "%d %d %.4f\n", li, di, (double)r->v[vi].correct[li][di] / st->pk_trials);
-            if ((s = la_afile_commit(&df)) != LA_OK) { la_afile_abort(&af); return s; }
+                    fprintf(df.f, "%d %d %.4f %.4f\n", li, di, agg[vi].pk_depth_mean[li][di], agg[vi].pk_depth_std[li][di]);
+            if ((s = la_afile_commit(&df)) != LA_OK) { la_afile_abort(&af); goto done; }
             fprintf(f, "set output '%s.tmp'\nset title ", names[*n_names]);
-            snprintf(title, sizeof title, "passkey accuracy: %s (trained at %d, %d trials per cell)",
-                     st->specs[vi], st->seq_len, st->pk_trials);
+            snprintf(title, sizeof title, "passkey accuracy: %s (trained at %d, %d trials per cell%s)%s",
+                     st->specs[vi], st->seq_len, st->pk_trials, several ? " and seed; label: mean / sd" : "",
+                     agg[vi].learned ? "" : ", not learned at L");
             gp_str(f, title);
-            fprintf(f, "\nplot '%s' using 1:2:3 with image, '' using 1:2:(sprintf('%%.2f', $3)) with labels "
-                       "font ',14'\n", dat);
+            if (several)
+                fprintf(f, "\nplot '%s' using 1:2:3 with image, '' using 1:2:(sprintf('%%.2f\\nsd %%.2f', $3, $4)) "
+                           "with labels font ',12'\n", dat);
+            else
+                fprintf(f, "\nplot '%s' using 1:2:3 with image, '' using 1:2:(sprintf('%%.2f', $3)) with labels "
+                           "font ',14'\n", dat);
             (*n_names)++;
         }
     }
     fprintf(f, "unset output\n");
-    return la_afile_commit(&af);
+    s = la_afile_commit(&af);
+done:
+    free(agg);
+    return s;
 }
 
 la_status la_study_write_plots(const study_results *r, const char *dir, const char *gnuplot, int *ok,
                             char *warn, size_t warn_n) {
     *ok = 0;
     warn[0] = '\0';
-    char names[2 + LA_STUDY_MAX_SPECS][160];
+    char names[4 + LA_STUDY_MAX_SPECS][160];
     int n = 0, rc = 0;
     static const char *const terms[] = {"pngcairo", "png"};
     for (int t = 0; t < 2; t++) {

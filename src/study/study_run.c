@@ -217,11 +217,13 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
     cJSON_AddStringToObject(f, "seed", seed);
+    if (st->n_seeds > 1) cJSON_AddNumberToObject(f, "seeds", st->n_seeds); /* 1: as before seeds existed */
     la_json_put(f, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(f, "eval_windows", st->eval_windows);
     cJSON_AddNumberToObject(f, "val_every", st->val_every);
     cJSON *pk = cJSON_AddObjectToObject(f, "passkey");
     la_json_put(pk, "pretrain_mix", la_cells_num(st->pk_mix));
+    if (st->pk_mix_all) cJSON_AddStringToObject(pk, "pretrain_targets", "all"); /* absent: the default */
     cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
     la_json_put(pk, "finetune_lr", la_cells_num(st->pk_lr));
     la_json_put(pk, "lens", cJSON_CreateIntArray(st->pk_lens, st->n_pk_lens));
@@ -232,10 +234,15 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
     return la_json_end(saved_json, f);
 }
 
-static void variant_key(const la_study *st, int vi, char *buf, size_t n) {
+/* Name of cell (vi, seed index k): "variant_<vi+1>_<slug>", with "_seed<seed>" appended
+ * when the study has more than one seed (a one-seed study keeps the names it always had). */
+static void variant_key(const la_study *st, int vi, int k, char *buf, size_t n) {
     char slug[128];
     la_study_slug(st->specs[vi], slug, sizeof slug);
-    snprintf(buf, n, "variant_%d_%s", vi + 1, slug);
+    if (st->n_seeds > 1)
+        snprintf(buf, n, "variant_%d_%s_seed%llu", vi + 1, slug, (unsigned long long)(st->seed + (uint64_t)k));
+    else
+        snprintf(buf, n, "variant_%d_%s", vi + 1, slug);
 }
 
 static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
@@ -252,6 +259,11 @@ static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
     la_json_put(o, "final_train_bpb", la_cells_num(v->final_train_bpb));
     la_json_put(o, "ft_first_bpb", la_cells_num(v->ft_first_bpb));
     la_json_put(o, "ft_last_bpb", la_cells_num(v->ft_last_bpb));
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)v->seed);
+    cJSON_AddStringToObject(o, "seed", seed);
+    cJSON *ft = cJSON_AddArrayToObject(o, "ft_curve");
+    for (int k = 0; k < v->n_ft; k++) la_json_push(ft, la_cells_num(v->ft_curve[k]));
     cJSON *lens = cJSON_AddArrayToObject(o, "lens");
     for (int i = 0; i < st->n_eval_lens; i++) {
         cJSON *l = cJSON_CreateObject();
@@ -298,6 +310,17 @@ static la_status variant_from_json(const la_study *st, const cJSON *o, const cha
     v->final_train_bpb = la_cells_get_num(o, "final_train_bpb");
     v->ft_first_bpb = la_cells_get_num(o, "ft_first_bpb");
     v->ft_last_bpb = la_cells_get_num(o, "ft_last_bpb");
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
+    const cJSON *ft = cJSON_GetObjectItemCaseSensitive(o, "ft_curve");
+    /* cells saved before seeds and fine-tune curves existed have neither: the caller sets
+     * the seed, and the curve stays empty */
+    if ((seed && !cJSON_IsString(seed)) || (ft && !cJSON_IsArray(ft))) goto bad;
+    if (seed) v->seed = strtoull(seed->valuestring, NULL, 10);
+    v->n_ft = ft ? cJSON_GetArraySize(ft) : 0;
+    if (v->n_ft > 0) {
+        if (!(v->ft_curve = malloc((size_t)v->n_ft * sizeof *v->ft_curve))) return la_fail(LA_ENOMEM, "study: out of memory");
+        for (int k = 0; k < v->n_ft; k++) v->ft_curve[k] = la_cells_num_value(cJSON_GetArrayItem(ft, k));
+    }
     for (int i = 0; i < st->n_eval_lens; i++) {
         const cJSON *l = cJSON_GetArrayItem(lens, i);
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(l, "bucket");
@@ -408,7 +431,7 @@ static la_status side_restore(const cJSON *o, la_rng *order, la_rng *mix, double
 }
 
 static void remove_train_ckpt(const la_cells *cells, const char *key) {
-    char ck[2600], side[200], p[2800];
+    char ck[2600], side[240], p[2800];
     train_ckpt_paths(cells, key, ck, sizeof ck, side, sizeof side);
     const char *suffix[] = {"", ".state", ".state.new"};
     for (int i = 0; i < 3; i++) {
@@ -419,35 +442,39 @@ static void remove_train_ckpt(const la_cells *cells, const char *key) {
     unlink(p);
 }
 
-/* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>.safetensors (atomic), for
- * kv-eval, generate and diagnose. */
-static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const char *spec) {
-    char slug[128], path[2048];
-    la_study_slug(spec, slug, sizeof slug);
-    snprintf(path, sizeof path, "%s/%s_%d_%s.safetensors", out_dir, what, vi + 1, slug);
+/* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>[_seed<seed>].safetensors
+ * (atomic; the seed only in studies of several seeds), for kv-eval, generate and diagnose. */
+static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const la_study *st) {
+    char slug[128], path[2048], tail[48] = "";
+    la_study_slug(st->specs[vi], slug, sizeof slug);
+    if (st->n_seeds > 1) snprintf(tail, sizeof tail, "_seed%llu", (unsigned long long)st->seed);
+    snprintf(path, sizeof path, "%s/%s_%d_%s%s.safetensors", out_dir, what, vi + 1, slug, tail);
     return la_model_save(m, path);
 }
 
 /* One training row that is a passkey example at length L from the training documents, at a
  * depth and seed drawn from rng, scored on the answer digits only (the targets before them
- * are -1): the rows mixed into pre-training and the fine-tune's rows.
- * ex: (L+1) scratch; inp, tgt: (L) the row. */
-static la_status passkey_row(const la_docs *train, int L, la_rng *rng, int32_t *ex, int32_t *inp, int32_t *tgt) {
+ * are -1) or, with all = 1, on every byte: the rows mixed into pre-training and the
+ * fine-tune's rows. ex: (L+1) scratch; inp, tgt: (L) the row. */
+static la_status passkey_row(const la_docs *train, int L, la_rng *rng, int all, int32_t *ex, int32_t *inp,
+                             int32_t *tgt) {
     la_passkey pk;
     double depth = la_rng_uniform(rng);
     LA_TRY(la_passkey_make(train, L, depth, la_rng_u64(rng), ex, &pk));
     memcpy(inp, ex, (size_t)L * sizeof *inp);
-    for (int t = 0; t < L; t++) tgt[t] = t >= pk.answer_pos - 1 ? ex[t + 1] : -1;
+    for (int t = 0; t < L; t++) tgt[t] = all || t >= pk.answer_pos - 1 ? ex[t + 1] : -1;
     return LA_OK;
 }
 
-/* One variant: train, evaluate, fine-tune, passkey. */
-static la_status run_variant(const la_study *st, int vi, const la_docs *train, const la_docs *val,
+/* One cell: variant vi of st, trained with st->seed (the caller passes a copy of the study
+ * whose seed is the cell's: a cell of a several-seed study computes exactly what a one-seed
+ * study with that seed computes). Train, evaluate, fine-tune, passkey; results into v. */
+static la_status run_variant(const la_study *st, int vi, study_variant *v, const la_docs *train, const la_docs *val,
                              const char *out_dir, la_cells *cells, const char *key, int *resumed_step,
-                             study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
+                             const study_results *r, tracker *tk, int32_t *batch /* (B, L+1) */,
                              int32_t *inp /* (B, L) */, int32_t *tgt /* (B, L) */,
                              int32_t *ex /* (max len + 1) */, int32_t *pred /* (max len) */) {
-    study_variant *v = &r->v[vi];
+    v->seed = st->seed;
     const int B = st->batch, L = st->seq_len;
     /* under mpirun the variant's group (la_dist_group_begin) runs this together: every rank
      * draws the same rows (and trains its block of the micro-batches), the evaluations are
@@ -498,7 +525,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     la_rng mix_rng;
     la_rng_seed(&mix_rng, st->seed ^ TAG_MIX);
     /* a pre-training checkpoint of an interrupted run (every val_every steps): continue from it */
-    char ck[2600], side_key[200];
+    char ck[2600], side_key[240];
     train_ckpt_paths(cells, key, ck, sizeof ck, side_key, sizeof side_key);
     int first_step = 0;
     double t_before = 0; /* training seconds before the interruption */
@@ -533,7 +560,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     for (int step = first_step; step < st->steps; step++) {
         for (int b = 0; b < B; b++) {
             if (b < n_mix) {
-                if ((s = passkey_row(train, L, &mix_rng, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK)
+                if ((s = passkey_row(train, L, &mix_rng, st->pk_mix_all, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK)
                     goto out;
                 continue;
             }
@@ -600,7 +627,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     v->trained = 1;
     /* the pre-trained weights whose losses are in the table (the passkey fine-tune, scored
      * on the answer digits only, does not keep the language model) */
-    if ((s = la_dist_agree(leader ? save_weights(m, out_dir, "model", vi, st->specs[vi]) : LA_OK)) != LA_OK) goto out;
+    if ((s = la_dist_agree(leader ? save_weights(m, out_dir, "model", vi, st) : LA_OK)) != LA_OK) goto out;
 
     /* ---- passkey: fine-tune at L on the answer digits, then the exact-match grid */
     if (st->pk_trials > 0) {
@@ -614,14 +641,21 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
             if ((s = la_trainer_new(m, NULL, &fc, &tr)) != LA_OK) goto out;
             la_rng fr;
             la_rng_seed(&fr, st->seed ^ TAG_FT);
+            free(v->ft_curve);
+            v->n_ft = 0;
+            if (!(v->ft_curve = la_malloc((size_t)st->pk_steps * sizeof *v->ft_curve))) {
+                s = la_fail(LA_ENOMEM, "study: out of memory");
+                goto out;
+            }
             phase(tk, "finetune", st->pk_steps);
             for (int step = 0; step < st->pk_steps; step++) {
                 for (int b = 0; b < B; b++)
-                    if ((s = passkey_row(train, L, &fr, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK) goto out;
+                    if ((s = passkey_row(train, L, &fr, 0, ex, inp + (size_t)b * L, tgt + (size_t)b * L)) != LA_OK) goto out;
                 la_step_info info;
                 if ((s = la_trainer_step_rows(tr, inp, tgt, &info)) != LA_OK) goto out;
                 if (step == 0) v->ft_first_bpb = info.loss * bits;
                 v->ft_last_bpb = info.loss * bits;
+                v->ft_curve[v->n_ft++] = info.loss * bits; /* bits per answer digit */
                 tk->p.loss = info.loss * bits;
                 tk->p.done = step + 1;
                 report(tk, train_flops);
@@ -674,7 +708,7 @@ static la_status run_variant(const la_study *st, int vi, const la_docs *train, c
     }
     v->passkey_done = 1;
     if (st->pk_trials > 0 && st->pk_steps > 0 &&
-        (s = la_dist_agree(leader ? save_weights(m, out_dir, "passkey", vi, st->specs[vi]) : LA_OK)) != LA_OK)
+        (s = la_dist_agree(leader ? save_weights(m, out_dir, "passkey", vi, st) : LA_OK)) != LA_OK)
         goto out;
 out:
     la_trainer_free(tr);
@@ -747,29 +781,33 @@ pre:
     /* under mpirun every rank loads the data; one that cannot stops them all, named */
     if ((s = la_dist_agree(s)) != LA_OK) goto out;
     const int me = la_dist_rank(), writer = me == 0, W = la_dist_size();
-    /* groups of k ranks, each training its variants data-parallel */
-    const int k = opts.ranks_per_variant > 0 ? opts.ranks_per_variant : st->ranks_per_variant;
-    if (W % k) {
+    /* groups of rpv ranks, each training its variants data-parallel */
+    const int rpv = opts.ranks_per_variant > 0 ? opts.ranks_per_variant : st->ranks_per_variant;
+    if (W % rpv) {
         s = la_fail(LA_EINVAL, "ranks_per_variant is %d but %d rank%s started: the ranks form groups of %d, one "
                     "variant per group; start a multiple of %d ranks (mpirun -np %d) or lower ranks_per_variant "
-                    "to a divisor of %d (longattn study --ranks-per-variant N)", k, W, W > 1 ? "s were" : " was", k,
-                    k, k * (W / k + 1), W);
+                    "to a divisor of %d (longattn study --ranks-per-variant N)", rpv, W, W > 1 ? "s were" : " was", rpv,
+                    rpv, rpv * (W / rpv + 1), W);
         goto out;
     }
-    if (st->accum < k) {
+    if (st->accum < rpv) {
         s = la_fail(LA_EINVAL, "ranks_per_variant is %d but \"accum\" is %d: each rank of a group trains a block of "
                     "a step's accum micro-batches, so %d rank%s would have nothing to do; set \"accum\" to a "
                     "multiple of %d (it must divide \"batch\" %d; the numbers depend on accum, not on the ranks)",
-                    k, st->accum, k - st->accum, k - st->accum > 1 ? "s" : "", k, st->batch);
+                    rpv, st->accum, rpv - st->accum, rpv - st->accum > 1 ? "s" : "", rpv, st->batch);
         goto out;
     }
-    const int n_groups = W / k, group = me / k;
-    int owner[LA_STUDY_MAX_SPECS], sender[LA_STUDY_MAX_SPECS]; /* group of variant vi; its rank 0 */
+    const int n_groups = W / rpv, group = me / rpv;
+    /* cells: spec vi with seed index k is cell vi * n_seeds + k, each run (and spread over
+     * the groups, and resumed) on its own */
+    const int n_cells = la_study_n_cells(st), n_seeds = st->n_seeds;
+    int owner[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS]; /* group of cell c */
+    int sender[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS]; /* its rank 0 */
     {
-        double cost[LA_STUDY_MAX_SPECS];
-        for (int vi = 0; vi < st->n_specs; vi++) cost[vi] = variant_flops(st, r->vocab);
-        la_dist_assign(cost, st->n_specs, n_groups, owner);
-        for (int vi = 0; vi < st->n_specs; vi++) sender[vi] = owner[vi] * k;
+        double cost[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS];
+        for (int c = 0; c < n_cells; c++) cost[c] = variant_flops(st, r->vocab);
+        la_dist_assign(cost, n_cells, n_groups, owner);
+        for (int c = 0; c < n_cells; c++) sender[c] = owner[c] * rpv;
     }
 
     tracker tk;
@@ -780,9 +818,10 @@ pre:
     tk.vocab = r->vocab;
     tk.c_L = flops_per_token(st, r->vocab, L);
     tk.flops_total = 0; /* this rank's share */
-    for (int vi = 0; vi < st->n_specs; vi++)
-        if (owner[vi] == group) tk.flops_total += variant_flops(st, r->vocab);
+    for (int c = 0; c < n_cells; c++)
+        if (owner[c] == group) tk.flops_total += variant_flops(st, r->vocab);
     tk.p.n_specs = st->n_specs;
+    tk.p.n_seeds = n_seeds;
     tk.p.loss = tk.p.val_loss = NAN;
     /* finished variants of an interrupted run (--resume) are loaded instead of rerun */
     la_cells cells;
@@ -804,21 +843,28 @@ pre:
     /* from here to la_dist_group_end the collectives (the trainer's, la_dist_agree) are
      * the group's; a group that fails leaves its loop and meets the others below */
     int gi, ng;
-    if ((s = la_dist_agree(la_dist_group_begin(k, &gi, &ng))) != LA_OK) goto out;
+    if ((s = la_dist_agree(la_dist_group_begin(rpv, &gi, &ng))) != LA_OK) goto out;
     const int leader = la_dist_rank() == 0;
-    for (int vi = 0; vi < st->n_specs; vi++) {
-        if (owner[vi] != group) continue;
+    la_study cell_st = *st; /* the study as a one-seed study of the cell's seed */
+    cell_st.n_seeds = 1;
+    for (int c = 0; c < n_cells; c++) {
+        if (owner[c] != group) continue;
+        const int vi = c / n_seeds, k = c % n_seeds;
+        cell_st.seed = st->seed + (uint64_t)k;
         tk.p.spec_index = vi;
         tk.p.spec = st->specs[vi];
+        tk.p.seed_index = k;
+        tk.p.seed = cell_st.seed;
         tk.p.loss = tk.p.val_loss = NAN;
         double before = tk.flops_done;
-        char key[160];
-        variant_key(st, vi, key, sizeof key);
+        char key[200];
+        variant_key(st, vi, k, key, sizeof key);
         cJSON *saved = NULL;
         if ((s = la_dist_agree(la_cells_load(&cells, key, &saved))) != LA_OK) break;
         la_status vs;
         if (saved) { /* finished before the interruption: its numbers, not a rerun */
-            s = la_dist_agree(variant_from_json(st, saved, key, &r->v[vi]));
+            r->v[c].seed = cell_st.seed;
+            s = la_dist_agree(variant_from_json(st, saved, key, &r->v[c]));
             cJSON_Delete(saved);
             if (s != LA_OK) break;
             vs = LA_OK;
@@ -826,15 +872,18 @@ pre:
             if (leader) remove_train_ckpt(&cells, key); /* killed between saving the result and this */
         } else {
             int resumed_step = 0;
-            vs = run_variant(st, vi, &train, &val, out_dir, &cells, key, &resumed_step, r, &tk, batch, inp, tgt, ex,
-                             pred);
+            /* file names (weights) carry the seed when the study has several */
+            cell_st.n_seeds = n_seeds;
+            vs = run_variant(&cell_st, vi, &r->v[c], &train, &val, out_dir, &cells, key, &resumed_step, r, &tk, batch,
+                             inp, tgt, ex, pred);
+            cell_st.n_seeds = 1;
             if (resumed_step) n_continued++;
             /* failures inside are the whole group's (its collectives agree); anything that
              * hit one rank only still fails the variant on all of them */
             if (la_dist_size() > 1 && la_dist_any(vs != LA_OK) && vs == LA_OK)
                 vs = la_fail(LA_EIO, "another rank of this variant's group failed (see its message)");
             if (vs == LA_OK) { /* persisted as it finishes: an interruption later does not lose it */
-                cJSON *j = leader ? variant_to_json(st, &r->v[vi]) : NULL;
+                cJSON *j = leader ? variant_to_json(st, &r->v[c]) : NULL;
                 s = j || !leader ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
                 if (s == LA_OK && leader) s = la_cells_save(&cells, key, j);
                 cJSON_Delete(j);
@@ -843,12 +892,13 @@ pre:
             }
         }
         if (vs != LA_OK) {
-            snprintf(r->v[vi].error, sizeof r->v[vi].error, "%s", la_errmsg());
-            r->v[vi].status = vs;
+            snprintf(r->v[c].error, sizeof r->v[c].error, "%s", la_errmsg());
+            r->v[c].status = vs;
+            r->v[c].seed = cell_st.seed;
             if (!n_bad++) {
                 first_bad = vs;
-                snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
-                         r->v[vi].error);
+                snprintf(first_msg, sizeof first_msg, "variant %d (%s, seed %llu) failed: %s", vi + 1, st->specs[vi],
+                         (unsigned long long)cell_st.seed, r->v[c].error);
             }
         }
         /* keep the ETA honest whatever the flop model missed for this variant */
@@ -864,11 +914,11 @@ pre:
     if ((s = la_study_gather(r, sender)) != LA_OK) goto out;
     if (la_dist_size() > 1) {
         n_bad = 0;
-        for (int vi = 0; vi < st->n_specs && writer; vi++)
-            if (r->v[vi].error[0] && !n_bad++) {
-                first_bad = r->v[vi].status;
-                snprintf(first_msg, sizeof first_msg, "variant %d (%s) failed: %s", vi + 1, st->specs[vi],
-                         r->v[vi].error);
+        for (int c = 0; c < n_cells && writer; c++)
+            if (r->v[c].error[0] && !n_bad++) {
+                first_bad = r->v[c].status;
+                snprintf(first_msg, sizeof first_msg, "variant %d (%s, seed %llu) failed: %s", c / n_seeds + 1,
+                         st->specs[c / n_seeds], (unsigned long long)r->v[c].seed, r->v[c].error);
             }
     }
     tk.p.phase = "write";
@@ -904,12 +954,13 @@ pre:
         snprintf(summary->warning, sizeof summary->warning, "%s", warn);
     }
 out:
-    for (int vi = 0; vi < LA_STUDY_MAX_SPECS; vi++) {
+    for (int c = 0; c < LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS; c++) {
         for (int i = 0; i < LA_STUDY_MAX_LENS; i++) {
-            free(r->v[vi].bucket[i]);
-            free(r->v[vi].bucket_tokens[i]);
+            free(r->v[c].bucket[i]);
+            free(r->v[c].bucket_tokens[i]);
         }
-        free(r->v[vi].log);
+        free(r->v[c].log);
+        free(r->v[c].ft_curve);
     }
     free(r);
     free(batch);
