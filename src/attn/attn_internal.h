@@ -155,6 +155,8 @@ typedef struct {
     double *part;                  /* (B, H, nqt) per-query-tile partial sums (d logn_s),
                                       reduced by la_sum_parts in a fixed order */
     float *rowbuf;                 /* (B, H, T) per-row scratch (extra->rowbuf), else NULL */
+    double *rowgs;                 /* (B, H, T) per-row sums for d logn_s (extra->rowgs, logn
+                                      with opts->dlogn_s), else NULL */
     float *qbuf;                   /* (B, H, T, D) query scratch (extra->qbuf), else NULL */
     int32_t *qorder;               /* (B*H*nqt) query items in run order (sched.c) */
     int32_t *korder;               /* (B*Hkv*nkt) kv key items in run order (sched.c) */
@@ -170,6 +172,7 @@ typedef struct {
 typedef struct {
     size_t thread_bytes; /* per-thread scratch bytes beyond la_softmax_scratch_bytes */
     int rowbuf;          /* carve c->rowbuf: (B, H, T) floats */
+    int rowgs;           /* carve c->rowgs: (B, H, T) doubles when logn's dlogn_s is wanted */
     int qbuf;            /* carve c->qbuf: (B, H, T, D) floats */
 } la_ctx_extra;
 
@@ -230,7 +233,9 @@ void la_tile_logits(const la_attn_ctx *c, int h, const la_rowvis *rows, int i0, 
  *   kv items     (b, kv head, key tile) id = (b * Hkv + hkv) * nkt + kt: dk, dv over the
  *                                     group's query heads in a fixed order;
  *   head items   (b, h, key tile): per-head key statistics (key_mass), enumerated as
- *                                     (kv item, g) with h = hkv * group + g.
+ *                                     (kv item, g) with h = hkv * group + g;
+ *   pair items   (b, kv head)         id = b * Hkv + hkv: the fused softmax backward (dq of
+ *                                     the group's heads, dk, dv of the pair), in id order.
  * Every item writes only its own outputs (and partial sums, reduced afterwards in a fixed
  * order), so no result depends on which thread ran an item or on the thread count. Items
  * are handed out one at a time, (b, kv head) pair by pair and costliest first within a
@@ -254,12 +259,14 @@ void la_sched_chunk(const la_attn_ctx *c, int ch, int *i0, int *i1);
 la_item la_sched_qitem(const la_attn_ctx *c, int pos);
 la_item la_sched_kitem(const la_attn_ctx *c, int pos);
 la_item la_sched_hitem(const la_attn_ctx *c, int pos);
+la_item la_sched_pitem(const la_attn_ctx *c, int pos);
 static inline int la_sched_nq(const la_attn_ctx *c) { return c->B * c->H * c->nqt; }
 static inline int la_sched_nk(const la_attn_ctx *c) { return c->B * c->Hkv * c->nkt; }
 static inline int la_sched_nh(const la_attn_ctx *c) { return c->B * c->H * c->nkt; }
+static inline int la_sched_np(const la_attn_ctx *c) { return c->B * c->Hkv; }
 
 typedef void (*la_item_fn)(void *arg, la_item it);
-typedef enum { LA_ITEMS_Q, LA_ITEMS_KV, LA_ITEMS_KH } la_item_kind;
+typedef enum { LA_ITEMS_Q, LA_ITEMS_KV, LA_ITEMS_KH, LA_ITEMS_PAIR } la_item_kind;
 /* Worksharing loop over run-order positions [i0, i1) of a list, inside a parallel region:
  * every thread of the team calls it with its own arg (per-thread scratch); ends with the
  * loop's barrier. */
@@ -335,6 +342,10 @@ float la_exp_sub(const float *x, float mx, float *y, int n); /* returns sum of y
 la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat);
 la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const float *row_stat,
                               const float *dout, float *dq, float *dk, float *dv);
+/* Backward path switch for tests: 1 forces the fused one-pass backward, 0 the two passes
+ * (dQ, then dK/dV), -1 (default) chooses by the number of (b, kv head) pairs per thread.
+ * Both give bitwise the same gradients. */
+extern int la_softmax_bwd_fused;
 /* Per-thread scratch the softmax kernels need for head dimension D. */
 size_t la_softmax_scratch_bytes(int D);
 

@@ -844,7 +844,7 @@ static la_status em_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *sha
     if (as && (!opts || !opts->as_beta || !opts->as_gamma))
         return la_fail(LA_EINVAL, "asentmax: opts.as_beta and opts.as_gamma (B, H, T) are required "
                                   "(compute them with la_asentmax_params_forward)");
-    la_ctx_extra x = {la_entmax_attn_scratch_bytes(shape->D, shape->S), backward, as};
+    la_ctx_extra x = {.thread_bytes = la_entmax_attn_scratch_bytes(shape->D, shape->S), .rowbuf = backward, .qbuf = as};
     LA_TRY(la_attn_ctx_init(c, spec, shape, q, k, v, opts, &x, own));
     return as ? la_asentmax_ctx_scale(c) : LA_OK;
 }

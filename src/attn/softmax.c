@@ -31,7 +31,7 @@
 enum {
     SP_F_SCORES, SP_F_SOFTMAX, SP_F_PV, SP_F_OTHER,
     SP_Q_SCORES, SP_Q_EXP, SP_Q_DP, SP_Q_DS, SP_Q_DQ, SP_Q_OTHER,
-    SP_K_TRANS, SP_K_SCORES, SP_K_EXP, SP_K_DV, SP_K_DP, SP_K_DS, SP_K_DK, SP_K_OTHER,
+    SP_K_TRANS, SP_K_SCORES, SP_K_EXP, SP_K_DV, SP_K_DP, SP_K_DS, SP_K_DK, SP_K_DQ, SP_K_OTHER,
     SP_PREP_F, SP_PREP_B, SP_FWD_REGION, SP_DQ_REGION, SP_DKV_REGION, SP_N
 };
 #ifdef LA_PROFILE
@@ -41,8 +41,8 @@ const char *const la_softmax_prof_names[SP_N + 1] = {
     "dq: S = QK^T + logits", "dq: P = exp(L - lse)", "dq: dP = dO V^T", "dq: dS = P (dP - D)", "dq: dQ += dS K",
     "dq: other (load q, D_i, unrotate)", "dkv: load + transpose K, V", "dkv: S = QK^T + logits",
     "dkv: P = exp(L - lse)", "dkv: dV += P^T dO", "dkv: dP = dO V^T", "dkv: dS = P (dP - D)",
-    "dkv: dK += dS^T Q", "dkv: other (load q, D_i, unrotate)", "fwd: prepare K tiles", "bwd: prepare K, V tiles; D_i",
-    "fwd: whole item loop", "dq: whole item loop", "dkv: whole item loop", NULL};
+    "dkv: dK += dS^T Q", "fused: dQ += dS K", "dkv: other (load q, D_i, unrotate)", "fwd: prepare K tiles", "bwd: prepare K, V tiles; D_i",
+    "fwd: whole item loop", "dq: whole item loop", "dkv (or fused): whole item loop", NULL};
 unsigned long long la_softmax_prof[64][SP_N];
 static __thread unsigned long long prof_last;
 #define PROF_START() (prof_last = __rdtsc())
@@ -300,9 +300,9 @@ static const float *load_rowgrad(const la_attn_ctx *c, const scratch *s, int b, 
 }
 
 /* dP = dO V^T, then dL = P o (dP - D_i) on visible entries (0 on masked ones, by selection)
- * and d dot = dL c_r a_t into dPb. Accumulates sum_j dL dot per row into gs when asked. */
+ * and d dot = dL c_r a_t into dPb. Accumulates sum_j dL dot per row into gs (nr) unless NULL. */
 static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt, const float *dO,
-                         const la_rowvis *rows, int i0, int nr, int j0, int nc, int want_gs, int ph_dp,
+                         const la_rowvis *rows, int i0, int nr, int j0, int nc, double *gs, int ph_dp,
                          int ph_ds) {
     (void)ph_dp, (void)ph_ds;
     la_mm(nr, nc, c->D, dO, (size_t)c->D, 1, Vt, LA_BK, s->dPb, LA_BK, 0);
@@ -314,14 +314,14 @@ static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt
         float di = s->Di[r], f = s->cr[r];
         for (int x = 0; x < nc; x++) /* dS = P o (dP - D), exactly 0 on masked entries */
             g[x] = L[x] == -INFINITY ? 0.0f : P[x] * (g[x] - di);
-        float gsum = want_gs ? la_row_dot_live(g, sd, L, nc) : 0.0f;
+        float gsum = gs ? la_row_dot_live(g, sd, L, nc) : 0.0f;
         if (c->has_t) { /* L = c a dot + ...  ->  d dot = dL c a */
             const float *ta = c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1);
             for (int x = 0; x < nc; x++) g[x] *= f * ta[x];
         } else {
             for (int x = 0; x < nc; x++) g[x] *= f;
         }
-        if (want_gs) s->gs[r] += gsum;
+        if (gs) gs[r] += gsum;
     }
     PROF_LAP(ph_ds);
 }
@@ -354,8 +354,8 @@ static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt
         PROF_LAP(SP_Q_SCORES);
         tile_probs(s, rows, nr, nc);
         PROF_LAP(SP_Q_EXP);
-        tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc, want_gs, SP_Q_DP,
-                     SP_Q_DS);
+        tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc,
+                     want_gs ? s->gs : NULL, SP_Q_DP, SP_Q_DS);
         /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
         if (cls == 1)
             la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr, D, s->acc, D, 1);
@@ -406,7 +406,7 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
             /* dv += P^T dO */
             la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva, D, 1);
             PROF_LAP(SP_K_DV);
-            tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, 0, SP_K_DP, SP_K_DS);
+            tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, NULL, SP_K_DP, SP_K_DS);
             /* dk_rot += (d dot)^T Q_rot */
             la_mm(nc, D, nr, s->dPb, 1, LA_BK, s->Qt, D, s->dka, D, 1);
             PROF_LAP(SP_K_DK);
@@ -416,6 +416,90 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
     size_t kbase = (((size_t)b * c->Hkv + hkv) * S + j0) * D;
     memcpy(dk + kbase, s->dka, sizeof(float) * (size_t)nc * D);
     memcpy(dv + kbase, s->dva, sizeof(float) * (size_t)nc * D);
+    PROF_LAP(SP_K_OTHER);
+}
+
+/* Fused backward of one (b, kv head) pair: every visible (key tile, query tile) product is
+ * formed once and feeds dV, dK and dQ. Key tiles outermost (K, V transposed once per tile;
+ * dK, dV accumulated in registers-near scratch), then the group's query heads, then query
+ * tiles, all increasing: dK, dV of a key tile add their (g, query tile) terms in the order
+ * dkv_task adds them, and dQ of a query tile (accumulated in place in dq, which only this
+ * pair writes) adds its key tiles' terms in increasing kt, the order dq_task adds them. So
+ * the fused path computes bitwise the same dq, dk, dv as the two passes, for any thread
+ * count; it is only chosen when the pairs keep every thread busy (la_softmax_backward). */
+static void bwd_pair_task(const la_attn_ctx *c, const scratch *s, int b, int hkv,
+                          const float *delta, const float *row_stat, const float *dout, float *dq,
+                          float *dk, float *dv, double *part) {
+    const int D = c->D, S = c->S, T = c->T;
+    PROF_START();
+    for (int g = 0; g < c->group; g++) { /* dq rows of the group's heads: (T, D) each */
+        size_t bh = (size_t)b * c->H + hkv * c->group + g;
+        memset(dq + bh * T * D, 0, sizeof(float) * (size_t)T * D);
+        if (part) memset(c->rowgs + bh * T, 0, sizeof(double) * (size_t)T);
+    }
+    PROF_LAP(SP_K_OTHER);
+    for (int kt = 0; kt < c->nkt; kt++) {
+        const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+        const float *vtile = c->v + (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+        const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
+        la_transpose(Kr, nc, D, D, s->Kt, LA_BK);
+        la_transpose(vtile, nc, D, D, s->Vt, LA_BK);
+        memset(s->dka, 0, sizeof(float) * (size_t)nc * D);
+        memset(s->dva, 0, sizeof(float) * (size_t)nc * D);
+        PROF_LAP(SP_K_TRANS);
+        for (int g = 0; g < c->group; g++) {
+            int h = hkv * c->group + g;
+            float *dqh = dq + ((size_t)b * c->H + h) * T * D;
+            la_qiter qi;
+            la_qtile t;
+            la_qiter_init(&qi, c, b, kt);
+            while (la_qiter_next(&qi, &t)) {
+                const int i0 = t.i0, nr = t.nr;
+                const la_rowvis *rows = t.rows;
+                la_row_factors(c, h, rows, nr, s->cr);
+                la_load_q(c, b, h, i0, nr, s->Qt);
+                const float *dO = load_rowgrad(c, s, b, h, i0, nr, delta, row_stat, dout);
+                PROF_LAP(SP_K_OTHER);
+                tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
+                PROF_LAP(SP_K_SCORES);
+                tile_probs(s, rows, nr, nc);
+                PROF_LAP(SP_K_EXP);
+                /* dv += P^T dO */
+                la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva, D, 1);
+                PROF_LAP(SP_K_DV);
+                double *gs = part ? c->rowgs + ((size_t)b * c->H + h) * T + i0 : NULL;
+                tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, gs, SP_K_DP, SP_K_DS);
+                /* dk_rot += (d dot)^T Q_rot */
+                la_mm(nc, D, nr, s->dPb, 1, LA_BK, s->Qt, D, s->dka, D, 1);
+                PROF_LAP(SP_K_DK);
+                /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
+                float *dqt = dqh + (size_t)i0 * D;
+                if (t.cls == 1)
+                    la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr, D, dqt, D, 1);
+                else
+                    la_mm_rows(rows, nr, j0, nc, D, s->dPb, LA_BK, Kr, D, dqt, D);
+                PROF_LAP(SP_K_DQ);
+            }
+        }
+        la_unrotate_k(c, b, j0, nc, s->dka);
+        size_t kbase = (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+        memcpy(dk + kbase, s->dka, sizeof(float) * (size_t)nc * D);
+        memcpy(dv + kbase, s->dva, sizeof(float) * (size_t)nc * D);
+        PROF_LAP(SP_K_OTHER);
+    }
+    for (int g = 0; g < c->group; g++) {
+        size_t bh = (size_t)b * c->H + hkv * c->group + g;
+        la_unrotate_q(c, b, 0, T, dq + bh * T * D);
+        if (part) /* d s_h per query tile, summed as dq_task sums it */
+            for (int qt = 0; qt < c->nqt; qt++) {
+                const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+                const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+                const double *gs = c->rowgs + bh * T + i0;
+                double acc = 0.0;
+                for (int r = 0; r < nr; r++) acc += gs[r] * c->scale * rows[r].xrow;
+                part[bh * c->nqt + qt] = acc;
+            }
+    }
     PROF_LAP(SP_K_OTHER);
 }
 
@@ -432,10 +516,31 @@ static void dkv_item(void *arg, la_item it) {
     dkv_task(a->c, &a->s, it.b, it.h, it.tile, a->delta, a->crow_stat, a->dout, a->dk, a->dv);
 }
 
+static void pair_item(void *arg, la_item it) {
+    sm_arg *a = arg;
+    bwd_pair_task(a->c, &a->s, it.b, it.h, a->delta, a->crow_stat, a->dout, a->dq, a->dk, a->dv,
+                  a->part);
+}
+
+/* Use the fused backward? Its items are the (b, kv head) pairs, so with few pairs per thread
+ * the last round leaves threads idle: fused when ceil(pairs / threads) rounds of fused work
+ * (about 0.8 of the two passes' work per pair, README "Where the backward's time goes") beat
+ * the two passes' evenly spread work, i.e. 4 * threads * ceil(pairs / threads) <= 5 * pairs.
+ * Results are bitwise the same either way (bwd_pair_task), so this may look at the thread
+ * count. */
+int la_softmax_bwd_fused = -1; /* tests: 1 forces the fused path, 0 the two passes, -1 auto */
+
+static int use_fused(const la_attn_ctx *c) {
+    if (la_softmax_bwd_fused >= 0) return la_softmax_bwd_fused;
+    long pairs = (long)c->B * c->Hkv, nt = c->nthreads;
+    return 4 * nt * ((pairs + nt - 1) / nt) <= 5 * pairs;
+}
+
 la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const float *row_stat,
                               const float *dout, float *dq, float *dk, float *dv) {
     float *dlogn = c->opts->dlogn_s;
     double *part = dlogn && c->spec->xform == LA_XF_LOGN ? c->part : NULL;
+    const int fused = use_fused(c);
 #pragma omp parallel num_threads(c->nthreads)
     {
         sm_arg a = {.c = c, .s = get_scratch(c, omp_get_thread_num()), .dout = dout, .delta = c->rowbuf,
@@ -444,20 +549,26 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
         PROF_START();
         rowgrad_delta(c, out, dout, c->rowbuf); /* ends with a barrier: every D_i is ready */
         PROF_LAP(SP_PREP_B);
-        for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
-            int i0, i1;
-            la_sched_chunk(c, ch, &i0, &i1);
-            a.p0 = ch * c->prep_pairs;
-            PROF_START();
-            la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 1);
-            PROF_LAP(SP_PREP_B);
-            PROF_REGION(r0);
-            la_sched_for(c, LA_ITEMS_Q, i0, i1, dq_item, &a);
-            PROF_REGION_END(r0, SP_DQ_REGION);
+        if (fused) {
+            PROF_REGION(r2);
+            la_sched_for(c, LA_ITEMS_PAIR, 0, la_sched_np(c), pair_item, &a);
+            PROF_REGION_END(r2, SP_DKV_REGION);
+        } else {
+            for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
+                int i0, i1;
+                la_sched_chunk(c, ch, &i0, &i1);
+                a.p0 = ch * c->prep_pairs;
+                PROF_START();
+                la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 1);
+                PROF_LAP(SP_PREP_B);
+                PROF_REGION(r0);
+                la_sched_for(c, LA_ITEMS_Q, i0, i1, dq_item, &a);
+                PROF_REGION_END(r0, SP_DQ_REGION);
+            }
+            PROF_REGION(r1);
+            la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), dkv_item, &a);
+            PROF_REGION_END(r1, SP_DKV_REGION);
         }
-        PROF_REGION(r1);
-        la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), dkv_item, &a);
-        PROF_REGION_END(r1, SP_DKV_REGION);
     }
     if (dlogn) {
         if (part) la_sum_parts(c, dlogn);
