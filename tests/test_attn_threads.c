@@ -199,18 +199,23 @@ static void test_threads_bitwise(void **state) {
     }
 }
 
-/* The softmax backward has two paths (softmax.c): the fused one (one P and dP per tile
- * pair feed dq, dk and dv; work items are (b, kv head) pairs) and the two passes (dq per
- * query tile, then dk/dv per key tile). The automatic choice looks at the thread count, so
- * both must give bitwise the same gradients (and d logn_s): forced each way, memcmp. */
-static void test_fused_backward_bitwise(void **state) {
+/* Paths that must agree bitwise (the automatic choice between them looks at the thread
+ * count, so thread invariance depends on it):
+ *   softmax backward (softmax.c): the fused one (one P and dP per tile pair feed dq, dk and
+ *     dv; work items are (b, kv head) pairs) and the two passes (dq per query tile, then
+ *     dk/dv per key tile);
+ *   entmax family (entmax_attn.c): the sparse products over the nonzero p with the pair-item
+ *     backward, and the dense tile products with the two-pass backward (every skipped term
+ *     is an exact zero).
+ * Forced each way, every output and statistic is compared with memcmp. */
+static void test_paths_bitwise(void **state) {
     (void)state;
-    int ncmp = 0;
+    int ncmp[2] = {0, 0};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const tcase *c = &cases[ci];
         la_spec sp;
         assert_int_equal(la_spec_parse(c->spec, &sp), LA_OK);
-        if (sp.norm != LA_NORM_SOFTMAX) continue;
+        int em = sp.norm != LA_NORM_SOFTMAX;
         inputs in;
         inputs_new(c, &in);
         size_t sz[N_OUT];
@@ -219,22 +224,29 @@ static void test_fused_backward_bitwise(void **state) {
             outs two, one;
             outs_alloc(c, &two, 0x33);
             outs_alloc(c, &one, 0x44);
-            la_softmax_bwd_fused = 0;
+            if (em) la_entmax_sparse = 0;
+            else la_softmax_bwd_fused = 0;
             run(c, &sp, &in, &two, th, NULL);
-            la_softmax_bwd_fused = 1;
+            if (em) la_entmax_sparse = 2;
+            else la_softmax_bwd_fused = 1;
             run(c, &sp, &in, &one, th, NULL);
-            la_softmax_bwd_fused = -1;
+            la_softmax_bwd_fused = -1, la_entmax_sparse = 1;
             for (int i = 0; i < N_OUT; i++)
-                if (memcmp(out_buf(&two, i), out_buf(&one, i), sizeof(float) * sz[i]) != 0)
-                    fail_msg("%s docs=%d, %d threads: %s differs between the two-pass and the fused backward",
-                             c->spec, c->docs, th, out_name(i));
+                if (memcmp(out_buf(&two, i), out_buf(&one, i), sizeof(float) * sz[i]) != 0) {
+                    size_t at = 0;
+                    while (memcmp(out_buf(&two, i) + at, out_buf(&one, i) + at, sizeof(float)) == 0) at++;
+                    fail_msg("%s docs=%d, %d threads: %s differs between the %s paths at [%zu]: %.9g vs %.9g",
+                             c->spec, c->docs, th, out_name(i),
+                             em ? "dense and sparse entmax" : "two-pass and fused softmax backward", at,
+                             (double)out_buf(&two, i)[at], (double)out_buf(&one, i)[at]);
+                }
             outs_free(&two);
             outs_free(&one);
-            ncmp++;
+            ncmp[em]++;
         }
         inputs_free(&in);
     }
-    assert_true(ncmp >= 10); /* every softmax case, not a vacuous loop */
+    assert_true(ncmp[0] >= 10 && ncmp[1] >= 14); /* every case, not a vacuous loop */
 }
 
 /* A second call with the same shapes on the same workspace: no growth (the arena and the
@@ -384,7 +396,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_threads_bitwise),
-        cmocka_unit_test(test_fused_backward_bitwise),
+        cmocka_unit_test(test_paths_bitwise),
         cmocka_unit_test(test_workspace_reused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -324,6 +324,19 @@ void la_mm_generic(int M, int N, int K, const float *A, size_t sai, size_t sak,
  * P[r][c] * X[c][0:D]. Masked (possibly non-finite) X rows are never read. */
 void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float *P, int ldp,
                 const float *X, int ldx, float *C, int ldc);
+/* Sparse versions for rows with few nonzero entries (entmax), bitwise equal to the dense
+ * products above (the same fused multiply-add chains, zero terms left out):
+ *   la_nz_cols:       the x < n with p[x] != 0 into idx, increasing; returns how many;
+ *   la_spmm_row:      c[0:D] += sum over idx (in order) of p[x] * X[x][0:D]  (row of P X);
+ *   la_spscatter_row: C[x][0:D] += p[x] * x[0:D] for x in idx  (one row of P^T x);
+ *   la_mm_need:       C = A B (la_mm, acc = 0) only for the 16-column blocks of row r whose
+ *                     bit is set in need[r] (N <= 64, B readable for 64 columns); other
+ *                     entries of C are left as they were. */
+int la_nz_cols(const float *p, int n, int32_t *idx);
+void la_spmm_row(const float *p, const int32_t *idx, int nnz, const float *X, int ldx, float *c, int D);
+void la_spscatter_row(const float *p, const int32_t *idx, int nnz, const float *x, float *C, int ldc, int D);
+void la_mm_need(int M, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                const uint8_t *need);
 /* Transpose src (n, D, lds) into dst (D, ldd), zero-filling columns n..ldd-1. */
 void la_transpose(const float *src, int n, int D, int lds, float *dst, int ldd);
 
@@ -346,6 +359,10 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
  * (dQ, then dK/dV), -1 (default) chooses by the number of (b, kv head) pairs per thread.
  * Both give bitwise the same gradients. */
 extern int la_softmax_bwd_fused;
+/* Entmax-family switch for tests (entmax_attn.c): 1 (default) sparse products over the
+ * nonzero p and the pair-item backward when the pairs keep the threads busy, 2 the pair
+ * backward always, 0 the dense tile products and two-pass backward. Bitwise the same. */
+extern int la_entmax_sparse;
 /* Per-thread scratch the softmax kernels need for head dimension D. */
 size_t la_softmax_scratch_bytes(int D);
 

@@ -91,6 +91,8 @@ typedef struct {
     double *rowd;  /* (24, BQ) row state */
     float *strip;  /* (BQ, nkt*BK) logits strip (forward) / raw-dot tiles (backward), or NULL */
     float *strip2; /* (nkt, BQ, BK) dO V^T tiles (backward), or NULL */
+    int32_t *idx;  /* (BK) nonzero columns of one row of a tile (sparse products) */
+    uint8_t *need; /* (BQ) 16-column blocks of a tile row holding a nonzero p */
 } em_scratch;
 
 static size_t em_align(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -117,6 +119,8 @@ static size_t em_layout(int D, int nkt, int cache, char *base, em_scratch *s) {
     EM_TAKE(cls, signed char, nkt);
     EM_TAKE(cbuf, double, nkt);
     EM_TAKE(rowd, double, 24 * LA_BQ); /* row state, R_COUNT <= 24 slots */
+    EM_TAKE(idx, int32_t, LA_BK);
+    EM_TAKE(need, uint8_t, LA_BQ);
     if (cache) {
         EM_TAKE(strip, float, (size_t)LA_BQ * nkt * LA_BK);
         EM_TAKE(strip2, float, (size_t)LA_BQ * nkt * LA_BK);
@@ -447,7 +451,13 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             }
             supp[r] += sp_, ent[r] += en;
         }
-        if (s->cls[kt] == 1)
+        if (la_entmax_sparse) /* p V over the nonzero p only: bitwise the dense product */
+            for (int r = 0; r < nr; r++) {
+                const float *p = s->P + (size_t)r * LA_BK;
+                int nnz = la_nz_cols(p, nc, s->idx);
+                la_spmm_row(p, s->idx, nnz, vbase + (size_t)j0 * D, D, s->acc + (size_t)r * D, D);
+            }
+        else if (s->cls[kt] == 1)
             la_mm(nr, D, nc, s->P, LA_BK, 1, vbase + (size_t)j0 * D, D, s->acc, D, 1);
         else
             la_mm_rows(rows, nr, j0, nc, D, s->P, LA_BK, vbase + (size_t)j0 * D, D, s->acc, D);
@@ -611,9 +621,27 @@ static double tile_dscore(const em_t *e, em_scratch *s, int h, const la_rowvis *
     return dls;
 }
 
+/* dV O^T of tile kt for the rows' nonzero-p column blocks only (sparse path; P in s->P). */
+static void tile_dov_need(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
+                          int nc, const float *dob) {
+    int j0 = kt * LA_BK;
+    const float *vp = c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * c->D;
+    la_transpose(vp, nc, c->D, c->D, s->kt, LA_BK);
+    for (int r = 0; r < nr; r++) {
+        const float *p = s->P + (size_t)r * LA_BK;
+        unsigned m = 0;
+        for (int x = 0; x < nc; x++) m |= (p[x] > 0.0f) << (x >> 4);
+        s->need[r] = (uint8_t)m;
+    }
+    la_mm_need(nr, c->D, dob, c->D, s->kt, LA_BK, s->dP, LA_BK, s->need);
+}
+
+/* Query tile qt of head h: delta and dq; with dkp, dvp (the (S, D) dk, dv rows of the pair,
+ * sparse path) also adds this tile's terms to dk and dv, over the nonzero p only. */
 static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
                            const float *row_stat, const float *dout, float *delta, float *dq,
-                           double *dls) {
+                           double *dls, float *dkp, float *dvp) {
+    const int sparse = dkp != NULL;
     const la_attn_ctx *c = e->c;
     const int D = c->D, T = c->T, S = c->S, hkv = h / c->group;
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
@@ -638,7 +666,8 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
             s->cls[kt] = -1;
             continue;
         }
-        tile_dov(c, s, b, hkv, kt, nr, dob);
+        if (sparse) tile_dov_need(c, s, b, hkv, kt, nr, nc, dob);
+        else tile_dov(c, s, b, hkv, kt, nr, dob);
         if (s->strip) { /* keep the dots and dO V^T of this tile for sweep 2 */
             size_t blk = (size_t)kt * LA_BQ * LA_BK, bytes = sizeof(float) * (size_t)nr * LA_BK;
             memcpy(s->strip + blk, s->sd, bytes);
@@ -668,9 +697,12 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
             ld = LA_BK;
         } else {
             Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 1);
-            tile_dov(c, s, b, hkv, kt, nr, dob);
         }
         tile_pu(e, Lt, ld, nr, nc, tau, s->P, s->U);
+        if (!s->strip) {
+            if (sparse) tile_dov_need(c, s, b, hkv, kt, nr, nc, dob);
+            else tile_dov(c, s, b, hkv, kt, nr, dob);
+        }
         for (int r = 0; r < nr; r++) {
             float *u = s->U + (size_t)r * LA_BK;
             const float *p = s->P + (size_t)r * LA_BK, *dp = s->dP + (size_t)r * LA_BK;
@@ -679,8 +711,23 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
         }
         *dls += tile_dscore(e, s, h, rows, i0, nr, j0, nc);
         const float *kp = la_load_k(c, b, hkv, j0, nc, s->kb);
-        if (s->cls[kt] == 1) la_mm(nr, D, nc, s->U, LA_BK, 1, kp, D, s->acc, D, 1);
-        else la_mm_rows(rows, nr, j0, nc, D, s->U, LA_BK, kp, D, s->acc, D);
+        if (sparse) {
+            /* the dense path's products over the nonzero entries only, in its orders: dq row
+             * r over increasing key x; dk, dv row x over increasing r (query tiles, heads of
+             * the pair in the dense dk/dv pass's order, see em_backward_pair) */
+            for (int r = 0; r < nr; r++) {
+                const float *u = s->U + (size_t)r * LA_BK, *p = s->P + (size_t)r * LA_BK;
+                int nnz = la_nz_cols(u, nc, s->idx);
+                la_spmm_row(u, s->idx, nnz, kp, D, s->acc + (size_t)r * D, D);
+                la_spscatter_row(u, s->idx, nnz, s->qb + (size_t)r * D, dkp + (size_t)j0 * D, D, D);
+                nnz = la_nz_cols(p, nc, s->idx);
+                la_spscatter_row(p, s->idx, nnz, dob + (size_t)r * D, dvp + (size_t)j0 * D, D, D);
+            }
+        } else if (s->cls[kt] == 1) {
+            la_mm(nr, D, nc, s->U, LA_BK, 1, kp, D, s->acc, D, 1);
+        } else {
+            la_mm_rows(rows, nr, j0, nc, D, s->U, LA_BK, kp, D, s->acc, D);
+        }
     }
     la_unrotate_q(c, b, i0, nr, s->acc);
     memcpy(dq + rbase * D, s->acc, sizeof(float) * (size_t)nr * D);
@@ -733,8 +780,48 @@ static void em_dq_item(void *arg, la_item it) {
     em_arg *a = arg;
     const la_attn_ctx *c = a->e->c;
     double d = 0.0;
-    em_backward_dq(a->e, &a->s, it.b, it.h, it.tile, a->crow_stat, a->dout, a->delta, a->dq, &d);
+    em_backward_dq(a->e, &a->s, it.b, it.h, it.tile, a->crow_stat, a->dout, a->delta, a->dq, &d,
+                   NULL, NULL);
     c->part[((size_t)it.b * c->H + it.h) * c->nqt + it.tile] = d; /* d logn_s of this item */
+}
+
+/* Sparse backward of one (b, kv head) pair: the group's heads, then their query tiles, in
+ * increasing order, each computing delta and dq (as em_dq_item) and adding its nonzero
+ * terms to the pair's dk and dv in place: every dk / dv row gets its terms in the order
+ * em_backward_dkv adds them (heads, query tiles, rows increasing), so the gradients are
+ * bitwise those of the dense two passes, without their second QK^T and dO V^T per tile. */
+static void em_backward_pair(const em_t *e, em_scratch *s, int b, int hkv, const float *row_stat,
+                             const float *dout, float *delta, float *dq, float *dk, float *dv) {
+    const la_attn_ctx *c = e->c;
+    const int D = c->D, S = c->S;
+    size_t kbase = ((size_t)b * c->Hkv + hkv) * S * D;
+    memset(dk + kbase, 0, sizeof(float) * (size_t)S * D);
+    memset(dv + kbase, 0, sizeof(float) * (size_t)S * D);
+    for (int g = 0; g < c->group; g++) {
+        int h = hkv * c->group + g;
+        for (int qt = 0; qt < c->nqt; qt++) {
+            double d = 0.0;
+            em_backward_dq(e, s, b, h, qt, row_stat, dout, delta, dq, &d, dk + kbase, dv + kbase);
+            c->part[((size_t)b * c->H + h) * c->nqt + qt] = d;
+        }
+    }
+    la_unrotate_k(c, b, 0, S, dk + kbase);
+}
+
+static void em_pair_item(void *arg, la_item it) {
+    em_arg *a = arg;
+    em_backward_pair(a->e, &a->s, it.b, it.h, a->crow_stat, a->dout, a->delta, a->dq, a->dk, a->dv);
+}
+
+int la_entmax_sparse = 1; /* tests: 0 = the dense products everywhere */
+
+/* The sparse pair path when the pairs keep every thread busy (the rule of the softmax
+ * backward's fused path, softmax.c); bitwise the same results either way. */
+static int em_use_pairs(const la_attn_ctx *c) {
+    if (!la_entmax_sparse) return 0;
+    if (la_entmax_sparse > 1) return 1;
+    long pairs = (long)c->B * c->Hkv, nt = c->nthreads;
+    return 4 * nt * ((pairs + nt - 1) / nt) <= 5 * pairs;
 }
 
 static void em_dkv_item(void *arg, la_item it) {
@@ -749,13 +836,18 @@ static la_status em_backward(const la_attn_ctx *c, double alpha, const float *ro
                              const float *dout, float *dq, float *dk, float *dv) {
     em_t e;
     LA_TRY(em_init(&e, c, alpha));
+    const int pairs = em_use_pairs(c);
 #pragma omp parallel num_threads(c->nthreads)
     {
         em_arg a = {.e = &e, .s = em_thread(&e, omp_get_thread_num()), .dout = dout,
                     .crow_stat = row_stat, .delta = c->rowbuf, .dq = dq, .dk = dk, .dv = dv};
-        la_sched_for(c, LA_ITEMS_Q, 0, la_sched_nq(c), em_dq_item, &a);
-        /* the loop's barrier: delta is complete */
-        la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), em_dkv_item, &a);
+        if (pairs) {
+            la_sched_for(c, LA_ITEMS_PAIR, 0, la_sched_np(c), em_pair_item, &a);
+        } else {
+            la_sched_for(c, LA_ITEMS_Q, 0, la_sched_nq(c), em_dq_item, &a);
+            /* the loop's barrier: delta is complete */
+            la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), em_dkv_item, &a);
+        }
     }
     if (c->opts->dlogn_s) la_sum_parts(c, c->opts->dlogn_s);
     return LA_OK;

@@ -272,3 +272,74 @@ float la_exp_sub(const float *x, float mx, float *y, int n) {
     }
     return sum;
 }
+
+/* ---- sparse tile products (entmax rows: a few nonzero p per row) ---------------------
+ * Each computes, for the entries it touches, exactly the fused multiply-add chain that la_mm
+ * / la_mm_rows compute (same operands, same order, starting from the same value), and only
+ * leaves out terms whose A factor is zero (which add +-0 to a sum that is never -0, so
+ * change nothing): results are bitwise those of the dense products. */
+
+int la_nz_cols(const float *p, int n, int32_t *idx) {
+    int k = 0;
+    int x = 0;
+#ifdef __AVX512F__
+    for (; x < n; x += 16) {
+        __mmask16 lm = n - x >= 16 ? 0xFFFF : (__mmask16)((1u << (n - x)) - 1);
+        __mmask16 nz = _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, p + x), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        while (nz) {
+            idx[k++] = x + __builtin_ctz(nz);
+            nz &= (__mmask16)(nz - 1);
+        }
+    }
+#endif
+    for (; x < n; x++)
+        if (p[x] != 0.0f) idx[k++] = x;
+    return k;
+}
+
+void la_spmm_row(const float *p, const int32_t *idx, int nnz, const float *X, int ldx, float *c, int D) {
+    for (int t = 0; t < nnz; t++) {
+        float a = p[idx[t]];
+        const float *x = X + (size_t)idx[t] * ldx;
+        for (int d = 0; d < D; d++) c[d] = fmaf(a, x[d], c[d]);
+    }
+}
+
+void la_spscatter_row(const float *p, const int32_t *idx, int nnz, const float *x, float *C, int ldc, int D) {
+    for (int t = 0; t < nnz; t++) {
+        float a = p[idx[t]];
+        float *c = C + (size_t)idx[t] * ldc;
+        for (int d = 0; d < D; d++) c[d] = fmaf(a, x[d], c[d]);
+    }
+}
+
+void la_mm_need(int M, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                const uint8_t *need) {
+    for (int r0 = 0; r0 < M; r0 += 4) {
+        int mr = M - r0 < 4 ? M - r0 : 4;
+        unsigned m = 0;
+        for (int i = 0; i < mr; i++) m |= need[r0 + i];
+        for (int blk = 0; blk < 4; blk++) {
+            if (!(m & (1u << blk))) continue;
+#ifdef __AVX512F__
+            __m512 c[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (int k = 0; k < K; k++) {
+                __m512 bv = _mm512_loadu_ps(B + (size_t)k * ldb + 16 * blk);
+                for (int i = 0; i < mr; i++)
+                    c[i] = _mm512_fmadd_ps(_mm512_set1_ps(A[(size_t)(r0 + i) * lda + k]), bv, c[i]);
+            }
+            for (int i = 0; i < mr; i++) _mm512_storeu_ps(C + (size_t)(r0 + i) * ldc + 16 * blk, c[i]);
+#else
+            for (int i = 0; i < mr; i++) {
+                const float *a = A + (size_t)(r0 + i) * lda;
+                float *cc = C + (size_t)(r0 + i) * ldc + 16 * blk;
+                for (int x = 0; x < 16; x++) {
+                    float acc = 0.0f;
+                    for (int k = 0; k < K; k++) acc = fmaf(a[k], B[(size_t)k * ldb + 16 * blk + x], acc);
+                    cc[x] = acc;
+                }
+            }
+#endif
+        }
+    }
+}
