@@ -227,7 +227,8 @@ static void test_paths_bitwise(void **state) {
             if (em) la_entmax_sparse = 0;
             else la_softmax_bwd_fused = 0;
             run(c, &sp, &in, &two, th, NULL);
-            if (em) la_entmax_sparse = 2;
+            for (int mode = 2; mode <= (em ? 3 : 2); mode++) {
+            if (em) la_entmax_sparse = mode; /* pairs with / without prepared K, V tiles */
             else la_softmax_bwd_fused = 1;
             run(c, &sp, &in, &one, th, NULL);
             la_softmax_bwd_fused = -1, la_entmax_sparse = 1;
@@ -240,6 +241,7 @@ static void test_paths_bitwise(void **state) {
                              em ? "dense and sparse entmax" : "two-pass and fused softmax backward", at,
                              (double)out_buf(&two, i)[at], (double)out_buf(&one, i)[at]);
                 }
+            }
             outs_free(&two);
             outs_free(&one);
             ncmp[em]++;

@@ -361,7 +361,8 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
 extern int la_softmax_bwd_fused;
 /* Entmax-family switch for tests (entmax_attn.c): 1 (default) sparse products over the
  * nonzero p and the pair-item backward when the pairs keep the threads busy, 2 the pair
- * backward always, 0 the dense tile products and two-pass backward. Bitwise the same. */
+ * backward with prepared K/V tiles always, 3 the pair backward without them always, 0 the
+ * dense tile products and two-pass backward. Bitwise the same. */
 extern int la_entmax_sparse;
 /* Per-thread scratch the softmax kernels need for head dimension D. */
 size_t la_softmax_scratch_bytes(int D);

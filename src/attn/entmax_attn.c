@@ -93,6 +93,8 @@ typedef struct {
     float *strip2; /* (nkt, BQ, BK) dO V^T tiles (backward), or NULL */
     int32_t *idx;  /* (BK) nonzero columns of one row of a tile (sparse products) */
     uint8_t *need; /* (BQ) 16-column blocks of a tile row holding a nonzero p */
+    const float *ktp, *vtp; /* prepared (D, BK) K^T / V^T tiles of the item's pair
+                               (la_prep_pairs), tile kt at + kt * D * BK; NULL: transpose */
 } em_scratch;
 
 static size_t em_align(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -150,9 +152,12 @@ size_t la_entmax_attn_scratch_bytes(int D, int S) {
 static void tile_dots(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
                       const float *qb, float *sd, int ld) {
     int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
-    const float *kp = la_load_k(c, b, hkv, j0, nc, s->kb);
-    la_transpose(kp, nc, c->D, c->D, s->kt, LA_BK);
-    la_mm(nr, nc, c->D, qb, (size_t)c->D, 1, s->kt, LA_BK, sd, ld, 0);
+    const float *ktr = s->ktp ? s->ktp + (size_t)kt * c->D * LA_BK : NULL;
+    if (!ktr) {
+        la_transpose(la_load_k(c, b, hkv, j0, nc, s->kb), nc, c->D, c->D, s->kt, LA_BK);
+        ktr = s->kt;
+    }
+    la_mm(nr, nc, c->D, qb, (size_t)c->D, 1, ktr, LA_BK, sd, ld, 0);
 }
 
 /* Logits of tile kt for the query tile: a pointer to (nr, *ld) floats, from the strip or
@@ -491,6 +496,7 @@ static em_scratch em_thread(const em_t *e, int tid) {
     em_scratch s;
     char *base = la_ctx_scratch(e->c, tid);
     em_layout(e->c->D, e->c->nkt, e->cache, base, &s);
+    s.ktp = s.vtp = NULL;
     return s;
 }
 
@@ -503,10 +509,23 @@ typedef struct {
     float *out, *row_stat;
     const float *dout, *crow_stat; /* backward */
     float *delta, *dq, *dk, *dv;
+    int p0;        /* first (b, kv head) pair of the prepared chunk; -1: no prepared tiles */
+    int with_v;    /* the prepared chunk holds V^T tiles too */
 } em_arg;
+
+/* Point the scratch at the prepared tiles of the item's (b, kv head) pair, if any. */
+static void em_set_prep(em_arg *a, int b, int hkv) {
+    const la_attn_ctx *c = a->e->c;
+    a->s.ktp = a->s.vtp = NULL;
+    if (a->p0 < 0) return;
+    const float *base = c->prep + (size_t)(b * c->Hkv + hkv - a->p0) * la_prep_stride(c, a->with_v);
+    a->s.ktp = base;
+    if (a->with_v) a->s.vtp = base + (size_t)c->nkt * c->D * LA_BK;
+}
 
 static void em_forward_item(void *arg, la_item it) {
     em_arg *a = arg;
+    em_set_prep(a, it.b, it.h / a->e->c->group);
     em_forward_tile(a->e, &a->s, it.b, it.h, it.tile, a->out, a->row_stat);
 }
 
@@ -516,7 +535,16 @@ static la_status em_forward(const la_attn_ctx *c, double alpha, float *out, floa
 #pragma omp parallel num_threads(c->nthreads)
     {
         em_arg a = {.e = &e, .s = em_thread(&e, omp_get_thread_num()), .out = out, .row_stat = row_stat};
-        la_sched_for(c, LA_ITEMS_Q, 0, la_sched_nq(c), em_forward_item, &a);
+        /* query items chunk by chunk of (b, kv head) pairs whose K^T tiles are prepared once
+         * (as the softmax forward): no transpose (and rotation) of a key tile per query tile */
+        for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
+            int i0, i1;
+            la_sched_chunk(c, ch, &i0, &i1);
+            a.p0 = ch * c->prep_pairs;
+            la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 0);
+            la_sched_for(c, LA_ITEMS_Q, i0, i1, em_forward_item, &a);
+        }
+        a.p0 = -1;
         /* key_mass once every tau is known: one head item per key tile, fixed order */
         if (c->opts->key_mass) la_key_mass_for(c, row_stat, em_probs, &e);
     }
@@ -534,8 +562,12 @@ static int tile_pu(const em_t *e, const float *Lt, int ld, int nr, int nc, const
         const float *l = Lt + (size_t)r * ld;
         float *p = P + (size_t)r * LA_BK, *u = U + (size_t)r * LA_BK;
         double tr = tau[r];
-        if (tr == LA_ROW_EMPTY) {
-            for (int x = 0; x < nc; x++) p[x] = 0.0f, u[x] = 0.0f;
+        /* rows whose largest logit in the tile is at or below the threshold have p = u = 0
+         * throughout (am1 * l - tau is monotone in l, in double as below): most rows of most
+         * tiles of a long sparse row */
+        if (tr == LA_ROW_EMPTY || !(e->am1 * (double)la_row_max(l, nc) - tr > 0.0)) {
+            memset(p, 0, sizeof(float) * (size_t)nc);
+            memset(u, 0, sizeof(float) * (size_t)nc);
             continue;
         }
         if (e->rk) { /* alpha = 2 / 1.5: branch-free, vectorised */
@@ -625,15 +657,18 @@ static double tile_dscore(const em_t *e, em_scratch *s, int h, const la_rowvis *
 static void tile_dov_need(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
                           int nc, const float *dob) {
     int j0 = kt * LA_BK;
-    const float *vp = c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * c->D;
-    la_transpose(vp, nc, c->D, c->D, s->kt, LA_BK);
+    const float *vtr = s->vtp ? s->vtp + (size_t)kt * c->D * LA_BK : NULL;
+    if (!vtr) {
+        la_transpose(c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * c->D, nc, c->D, c->D, s->kt, LA_BK);
+        vtr = s->kt;
+    }
     for (int r = 0; r < nr; r++) {
         const float *p = s->P + (size_t)r * LA_BK;
         unsigned m = 0;
         for (int x = 0; x < nc; x++) m |= (p[x] > 0.0f) << (x >> 4);
         s->need[r] = (uint8_t)m;
     }
-    la_mm_need(nr, c->D, dob, c->D, s->kt, LA_BK, s->dP, LA_BK, s->need);
+    la_mm_need(nr, c->D, dob, c->D, vtr, LA_BK, s->dP, LA_BK, s->need);
 }
 
 /* Query tile qt of head h: delta and dq; with dkp, dvp (the (S, D) dk, dv rows of the pair,
@@ -673,11 +708,14 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
             memcpy(s->strip + blk, s->sd, bytes);
             memcpy(s->strip2 + blk, s->dP, bytes);
         }
-        for (int r = 0; r < nr; r++) {
+        for (int r = 0; r < nr; r++) { /* over the p > 0 (p is never negative) */
             const float *u = s->U + (size_t)r * LA_BK, *dp = s->dP + (size_t)r * LA_BK;
+            int nnz = la_nz_cols(s->P + (size_t)r * LA_BK, nc, s->idx);
             double a = 0, g = 0;
-            for (int x = 0; x < nc; x++)
-                if (s->P[(size_t)r * LA_BK + x] > 0.0f) a += u[x], g += (double)u[x] * dp[x];
+            for (int t = 0; t < nnz; t++) {
+                int x = s->idx[t];
+                a += u[x], g += (double)u[x] * dp[x];
+            }
             su[r] += a, sug[r] += g;
         }
     }
@@ -810,18 +848,25 @@ static void em_backward_pair(const em_t *e, em_scratch *s, int b, int hkv, const
 
 static void em_pair_item(void *arg, la_item it) {
     em_arg *a = arg;
+    em_set_prep(a, it.b, it.h);
     em_backward_pair(a->e, &a->s, it.b, it.h, a->crow_stat, a->dout, a->delta, a->dq, a->dk, a->dv);
 }
 
 int la_entmax_sparse = 1; /* tests: 0 = the dense products everywhere */
 
-/* The sparse pair path when the pairs keep every thread busy (the rule of the softmax
- * backward's fused path, softmax.c); bitwise the same results either way. */
+/* n items of equal cost keep nt threads busy enough: the rule of the softmax backward's
+ * fused path (softmax.c) */
+static int em_balanced(long n, long nt) { return 4 * nt * ((n + nt - 1) / nt) <= 5 * n; }
+
+/* Backward path: 1 the sparse pair items chunk by chunk of prepared K^T, V^T tiles, when a
+ * chunk's pairs keep every thread busy; 2 the same without prepared tiles (one chunk of all
+ * pairs, tiles transposed per use) when only all the pairs do; 0 the dense two passes.
+ * Bitwise the same results either way. */
 static int em_use_pairs(const la_attn_ctx *c) {
     if (!la_entmax_sparse) return 0;
-    if (la_entmax_sparse > 1) return 1;
-    long pairs = (long)c->B * c->Hkv, nt = c->nthreads;
-    return 4 * nt * ((pairs + nt - 1) / nt) <= 5 * pairs;
+    if (la_entmax_sparse > 1) return la_entmax_sparse == 2 ? 1 : 2;
+    if (em_balanced(c->prep_pairs, c->nthreads)) return 1;
+    return em_balanced((long)c->B * c->Hkv, c->nthreads) ? 2 : 0;
 }
 
 static void em_dkv_item(void *arg, la_item it) {
@@ -840,8 +885,16 @@ static la_status em_backward(const la_attn_ctx *c, double alpha, const float *ro
 #pragma omp parallel num_threads(c->nthreads)
     {
         em_arg a = {.e = &e, .s = em_thread(&e, omp_get_thread_num()), .dout = dout,
-                    .crow_stat = row_stat, .delta = c->rowbuf, .dq = dq, .dk = dk, .dv = dv};
-        if (pairs) {
+                    .crow_stat = row_stat, .delta = c->rowbuf, .dq = dq, .dk = dk, .dv = dv, .p0 = -1};
+        if (pairs == 1) {
+            a.with_v = 1;
+            for (int p0 = 0; p0 < la_sched_np(c); p0 += c->prep_pairs) {
+                int n = la_sched_np(c) - p0 < c->prep_pairs ? la_sched_np(c) - p0 : c->prep_pairs;
+                a.p0 = p0;
+                la_prep_pairs_for(c, p0, n, 1);
+                la_sched_for(c, LA_ITEMS_PAIR, p0, p0 + n, em_pair_item, &a);
+            }
+        } else if (pairs == 2) {
             la_sched_for(c, LA_ITEMS_PAIR, 0, la_sched_np(c), em_pair_item, &a);
         } else {
             la_sched_for(c, LA_ITEMS_Q, 0, la_sched_nq(c), em_dq_item, &a);
