@@ -328,15 +328,14 @@ void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float 
  * products above (the same fused multiply-add chains, zero terms left out):
  *   la_nz_cols:       the x < n with p[x] != 0 into idx, increasing; returns how many;
  *   la_spmm_row:      c[0:D] += sum over idx (in order) of p[x] * X[x][0:D]  (row of P X);
- *   la_spscatter_row: C[x][0:D] += p[x] * x[0:D] for x in idx  (one row of P^T x);
- *   la_mm_need:       C = A B (la_mm, acc = 0) only for the 16-column blocks of row r whose
- *                     bit is set in need[r] (N <= 64, B readable for 64 columns); other
- *                     entries of C are left as they were. */
+ *   la_spscatter_row: C[x][0:D] += p[x] * x[0:D] for x in idx  (one row of P^T x). */
 int la_nz_cols(const float *p, int n, int32_t *idx);
+/* C[ri[t]][xi[t]] = sum_k A[ri[t]][k] * B[xi[t]][k] for t < n: the entries of A B^T that la_mm
+ * with B transposed would compute (the same chain over k), for listed entries only. */
+void la_dot_entries(int n, const int32_t *ri, const int32_t *xi, const float *A, int lda,
+                    const float *B, int ldb, int K, float *C, int ldc);
 void la_spmm_row(const float *p, const int32_t *idx, int nnz, const float *X, int ldx, float *c, int D);
 void la_spscatter_row(const float *p, const int32_t *idx, int nnz, const float *x, float *C, int ldc, int D);
-void la_mm_need(int M, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
-                const uint8_t *need);
 /* Transpose src (n, D, lds) into dst (D, ldd), zero-filling columns n..ldd-1. */
 void la_transpose(const float *src, int n, int D, int lds, float *dst, int ldd);
 

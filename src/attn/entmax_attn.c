@@ -92,9 +92,9 @@ typedef struct {
     float *strip;  /* (BQ, nkt*BK) logits strip (forward) / raw-dot tiles (backward), or NULL */
     float *strip2; /* (nkt, BQ, BK) dO V^T tiles (backward), or NULL */
     int32_t *idx;  /* (BK) nonzero columns of one row of a tile (sparse products) */
-    uint8_t *need; /* (BQ) 16-column blocks of a tile row holding a nonzero p */
-    const float *ktp, *vtp; /* prepared (D, BK) K^T / V^T tiles of the item's pair
-                               (la_prep_pairs), tile kt at + kt * D * BK; NULL: transpose */
+    int32_t *ent_r, *ent_x; /* (BQ * BK) rows, columns of a tile's nonzero p */
+    const float *ktp; /* prepared (D, BK) K^T tiles of the item's pair (la_prep_pairs),
+                         tile kt at + kt * D * BK; NULL: transpose per use */
 } em_scratch;
 
 static size_t em_align(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -122,7 +122,8 @@ static size_t em_layout(int D, int nkt, int cache, char *base, em_scratch *s) {
     EM_TAKE(cbuf, double, nkt);
     EM_TAKE(rowd, double, 24 * LA_BQ); /* row state, R_COUNT <= 24 slots */
     EM_TAKE(idx, int32_t, LA_BK);
-    EM_TAKE(need, uint8_t, LA_BQ);
+    EM_TAKE(ent_r, int32_t, LA_BQ * LA_BK);
+    EM_TAKE(ent_x, int32_t, LA_BQ * LA_BK);
     if (cache) {
         EM_TAKE(strip, float, (size_t)LA_BQ * nkt * LA_BK);
         EM_TAKE(strip2, float, (size_t)LA_BQ * nkt * LA_BK);
@@ -496,7 +497,7 @@ static em_scratch em_thread(const em_t *e, int tid) {
     em_scratch s;
     char *base = la_ctx_scratch(e->c, tid);
     em_layout(e->c->D, e->c->nkt, e->cache, base, &s);
-    s.ktp = s.vtp = NULL;
+    s.ktp = NULL;
     return s;
 }
 
@@ -510,17 +511,14 @@ typedef struct {
     const float *dout, *crow_stat; /* backward */
     float *delta, *dq, *dk, *dv;
     int p0;        /* first (b, kv head) pair of the prepared chunk; -1: no prepared tiles */
-    int with_v;    /* the prepared chunk holds V^T tiles too */
 } em_arg;
 
 /* Point the scratch at the prepared tiles of the item's (b, kv head) pair, if any. */
 static void em_set_prep(em_arg *a, int b, int hkv) {
     const la_attn_ctx *c = a->e->c;
-    a->s.ktp = a->s.vtp = NULL;
+    a->s.ktp = NULL;
     if (a->p0 < 0) return;
-    const float *base = c->prep + (size_t)(b * c->Hkv + hkv - a->p0) * la_prep_stride(c, a->with_v);
-    a->s.ktp = base;
-    if (a->with_v) a->s.vtp = base + (size_t)c->nkt * c->D * LA_BK;
+    a->s.ktp = c->prep + (size_t)(b * c->Hkv + hkv - a->p0) * la_prep_stride(c, 0);
 }
 
 static void em_forward_item(void *arg, la_item it) {
@@ -653,22 +651,19 @@ static double tile_dscore(const em_t *e, em_scratch *s, int h, const la_rowvis *
     return dls;
 }
 
-/* dV O^T of tile kt for the rows' nonzero-p column blocks only (sparse path; P in s->P). */
+/* dO V^T of tile kt at the entries with p > 0 only (sparse path; P in s->P): each entry the
+ * chain over d that the dense product forms, from V's rows (no transpose); other entries of
+ * s->dP are stale and never read. */
 static void tile_dov_need(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
                           int nc, const float *dob) {
-    int j0 = kt * LA_BK;
-    const float *vtr = s->vtp ? s->vtp + (size_t)kt * c->D * LA_BK : NULL;
-    if (!vtr) {
-        la_transpose(c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * c->D, nc, c->D, c->D, s->kt, LA_BK);
-        vtr = s->kt;
-    }
+    int j0 = kt * LA_BK, n = 0;
+    const float *vp = c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * c->D;
     for (int r = 0; r < nr; r++) {
-        const float *p = s->P + (size_t)r * LA_BK;
-        unsigned m = 0;
-        for (int x = 0; x < nc; x++) m |= (p[x] > 0.0f) << (x >> 4);
-        s->need[r] = (uint8_t)m;
+        int k = la_nz_cols(s->P + (size_t)r * LA_BK, nc, s->ent_x + n);
+        for (int t = 0; t < k; t++) s->ent_r[n + t] = r;
+        n += k;
     }
-    la_mm_need(nr, c->D, dob, c->D, vtr, LA_BK, s->dP, LA_BK, s->need);
+    la_dot_entries(n, s->ent_r, s->ent_x, dob, c->D, vp, c->D, c->D, s->dP, LA_BK);
 }
 
 /* Query tile qt of head h: delta and dq; with dkp, dvp (the (S, D) dk, dv rows of the pair,
@@ -858,7 +853,7 @@ int la_entmax_sparse = 1; /* tests: 0 = the dense products everywhere */
  * fused path (softmax.c) */
 static int em_balanced(long n, long nt) { return 4 * nt * ((n + nt - 1) / nt) <= 5 * n; }
 
-/* Backward path: 1 the sparse pair items chunk by chunk of prepared K^T, V^T tiles, when a
+/* Backward path: 1 the sparse pair items chunk by chunk of prepared K^T tiles, when a
  * chunk's pairs keep every thread busy; 2 the same without prepared tiles (one chunk of all
  * pairs, tiles transposed per use) when only all the pairs do; 0 the dense two passes.
  * Bitwise the same results either way. */
@@ -887,11 +882,10 @@ static la_status em_backward(const la_attn_ctx *c, double alpha, const float *ro
         em_arg a = {.e = &e, .s = em_thread(&e, omp_get_thread_num()), .dout = dout,
                     .crow_stat = row_stat, .delta = c->rowbuf, .dq = dq, .dk = dk, .dv = dv, .p0 = -1};
         if (pairs == 1) {
-            a.with_v = 1;
             for (int p0 = 0; p0 < la_sched_np(c); p0 += c->prep_pairs) {
                 int n = la_sched_np(c) - p0 < c->prep_pairs ? la_sched_np(c) - p0 : c->prep_pairs;
                 a.p0 = p0;
-                la_prep_pairs_for(c, p0, n, 1);
+                la_prep_pairs_for(c, p0, n, 0);
                 la_sched_for(c, LA_ITEMS_PAIR, p0, p0 + n, em_pair_item, &a);
             }
         } else if (pairs == 2) {

@@ -313,33 +313,20 @@ void la_spscatter_row(const float *p, const int32_t *idx, int nnz, const float *
     }
 }
 
-void la_mm_need(int M, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
-                const uint8_t *need) {
-    for (int r0 = 0; r0 < M; r0 += 4) {
-        int mr = M - r0 < 4 ? M - r0 : 4;
-        unsigned m = 0;
-        for (int i = 0; i < mr; i++) m |= need[r0 + i];
-        for (int blk = 0; blk < 4; blk++) {
-            if (!(m & (1u << blk))) continue;
-#ifdef __AVX512F__
-            __m512 c[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-            for (int k = 0; k < K; k++) {
-                __m512 bv = _mm512_loadu_ps(B + (size_t)k * ldb + 16 * blk);
-                for (int i = 0; i < mr; i++)
-                    c[i] = _mm512_fmadd_ps(_mm512_set1_ps(A[(size_t)(r0 + i) * lda + k]), bv, c[i]);
-            }
-            for (int i = 0; i < mr; i++) _mm512_storeu_ps(C + (size_t)(r0 + i) * ldc + 16 * blk, c[i]);
-#else
-            for (int i = 0; i < mr; i++) {
-                const float *a = A + (size_t)(r0 + i) * lda;
-                float *cc = C + (size_t)(r0 + i) * ldc + 16 * blk;
-                for (int x = 0; x < 16; x++) {
-                    float acc = 0.0f;
-                    for (int k = 0; k < K; k++) acc = fmaf(a[k], B[(size_t)k * ldb + 16 * blk + x], acc);
-                    cc[x] = acc;
-                }
-            }
-#endif
+void la_dot_entries(int n, const int32_t *ri, const int32_t *xi, const float *A, int lda,
+                    const float *B, int ldb, int K, float *C, int ldc) {
+    for (int t0 = 0; t0 < n; t0 += 8) {
+        /* 8 independent chains at a time (short groups repeat their last entry) */
+        const float *a[8], *b[8];
+        float acc[8];
+        for (int i = 0; i < 8; i++) {
+            int t = t0 + i < n ? t0 + i : n - 1;
+            a[i] = A + (size_t)ri[t] * lda;
+            b[i] = B + (size_t)xi[t] * ldb;
+            acc[i] = 0.0f;
         }
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < 8; i++) acc[i] = fmaf(a[i][k], b[i][k], acc[i]);
+        for (int i = 0; i < 8 && t0 + i < n; i++) C[(size_t)ri[t0 + i] * ldc + xi[t0 + i]] = acc[i];
     }
 }
