@@ -330,6 +330,8 @@ void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float 
  *   la_spmm_row:      c[0:D] += sum over idx (in order) of p[x] * X[x][0:D]  (row of P X);
  *   la_spscatter_row: C[x][0:D] += p[x] * x[0:D] for x in idx  (one row of P^T x). */
 int la_nz_cols(const float *p, int n, int32_t *idx);
+/* The x < n with l[x] > thr (so never NaN) into idx, increasing; returns how many. */
+int la_gt_cols(const float *l, int n, float thr, int32_t *idx);
 /* C[ri[t]][xi[t]] = sum_k A[ri[t]][k] * B[xi[t]][k] for t < n: the entries of A B^T that la_mm
  * with B transposed would compute (the same chain over k), for listed entries only. */
 void la_dot_entries(int n, const int32_t *ri, const int32_t *xi, const float *A, int lda,

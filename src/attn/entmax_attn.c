@@ -419,24 +419,18 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             }
             const double mr = M[r], tr = t[r];
             double sp_ = 0, en = 0;
-            if (e->rk) { /* alpha = 2 / 1.5: branch-free, vectorised */
-                if (e->rk == 2) {
-#pragma omp simd reduction(+ : sp_)
-                    for (int x = 0; x < nc; x++) {
-                        double xx = am1 * ((double)l[x] - mr) - tr;
-                        double xp = xx > 0.0 ? xx : 0.0;
-                        float pf = (float)(xp * xp);
-                        p[x] = pf;
-                        sp_ += pf > 0.0f ? 1.0 : 0.0; /* support = p > 0 after rounding */
-                    }
-                } else {
-#pragma omp simd reduction(+ : sp_)
-                    for (int x = 0; x < nc; x++) {
-                        double xx = am1 * ((double)l[x] - mr) - tr;
-                        float pf = (float)(xx > 0.0 ? xx : 0.0);
-                        p[x] = pf;
-                        sp_ += pf > 0.0f ? 1.0 : 0.0;
-                    }
+            if (e->rk) { /* alpha = 2 / 1.5 */
+                /* the exact test in double only for logits above the float prefilter bound
+                 * (a few per row and tile in a long sparse row); the others get p = 0 */
+                memset(p, 0, sizeof(float) * (size_t)nc);
+                int n = la_gt_cols(l, nc, em_float_below(mr + tr / am1), s->idx);
+                for (int q = 0; q < n; q++) {
+                    int x = s->idx[q];
+                    double xx = am1 * ((double)l[x] - mr) - tr;
+                    double xp = xx > 0.0 ? xx : 0.0;
+                    float pf = (float)(e->rk == 2 ? xp * xp : xp);
+                    p[x] = pf;
+                    sp_ += pf > 0.0f ? 1.0 : 0.0; /* support = p > 0 after rounding */
                 }
                 if (c->opts->row_entropy)
                     for (int x = 0; x < nc; x++)
@@ -556,52 +550,37 @@ static la_status em_forward(const la_attn_ctx *c, double alpha, float *out, floa
 static int tile_pu(const em_t *e, const float *Lt, int ld, int nr, int nc, const float *tau,
                    float *P, float *U) {
     int nz = 0;
+    const double am1 = e->am1;
+    int32_t idx[LA_BK];
     for (int r = 0; r < nr; r++) {
         const float *l = Lt + (size_t)r * ld;
         float *p = P + (size_t)r * LA_BK, *u = U + (size_t)r * LA_BK;
         double tr = tau[r];
-        /* rows whose largest logit in the tile is at or below the threshold have p = u = 0
-         * throughout (am1 * l - tau is monotone in l, in double as below): most rows of most
-         * tiles of a long sparse row */
-        if (tr == LA_ROW_EMPTY || !(e->am1 * (double)la_row_max(l, nc) - tr > 0.0)) {
-            memset(p, 0, sizeof(float) * (size_t)nc);
-            memset(u, 0, sizeof(float) * (size_t)nc);
-            continue;
-        }
-        if (e->rk) { /* alpha = 2 / 1.5: branch-free, vectorised */
-            int cnt = 0;
-            const double am1 = e->am1;
+        memset(p, 0, sizeof(float) * (size_t)nc);
+        memset(u, 0, sizeof(float) * (size_t)nc);
+        if (tr == LA_ROW_EMPTY) continue;
+        /* only logits above a float bound just under tau / (alpha-1) can have p > 0 (most of a
+         * long sparse row's entries are not): the exact test in double runs on those only, so
+         * every entry is the same as from a full pass */
+        int n = la_gt_cols(l, nc, em_float_below(tr / am1), idx);
+        for (int t = 0; t < n; t++) {
+            int x = idx[t];
+            double xx = am1 * (double)l[x] - tr;
             if (e->rk == 2) {
-#pragma omp simd reduction(+ : cnt)
-                for (int x = 0; x < nc; x++) {
-                    double xx = am1 * (double)l[x] - tr;
-                    double xp = xx > 0.0 ? xx : 0.0;
-                    float pf = (float)(xp * xp);
-                    p[x] = pf;
-                    u[x] = pf > 0.0f ? (float)xp : 0.0f;
-                    cnt += pf > 0.0f;
-                }
-            } else {
-#pragma omp simd reduction(+ : cnt)
-                for (int x = 0; x < nc; x++) {
-                    double xx = am1 * (double)l[x] - tr;
-                    float pf = (float)(xx > 0.0 ? xx : 0.0);
-                    p[x] = pf;
-                    u[x] = pf > 0.0f ? 1.0f : 0.0f;
-                    cnt += pf > 0.0f;
-                }
-            }
-            nz += cnt;
-            continue;
-        }
-        for (int x = 0; x < nc; x++) {
-            double xx = e->am1 * (double)l[x] - tr;
-            if (xx > 0.0) {
+                double xp = xx > 0.0 ? xx : 0.0;
+                float pf = (float)(xp * xp);
+                p[x] = pf;
+                u[x] = pf > 0.0f ? (float)xp : 0.0f;
+                nz += pf > 0.0f;
+            } else if (e->rk == 1) {
+                float pf = (float)(xx > 0.0 ? xx : 0.0);
+                p[x] = pf;
+                u[x] = pf > 0.0f ? 1.0f : 0.0f;
+                nz += pf > 0.0f;
+            } else if (xx > 0.0) {
                 p[x] = (float)em_pow(e, xx);
                 u[x] = (float)em_powm1(e, xx);
                 nz++;
-            } else {
-                p[x] = 0.0f, u[x] = 0.0f;
             }
         }
     }

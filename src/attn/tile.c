@@ -297,6 +297,25 @@ int la_nz_cols(const float *p, int n, int32_t *idx) {
     return k;
 }
 
+int la_gt_cols(const float *l, int n, float thr, int32_t *idx) {
+    int k = 0;
+    int x = 0;
+#ifdef __AVX512F__
+    const __m512 vt = _mm512_set1_ps(thr);
+    for (; x < n; x += 16) {
+        __mmask16 lm = n - x >= 16 ? 0xFFFF : (__mmask16)((1u << (n - x)) - 1);
+        __mmask16 gt = _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, l + x), vt, _CMP_GT_OQ);
+        while (gt) {
+            idx[k++] = x + __builtin_ctz(gt);
+            gt &= (__mmask16)(gt - 1);
+        }
+    }
+#endif
+    for (; x < n; x++)
+        if (l[x] > thr) idx[k++] = x;
+    return k;
+}
+
 void la_spmm_row(const float *p, const int32_t *idx, int nnz, const float *X, int ldx, float *c, int D) {
     for (int t = 0; t < nnz; t++) {
         float a = p[idx[t]];
