@@ -115,10 +115,11 @@ static scratch get_scratch(const la_attn_ctx *c, int tid) {
     return s;
 }
 
-/* Raw dots and logits of query tile (b,h,i0,nr) against key tile j0..j0+nc (Kt ready). */
-static void tile_scores(const la_attn_ctx *c, const scratch *s, const float *Kt, int h,
+/* Raw dots and logits of query tile (b,h,i0,nr) (rows Q, (nr, D)) against key tile
+ * j0..j0+nc (Kt ready). */
+static void tile_scores(const la_attn_ctx *c, const scratch *s, const float *Q, const float *Kt, int h,
                         const la_rowvis *rows, int i0, int nr, int j0, int nc, int cls) {
-    la_mm(nr, nc, c->D, s->Qt, (size_t)c->D, 1, Kt, LA_BK, s->Sb, LA_BK, 0);
+    la_mm(nr, nc, c->D, Q, (size_t)c->D, 1, Kt, LA_BK, s->Sb, LA_BK, 0);
     la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, s->Sb, s->Lb, LA_BK);
 }
 
@@ -148,7 +149,7 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
     PROF_LAP(SP_F_OTHER);
     while (la_kiter_next(&ki, &t)) { /* fully masked tiles are skipped: they cost nothing */
         const int kt = t.kt, j0 = t.j0, nc = t.nc, cls = t.cls;
-        tile_scores(c, s, ktiles + (size_t)kt * D * LA_BK, h, rows, i0, nr, j0, nc, cls);
+        tile_scores(c, s, s->Qt, ktiles + (size_t)kt * D * LA_BK, h, rows, i0, nr, j0, nc, cls);
         PROF_LAP(SP_F_SCORES);
         for (int r = 0; r < nr; r++) {
             const float *L = s->Lb + (size_t)r * LA_BK;
@@ -350,7 +351,7 @@ static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt
         const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
         const float *Kt = ktiles + (size_t)kt * D * LA_BK;
         PROF_LAP(SP_Q_OTHER);
-        tile_scores(c, s, Kt, h, rows, i0, nr, j0, nc, cls);
+        tile_scores(c, s, s->Qt, Kt, h, rows, i0, nr, j0, nc, cls);
         PROF_LAP(SP_Q_SCORES);
         tile_probs(s, rows, nr, nc);
         PROF_LAP(SP_Q_EXP);
@@ -399,7 +400,7 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
             la_load_q(c, b, h, i0, nr, s->Qt);
             const float *dO = load_rowgrad(c, s, b, h, i0, nr, delta, row_stat, dout);
             PROF_LAP(SP_K_OTHER);
-            tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
+            tile_scores(c, s, s->Qt, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
             PROF_LAP(SP_K_SCORES);
             tile_probs(s, rows, nr, nc);
             PROF_LAP(SP_K_EXP);
@@ -457,10 +458,15 @@ static void bwd_pair_task(const la_attn_ctx *c, const scratch *s, int b, int hkv
                 const int i0 = t.i0, nr = t.nr;
                 const la_rowvis *rows = t.rows;
                 la_row_factors(c, h, rows, nr, s->cr);
-                la_load_q(c, b, h, i0, nr, s->Qt);
+                /* the query rows themselves when nothing rotates (no copy per tile pair) */
+                const float *Q = c->q + (((size_t)b * c->H + h) * T + i0) * D;
+                if (c->rotate) {
+                    la_load_q(c, b, h, i0, nr, s->Qt);
+                    Q = s->Qt;
+                }
                 const float *dO = load_rowgrad(c, s, b, h, i0, nr, delta, row_stat, dout);
                 PROF_LAP(SP_K_OTHER);
-                tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
+                tile_scores(c, s, Q, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
                 PROF_LAP(SP_K_SCORES);
                 tile_probs(s, rows, nr, nc);
                 PROF_LAP(SP_K_EXP);
@@ -470,7 +476,7 @@ static void bwd_pair_task(const la_attn_ctx *c, const scratch *s, int b, int hkv
                 double *gs = part ? c->rowgs + ((size_t)b * c->H + h) * T + i0 : NULL;
                 tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, gs, SP_K_DP, SP_K_DS);
                 /* dk_rot += (d dot)^T Q_rot */
-                la_mm(nc, D, nr, s->dPb, 1, LA_BK, s->Qt, D, s->dka, D, 1);
+                la_mm(nc, D, nr, s->dPb, 1, LA_BK, Q, D, s->dka, D, 1);
                 PROF_LAP(SP_K_DK);
                 /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
                 float *dqt = dqh + (size_t)i0 * D;
