@@ -287,45 +287,13 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
                 const float *l = Lt + (size_t)r * ld;
                 double fr = 0, gr = 0, n_ = 0, s1 = 0, s2 = 0, cm = cmin[r];
                 const double mr = M[r], tr = t[r];
-                if (e->rk) {
-                    /* alpha = 2 / 1.5: branch-free, vectorisable form of the loop below */
-                    if (e->rk == 2) {
-#pragma omp simd reduction(+ : fr, gr, n_, s1, s2) reduction(min : cm)
-                        for (int x = 0; x < nc; x++) {
-                            double cc = am1 * ((double)l[x] - mr);
-                            double xx = cc - tr;
-                            double xp = xx > 0.0 ? xx : 0.0, cs = xx > 0.0 ? cc : 0.0;
-                            double cq = xx > 0.0 ? cc : INFINITY;
-                            fr += xp * xp; /* g = x^(r-1) = x, f term x^2 */
-                            gr += xp;
-                            n_ += xx > 0.0 ? 1.0 : 0.0;
-                            s1 += cs;
-                            s2 += cs * cs;
-                            cm = cq < cm ? cq : cm;
-                        }
-                    } else {
-#pragma omp simd reduction(+ : fr, gr, n_, s1, s2) reduction(min : cm)
-                        for (int x = 0; x < nc; x++) {
-                            double cc = am1 * ((double)l[x] - mr);
-                            double xx = cc - tr;
-                            double xp = xx > 0.0 ? xx : 0.0, cs = xx > 0.0 ? cc : 0.0;
-                            double cq = xx > 0.0 ? cc : INFINITY, mk = xx > 0.0 ? 1.0 : 0.0;
-                            fr += xp; /* g = 1, f term x */
-                            gr += mk;
-                            n_ += mk;
-                            s1 += cs;
-                            s2 += cs * cs;
-                            cm = cq < cm ? cq : cm;
-                        }
-                    }
-                    f[r] += fr, df[r] -= e->r * gr, N[r] += n_, S1[r] += s1, S2[r] += s2;
-                    cmin[r] = cm;
-                    continue;
-                }
+                /* only logits above a float bound just under the row's threshold can have
+                 * x > 0 (a few per row and tile in a long sparse row): the exact test in
+                 * double runs on those, in increasing x */
                 const float lt = em_float_below(mr + tr / am1);
-                for (int x = 0; x < nc; x++) {
-                    if (!(l[x] > lt)) continue; /* cheap float prefilter, exact test below */
-                    double cc = am1 * ((double)l[x] - mr);
+                int nx = la_gt_cols(l, nc, lt, s->idx);
+                for (int q = 0; q < nx; q++) {
+                    double cc = am1 * ((double)l[s->idx[q]] - mr);
                     double xx = cc - tr;
                     if (xx > 0.0) {
                         double g = em_powm1(e, xx);
