@@ -19,9 +19,13 @@
  *
  * Backward (Peters et al. 2019 eq. 10): u = p^(2-alpha) on the support, dP = dO V^T,
  * delta_r = sum u dP / sum u, dL = u (dP - delta_r) on the support (0 elsewhere, selected, so
- * NaN in masked V rows cannot leak), dS = dL * c_r * a_t. Phase A (query tiles) computes
- * delta and dq; phase B (key tiles, all query heads of the kv group) computes dk and dv, so
- * no two threads write the same row.
+ * NaN in masked V rows cannot leak), dS = dL * c_r * a_t. Sparse path (issue 20, default):
+ * one work item per (b, kv head) pair sweeps its query tiles, computing delta and dq and
+ * adding dk, dv in place over the nonzero p only (em_backward_pair). Dense path (few pairs,
+ * or la_entmax_sparse = 0): phase A (query tiles) computes delta and dq; phase B (key tiles,
+ * all query heads of the kv group) computes dk and dv. Either way no two threads write the
+ * same row, and both give bitwise the same results (the sparse products skip exact zeros
+ * only, in the dense products' order).
  *
  * Threads: the work items, their order and each item's visible tiles come from the tile
  * scheduler (sched.c); key_mass is a second pass over key tiles once tau is known

@@ -9,10 +9,14 @@
  * Backward (flash-attention-2, Dao 2023, Alg. 2): D_i = rowsum(dout o out),
  * dL = P o (dP - D_i) with P = exp(L - lse) and dP = dout V^T, then through
  * L = c_r a_t dot + m_t + slope d_t: d dot = dL c_r a_t, and d s_h = sum dL scale log(n_q) dot
- * for logn. dq is accumulated per (b, h, query tile); dk, dv per (b, hkv, key tile), each
- * recomputing P, so no two threads ever write the same output and no reduction order
- * depends on the thread count: results are bitwise identical for any n_threads. The work
- * items, their order and the visible tiles of each come from the tile scheduler (sched.c).
+ * for logn. Two paths with bitwise the same results: the fused one (bwd_pair_task, issue
+ * 20) forms S, P, dP and dS once per visible tile pair for dq, dk and dv, one (b, kv head)
+ * pair per work item; the two-pass one accumulates dq per (b, h, query tile), then dk, dv
+ * per (b, hkv, key tile), each recomputing P (used when there are too few pairs to keep
+ * the threads busy). Either way no two threads ever write the same output and no reduction
+ * order depends on the thread count: results are bitwise identical for any n_threads. The
+ * work items, their order and the visible tiles of each come from the tile scheduler
+ * (sched.c).
  * Rotated-frame gradients are rotated back by the inverse RoPE rotation at the end.
  *
  * Memory: per thread a few BQ x D and BQ x BK tiles; no T x S buffer anywhere.
