@@ -293,6 +293,11 @@ typedef struct { int qt, i0, nr, cls; const la_rowvis *rows; } la_qtile;
 void la_qiter_init(la_qiter *it, const la_attn_ctx *c, int b, int kt);
 int la_qiter_next(la_qiter *it, la_qtile *t);
 
+/* Class of the tile pair (query tile qt, key tile kt) of batch b as the iterators see it:
+ * 0 when the iterators skip it (outside the query tile's key span or fully masked), else
+ * la_tile_class's 1 (all visible) or 2 (partial). */
+int la_sched_tile_cls(const la_attn_ctx *c, int b, int qt, int kt);
+
 /* out[h] = sum over b, then query tile, of c->part[(b, h, qt)] (a fixed order), as float. */
 void la_sum_parts(const la_attn_ctx *c, float *out);
 

@@ -153,6 +153,14 @@ int la_qiter_next(la_qiter *it, la_qtile *t) {
     return 0;
 }
 
+int la_sched_tile_cls(const la_attn_ctx *c, int b, int qt, int kt) {
+    const la_tilespan *sp = &c->qspan[(size_t)b * c->nqt + qt];
+    if (!((kt >= sp->a0 && kt < sp->a1) || (kt >= sp->b0 && kt < sp->b1))) return 0;
+    int i0 = qt * LA_BQ, nr = c->T - i0 < LA_BQ ? c->T - i0 : LA_BQ;
+    int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
+    return la_tile_class(c->rows + (size_t)b * c->T + i0, nr, j0, nc);
+}
+
 void la_sum_parts(const la_attn_ctx *c, float *out) {
     for (int h = 0; h < c->H; h++) {
         double acc = 0.0;

@@ -68,22 +68,26 @@ static __thread unsigned long long prof_last;
 
 typedef struct {
     float *Qt;   /* (BQ, D)   rotated query tile */
-    float *Kr;   /* (BK, D)   rotated key tile */
-    float *Kt;   /* (D, BK)   rotated key tile, transposed */
-    float *Vt;   /* (D, BK)   value tile, transposed (backward: dP = dO V^T) */
+    float *Kr;   /* NB x (BK, D)   rotated key tile(s) */
+    float *Kt;   /* NB x (D, BK)   rotated key tile(s), transposed */
+    float *Vt;   /* NB x (D, BK)   value tile(s), transposed (backward: dP = dO V^T) */
     float *Sb;   /* (BQ, BK)  raw dots q.k */
     float *Lb;   /* (BQ, BK)  logits */
     float *Pb;   /* (BQ, BK)  probabilities */
     float *dPb;  /* (BQ, BK)  dP, then dL, then d dot */
     float *acc;  /* (BQ, D)   output / dq accumulator */
-    float *dka;  /* (BK, D)   dk accumulator */
-    float *dva;  /* (BK, D)   dv accumulator */
+    float *dka;  /* NB x (BK, D)   dk accumulator(s) */
+    float *dva;  /* NB x (BK, D)   dv accumulator(s) */
     float *cr, *lse, *Di; /* (BQ) */
     double *m, *l, *s2, *gs;       /* (BQ) */
 } scratch;
 
+/* Key tiles per sweep of the fused backward over the query tiles: each query tile's Q, dO
+ * and dq rows are read once per block of NB key tiles instead of once per key tile. */
+#define NB 4
+
 size_t la_softmax_scratch_bytes(int D) {
-    size_t f = (size_t)4 * LA_BQ * D + (size_t)2 * LA_BK * D + (size_t)2 * D * LA_BK +
+    size_t f = (size_t)4 * LA_BQ * D + (size_t)NB * (3 * LA_BK * D + 2 * D * LA_BK) +
                (size_t)4 * LA_BQ * LA_BK + 3 * LA_BQ;
     return f * sizeof(float) + 4 * LA_BQ * sizeof(double) + 16 * 64;
 }
@@ -98,16 +102,16 @@ static scratch get_scratch(const la_attn_ctx *c, int tid) {
         p += ((sizeof(type) * (n)) + 63) & ~(size_t)63; \
     } while (0)
     TAKE(s.Qt, float, LA_BQ * D);
-    TAKE(s.Kr, float, LA_BK * D);
-    TAKE(s.Kt, float, D * LA_BK);
-    TAKE(s.Vt, float, D * LA_BK);
+    TAKE(s.Kr, float, NB * LA_BK * D);
+    TAKE(s.Kt, float, NB * D * LA_BK);
+    TAKE(s.Vt, float, NB * D * LA_BK);
     TAKE(s.Sb, float, LA_BQ * LA_BK);
     TAKE(s.Lb, float, LA_BQ * LA_BK);
     TAKE(s.Pb, float, LA_BQ * LA_BK);
     TAKE(s.dPb, float, LA_BQ * LA_BK);
     TAKE(s.acc, float, LA_BQ * D);
-    TAKE(s.dka, float, LA_BK * D);
-    TAKE(s.dva, float, LA_BK * D);
+    TAKE(s.dka, float, NB * LA_BK * D);
+    TAKE(s.dva, float, NB * LA_BK * D);
     TAKE(s.cr, float, LA_BQ);
     TAKE(s.lse, float, LA_BQ);
     TAKE(s.Di, float, LA_BQ);
@@ -425,11 +429,12 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
 }
 
 /* Fused backward of one (b, kv head) pair: every visible (key tile, query tile) product is
- * formed once and feeds dV, dK and dQ. Key tiles outermost (K, V transposed once per tile;
- * dK, dV accumulated in registers-near scratch), then the group's query heads, then query
- * tiles, all increasing: dK, dV of a key tile add their (g, query tile) terms in the order
- * dkv_task adds them, and dQ of a query tile (accumulated in place in dq, which only this
- * pair writes) adds its key tiles' terms in increasing kt, the order dq_task adds them. So
+ * formed once and feeds dV, dK and dQ. Blocks of NB key tiles outermost (K, V transposed
+ * once per tile; dK, dV accumulated in per-thread tiles), then the group's query heads,
+ * then query tiles, then the block's key tiles, all increasing: dK, dV of a key tile add
+ * their (g, query tile) terms in the order dkv_task adds them, and dQ of a query tile
+ * (accumulated in place in dq, which only this pair writes) adds its key tiles' terms in
+ * increasing kt, the order dq_task adds them. So
  * the fused path computes bitwise the same dq, dk, dv as the two passes, for any thread
  * count; it is only chosen when the pairs keep every thread busy (la_softmax_backward). */
 static void bwd_pair_task(const la_attn_ctx *c, const scratch *s, int b, int hkv,
@@ -443,24 +448,29 @@ static void bwd_pair_task(const la_attn_ctx *c, const scratch *s, int b, int hkv
         if (part) memset(c->rowgs + bh * T, 0, sizeof(double) * (size_t)T);
     }
     PROF_LAP(SP_K_OTHER);
-    for (int kt = 0; kt < c->nkt; kt++) {
-        const int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
-        const float *vtile = c->v + (((size_t)b * c->Hkv + hkv) * S + j0) * D;
-        const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
-        la_transpose(Kr, nc, D, D, s->Kt, LA_BK);
-        la_transpose(vtile, nc, D, D, s->Vt, LA_BK);
-        memset(s->dka, 0, sizeof(float) * (size_t)nc * D);
-        memset(s->dva, 0, sizeof(float) * (size_t)nc * D);
+    const size_t kd = (size_t)LA_BK * D; /* floats per key-tile buffer */
+    for (int kb = 0; kb < c->nkt; kb += NB) {
+        const int nb = c->nkt - kb < NB ? c->nkt - kb : NB;
+        const float *Kr[NB];
+        for (int u = 0; u < nb; u++) {
+            const int j0 = (kb + u) * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+            const float *vtile = c->v + (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+            Kr[u] = la_load_k(c, b, hkv, j0, nc, s->Kr + u * kd);
+            la_transpose(Kr[u], nc, D, D, s->Kt + u * kd, LA_BK);
+            la_transpose(vtile, nc, D, D, s->Vt + u * kd, LA_BK);
+            memset(s->dka + u * kd, 0, sizeof(float) * (size_t)nc * D);
+            memset(s->dva + u * kd, 0, sizeof(float) * (size_t)nc * D);
+        }
         PROF_LAP(SP_K_TRANS);
         for (int g = 0; g < c->group; g++) {
             int h = hkv * c->group + g;
             float *dqh = dq + ((size_t)b * c->H + h) * T * D;
-            la_qiter qi;
-            la_qtile t;
-            la_qiter_init(&qi, c, b, kt);
-            while (la_qiter_next(&qi, &t)) {
-                const int i0 = t.i0, nr = t.nr;
-                const la_rowvis *rows = t.rows;
+            for (int qt = 0; qt < c->nqt; qt++) {
+                int cls[NB], any = 0;
+                for (int u = 0; u < nb; u++) any |= cls[u] = la_sched_tile_cls(c, b, qt, kb + u);
+                if (!any) continue;
+                const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+                const la_rowvis *rows = c->rows + (size_t)b * T + i0;
                 la_row_factors(c, h, rows, nr, s->cr);
                 /* the query rows themselves when nothing rotates (no copy per tile pair) */
                 const float *Q = c->q + (((size_t)b * c->H + h) * T + i0) * D;
@@ -469,32 +479,39 @@ static void bwd_pair_task(const la_attn_ctx *c, const scratch *s, int b, int hkv
                     Q = s->Qt;
                 }
                 const float *dO = load_rowgrad(c, s, b, h, i0, nr, delta, row_stat, dout);
-                PROF_LAP(SP_K_OTHER);
-                tile_scores(c, s, Q, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
-                PROF_LAP(SP_K_SCORES);
-                tile_probs(s, rows, nr, nc);
-                PROF_LAP(SP_K_EXP);
-                /* dv += P^T dO */
-                la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva, D, 1);
-                PROF_LAP(SP_K_DV);
                 double *gs = part ? c->rowgs + ((size_t)b * c->H + h) * T + i0 : NULL;
-                tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, gs, SP_K_DP, SP_K_DS);
-                /* dk_rot += (d dot)^T Q_rot */
-                la_mm(nc, D, nr, s->dPb, 1, LA_BK, Q, D, s->dka, D, 1);
-                PROF_LAP(SP_K_DK);
-                /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
                 float *dqt = dqh + (size_t)i0 * D;
-                if (t.cls == 1)
-                    la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr, D, dqt, D, 1);
-                else
-                    la_mm_rows(rows, nr, j0, nc, D, s->dPb, LA_BK, Kr, D, dqt, D);
-                PROF_LAP(SP_K_DQ);
+                PROF_LAP(SP_K_OTHER);
+                for (int u = 0; u < nb; u++) { /* the block's key tiles, increasing */
+                    if (!cls[u]) continue;
+                    const int j0 = (kb + u) * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+                    tile_scores(c, s, Q, s->Kt + u * kd, h, rows, i0, nr, j0, nc, cls[u]);
+                    PROF_LAP(SP_K_SCORES);
+                    tile_probs(s, rows, nr, nc);
+                    PROF_LAP(SP_K_EXP);
+                    /* dv += P^T dO */
+                    la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva + u * kd, D, 1);
+                    PROF_LAP(SP_K_DV);
+                    tile_dscores(c, s, s->Vt + u * kd, dO, rows, i0, nr, j0, nc, gs, SP_K_DP, SP_K_DS);
+                    /* dk_rot += (d dot)^T Q_rot */
+                    la_mm(nc, D, nr, s->dPb, 1, LA_BK, Q, D, s->dka + u * kd, D, 1);
+                    PROF_LAP(SP_K_DK);
+                    /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
+                    if (cls[u] == 1)
+                        la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr[u], D, dqt, D, 1);
+                    else
+                        la_mm_rows(rows, nr, j0, nc, D, s->dPb, LA_BK, Kr[u], D, dqt, D);
+                    PROF_LAP(SP_K_DQ);
+                }
             }
         }
-        la_unrotate_k(c, b, j0, nc, s->dka);
-        size_t kbase = (((size_t)b * c->Hkv + hkv) * S + j0) * D;
-        memcpy(dk + kbase, s->dka, sizeof(float) * (size_t)nc * D);
-        memcpy(dv + kbase, s->dva, sizeof(float) * (size_t)nc * D);
+        for (int u = 0; u < nb; u++) {
+            const int j0 = (kb + u) * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+            la_unrotate_k(c, b, j0, nc, s->dka + u * kd);
+            size_t kbase = (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+            memcpy(dk + kbase, s->dka + u * kd, sizeof(float) * (size_t)nc * D);
+            memcpy(dv + kbase, s->dva + u * kd, sizeof(float) * (size_t)nc * D);
+        }
         PROF_LAP(SP_K_OTHER);
     }
     for (int g = 0; g < c->group; g++) {
