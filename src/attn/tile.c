@@ -19,7 +19,7 @@ void la_mm_generic(int M, int N, int K, const float *A, size_t sai, size_t sak,
         for (int k = 0; k < K; k++) {
             float a = A[i * sai + k * sak];
             const float *b = B + (size_t)k * ldb;
-            for (int n = 0; n < N; n++) c[n] += a * b[n];
+            for (int n = 0; n < N; n++) c[n] = fmaf(a, b[n], c[n]); /* fused, as the AVX-512 kernel */
         }
     }
 }
@@ -103,7 +103,9 @@ void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float 
             for (int col = cr[2 * g]; col < cr[2 * g + 1]; col++) {
                 float a = p[col];
                 const float *x = X + (size_t)col * ldx;
-                for (int d = 0; d < D; d++) c[d] += a * x[d];
+                /* fused multiply-add written out: the sparse products (below) must form the
+                 * same value whatever the optimiser would contract */
+                for (int d = 0; d < D; d++) c[d] = fmaf(a, x[d], c[d]);
             }
     }
 }
@@ -274,8 +276,9 @@ float la_exp_sub(const float *x, float mx, float *y, int n) {
 }
 
 /* ---- sparse tile products (entmax rows: a few nonzero p per row) ---------------------
- * Each computes, for the entries it touches, exactly the fused multiply-add chain that la_mm
- * / la_mm_rows compute (same operands, same order, starting from the same value), and only
+ * Each computes, for the entries it touches, exactly the fused multiply-add chain (fmaf,
+ * never a separate multiply and add, at any optimisation level) that la_mm / la_mm_rows
+ * compute (same operands, same order, starting from the same value), and only
  * leaves out terms whose A factor is zero (which add +-0 to a sum that is never -0, so
  * change nothing): results are bitwise those of the dense products. */
 
