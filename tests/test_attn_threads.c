@@ -199,6 +199,58 @@ static void test_threads_bitwise(void **state) {
     }
 }
 
+/* Paths that must agree bitwise (the automatic choice between them looks at the thread
+ * count, so thread invariance depends on it):
+ *   softmax backward (softmax.c): the fused one (one P and dP per tile pair feed dq, dk and
+ *     dv; work items are (b, kv head) pairs) and the two passes (dq per query tile, then
+ *     dk/dv per key tile);
+ *   entmax family (entmax_attn.c): the sparse products over the nonzero p with the pair-item
+ *     backward, and the dense tile products with the two-pass backward (every skipped term
+ *     is an exact zero).
+ * Forced each way, every output and statistic is compared with memcmp. */
+static void test_paths_bitwise(void **state) {
+    (void)state;
+    int ncmp[2] = {0, 0};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const tcase *c = &cases[ci];
+        la_spec sp;
+        assert_int_equal(la_spec_parse(c->spec, &sp), LA_OK);
+        int em = sp.norm != LA_NORM_SOFTMAX;
+        inputs in;
+        inputs_new(c, &in);
+        size_t sz[N_OUT];
+        out_sizes(c, sz);
+        for (int th = 1; th <= 2; th++) {
+            outs two, one;
+            outs_alloc(c, &two, 0x33);
+            outs_alloc(c, &one, 0x44);
+            if (em) la_entmax_sparse = 0;
+            else la_softmax_bwd_fused = 0;
+            run(c, &sp, &in, &two, th, NULL);
+            for (int mode = 2; mode <= (em ? 3 : 2); mode++) {
+            if (em) la_entmax_sparse = mode; /* pairs with / without prepared K, V tiles */
+            else la_softmax_bwd_fused = 1;
+            run(c, &sp, &in, &one, th, NULL);
+            la_softmax_bwd_fused = -1, la_entmax_sparse = 1;
+            for (int i = 0; i < N_OUT; i++)
+                if (memcmp(out_buf(&two, i), out_buf(&one, i), sizeof(float) * sz[i]) != 0) {
+                    size_t at = 0;
+                    while (memcmp(out_buf(&two, i) + at, out_buf(&one, i) + at, sizeof(float)) == 0) at++;
+                    fail_msg("%s docs=%d, %d threads: %s differs between the %s paths at [%zu]: %.9g vs %.9g",
+                             c->spec, c->docs, th, out_name(i),
+                             em ? "dense and sparse entmax" : "two-pass and fused softmax backward", at,
+                             (double)out_buf(&two, i)[at], (double)out_buf(&one, i)[at]);
+                }
+            }
+            outs_free(&two);
+            outs_free(&one);
+            ncmp[em]++;
+        }
+        inputs_free(&in);
+    }
+    assert_true(ncmp[0] >= 10 && ncmp[1] >= 14); /* every case, not a vacuous loop */
+}
+
 /* A second call with the same shapes on the same workspace: no growth (the arena and the
  * RoPE table keep their size; la_workspace.grows counts every allocation). */
 static void test_workspace_reused(void **state) {
@@ -346,6 +398,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_threads_bitwise),
+        cmocka_unit_test(test_paths_bitwise),
         cmocka_unit_test(test_workspace_reused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -282,6 +282,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         {(void **)&c->part, sizeof(double) * B * (size_t)s->H * (size_t)c->nqt},
         {(void **)&c->thread_scratch, c->scratch_bytes * (size_t)c->nthreads},
         {(void **)&c->rowbuf, extra->rowbuf ? sizeof(float) * BH * T : 0},
+        {(void **)&c->rowgs, extra->rowgs && opts->dlogn_s && spec->xform == LA_XF_LOGN ? sizeof(double) * BH * T : 0},
         {(void **)&c->qbuf, extra->qbuf ? sizeof(float) * BH * T * D : 0},
         {(void **)&c->qorder, sizeof(int32_t) * BH * (size_t)c->nqt},
         {(void **)&c->korder, sizeof(int32_t) * B * (size_t)s->Hkv * (size_t)c->nkt},
@@ -509,8 +510,9 @@ la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
     }
     la_attn_ctx c;
     la_workspace *own = NULL;
-    /* c.rowbuf: D_i = rowsum(dout o out) per row, computed once (softmax.c) */
-    static const la_ctx_extra bwd_extra = {.rowbuf = 1};
+    /* c.rowbuf: D_i = rowsum(dout o out) per row, computed once; c.rowgs: the fused
+     * backward's per-row sums for d logn_s (softmax.c) */
+    static const la_ctx_extra bwd_extra = {.rowbuf = 1, .rowgs = 1};
     la_status st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, &bwd_extra, &own);
     if (st == LA_OK) st = la_softmax_backward(&c, out, row_stat, dout, dq, dk, dv);
     la_workspace_free(own);

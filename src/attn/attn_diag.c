@@ -219,7 +219,7 @@ la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const flo
                                   "(compute them with la_asentmax_params_forward)");
     la_attn_ctx c;
     la_workspace *own = NULL;
-    la_ctx_extra x = {dg_layout(shape->D, NULL, NULL) + 64, 0, as};
+    la_ctx_extra x = {.thread_bytes = dg_layout(shape->D, NULL, NULL) + 64, .qbuf = as};
     /* v is never read here: k stands in for the kernel's non-NULL check */
     la_status st = la_attn_ctx_init(&c, spec, shape, q, k, k, opts, &x, &own);
     if (st == LA_OK && as) st = la_asentmax_ctx_scale(&c); /* the queries the kernel attended with */

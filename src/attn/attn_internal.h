@@ -155,6 +155,8 @@ typedef struct {
     double *part;                  /* (B, H, nqt) per-query-tile partial sums (d logn_s),
                                       reduced by la_sum_parts in a fixed order */
     float *rowbuf;                 /* (B, H, T) per-row scratch (extra->rowbuf), else NULL */
+    double *rowgs;                 /* (B, H, T) per-row sums for d logn_s (extra->rowgs, logn
+                                      with opts->dlogn_s), else NULL */
     float *qbuf;                   /* (B, H, T, D) query scratch (extra->qbuf), else NULL */
     int32_t *qorder;               /* (B*H*nqt) query items in run order (sched.c) */
     int32_t *korder;               /* (B*Hkv*nkt) kv key items in run order (sched.c) */
@@ -170,6 +172,7 @@ typedef struct {
 typedef struct {
     size_t thread_bytes; /* per-thread scratch bytes beyond la_softmax_scratch_bytes */
     int rowbuf;          /* carve c->rowbuf: (B, H, T) floats */
+    int rowgs;           /* carve c->rowgs: (B, H, T) doubles when logn's dlogn_s is wanted */
     int qbuf;            /* carve c->qbuf: (B, H, T, D) floats */
 } la_ctx_extra;
 
@@ -230,7 +233,9 @@ void la_tile_logits(const la_attn_ctx *c, int h, const la_rowvis *rows, int i0, 
  *   kv items     (b, kv head, key tile) id = (b * Hkv + hkv) * nkt + kt: dk, dv over the
  *                                     group's query heads in a fixed order;
  *   head items   (b, h, key tile): per-head key statistics (key_mass), enumerated as
- *                                     (kv item, g) with h = hkv * group + g.
+ *                                     (kv item, g) with h = hkv * group + g;
+ *   pair items   (b, kv head)         id = b * Hkv + hkv: the fused softmax backward (dq of
+ *                                     the group's heads, dk, dv of the pair), in id order.
  * Every item writes only its own outputs (and partial sums, reduced afterwards in a fixed
  * order), so no result depends on which thread ran an item or on the thread count. Items
  * are handed out one at a time, (b, kv head) pair by pair and costliest first within a
@@ -254,12 +259,14 @@ void la_sched_chunk(const la_attn_ctx *c, int ch, int *i0, int *i1);
 la_item la_sched_qitem(const la_attn_ctx *c, int pos);
 la_item la_sched_kitem(const la_attn_ctx *c, int pos);
 la_item la_sched_hitem(const la_attn_ctx *c, int pos);
+la_item la_sched_pitem(const la_attn_ctx *c, int pos);
 static inline int la_sched_nq(const la_attn_ctx *c) { return c->B * c->H * c->nqt; }
 static inline int la_sched_nk(const la_attn_ctx *c) { return c->B * c->Hkv * c->nkt; }
 static inline int la_sched_nh(const la_attn_ctx *c) { return c->B * c->H * c->nkt; }
+static inline int la_sched_np(const la_attn_ctx *c) { return c->B * c->Hkv; }
 
 typedef void (*la_item_fn)(void *arg, la_item it);
-typedef enum { LA_ITEMS_Q, LA_ITEMS_KV, LA_ITEMS_KH } la_item_kind;
+typedef enum { LA_ITEMS_Q, LA_ITEMS_KV, LA_ITEMS_KH, LA_ITEMS_PAIR } la_item_kind;
 /* Worksharing loop over run-order positions [i0, i1) of a list, inside a parallel region:
  * every thread of the team calls it with its own arg (per-thread scratch); ends with the
  * loop's barrier. */
@@ -285,6 +292,11 @@ typedef struct {
 typedef struct { int qt, i0, nr, cls; const la_rowvis *rows; } la_qtile;
 void la_qiter_init(la_qiter *it, const la_attn_ctx *c, int b, int kt);
 int la_qiter_next(la_qiter *it, la_qtile *t);
+
+/* Class of the tile pair (query tile qt, key tile kt) of batch b as the iterators see it:
+ * 0 when the iterators skip it (outside the query tile's key span or fully masked), else
+ * la_tile_class's 1 (all visible) or 2 (partial). */
+int la_sched_tile_cls(const la_attn_ctx *c, int b, int qt, int kt);
 
 /* out[h] = sum over b, then query tile, of c->part[(b, h, qt)] (a fixed order), as float. */
 void la_sum_parts(const la_attn_ctx *c, float *out);
@@ -317,6 +329,20 @@ void la_mm_generic(int M, int N, int K, const float *A, size_t sai, size_t sak,
  * P[r][c] * X[c][0:D]. Masked (possibly non-finite) X rows are never read. */
 void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float *P, int ldp,
                 const float *X, int ldx, float *C, int ldc);
+/* Sparse versions for rows with few nonzero entries (entmax), bitwise equal to the dense
+ * products above (the same fused multiply-add chains, zero terms left out):
+ *   la_nz_cols:       the x < n with p[x] != 0 into idx, increasing; returns how many;
+ *   la_spmm_row:      c[0:D] += sum over idx (in order) of p[x] * X[x][0:D]  (row of P X);
+ *   la_spscatter_row: C[x][0:D] += p[x] * x[0:D] for x in idx  (one row of P^T x). */
+int la_nz_cols(const float *p, int n, int32_t *idx);
+/* The x < n with l[x] > thr (so never NaN) into idx, increasing; returns how many. */
+int la_gt_cols(const float *l, int n, float thr, int32_t *idx);
+/* C[ri[t]][xi[t]] = sum_k A[ri[t]][k] * B[xi[t]][k] for t < n: the entries of A B^T that la_mm
+ * with B transposed would compute (the same chain over k), for listed entries only. */
+void la_dot_entries(int n, const int32_t *ri, const int32_t *xi, const float *A, int lda,
+                    const float *B, int ldb, int K, float *C, int ldc);
+void la_spmm_row(const float *p, const int32_t *idx, int nnz, const float *X, int ldx, float *c, int D);
+void la_spscatter_row(const float *p, const int32_t *idx, int nnz, const float *x, float *C, int ldc, int D);
 /* Transpose src (n, D, lds) into dst (D, ldd), zero-filling columns n..ldd-1. */
 void la_transpose(const float *src, int n, int D, int lds, float *dst, int ldd);
 
@@ -335,6 +361,15 @@ float la_exp_sub(const float *x, float mx, float *y, int n); /* returns sum of y
 la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat);
 la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const float *row_stat,
                               const float *dout, float *dq, float *dk, float *dv);
+/* Backward path switch for tests: 1 forces the fused one-pass backward, 0 the two passes
+ * (dQ, then dK/dV), -1 (default) chooses by the number of (b, kv head) pairs per thread.
+ * Both give bitwise the same gradients. */
+extern int la_softmax_bwd_fused;
+/* Entmax-family switch for tests (entmax_attn.c): 1 (default) sparse products over the
+ * nonzero p and the pair-item backward when the pairs keep the threads busy, 2 the pair
+ * backward with prepared K/V tiles always, 3 the pair backward without them always, 0 the
+ * dense tile products and two-pass backward. Bitwise the same. */
+extern int la_entmax_sparse;
 /* Per-thread scratch the softmax kernels need for head dimension D. */
 size_t la_softmax_scratch_bytes(int D);
 

@@ -19,9 +19,13 @@
  *
  * Backward (Peters et al. 2019 eq. 10): u = p^(2-alpha) on the support, dP = dO V^T,
  * delta_r = sum u dP / sum u, dL = u (dP - delta_r) on the support (0 elsewhere, selected, so
- * NaN in masked V rows cannot leak), dS = dL * c_r * a_t. Phase A (query tiles) computes
- * delta and dq; phase B (key tiles, all query heads of the kv group) computes dk and dv, so
- * no two threads write the same row.
+ * NaN in masked V rows cannot leak), dS = dL * c_r * a_t. Sparse path (issue 20, default):
+ * one work item per (b, kv head) pair sweeps its query tiles, computing delta and dq and
+ * adding dk, dv in place over the nonzero p only (em_backward_pair). Dense path (few pairs,
+ * or la_entmax_sparse = 0): phase A (query tiles) computes delta and dq; phase B (key tiles,
+ * all query heads of the kv group) computes dk and dv. Either way no two threads write the
+ * same row, and both give bitwise the same results (the sparse products skip exact zeros
+ * only, in the dense products' order).
  *
  * Threads: the work items, their order and each item's visible tiles come from the tile
  * scheduler (sched.c); key_mass is a second pass over key tiles once tau is known
@@ -91,6 +95,10 @@ typedef struct {
     double *rowd;  /* (24, BQ) row state */
     float *strip;  /* (BQ, nkt*BK) logits strip (forward) / raw-dot tiles (backward), or NULL */
     float *strip2; /* (nkt, BQ, BK) dO V^T tiles (backward), or NULL */
+    int32_t *idx;  /* (BK) nonzero columns of one row of a tile (sparse products) */
+    int32_t *ent_r, *ent_x; /* (BQ * BK) rows, columns of a tile's nonzero p */
+    const float *ktp; /* prepared (D, BK) K^T tiles of the item's pair (la_prep_pairs),
+                         tile kt at + kt * D * BK; NULL: transpose per use */
 } em_scratch;
 
 static size_t em_align(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -117,6 +125,9 @@ static size_t em_layout(int D, int nkt, int cache, char *base, em_scratch *s) {
     EM_TAKE(cls, signed char, nkt);
     EM_TAKE(cbuf, double, nkt);
     EM_TAKE(rowd, double, 24 * LA_BQ); /* row state, R_COUNT <= 24 slots */
+    EM_TAKE(idx, int32_t, LA_BK);
+    EM_TAKE(ent_r, int32_t, LA_BQ * LA_BK);
+    EM_TAKE(ent_x, int32_t, LA_BQ * LA_BK);
     if (cache) {
         EM_TAKE(strip, float, (size_t)LA_BQ * nkt * LA_BK);
         EM_TAKE(strip2, float, (size_t)LA_BQ * nkt * LA_BK);
@@ -146,9 +157,12 @@ size_t la_entmax_attn_scratch_bytes(int D, int S) {
 static void tile_dots(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
                       const float *qb, float *sd, int ld) {
     int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
-    const float *kp = la_load_k(c, b, hkv, j0, nc, s->kb);
-    la_transpose(kp, nc, c->D, c->D, s->kt, LA_BK);
-    la_mm(nr, nc, c->D, qb, (size_t)c->D, 1, s->kt, LA_BK, sd, ld, 0);
+    const float *ktr = s->ktp ? s->ktp + (size_t)kt * c->D * LA_BK : NULL;
+    if (!ktr) {
+        la_transpose(la_load_k(c, b, hkv, j0, nc, s->kb), nc, c->D, c->D, s->kt, LA_BK);
+        ktr = s->kt;
+    }
+    la_mm(nr, nc, c->D, qb, (size_t)c->D, 1, ktr, LA_BK, sd, ld, 0);
 }
 
 /* Logits of tile kt for the query tile: a pointer to (nr, *ld) floats, from the strip or
@@ -277,45 +291,13 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
                 const float *l = Lt + (size_t)r * ld;
                 double fr = 0, gr = 0, n_ = 0, s1 = 0, s2 = 0, cm = cmin[r];
                 const double mr = M[r], tr = t[r];
-                if (e->rk) {
-                    /* alpha = 2 / 1.5: branch-free, vectorisable form of the loop below */
-                    if (e->rk == 2) {
-#pragma omp simd reduction(+ : fr, gr, n_, s1, s2) reduction(min : cm)
-                        for (int x = 0; x < nc; x++) {
-                            double cc = am1 * ((double)l[x] - mr);
-                            double xx = cc - tr;
-                            double xp = xx > 0.0 ? xx : 0.0, cs = xx > 0.0 ? cc : 0.0;
-                            double cq = xx > 0.0 ? cc : INFINITY;
-                            fr += xp * xp; /* g = x^(r-1) = x, f term x^2 */
-                            gr += xp;
-                            n_ += xx > 0.0 ? 1.0 : 0.0;
-                            s1 += cs;
-                            s2 += cs * cs;
-                            cm = cq < cm ? cq : cm;
-                        }
-                    } else {
-#pragma omp simd reduction(+ : fr, gr, n_, s1, s2) reduction(min : cm)
-                        for (int x = 0; x < nc; x++) {
-                            double cc = am1 * ((double)l[x] - mr);
-                            double xx = cc - tr;
-                            double xp = xx > 0.0 ? xx : 0.0, cs = xx > 0.0 ? cc : 0.0;
-                            double cq = xx > 0.0 ? cc : INFINITY, mk = xx > 0.0 ? 1.0 : 0.0;
-                            fr += xp; /* g = 1, f term x */
-                            gr += mk;
-                            n_ += mk;
-                            s1 += cs;
-                            s2 += cs * cs;
-                            cm = cq < cm ? cq : cm;
-                        }
-                    }
-                    f[r] += fr, df[r] -= e->r * gr, N[r] += n_, S1[r] += s1, S2[r] += s2;
-                    cmin[r] = cm;
-                    continue;
-                }
+                /* only logits above a float bound just under the row's threshold can have
+                 * x > 0 (a few per row and tile in a long sparse row): the exact test in
+                 * double runs on those, in increasing x */
                 const float lt = em_float_below(mr + tr / am1);
-                for (int x = 0; x < nc; x++) {
-                    if (!(l[x] > lt)) continue; /* cheap float prefilter, exact test below */
-                    double cc = am1 * ((double)l[x] - mr);
+                int nx = la_gt_cols(l, nc, lt, s->idx);
+                for (int q = 0; q < nx; q++) {
+                    double cc = am1 * ((double)l[s->idx[q]] - mr);
                     double xx = cc - tr;
                     if (xx > 0.0) {
                         double g = em_powm1(e, xx);
@@ -409,24 +391,18 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             }
             const double mr = M[r], tr = t[r];
             double sp_ = 0, en = 0;
-            if (e->rk) { /* alpha = 2 / 1.5: branch-free, vectorised */
-                if (e->rk == 2) {
-#pragma omp simd reduction(+ : sp_)
-                    for (int x = 0; x < nc; x++) {
-                        double xx = am1 * ((double)l[x] - mr) - tr;
-                        double xp = xx > 0.0 ? xx : 0.0;
-                        float pf = (float)(xp * xp);
-                        p[x] = pf;
-                        sp_ += pf > 0.0f ? 1.0 : 0.0; /* support = p > 0 after rounding */
-                    }
-                } else {
-#pragma omp simd reduction(+ : sp_)
-                    for (int x = 0; x < nc; x++) {
-                        double xx = am1 * ((double)l[x] - mr) - tr;
-                        float pf = (float)(xx > 0.0 ? xx : 0.0);
-                        p[x] = pf;
-                        sp_ += pf > 0.0f ? 1.0 : 0.0;
-                    }
+            if (e->rk) { /* alpha = 2 / 1.5 */
+                /* the exact test in double only for logits above the float prefilter bound
+                 * (a few per row and tile in a long sparse row); the others get p = 0 */
+                memset(p, 0, sizeof(float) * (size_t)nc);
+                int n = la_gt_cols(l, nc, em_float_below(mr + tr / am1), s->idx);
+                for (int q = 0; q < n; q++) {
+                    int x = s->idx[q];
+                    double xx = am1 * ((double)l[x] - mr) - tr;
+                    double xp = xx > 0.0 ? xx : 0.0;
+                    float pf = (float)(e->rk == 2 ? xp * xp : xp);
+                    p[x] = pf;
+                    sp_ += pf > 0.0f ? 1.0 : 0.0; /* support = p > 0 after rounding */
                 }
                 if (c->opts->row_entropy)
                     for (int x = 0; x < nc; x++)
@@ -447,7 +423,13 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             }
             supp[r] += sp_, ent[r] += en;
         }
-        if (s->cls[kt] == 1)
+        if (la_entmax_sparse) /* p V over the nonzero p only: bitwise the dense product */
+            for (int r = 0; r < nr; r++) {
+                const float *p = s->P + (size_t)r * LA_BK;
+                int nnz = la_nz_cols(p, nc, s->idx);
+                la_spmm_row(p, s->idx, nnz, vbase + (size_t)j0 * D, D, s->acc + (size_t)r * D, D);
+            }
+        else if (s->cls[kt] == 1)
             la_mm(nr, D, nc, s->P, LA_BK, 1, vbase + (size_t)j0 * D, D, s->acc, D, 1);
         else
             la_mm_rows(rows, nr, j0, nc, D, s->P, LA_BK, vbase + (size_t)j0 * D, D, s->acc, D);
@@ -481,6 +463,7 @@ static em_scratch em_thread(const em_t *e, int tid) {
     em_scratch s;
     char *base = la_ctx_scratch(e->c, tid);
     em_layout(e->c->D, e->c->nkt, e->cache, base, &s);
+    s.ktp = NULL;
     return s;
 }
 
@@ -493,10 +476,20 @@ typedef struct {
     float *out, *row_stat;
     const float *dout, *crow_stat; /* backward */
     float *delta, *dq, *dk, *dv;
+    int p0;        /* first (b, kv head) pair of the prepared chunk; -1: no prepared tiles */
 } em_arg;
+
+/* Point the scratch at the prepared tiles of the item's (b, kv head) pair, if any. */
+static void em_set_prep(em_arg *a, int b, int hkv) {
+    const la_attn_ctx *c = a->e->c;
+    a->s.ktp = NULL;
+    if (a->p0 < 0) return;
+    a->s.ktp = c->prep + (size_t)(b * c->Hkv + hkv - a->p0) * la_prep_stride(c, 0);
+}
 
 static void em_forward_item(void *arg, la_item it) {
     em_arg *a = arg;
+    em_set_prep(a, it.b, it.h / a->e->c->group);
     em_forward_tile(a->e, &a->s, it.b, it.h, it.tile, a->out, a->row_stat);
 }
 
@@ -506,7 +499,16 @@ static la_status em_forward(const la_attn_ctx *c, double alpha, float *out, floa
 #pragma omp parallel num_threads(c->nthreads)
     {
         em_arg a = {.e = &e, .s = em_thread(&e, omp_get_thread_num()), .out = out, .row_stat = row_stat};
-        la_sched_for(c, LA_ITEMS_Q, 0, la_sched_nq(c), em_forward_item, &a);
+        /* query items chunk by chunk of (b, kv head) pairs whose K^T tiles are prepared once
+         * (as the softmax forward): no transpose (and rotation) of a key tile per query tile */
+        for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
+            int i0, i1;
+            la_sched_chunk(c, ch, &i0, &i1);
+            a.p0 = ch * c->prep_pairs;
+            la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 0);
+            la_sched_for(c, LA_ITEMS_Q, i0, i1, em_forward_item, &a);
+        }
+        a.p0 = -1;
         /* key_mass once every tau is known: one head item per key tile, fixed order */
         if (c->opts->key_mass) la_key_mass_for(c, row_stat, em_probs, &e);
     }
@@ -520,48 +522,37 @@ static la_status em_forward(const la_attn_ctx *c, double alpha, float *out, floa
 static int tile_pu(const em_t *e, const float *Lt, int ld, int nr, int nc, const float *tau,
                    float *P, float *U) {
     int nz = 0;
+    const double am1 = e->am1;
+    int32_t idx[LA_BK];
     for (int r = 0; r < nr; r++) {
         const float *l = Lt + (size_t)r * ld;
         float *p = P + (size_t)r * LA_BK, *u = U + (size_t)r * LA_BK;
         double tr = tau[r];
-        if (tr == LA_ROW_EMPTY) {
-            for (int x = 0; x < nc; x++) p[x] = 0.0f, u[x] = 0.0f;
-            continue;
-        }
-        if (e->rk) { /* alpha = 2 / 1.5: branch-free, vectorised */
-            int cnt = 0;
-            const double am1 = e->am1;
+        memset(p, 0, sizeof(float) * (size_t)nc);
+        memset(u, 0, sizeof(float) * (size_t)nc);
+        if (tr == LA_ROW_EMPTY) continue;
+        /* only logits above a float bound just under tau / (alpha-1) can have p > 0 (most of a
+         * long sparse row's entries are not): the exact test in double runs on those only, so
+         * every entry is the same as from a full pass */
+        int n = la_gt_cols(l, nc, em_float_below(tr / am1), idx);
+        for (int t = 0; t < n; t++) {
+            int x = idx[t];
+            double xx = am1 * (double)l[x] - tr;
             if (e->rk == 2) {
-#pragma omp simd reduction(+ : cnt)
-                for (int x = 0; x < nc; x++) {
-                    double xx = am1 * (double)l[x] - tr;
-                    double xp = xx > 0.0 ? xx : 0.0;
-                    float pf = (float)(xp * xp);
-                    p[x] = pf;
-                    u[x] = pf > 0.0f ? (float)xp : 0.0f;
-                    cnt += pf > 0.0f;
-                }
-            } else {
-#pragma omp simd reduction(+ : cnt)
-                for (int x = 0; x < nc; x++) {
-                    double xx = am1 * (double)l[x] - tr;
-                    float pf = (float)(xx > 0.0 ? xx : 0.0);
-                    p[x] = pf;
-                    u[x] = pf > 0.0f ? 1.0f : 0.0f;
-                    cnt += pf > 0.0f;
-                }
-            }
-            nz += cnt;
-            continue;
-        }
-        for (int x = 0; x < nc; x++) {
-            double xx = e->am1 * (double)l[x] - tr;
-            if (xx > 0.0) {
+                double xp = xx > 0.0 ? xx : 0.0;
+                float pf = (float)(xp * xp);
+                p[x] = pf;
+                u[x] = pf > 0.0f ? (float)xp : 0.0f;
+                nz += pf > 0.0f;
+            } else if (e->rk == 1) {
+                float pf = (float)(xx > 0.0 ? xx : 0.0);
+                p[x] = pf;
+                u[x] = pf > 0.0f ? 1.0f : 0.0f;
+                nz += pf > 0.0f;
+            } else if (xx > 0.0) {
                 p[x] = (float)em_pow(e, xx);
                 u[x] = (float)em_powm1(e, xx);
                 nz++;
-            } else {
-                p[x] = 0.0f, u[x] = 0.0f;
             }
         }
     }
@@ -611,9 +602,27 @@ static double tile_dscore(const em_t *e, em_scratch *s, int h, const la_rowvis *
     return dls;
 }
 
+/* dO V^T of tile kt at the entries with p > 0 only (sparse path; P in s->P): each entry the
+ * chain over d that the dense product forms, from V's rows (no transpose); other entries of
+ * s->dP are stale and never read. */
+static void tile_dov_need(const la_attn_ctx *c, em_scratch *s, int b, int hkv, int kt, int nr,
+                          int nc, const float *dob) {
+    int j0 = kt * LA_BK, n = 0;
+    const float *vp = c->v + (((size_t)b * c->Hkv + hkv) * c->S + j0) * c->D;
+    for (int r = 0; r < nr; r++) {
+        int k = la_nz_cols(s->P + (size_t)r * LA_BK, nc, s->ent_x + n);
+        for (int t = 0; t < k; t++) s->ent_r[n + t] = r;
+        n += k;
+    }
+    la_dot_entries(n, s->ent_r, s->ent_x, dob, c->D, vp, c->D, c->D, s->dP, LA_BK);
+}
+
+/* Query tile qt of head h: delta and dq; with dkp, dvp (the (S, D) dk, dv rows of the pair,
+ * sparse path) also adds this tile's terms to dk and dv, over the nonzero p only. */
 static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
                            const float *row_stat, const float *dout, float *delta, float *dq,
-                           double *dls) {
+                           double *dls, float *dkp, float *dvp) {
+    const int sparse = dkp != NULL;
     const la_attn_ctx *c = e->c;
     const int D = c->D, T = c->T, S = c->S, hkv = h / c->group;
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
@@ -638,17 +647,21 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
             s->cls[kt] = -1;
             continue;
         }
-        tile_dov(c, s, b, hkv, kt, nr, dob);
+        if (sparse) tile_dov_need(c, s, b, hkv, kt, nr, nc, dob);
+        else tile_dov(c, s, b, hkv, kt, nr, dob);
         if (s->strip) { /* keep the dots and dO V^T of this tile for sweep 2 */
             size_t blk = (size_t)kt * LA_BQ * LA_BK, bytes = sizeof(float) * (size_t)nr * LA_BK;
             memcpy(s->strip + blk, s->sd, bytes);
             memcpy(s->strip2 + blk, s->dP, bytes);
         }
-        for (int r = 0; r < nr; r++) {
+        for (int r = 0; r < nr; r++) { /* over the p > 0 (p is never negative) */
             const float *u = s->U + (size_t)r * LA_BK, *dp = s->dP + (size_t)r * LA_BK;
+            int nnz = la_nz_cols(s->P + (size_t)r * LA_BK, nc, s->idx);
             double a = 0, g = 0;
-            for (int x = 0; x < nc; x++)
-                if (s->P[(size_t)r * LA_BK + x] > 0.0f) a += u[x], g += (double)u[x] * dp[x];
+            for (int t = 0; t < nnz; t++) {
+                int x = s->idx[t];
+                a += u[x], g += (double)u[x] * dp[x];
+            }
             su[r] += a, sug[r] += g;
         }
     }
@@ -668,9 +681,12 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
             ld = LA_BK;
         } else {
             Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 1);
-            tile_dov(c, s, b, hkv, kt, nr, dob);
         }
         tile_pu(e, Lt, ld, nr, nc, tau, s->P, s->U);
+        if (!s->strip) {
+            if (sparse) tile_dov_need(c, s, b, hkv, kt, nr, nc, dob);
+            else tile_dov(c, s, b, hkv, kt, nr, dob);
+        }
         for (int r = 0; r < nr; r++) {
             float *u = s->U + (size_t)r * LA_BK;
             const float *p = s->P + (size_t)r * LA_BK, *dp = s->dP + (size_t)r * LA_BK;
@@ -679,8 +695,23 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
         }
         *dls += tile_dscore(e, s, h, rows, i0, nr, j0, nc);
         const float *kp = la_load_k(c, b, hkv, j0, nc, s->kb);
-        if (s->cls[kt] == 1) la_mm(nr, D, nc, s->U, LA_BK, 1, kp, D, s->acc, D, 1);
-        else la_mm_rows(rows, nr, j0, nc, D, s->U, LA_BK, kp, D, s->acc, D);
+        if (sparse) {
+            /* the dense path's products over the nonzero entries only, in its orders: dq row
+             * r over increasing key x; dk, dv row x over increasing r (query tiles, heads of
+             * the pair in the dense dk/dv pass's order, see em_backward_pair) */
+            for (int r = 0; r < nr; r++) {
+                const float *u = s->U + (size_t)r * LA_BK, *p = s->P + (size_t)r * LA_BK;
+                int nnz = la_nz_cols(u, nc, s->idx);
+                la_spmm_row(u, s->idx, nnz, kp, D, s->acc + (size_t)r * D, D);
+                la_spscatter_row(u, s->idx, nnz, s->qb + (size_t)r * D, dkp + (size_t)j0 * D, D, D);
+                nnz = la_nz_cols(p, nc, s->idx);
+                la_spscatter_row(p, s->idx, nnz, dob + (size_t)r * D, dvp + (size_t)j0 * D, D, D);
+            }
+        } else if (s->cls[kt] == 1) {
+            la_mm(nr, D, nc, s->U, LA_BK, 1, kp, D, s->acc, D, 1);
+        } else {
+            la_mm_rows(rows, nr, j0, nc, D, s->U, LA_BK, kp, D, s->acc, D);
+        }
     }
     la_unrotate_q(c, b, i0, nr, s->acc);
     memcpy(dq + rbase * D, s->acc, sizeof(float) * (size_t)nr * D);
@@ -733,8 +764,55 @@ static void em_dq_item(void *arg, la_item it) {
     em_arg *a = arg;
     const la_attn_ctx *c = a->e->c;
     double d = 0.0;
-    em_backward_dq(a->e, &a->s, it.b, it.h, it.tile, a->crow_stat, a->dout, a->delta, a->dq, &d);
+    em_backward_dq(a->e, &a->s, it.b, it.h, it.tile, a->crow_stat, a->dout, a->delta, a->dq, &d,
+                   NULL, NULL);
     c->part[((size_t)it.b * c->H + it.h) * c->nqt + it.tile] = d; /* d logn_s of this item */
+}
+
+/* Sparse backward of one (b, kv head) pair: the group's heads, then their query tiles, in
+ * increasing order, each computing delta and dq (as em_dq_item) and adding its nonzero
+ * terms to the pair's dk and dv in place: every dk / dv row gets its terms in the order
+ * em_backward_dkv adds them (heads, query tiles, rows increasing), so the gradients are
+ * bitwise those of the dense two passes, without their second QK^T and dO V^T per tile. */
+static void em_backward_pair(const em_t *e, em_scratch *s, int b, int hkv, const float *row_stat,
+                             const float *dout, float *delta, float *dq, float *dk, float *dv) {
+    const la_attn_ctx *c = e->c;
+    const int D = c->D, S = c->S;
+    size_t kbase = ((size_t)b * c->Hkv + hkv) * S * D;
+    memset(dk + kbase, 0, sizeof(float) * (size_t)S * D);
+    memset(dv + kbase, 0, sizeof(float) * (size_t)S * D);
+    for (int g = 0; g < c->group; g++) {
+        int h = hkv * c->group + g;
+        for (int qt = 0; qt < c->nqt; qt++) {
+            double d = 0.0;
+            em_backward_dq(e, s, b, h, qt, row_stat, dout, delta, dq, &d, dk + kbase, dv + kbase);
+            c->part[((size_t)b * c->H + h) * c->nqt + qt] = d;
+        }
+    }
+    la_unrotate_k(c, b, 0, S, dk + kbase);
+}
+
+static void em_pair_item(void *arg, la_item it) {
+    em_arg *a = arg;
+    em_set_prep(a, it.b, it.h);
+    em_backward_pair(a->e, &a->s, it.b, it.h, a->crow_stat, a->dout, a->delta, a->dq, a->dk, a->dv);
+}
+
+int la_entmax_sparse = 1; /* tests: 0 = the dense products everywhere */
+
+/* n items of equal cost keep nt threads busy enough: the rule of the softmax backward's
+ * fused path (softmax.c) */
+static int em_balanced(long n, long nt) { return 4 * nt * ((n + nt - 1) / nt) <= 5 * n; }
+
+/* Backward path: 1 the sparse pair items chunk by chunk of prepared K^T tiles, when a
+ * chunk's pairs keep every thread busy; 2 the same without prepared tiles (one chunk of all
+ * pairs, tiles transposed per use) when only all the pairs do; 0 the dense two passes.
+ * Bitwise the same results either way. */
+static int em_use_pairs(const la_attn_ctx *c) {
+    if (!la_entmax_sparse) return 0;
+    if (la_entmax_sparse > 1) return la_entmax_sparse == 2 ? 1 : 2;
+    if (em_balanced(c->prep_pairs, c->nthreads)) return 1;
+    return em_balanced((long)c->B * c->Hkv, c->nthreads) ? 2 : 0;
 }
 
 static void em_dkv_item(void *arg, la_item it) {
@@ -749,13 +827,25 @@ static la_status em_backward(const la_attn_ctx *c, double alpha, const float *ro
                              const float *dout, float *dq, float *dk, float *dv) {
     em_t e;
     LA_TRY(em_init(&e, c, alpha));
+    const int pairs = em_use_pairs(c);
 #pragma omp parallel num_threads(c->nthreads)
     {
         em_arg a = {.e = &e, .s = em_thread(&e, omp_get_thread_num()), .dout = dout,
-                    .crow_stat = row_stat, .delta = c->rowbuf, .dq = dq, .dk = dk, .dv = dv};
-        la_sched_for(c, LA_ITEMS_Q, 0, la_sched_nq(c), em_dq_item, &a);
-        /* the loop's barrier: delta is complete */
-        la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), em_dkv_item, &a);
+                    .crow_stat = row_stat, .delta = c->rowbuf, .dq = dq, .dk = dk, .dv = dv, .p0 = -1};
+        if (pairs == 1) {
+            for (int p0 = 0; p0 < la_sched_np(c); p0 += c->prep_pairs) {
+                int n = la_sched_np(c) - p0 < c->prep_pairs ? la_sched_np(c) - p0 : c->prep_pairs;
+                a.p0 = p0;
+                la_prep_pairs_for(c, p0, n, 0);
+                la_sched_for(c, LA_ITEMS_PAIR, p0, p0 + n, em_pair_item, &a);
+            }
+        } else if (pairs == 2) {
+            la_sched_for(c, LA_ITEMS_PAIR, 0, la_sched_np(c), em_pair_item, &a);
+        } else {
+            la_sched_for(c, LA_ITEMS_Q, 0, la_sched_nq(c), em_dq_item, &a);
+            /* the loop's barrier: delta is complete */
+            la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), em_dkv_item, &a);
+        }
     }
     if (c->opts->dlogn_s) la_sum_parts(c, c->opts->dlogn_s);
     return LA_OK;
@@ -844,7 +934,7 @@ static la_status em_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *sha
     if (as && (!opts || !opts->as_beta || !opts->as_gamma))
         return la_fail(LA_EINVAL, "asentmax: opts.as_beta and opts.as_gamma (B, H, T) are required "
                                   "(compute them with la_asentmax_params_forward)");
-    la_ctx_extra x = {la_entmax_attn_scratch_bytes(shape->D, shape->S), backward, as};
+    la_ctx_extra x = {.thread_bytes = la_entmax_attn_scratch_bytes(shape->D, shape->S), .rowbuf = backward, .qbuf = as};
     LA_TRY(la_attn_ctx_init(c, spec, shape, q, k, v, opts, &x, own));
     return as ? la_asentmax_ctx_scale(c) : LA_OK;
 }

@@ -86,12 +86,20 @@ la_item la_sched_hitem(const la_attn_ctx *c, int pos) {
     return it;
 }
 
+/* Pair items in id order: the pairs of one call have equal costs unless doc ids differ
+ * between batches, and their count is what decides whether they are used at all. */
+la_item la_sched_pitem(const la_attn_ctx *c, int pos) {
+    la_item it = {pos / c->Hkv, pos % c->Hkv, 0, 0};
+    return it;
+}
+
 void la_sched_for(const la_attn_ctx *c, la_item_kind kind, int i0, int i1, la_item_fn fn,
                   void *arg) {
 #pragma omp for schedule(dynamic, 1)
     for (int pos = i0; pos < i1; pos++)
         fn(arg, kind == LA_ITEMS_Q    ? la_sched_qitem(c, pos)
                 : kind == LA_ITEMS_KV ? la_sched_kitem(c, pos)
+                : kind == LA_ITEMS_PAIR ? la_sched_pitem(c, pos)
                                       : la_sched_hitem(c, pos));
 }
 
@@ -143,6 +151,14 @@ int la_qiter_next(la_qiter *it, la_qtile *t) {
         return 1;
     }
     return 0;
+}
+
+int la_sched_tile_cls(const la_attn_ctx *c, int b, int qt, int kt) {
+    const la_tilespan *sp = &c->qspan[(size_t)b * c->nqt + qt];
+    if (!((kt >= sp->a0 && kt < sp->a1) || (kt >= sp->b0 && kt < sp->b1))) return 0;
+    int i0 = qt * LA_BQ, nr = c->T - i0 < LA_BQ ? c->T - i0 : LA_BQ;
+    int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
+    return la_tile_class(c->rows + (size_t)b * c->T + i0, nr, j0, nc);
 }
 
 void la_sum_parts(const la_attn_ctx *c, float *out) {

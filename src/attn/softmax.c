@@ -9,10 +9,14 @@
  * Backward (flash-attention-2, Dao 2023, Alg. 2): D_i = rowsum(dout o out),
  * dL = P o (dP - D_i) with P = exp(L - lse) and dP = dout V^T, then through
  * L = c_r a_t dot + m_t + slope d_t: d dot = dL c_r a_t, and d s_h = sum dL scale log(n_q) dot
- * for logn. dq is accumulated per (b, h, query tile); dk, dv per (b, hkv, key tile), each
- * recomputing P, so no two threads ever write the same output and no reduction order
- * depends on the thread count: results are bitwise identical for any n_threads. The work
- * items, their order and the visible tiles of each come from the tile scheduler (sched.c).
+ * for logn. Two paths with bitwise the same results: the fused one (bwd_pair_task, issue
+ * 20) forms S, P, dP and dS once per visible tile pair for dq, dk and dv, one (b, kv head)
+ * pair per work item; the two-pass one accumulates dq per (b, h, query tile), then dk, dv
+ * per (b, hkv, key tile), each recomputing P (used when there are too few pairs to keep
+ * the threads busy). Either way no two threads ever write the same output and no reduction
+ * order depends on the thread count: results are bitwise identical for any n_threads. The
+ * work items, their order and the visible tiles of each come from the tile scheduler
+ * (sched.c).
  * Rotated-frame gradients are rotated back by the inverse RoPE rotation at the end.
  *
  * Memory: per thread a few BQ x D and BQ x BK tiles; no T x S buffer anywhere.
@@ -31,7 +35,7 @@
 enum {
     SP_F_SCORES, SP_F_SOFTMAX, SP_F_PV, SP_F_OTHER,
     SP_Q_SCORES, SP_Q_EXP, SP_Q_DP, SP_Q_DS, SP_Q_DQ, SP_Q_OTHER,
-    SP_K_TRANS, SP_K_SCORES, SP_K_EXP, SP_K_DV, SP_K_DP, SP_K_DS, SP_K_DK, SP_K_OTHER,
+    SP_K_TRANS, SP_K_SCORES, SP_K_EXP, SP_K_DV, SP_K_DP, SP_K_DS, SP_K_DK, SP_K_DQ, SP_K_OTHER,
     SP_PREP_F, SP_PREP_B, SP_FWD_REGION, SP_DQ_REGION, SP_DKV_REGION, SP_N
 };
 #ifdef LA_PROFILE
@@ -41,8 +45,8 @@ const char *const la_softmax_prof_names[SP_N + 1] = {
     "dq: S = QK^T + logits", "dq: P = exp(L - lse)", "dq: dP = dO V^T", "dq: dS = P (dP - D)", "dq: dQ += dS K",
     "dq: other (load q, D_i, unrotate)", "dkv: load + transpose K, V", "dkv: S = QK^T + logits",
     "dkv: P = exp(L - lse)", "dkv: dV += P^T dO", "dkv: dP = dO V^T", "dkv: dS = P (dP - D)",
-    "dkv: dK += dS^T Q", "dkv: other (load q, D_i, unrotate)", "fwd: prepare K tiles", "bwd: prepare K, V tiles; D_i",
-    "fwd: whole item loop", "dq: whole item loop", "dkv: whole item loop", NULL};
+    "dkv: dK += dS^T Q", "fused: dQ += dS K", "dkv: other (load q, D_i, unrotate)", "fwd: prepare K tiles", "bwd: prepare K, V tiles; D_i",
+    "fwd: whole item loop", "dq: whole item loop", "dkv (or fused): whole item loop", NULL};
 unsigned long long la_softmax_prof[64][SP_N];
 static __thread unsigned long long prof_last;
 #define PROF_START() (prof_last = __rdtsc())
@@ -64,22 +68,26 @@ static __thread unsigned long long prof_last;
 
 typedef struct {
     float *Qt;   /* (BQ, D)   rotated query tile */
-    float *Kr;   /* (BK, D)   rotated key tile */
-    float *Kt;   /* (D, BK)   rotated key tile, transposed */
-    float *Vt;   /* (D, BK)   value tile, transposed (backward: dP = dO V^T) */
+    float *Kr;   /* NB x (BK, D)   rotated key tile(s) */
+    float *Kt;   /* NB x (D, BK)   rotated key tile(s), transposed */
+    float *Vt;   /* NB x (D, BK)   value tile(s), transposed (backward: dP = dO V^T) */
     float *Sb;   /* (BQ, BK)  raw dots q.k */
     float *Lb;   /* (BQ, BK)  logits */
     float *Pb;   /* (BQ, BK)  probabilities */
     float *dPb;  /* (BQ, BK)  dP, then dL, then d dot */
     float *acc;  /* (BQ, D)   output / dq accumulator */
-    float *dka;  /* (BK, D)   dk accumulator */
-    float *dva;  /* (BK, D)   dv accumulator */
+    float *dka;  /* NB x (BK, D)   dk accumulator(s) */
+    float *dva;  /* NB x (BK, D)   dv accumulator(s) */
     float *cr, *lse, *Di; /* (BQ) */
     double *m, *l, *s2, *gs;       /* (BQ) */
 } scratch;
 
+/* Key tiles per sweep of the fused backward over the query tiles: each query tile's Q, dO
+ * and dq rows are read once per block of NB key tiles instead of once per key tile. */
+#define NB 4
+
 size_t la_softmax_scratch_bytes(int D) {
-    size_t f = (size_t)4 * LA_BQ * D + (size_t)2 * LA_BK * D + (size_t)2 * D * LA_BK +
+    size_t f = (size_t)4 * LA_BQ * D + (size_t)NB * (3 * LA_BK * D + 2 * D * LA_BK) +
                (size_t)4 * LA_BQ * LA_BK + 3 * LA_BQ;
     return f * sizeof(float) + 4 * LA_BQ * sizeof(double) + 16 * 64;
 }
@@ -94,16 +102,16 @@ static scratch get_scratch(const la_attn_ctx *c, int tid) {
         p += ((sizeof(type) * (n)) + 63) & ~(size_t)63; \
     } while (0)
     TAKE(s.Qt, float, LA_BQ * D);
-    TAKE(s.Kr, float, LA_BK * D);
-    TAKE(s.Kt, float, D * LA_BK);
-    TAKE(s.Vt, float, D * LA_BK);
+    TAKE(s.Kr, float, NB * LA_BK * D);
+    TAKE(s.Kt, float, NB * D * LA_BK);
+    TAKE(s.Vt, float, NB * D * LA_BK);
     TAKE(s.Sb, float, LA_BQ * LA_BK);
     TAKE(s.Lb, float, LA_BQ * LA_BK);
     TAKE(s.Pb, float, LA_BQ * LA_BK);
     TAKE(s.dPb, float, LA_BQ * LA_BK);
     TAKE(s.acc, float, LA_BQ * D);
-    TAKE(s.dka, float, LA_BK * D);
-    TAKE(s.dva, float, LA_BK * D);
+    TAKE(s.dka, float, NB * LA_BK * D);
+    TAKE(s.dva, float, NB * LA_BK * D);
     TAKE(s.cr, float, LA_BQ);
     TAKE(s.lse, float, LA_BQ);
     TAKE(s.Di, float, LA_BQ);
@@ -115,10 +123,11 @@ static scratch get_scratch(const la_attn_ctx *c, int tid) {
     return s;
 }
 
-/* Raw dots and logits of query tile (b,h,i0,nr) against key tile j0..j0+nc (Kt ready). */
-static void tile_scores(const la_attn_ctx *c, const scratch *s, const float *Kt, int h,
+/* Raw dots and logits of query tile (b,h,i0,nr) (rows Q, (nr, D)) against key tile
+ * j0..j0+nc (Kt ready). */
+static void tile_scores(const la_attn_ctx *c, const scratch *s, const float *Q, const float *Kt, int h,
                         const la_rowvis *rows, int i0, int nr, int j0, int nc, int cls) {
-    la_mm(nr, nc, c->D, s->Qt, (size_t)c->D, 1, Kt, LA_BK, s->Sb, LA_BK, 0);
+    la_mm(nr, nc, c->D, Q, (size_t)c->D, 1, Kt, LA_BK, s->Sb, LA_BK, 0);
     la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, s->Sb, s->Lb, LA_BK);
 }
 
@@ -148,7 +157,7 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
     PROF_LAP(SP_F_OTHER);
     while (la_kiter_next(&ki, &t)) { /* fully masked tiles are skipped: they cost nothing */
         const int kt = t.kt, j0 = t.j0, nc = t.nc, cls = t.cls;
-        tile_scores(c, s, ktiles + (size_t)kt * D * LA_BK, h, rows, i0, nr, j0, nc, cls);
+        tile_scores(c, s, s->Qt, ktiles + (size_t)kt * D * LA_BK, h, rows, i0, nr, j0, nc, cls);
         PROF_LAP(SP_F_SCORES);
         for (int r = 0; r < nr; r++) {
             const float *L = s->Lb + (size_t)r * LA_BK;
@@ -300,9 +309,9 @@ static const float *load_rowgrad(const la_attn_ctx *c, const scratch *s, int b, 
 }
 
 /* dP = dO V^T, then dL = P o (dP - D_i) on visible entries (0 on masked ones, by selection)
- * and d dot = dL c_r a_t into dPb. Accumulates sum_j dL dot per row into gs when asked. */
+ * and d dot = dL c_r a_t into dPb. Accumulates sum_j dL dot per row into gs (nr) unless NULL. */
 static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt, const float *dO,
-                         const la_rowvis *rows, int i0, int nr, int j0, int nc, int want_gs, int ph_dp,
+                         const la_rowvis *rows, int i0, int nr, int j0, int nc, double *gs, int ph_dp,
                          int ph_ds) {
     (void)ph_dp, (void)ph_ds;
     la_mm(nr, nc, c->D, dO, (size_t)c->D, 1, Vt, LA_BK, s->dPb, LA_BK, 0);
@@ -314,14 +323,14 @@ static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt
         float di = s->Di[r], f = s->cr[r];
         for (int x = 0; x < nc; x++) /* dS = P o (dP - D), exactly 0 on masked entries */
             g[x] = L[x] == -INFINITY ? 0.0f : P[x] * (g[x] - di);
-        float gsum = want_gs ? la_row_dot_live(g, sd, L, nc) : 0.0f;
+        float gsum = gs ? la_row_dot_live(g, sd, L, nc) : 0.0f;
         if (c->has_t) { /* L = c a dot + ...  ->  d dot = dL c a */
             const float *ta = c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1);
             for (int x = 0; x < nc; x++) g[x] *= f * ta[x];
         } else {
             for (int x = 0; x < nc; x++) g[x] *= f;
         }
-        if (want_gs) s->gs[r] += gsum;
+        if (gs) gs[r] += gsum;
     }
     PROF_LAP(ph_ds);
 }
@@ -350,12 +359,12 @@ static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt
         const float *Kr = la_load_k(c, b, hkv, j0, nc, s->Kr);
         const float *Kt = ktiles + (size_t)kt * D * LA_BK;
         PROF_LAP(SP_Q_OTHER);
-        tile_scores(c, s, Kt, h, rows, i0, nr, j0, nc, cls);
+        tile_scores(c, s, s->Qt, Kt, h, rows, i0, nr, j0, nc, cls);
         PROF_LAP(SP_Q_SCORES);
         tile_probs(s, rows, nr, nc);
         PROF_LAP(SP_Q_EXP);
-        tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc, want_gs, SP_Q_DP,
-                     SP_Q_DS);
+        tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc,
+                     want_gs ? s->gs : NULL, SP_Q_DP, SP_Q_DS);
         /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
         if (cls == 1)
             la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr, D, s->acc, D, 1);
@@ -399,14 +408,14 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
             la_load_q(c, b, h, i0, nr, s->Qt);
             const float *dO = load_rowgrad(c, s, b, h, i0, nr, delta, row_stat, dout);
             PROF_LAP(SP_K_OTHER);
-            tile_scores(c, s, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
+            tile_scores(c, s, s->Qt, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
             PROF_LAP(SP_K_SCORES);
             tile_probs(s, rows, nr, nc);
             PROF_LAP(SP_K_EXP);
             /* dv += P^T dO */
             la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva, D, 1);
             PROF_LAP(SP_K_DV);
-            tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, 0, SP_K_DP, SP_K_DS);
+            tile_dscores(c, s, s->Vt, dO, rows, i0, nr, j0, nc, NULL, SP_K_DP, SP_K_DS);
             /* dk_rot += (d dot)^T Q_rot */
             la_mm(nc, D, nr, s->dPb, 1, LA_BK, s->Qt, D, s->dka, D, 1);
             PROF_LAP(SP_K_DK);
@@ -416,6 +425,108 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
     size_t kbase = (((size_t)b * c->Hkv + hkv) * S + j0) * D;
     memcpy(dk + kbase, s->dka, sizeof(float) * (size_t)nc * D);
     memcpy(dv + kbase, s->dva, sizeof(float) * (size_t)nc * D);
+    PROF_LAP(SP_K_OTHER);
+}
+
+/* Fused backward of one (b, kv head) pair: every visible (key tile, query tile) product is
+ * formed once and feeds dV, dK and dQ. Blocks of NB key tiles outermost (K, V transposed
+ * once per tile; dK, dV accumulated in per-thread tiles), then the group's query heads,
+ * then query tiles, then the block's key tiles, all increasing: dK, dV of a key tile add
+ * their (g, query tile) terms in the order dkv_task adds them, and dQ of a query tile
+ * (accumulated in place in dq, which only this pair writes) adds its key tiles' terms in
+ * increasing kt, the order dq_task adds them. So
+ * the fused path computes bitwise the same dq, dk, dv as the two passes, for any thread
+ * count; it is only chosen when the pairs keep every thread busy (la_softmax_backward). */
+static void bwd_pair_task(const la_attn_ctx *c, const scratch *s, int b, int hkv,
+                          const float *delta, const float *row_stat, const float *dout, float *dq,
+                          float *dk, float *dv, double *part) {
+    const int D = c->D, S = c->S, T = c->T;
+    PROF_START();
+    for (int g = 0; g < c->group; g++) { /* dq rows of the group's heads: (T, D) each */
+        size_t bh = (size_t)b * c->H + hkv * c->group + g;
+        memset(dq + bh * T * D, 0, sizeof(float) * (size_t)T * D);
+        if (part) memset(c->rowgs + bh * T, 0, sizeof(double) * (size_t)T);
+    }
+    PROF_LAP(SP_K_OTHER);
+    const size_t kd = (size_t)LA_BK * D; /* floats per key-tile buffer */
+    for (int kb = 0; kb < c->nkt; kb += NB) {
+        const int nb = c->nkt - kb < NB ? c->nkt - kb : NB;
+        const float *Kr[NB];
+        for (int u = 0; u < nb; u++) {
+            const int j0 = (kb + u) * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+            const float *vtile = c->v + (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+            Kr[u] = la_load_k(c, b, hkv, j0, nc, s->Kr + u * kd);
+            la_transpose(Kr[u], nc, D, D, s->Kt + u * kd, LA_BK);
+            la_transpose(vtile, nc, D, D, s->Vt + u * kd, LA_BK);
+            memset(s->dka + u * kd, 0, sizeof(float) * (size_t)nc * D);
+            memset(s->dva + u * kd, 0, sizeof(float) * (size_t)nc * D);
+        }
+        PROF_LAP(SP_K_TRANS);
+        for (int g = 0; g < c->group; g++) {
+            int h = hkv * c->group + g;
+            float *dqh = dq + ((size_t)b * c->H + h) * T * D;
+            for (int qt = 0; qt < c->nqt; qt++) {
+                int cls[NB], any = 0;
+                for (int u = 0; u < nb; u++) any |= cls[u] = la_sched_tile_cls(c, b, qt, kb + u);
+                if (!any) continue;
+                const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+                const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+                la_row_factors(c, h, rows, nr, s->cr);
+                /* the query rows themselves when nothing rotates (no copy per tile pair) */
+                const float *Q = c->q + (((size_t)b * c->H + h) * T + i0) * D;
+                if (c->rotate) {
+                    la_load_q(c, b, h, i0, nr, s->Qt);
+                    Q = s->Qt;
+                }
+                const float *dO = load_rowgrad(c, s, b, h, i0, nr, delta, row_stat, dout);
+                double *gs = part ? c->rowgs + ((size_t)b * c->H + h) * T + i0 : NULL;
+                float *dqt = dqh + (size_t)i0 * D;
+                PROF_LAP(SP_K_OTHER);
+                for (int u = 0; u < nb; u++) { /* the block's key tiles, increasing */
+                    if (!cls[u]) continue;
+                    const int j0 = (kb + u) * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+                    tile_scores(c, s, Q, s->Kt + u * kd, h, rows, i0, nr, j0, nc, cls[u]);
+                    PROF_LAP(SP_K_SCORES);
+                    tile_probs(s, rows, nr, nc);
+                    PROF_LAP(SP_K_EXP);
+                    /* dv += P^T dO */
+                    la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva + u * kd, D, 1);
+                    PROF_LAP(SP_K_DV);
+                    tile_dscores(c, s, s->Vt + u * kd, dO, rows, i0, nr, j0, nc, gs, SP_K_DP, SP_K_DS);
+                    /* dk_rot += (d dot)^T Q_rot */
+                    la_mm(nc, D, nr, s->dPb, 1, LA_BK, Q, D, s->dka + u * kd, D, 1);
+                    PROF_LAP(SP_K_DK);
+                    /* dq_rot += d dot . K_rot (masked K rows skipped in partial tiles) */
+                    if (cls[u] == 1)
+                        la_mm(nr, D, nc, s->dPb, LA_BK, 1, Kr[u], D, dqt, D, 1);
+                    else
+                        la_mm_rows(rows, nr, j0, nc, D, s->dPb, LA_BK, Kr[u], D, dqt, D);
+                    PROF_LAP(SP_K_DQ);
+                }
+            }
+        }
+        for (int u = 0; u < nb; u++) {
+            const int j0 = (kb + u) * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
+            la_unrotate_k(c, b, j0, nc, s->dka + u * kd);
+            size_t kbase = (((size_t)b * c->Hkv + hkv) * S + j0) * D;
+            memcpy(dk + kbase, s->dka + u * kd, sizeof(float) * (size_t)nc * D);
+            memcpy(dv + kbase, s->dva + u * kd, sizeof(float) * (size_t)nc * D);
+        }
+        PROF_LAP(SP_K_OTHER);
+    }
+    for (int g = 0; g < c->group; g++) {
+        size_t bh = (size_t)b * c->H + hkv * c->group + g;
+        la_unrotate_q(c, b, 0, T, dq + bh * T * D);
+        if (part) /* d s_h per query tile, summed as dq_task sums it */
+            for (int qt = 0; qt < c->nqt; qt++) {
+                const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
+                const la_rowvis *rows = c->rows + (size_t)b * T + i0;
+                const double *gs = c->rowgs + bh * T + i0;
+                double acc = 0.0;
+                for (int r = 0; r < nr; r++) acc += gs[r] * c->scale * rows[r].xrow;
+                part[bh * c->nqt + qt] = acc;
+            }
+    }
     PROF_LAP(SP_K_OTHER);
 }
 
@@ -432,10 +543,31 @@ static void dkv_item(void *arg, la_item it) {
     dkv_task(a->c, &a->s, it.b, it.h, it.tile, a->delta, a->crow_stat, a->dout, a->dk, a->dv);
 }
 
+static void pair_item(void *arg, la_item it) {
+    sm_arg *a = arg;
+    bwd_pair_task(a->c, &a->s, it.b, it.h, a->delta, a->crow_stat, a->dout, a->dq, a->dk, a->dv,
+                  a->part);
+}
+
+/* Use the fused backward? Its items are the (b, kv head) pairs, so with few pairs per thread
+ * the last round leaves threads idle: fused when ceil(pairs / threads) rounds of fused work
+ * (about 0.8 of the two passes' work per pair, README "Where the backward's time goes") beat
+ * the two passes' evenly spread work, i.e. 4 * threads * ceil(pairs / threads) <= 5 * pairs.
+ * Results are bitwise the same either way (bwd_pair_task), so this may look at the thread
+ * count. */
+int la_softmax_bwd_fused = -1; /* tests: 1 forces the fused path, 0 the two passes, -1 auto */
+
+static int use_fused(const la_attn_ctx *c) {
+    if (la_softmax_bwd_fused >= 0) return la_softmax_bwd_fused;
+    long pairs = (long)c->B * c->Hkv, nt = c->nthreads;
+    return 4 * nt * ((pairs + nt - 1) / nt) <= 5 * pairs;
+}
+
 la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const float *row_stat,
                               const float *dout, float *dq, float *dk, float *dv) {
     float *dlogn = c->opts->dlogn_s;
     double *part = dlogn && c->spec->xform == LA_XF_LOGN ? c->part : NULL;
+    const int fused = use_fused(c);
 #pragma omp parallel num_threads(c->nthreads)
     {
         sm_arg a = {.c = c, .s = get_scratch(c, omp_get_thread_num()), .dout = dout, .delta = c->rowbuf,
@@ -444,20 +576,26 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
         PROF_START();
         rowgrad_delta(c, out, dout, c->rowbuf); /* ends with a barrier: every D_i is ready */
         PROF_LAP(SP_PREP_B);
-        for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
-            int i0, i1;
-            la_sched_chunk(c, ch, &i0, &i1);
-            a.p0 = ch * c->prep_pairs;
-            PROF_START();
-            la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 1);
-            PROF_LAP(SP_PREP_B);
-            PROF_REGION(r0);
-            la_sched_for(c, LA_ITEMS_Q, i0, i1, dq_item, &a);
-            PROF_REGION_END(r0, SP_DQ_REGION);
+        if (fused) {
+            PROF_REGION(r2);
+            la_sched_for(c, LA_ITEMS_PAIR, 0, la_sched_np(c), pair_item, &a);
+            PROF_REGION_END(r2, SP_DKV_REGION);
+        } else {
+            for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
+                int i0, i1;
+                la_sched_chunk(c, ch, &i0, &i1);
+                a.p0 = ch * c->prep_pairs;
+                PROF_START();
+                la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 1);
+                PROF_LAP(SP_PREP_B);
+                PROF_REGION(r0);
+                la_sched_for(c, LA_ITEMS_Q, i0, i1, dq_item, &a);
+                PROF_REGION_END(r0, SP_DQ_REGION);
+            }
+            PROF_REGION(r1);
+            la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), dkv_item, &a);
+            PROF_REGION_END(r1, SP_DKV_REGION);
         }
-        PROF_REGION(r1);
-        la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), dkv_item, &a);
-        PROF_REGION_END(r1, SP_DKV_REGION);
     }
     if (dlogn) {
         if (part) la_sum_parts(c, dlogn);

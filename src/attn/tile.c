@@ -19,7 +19,7 @@ void la_mm_generic(int M, int N, int K, const float *A, size_t sai, size_t sak,
         for (int k = 0; k < K; k++) {
             float a = A[i * sai + k * sak];
             const float *b = B + (size_t)k * ldb;
-            for (int n = 0; n < N; n++) c[n] += a * b[n];
+            for (int n = 0; n < N; n++) c[n] = fmaf(a, b[n], c[n]); /* fused, as the AVX-512 kernel */
         }
     }
 }
@@ -103,7 +103,9 @@ void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float 
             for (int col = cr[2 * g]; col < cr[2 * g + 1]; col++) {
                 float a = p[col];
                 const float *x = X + (size_t)col * ldx;
-                for (int d = 0; d < D; d++) c[d] += a * x[d];
+                /* fused multiply-add written out: the sparse products (below) must form the
+                 * same value whatever the optimiser would contract */
+                for (int d = 0; d < D; d++) c[d] = fmaf(a, x[d], c[d]);
             }
     }
 }
@@ -271,4 +273,82 @@ float la_exp_sub(const float *x, float mx, float *y, int n) {
         sum += y[i];
     }
     return sum;
+}
+
+/* ---- sparse tile products (entmax rows: a few nonzero p per row) ---------------------
+ * Each computes, for the entries it touches, exactly the fused multiply-add chain (fmaf,
+ * never a separate multiply and add, at any optimisation level) that la_mm / la_mm_rows
+ * compute (same operands, same order, starting from the same value), and only
+ * leaves out terms whose A factor is zero (which add +-0 to a sum that is never -0, so
+ * change nothing): results are bitwise those of the dense products. */
+
+int la_nz_cols(const float *p, int n, int32_t *idx) {
+    int k = 0;
+    int x = 0;
+#ifdef __AVX512F__
+    for (; x < n; x += 16) {
+        __mmask16 lm = n - x >= 16 ? 0xFFFF : (__mmask16)((1u << (n - x)) - 1);
+        __mmask16 nz = _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, p + x), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        while (nz) {
+            idx[k++] = x + __builtin_ctz(nz);
+            nz &= (__mmask16)(nz - 1);
+        }
+    }
+#endif
+    for (; x < n; x++)
+        if (p[x] != 0.0f) idx[k++] = x;
+    return k;
+}
+
+int la_gt_cols(const float *l, int n, float thr, int32_t *idx) {
+    int k = 0;
+    int x = 0;
+#ifdef __AVX512F__
+    const __m512 vt = _mm512_set1_ps(thr);
+    for (; x < n; x += 16) {
+        __mmask16 lm = n - x >= 16 ? 0xFFFF : (__mmask16)((1u << (n - x)) - 1);
+        __mmask16 gt = _mm512_mask_cmp_ps_mask(lm, _mm512_maskz_loadu_ps(lm, l + x), vt, _CMP_GT_OQ);
+        while (gt) {
+            idx[k++] = x + __builtin_ctz(gt);
+            gt &= (__mmask16)(gt - 1);
+        }
+    }
+#endif
+    for (; x < n; x++)
+        if (l[x] > thr) idx[k++] = x;
+    return k;
+}
+
+void la_spmm_row(const float *p, const int32_t *idx, int nnz, const float *X, int ldx, float *c, int D) {
+    for (int t = 0; t < nnz; t++) {
+        float a = p[idx[t]];
+        const float *x = X + (size_t)idx[t] * ldx;
+        for (int d = 0; d < D; d++) c[d] = fmaf(a, x[d], c[d]);
+    }
+}
+
+void la_spscatter_row(const float *p, const int32_t *idx, int nnz, const float *x, float *C, int ldc, int D) {
+    for (int t = 0; t < nnz; t++) {
+        float a = p[idx[t]];
+        float *c = C + (size_t)idx[t] * ldc;
+        for (int d = 0; d < D; d++) c[d] = fmaf(a, x[d], c[d]);
+    }
+}
+
+void la_dot_entries(int n, const int32_t *ri, const int32_t *xi, const float *A, int lda,
+                    const float *B, int ldb, int K, float *C, int ldc) {
+    for (int t0 = 0; t0 < n; t0 += 8) {
+        /* 8 independent chains at a time (short groups repeat their last entry) */
+        const float *a[8], *b[8];
+        float acc[8];
+        for (int i = 0; i < 8; i++) {
+            int t = t0 + i < n ? t0 + i : n - 1;
+            a[i] = A + (size_t)ri[t] * lda;
+            b[i] = B + (size_t)xi[t] * ldb;
+            acc[i] = 0.0f;
+        }
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < 8; i++) acc[i] = fmaf(a[i][k], b[i][k], acc[i]);
+        for (int i = 0; i < 8 && t0 + i < n; i++) C[(size_t)ri[t0 + i] * ldc + xi[t0 + i]] = acc[i];
+    }
 }
