@@ -81,6 +81,7 @@ typedef struct {
     int threads, quick, json;
     bench_peer peer;               /* --peers: bench/torch_attn.py, pid 0 when not running */
     char peer_version[64], peer_why[400];
+    const char *peer_python;       /* --python: restarted with it after a peer dies */
     row_result rows[32];
     int n_rows;
     double sgemm_gflops;           /* the better of the start and end measurements */
@@ -286,6 +287,22 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
     return 0;
 }
 
+/* start bench/torch_attn.py with --python; on failure st->peer.pid stays 0 and
+ * st->peer_why says why */
+static void peer_start(bench_state *st) {
+    char script[4096], th[16], line[256];
+    bench_find_script("torch_attn.py", script, sizeof script);
+    snprintf(th, sizeof th, "%d", st->threads);
+    char *pargv[] = {(char *)st->peer_python, script, "--threads", th, NULL};
+    if (!script[0])
+        snprintf(st->peer_why, sizeof st->peer_why, "bench/torch_attn.py not found");
+    else if (bench_peer_start(&st->peer, pargv, line, sizeof line, st->peer_why, sizeof st->peer_why) == 0 &&
+             sscanf(line, "ready %63s", st->peer_version) != 1) {
+        snprintf(st->peer_why, sizeof st->peer_why, "unexpected first line: %.200s", line);
+        bench_peer_stop(&st->peer);
+    }
+}
+
 /* --peers: PyTorch's SDPA and FlexAttention on the shape of the row just measured, in the
  * same run (bench/torch_attn.py), with as many timed calls as ours; a peer that fails
  * (FlexAttention's CPU backward, a compile error) gives its reason instead of a number. */
@@ -304,6 +321,7 @@ static void run_peers(bench_state *st, row_result *r) {
             bench_peer_reason(&st->peer, st->peer_why, sizeof st->peer_why);
             snprintf(r->peer_err[k], sizeof r->peer_err[k], "PyTorch stopped: %.120s", st->peer_why);
             bench_peer_stop(&st->peer);
+            peer_start(st); /* a fresh one for the next cells (FlexAttention at 16384 can be OOM-killed) */
         } else if (!strncmp(line, "seconds ", 8) && (r->peer_s[k] = atof(line + 8)) > 0) {
             r->peer_err[k][0] = 0;
         } else {
@@ -490,17 +508,8 @@ int bench_attn(int argc, char **argv) {
         fflush(stdout);
     }
     if (peers) {
-        char script[4096], th[16], line[256];
-        bench_find_script("torch_attn.py", script, sizeof script);
-        snprintf(th, sizeof th, "%d", st->threads);
-        char *pargv[] = {(char *)py, script, "--threads", th, NULL};
-        if (!script[0])
-            snprintf(st->peer_why, sizeof st->peer_why, "bench/torch_attn.py not found");
-        else if (bench_peer_start(&st->peer, pargv, line, sizeof line, st->peer_why, sizeof st->peer_why) == 0 &&
-                 sscanf(line, "ready %63s", st->peer_version) != 1) {
-            snprintf(st->peer_why, sizeof st->peer_why, "unexpected first line: %.200s", line);
-            bench_peer_stop(&st->peer);
-        }
+        st->peer_python = py;
+        peer_start(st);
         if (!st->json) {
             if (st->peer.pid) printf("peers: PyTorch %s (%s), same threads, right after each softmax+causal row\n", st->peer_version, py);
             else printf("peers: PyTorch not measured: %s\n", st->peer_why);

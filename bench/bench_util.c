@@ -2,6 +2,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -99,7 +100,12 @@ void bench_peer_reason(const bench_peer *p, char *why, size_t n) {
         fclose(f);
     }
     last[strcspn(last, "\n")] = 0;
-    snprintf(why, n, "%s", last[0] ? last : "the process exited without a message");
+    int st; /* killed: say so (its last stderr line is then some earlier warning) */
+    if (p->pid > 0 && waitpid(p->pid, &st, WNOHANG) == p->pid && WIFSIGNALED(st))
+        snprintf(why, n, "killed by signal %d (%s): for SIGKILL usually the out-of-memory killer, see dmesg",
+                 WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(why, n, "%s", last[0] ? last : "the process exited without a message");
 }
 
 void bench_peer_stop(bench_peer *p) {
@@ -130,6 +136,10 @@ int bench_peer_start(bench_peer *p, char *const argv[], char *line, size_t n, ch
         return -1;
     }
     snprintf(p->errpath, sizeof p->errpath, "/tmp/la_bench_peer_%d_%d.err", (int)getpid(), serial++);
+    /* a peer that dies (PyTorch's FlexAttention forward at T = 16384 was killed by the
+     * kernel's OOM killer on a 23 GiB machine) must cost its rows, not the benchmark: without
+     * this the "quit" written to its closed pipe raised SIGPIPE and ended bench silently */
+    signal(SIGPIPE, SIG_IGN);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
