@@ -245,6 +245,20 @@ static void variant_key(const la_study *st, int vi, int k, char *buf, size_t n) 
         snprintf(buf, n, "variant_%d_%s", vi + 1, slug);
 }
 
+/* o["log"] = v's training log, rows [step, train_bpb, val_bpb, elapsed_s] (the finished
+ * cell and the mid-training checkpoint's side file both carry it) */
+static void put_log(cJSON *o, const study_variant *v) {
+    cJSON *log = cJSON_AddArrayToObject(o, "log");
+    for (int k = 0; k < v->n_log; k++) {
+        cJSON *row = cJSON_CreateArray();
+        la_json_push(row, cJSON_CreateNumber(v->log[k].step));
+        la_json_push(row, la_cells_num(v->log[k].train_bpb));
+        la_json_push(row, la_cells_num(v->log[k].val_bpb));
+        la_json_push(row, la_cells_num(v->log[k].elapsed_s));
+        la_json_push(log, row);
+    }
+}
+
 static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
     int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *o = cJSON_CreateObject();
@@ -279,15 +293,7 @@ static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
     cJSON *pk = cJSON_AddArrayToObject(o, "correct");
     for (int i = 0; i < st->n_pk_lens; i++)
         la_json_push(pk, cJSON_CreateIntArray(v->correct[i], st->n_pk_depths));
-    cJSON *log = cJSON_AddArrayToObject(o, "log"); /* [step, train_bpb, val_bpb, elapsed_s] */
-    for (int k = 0; k < v->n_log; k++) {
-        cJSON *row = cJSON_CreateArray();
-        la_json_push(row, cJSON_CreateNumber(v->log[k].step));
-        la_json_push(row, la_cells_num(v->log[k].train_bpb));
-        la_json_push(row, la_cells_num(v->log[k].val_bpb));
-        la_json_push(row, la_cells_num(v->log[k].elapsed_s));
-        la_json_push(log, row);
-    }
+    put_log(o, v);
     return la_json_end(saved_json, o);
 }
 
@@ -399,15 +405,7 @@ static cJSON *side_state(int step, const la_rng *order, const la_rng *mix, doubl
     la_json_put(o, "tail_sum", la_cells_num(tail_sum));
     cJSON_AddNumberToObject(o, "tail_n", tail_n);
     la_json_put(o, "train_s", la_cells_num(train_s));
-    cJSON *log = cJSON_AddArrayToObject(o, "log");
-    for (int k = 0; k < v->n_log; k++) {
-        cJSON *row = cJSON_CreateArray();
-        la_json_push(row, cJSON_CreateNumber(v->log[k].step));
-        la_json_push(row, la_cells_num(v->log[k].train_bpb));
-        la_json_push(row, la_cells_num(v->log[k].val_bpb));
-        la_json_push(row, la_cells_num(v->log[k].elapsed_s));
-        la_json_push(log, row);
-    }
+    put_log(o, v);
     return la_json_end(saved_json, o);
 }
 
