@@ -12,7 +12,7 @@
 #include "core/internal.h"
 #include "tasks/cells.h"
 
-static la_status write_json(const char *path, const cJSON *obj) {
+la_status la_json_write_atomic(const char *path, const cJSON *obj) {
     char *text = cJSON_Print(obj);
     if (!text) return la_fail(LA_ENOMEM, "out of memory formatting %s", path);
     la_afile af;
@@ -155,7 +155,7 @@ la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, cons
     la_json_put(run, "fingerprint", fp);
     run = la_json_end(saved_json, run);
     if (!run) return la_fail(LA_ENOMEM, "out of memory writing %s", path);
-    s = write_json(path, run);
+    s = la_json_write_atomic(path, run);
     cJSON_Delete(run);
     return s;
 }
@@ -187,7 +187,7 @@ la_status la_cells_save(const la_cells *c, const char *key, const cJSON *result)
     if (!c || !key || !result) return la_fail(LA_EINVAL, "la_cells_save: NULL argument");
     char path[2600];
     cell_path(c, key, path, sizeof path);
-    return write_json(path, result);
+    return la_json_write_atomic(path, result);
 }
 
 /* cJSON prints 15 significant digits whenever they read back within an epsilon, which loses

@@ -48,5 +48,8 @@ cJSON *la_cells_num(double x);
 double la_cells_get_num(const cJSON *obj, const char *name);
 /* An element of an array read back the same way. */
 double la_cells_num_value(const cJSON *item);
+/* obj printed to path, one JSON text and a newline, written atomically (la_afile): the
+ * cell store's writer, also used by longeval for its own cell and results files. */
+la_status la_json_write_atomic(const char *path, const cJSON *obj);
 
 #endif

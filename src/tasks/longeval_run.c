@@ -15,6 +15,7 @@
 #include "core/dist.h"
 #include "core/internal.h"
 #include "io/gnuplot.h"
+#include "tasks/cells.h"
 #include "tasks/longeval_internal.h"
 
 void openblas_set_num_threads(int);
@@ -214,20 +215,6 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
     return la_json_end(saved_json, j);
 }
 
-static la_status write_json(const char *path, cJSON *j) {
-    char *s = cJSON_Print(j);
-    if (!s) return la_fail(LA_ENOMEM, "longeval: out of memory printing JSON");
-    la_afile af;
-    la_status st = la_afile_open(&af, path);
-    if (st == LA_OK) {
-        fputs(s, af.f);
-        fputc('\n', af.f);
-        st = la_afile_commit(&af);
-    }
-    free(s);
-    return st;
-}
-
 static double jnum(const cJSON *j, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
@@ -347,7 +334,7 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     for (int i = 0; i < nc; i++) la_json_push(arr, cell_json(o, &cells[i]));
     root = la_json_end(saved_json, root);
     snprintf(path, sizeof path, "%s/results.json", o->out_dir);
-    la_status st = root ? write_json(path, root) : la_fail(LA_ENOMEM, "longeval: out of memory building %s", path);
+    la_status st = root ? la_json_write_atomic(path, root) : la_fail(LA_ENOMEM, "longeval: out of memory building %s", path);
     cJSON_Delete(root);
     LA_TRY(st);
     (void)wall;
@@ -590,7 +577,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
             run_s += cell->seconds;
             if (st == LA_OK && o.out_dir) {
                 cJSON *j = cell_json(&o, cell);
-                st = write_json(path, j);
+                st = la_json_write_atomic(path, j);
                 cJSON_Delete(j);
             }
         }
