@@ -135,7 +135,13 @@ typedef struct {
     int64_t rows[64], erows[64];
 } ref_ranges;
 
-static void run_ref_case(const ref_case *rc) {
+/* sel: NULL for every row (la_attn_diagnose), else la_attn_diagnose_rows with that row
+ * filter: the reference then folds only the chosen rows and checks every span mass */
+static void run_ref_case_sel(const ref_case *rc, const la_diag_rows *sel_in);
+
+static void run_ref_case(const ref_case *rc) { run_ref_case_sel(rc, NULL); }
+
+static void run_ref_case_sel(const ref_case *rc, const la_diag_rows *sel_in) {
     la_spec sp;
     assert_int_equal(la_spec_parse(rc->spec, &sp), LA_OK);
     const int B = rc->B, H = rc->H, K = rc->Hkv, T = rc->T, S = rc->S, D = rc->D;
@@ -166,7 +172,18 @@ static void run_ref_case(const ref_case *rc) {
     assert_int_equal(la_attn_forward(&sp, &sh, q, k, v, out, stat, &op), LA_OK);
     int64_t maxd = S + T;
     la_diag **d = new_diags(B * H, maxd, rc->delta);
-    assert_int_equal(la_attn_diagnose(&sp, &sh, q, k, stat, &op, d), LA_OK);
+    la_diag_rows sel;
+    double *smass = NULL;
+    if (sel_in) {
+        sel = *sel_in;
+        size_t nm = (size_t)B * H * sel.n_rows * (sel.n_spans > 0 ? sel.n_spans : 1);
+        smass = malloc(sizeof(double) * nm);
+        for (size_t x = 0; x < nm; x++) smass[x] = -7; /* written, not accumulated */
+        sel.mass = sel.n_spans ? smass : NULL;
+        assert_int_equal(la_attn_diagnose_rows(&sp, &sh, q, k, stat, &op, &sel, d), LA_OK);
+    } else {
+        assert_int_equal(la_attn_diagnose(&sp, &sh, q, k, stat, &op, d), LA_OK);
+    }
 
     /* reference: one row at a time, T = 1 at pos0 + i, probabilities from key_mass */
     double *qd = malloc(sizeof(double) * D), *kd = malloc(sizeof(double) * (size_t)K * S * D);
@@ -180,7 +197,13 @@ static void run_ref_case(const ref_case *rc) {
             rr[h].R = la_diag_num_ranges(d[b * H + h]);
             for (int r = 0; r < rr[h].R; r++) la_diag_get_range_edges(d[b * H + h], r, &rr[h].edges[r], &rr[h].edges[r + 1]);
         }
-        for (int i = 0; i < T; i++) {
+        for (int i = 0, si = 0; i < T; i++) {
+            int ri = -1; /* index of row i in the selection */
+            if (sel_in) {
+                while (si < sel.n_rows && sel.rows[si] < i) si++;
+                if (si == sel.n_rows || sel.rows[si] != i) continue;
+                ri = si;
+            }
             for (int h = 0; h < H; h++) {
                 for (int x = 0; x < D; x++) qrow[h * D + x] = q[(((size_t)b * H + h) * T + i) * D + x];
                 bd[h] = betad[((size_t)b * H + h) * T + i], gd[h] = gammad[((size_t)b * H + h) * T + i];
@@ -203,7 +226,7 @@ static void run_ref_case(const ref_case *rc) {
             }
             for (int h = 0; h < H; h++) {
                 ref_ranges *g = &rr[h];
-                double M[64] = {0}, PL[64] = {0};
+                double M[64] = {0}, PL[64] = {0}, SM[8] = {0};
                 int64_t C[64] = {0};
                 for (int j = (int)ds; j < de; j++) {
                     if (!visible(&sp, qa - ds, j - ds, de - ds)) continue;
@@ -213,6 +236,16 @@ static void run_ref_case(const ref_case *rc) {
                     double p = km[(size_t)h * S + j];
                     C[r]++, M[r] += p;
                     if (p > 0) PL[r] += p * log(p);
+                    for (int sx = 0; ri >= 0 && sx < sel.n_spans; sx++)
+                        if (j >= sel.spans[2 * sx] && j < sel.spans[2 * sx + 1]) SM[sx] += p;
+                }
+                /* span masses: sums of <= S float probabilities of relative error a few 1e-6
+                 * each, so MASS_TOL; one key more or less moves a sum by ~1/S >> 1e-5 */
+                for (int sx = 0; ri >= 0 && sx < sel.n_spans; sx++) {
+                    double got = smass[(((size_t)b * H + h) * sel.n_rows + ri) * sel.n_spans + sx];
+                    if (!(fabs(got - SM[sx]) < MASS_TOL))
+                        fail_msg("%s b=%d h=%d row %d span [%lld,%lld): mass %.8f, reference %.8f", rc->spec, b, h,
+                                 i, (long long)sel.spans[2 * sx], (long long)sel.spans[2 * sx + 1], got, SM[sx]);
                 }
                 for (int r = 0; r < g->R; r++) {
                     if (!C[r]) continue;
@@ -253,6 +286,7 @@ static void run_ref_case(const ref_case *rc) {
         free(rr);
     }
     free_diags(d, B * H);
+    free(smass);
     free(q), free(k), free(v), free(out), free(stat), free(beta), free(gamma), free(betad), free(gammad), free(docs);
     free(qd), free(kd), free(vd), free(outd), free(qrow), free(lsed), free(km), free(bd), free(gd);
 }
@@ -276,6 +310,146 @@ static void test_vs_reference(void **st) {
         {"asentmax+nape+causal", 1, 4, 4, 150, 150, 16, 0, 1.5, 10},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) run_ref_case(&cases[c]);
+}
+
+/* ---- (c) row filter and span masses (la_attn_diagnose_rows) --------------------------- */
+
+/* Rows on both sides of the 64-row tile edges, the first and last row; spans: everything
+ * (each row's masses sum to 1), a middle stretch, one late stretch that early rows cannot
+ * see (their mass must be exactly 0 under causal patterns), a single key. */
+static void test_rows_vs_reference(void **st) {
+    (void)st;
+    static const ref_case cases[] = {
+        {"softmax+rope+causal", 1, 2, 2, 150, 150, 16, 0, 1.6, 10},
+        {"softmax+sinv(tau=10)+prope(p=0.375)+causal", 1, 2, 2, 150, 150, 16, 0, 1.6, 10},
+        {"softmax+alibi+causal", 1, 4, 4, 150, 150, 16, 0, 1.0, 3},
+        {"softmax+logn(train=64)+rope+causal", 1, 2, 2, 150, 150, 16, 0, 1.6, 10},
+        {"softmax+rope+causal", 2, 4, 2, 150, 150, 16, 1, 1.6, 10},   /* GQA, documents */
+        {"softmax+rope+causal", 1, 2, 1, 70, 150, 16, 0, 1.6, 10},    /* T < S: pos0 = 80 */
+        {"softmax+alibi+full", 1, 2, 2, 150, 150, 16, 0, 1.0, 10},    /* non-causal */
+        {"softmax+rope+window(40)", 1, 2, 2, 150, 150, 16, 0, 1.6, 2},
+        {"entmax(alpha=1.5)+rope+causal", 1, 2, 2, 150, 150, 16, 0, 2.0, 10},
+        {"sparsemax+alibi+causal", 1, 2, 2, 150, 150, 16, 0, 2.0, 10},
+        {"asentmax+nape+causal", 1, 4, 4, 150, 150, 16, 0, 1.5, 10},
+    };
+    static const int rows[] = {0, 5, 63, 64, 65, 69, 100, 127, 128, 149};
+    static const int64_t spans[] = {0, 150, 20, 35, 120, 150, 64, 65};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int n = 0;
+        while (n < 10 && rows[n] < cases[c].T) n++;
+        la_diag_rows sel = {rows, n, spans, 4, NULL};
+        run_ref_case_sel(&cases[c], &sel);
+    }
+    /* rows only (no spans): the accumulators alone are filtered */
+    la_diag_rows only = {rows + 3, 4, NULL, 0, NULL};
+    run_ref_case_sel(&cases[0], &only);
+}
+
+/* Spans sum to 1 over all keys, are exactly 0 where a causal row cannot see them, and do
+ * not depend on the thread count; rows outside the filter leave the accumulators alone. */
+static void test_rows_properties(void **st) {
+    (void)st;
+    la_spec sp;
+    assert_int_equal(la_spec_parse("softmax+rope+causal", &sp), LA_OK);
+    const int H = 2, T = 700, D = 16;
+    la_shape sh = {1, H, H, T, T, D, LA_POS0_AUTO};
+    size_t n = (size_t)H * T * D;
+    float *q = malloc(sizeof(float) * n), *k = malloc(sizeof(float) * n), *v = malloc(sizeof(float) * n);
+    float *out = malloc(sizeof(float) * n), *lse = malloc(sizeof(float) * H * T);
+    uint64_t seed = 11;
+    for (size_t i = 0; i < n; i++) q[i] = (float)gauss(&seed), k[i] = (float)gauss(&seed), v[i] = (float)gauss(&seed);
+    assert_int_equal(la_attn_forward(&sp, &sh, q, k, v, out, lse, NULL), LA_OK);
+    const int rows[] = {3, 300, 640, 699};
+    const int64_t spans[] = {0, T, 310, 400, 0, 4};
+    double m1[2 * 4 * 3], m3[2 * 4 * 3];
+    la_diag **d1 = new_diags(H, T - 1, 10), **d3 = new_diags(H, T - 1, 10);
+    la_attn_opts op = la_attn_opts_default();
+    op.n_threads = 1;
+    la_diag_rows sel = {rows, 4, spans, 3, m1};
+    assert_int_equal(la_attn_diagnose_rows(&sp, &sh, q, k, lse, &op, &sel, d1), LA_OK);
+    op.n_threads = 3;
+    sel.mass = m3;
+    assert_int_equal(la_attn_diagnose_rows(&sp, &sh, q, k, lse, &op, &sel, d3), LA_OK);
+    assert_true(memcmp(m1, m3, sizeof m1) == 0);
+    for (int h = 0; h < H; h++) {
+        int64_t total_rows = 0;
+        for (int r = 0; r < 4; r++) {
+            const double *m = m1 + ((size_t)h * 4 + r) * 3;
+            assert_true(fabs(m[0] - 1) < 1e-5);          /* all keys */
+            if (rows[r] < 310) assert_true(m[1] == 0.0); /* keys after the query: invisible */
+            else assert_true(m[1] > 0 && m[1] < 1);
+            assert_true(m[2] > 0 && m[2] <= m[0]);
+        }
+        for (int r = 0; r < la_diag_num_ranges(d1[h]); r++) {
+            la_diag_result a, b;
+            la_diag_get(d1[h], r, &a), la_diag_get(d3[h], r, &b);
+            assert_true(memcmp(&a, &b, sizeof a) == 0);
+            total_rows = a.rows > total_rows ? a.rows : total_rows;
+        }
+        assert_int_equal(total_rows, 4); /* the [0,1) range holds every folded row once */
+    }
+    free_diags(d1, H), free_diags(d3, H);
+    free(q), free(k), free(v), free(out), free(lse);
+}
+
+static void test_rows_bad_arguments(void **st) {
+    (void)st;
+    la_spec sp;
+    assert_int_equal(la_spec_parse("softmax+rope+causal", &sp), LA_OK);
+    const int H = 2, T = 20, D = 8;
+    la_shape sh = {1, H, H, T, T, D, LA_POS0_AUTO};
+    size_t n = (size_t)H * T * D;
+    float *q = calloc(n, sizeof(float)), *k = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    float *out = malloc(sizeof(float) * n), *lse = malloc(sizeof(float) * H * T);
+    assert_int_equal(la_attn_forward(&sp, &sh, q, k, v, out, lse, NULL), LA_OK);
+    la_diag **d = new_diags(H, T - 1, 10);
+    double mass[2 * 3 * 2];
+    int rows[3] = {2, 7, 19};
+    int64_t spans[4] = {0, 5, 5, 20};
+    la_diag_rows ok = {rows, 3, spans, 2, mass}, b;
+    struct { const char *what; int row_idx, row_val; int span_idx; int64_t span_val; int n_rows, n_spans, null_rows, null_spans, null_mass; } bad[] = {
+        {"outside the query rows", 2, 20, -1, 0, 3, 2, 0, 0, 0},   /* row == T */
+        {"outside the query rows", 0, -1, -1, 0, 3, 2, 0, 0, 0},   /* negative row */
+        {"strictly increasing", 1, 2, -1, 0, 3, 2, 0, 0, 0},       /* repeated row */
+        {"strictly increasing", 1, 1, -1, 0, 3, 2, 0, 0, 0},       /* decreasing */
+        {"at least one query row", -1, 0, -1, 0, 0, 2, 0, 0, 0},   /* n_rows 0 */
+        {"at least one query row", -1, 0, -1, 0, 3, 2, 1, 0, 0},   /* rows NULL */
+        {"negative", -1, 0, -1, 0, 3, -1, 0, 0, 0},                /* n_spans < 0 */
+        {"NULL", -1, 0, -1, 0, 3, 2, 0, 1, 0},                     /* spans NULL */
+        {"NULL", -1, 0, -1, 0, 3, 2, 0, 0, 1},                     /* mass NULL */
+        {"empty", -1, 0, 3, 5, 3, 2, 0, 0, 0},                     /* [5, 5) */
+        {"empty", -1, 0, 3, 3, 3, 2, 0, 0, 0},                     /* [5, 3) */
+        {"outside the keys", -1, 0, 3, 21, 3, 2, 0, 0, 0},         /* k1 > S */
+        {"outside the keys", -1, 0, 0, -1, 3, 2, 0, 0, 0},         /* k0 < 0 */
+    };
+    for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
+        int r2[3] = {2, 7, 19};
+        int64_t s2[4] = {0, 5, 5, 20};
+        if (bad[c].row_idx >= 0) r2[bad[c].row_idx] = bad[c].row_val;
+        if (bad[c].span_idx >= 0) s2[bad[c].span_idx] = bad[c].span_val;
+        b = ok;
+        b.rows = bad[c].null_rows ? NULL : r2;
+        b.spans = bad[c].null_spans ? NULL : s2;
+        b.mass = bad[c].null_mass ? NULL : mass;
+        b.n_rows = bad[c].n_rows, b.n_spans = bad[c].n_spans;
+        for (int x = 0; x < 12; x++) mass[x] = -3;
+        if (la_attn_diagnose_rows(&sp, &sh, q, k, lse, NULL, &b, d) != LA_EINVAL)
+            fail_msg("case %zu (%s) was accepted", c, bad[c].what);
+        if (!strstr(la_errmsg(), bad[c].what)) fail_msg("case %zu: message '%s' lacks '%s'", c, la_errmsg(), bad[c].what);
+        for (int x = 0; x < 12; x++) assert_true(mass[x] == -3); /* nothing written on error */
+        for (int h = 0; h < H; h++) {
+            la_diag_result res;
+            la_diag_get(d[h], 0, &res);
+            assert_int_equal(res.rows, 0);
+        }
+    }
+    /* the valid selection passes, and mass NULL is fine without spans */
+    assert_int_equal(la_attn_diagnose_rows(&sp, &sh, q, k, lse, NULL, &ok, d), LA_OK);
+    b = ok;
+    b.n_spans = 0, b.spans = NULL, b.mass = NULL;
+    assert_int_equal(la_attn_diagnose_rows(&sp, &sh, q, k, lse, NULL, &b, d), LA_OK);
+    free_diags(d, H);
+    free(q), free(k), free(v), free(out), free(lse);
 }
 
 /* Results do not depend on the number of threads (fixed chunks merged in order). */
@@ -367,6 +541,9 @@ int main(void) {
         cmocka_unit_test(test_uniform_causal),
         cmocka_unit_test(test_uniform_window),
         cmocka_unit_test(test_vs_reference),
+        cmocka_unit_test(test_rows_vs_reference),
+        cmocka_unit_test(test_rows_properties),
+        cmocka_unit_test(test_rows_bad_arguments),
         cmocka_unit_test(test_threads_bitwise),
         cmocka_unit_test(test_bad_arguments),
     };

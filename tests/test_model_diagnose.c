@@ -8,6 +8,9 @@
  *     and norms, logits |L| <~ 5), so masses and entropies agree to ~1e-5; compared to 5e-5.
  *   - every layer and head: each row's masses sum to 1 (sum over ranges of rows * mean mass
  *     = T), to 1e-5 relative.
+ *   - the row filter (la_model_diagnose_rows): layer 0's span masses of the chosen rows
+ *     against the same reference's probabilities (same 5e-5), every layer's all-keys span
+ *     = 1, only the chosen rows folded;
  *   - bad arguments. */
 #include <math.h>
 #include <setjmp.h>
@@ -88,6 +91,23 @@ static void run_model_case(const char *spec, int n_kv_head) {
     la_diag *d[4];
     for (int i = 0; i < L * H; i++) assert_int_equal(la_diag_new(T - 1, 3, 1, &d[i]), LA_OK);
     assert_int_equal(la_model_diagnose(m, tokens, T, d), LA_OK);
+    /* the row filter (la_model_diagnose_rows): rows across the 64-row tile edge, spans of
+     * every key, a middle stretch and a late stretch; mass (L, H, NR, NS) */
+    enum { NR = 5, NS = 3 };
+    static const int sel_rows[NR] = {0, 63, 64, 100, 149};
+    static const int64_t sel_spans[2 * NS] = {0, 150, 20, 35, 140, 150};
+    double smass[2 * 2 * NR * NS];
+    la_diag *d2[4];
+    for (int i = 0; i < L * H; i++) assert_int_equal(la_diag_new(T - 1, 3, 1, &d2[i]), LA_OK);
+    la_diag_rows sel = {sel_rows, NR, sel_spans, NS, smass};
+    assert_int_equal(la_model_diagnose_rows(m, tokens, T, &sel, d2), LA_OK);
+    for (int i = 0; i < L * H; i++) {
+        la_diag_result r0;
+        la_diag_get(d2[i], 0, &r0); /* [0,1): one entry per folded row */
+        assert_int_equal(r0.rows, NR);
+        for (int r = 0; r < NR; r++) /* every layer's block: all keys hold mass 1 */
+            assert_true(fabs(smass[((size_t)i * NR + r) * NS] - 1) < 1e-5);
+    }
 
     /* every layer and head: rows' masses sum to 1 */
     for (int i = 0; i < L * H; i++) {
@@ -149,6 +169,17 @@ static void run_model_case(const char *spec, int n_kv_head) {
         for (int h = 0; h < H; h++) bd[h] = beta[h * T + i], gd[h] = gamma[h * T + i];
         ro.as_beta = bd, ro.as_gamma = gd;
         if (ref_attn_forward(&sp, &s1, qrow, k, v, &ro, out, lse, NULL, km)) fail_msg("reference: %s", ref_attn_error());
+        for (int r = 0; r < NR; r++) { /* layer 0's span masses of the chosen rows */
+            if (sel_rows[r] != i) continue;
+            for (int h = 0; h < H; h++)
+                for (int sx = 0; sx < NS; sx++) {
+                    double want = 0;
+                    for (int j = (int)sel_spans[2 * sx]; j < sel_spans[2 * sx + 1] && j <= i; j++) want += km[(size_t)h * T + j];
+                    double got = smass[((size_t)h * NR + r) * NS + sx];
+                    if (!(fabs(got - want) < TOL))
+                        fail_msg("%s head %d row %d span %d: mass %.7f, reference %.7f", spec, h, i, sx, got, want);
+                }
+        }
         for (int h = 0; h < H; h++)
             for (int r = 0; r < la_diag_num_ranges(d[h]); r++) {
                 la_diag_get(d[h], r, &res);
@@ -187,7 +218,7 @@ static void run_model_case(const char *spec, int n_kv_head) {
         differ |= fabs(r0.mass - r1.mass) > 1e-3;
     }
     assert_true(differ);
-    for (int i = 0; i < L * H; i++) la_diag_free(d[i]);
+    for (int i = 0; i < L * H; i++) la_diag_free(d[i]), la_diag_free(d2[i]);
     free(af), free(beta), free(gamma);
     free(a), free(qr), free(kr), free(q), free(k), free(v), free(qrow), free(out), free(km);
     la_model_free(m);
@@ -216,6 +247,13 @@ static void test_bad_arguments(void **st) {
     assert_int_equal(la_model_diagnose(m, tok, 10, d), LA_EINVAL); /* d[1] too short */
     assert_non_null(strstr(la_errmsg(), "max_dist"));
     assert_int_equal(la_model_diagnose(m, tok, 9, d), LA_OK);
+    /* a bad row filter is refused before anything is added */
+    int rows[2] = {3, 9};
+    la_diag_rows sel = {rows, 2, NULL, 0, NULL};
+    assert_int_equal(la_model_diagnose_rows(m, tok, 9, &sel, d), LA_EINVAL); /* row 9 of T = 9 */
+    assert_non_null(strstr(la_errmsg(), "outside the query rows"));
+    rows[1] = 8;
+    assert_int_equal(la_model_diagnose_rows(m, tok, 9, &sel, d), LA_OK);
     tok[3] = 300;
     assert_int_equal(la_model_diagnose(m, tok, 9, d), LA_EINVAL); /* outside the vocabulary */
     assert_int_equal(la_model_diagnose(m, tok, 0, d), LA_EINVAL);

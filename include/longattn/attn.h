@@ -436,6 +436,34 @@ LA_API la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, co
                                   const float *k, const float *row_stat, const la_attn_opts *opts,
                                   la_diag **diag);
 
+/* A row filter for the diagnostics (la_attn_diagnose_rows, la_model_diagnose_rows): only
+ * the chosen query rows are streamed into the accumulators, and for each chosen row the
+ * attention mass on chosen key spans is reported, e.g. the mass that the rows predicting a
+ * passkey's answer put on the needle. */
+typedef struct {
+    const int *rows;       /* (n_rows) query row indices i in [0, T), strictly increasing */
+    int n_rows;            /* >= 1 */
+    const int64_t *spans;  /* (n_spans, 2) key spans [k0, k1) of key indices j (the same j as
+                              k's S axis; a model's token positions): 0 <= k0 < k1 <= S */
+    int n_spans;           /* >= 0 */
+    double *mass;          /* out (B, H, n_rows, n_spans) (a model: (n_layer, n_head, n_rows,
+                              n_spans)): sum of the row's probabilities over the visible keys of
+                              the span, written (not accumulated); 0 for a row that sees no key
+                              of the span or no key at all. May be NULL only when n_spans = 0. */
+} la_diag_rows;
+
+/* la_attn_diagnose restricted to sel's rows (of every batch b), plus the span masses of
+ * those rows into sel->mass: mass[((b*H + h)*n_rows + r)*n_spans + s] = sum of p over the
+ * visible keys j of row sel->rows[r] with spans[2s] <= j < spans[2s+1]. Rows not chosen add
+ * nothing to diag. sel NULL is la_attn_diagnose. Work: only the query tiles that hold a
+ * chosen row (no T x S buffer, no allocation that grows with the rows or spans).
+ * Errors: those of la_attn_diagnose, LA_EINVAL naming the problem for n_rows < 1, rows NULL,
+ * a row outside [0, T), rows not strictly increasing, n_spans < 0, spans or mass NULL with
+ * n_spans > 0, an empty span (k0 >= k1) or one outside [0, S). */
+LA_API la_status la_attn_diagnose_rows(const la_spec *spec, const la_shape *shape, const float *q,
+                                       const float *k, const float *row_stat, const la_attn_opts *opts,
+                                       const la_diag_rows *sel, la_diag **diag);
+
 /* ---- deprecated names: kept so existing programs compile (with a warning naming
  * the replacement); see the naming rule in longattn.h ---- */
 

@@ -155,6 +155,14 @@ LA_API la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t
  * accumulator NULL or with max_dist < T - 1), those of la_attn_diagnose. */
 LA_API la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag **diag);
 
+/* la_model_diagnose restricted to sel's rows (token positions, la_diag_rows in attn.h): only
+ * those rows go into the accumulators, and sel->mass (n_layer, n_head, n_rows, n_spans)
+ * receives each chosen row's attention mass on each key span [k0, k1) of token positions,
+ * per layer and head. sel NULL is la_model_diagnose. Errors: those of la_model_diagnose and
+ * of la_attn_diagnose_rows's selection checks (against T). */
+LA_API la_status la_model_diagnose_rows(la_model *m, const int32_t *tokens, int T, const la_diag_rows *sel,
+                                        la_diag **diag);
+
 /* Threads for the attention kernels of this model (la_attn_opts.n_threads); 0 (the default)
  * means the OpenMP default. Calls with under ~2M multiply-adds always use one thread.
  * la_trainer_new applies la_train_config.n_threads when it is > 0. */

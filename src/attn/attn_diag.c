@@ -11,6 +11,11 @@
  *                    log p = log((alpha-1) L - tau) / (alpha-1) on the support (SPEC 5,
  *                    tau in the units of entmax_attn.c: tau = t + (alpha-1) M)
  *
+ * Row filter (la_attn_diagnose_rows): only the query tiles holding a chosen row are
+ * computed, only chosen rows reach the accumulators, and each chosen row's probabilities
+ * over the visible keys of each key span are summed in double into sel->mass (every row is
+ * handled by one chunk, so the writes never race).
+ *
  * Parallel split: the query tiles of one (b, h) are cut into DG_CHUNKS fixed chunks, each
  * with its own accumulator, merged in chunk order: the sums do not depend on the number of
  * threads or on the schedule. */
@@ -56,7 +61,33 @@ typedef struct {
     int entmax;            /* 0 softmax, 1 entmax family */
     double am1, r;         /* alpha - 1, 1 / (alpha - 1) */
     int rk;                /* 1: r == 1 (sparsemax), 2: r == 2 (1.5-entmax), 0: general */
+    const la_diag_rows *sel; /* NULL: every row */
 } dg_t;
+
+/* Index range [*a, *b) of the chosen rows (strictly increasing) inside [i0, i1). */
+static void sel_range(const la_diag_rows *sel, int i0, int i1, int *a, int *b) {
+    int lo = 0, hi = sel->n_rows;
+    while (lo < hi) { /* first chosen row >= i0 */
+        int mid = lo + (hi - lo) / 2;
+        if (sel->rows[mid] < i0) lo = mid + 1;
+        else hi = mid;
+    }
+    *a = lo;
+    while (lo < sel->n_rows && sel->rows[lo] < i1) lo++;
+    *b = lo;
+}
+
+/* Span masses of one chosen row: p over the tile's visible columns [c0, c1) (keys j0 + x)
+ * added into out (n_spans), in double. */
+static void add_span_mass(const la_diag_rows *sel, int j0, int c0, int c1, const float *p, double *out) {
+    for (int s = 0; s < sel->n_spans; s++) {
+        int64_t a = sel->spans[2 * s] - j0, b = sel->spans[2 * s + 1] - j0;
+        int x0 = a > c0 ? (int)a : c0, x1 = b < c1 ? (int)b : c1;
+        double m = 0;
+        for (int x = x0; x < x1; x++) m += p[x];
+        out[s] += m;
+    }
+}
 
 /* p and log p of visible columns [c0, c1) of one row (logits l, statistic st). */
 static void row_probs(const dg_t *g, const float *l, float st, int c0, int c1, float *p, float *lp) {
@@ -92,8 +123,22 @@ static la_status dg_query_tile(const dg_t *g, const dg_scratch *s, int b, int h,
     const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
     const la_rowvis *rows = c->rows + (size_t)b * T + i0;
     const float *stat = g->row_stat + ((size_t)b * c->H + h) * T + i0;
+    /* chosen rows of this tile (all of them without a selection): row r is chosen iff
+     * pick[r] >= 0, its index into sel->rows */
+    int pick[LA_BQ];
+    double *mass = NULL; /* (n_rows, n_spans) of (b, h) */
+    if (g->sel) {
+        int a, e;
+        sel_range(g->sel, i0, i0 + nr, &a, &e);
+        if (a == e) return LA_OK;
+        for (int r = 0; r < nr; r++) pick[r] = -1;
+        for (int x = a; x < e; x++) pick[g->sel->rows[x] - i0] = x;
+        if (g->sel->n_spans) mass = g->sel->mass + ((size_t)b * c->H + h) * g->sel->n_rows * g->sel->n_spans;
+    } else {
+        for (int r = 0; r < nr; r++) pick[r] = r;
+    }
     int live = 0;
-    for (int r = 0; r < nr; r++) live |= rows[r].nq > 0 && stat[r] != LA_ROW_EMPTY;
+    for (int r = 0; r < nr; r++) live |= pick[r] >= 0 && rows[r].nq > 0 && stat[r] != LA_ROW_EMPTY;
     if (!live) return LA_OK;
     la_row_factors(c, h, rows, nr, s->cr);
     la_load_q(c, b, h, i0, nr, s->Qt);
@@ -105,7 +150,7 @@ static la_status dg_query_tile(const dg_t *g, const dg_scratch *s, int b, int h,
         la_mm(nr, nc, D, s->Qt, (size_t)D, 1, ktiles + (size_t)kt * D * LA_BK, LA_BK, s->Sb, LA_BK, 0);
         la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, s->Sb, s->Lb, LA_BK);
         for (int r = 0; r < nr; r++) {
-            if (rows[r].nq == 0 || stat[r] == LA_ROW_EMPTY) continue;
+            if (pick[r] < 0 || rows[r].nq == 0 || stat[r] == LA_ROW_EMPTY) continue;
             int cols[4] = {0, nc, 0, 0};
             int ng = cls == 1 ? 1 : la_row_cols(&rows[r], j0, nc, cols);
             const float *l = s->Lb + (size_t)r * LA_BK;
@@ -115,6 +160,7 @@ static la_status dg_query_tile(const dg_t *g, const dg_scratch *s, int b, int h,
                 int c0 = cols[2 * gi], c1 = cols[2 * gi + 1];
                 if (c1 <= c0) continue;
                 row_probs(g, l, stat[r], c0, c1, p, lp);
+                if (mass) add_span_mass(g->sel, j0, c0, c1, p, mass + (size_t)pick[r] * g->sel->n_spans);
                 /* keys j <= qa (t >= 0, read forward: t decreases), then keys after the
                  * query (non-causal patterns: distance j - qa, increasing) */
                 int64_t xm64 = qa - j0 + 1;
@@ -192,16 +238,51 @@ static la_status dg_run(const dg_t *g, la_diag **diag) {
     return st;
 }
 
+/* The selection against the call's shape: the message names the field and the fix. */
+static la_status check_sel(const la_diag_rows *sel, const la_shape *shape) {
+    if (sel->n_rows < 1 || !sel->rows)
+        return la_fail(LA_EINVAL, "la_diag_rows: n_rows = %d with rows %s; choose at least one query row",
+                       sel->n_rows, sel->rows ? "set" : "NULL");
+    for (int x = 0; x < sel->n_rows; x++) {
+        if (sel->rows[x] < 0 || sel->rows[x] >= shape->T)
+            return la_fail(LA_EINVAL, "la_diag_rows: rows[%d] = %d is outside the query rows 0..%d (T = %d)", x,
+                           sel->rows[x], shape->T - 1, shape->T);
+        if (x && sel->rows[x] <= sel->rows[x - 1])
+            return la_fail(LA_EINVAL, "la_diag_rows: rows[%d] = %d after rows[%d] = %d; rows must be strictly "
+                           "increasing (sort them and drop repeats)", x, sel->rows[x], x - 1, sel->rows[x - 1]);
+    }
+    if (sel->n_spans < 0) return la_fail(LA_EINVAL, "la_diag_rows: n_spans = %d is negative", sel->n_spans);
+    if (sel->n_spans > 0 && (!sel->spans || !sel->mass))
+        return la_fail(LA_EINVAL, "la_diag_rows: n_spans = %d needs spans (n_spans, 2) and mass (B, H, n_rows, "
+                       "n_spans); one is NULL", sel->n_spans);
+    for (int s = 0; s < sel->n_spans; s++) {
+        int64_t a = sel->spans[2 * s], e = sel->spans[2 * s + 1];
+        if (!(a >= 0 && a < e && e <= shape->S))
+            return la_fail(LA_EINVAL, "la_diag_rows: span %d = [%lld, %lld) is %s; a span is [k0, k1) with "
+                           "0 <= k0 < k1 <= S = %d", s, (long long)a, (long long)e,
+                           a >= e ? "empty" : "outside the keys", shape->S);
+    }
+    return LA_OK;
+}
+
 la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const float *q,
                            const float *k, const float *row_stat, const la_attn_opts *opts,
                            la_diag **diag) {
+    return la_attn_diagnose_rows(spec, shape, q, k, row_stat, opts, NULL, diag);
+}
+
+la_status la_attn_diagnose_rows(const la_spec *spec, const la_shape *shape, const float *q,
+                                const float *k, const float *row_stat, const la_attn_opts *opts,
+                                const la_diag_rows *sel, la_diag **diag) {
     if (!spec || !shape) return la_fail(LA_EINVAL, "la_attn_diagnose: spec and shape must not be NULL");
     if (!row_stat || !diag) return la_fail(LA_EINVAL, "la_attn_diagnose: row_stat and diag must not be NULL");
     if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
         return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
+    if (sel) LA_TRY(check_sel(sel, shape));
     dg_t g;
     memset(&g, 0, sizeof g);
     g.row_stat = row_stat;
+    g.sel = sel;
     g.entmax = spec->norm != LA_NORM_SOFTMAX;
     if (g.entmax) {
         double alpha = spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha;
@@ -236,6 +317,8 @@ la_status la_attn_diagnose(const la_spec *spec, const la_shape *shape, const flo
                 st = la_fail(LA_EINVAL, "la_attn_diagnose: diag[%zu] covers distances up to %lld but the rows "
                                         "see keys up to distance %lld; create it with max_dist >= %lld",
                              n, (long long)la_diag_max_dist(diag[n]), (long long)md, (long long)md);
+        if (st == LA_OK && sel && sel->n_spans) /* written, not accumulated: rows with no key stay 0 */
+            memset(sel->mass, 0, sizeof(double) * (size_t)c.B * c.H * sel->n_rows * sel->n_spans);
         if (st == LA_OK) st = dg_run(&g, diag);
     }
     la_workspace_free(own);

@@ -63,11 +63,11 @@ la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_
 }
 
 la_status la_attn_layer_diagnose(const attn_dims *d, const attn_weights *w, const attn_acts *a,
-                              la_diag **diag) {
+                              const la_diag_rows *sel, la_diag **diag) {
     la_shape sh = {d->B, d->H, d->Hkv, d->T, d->T, d->D, LA_POS0_AUTO};
     la_attn_opts op = opts_for(d, w, a);  // the forward's inputs: logn s_h, ASEntmax beta/gamma
     double t0 = omp_get_wtime();
-    la_status s = la_attn_diagnose(d->spec, &sh, a->qh, a->kh, a->row_stat, &op, diag);
+    la_status s = la_attn_diagnose_rows(d->spec, &sh, a->qh, a->kh, a->row_stat, &op, sel, diag);
     *d->t_attn += omp_get_wtime() - t0;
     return s;
 }

@@ -663,6 +663,11 @@ la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
 }
 
 la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag **diag) {
+    return la_model_diagnose_rows(m, tokens, T, NULL, diag);
+}
+
+la_status la_model_diagnose_rows(la_model *m, const int32_t *tokens, int T, const la_diag_rows *sel,
+                                 la_diag **diag) {
     if (!m) return la_fail(LA_EINVAL, "la_model_diagnose: model is NULL");
     if (!diag) return la_fail(LA_EINVAL, "la_model_diagnose: diag is NULL (n_layer * n_head accumulators)");
     m->can_backward = 0;
@@ -685,7 +690,13 @@ la_status la_model_diagnose(la_model *m, const int32_t *tokens, int T, la_diag *
         LA_TRY(block_forward(m, l, &m->ea, m->ex, m->ex, m->ex, 1, T, NULL));
         attn_dims d = dims_of(m, 1, T);
         attn_weights w = weights_at(m, m->params, &m->lo[l]);
-        LA_TRY(la_attn_layer_diagnose(&d, &w, &m->ea.at, diag + (size_t)l * m->H));
+        /* this layer's block of sel->mass: (n_head, n_rows, n_spans) */
+        la_diag_rows ls;
+        if (sel) {
+            ls = *sel;
+            if (sel->mass) ls.mass = sel->mass + (size_t)l * m->H * sel->n_rows * (sel->n_spans > 0 ? sel->n_spans : 0);
+        }
+        LA_TRY(la_attn_layer_diagnose(&d, &w, &m->ea.at, sel ? &ls : NULL, diag + (size_t)l * m->H));
     }
     m->timing.total_s += omp_get_wtime() - t_start;
     return LA_OK;

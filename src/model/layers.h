@@ -100,9 +100,10 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
                               const float *dout, float *dx);
 
 /* Attention diagnostics of the last la_attn_layer_forward with activations a (same d, w):
- * probabilities from a->qh, a->kh and a->row_stat into diag (B*H), la_attn_diagnose. */
+ * probabilities from a->qh, a->kh and a->row_stat into diag (B*H), la_attn_diagnose_rows
+ * (sel NULL: every row; else sel->mass receives this layer's (B, H, n_rows, n_spans)). */
 la_status la_attn_layer_diagnose(const attn_dims *d, const attn_weights *w, const attn_acts *a,
-                              la_diag **diag);
+                              const la_diag_rows *sel, la_diag **diag);
 
 /* ---- embed.c: token embedding and the cross-entropy head ---- */
 /* x (N, C) = wte[tokens] ; tokens checked by the caller */
