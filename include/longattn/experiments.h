@@ -247,6 +247,12 @@ typedef struct {
 LA_API la_status la_study_run(const la_study *study, const char *out_dir, const la_study_opts *opts,
                               la_study_summary *summary);
 
+/* Seed of example (length index li, depth index di, trial k) of the passkey grid that
+ * la_study_run scores for a cell trained with `seed` (li, di: indices into the study's
+ * passkey lens and depths): la_passkey_make(<data>/val documents, lens[li], depths[di], this
+ * seed, ...) rebuilds that very example. The same for every spec of the cell's seed. */
+LA_API uint64_t la_study_passkey_seed(uint64_t seed, int li, int di, int k);
+
 /* ======================================================================== */
 /* Synthetic tasks (SPEC 8)                                                 */
 /* ======================================================================== */
@@ -672,6 +678,64 @@ typedef void (*la_diagnose_start_fn)(void *user, const la_diagnose_ckpt_result *
 LA_API la_status la_diagnose_ckpt_run(const la_diagnose_ckpt_opts *o, la_diagnose_start_fn on_start,
                                       void *user, la_diagnose_ckpt_result *r);
 LA_API void la_diagnose_ckpt_free(la_diagnose_ckpt_result *r);
+
+/* ---- passkey mode: where the answer rows of the study's passkey examples attend ---- */
+typedef struct {
+    const char *ckpt;      /* model weights (vocab 256), e.g. a study's passkey_<i>_<spec>.safetensors */
+    const char *data;      /* corpus folder holding val/ (the study's "data"): the haystacks */
+    const char *out;       /* output folder (created) */
+    int lens[LA_STUDY_MAX_LENS];     /* example lengths T (>= la_passkey_min_len()) */
+    int n_lens;                      /* >= 1 */
+    double depths[LA_STUDY_MAX_DEPTHS]; /* needle depths in [0, 1] */
+    int n_depths;                    /* >= 1 */
+    int trials;            /* examples per (length, depth), >= 1 */
+    uint64_t seed;         /* the study cell's seed: with the study's lens and depths (same
+                              order) the examples are the ones it scored (la_study_passkey_seed) */
+    int threads;           /* attention threads, 0: OpenMP default */
+} la_diagnose_passkey_opts;
+
+/* Query rows per example: the five rows whose next-token predictions are the answer
+ * digits (answer_pos - 1 .. answer_pos + 3; the first is the question's last byte). */
+#define LA_DIAG_PK_ROWS LA_PASSKEY_DIGITS
+
+typedef struct {
+    la_model_config config;  /* the checkpoint's */
+    int64_t val_docs, val_tokens; /* the haystack corpus read */
+    int n_examples;          /* n_lens * n_depths * trials */
+    /* per length li and (layer, head) i = l * n_head + h, means over that length's examples:
+     * index [li * n_layer * n_head + i] */
+    double *digits_ans;      /* mass of the 5 answer rows (their mean) on the needle's key
+                                digits (both occurrences, 10 keys) */
+    double *needle_ans;      /* ... on the whole needle sentence */
+    double *digits_q;        /* mass of the question's last row alone on the digits */
+    double *needle_q;        /* ... on the needle sentence */
+    double *digits_right, *digits_wrong; /* digits_ans over the examples answered right /
+                                            wrong (NaN when there are none) */
+    /* per length li: */
+    int correct[LA_STUDY_MAX_LENS];     /* exact matches out of n_depths * trials */
+    double uniform_digits[LA_STUDY_MAX_LENS]; /* mean over examples and answer rows of
+                                                 10 / visible keys (uniform attention) */
+    double uniform_needle[LA_STUDY_MAX_LENS]; /* needle_len / visible keys */
+    double seconds;          /* evaluation + diagnostics */
+} la_diagnose_passkey_result;
+
+/* For each (length, depth, trial) of o's grid: builds the passkey example exactly as
+ * la_study_run's grid (haystack from <data>/val, seed la_study_passkey_seed(o->seed, li, di,
+ * k)), scores it (greedy exact match, la_passkey_exact) and runs la_model_diagnose_rows on
+ * the five answer rows with the key spans of the needle's two digit strings and of the whole
+ * needle, per layer and head. Writes into o->out, atomically:
+ *   passkey_needle.csv   one line per example, layer, head and answer row: length, depth
+ *                        (asked, realised), trial, key, needle_pos, answer_pos, correct,
+ *                        layer, head, row (0 = the question's last byte), visible keys,
+ *                        mass on the digits, on the needle, and their uniform baselines
+ *   passkey_summary.csv  per length, layer and head: accuracy, the means of r above, the
+ *                        uniform baselines
+ * Prints nothing; r (zeroed first) holds the means: free with la_diagnose_passkey_free.
+ * Errors: LA_EINVAL (NULL, empty grid, a length below la_passkey_min_len(), a depth outside
+ * [0, 1], trials < 1, a model that is not byte-level), the model and corpus loaders' (the
+ * message names the file), la_passkey_make's, LA_EIO (output files), LA_ENOMEM. */
+LA_API la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose_passkey_result *r);
+LA_API void la_diagnose_passkey_free(la_diagnose_passkey_result *r);
 
 /* ---- Gaussian-model mode: la_diag_gaussian for each spec ---- */
 /* For each of the n_specs spec texts: la_diag_gaussian at position N with `draws` rows,

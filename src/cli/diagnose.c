@@ -7,7 +7,9 @@
  *                spec (default: plain softmax, logn, sinv), averaged over draws.
  *   --ckpt       a trained model on a text: per layer and head, mass and entropy per range
  *                of the model's own attention on N bytes of the text (la_model_diagnose:
- *                probabilities recomputed tile by tile, no N x N buffer). */
+ *                probabilities recomputed tile by tile, no N x N buffer).
+ *   --passkey    a fine-tuned model on the study's passkey examples: per layer and head,
+ *                the mass the answer rows put on the needle (la_diagnose_passkey_run). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -27,6 +29,7 @@ static const char *DEFAULT_SPECS[] = {"softmax+causal", "softmax+logn(train=4096
 static void usage(FILE *f) {
     fprintf(f,
             "usage: longattn diagnose --ckpt MODEL --text FILE|DIR [options]\n"
+            "       longattn diagnose --ckpt MODEL --passkey LENS [options]\n"
             "       longattn diagnose --gaussian [options]\n"
             "\n"
             "Attention mass and entropy (renormalised within the range) per distance range\n"
@@ -48,6 +51,22 @@ static void usage(FILE *f) {
             "  --no-plot      do not run gnuplot\n"
             "  The summary uses the complete ranges with t >= delta: mass max/min and the slope of\n"
             "  entropy against log t (uniform attention: 1).\n"
+            "\n"
+            "passkey mode (where the rows that predict a passkey's answer attend):\n"
+            "  longattn diagnose --ckpt MODEL --passkey LENS [--data DIR] [--depths D,..]\n"
+            "                    [--trials K] [--seed S] [--threads N] [--out DIR]\n"
+            "  --passkey LENS  example lengths, e.g. 128,512,2048 (the study's passkey \"lens\")\n"
+            "  --data DIR      corpus folder holding val/ for the haystacks (default data/pydoc)\n"
+            "  --depths D,..   needle depths in [0,1] (default 0,0.25,0.5,0.75,1)\n"
+            "  --trials K      examples per length and depth (default 10)\n"
+            "  --seed S        the study cell's seed (default 1337): with the study's lens, depths\n"
+            "                  (same order) and data the examples are exactly the ones it scored\n"
+            "  Per example: greedy exact match, and per layer and head the attention mass of the\n"
+            "  five rows that predict the answer digits (the first is the question's last byte)\n"
+            "  on the needle's key digits (both places, 10 bytes) and on the whole needle\n"
+            "  sentence, next to uniform attention's share (span / visible keys). Writes\n"
+            "  passkey_needle.csv (every example, layer, head and row) and passkey_summary.csv\n"
+            "  (per length, layer and head) into --out.\n"
             "\n"
             "Gaussian-model mode (no checkpoint): a query at position N whose base logits are\n"
             "i.i.d. N(0,1), under each spec's logit transform:\n"
@@ -115,12 +134,70 @@ static int run_ckpt(const la_diagnose_ckpt_opts *o) {
     return 0;
 }
 
+/* ---- passkey mode: la_diagnose_passkey_run, then per length the heads' needle mass ---- */
+
+/* "a,b,c" into out (at most cap numbers in [lo, hi]); returns the count, -1 on a bad list */
+static int parse_list(const char *s, double lo, double hi, double *out, int cap) {
+    int n = 0;
+    char buf[64];
+    while (*s) {
+        const char *c = strchr(s, ',');
+        size_t len = c ? (size_t)(c - s) : strlen(s);
+        if (n == cap || len == 0 || len >= sizeof buf) return -1;
+        memcpy(buf, s, len), buf[len] = '\0';
+        if (cli_parse_num(buf, lo, hi, &out[n++])) return -1;
+        s += len + (c ? 1 : 0);
+        if (c && !*s) return -1;
+    }
+    return n;
+}
+
+static int run_passkey(const la_diagnose_passkey_opts *o) {
+    la_diagnose_passkey_result r;
+    if (la_diagnose_passkey_run(o, &r) != LA_OK) {
+        fprintf(stderr, "longattn diagnose: %s\n", la_errmsg());
+        return 1;
+    }
+    const la_model_config *cfg = &r.config;
+    const int NL = cfg->n_layer, NH = cfg->n_head, LH = NL * NH, per_len = o->n_depths * o->trials;
+    printf("model %s: %d layers, %d heads, d_model %d, trained at %d, spec %s\n", o->ckpt, NL, NH, cfg->d_model,
+           cfg->train_len, cfg->spec);
+    printf("haystacks %s/val (%lld docs, %lld bytes), seed %llu, %d depths x %d trials per length, %.1f s\n",
+           o->data, (long long)r.val_docs, (long long)r.val_tokens, (unsigned long long)o->seed, o->n_depths, o->trials,
+           r.seconds);
+    printf("attention mass of the 5 answer rows on the needle's key digits (uniform attention in brackets)\n");
+    for (int li = 0; li < o->n_lens; li++) {
+        int best = 0;
+        for (int i = 1; i < LH; i++)
+            if (r.digits_ans[(size_t)li * LH + i] > r.digits_ans[(size_t)li * LH + best]) best = i;
+        const double *d = r.digits_ans + (size_t)li * LH;
+        printf("\nlength %d: passkey %d/%d; best head L%dH%d: digits %.3f (uniform %.4f), needle %.3f "
+               "(uniform %.4f); question's last row %.3f\n",
+               o->lens[li], r.correct[li], per_len, best / NH, best % NH, d[best], r.uniform_digits[li],
+               r.needle_ans[(size_t)li * LH + best], r.uniform_needle[li], r.digits_q[(size_t)li * LH + best]);
+        printf("  layer");
+        for (int h = 0; h < NH; h++) printf("   head %d", h);
+        printf("\n");
+        for (int l = 0; l < NL; l++) {
+            printf("  %5d", l);
+            for (int h = 0; h < NH; h++) printf("  %7.4f", d[l * NH + h]);
+            printf("\n");
+        }
+    }
+    printf("\nwrote %s/passkey_needle.csv\nwrote %s/passkey_summary.csv\n", o->out, o->out);
+    la_diagnose_passkey_free(&r);
+    return 0;
+}
+
 int cli_diagnose(int argc, char **argv) {
     int gaussian = 0, plot = 1, draws = 1000, n_specs = 0, n_set = 0, threads = 0;
     long long N = 65536, offset = 0;
     double delta = 10;
     unsigned long long seed = 1;
     const char *specs[MAX_SPECS], *out = "runs/diagnose", *ckpt = NULL, *text = NULL;
+    const char *pk_lens = NULL, *pk_depths = NULL, *data = "data/pydoc";
+    long long trials = 10;
+    int seed_set = 0, delta_set = 0, offset_set = 0, draws_set = 0, trials_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -141,10 +218,20 @@ int cli_diagnose(int argc, char **argv) {
             n_set = 1;
         } else if (!strcmp(a, "--offset")) {
             if (cli_parse_int(v, 0, LLONG_MAX, &offset)) return cli_usage_error("diagnose", "--offset wants an integer >= 0, got '%s'", v);
+            offset_set = 1;
         } else if (!strcmp(a, "--threads")) {
             long long k;
             if (cli_parse_int(v, 1, 4096, &k)) return cli_usage_error("diagnose", "--threads wants an integer >= 1, got '%s'", v);
             threads = (int)k;
+        } else if (!strcmp(a, "--passkey")) {
+            pk_lens = v;
+        } else if (!strcmp(a, "--depths")) {
+            pk_depths = v;
+        } else if (!strcmp(a, "--data")) {
+            data = v;
+        } else if (!strcmp(a, "--trials")) {
+            if (cli_parse_int(v, 1, 100000, &trials)) return cli_usage_error("diagnose", "--trials wants an integer in 1..100000, got '%s'", v);
+            trials_set = 1;
         } else if (!strcmp(a, "--ckpt")) {
             ckpt = v;
         } else if (!strcmp(a, "--text")) {
@@ -153,11 +240,14 @@ int cli_diagnose(int argc, char **argv) {
             long long k;
             if (cli_parse_int(v, 1, 10000000, &k)) return cli_usage_error("diagnose", "--draws wants an integer >= 1, got '%s'", v);
             draws = (int)k;
+            draws_set = 1;
         } else if (!strcmp(a, "--delta")) {
             if (cli_parse_num(v, nextafter(1.0, 2.0), HUGE_VAL, &delta)) return cli_usage_error("diagnose", "--delta wants a number > 1, got '%s'", v);
+            delta_set = 1;
         } else if (!strcmp(a, "--seed")) {
             seed = strtoull(v, &end, 10);
-            if (*end || !*v) return cli_usage_error("diagnose", "--seed wants a non-negative integer, got '%s'", v);
+            if (*end || !*v || *v == '-') return cli_usage_error("diagnose", "--seed wants a non-negative integer, got '%s'", v);
+            seed_set = 1;
         } else if (!strcmp(a, "--spec")) {
             if (n_specs == MAX_SPECS) return cli_usage_error("diagnose", "at most %d --spec options", MAX_SPECS);
             specs[n_specs++] = v;
@@ -166,6 +256,39 @@ int cli_diagnose(int argc, char **argv) {
         } else {
             return cli_usage_error("diagnose", "unknown option '%s'", a);
         }
+    }
+    if (!pk_lens && (pk_depths || trials_set || strcmp(data, "data/pydoc")))
+        return cli_usage_error("diagnose", "--depths, --trials and --data belong to the passkey mode (--passkey LENS)");
+    if (pk_lens) {
+        if (gaussian || text)
+            return cli_usage_error("diagnose", "--passkey builds its own examples: it takes --ckpt, not --text or --gaussian");
+        if (!ckpt) return cli_usage_error("diagnose", "--passkey needs --ckpt MODEL (a fine-tuned passkey_<i>_<spec>.safetensors)");
+        if (n_specs || n_set || offset_set || delta_set || draws_set)
+            return cli_usage_error("diagnose", "--spec, --n, --offset, --delta and --draws do not apply to --passkey");
+        la_diagnose_passkey_opts o;
+        memset(&o, 0, sizeof o);
+        o.ckpt = ckpt, o.data = data, o.out = out, o.trials = (int)trials, o.threads = threads;
+        o.seed = seed_set ? (uint64_t)seed : 1337; /* the study's default seed */
+        double tmp[LA_STUDY_MAX_DEPTHS];
+        int n = parse_list(pk_lens, la_passkey_min_len(), 65536, tmp, LA_STUDY_MAX_LENS);
+        if (n < 1) return cli_usage_error("diagnose", "--passkey wants 1..%d comma-separated lengths in %d..65536, e.g. "
+                                          "128,512,2048; got '%s'", LA_STUDY_MAX_LENS, la_passkey_min_len(), pk_lens);
+        for (int x = 0; x < n; x++) {
+            if (tmp[x] != floor(tmp[x])) return cli_usage_error("diagnose", "--passkey: length %g is not an integer", tmp[x]);
+            o.lens[x] = (int)tmp[x];
+        }
+        o.n_lens = n;
+        static const double DEF_DEPTHS[] = {0, 0.25, 0.5, 0.75, 1};
+        if (pk_depths) {
+            n = parse_list(pk_depths, 0, 1, o.depths, LA_STUDY_MAX_DEPTHS);
+            if (n < 1) return cli_usage_error("diagnose", "--depths wants 1..%d comma-separated numbers in [0,1], got '%s'",
+                                              LA_STUDY_MAX_DEPTHS, pk_depths);
+            o.n_depths = n;
+        } else {
+            o.n_depths = 5;
+            memcpy(o.depths, DEF_DEPTHS, sizeof DEF_DEPTHS);
+        }
+        return run_passkey(&o);
     }
     if (gaussian && (ckpt || text))
         return cli_usage_error("diagnose", "--gaussian takes no --ckpt/--text (it diagnoses a model of logits, not a checkpoint)");

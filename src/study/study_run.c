@@ -440,6 +440,10 @@ static void remove_train_ckpt(const la_cells *cells, const char *key) {
     unlink(p);
 }
 
+uint64_t la_study_passkey_seed(uint64_t seed, int li, int di, int k) {
+    return (seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
+}
+
 /* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>[_seed<seed>].safetensors
  * (atomic; the seed only in studies of several seeds), for kv-eval, generate and diagnose. */
 static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const la_study *st) {
@@ -674,7 +678,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
             int li = e / (st->n_pk_depths * st->pk_trials), di = e / st->pk_trials % st->n_pk_depths, k = e % st->pk_trials;
             int T = st->pk_lens[li];
             /* the same examples for every spec */
-            uint64_t seed = (st->seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
+            uint64_t seed = la_study_passkey_seed(st->seed, li, di, k);
             la_passkey pk;
             if ((s = la_passkey_make(val, T, st->pk_depths[di], seed, ex, &pk)) != LA_OK) break;
             if ((s = la_model_eval(m, ex, NULL, 1, T, NULL, NULL, pred, NULL)) != LA_OK) break;

@@ -1,0 +1,187 @@
+/* diagnose_passkey.c -- `longattn diagnose --passkey`: where the rows that predict a passkey's
+ * answer attend (la_diagnose_passkey_run). The examples are the study's passkey grid
+ * (la_study_passkey_seed, haystacks from the validation documents); for each one the model
+ * is scored (greedy exact match) and la_model_diagnose_rows gives, per layer and head, the
+ * attention mass of the five answer rows on three key spans: the key's digits where the
+ * needle states them (twice: " The pass key is KKKKK. Remember it. KKKKK is the pass key. ")
+ * and the whole needle. Uniform attention over a row's visible keys (i + 1 of them, causal)
+ * would put span / (i + 1) there: that is the baseline printed beside each mass.
+ * Prints nothing: means go back in the result, every number into two CSV files. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "io/files.h"
+
+enum { NSPAN = 3 }; /* digits (1st), digits (2nd), whole needle */
+
+void la_diagnose_passkey_free(la_diagnose_passkey_result *r) {
+    if (!r) return;
+    free(r->digits_ans), free(r->needle_ans), free(r->digits_q), free(r->needle_q);
+    free(r->digits_right), free(r->digits_wrong);
+    r->digits_ans = r->needle_ans = r->digits_q = r->needle_q = r->digits_right = r->digits_wrong = NULL;
+}
+
+/* The two places [a, a + 5) in the needle where its key's digits stand, into span (4). */
+static la_status digit_spans(const int32_t *ex, const la_passkey *pk, int64_t *span) {
+    char k[16];
+    snprintf(k, sizeof k, "%d", pk->key);
+    int found = 0;
+    for (int i = pk->needle_pos; i + LA_PASSKEY_DIGITS <= pk->needle_pos + pk->needle_len && found < 2; i++) {
+        int j = 0;
+        while (j < LA_PASSKEY_DIGITS && ex[i + j] == (unsigned char)k[j]) j++;
+        if (j == LA_PASSKEY_DIGITS) span[2 * found] = i, span[2 * found + 1] = i + LA_PASSKEY_DIGITS, found++;
+    }
+    /* la_passkey_make writes the needle text with the key twice: anything else is a broken
+     * contract between the two files */
+    if (found != 2) return la_fail(LA_EINVAL, "passkey example: the needle at %d holds the key %d %d times, not 2",
+                                   pk->needle_pos, pk->key, found);
+    return LA_OK;
+}
+
+static la_status check_opts(const la_diagnose_passkey_opts *o) {
+    if (!o->ckpt || !o->data || !o->out) return la_fail(LA_EINVAL, "la_diagnose_passkey_run: ckpt, data and out are required");
+    if (o->n_lens < 1 || o->n_lens > LA_STUDY_MAX_LENS)
+        return la_fail(LA_EINVAL, "passkey diagnostics: %d lengths; give 1..%d", o->n_lens, LA_STUDY_MAX_LENS);
+    if (o->n_depths < 1 || o->n_depths > LA_STUDY_MAX_DEPTHS)
+        return la_fail(LA_EINVAL, "passkey diagnostics: %d depths; give 1..%d", o->n_depths, LA_STUDY_MAX_DEPTHS);
+    if (o->trials < 1) return la_fail(LA_EINVAL, "passkey diagnostics: trials %d; give at least 1", o->trials);
+    for (int i = 0; i < o->n_lens; i++)
+        if (o->lens[i] < la_passkey_min_len() || o->lens[i] > 65536)
+            return la_fail(LA_EINVAL, "passkey length %d: give lengths in %d..65536 (the needle, question and answer "
+                           "alone take %d bytes)", o->lens[i], la_passkey_min_len(), la_passkey_min_len() + 1);
+    for (int i = 0; i < o->n_depths; i++)
+        if (!(o->depths[i] >= 0 && o->depths[i] <= 1))
+            return la_fail(LA_EINVAL, "passkey depth %g is outside [0, 1] (0 = start of the haystack, 1 = just "
+                           "before the question)", o->depths[i]);
+    return LA_OK;
+}
+
+la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose_passkey_result *r) {
+    if (!o || !r) return la_fail(LA_EINVAL, "la_diagnose_passkey_run: NULL options or result");
+    memset(r, 0, sizeof *r);
+    LA_TRY(check_opts(o));
+    char msg[1024], path[4200];
+    la_model *m = NULL;
+    la_status st = la_model_load(o->ckpt, &m);
+    if (st != LA_OK) {
+        snprintf(msg, sizeof msg, "%s", la_errmsg());
+        return la_fail(st, "--ckpt %s: %s: %s", o->ckpt, la_status_name(st), msg);
+    }
+    r->config = *la_model_get_config(m);
+    if (r->config.vocab != 256) {
+        la_model_free(m);
+        return la_fail(LA_EINVAL, "--ckpt %s has vocab %d; the passkey examples are bytes, so it needs a byte-level "
+                       "model (vocab 256)", o->ckpt, r->config.vocab);
+    }
+    la_docs val = {0};
+    snprintf(path, sizeof path, "%s/val", o->data);
+    if ((st = la_docs_load(path, &val)) != LA_OK) {
+        la_model_free(m);
+        return st;
+    }
+    r->val_docs = val.n_docs, r->val_tokens = val.n_tokens;
+    const int NL = r->config.n_layer, NH = r->config.n_head, LH = NL * NH, NR = LA_DIAG_PK_ROWS;
+    int Tmax = 0;
+    for (int i = 0; i < o->n_lens; i++) Tmax = o->lens[i] > Tmax ? o->lens[i] : Tmax;
+    const size_t nper = (size_t)o->n_lens * LH;
+    /* buffers for the longest example, allocated once */
+    int32_t *ex = la_malloc(sizeof(int32_t) * ((size_t)Tmax + 1)), *pred = la_malloc(sizeof(int32_t) * (size_t)Tmax);
+    double *mass = la_malloc(sizeof(double) * (size_t)LH * NR * NSPAN);
+    double *nright = la_calloc(nper, sizeof(double)), *nwrong = la_calloc(nper, sizeof(double));
+    la_diag **diag = la_calloc((size_t)LH, sizeof *diag);
+    double **outs[6] = {&r->digits_ans, &r->needle_ans, &r->digits_q, &r->needle_q, &r->digits_right, &r->digits_wrong};
+    for (int x = 0; x < 6; x++) *outs[x] = la_calloc(nper, sizeof(double));
+    st = ex && pred && mass && nright && nwrong && diag && r->digits_wrong && r->digits_right && r->needle_q &&
+                 r->digits_q && r->needle_ans && r->digits_ans
+             ? LA_OK
+             : la_fail(LA_ENOMEM, "la_diagnose_passkey_run: out of memory");
+    /* the accumulators only take the rows (the distance ranges are not reported here) */
+    for (int i = 0; i < LH && st == LA_OK; i++) st = la_diag_new(Tmax - 1, 10, 1, &diag[i]);
+    if (st == LA_OK) st = la_mkdir_p(o->out);
+    la_afile af;
+    int af_open = 0;
+    snprintf(path, sizeof path, "%s/passkey_needle.csv", o->out);
+    if (st == LA_OK && (st = la_afile_open(&af, path)) == LA_OK) af_open = 1;
+    if (st == LA_OK)
+        fprintf(af.f, "length,depth,depth_real,trial,key,needle_pos,needle_len,answer_pos,correct,layer,head,row,"
+                      "visible_keys,mass_digits,mass_needle,uniform_digits,uniform_needle\n");
+    if (o->threads > 0) la_model_set_threads(m, o->threads);
+    double t0 = omp_get_wtime();
+    const int per_len = o->n_depths * o->trials;
+    for (int li = 0; li < o->n_lens && st == LA_OK; li++) {
+        const int T = o->lens[li];
+        for (int e = 0; e < per_len && st == LA_OK; e++) {
+            const int di = e / o->trials, k = e % o->trials;
+            la_passkey pk;
+            if ((st = la_passkey_make(&val, T, o->depths[di], la_study_passkey_seed(o->seed, li, di, k), ex, &pk)) != LA_OK) break;
+            if ((st = la_model_eval(m, ex, NULL, 1, T, NULL, NULL, pred, NULL)) != LA_OK) break;
+            const int right = la_passkey_exact(pred, ex, &pk);
+            r->correct[li] += right;
+            int rows[LA_DIAG_PK_ROWS];
+            int64_t span[2 * NSPAN];
+            for (int x = 0; x < NR; x++) rows[x] = pk.answer_pos - 1 + x; /* predict digits x = 0..4 */
+            if ((st = digit_spans(ex, &pk, span)) != LA_OK) break;
+            span[4] = pk.needle_pos, span[5] = pk.needle_pos + pk.needle_len;
+            la_diag_rows sel = {rows, NR, span, NSPAN, mass};
+            if ((st = la_model_diagnose_rows(m, ex, T, &sel, diag)) != LA_OK) break;
+            for (int x = 0; x < NR; x++) {
+                double vis = rows[x] + 1; /* causal: keys 0..row */
+                r->uniform_digits[li] += 2.0 * LA_PASSKEY_DIGITS / vis / (NR * per_len);
+                r->uniform_needle[li] += pk.needle_len / vis / (NR * per_len);
+            }
+            for (int i = 0; i < LH; i++) {
+                double da = 0, na = 0;
+                for (int x = 0; x < NR; x++) {
+                    const double *mm = mass + ((size_t)i * NR + x) * NSPAN;
+                    double dg = mm[0] + mm[1], vis = rows[x] + 1;
+                    da += dg / NR, na += mm[2] / NR;
+                    fprintf(af.f, "%d,%g,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g\n", T,
+                            o->depths[di], pk.depth, k, pk.key, pk.needle_pos, pk.needle_len, pk.answer_pos, right,
+                            i / NH, i % NH, x, vis, dg, mm[2], 2.0 * LA_PASSKEY_DIGITS / vis, pk.needle_len / vis);
+                }
+                const double *mq = mass + (size_t)i * NR * NSPAN; /* row 0: the question's last byte */
+                size_t at = (size_t)li * LH + i;
+                r->digits_ans[at] += da / per_len, r->needle_ans[at] += na / per_len;
+                r->digits_q[at] += (mq[0] + mq[1]) / per_len, r->needle_q[at] += mq[2] / per_len;
+                if (right) r->digits_right[at] += da, nright[at]++;
+                else r->digits_wrong[at] += da, nwrong[at]++;
+            }
+            for (int i = 0; i < LH; i++) la_diag_reset(diag[i]);
+        }
+    }
+    r->seconds = omp_get_wtime() - t0;
+    r->n_examples = o->n_lens * per_len;
+    for (size_t at = 0; at < nper && r->digits_right; at++) {
+        r->digits_right[at] = nright[at] ? r->digits_right[at] / nright[at] : NAN;
+        r->digits_wrong[at] = nwrong[at] ? r->digits_wrong[at] / nwrong[at] : NAN;
+    }
+    if (af_open) {
+        if (st == LA_OK) st = la_afile_commit(&af);
+        else la_afile_abort(&af);
+    }
+    snprintf(path, sizeof path, "%s/passkey_summary.csv", o->out);
+    if (st == LA_OK && (st = la_afile_open(&af, path)) == LA_OK) {
+        fprintf(af.f, "length,examples,correct,passkey_acc,layer,head,mass_digits_answer,mass_needle_answer,"
+                      "mass_digits_qlast,mass_needle_qlast,mass_digits_right,mass_digits_wrong,uniform_digits,"
+                      "uniform_needle\n");
+        for (int li = 0; li < o->n_lens; li++)
+            for (int i = 0; i < LH; i++) {
+                size_t at = (size_t)li * LH + i;
+                fprintf(af.f, "%d,%d,%d,%.4f,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", o->lens[li], per_len,
+                        r->correct[li], (double)r->correct[li] / per_len, i / NH, i % NH, r->digits_ans[at],
+                        r->needle_ans[at], r->digits_q[at], r->needle_q[at], r->digits_right[at], r->digits_wrong[at],
+                        r->uniform_digits[li], r->uniform_needle[li]);
+            }
+        st = la_afile_commit(&af);
+    }
+    for (int i = 0; diag && i < LH; i++) la_diag_free(diag[i]);
+    free(diag), free(ex), free(pred), free(mass), free(nright), free(nwrong);
+    la_docs_free(&val);
+    la_model_free(m);
+    if (st != LA_OK) la_diagnose_passkey_free(r);
+    return st;
+}
