@@ -2,7 +2,8 @@
  *   --gaussian at a small N: CSV written with one block per spec, PASS for sinv;
  *   --ckpt on a tiny random model saved here and a generated text: CSV / summary layout,
  *   every row's masses sum to 1 (sum of rows * mass = N per layer and head);
- *   bad options, missing / corrupt checkpoints and short or missing texts rejected. */
+ *   bad options, missing / corrupt checkpoints and short or missing texts rejected;
+ *   --passkey on the same model: CSV layout and invariants, option mix-ups rejected. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,13 +18,14 @@
 #include <cmocka.h>
 
 #include "longattn.h"
+#include "support/test_corpus.h"
 
 static char dir[64];
 
 static int run(const char *args, const char *stdout_path) {
     const char *bin = getenv("LA_BIN");
     if (!bin) bin = "build/longattn";
-    char cmd[1024];
+    char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s diagnose %s >%s 2>&1", bin, args, stdout_path ? stdout_path : "/dev/null");
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -210,6 +212,76 @@ static void test_ckpt_bad_inputs(void **st) {
     assert_int_equal(access(args, F_OK), -1);
 }
 
+/* --passkey on the tiny model (made by test_ckpt_small) with haystacks from a generated
+ * corpus: one CSV line per example x layer x head x answer row, the per-length block on
+ * stdout; option mix-ups are usage errors, a missing corpus a runtime failure. */
+static void test_passkey_mode(void **st) {
+    (void)st;
+    char args[768], path[256], line[512], out[256];
+    snprintf(path, sizeof path, "%s/pk", dir);
+    assert_int_equal(mkdir(path, 0777), 0);
+    snprintf(path, sizeof path, "%s/pk/val", dir);
+    assert_int_equal(mkdir(path, 0777), 0);
+    const int sizes[2] = {800, 1200};
+    assert_int_equal(la_test_write_corpus(path, 2, sizes, 3), 0);
+    snprintf(out, sizeof out, "%s/pk_stdout.txt", dir);
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --passkey 120,300 --depths 0,1 --trials 2 --seed 5 "
+             "--data %s/pk --threads 1 --out %s/pkout", dir, dir, dir);
+    assert_int_equal(run(args, out), 0);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    int blocks = 0;
+    while (fgets(line, sizeof line, f)) blocks += strstr(line, "length 120: passkey") || strstr(line, "length 300: passkey");
+    fclose(f);
+    assert_int_equal(blocks, 2);
+    snprintf(path, sizeof path, "%s/pkout/passkey_needle.csv", dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_string_equal(line, "length,depth,depth_real,trial,key,needle_pos,needle_len,answer_pos,correct,layer,head,row,"
+                              "visible_keys,mass_digits,mass_needle,uniform_digits,uniform_needle\n");
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        int T, trial, key, np, nl, ap, ok, l, h, row;
+        double depth, dreal, vis, md, mn, ud, un;
+        assert_int_equal(sscanf(line, "%d,%lf,%lf,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lf,%lf,%lf,%lf,%lf", &T, &depth, &dreal, &trial,
+                                &key, &np, &nl, &ap, &ok, &l, &h, &row, &vis, &md, &mn, &ud, &un), 17);
+        assert_int_equal(ap, T - 4);          /* the digits end the example */
+        assert_true(vis == ap + row);          /* row x sits at answer_pos - 1 + x and sees keys 0..it */
+        assert_true(md >= 0 && md <= mn + 1e-6 && mn <= 1 + 1e-6); /* digits inside the needle */
+        assert_true(fabs(ud - 10 / vis) < 1e-4 * ud && fabs(un - nl / vis) < 1e-4 * un);
+        n++;
+    }
+    fclose(f);
+    assert_int_equal(n, 2 * 2 * 2 * 4 * 5); /* lens x depths x trials x (layer, head) x rows */
+    snprintf(path, sizeof path, "%s/pkout/passkey_summary.csv", dir);
+    assert_int_equal(access(path, R_OK), 0);
+    /* usage errors */
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --passkey 50 --data %s/pk", dir, dir);
+    assert_int_equal(run(args, NULL), 2); /* below the shortest example */
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --passkey 128, --data %s/pk", dir, dir);
+    assert_int_equal(run(args, NULL), 2);
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --passkey 128.5 --data %s/pk", dir, dir);
+    assert_int_equal(run(args, NULL), 2);
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --passkey 128 --depths 0,2 --data %s/pk", dir, dir);
+    assert_int_equal(run(args, NULL), 2);
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --passkey 128 --text %s/texts", dir, dir);
+    assert_int_equal(run(args, NULL), 2);
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --passkey 128 --n 300 --data %s/pk", dir, dir);
+    assert_int_equal(run(args, NULL), 2);
+    snprintf(args, sizeof args, "--passkey 128 --data %s/pk", dir);
+    assert_int_equal(run(args, NULL), 2); /* no --ckpt */
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --text %s/texts --depths 0.5", dir, dir);
+    assert_int_equal(run(args, NULL), 2); /* --depths without --passkey */
+    /* runtime failures: no corpus there, corrupt checkpoint */
+    snprintf(args, sizeof args, "--ckpt %s/model.safetensors --passkey 128 --data %s/none --out %s/pkx", dir, dir, dir);
+    assert_int_equal(run(args, NULL), 1);
+    snprintf(args, sizeof args, "--ckpt %s/bad.safetensors --passkey 128 --data %s/pk --out %s/pkx", dir, dir, dir);
+    assert_int_equal(run(args, NULL), 1);
+    snprintf(path, sizeof path, "%s/pkx/passkey_needle.csv", dir);
+    assert_int_equal(access(path, F_OK), -1);
+}
+
 static void test_bad_options(void **st) {
     (void)st;
     assert_int_equal(run("", NULL), 2); /* neither --ckpt/--text nor --gaussian */
@@ -232,6 +304,7 @@ int main(void) {
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_ckpt_small),
         cmocka_unit_test(test_ckpt_bad_inputs),
+        cmocka_unit_test(test_passkey_mode),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[128];
