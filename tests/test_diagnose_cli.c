@@ -239,13 +239,15 @@ static void test_passkey_mode(void **st) {
     assert_non_null(f);
     assert_non_null(fgets(line, sizeof line, f));
     assert_string_equal(line, "length,depth,depth_real,trial,key,needle_pos,needle_len,answer_pos,correct,layer,head,row,"
-                              "visible_keys,mass_digits,mass_needle,uniform_digits,uniform_needle\n");
+                              "visible_keys,mass_digits,mass_target,mass_needle,uniform_digits,uniform_target,"
+                              "uniform_needle\n");
     int n = 0;
     while (fgets(line, sizeof line, f)) {
         int T, trial, key, np, nl, ap, ok, l, h, row;
-        double depth, dreal, vis, md, mn, ud, un;
-        assert_int_equal(sscanf(line, "%d,%lf,%lf,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lf,%lf,%lf,%lf,%lf", &T, &depth, &dreal, &trial,
-                                &key, &np, &nl, &ap, &ok, &l, &h, &row, &vis, &md, &mn, &ud, &un), 17);
+        double depth, dreal, vis, md, mt, mn, ud, ut, un;
+        assert_int_equal(sscanf(line, "%d,%lf,%lf,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &T, &depth, &dreal,
+                                &trial, &key, &np, &nl, &ap, &ok, &l, &h, &row, &vis, &md, &mt, &mn, &ud, &ut, &un), 19);
+        assert_true(mt >= 0 && mt <= md + 1e-6 && fabs(ut - 2 / vis) < 1e-4 * ut); /* the row's digit is one of them */
         assert_int_equal(ap, T - 4);          /* the digits end the example */
         assert_true(vis == ap + row);          /* row x sits at answer_pos - 1 + x and sees keys 0..it */
         assert_true(md >= 0 && md <= mn + 1e-6 && mn <= 1 + 1e-6); /* digits inside the needle */

@@ -153,11 +153,11 @@ static void test_passkey(void **state) {
     assert_int_equal(la_docs_load(val, &docs), LA_OK);
     const int LH = 4, NR = 5;
     int32_t ex[301], pred[300];
-    double mass[4 * 5 * 3];
+    double mass[4 * 5 * 3], mass2[4 * 5 * 2];
     la_diag *d[4];
     for (int i = 0; i < LH; i++) assert_int_equal(la_diag_new(299, 10, 1, &d[i]), LA_OK);
     for (int li = 0; li < 2; li++) {
-        double dig[4] = {0}, ndl[4] = {0}, q[4] = {0}, uni = 0;
+        double dig[4] = {0}, ndl[4] = {0}, q[4] = {0}, tgt[4] = {0}, uni = 0;
         int correct = 0;
         for (int di = 0; di < 2; di++)
             for (int k = 0; k < 2; k++) {
@@ -175,11 +175,20 @@ static void test_passkey(void **state) {
                 for (int x = 0; x < 5; x++) assert_int_equal(ex[sp[0] + x], key[x]), assert_int_equal(ex[sp[2] + x], key[x]);
                 la_diag_rows sel = {rows, NR, sp, 3, mass};
                 assert_int_equal(la_model_diagnose_rows(m, ex, T, &sel, d), LA_OK);
+                /* the digit each row outputs, at its two places: one call per row */
+                for (int x = 0; x < NR; x++) {
+                    int64_t one[4] = {sp[0] + x, sp[0] + x + 1, sp[2] + x, sp[2] + x + 1};
+                    double m1[4 * 2];
+                    la_diag_rows s1 = {rows + x, 1, one, 2, m1};
+                    assert_int_equal(la_model_diagnose_rows(m, ex, T, &s1, d), LA_OK);
+                    for (int i = 0; i < LH; i++) mass2[((size_t)i * NR + x) * 2] = m1[i * 2], mass2[((size_t)i * NR + x) * 2 + 1] = m1[i * 2 + 1];
+                }
                 for (int i = 0; i < LH; i++) {
                     for (int x = 0; x < NR; x++) {
                         const double *mm = mass + ((size_t)i * NR + x) * 3;
                         dig[i] += (mm[0] + mm[1]) / (NR * 4), ndl[i] += mm[2] / (NR * 4);
                         if (x == 0) q[i] += (mm[0] + mm[1]) / 4;
+                        tgt[i] += (ex[sp[0] + x] == ex[T - 4 + x] ? 0 : 1e9) + (mass2[((size_t)i * NR + x) * 2] + mass2[((size_t)i * NR + x) * 2 + 1]) / (NR * 4);
                     }
                 }
                 for (int x = 0; x < NR; x++) uni += 10.0 / (rows[x] + 1) / (NR * 4);
@@ -191,6 +200,8 @@ static void test_passkey(void **state) {
             assert_true(fabs(r.digits_ans[at] - dig[i]) < 1e-12);
             assert_true(fabs(r.needle_ans[at] - ndl[i]) < 1e-12);
             assert_true(fabs(r.digits_q[at] - q[i]) < 1e-12);
+            assert_true(fabs(r.target_ans[at] - tgt[i]) < 1e-12);
+            assert_true(r.target_ans[at] <= r.digits_ans[at] + 1e-12);
             assert_true(r.digits_ans[at] > 0 && r.needle_ans[at] >= r.digits_ans[at] - 1e-12); /* digits inside the needle */
         }
     }

@@ -706,6 +706,8 @@ typedef struct {
      * index [li * n_layer * n_head + i] */
     double *digits_ans;      /* mass of the 5 answer rows (their mean) on the needle's key
                                 digits (both occurrences, 10 keys) */
+    double *target_ans;      /* ... on the one digit each row has to output, at its two
+                                places in the needle (2 keys per row) */
     double *needle_ans;      /* ... on the whole needle sentence */
     double *digits_q;        /* mass of the question's last row alone on the digits */
     double *needle_q;        /* ... on the needle sentence */
@@ -715,6 +717,7 @@ typedef struct {
     int correct[LA_STUDY_MAX_LENS];     /* exact matches out of n_depths * trials */
     double uniform_digits[LA_STUDY_MAX_LENS]; /* mean over examples and answer rows of
                                                  10 / visible keys (uniform attention) */
+    double uniform_target[LA_STUDY_MAX_LENS]; /* 2 / visible keys */
     double uniform_needle[LA_STUDY_MAX_LENS]; /* needle_len / visible keys */
     double seconds;          /* evaluation + diagnostics */
 } la_diagnose_passkey_result;
@@ -722,12 +725,13 @@ typedef struct {
 /* For each (length, depth, trial) of o's grid: builds the passkey example exactly as
  * la_study_run's grid (haystack from <data>/val, seed la_study_passkey_seed(o->seed, li, di,
  * k)), scores it (greedy exact match, la_passkey_exact) and runs la_model_diagnose_rows on
- * the five answer rows with the key spans of the needle's two digit strings and of the whole
- * needle, per layer and head. Writes into o->out, atomically:
+ * the five answer rows with key spans for every digit place of the needle (the key is
+ * stated twice) and for the whole needle, per layer and head. Writes into o->out, atomically:
  *   passkey_needle.csv   one line per example, layer, head and answer row: length, depth
- *                        (asked, realised), trial, key, needle_pos, answer_pos, correct,
- *                        layer, head, row (0 = the question's last byte), visible keys,
- *                        mass on the digits, on the needle, and their uniform baselines
+ *                        (asked, realised), trial, key, needle_pos, needle_len, answer_pos,
+ *                        correct, layer, head, row (0 = the question's last byte), visible
+ *                        keys, mass on the 10 digit places, on the row's own digit (2
+ *                        places), on the needle, and the uniform baselines of the three
  *   passkey_summary.csv  per length, layer and head: accuracy, the means of r above, the
  *                        uniform baselines
  * Prints nothing; r (zeroed first) holds the means: free with la_diagnose_passkey_free.

@@ -63,8 +63,9 @@ static void usage(FILE *f) {
             "                  (same order) and data the examples are exactly the ones it scored\n"
             "  Per example: greedy exact match, and per layer and head the attention mass of the\n"
             "  five rows that predict the answer digits (the first is the question's last byte)\n"
-            "  on the needle's key digits (both places, 10 bytes) and on the whole needle\n"
-            "  sentence, next to uniform attention's share (span / visible keys). Writes\n"
+            "  on the needle's key digits (both places, 10 bytes), on the digit the row must\n"
+            "  output (its 2 places) and on the whole needle sentence, next to uniform\n"
+            "  attention's share (span / visible keys). Writes\n"
             "  passkey_needle.csv (every example, layer, head and row) and passkey_summary.csv\n"
             "  (per length, layer and head) into --out.\n"
             "\n"
@@ -171,10 +172,14 @@ static int run_passkey(const la_diagnose_passkey_opts *o) {
         for (int i = 1; i < LH; i++)
             if (r.digits_ans[(size_t)li * LH + i] > r.digits_ans[(size_t)li * LH + best]) best = i;
         const double *d = r.digits_ans + (size_t)li * LH;
+        int bt = 0;
+        for (int i = 1; i < LH; i++)
+            if (r.target_ans[(size_t)li * LH + i] > r.target_ans[(size_t)li * LH + bt]) bt = i;
         printf("\nlength %d: passkey %d/%d; best head L%dH%d: digits %.3f (uniform %.4f), needle %.3f "
-               "(uniform %.4f); question's last row %.3f\n",
+               "(uniform %.4f), question's last row %.3f; on the digit to output: L%dH%d %.3f (uniform %.4f)\n",
                o->lens[li], r.correct[li], per_len, best / NH, best % NH, d[best], r.uniform_digits[li],
-               r.needle_ans[(size_t)li * LH + best], r.uniform_needle[li], r.digits_q[(size_t)li * LH + best]);
+               r.needle_ans[(size_t)li * LH + best], r.uniform_needle[li], r.digits_q[(size_t)li * LH + best],
+               bt / NH, bt % NH, r.target_ans[(size_t)li * LH + bt], r.uniform_target[li]);
         printf("  layer");
         for (int h = 0; h < NH; h++) printf("   head %d", h);
         printf("\n");

@@ -2,9 +2,10 @@
  * answer attend (la_diagnose_passkey_run). The examples are the study's passkey grid
  * (la_study_passkey_seed, haystacks from the validation documents); for each one the model
  * is scored (greedy exact match) and la_model_diagnose_rows gives, per layer and head, the
- * attention mass of the five answer rows on three key spans: the key's digits where the
- * needle states them (twice: " The pass key is KKKKK. Remember it. KKKKK is the pass key. ")
- * and the whole needle. Uniform attention over a row's visible keys (i + 1 of them, causal)
+ * attention mass of the five answer rows on the key's digits where the needle states them
+ * (twice: " The pass key is KKKKK. Remember it. KKKKK is the pass key. "), on the one digit
+ * the row has to output (its two places: what an induction head copying from the needle
+ * attends to) and on the whole needle. Uniform attention over a row's visible keys (i + 1 of them, causal)
  * would put span / (i + 1) there: that is the baseline printed beside each mass.
  * Prints nothing: means go back in the result, every number into two CSV files. */
 #include <math.h>
@@ -16,16 +17,20 @@
 #include "core/internal.h"
 #include "io/files.h"
 
-enum { NSPAN = 3 }; /* digits (1st), digits (2nd), whole needle */
+/* key spans: each digit place of the needle on its own (1st statement: spans 0..4, 2nd:
+ * 5..9), then the whole needle (span 10) */
+enum { NSPAN = 2 * LA_PASSKEY_DIGITS + 1 };
 
 void la_diagnose_passkey_free(la_diagnose_passkey_result *r) {
     if (!r) return;
     free(r->digits_ans), free(r->needle_ans), free(r->digits_q), free(r->needle_q);
-    free(r->digits_right), free(r->digits_wrong);
+    free(r->digits_right), free(r->digits_wrong), free(r->target_ans);
     r->digits_ans = r->needle_ans = r->digits_q = r->needle_q = r->digits_right = r->digits_wrong = NULL;
+    r->target_ans = NULL;
 }
 
-/* The two places [a, a + 5) in the needle where its key's digits stand, into span (4). */
+/* The two places a in the needle where its key's digits stand: every digit as a span of
+ * one key, [a + d, a + d + 1), first place then second, into span (2 * 10). */
 static la_status digit_spans(const int32_t *ex, const la_passkey *pk, int64_t *span) {
     char k[16];
     snprintf(k, sizeof k, "%d", pk->key);
@@ -33,7 +38,10 @@ static la_status digit_spans(const int32_t *ex, const la_passkey *pk, int64_t *s
     for (int i = pk->needle_pos; i + LA_PASSKEY_DIGITS <= pk->needle_pos + pk->needle_len && found < 2; i++) {
         int j = 0;
         while (j < LA_PASSKEY_DIGITS && ex[i + j] == (unsigned char)k[j]) j++;
-        if (j == LA_PASSKEY_DIGITS) span[2 * found] = i, span[2 * found + 1] = i + LA_PASSKEY_DIGITS, found++;
+        if (j < LA_PASSKEY_DIGITS) continue;
+        for (int dd = 0; dd < LA_PASSKEY_DIGITS; dd++)
+            span[2 * (found * LA_PASSKEY_DIGITS + dd)] = i + dd, span[2 * (found * LA_PASSKEY_DIGITS + dd) + 1] = i + dd + 1;
+        found++;
     }
     /* la_passkey_make writes the needle text with the key twice: anything else is a broken
      * contract between the two files */
@@ -93,10 +101,11 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
     double *mass = la_malloc(sizeof(double) * (size_t)LH * NR * NSPAN);
     double *nright = la_calloc(nper, sizeof(double)), *nwrong = la_calloc(nper, sizeof(double));
     la_diag **diag = la_calloc((size_t)LH, sizeof *diag);
-    double **outs[6] = {&r->digits_ans, &r->needle_ans, &r->digits_q, &r->needle_q, &r->digits_right, &r->digits_wrong};
-    for (int x = 0; x < 6; x++) *outs[x] = la_calloc(nper, sizeof(double));
+    double **outs[7] = {&r->digits_ans, &r->needle_ans, &r->digits_q, &r->needle_q, &r->digits_right, &r->digits_wrong,
+                        &r->target_ans};
+    for (int x = 0; x < 7; x++) *outs[x] = la_calloc(nper, sizeof(double));
     st = ex && pred && mass && nright && nwrong && diag && r->digits_wrong && r->digits_right && r->needle_q &&
-                 r->digits_q && r->needle_ans && r->digits_ans
+                 r->digits_q && r->needle_ans && r->digits_ans && r->target_ans
              ? LA_OK
              : la_fail(LA_ENOMEM, "la_diagnose_passkey_run: out of memory");
     /* the accumulators only take the rows (the distance ranges are not reported here) */
@@ -108,7 +117,7 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
     if (st == LA_OK && (st = la_afile_open(&af, path)) == LA_OK) af_open = 1;
     if (st == LA_OK)
         fprintf(af.f, "length,depth,depth_real,trial,key,needle_pos,needle_len,answer_pos,correct,layer,head,row,"
-                      "visible_keys,mass_digits,mass_needle,uniform_digits,uniform_needle\n");
+                      "visible_keys,mass_digits,mass_target,mass_needle,uniform_digits,uniform_target,uniform_needle\n");
     if (o->threads > 0) la_model_set_threads(m, o->threads);
     double t0 = omp_get_wtime();
     const int per_len = o->n_depths * o->trials;
@@ -125,28 +134,32 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
             int64_t span[2 * NSPAN];
             for (int x = 0; x < NR; x++) rows[x] = pk.answer_pos - 1 + x; /* predict digits x = 0..4 */
             if ((st = digit_spans(ex, &pk, span)) != LA_OK) break;
-            span[4] = pk.needle_pos, span[5] = pk.needle_pos + pk.needle_len;
+            span[2 * (NSPAN - 1)] = pk.needle_pos, span[2 * (NSPAN - 1) + 1] = pk.needle_pos + pk.needle_len;
             la_diag_rows sel = {rows, NR, span, NSPAN, mass};
             if ((st = la_model_diagnose_rows(m, ex, T, &sel, diag)) != LA_OK) break;
             for (int x = 0; x < NR; x++) {
                 double vis = rows[x] + 1; /* causal: keys 0..row */
                 r->uniform_digits[li] += 2.0 * LA_PASSKEY_DIGITS / vis / (NR * per_len);
+                r->uniform_target[li] += 2.0 / vis / (NR * per_len);
                 r->uniform_needle[li] += pk.needle_len / vis / (NR * per_len);
             }
             for (int i = 0; i < LH; i++) {
-                double da = 0, na = 0;
+                double da = 0, na = 0, ta = 0, dq = 0;
                 for (int x = 0; x < NR; x++) {
                     const double *mm = mass + ((size_t)i * NR + x) * NSPAN;
-                    double dg = mm[0] + mm[1], vis = rows[x] + 1;
-                    da += dg / NR, na += mm[2] / NR;
-                    fprintf(af.f, "%d,%g,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g\n", T,
+                    double dg = 0, vis = rows[x] + 1;
+                    for (int sx = 0; sx < 2 * LA_PASSKEY_DIGITS; sx++) dg += mm[sx];
+                    double tg = mm[x] + mm[LA_PASSKEY_DIGITS + x]; /* digit x, both places */
+                    da += dg / NR, na += mm[NSPAN - 1] / NR, ta += tg / NR;
+                    if (x == 0) dq = dg; /* row 0: the question's last byte */
+                    fprintf(af.f, "%d,%g,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", T,
                             o->depths[di], pk.depth, k, pk.key, pk.needle_pos, pk.needle_len, pk.answer_pos, right,
-                            i / NH, i % NH, x, vis, dg, mm[2], 2.0 * LA_PASSKEY_DIGITS / vis, pk.needle_len / vis);
+                            i / NH, i % NH, x, vis, dg, tg, mm[NSPAN - 1], 2.0 * LA_PASSKEY_DIGITS / vis, 2.0 / vis,
+                            pk.needle_len / vis);
                 }
-                const double *mq = mass + (size_t)i * NR * NSPAN; /* row 0: the question's last byte */
                 size_t at = (size_t)li * LH + i;
-                r->digits_ans[at] += da / per_len, r->needle_ans[at] += na / per_len;
-                r->digits_q[at] += (mq[0] + mq[1]) / per_len, r->needle_q[at] += mq[2] / per_len;
+                r->digits_ans[at] += da / per_len, r->needle_ans[at] += na / per_len, r->target_ans[at] += ta / per_len;
+                r->digits_q[at] += dq / per_len, r->needle_q[at] += mass[((size_t)i * NR) * NSPAN + NSPAN - 1] / per_len;
                 if (right) r->digits_right[at] += da, nright[at]++;
                 else r->digits_wrong[at] += da, nwrong[at]++;
             }
@@ -165,16 +178,16 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
     }
     snprintf(path, sizeof path, "%s/passkey_summary.csv", o->out);
     if (st == LA_OK && (st = la_afile_open(&af, path)) == LA_OK) {
-        fprintf(af.f, "length,examples,correct,passkey_acc,layer,head,mass_digits_answer,mass_needle_answer,"
-                      "mass_digits_qlast,mass_needle_qlast,mass_digits_right,mass_digits_wrong,uniform_digits,"
-                      "uniform_needle\n");
+        fprintf(af.f, "length,examples,correct,passkey_acc,layer,head,mass_digits_answer,mass_target_answer,"
+                      "mass_needle_answer,mass_digits_qlast,mass_needle_qlast,mass_digits_right,mass_digits_wrong,"
+                      "uniform_digits,uniform_target,uniform_needle\n");
         for (int li = 0; li < o->n_lens; li++)
             for (int i = 0; i < LH; i++) {
                 size_t at = (size_t)li * LH + i;
-                fprintf(af.f, "%d,%d,%d,%.4f,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", o->lens[li], per_len,
-                        r->correct[li], (double)r->correct[li] / per_len, i / NH, i % NH, r->digits_ans[at],
-                        r->needle_ans[at], r->digits_q[at], r->needle_q[at], r->digits_right[at], r->digits_wrong[at],
-                        r->uniform_digits[li], r->uniform_needle[li]);
+                fprintf(af.f, "%d,%d,%d,%.4f,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", o->lens[li],
+                        per_len, r->correct[li], (double)r->correct[li] / per_len, i / NH, i % NH, r->digits_ans[at],
+                        r->target_ans[at], r->needle_ans[at], r->digits_q[at], r->needle_q[at], r->digits_right[at],
+                        r->digits_wrong[at], r->uniform_digits[li], r->uniform_target[li], r->uniform_needle[li]);
             }
         st = la_afile_commit(&af);
     }
