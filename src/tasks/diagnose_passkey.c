@@ -16,6 +16,7 @@
 
 #include "core/internal.h"
 #include "io/files.h"
+#include "tasks/diagnose_internal.h"
 
 /* key spans: each digit place of the needle on its own (1st statement: spans 0..4, 2nd:
  * 5..9), then the whole needle (span 10) */
@@ -72,19 +73,11 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
     if (!o || !r) return la_fail(LA_EINVAL, "la_diagnose_passkey_run: NULL options or result");
     memset(r, 0, sizeof *r);
     LA_TRY(check_opts(o));
-    char msg[1024], path[4200];
+    char path[4200];
     la_model *m = NULL;
-    la_status st = la_model_load(o->ckpt, &m);
-    if (st != LA_OK) {
-        snprintf(msg, sizeof msg, "%s", la_errmsg());
-        return la_fail(st, "--ckpt %s: %s: %s", o->ckpt, la_status_name(st), msg);
-    }
+    la_status st;
+    LA_TRY(la_diag_load_byte_model(o->ckpt, "the passkey examples are bytes", &m));
     r->config = *la_model_get_config(m);
-    if (r->config.vocab != 256) {
-        la_model_free(m);
-        return la_fail(LA_EINVAL, "--ckpt %s has vocab %d; the passkey examples are bytes, so it needs a byte-level "
-                       "model (vocab 256)", o->ckpt, r->config.vocab);
-    }
     la_docs val = {0};
     snprintf(path, sizeof path, "%s/val", o->data);
     if ((st = la_docs_load(path, &val)) != LA_OK) {

@@ -15,6 +15,7 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
+#include "tasks/diagnose_internal.h"
 
 /* gnuplot on script gp, its messages dropped; returns its exit status */
 static int run_gnuplot(const char *gp) {
@@ -123,6 +124,25 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
     return LA_OK;
 }
 
+la_status la_diag_load_byte_model(const char *ckpt, const char *why, la_model **out) {
+    char msg[1024];
+    *out = NULL;
+    la_model *m = NULL;
+    la_status st = la_model_load(ckpt, &m);
+    if (st != LA_OK) {
+        snprintf(msg, sizeof msg, "%s", la_errmsg());
+        return la_fail(st, "--ckpt %s: %s: %s", ckpt, la_status_name(st), msg);
+    }
+    int vocab = la_model_get_config(m)->vocab;
+    if (vocab != 256) {
+        la_model_free(m);
+        return la_fail(LA_EINVAL, "--ckpt %s has vocab %d; %s, so it needs a byte-level model (vocab 256)", ckpt,
+                       vocab, why);
+    }
+    *out = m;
+    return LA_OK;
+}
+
 la_status la_diagnose_ckpt_run(const la_diagnose_ckpt_opts *o, la_diagnose_start_fn on_start, void *user,
                                la_diagnose_ckpt_result *r) {
     if (!o || !r || !o->ckpt || !o->text || !o->out)
@@ -133,19 +153,10 @@ la_status la_diagnose_ckpt_run(const la_diagnose_ckpt_opts *o, la_diagnose_start
     if (o->N < 2) return la_fail(LA_EINVAL, "--n %lld: the checkpoint mode needs at least 2 tokens", (long long)o->N);
     if (o->offset < 0) return la_fail(LA_EINVAL, "offset %lld must be >= 0", (long long)o->offset);
     if (!(o->delta > 1) || !isfinite(o->delta)) return la_fail(LA_EINVAL, "delta %g must be a finite number > 1", o->delta);
-    char msg[1024];
     la_model *m = NULL;
-    la_status st = la_model_load(o->ckpt, &m);
-    if (st != LA_OK) {
-        snprintf(msg, sizeof msg, "%s", la_errmsg());
-        return la_fail(st, "--ckpt %s: %s: %s", o->ckpt, la_status_name(st), msg);
-    }
+    la_status st;
+    LA_TRY(la_diag_load_byte_model(o->ckpt, "--text feeds bytes", &m));
     r->config = *la_model_get_config(m);
-    if (r->config.vocab != 256) {
-        la_model_free(m);
-        return la_fail(LA_EINVAL, "--ckpt %s has vocab %d; --text feeds bytes, so it needs a byte-level model "
-                       "(vocab 256)", o->ckpt, r->config.vocab);
-    }
     if ((st = pick_text(o->text, (long long)(o->offset + o->N), r->text_path, sizeof r->text_path)) != LA_OK) {
         la_model_free(m);
         return st;
