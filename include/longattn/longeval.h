@@ -19,8 +19,9 @@
  *
  * Method text: "SPEC" or "SPEC | KVPOLICY" (la_kv_policy_parse: sinks(n,w), h2o(...),
  * window(w), +int8). "as-trained" stands for the model's own RoPE. Before parsing, "{s}" is
- * replaced by max(1, L/C), "{C}" by C and "{L}" by L, so "yarn({s},{C})" is one line for
- * every length. A spec with no theta takes the file's RoPE base (la_llama_spec_parse).
+ * replaced by max(1, L/C), "{C}" by C, "{L}" by L and "{g}" by 1/ln C (so that
+ * "critical({g})" scales logits by ln(n)/ln(C), 1 at the trained context), so
+ * "yarn({s},{C})" is one line for every length. A spec with no theta takes the file's RoPE base (la_llama_spec_parse).
  * Full-cache methods prefill through the session in chunks of `chunk` tokens (exact: the
  * same logits as one forward). window / sinks policies with a spec la_kv_stream_exact
  * accepts prefill in chunks of min(chunk, w), EXACTLY as token-by-token streaming. Other

@@ -168,12 +168,16 @@ void le_stream_free(le_stream *s) {
 
 /* ---- one cell ---- */
 
-/* Replace {s}, {C}, {L} in a method text. */
+/* Replace {s}, {C}, {L} and {g} in a method text. {g} = 1/ln C: the critical scale's
+ * gamma that makes critical(gamma)'s logit factor gamma*ln(n_q) equal 1 at n_q = C, which a
+ * model trained without the scaling needs (Chen et al. 2025 give the order, log n, not the
+ * constant; with it the factor is Qwen's logn log(n)/log(C), without Qwen's floor of 1). */
 static void expand(const char *in, double s, int64_t C, int64_t L, char *out, size_t n) {
     size_t w = 0;
     for (const char *p = in; *p && w + 1 < n;) {
         char num[40] = "";
         if (!strncmp(p, "{s}", 3)) snprintf(num, sizeof num, "%.17g", s), p += 3;
+        else if (!strncmp(p, "{g}", 3)) snprintf(num, sizeof num, "%.17g", 1.0 / log((double)C)), p += 3;
         else if (!strncmp(p, "{C}", 3)) snprintf(num, sizeof num, "%lld", (long long)C), p += 3;
         else if (!strncmp(p, "{L}", 3)) snprintf(num, sizeof num, "%lld", (long long)L), p += 3;
         else {

@@ -3,7 +3,9 @@ reference model of test_llama.py (with the method applied), past the file's trai
 context; `longattn longeval` end to end on a tiny random GGUF with a byte-level
 tokenizer: outputs parse, --resume after an interruption reproduces the results."""
 import json
+import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -232,3 +234,18 @@ def test_filler_haystack(build_dir, tmp_path, monkeypatch):
         out[name] = json.loads((tmp_path / name / "results.json").read_text())
         assert out[name]["haystack"] == name
     assert out["text"]["cells"][0]["bits_per_token"] == out["filler"]["cells"][0]["bits_per_token"]
+
+
+def test_longeval_critical_g_is_one_over_ln_c(build_dir, tmp_path, monkeypatch):
+    """{g} = 1/ln C: critical({g}) must scale logits by ln(n)/ln(C) (1 at the trained context),
+    the only constant that leaves a model trained without the scaling unchanged at n = C."""
+    model = tmp_path / "tiny.gguf"
+    tiny_with_tokenizer(model, monkeypatch)
+    p = subprocess.run(longeval(build_dir, "--model", model, "--methods", "critical({g})+yarn({s},{C})",
+                                "--lengths", "1.5", "--trials", "0", "--buckets", "2", "--threads", "1",
+                                "--out", tmp_path / "g"), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    spec = json.loads((tmp_path / "g" / "results.json").read_text())["cells"][0]["spec"]
+    m = re.search(r"critical\(gamma=([0-9.eE+-]+)\)", spec)
+    assert m, spec
+    assert abs(float(m.group(1)) - 1 / math.log(256)) < 1e-12, spec  # C = 256 in the tiny model
