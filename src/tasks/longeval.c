@@ -275,7 +275,8 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
     int has_kv;
     LA_TRY(le_method_parse(c->m, o->methods[mi], c->C, L, &spec, &kv, &has_kv));
     la_spec_format(&spec, cell->spec, sizeof cell->spec);
-    if (!has_kv) kv.max_tokens = L + 16;
+    /* a full cache (also "| full+int8", whose parse keeps the default size) holds the whole context */
+    if (!has_kv || kv.policy == LA_KV_FULL) kv.max_tokens = L + 16;
     la_kv_policy_format(&kv, cell->kv, sizeof cell->kv);
     LA_TRY(la_llama_set_spec(c->m, &spec));
     int64_t mc = la_kv_max_chunk(&kv);

@@ -249,3 +249,20 @@ def test_longeval_critical_g_is_one_over_ln_c(build_dir, tmp_path, monkeypatch):
     m = re.search(r"critical\(gamma=([0-9.eE+-]+)\)", spec)
     assert m, spec
     assert abs(float(m.group(1)) - 1 / math.log(256)) < 1e-12, spec  # C = 256 in the tiny model
+
+
+def test_longeval_full_int8_holds_a_context_past_the_default_cache(build_dir, tmp_path, monkeypatch):
+    """'| full+int8' must size its full cache to L like a method without a policy: the policy parse
+    keeps the default 4096 slots, and a 2C run on SmolLM2 (L = 16384) stopped with "the KV cache is
+    full". L = 17 C = 4352 > 4096 on the tiny model."""
+    model = tmp_path / "tiny.gguf"
+    tiny_with_tokenizer(model, monkeypatch)
+    p = subprocess.run(longeval(build_dir, "--model", model, "--methods", "as-trained;as-trained | full+int8",
+                                "--lengths", "17", "--trials", "0", "--buckets", "2", "--threads", "1",
+                                "--out", tmp_path / "q"), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    cells = json.loads((tmp_path / "q" / "results.json").read_text())["cells"]
+    assert cells[0]["L"] == 4352 and "int8" in cells[1]["kv"]
+    # int8 keys and values: close to the float cache, not equal (the test can tell them apart)
+    a, b = cells[0]["bits_per_token"], cells[1]["bits_per_token"]
+    assert a != b and abs(a - b) < 0.05 * a, (a, b)
