@@ -119,7 +119,9 @@ def _interrupt_after_first_cell(cmd, out, sig, timeout=600):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_study_resume_matches_uninterrupted(build_dir, tmp_path, sig):
     data = _corpus(tmp_path / "data")
-    sf = _study_file(tmp_path / "study.json", data)
+    # 48 steps per variant (not 12): the two variants left after the first cell must outlast the
+    # poll below even on a loaded machine, or the SIGINT arrives after the run has finished
+    sf = _study_file(tmp_path / "study.json", data, steps=48)
     exe = str(build_dir / "longattn")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     ref = tmp_path / "ref"
@@ -183,7 +185,9 @@ def test_study_resume_refuses_other_settings(build_dir, tmp_path):
     assert r.returncode == 1 and 'key "threads"' in r.stderr.decode(), r.stderr.decode()
 
 
-SYNTH = ["synth", "--quick", "--steps", "30", "--eval-n", "8", "--threads", "1"]
+# 300 steps per cell (0.1 s at 30): the cells left after the first must outlast the poll on a
+# loaded machine, or the SIGINT arrives after the run has finished
+SYNTH = ["synth", "--quick", "--steps", "300", "--eval-n", "8", "--threads", "1"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
