@@ -51,6 +51,33 @@ static void free_diags(la_diag **d, int n) {
     free(d);
 }
 
+/* An all-zero (q, k, v) case with its forward done: H heads of T positions, D = 8, softmax +
+ * RoPE + causal, and a diag per head; the bad-argument tests start from it. */
+typedef struct {
+    la_spec sp;
+    la_shape sh;
+    float *q, *k, *v, *out, *lse; // (1, H, T, D) each; lse (1, H, T)
+    la_diag **d;
+    int H;
+} zero_case;
+
+static void zero_case_new(zero_case *z, int H, int T) {
+    const int D = 8;
+    assert_int_equal(la_spec_parse("softmax+rope+causal", &z->sp), LA_OK);
+    z->sh = (la_shape){1, H, H, T, T, D, LA_POS0_AUTO};
+    size_t n = (size_t)H * T * D;
+    z->q = calloc(n, sizeof(float)), z->k = calloc(n, sizeof(float)), z->v = calloc(n, sizeof(float));
+    z->out = malloc(sizeof(float) * n), z->lse = malloc(sizeof(float) * H * T);
+    assert_int_equal(la_attn_forward(&z->sp, &z->sh, z->q, z->k, z->v, z->out, z->lse, NULL), LA_OK);
+    z->d = new_diags(H, T - 1, 10);
+    z->H = H;
+}
+
+static void zero_case_free(zero_case *z) {
+    free_diags(z->d, z->H);
+    free(z->q), free(z->k), free(z->v), free(z->out), free(z->lse);
+}
+
 /* ---- (a) analytic uniform attention ---------------------------------------------------- */
 
 /* keys visible to position p: [p - w + 1, p] clipped at 0 (w = 0: causal) */
@@ -394,15 +421,13 @@ static void test_rows_properties(void **st) {
 
 static void test_rows_bad_arguments(void **st) {
     (void)st;
-    la_spec sp;
-    assert_int_equal(la_spec_parse("softmax+rope+causal", &sp), LA_OK);
-    const int H = 2, T = 20, D = 8;
-    la_shape sh = {1, H, H, T, T, D, LA_POS0_AUTO};
-    size_t n = (size_t)H * T * D;
-    float *q = calloc(n, sizeof(float)), *k = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
-    float *out = malloc(sizeof(float) * n), *lse = malloc(sizeof(float) * H * T);
-    assert_int_equal(la_attn_forward(&sp, &sh, q, k, v, out, lse, NULL), LA_OK);
-    la_diag **d = new_diags(H, T - 1, 10);
+    const int H = 2, T = 20;
+    zero_case z;
+    zero_case_new(&z, H, T);
+    la_spec sp = z.sp;
+    la_shape sh = z.sh;
+    float *q = z.q, *k = z.k, *lse = z.lse;
+    la_diag **d = z.d;
     double mass[2 * 3 * 2];
     int rows[3] = {2, 7, 19};
     int64_t spans[4] = {0, 5, 5, 20};
@@ -448,8 +473,8 @@ static void test_rows_bad_arguments(void **st) {
     b = ok;
     b.n_spans = 0, b.spans = NULL, b.mass = NULL;
     assert_int_equal(la_attn_diagnose_rows(&sp, &sh, q, k, lse, NULL, &b, d), LA_OK);
-    free_diags(d, H);
-    free(q), free(k), free(v), free(out), free(lse);
+    z.d = d;
+    zero_case_free(&z);
 }
 
 /* Results do not depend on the number of threads (fixed chunks merged in order). */
@@ -504,15 +529,13 @@ static void test_threads_bitwise(void **st) {
 
 static void test_bad_arguments(void **st) {
     (void)st;
-    la_spec sp;
-    assert_int_equal(la_spec_parse("softmax+rope+causal", &sp), LA_OK);
-    const int H = 2, T = 20, D = 8;
-    la_shape sh = {1, H, H, T, T, D, LA_POS0_AUTO};
-    size_t n = (size_t)H * T * D;
-    float *q = calloc(n, sizeof(float)), *k = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
-    float *out = malloc(sizeof(float) * n), *lse = malloc(sizeof(float) * H * T);
-    assert_int_equal(la_attn_forward(&sp, &sh, q, k, v, out, lse, NULL), LA_OK);
-    la_diag **d = new_diags(H, T - 1, 10);
+    const int H = 2, T = 20;
+    zero_case z;
+    zero_case_new(&z, H, T);
+    la_spec sp = z.sp;
+    la_shape sh = z.sh;
+    float *q = z.q, *k = z.k, *lse = z.lse;
+    la_diag **d = z.d;
     assert_int_equal(la_attn_diagnose(&sp, &sh, q, k, NULL, NULL, d), LA_EINVAL);
     assert_int_equal(la_attn_diagnose(&sp, &sh, q, k, lse, NULL, NULL), LA_EINVAL);
     la_shape bad = sh;
@@ -532,8 +555,8 @@ static void test_bad_arguments(void **st) {
     assert_int_equal(la_attn_diagnose(&sp, &sh, q, k, lse, NULL, d), LA_EINVAL);
     assert_int_equal(la_spec_parse("asentmax+causal", &sp), LA_OK); /* needs beta, gamma */
     assert_int_equal(la_attn_diagnose(&sp, &sh, q, k, lse, NULL, d), LA_EINVAL);
-    free_diags(d, H);
-    free(q), free(k), free(v), free(out), free(lse);
+    z.d = d;
+    zero_case_free(&z);
 }
 
 int main(void) {

@@ -236,16 +236,21 @@ def test_filler_haystack(build_dir, tmp_path, monkeypatch):
     assert out["text"]["cells"][0]["bits_per_token"] == out["filler"]["cells"][0]["bits_per_token"]
 
 
+def _tiny_cells(build_dir, tmp_path, monkeypatch, methods, lengths):
+    """Run longeval (perplexity only) on the tiny GGUF (C = 256); returns results.json's cells."""
+    model = tmp_path / "tiny.gguf"
+    tiny_with_tokenizer(model, monkeypatch)
+    p = subprocess.run(longeval(build_dir, "--model", model, "--methods", methods, "--lengths", lengths,
+                                "--trials", "0", "--buckets", "2", "--threads", "1", "--out", tmp_path / "o"),
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return json.loads((tmp_path / "o" / "results.json").read_text())["cells"]
+
+
 def test_longeval_critical_g_is_one_over_ln_c(build_dir, tmp_path, monkeypatch):
     """{g} = 1/ln C: critical({g}) must scale logits by ln(n)/ln(C) (1 at the trained context),
     the only constant that leaves a model trained without the scaling unchanged at n = C."""
-    model = tmp_path / "tiny.gguf"
-    tiny_with_tokenizer(model, monkeypatch)
-    p = subprocess.run(longeval(build_dir, "--model", model, "--methods", "critical({g})+yarn({s},{C})",
-                                "--lengths", "1.5", "--trials", "0", "--buckets", "2", "--threads", "1",
-                                "--out", tmp_path / "g"), capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    spec = json.loads((tmp_path / "g" / "results.json").read_text())["cells"][0]["spec"]
+    spec = _tiny_cells(build_dir, tmp_path, monkeypatch, "critical({g})+yarn({s},{C})", "1.5")[0]["spec"]
     m = re.search(r"critical\(gamma=([0-9.eE+-]+)\)", spec)
     assert m, spec
     assert abs(float(m.group(1)) - 1 / math.log(256)) < 1e-12, spec  # C = 256 in the tiny model
@@ -255,13 +260,7 @@ def test_longeval_full_int8_holds_a_context_past_the_default_cache(build_dir, tm
     """'| full+int8' must size its full cache to L like a method without a policy: the policy parse
     keeps the default 4096 slots, and a 2C run on SmolLM2 (L = 16384) stopped with "the KV cache is
     full". L = 17 C = 4352 > 4096 on the tiny model."""
-    model = tmp_path / "tiny.gguf"
-    tiny_with_tokenizer(model, monkeypatch)
-    p = subprocess.run(longeval(build_dir, "--model", model, "--methods", "as-trained;as-trained | full+int8",
-                                "--lengths", "17", "--trials", "0", "--buckets", "2", "--threads", "1",
-                                "--out", tmp_path / "q"), capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    cells = json.loads((tmp_path / "q" / "results.json").read_text())["cells"]
+    cells = _tiny_cells(build_dir, tmp_path, monkeypatch, "as-trained;as-trained | full+int8", "17")
     assert cells[0]["L"] == 4352 and "int8" in cells[1]["kv"]
     # int8 keys and values: close to the float cache, not equal (the test can tell them apart)
     a, b = cells[0]["bits_per_token"], cells[1]["bits_per_token"]
