@@ -104,7 +104,11 @@ def _finished(cells):
 
 def _interrupt_after_first_cell(cmd, out, sig, timeout=600):
     """Start cmd, send sig once out/cells holds a finished cell; returns the exit code."""
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # SIGINT back to its default in the child: a test run started in the background by a shell
+    # without job control (nohup make check &) inherits SIGINT ignored, and the run would then
+    # finish instead of stopping
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     t0 = time.time()
     cells = out / "cells"
     while p.poll() is None and time.time() - t0 < timeout:
