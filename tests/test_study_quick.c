@@ -33,18 +33,9 @@ static const char STUDY[] =
 static int setup(void **state) {
     (void)state;
     if (la_test_mkdtemp("la_studyq_", dir, sizeof dir)) return -1;
-    char p[512];
-    snprintf(p, sizeof p, "%s/data", dir);
-    mkdir(p, 0777);
-    snprintf(p, sizeof p, "%s/data/train", dir);
-    mkdir(p, 0777);
-    int tr[12];
-    for (int i = 0; i < 12; i++) tr[i] = 1500 + 400 * i;
-    if (la_test_write_corpus(p, 12, tr, 1)) return -1;
-    snprintf(p, sizeof p, "%s/data/val", dir);
-    mkdir(p, 0777);
     const int va[] = {300, 1200, 2000};
-    if (la_test_write_corpus(p, 3, va, 2)) return -1;
+    if (la_test_write_split_corpus(dir, 12, 1500, 400, 1, 3, va, 2)) return -1;
+    char p[512];
     snprintf(p, sizeof p, "%s/ci.json", dir);
     FILE *f = fopen(p, "w");
     if (!f) return -1;

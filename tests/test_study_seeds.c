@@ -35,18 +35,9 @@ static const char STUDY[] =
 static int setup(void **state) {
     (void)state;
     if (la_test_mkdtemp("la_seeds_", dir, sizeof dir)) return -1;
-    char p[512];
-    snprintf(p, sizeof p, "%s/data", dir);
-    mkdir(p, 0777);
-    snprintf(p, sizeof p, "%s/data/train", dir);
-    mkdir(p, 0777);
-    int tr[10];
-    for (int i = 0; i < 10; i++) tr[i] = 1500 + 300 * i;
-    if (la_test_write_corpus(p, 10, tr, 3)) return -1;
-    snprintf(p, sizeof p, "%s/data/val", dir);
-    mkdir(p, 0777);
     const int va[] = {300, 900, 1400};
-    if (la_test_write_corpus(p, 3, va, 4)) return -1;
+    if (la_test_write_split_corpus(dir, 10, 1500, 300, 3, 3, va, 4)) return -1;
+    char p[512];
     snprintf(p, sizeof p, "%s/s.json", dir);
     FILE *f = fopen(p, "w");
     if (!f) return -1;

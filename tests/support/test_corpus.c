@@ -2,10 +2,12 @@
 #define _GNU_SOURCE
 #include "test_corpus.h"
 
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static uint64_t next(uint64_t *s) { /* splitmix64 */
@@ -48,6 +50,21 @@ int la_test_write_corpus(const char *dir, int n_docs, const int *sizes, uint64_t
         }
         if (fclose(f) != 0) return -1;
     }
+    return 0;
+}
+
+int la_test_write_split_corpus(const char *root, int n_train, int train_base, int train_step, uint64_t train_seed,
+                               int n_val, const int *val_sizes, uint64_t val_seed) {
+    char p[4096];
+    int tr[64];
+    if (n_train > 64) return -1;
+    for (int i = 0; i < n_train; i++) tr[i] = train_base + train_step * i;
+    snprintf(p, sizeof p, "%s/data", root);
+    if (mkdir(p, 0777) && errno != EEXIST) return -1;
+    snprintf(p, sizeof p, "%s/data/train", root);
+    if ((mkdir(p, 0777) && errno != EEXIST) || la_test_write_corpus(p, n_train, tr, train_seed)) return -1;
+    snprintf(p, sizeof p, "%s/data/val", root);
+    if ((mkdir(p, 0777) && errno != EEXIST) || la_test_write_corpus(p, n_val, val_sizes, val_seed)) return -1;
     return 0;
 }
 

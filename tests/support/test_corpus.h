@@ -10,6 +10,13 @@
  * Returns 0 on success, -1 if a file cannot be written. */
 int la_test_write_corpus(const char *dir, int n_docs, const int *sizes, uint64_t seed);
 
+/* Make root/data/train and root/data/val (root must exist) and fill them with
+ * la_test_write_corpus: the layout `longattn study` reads as its two splits. Train
+ * document i has train_base + train_step * i bytes; val_sizes gives the validation ones.
+ * Returns 0 on success, -1 if a folder or file cannot be made. */
+int la_test_write_split_corpus(const char *root, int n_train, int train_base, int train_step, uint64_t train_seed,
+                               int n_val, const int *val_sizes, uint64_t val_seed);
+
 /* Make a fresh directory "/tmp/<prefix>XXXXXX" into buf (size n); 0 on success. */
 int la_test_mkdtemp(const char *prefix, char *buf, int n);
 
