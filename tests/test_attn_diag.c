@@ -51,29 +51,32 @@ static void free_diags(la_diag **d, int n) {
     free(d);
 }
 
-/* An all-zero (q, k, v) case with its forward done: H heads of T positions, D = 8, softmax +
- * RoPE + causal, and a diag per head; the bad-argument tests start from it. */
+/* A (q, k, v) case with its forward done: H heads of T positions of width D, softmax + RoPE
+ * + causal, and a diag per head (max distance T - 1, 10 ranges). seed 0: all zeros (the
+ * bad-argument tests start from it); otherwise standard normal entries drawn q, k, v in
+ * turn from seed. */
 typedef struct {
     la_spec sp;
     la_shape sh;
     float *q, *k, *v, *out, *lse; // (1, H, T, D) each; lse (1, H, T)
     la_diag **d;
     int H;
-} zero_case;
+} fwd_case;
 
-static void zero_case_new(zero_case *z, int H, int T) {
-    const int D = 8;
+static void fwd_case_new(fwd_case *z, int H, int T, int D, uint64_t seed) {
     assert_int_equal(la_spec_parse("softmax+rope+causal", &z->sp), LA_OK);
     z->sh = (la_shape){1, H, H, T, T, D, LA_POS0_AUTO};
     size_t n = (size_t)H * T * D;
     z->q = calloc(n, sizeof(float)), z->k = calloc(n, sizeof(float)), z->v = calloc(n, sizeof(float));
     z->out = malloc(sizeof(float) * n), z->lse = malloc(sizeof(float) * H * T);
+    for (size_t i = 0; seed && i < n; i++)
+        z->q[i] = (float)gauss(&seed), z->k[i] = (float)gauss(&seed), z->v[i] = (float)gauss(&seed);
     assert_int_equal(la_attn_forward(&z->sp, &z->sh, z->q, z->k, z->v, z->out, z->lse, NULL), LA_OK);
     z->d = new_diags(H, T - 1, 10);
     z->H = H;
 }
 
-static void zero_case_free(zero_case *z) {
+static void fwd_case_free(fwd_case *z) {
     free_diags(z->d, z->H);
     free(z->q), free(z->k), free(z->v), free(z->out), free(z->lse);
 }
@@ -376,20 +379,16 @@ static void test_rows_vs_reference(void **st) {
  * not depend on the thread count; rows outside the filter leave the accumulators alone. */
 static void test_rows_properties(void **st) {
     (void)st;
-    la_spec sp;
-    assert_int_equal(la_spec_parse("softmax+rope+causal", &sp), LA_OK);
-    const int H = 2, T = 700, D = 16;
-    la_shape sh = {1, H, H, T, T, D, LA_POS0_AUTO};
-    size_t n = (size_t)H * T * D;
-    float *q = malloc(sizeof(float) * n), *k = malloc(sizeof(float) * n), *v = malloc(sizeof(float) * n);
-    float *out = malloc(sizeof(float) * n), *lse = malloc(sizeof(float) * H * T);
-    uint64_t seed = 11;
-    for (size_t i = 0; i < n; i++) q[i] = (float)gauss(&seed), k[i] = (float)gauss(&seed), v[i] = (float)gauss(&seed);
-    assert_int_equal(la_attn_forward(&sp, &sh, q, k, v, out, lse, NULL), LA_OK);
+    const int H = 2, T = 700;
+    fwd_case z;
+    fwd_case_new(&z, H, T, 16, 11);
+    const la_spec sp = z.sp;
+    const la_shape sh = z.sh;
+    const float *q = z.q, *k = z.k, *lse = z.lse;
     const int rows[] = {3, 300, 640, 699};
     const int64_t spans[] = {0, T, 310, 400, 0, 4};
     double m1[2 * 4 * 3], m3[2 * 4 * 3];
-    la_diag **d1 = new_diags(H, T - 1, 10), **d3 = new_diags(H, T - 1, 10);
+    la_diag **d1 = z.d, **d3 = new_diags(H, T - 1, 10);
     la_attn_opts op = la_attn_opts_default();
     op.n_threads = 1;
     la_diag_rows sel = {rows, 4, spans, 3, m1};
@@ -415,15 +414,15 @@ static void test_rows_properties(void **st) {
         }
         assert_int_equal(total_rows, 4); /* the [0,1) range holds every folded row once */
     }
-    free_diags(d1, H), free_diags(d3, H);
-    free(q), free(k), free(v), free(out), free(lse);
+    free_diags(d3, H);
+    fwd_case_free(&z);
 }
 
 static void test_rows_bad_arguments(void **st) {
     (void)st;
     const int H = 2, T = 20;
-    zero_case z;
-    zero_case_new(&z, H, T);
+    fwd_case z;
+    fwd_case_new(&z, H, T, 8, 0);
     la_spec sp = z.sp;
     la_shape sh = z.sh;
     float *q = z.q, *k = z.k, *lse = z.lse;
@@ -474,23 +473,20 @@ static void test_rows_bad_arguments(void **st) {
     b.n_spans = 0, b.spans = NULL, b.mass = NULL;
     assert_int_equal(la_attn_diagnose_rows(&sp, &sh, q, k, lse, NULL, &b, d), LA_OK);
     z.d = d;
-    zero_case_free(&z);
+    fwd_case_free(&z);
 }
 
 /* Results do not depend on the number of threads (fixed chunks merged in order). */
 static void test_threads_bitwise(void **st) {
     (void)st;
-    la_spec sp;
-    assert_int_equal(la_spec_parse("softmax+rope+causal", &sp), LA_OK);
-    const int H = 2, T = 1100, D = 16;
-    la_shape sh = {1, H, H, T, T, D, LA_POS0_AUTO};
-    size_t n = (size_t)H * T * D;
-    float *q = malloc(sizeof(float) * n), *k = malloc(sizeof(float) * n), *v = malloc(sizeof(float) * n);
-    float *out = malloc(sizeof(float) * n), *lse = malloc(sizeof(float) * H * T);
-    uint64_t seed = 9;
-    for (size_t i = 0; i < n; i++) q[i] = (float)gauss(&seed), k[i] = (float)gauss(&seed), v[i] = (float)gauss(&seed);
-    assert_int_equal(la_attn_forward(&sp, &sh, q, k, v, out, lse, NULL), LA_OK);
-    la_diag **d1 = new_diags(H, T - 1, 10), **d2 = new_diags(H, T - 1, 10);
+    const int H = 2, T = 1100;
+    fwd_case z;
+    fwd_case_new(&z, H, T, 16, 9);
+    const la_spec sp = z.sp;
+    const la_shape sh = z.sh;
+    const float *q = z.q, *k = z.k;
+    float *lse = z.lse;
+    la_diag **d1 = z.d, **d2 = new_diags(H, T - 1, 10);
     la_attn_opts op = la_attn_opts_default();
     op.n_threads = 1;
     assert_int_equal(la_attn_diagnose(&sp, &sh, q, k, lse, &op, d1), LA_OK);
@@ -523,15 +519,15 @@ static void test_threads_bitwise(void **st) {
         tot += (double)a.rows * a.mass;
     }
     assert_true(fabs(tot - T) > T * 5e-3);
-    free_diags(d1, H), free_diags(d2, H), free_diags(d3, H);
-    free(q), free(k), free(v), free(out), free(lse);
+    free_diags(d2, H), free_diags(d3, H);
+    fwd_case_free(&z);
 }
 
 static void test_bad_arguments(void **st) {
     (void)st;
     const int H = 2, T = 20;
-    zero_case z;
-    zero_case_new(&z, H, T);
+    fwd_case z;
+    fwd_case_new(&z, H, T, 8, 0);
     la_spec sp = z.sp;
     la_shape sh = z.sh;
     float *q = z.q, *k = z.k, *lse = z.lse;
@@ -556,7 +552,7 @@ static void test_bad_arguments(void **st) {
     assert_int_equal(la_spec_parse("asentmax+causal", &sp), LA_OK); /* needs beta, gamma */
     assert_int_equal(la_attn_diagnose(&sp, &sh, q, k, lse, NULL, d), LA_EINVAL);
     z.d = d;
-    zero_case_free(&z);
+    fwd_case_free(&z);
 }
 
 int main(void) {
