@@ -22,6 +22,7 @@
 #include "longattn.h"
 #include "tokenizer/tok_internal.h"
 #include "support/test_corpus.h"
+#include "support/gguf_writer.h"
 
 static char g_dir[64];
 
@@ -241,84 +242,7 @@ static void test_kv_session(void **st) {
     }
 }
 
-/* ---- a GGUF v3 writer: metadata (u32, f32, bool, string, string / i32 arrays) and F32
- * tensors, enough for tokenizer files and tiny Llama models ---- */
-
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-    int nkv;
-} gbuf;
-
-static void gput(gbuf *b, const void *x, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    memcpy(b->p + b->n, x, n);
-    b->n += n;
-}
-static void gput_u32(gbuf *b, uint32_t v) { gput(b, &v, 4); }
-static void gput_u64(gbuf *b, uint64_t v) { gput(b, &v, 8); }
-static void gput_str(gbuf *b, const char *s) {
-    gput_u64(b, strlen(s));
-    gput(b, s, strlen(s));
-}
-static void gkv_str(gbuf *b, const char *k, const char *v) {
-    gput_str(b, k), gput_u32(b, 8), gput_str(b, v), b->nkv++;
-}
-static void gkv_u32(gbuf *b, const char *k, uint32_t v) { gput_str(b, k), gput_u32(b, 4), gput_u32(b, v), b->nkv++; }
-static void gkv_f32(gbuf *b, const char *k, float v) { gput_str(b, k), gput_u32(b, 6), gput(b, &v, 4), b->nkv++; }
-static void gkv_bool(gbuf *b, const char *k, int v) {
-    unsigned char c = (unsigned char)v;
-    gput_str(b, k), gput_u32(b, 7), gput(b, &c, 1), b->nkv++;
-}
-static void gkv_strs(gbuf *b, const char *k, const char *const *v, int n) {
-    gput_str(b, k), gput_u32(b, 9), gput_u32(b, 8), gput_u64(b, (uint64_t)n);
-    for (int i = 0; i < n; i++) gput_str(b, v[i]);
-    b->nkv++;
-}
-static void gkv_i32s(gbuf *b, const char *k, const int32_t *v, int n) {
-    gput_str(b, k), gput_u32(b, 9), gput_u32(b, 5), gput_u64(b, (uint64_t)n), gput(b, v, 4 * (size_t)n), b->nkv++;
-}
-
-typedef struct {
-    char name[64];
-    int64_t ne[2]; /* ne[1] = 1 for a vector */
-    float *data;
-} gtensor;
-
-/* header (with the counts) + metadata kv + tensor infos + aligned data into path */
-static void gguf_write(const char *path, gbuf *kv, gtensor *t, int nt) {
-    gbuf b = {0};
-    gput(&b, "GGUF", 4);
-    gput_u32(&b, 3);
-    gput_u64(&b, (uint64_t)nt);
-    gput_u64(&b, (uint64_t)kv->nkv);
-    gput(&b, kv->p, kv->n);
-    uint64_t off = 0;
-    for (int i = 0; i < nt; i++) {
-        gput_str(&b, t[i].name);
-        int nd = t[i].ne[1] > 1 ? 2 : 1;
-        gput_u32(&b, (uint32_t)nd);
-        for (int d = 0; d < nd; d++) gput_u64(&b, (uint64_t)t[i].ne[d]);
-        gput_u32(&b, 0); /* F32 */
-        gput_u64(&b, off);
-        off += ((uint64_t)(t[i].ne[0] * t[i].ne[1]) * 4 + 31) / 32 * 32;
-    }
-    while (b.n % 32) gput(&b, "", 1);
-    for (int i = 0; i < nt; i++) {
-        size_t bytes = (size_t)(t[i].ne[0] * t[i].ne[1]) * 4;
-        gput(&b, t[i].data, bytes);
-        while (bytes % 32) gput(&b, "", 1), bytes++;
-    }
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b.p, 1, b.n, f), b.n);
-    fclose(f);
-    free(b.p);
-}
+/* ---- GGUF files for the tokenizer and tiny-Llama walks: tests/support/gguf_writer.h ---- */
 
 /* the GPT-2 byte -> character map, as UTF-8 */
 static void byte_sym(int byte, char out[4]) {
@@ -335,7 +259,7 @@ static void byte_sym(int byte, char out[4]) {
 /* tokenizer metadata: byte-level BPE (256 byte tokens, merges for " the" and " fox", an
  * <|end|> control token, pre-tokenizer "smollm": digits, then the GPT-2 regex) or
  * SentencePiece (<unk> <s> </s>, byte tokens, a few scored pieces) */
-static void tok_kv(gbuf *kv, int spm) {
+static void tok_kv(la_tg_buf *kv, int spm) {
     static char store[300][12];
     const char *toks[300];
     int32_t type[300];
@@ -346,13 +270,13 @@ static void tok_kv(gbuf *kv, int spm) {
         const char *extra[] = {"he", "\xc4\xa0t", "\xc4\xa0the", "ox", "\xc4\xa0" "f", "\xc4\xa0" "fox", "<|end|>"};
         for (int i = 0; i < 7; i++, n++) toks[n] = extra[i], type[n] = i == 6 ? 3 : 1;
         static const char *merges[] = {"h e", "\xc4\xa0 t", "\xc4\xa0t he", "o x", "\xc4\xa0 f", "\xc4\xa0" "f ox"};
-        gkv_str(kv, "tokenizer.ggml.model", "gpt2");
-        gkv_str(kv, "tokenizer.ggml.pre", "smollm");
-        gkv_strs(kv, "tokenizer.ggml.tokens", toks, n);
-        gkv_i32s(kv, "tokenizer.ggml.token_type", type, n);
-        gkv_strs(kv, "tokenizer.ggml.merges", merges, 6);
-        gkv_u32(kv, "tokenizer.ggml.eos_token_id", (uint32_t)(n - 1));
-        gkv_str(kv, "tokenizer.chat_template", "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}");
+        la_tg_kv_str(kv, "tokenizer.ggml.model", "gpt2");
+        la_tg_kv_str(kv, "tokenizer.ggml.pre", "smollm");
+        la_tg_kv_strs(kv, "tokenizer.ggml.tokens", toks, n);
+        la_tg_kv_arr4(kv, "tokenizer.ggml.token_type", 5, type, n);
+        la_tg_kv_strs(kv, "tokenizer.ggml.merges", merges, 6);
+        la_tg_kv_u32(kv, "tokenizer.ggml.eos_token_id", (uint32_t)(n - 1));
+        la_tg_kv_str(kv, "tokenizer.chat_template", "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}");
         return;
     }
     const char *head[] = {"<unk>", "<s>", "</s>"};
@@ -361,15 +285,14 @@ static void tok_kv(gbuf *kv, int spm) {
         snprintf(store[n], sizeof store[n], "<0x%02X>", b), toks[n] = store[n], type[n] = 6, score[n] = 0;
     const char *pieces[] = {"\xe2\x96\x81", "t", "h", "e", "\xe2\x96\x81t", "he", "\xe2\x96\x81the", "o", "x"};
     for (int i = 0; i < 9; i++, n++) toks[n] = pieces[i], type[n] = 1, score[n] = -(float)(i + 1);
-    gkv_str(kv, "tokenizer.ggml.model", "llama");
-    gkv_strs(kv, "tokenizer.ggml.tokens", toks, n);
-    gkv_i32s(kv, "tokenizer.ggml.token_type", type, n);
-    gput_str(kv, "tokenizer.ggml.scores"), gput_u32(kv, 9), gput_u32(kv, 6), gput_u64(kv, (uint64_t)n);
-    gput(kv, score, 4 * (size_t)n), kv->nkv++;
-    gkv_u32(kv, "tokenizer.ggml.bos_token_id", 1);
-    gkv_u32(kv, "tokenizer.ggml.eos_token_id", 2);
-    gkv_u32(kv, "tokenizer.ggml.unknown_token_id", 0);
-    gkv_bool(kv, "tokenizer.ggml.add_bos_token", 1);
+    la_tg_kv_str(kv, "tokenizer.ggml.model", "llama");
+    la_tg_kv_strs(kv, "tokenizer.ggml.tokens", toks, n);
+    la_tg_kv_arr4(kv, "tokenizer.ggml.token_type", 5, type, n);
+    la_tg_kv_arr4(kv, "tokenizer.ggml.scores", 6, score, n);
+    la_tg_kv_u32(kv, "tokenizer.ggml.bos_token_id", 1);
+    la_tg_kv_u32(kv, "tokenizer.ggml.eos_token_id", 2);
+    la_tg_kv_u32(kv, "tokenizer.ggml.unknown_token_id", 0);
+    la_tg_kv_bool(kv, "tokenizer.ggml.add_bos_token", 1);
 }
 
 /* load (file -> GGUF -> tokenizer), encode with specials, decode; ids and text on success */
@@ -397,10 +320,10 @@ static void test_tokenizer(void **st) {
             if (spm && !jit) continue; /* SentencePiece uses no regex */
             char path[128];
             snprintf(path, sizeof path, "%s/tok%d.gguf", g_dir, spm);
-            gbuf kv = {0};
+            la_tg_buf kv = {0};
             tok_kv(&kv, spm);
-            gguf_write(path, &kv, NULL, 0);
-            free(kv.p);
+            assert_int_equal(la_tg_write_file(path, &kv, NULL, 0), 0);
+            la_tg_free(&kv);
             la_tok_use_jit(jit);
             /* the clean result, to compare every successful run with */
             la_token_buf ref = {0};
@@ -437,9 +360,9 @@ static void test_tokenizer(void **st) {
 
 /* ---- long-context evaluation of a tiny Llama GGUF (model + the BPE tokenizer above) ---- */
 
-static void add_tensor(gtensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std,
+static void add_tensor(la_tg_tensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std,
                        double mean) {
-    gtensor *x = &t[(*n)++];
+    la_tg_tensor *x = &t[(*n)++];
     snprintf(x->name, sizeof x->name, "%s", name);
     x->ne[0] = cols, x->ne[1] = rows;
     x->data = malloc(sizeof(float) * (size_t)(cols * rows));
@@ -450,7 +373,7 @@ static void write_tiny_llama(const char *path) {
     const int L = 1, C = 16, H = 2, K = 1, F = 32, D = C / H, V = 263; /* V: the BPE vocabulary */
     la_rng r;
     la_rng_seed(&r, 5);
-    gtensor t[16];
+    la_tg_tensor t[16];
     int nt = 0;
     char nm[64];
     add_tensor(t, &nt, "token_embd.weight", C, V, &r, 1.0, 0);
@@ -465,20 +388,20 @@ static void write_tiny_llama(const char *path) {
                        w[i].rows == 1 ? 1 : 0);
         }
     }
-    gbuf kv = {0};
-    gkv_str(&kv, "general.architecture", "llama");
-    gkv_u32(&kv, "llama.block_count", L);
-    gkv_u32(&kv, "llama.context_length", 256);
-    gkv_u32(&kv, "llama.embedding_length", C);
-    gkv_u32(&kv, "llama.feed_forward_length", F);
-    gkv_u32(&kv, "llama.attention.head_count", H);
-    gkv_u32(&kv, "llama.attention.head_count_kv", K);
-    gkv_u32(&kv, "llama.rope.dimension_count", D);
-    gkv_f32(&kv, "llama.rope.freq_base", 10000.0f);
-    gkv_f32(&kv, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    la_tg_buf kv = {0};
+    la_tg_kv_str(&kv, "general.architecture", "llama");
+    la_tg_kv_u32(&kv, "llama.block_count", L);
+    la_tg_kv_u32(&kv, "llama.context_length", 256);
+    la_tg_kv_u32(&kv, "llama.embedding_length", C);
+    la_tg_kv_u32(&kv, "llama.feed_forward_length", F);
+    la_tg_kv_u32(&kv, "llama.attention.head_count", H);
+    la_tg_kv_u32(&kv, "llama.attention.head_count_kv", K);
+    la_tg_kv_u32(&kv, "llama.rope.dimension_count", D);
+    la_tg_kv_f32(&kv, "llama.rope.freq_base", 10000.0f);
+    la_tg_kv_f32(&kv, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     tok_kv(&kv, 0);
-    gguf_write(path, &kv, t, nt);
-    free(kv.p);
+    assert_int_equal(la_tg_write_file(path, &kv, t, nt), 0);
+    la_tg_free(&kv);
     for (int i = 0; i < nt; i++) free(t[i].data);
 }
 

@@ -21,31 +21,11 @@
 
 #include "core/internal.h"
 #include "longattn.h"
+#include "support/gguf_writer.h"
 
 #define TOL 1e-4
 
-/* ---- a minimal GGUF v3 writer (F32 tensors, u32 / f32 / string metadata) ---- */
-
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *x, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    memcpy(b->p + b->n, x, n);
-    b->n += n;
-}
-static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
-static void put_str(buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
+/* ---- tiny Llama files (written with tests/support/gguf_writer.h) ---- */
 
 typedef struct {
     const char *arch;
@@ -54,17 +34,10 @@ typedef struct {
     int bad_ffn_shape;  /* ffn_up with the wrong row count */
 } tiny_cfg;
 
-typedef struct {
-    char name[64];
-    int nd;
-    int64_t ne[2];
-    float *data;
-} tensor;
-
-static void add_t(tensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std, double mean) {
-    tensor *x = &t[(*n)++];
+static void add_t(la_tg_tensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std,
+                  double mean) {
+    la_tg_tensor *x = &t[(*n)++];
     snprintf(x->name, sizeof x->name, "%s", name);
-    x->nd = rows > 0 ? 2 : 1;
     x->ne[0] = cols;
     x->ne[1] = rows > 0 ? rows : 1;
     x->data = malloc(sizeof(float) * (size_t)(cols * x->ne[1]));
@@ -76,7 +49,7 @@ static void write_tiny(const tiny_cfg *c, const char *path, uint64_t seed) {
     la_rng r;
     la_rng_seed(&r, seed);
     const int D = c->C / c->H;
-    tensor t[64];
+    la_tg_tensor t[64];
     int nt = 0;
     char nm[64];
     add_t(t, &nt, "token_embd.weight", c->C, c->V, &r, 1.0, 0);
@@ -99,21 +72,12 @@ static void write_tiny(const tiny_cfg *c, const char *path, uint64_t seed) {
         snprintf(nm, sizeof nm, "blk.%d.ffn_norm.weight", l);
         add_t(t, &nt, nm, c->C, 0, &r, 0.1, 1);
     }
-    buf b = {0};
-    put(&b, "GGUF", 4);
-    put_u32(&b, 3);
-    put_u64(&b, (uint64_t)nt);
-    const int nkv = 10 - (c->omit_ctx ? 1 : 0);
-    put_u64(&b, (uint64_t)nkv);
+    la_tg_buf kv = {0};
     char key[96];
-    put_str(&b, "general.architecture");
-    put_u32(&b, 8);
-    put_str(&b, c->arch);
-#define KV_U32(suf, v)                                  \
-    snprintf(key, sizeof key, "%s." suf, c->arch);      \
-    put_str(&b, key);                                   \
-    put_u32(&b, 4);                                     \
-    put_u32(&b, (uint32_t)(v))
+    la_tg_kv_str(&kv, "general.architecture", c->arch);
+#define KV_U32(suf, v)                             \
+    snprintf(key, sizeof key, "%s." suf, c->arch); \
+    la_tg_kv_u32(&kv, key, (uint32_t)(v))
     KV_U32("block_count", c->L);
     if (!c->omit_ctx) { KV_U32("context_length", 256); }
     KV_U32("embedding_length", c->C);
@@ -122,36 +86,13 @@ static void write_tiny(const tiny_cfg *c, const char *path, uint64_t seed) {
     KV_U32("attention.head_count_kv", c->K);
     KV_U32("rope.dimension_count", D);
 #undef KV_U32
-    float base = 5000.0f, eps = 1e-5f;
     snprintf(key, sizeof key, "%s.rope.freq_base", c->arch);
-    put_str(&b, key);
-    put_u32(&b, 6);
-    put(&b, &base, 4);
+    la_tg_kv_f32(&kv, key, 5000.0f);
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", c->arch);
-    put_str(&b, key);
-    put_u32(&b, 6);
-    put(&b, &eps, 4);
-    uint64_t off = 0;
-    for (int i = 0; i < nt; i++) {
-        put_str(&b, t[i].name);
-        put_u32(&b, (uint32_t)t[i].nd);
-        for (int d = 0; d < t[i].nd; d++) put_u64(&b, (uint64_t)t[i].ne[d]);
-        put_u32(&b, 0); /* F32 */
-        put_u64(&b, off);
-        off += ((uint64_t)(t[i].ne[0] * t[i].ne[1]) * 4 + 31) / 32 * 32;
-    }
-    while (b.n % 32) put(&b, "", 1);
-    for (int i = 0; i < nt; i++) {
-        size_t bytes = (size_t)(t[i].ne[0] * t[i].ne[1]) * 4;
-        put(&b, t[i].data, bytes);
-        while (bytes % 32) put(&b, "", 1), bytes++;
-        free(t[i].data);
-    }
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b.p, 1, b.n, f), b.n);
-    fclose(f);
-    free(b.p);
+    la_tg_kv_f32(&kv, key, 1e-5f);
+    assert_int_equal(la_tg_write_file(path, &kv, t, nt), 0);
+    la_tg_free(&kv);
+    for (int i = 0; i < nt; i++) free(t[i].data);
 }
 
 static la_llama *open_tiny(const tiny_cfg *c, uint64_t seed, char *path) {

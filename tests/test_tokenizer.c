@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "longattn.h"
+#include "support/gguf_writer.h"
 
 /* ---- a byte-level vocabulary: the 256 GPT-2 byte characters, then merged tokens ---- */
 
@@ -377,73 +378,30 @@ static void test_spm(void **state) {
 
 /* ---- la_tokenizer_from_gguf on GGUF v3 images built here (no tensors) ---- */
 
-typedef struct {
-    unsigned char b[8192];
-    size_t n;
-} img;
-
-static void put(img *m, const void *p, size_t n) {
-    assert_true(m->n + n <= sizeof m->b);
-    memcpy(m->b + m->n, p, n);
-    m->n += n;
-}
-static void put_u32(img *m, uint32_t v) { put(m, &v, 4); }
-static void put_u64(img *m, uint64_t v) { put(m, &v, 8); }
-static void put_str(img *m, const char *s) {
-    put_u64(m, strlen(s));
-    put(m, s, strlen(s));
-}
-static void kv_str(img *m, const char *k, const char *v) {
-    put_str(m, k);
-    put_u32(m, 8); /* str */
-    put_str(m, v);
-}
-static void kv_strs(img *m, const char *k, const char *const *v, int n) {
-    put_str(m, k);
-    put_u32(m, 9); /* arr */
-    put_u32(m, 8);
-    put_u64(m, (uint64_t)n);
-    for (int i = 0; i < n; i++) put_str(m, v[i]);
-}
-static void kv_i32s(img *m, const char *k, uint32_t type, const int32_t *v, int n) {
-    put_str(m, k);
-    put_u32(m, 9);
-    put_u32(m, type); /* 5 = i32, 6 = f32 (same size) */
-    put_u64(m, (uint64_t)n);
-    put(m, v, 4 * (size_t)n);
-}
-static void kv_u32(img *m, const char *k, uint32_t v) {
-    put_str(m, k);
-    put_u32(m, 4);
-    put_u32(m, v);
-}
-
 /* a tiny byte-level file: tokens a b ab, merge "a b"; `omit` leaves one key out, `bad`
  * spoils one (1: token_type as f32, 2: token_type one short, 3: model is a u32) */
 static la_status from_image(const char *omit, int bad, la_tokenizer **t) {
     static const char *tk[] = {"a", "b", "ab", "<|x|>"};
     static const char *mg[] = {"a b"};
     static const int32_t ty[] = {1, 1, 1, 3};
-    img m = {.n = 0};
-    put(&m, "GGUF", 4);
-    put_u32(&m, 3);
-    put_u64(&m, 0); /* tensors */
-    int nkv = 5 - (omit != NULL);
-    put_u64(&m, (uint64_t)nkv);
+    la_tg_buf kv = {0}, m = {0};
     if (!omit || strcmp(omit, "model")) {
-        if (bad == 3) kv_u32(&m, "tokenizer.ggml.model", 2);
-        else kv_str(&m, "tokenizer.ggml.model", "gpt2");
+        if (bad == 3) la_tg_kv_u32(&kv, "tokenizer.ggml.model", 2);
+        else la_tg_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
     }
-    if (!omit || strcmp(omit, "pre")) kv_str(&m, "tokenizer.ggml.pre", "gpt2");
-    if (!omit || strcmp(omit, "tokens")) kv_strs(&m, "tokenizer.ggml.tokens", tk, 4);
-    if (!omit || strcmp(omit, "type")) kv_i32s(&m, "tokenizer.ggml.token_type", bad == 1 ? 6 : 5, ty, bad == 2 ? 3 : 4);
-    if (!omit || strcmp(omit, "merges")) kv_strs(&m, "tokenizer.ggml.merges", mg, 1);
-    while (m.n % 32) put(&m, "", 1);
+    if (!omit || strcmp(omit, "pre")) la_tg_kv_str(&kv, "tokenizer.ggml.pre", "gpt2");
+    if (!omit || strcmp(omit, "tokens")) la_tg_kv_strs(&kv, "tokenizer.ggml.tokens", tk, 4);
+    if (!omit || strcmp(omit, "type"))
+        la_tg_kv_arr4(&kv, "tokenizer.ggml.token_type", bad == 1 ? 6 : 5, ty, bad == 2 ? 3 : 4);
+    if (!omit || strcmp(omit, "merges")) la_tg_kv_strs(&kv, "tokenizer.ggml.merges", mg, 1);
+    assert_int_equal(kv.nkv, 5 - (omit != NULL));
+    la_tg_image(&m, &kv, NULL, 0);
     la_gguf *g;
-    la_status s = la_gguf_open_mem(m.b, m.n, "tiny.gguf", &g);
+    la_status s = la_gguf_open_mem(m.p, m.n, "tiny.gguf", &g);
     if (s != LA_OK) fail_msg("la_gguf_open_mem: %s", la_errmsg());
     s = la_tokenizer_from_gguf(g, t);
     la_gguf_close(g);
+    la_tg_free(&kv), la_tg_free(&m);
     return s;
 }
 
