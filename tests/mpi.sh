@@ -13,6 +13,7 @@
 #           outputs of 1 rank; 3 ranks with groups of 2 are refused on every rank, naming
 #           both numbers and the fix
 #   synth   synth --quick (6 cells) on 1 and 3 ranks: outputs equal, timings aside
+#   synth seeds  synth --quick --seeds 2 (4 cells) on 1 and 3 ranks: outputs equal
 #   synth-resume  synth on 2 ranks killed after its first stored cells, resumed on 2 ranks:
 #           outputs equal to the 1-rank run
 #   longeval  longeval on the tiny GGUF of tests/python/test_longeval.py on 2 ranks: every
@@ -195,6 +196,16 @@ for n in 3; do
         ok "synth np=$n: every output equal to 1 rank (timings aside)"
     else diff y1.txt y$n.txt | cut -c1-200 | head -5; bad "synth np=$n" "outputs differ from the 1-rank run"; fi
 done
+
+# ---- synth --seeds: (task, spec, seed) cells over ranks
+Y3="synth --quick --steps 10 --specs softmax+nape --seeds 2"
+$bin $Y3 --out ys1 >ys1.log 2>&1 || { cat ys1.log; bad "synth seeds" "1-rank synth failed"; }
+strip ys1 >ys1.txt
+if ! timeout 120 $MR -np 3 $bin $Y3 --out ys3 >ys3.log 2>&1; then
+    cat ys3.log; bad "synth seeds np=3" "run failed"
+elif strip ys3 >ys3.txt && cmp -s ys1.txt ys3.txt && grep -q "over_seeds" ys1.txt; then
+    ok "synth --seeds 2 np=3: 4 cells over 3 ranks, every output equal to 1 rank (timings aside)"
+else diff ys1.txt ys3.txt | cut -c1-200 | head -5; bad "synth seeds np=3" "outputs differ from the 1-rank run"; fi
 
 # ---- synth --resume on 2 ranks after a kill (each rank resumes its own stored cells)
 Y2="synth --quick --steps 40 --specs softmax+nape;softmax+logn+nape;softmax+rope"

@@ -178,6 +178,16 @@ static void test_bad_options(void **state) {
     assert_non_null(strstr(out, "--muon-lr"));
     assert_int_equal(run("synth --inline-share 1", out, sizeof out), 2);
     assert_non_null(strstr(out, "--inline-share wants a number in [0, 1)"));
+    assert_int_equal(run("synth --seeds 0", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--seeds wants an integer in [1, 16]"));
+    assert_int_equal(run("synth --seeds 17", out, sizeof out), 2);
+    assert_int_equal(run("synth --preset bogus", out, sizeof out), 2);
+    assert_non_null(strstr(out, "unknown synth preset 'bogus' (known: mq-contrast)"));
+    assert_int_equal(run("synth --preset", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--preset"));
+    /* the preset's values, then changed by a later option: validation sees both */
+    assert_int_equal(run("synth --preset mq-contrast --heads 5", out, sizeof out), 2);
+    assert_non_null(strstr(out, "heads 5 must divide d_model 64"));
     assert_int_equal(run("synth --frobnicate 1", out, sizeof out), 2);
     assert_non_null(strstr(out, "frobnicate"));
     assert_int_equal(run("synth --help", out, sizeof out), 0);

@@ -541,13 +541,25 @@ typedef struct {
     int resume;          /* 1: keep the task x spec runs an interrupted run with the same options
                             finished in out (out/cells/); refused (LA_EINVAL naming the option)
                             when the options differ. 0: start afresh */
+    int seeds;           /* runs per task x spec, with seeds seed, seed+1, ... (1..LA_SYNTH_MAX_SEEDS);
+                            above 1 the tables add, per task x spec, how many seeds learned the
+                            task (exact match >= 0.5 at 1x) and the mean +- std over those */
 } la_synth_opts;
+
+#define LA_SYNTH_MAX_SEEDS 16
 
 /* The defaults of `longattn synth` (see the README section "Synthetic tasks"). */
 LA_API la_synth_opts la_synth_opts_default(void);
 /* The tiny CI configuration over o (`--quick`): flipflop,copy; two softmax specs; lengths
  * 8-16; 40 steps; 16 examples at 1x-4x. */
 LA_API void la_synth_opts_quick(la_synth_opts *o);
+/* A named configuration over o (`--preset NAME`; later options override it). "mq-contrast":
+ * the README's MQMTAR contrast of ASEntmax and softmax (section "Synthetic contrast"): inline
+ * layout, 2 queries, 1-token keys and values, 8 symbols, 2 layers x 64 with 4 heads,
+ * init std 0.07, curriculum from 12 over 60 % of 12000 steps, p-RoPE(0.25) with each
+ * normaliser, 3 seeds from 1, 50 examples per length up to 64x, out runs/mq-contrast.
+ * LA_EINVAL for an unknown name (the message lists the known ones). */
+LA_API la_status la_synth_opts_preset(la_synth_opts *o, const char *name);
 
 /* Progress of la_synth_run, for the caller to show (the runner prints nothing). */
 typedef enum {
@@ -564,6 +576,7 @@ typedef struct {
     double loss, elapsed_s;
     int mult, content_len, tokens, correct, n;
     const char *message;
+    uint64_t seed;         /* the run's seed (o->seed + its index when o->seeds > 1) */
 } la_synth_progress;
 
 typedef void (*la_synth_progress_fn)(void *user, const la_synth_progress *p);

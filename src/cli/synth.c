@@ -20,6 +20,10 @@ static void usage(FILE *f) {
             "  --specs LIST        ';' list of attention specs (default \"%s\")\n"
             "  --quick             tiny CI configuration (seconds): flipflop,copy; softmax+nape and\n"
             "                      softmax+logn+nape; lengths 8-16; 40 steps; 16 examples at 1x-4x\n"
+            "  --preset NAME       a named configuration, which the other options then change:\n"
+            "                      mq-contrast (README \"Synthetic contrast\": MQMTAR, inline layout,\n"
+            "                      softmax vs ASEntmax with p-RoPE, 12000 steps, 3 seeds, up to 64x;\n"
+            "                      about 1 h on 2 cores)\n"
             "  --out DIR           output folder (default runs/synth)\n"
             "  --resume            continue an interrupted run in the same --out: task x spec runs it\n"
             "                      finished (DIR/cells/) are kept; refused when the options differ\n"
@@ -53,17 +57,28 @@ static void usage(FILE *f) {
             "                      (lower bound: half the upper one, at most min-len); 0: off (default 8)\n"
             "  --ramp F            share of the steps the curriculum ramps over (default 0.4)\n"
             "  --seed S            model init and data seed (default 1)\n"
+            "  --seeds N           runs per task x spec with seeds S, S+1, ... (default 1, at most %d):\n"
+            "                      the tables add how many seeds learned the task (>= 0.5 at 1x)\n"
+            "                      and the mean +- std over those; the plots show it with error bars\n"
             "  --threads N         attention threads (default: OpenMP default)\n",
-            d.tasks, d.specs);
+            d.tasks, d.specs, LA_SYNTH_MAX_SEEDS);
 }
 
 static int parse_args(int argc, char **argv, la_synth_opts *o) {
     *o = la_synth_opts_default();
+    /* --quick and --preset first, so that the other options change them wherever they stand */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--quick")) la_synth_opts_quick(o);
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--preset") && la_synth_opts_preset(o, argv[++i]) != LA_OK)
+            return cli_usage_error("synth", "--preset: %s", la_errmsg());
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--quick")) continue;
+        if (!strcmp(a, "--preset") && i + 1 < argc) {
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--resume")) {
             o->resume = 1;
             continue;
@@ -84,7 +99,7 @@ static int parse_args(int argc, char **argv, la_synth_opts *o) {
             {"--queries", &o->queries, 1, 4096},     {"--k-len", &o->k_len, 1, 16},
             {"--v-len", &o->v_len, 1, 16},           {"--eval-n", &o->eval_n, 1, 1000000},
             {"--max-mult", &o->max_mult, 1, 1024},   {"--threads", &o->threads, 0, 1024},
-            {"--curriculum", &o->curriculum, 0, 1 << 20},
+            {"--curriculum", &o->curriculum, 0, 1 << 20}, {"--seeds", &o->seeds, 1, LA_SYNTH_MAX_SEEDS},
         };
         int done = 0;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
@@ -153,14 +168,16 @@ static int parse_args(int argc, char **argv, la_synth_opts *o) {
 }
 
 static void on_progress(void *user, const la_synth_progress *p) {
-    (void)user;
     const char *task = la_task_name(p->task);
     if (la_dist_size() > 1) fprintf(stderr, "[rank %d]", la_dist_rank()); /* each rank runs its own cells */
+    const int several = user && ((const la_synth_opts *)user)->seeds > 1;
+    char seed[40] = "";
+    if (several) snprintf(seed, sizeof seed, " seed %llu", (unsigned long long)p->seed);
     if (p->event == LA_SYNTH_TRAINING)
-        fprintf(stderr, "  %-8s %-28s step %5d/%d  loss %.4f  (%.1f s)\n", task, p->spec, p->step, p->steps,
+        fprintf(stderr, "  %-8s %-28s%s step %5d/%d  loss %.4f  (%.1f s)\n", task, p->spec, seed, p->step, p->steps,
                 p->loss, p->elapsed_s);
     else if (p->event == LA_SYNTH_EVALUATED)
-        fprintf(stderr, "  %-8s %-28s %5dx (L=%d, %d tokens): %d/%d exact\n", task, p->spec, p->mult,
+        fprintf(stderr, "  %-8s %-28s%s %5dx (L=%d, %d tokens): %d/%d exact\n", task, p->spec, seed, p->mult,
                 p->content_len, p->tokens, p->correct, p->n);
     else if (p->event == LA_SYNTH_SKIPPED)
         fprintf(stderr, "longattn synth: %s x '%s' skipped: %s\n", task, p->spec, p->message);
@@ -174,7 +191,7 @@ int cli_synth(int argc, char **argv) {
     /* every name, spec and parameter set is checked before training anything */
     if (la_synth_validate(&o) != LA_OK) return cli_usage_error("synth", "%s", la_errmsg());
     double t0 = cli_now();
-    if (la_synth_run(&o, on_progress, NULL, NULL) != LA_OK) {
+    if (la_synth_run(&o, on_progress, &o, NULL) != LA_OK) {
         if (la_dist_rank() == 0) fprintf(stderr, "longattn synth: %s\n", la_errmsg()); /* the same on every rank */
         return 1;
     }

@@ -31,6 +31,7 @@ typedef struct {
     la_task task;
     char spec[LA_SPEC_TEXT_MAX], canon[LA_SPEC_TEXT_MAX];
     int steps;
+    uint64_t seed;
     size_t n_params;
     double train_s, eval_s, final_loss;
     int n_points;
@@ -96,6 +97,7 @@ la_synth_opts la_synth_opts_default(void) {
     o.seed = 1;
     o.curriculum = 8;
     o.ramp = 0.4;
+    o.seeds = 1;
     return o;
 }
 
@@ -111,6 +113,31 @@ void la_synth_opts_quick(la_synth_opts *o) {
     o->eval_n = 16;
     o->max_mult = 4;
     o->quick = 1;
+}
+
+la_status la_synth_opts_preset(la_synth_opts *o, const char *name) {
+    if (!o || !name) return la_fail(LA_EINVAL, "la_synth_opts_preset: NULL argument");
+    if (strcmp(name, "mq-contrast"))
+        return la_fail(LA_EINVAL, "unknown synth preset '%s' (known: mq-contrast)", name);
+    /* the configuration of README "Synthetic contrast", run there seed by seed (--seed 1, 2, 3) */
+    snprintf(o->tasks, sizeof o->tasks, "mqmtar");
+    snprintf(o->specs, sizeof o->specs, "softmax+prope(p=0.25);asentmax+prope(p=0.25)");
+    snprintf(o->out, sizeof o->out, "runs/mq-contrast");
+    o->mq_layout = LA_MQ_INLINE;
+    o->queries = 2;
+    o->k_len = 1;
+    o->v_len = 1;
+    o->n_symbols = 8;
+    o->heads = 4;
+    o->init_std = 0.07;
+    o->curriculum = 12;
+    o->ramp = 0.6;
+    o->steps = 12000;
+    o->max_mult = 64;
+    o->eval_n = 50;
+    o->seed = 1;
+    o->seeds = 3;
+    return LA_OK;
 }
 
 /* Split s at sep into at most max trimmed, non-empty items (modifies s). */
@@ -176,7 +203,7 @@ static la_mq_layout layout_at(const la_synth_opts *o, const la_task_params *p, i
 }
 
 /* Train one model on task p with spec text, then evaluate it at every multiplier. */
-static la_status run_one(synth_state *S, const la_task_params *p, const char *spec, run_result *r) {
+static la_status run_one(synth_state *S, const la_task_params *p, const char *spec, uint64_t seed, run_result *r) {
     const la_synth_opts *o = S->o;
     la_task_vocab voc;
     la_status s = la_task_get_vocab(p, &voc);
@@ -208,10 +235,11 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     snprintf(mc.spec, sizeof mc.spec, "%s", spec);
     la_model *m = NULL;
     la_trainer *tr = NULL;
-    s = la_model_new(&mc, o->seed, &m);
+    s = la_model_new(&mc, seed, &m);
     if (s != LA_OK) return la_fail(s, "spec '%s': %s", spec, errmsg_copy(S));
     memset(r, 0, sizeof *r);
     r->task = p->task;
+    r->seed = seed;
     snprintf(r->spec, sizeof r->spec, "%s", spec);
     snprintf(r->canon, sizeof r->canon, "%s", la_model_get_config(m)->spec);
     r->n_params = la_model_num_params(m);
@@ -225,14 +253,14 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     tc.weight_decay = 0.0; /* as the paper's synthetic configs */
     tc.optimizer = (la_optimizer)o->optimizer;
     tc.muon_lr = o->muon_lr;
-    tc.seed = o->seed;
+    tc.seed = seed;
     tc.n_threads = o->threads;
     s = la_trainer_new(m, NULL, &tc, &tr);
     int32_t *in = la_malloc((size_t)o->batch * T * sizeof *in);
     int32_t *tg = la_malloc((size_t)o->batch * T * sizeof *tg);
     if (s == LA_OK && (!in || !tg)) s = la_fail(LA_ENOMEM, "out of memory for a %d x %d batch", o->batch, T);
     double t0 = now_s(), ema = NAN;
-    const uint64_t train_seed = o->seed * 1000003ULL + 17 * (uint64_t)p->task;
+    const uint64_t train_seed = seed * 1000003ULL + 17 * (uint64_t)p->task;
     for (int step = 0; step < o->steps && s == LA_OK; step++) {
         la_step_info info;
         la_task_params cp = curriculum_params(o, p, step);
@@ -250,7 +278,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
         if (((step + 1) % 50 == 0 || step + 1 == o->steps) && S->progress) {
             la_synth_progress pr = {.event = LA_SYNTH_TRAINING, .task = p->task, .spec = spec,
                                     .step = step + 1, .steps = o->steps, .loss = ema,
-                                    .elapsed_s = now_s() - t0};
+                                    .elapsed_s = now_s() - t0, .seed = seed};
             S->progress(S->user, &pr);
         }
     }
@@ -260,7 +288,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     free(in);
     free(tg);
     double t1 = now_s();
-    const uint64_t eval_seed = o->seed * 7919ULL + 1000 + 31 * (uint64_t)p->task;
+    const uint64_t eval_seed = seed * 7919ULL + 1000 + 31 * (uint64_t)p->task;
     for (int mult = 1; mult <= o->max_mult && s == LA_OK; mult *= 2) {
         eval_point *e = &r->pt[r->n_points++];
         e->mult = mult;
@@ -275,7 +303,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
         if (s == LA_OK && S->progress) {
             la_synth_progress pr = {.event = LA_SYNTH_EVALUATED, .task = p->task, .spec = spec,
                                     .mult = mult, .content_len = e->content_len, .tokens = e->tokens,
-                                    .correct = e->correct, .n = e->n};
+                                    .correct = e->correct, .n = e->n, .seed = seed};
             S->progress(S->user, &pr);
         }
     }
@@ -285,6 +313,62 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     if (s == LA_EUNSUPPORTED) return s; /* the caller skips the spec, la_errmsg() says why */
     if (s != LA_OK) return la_fail(s, "%s x '%s': %s", la_task_name(p->task), spec, errmsg_copy(S));
     return LA_OK;
+}
+
+/* A task x spec's runs over its seeds: rs[first .. first + n) (consecutive in cell order).
+ * A seed "learned" the task when its exact match at 1x is at least LEARNED_MIN; the
+ * longer lengths are summarised over the seeds that learned it only, since a seed that
+ * never learned the task says nothing about length generalisation. */
+#define LEARNED_MIN 0.5
+typedef struct {
+    int first, n, learned;
+    double id_mean, id_sd;          /* exact match at 1x over all n seeds */
+    int n_at[MAX_MULTS];            /* learned seeds with a point at each multiplier */
+    double mean[MAX_MULTS], sd[MAX_MULTS]; /* over those (sample std; 0 for one seed) */
+    double all_mean[MAX_MULTS], all_sd[MAX_MULTS]; /* over every seed with a point there */
+} seed_group;
+
+static double acc_of(const eval_point *e) { return (double)e->correct / e->n; }
+
+static void mean_sd(const double *x, int n, double *mean, double *sd) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    *mean = n ? s / n : NAN;
+    for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+/* The group starting at rs[first] (at most n_seeds runs of the same task and spec);
+ * returns the index after it. */
+static int seed_group_at(const run_result *rs, int nr, int first, int n_seeds, seed_group *g) {
+    memset(g, 0, sizeof *g);
+    g->first = first;
+    while (first + g->n < nr && g->n < n_seeds && rs[first + g->n].task == rs[first].task &&
+           !strcmp(rs[first + g->n].spec, rs[first].spec))
+        g->n++;
+    double x[LA_SYNTH_MAX_SEEDS];
+    int nx = 0;
+    for (int s = 0; s < g->n; s++) {
+        const run_result *r = &rs[first + s];
+        const int ok = r->n_points > 0 && r->pt[0].n > 0;
+        if (ok) x[nx++] = acc_of(&r->pt[0]);
+        g->learned += ok && acc_of(&r->pt[0]) >= LEARNED_MIN;
+    }
+    mean_sd(x, nx, &g->id_mean, &g->id_sd);
+    for (int k = 0; k < MAX_MULTS; k++) {
+        int m = 0, ma = 0;
+        double xa[LA_SYNTH_MAX_SEEDS];
+        for (int s = 0; s < g->n; s++) {
+            const run_result *r = &rs[first + s];
+            if (r->n_points <= k || r->pt[k].n == 0) continue;
+            xa[ma++] = acc_of(&r->pt[k]);
+            if (r->pt[0].n > 0 && acc_of(&r->pt[0]) >= LEARNED_MIN) x[m++] = acc_of(&r->pt[k]);
+        }
+        g->n_at[k] = m;
+        mean_sd(x, m, &g->mean[k], &g->sd[k]);
+        mean_sd(xa, ma, &g->all_mean[k], &g->all_sd[k]);
+    }
+    return first + g->n;
 }
 
 static const char *fmt_acc(const eval_point *e, char *buf, size_t n) {
@@ -299,16 +383,16 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     la_status rc = LA_OK;
     /* CSV: one row per run x length */
     la_sbuf csv = {0};
-    la_sbuf_printf(&csv, "task,spec,mult,content_len,tokens,n,correct,exact_match,train_steps,train_s,final_loss\n");
+    la_sbuf_printf(&csv, "task,spec,mult,content_len,tokens,n,correct,exact_match,train_steps,train_s,final_loss,seed\n");
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < rs[i].n_points; j++) {
             const eval_point *e = &rs[i].pt[j];
             char acc[32];
             if (e->n) snprintf(acc, sizeof acc, "%.4f", (double)e->correct / e->n);
             else acc[0] = '\0';
-            la_sbuf_printf(&csv, "%s,\"%s\",%d,%d,%d,%d,%d,%s,%d,%.1f,%.5f\n", la_task_name(rs[i].task), rs[i].spec,
-                      e->mult, e->content_len, e->tokens, e->n, e->correct, acc, rs[i].steps, rs[i].train_s,
-                      rs[i].final_loss);
+            la_sbuf_printf(&csv, "%s,\"%s\",%d,%d,%d,%d,%d,%s,%d,%.1f,%.5f,%llu\n", la_task_name(rs[i].task),
+                           rs[i].spec, e->mult, e->content_len, e->tokens, e->n, e->correct, acc, rs[i].steps,
+                           rs[i].train_s, rs[i].final_loss, (unsigned long long)rs[i].seed);
         }
     snprintf(path, sizeof path, "%s/results.csv", o->out);
     if (rc == LA_OK) rc = write_sbuf(path, &csv);
@@ -318,17 +402,19 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     la_sbuf md = {0};
     int maxp = 0;
     for (int i = 0; i < nr; i++) maxp = rs[i].n_points > maxp ? rs[i].n_points : maxp;
-    la_sbuf_printf(&md, "| task | spec | steps | train s | final loss |");
+    const int nk = o->seeds > 1 ? o->seeds : 1;
+    la_sbuf_printf(&md, "| task | spec |%s steps | train s | final loss |", nk > 1 ? " seed |" : "");
     for (int j = 0, m = 1; j < maxp; j++, m *= 2) {
         if (m == 1) la_sbuf_printf(&md, " ID (%d) |", o->max_len);
         else la_sbuf_printf(&md, " %dx (%d) |", m, m * o->max_len);
     }
-    la_sbuf_printf(&md, "\n|---|---|---:|---:|---:|");
+    la_sbuf_printf(&md, "\n|---|---|%s---:|---:|---:|", nk > 1 ? "---:|" : "");
     for (int j = 0; j < maxp; j++) la_sbuf_printf(&md, "---:|");
     la_sbuf_printf(&md, "\n");
     for (int i = 0; i < nr; i++) {
-        la_sbuf_printf(&md, "| %s | `%s` | %d | %.0f | %.4f |", la_task_name(rs[i].task), rs[i].spec, rs[i].steps,
-                  rs[i].train_s, rs[i].final_loss);
+        la_sbuf_printf(&md, "| %s | `%s` |", la_task_name(rs[i].task), rs[i].spec);
+        if (nk > 1) la_sbuf_printf(&md, " %llu |", (unsigned long long)rs[i].seed);
+        la_sbuf_printf(&md, " %d | %.0f | %.4f |", rs[i].steps, rs[i].train_s, rs[i].final_loss);
         for (int j = 0; j < maxp; j++) {
             char acc[32] = "";
             if (j < rs[i].n_points) fmt_acc(&rs[i].pt[j], acc, sizeof acc);
@@ -339,6 +425,33 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     la_sbuf_printf(&md, "\nExact match (whole target right) on %d examples per length (fewer above 16x); "
                    "columns: multiple of the training length (content tokens); '-' = skipped (too long).\n",
               o->eval_n);
+    if (nk > 1) { /* one row per task x spec over its seeds */
+        la_sbuf_printf(&md, "\nOver the seeds (%llu..%llu):\n\n| task | spec | seeds | learned |",
+                       (unsigned long long)o->seed, (unsigned long long)(o->seed + (uint64_t)nk - 1));
+        for (int j = 0, m = 1; j < maxp; j++, m *= 2) {
+            if (m == 1) la_sbuf_printf(&md, " ID (%d) |", o->max_len);
+            else la_sbuf_printf(&md, " %dx (%d) |", m, m * o->max_len);
+        }
+        la_sbuf_printf(&md, "\n|---|---|---:|---:|");
+        for (int j = 0; j < maxp; j++) la_sbuf_printf(&md, "---:|");
+        la_sbuf_printf(&md, "\n");
+        seed_group g;
+        for (int i = 0; i < nr; i = seed_group_at(rs, nr, i, nk, &g)) {
+            seed_group_at(rs, nr, i, nk, &g);
+            la_sbuf_printf(&md, "| %s | `%s` | %d | %d |", la_task_name(rs[i].task), rs[i].spec, g.n, g.learned);
+            for (int j = 0; j < maxp; j++) {
+                if (j == 0 && isfinite(g.id_mean)) la_sbuf_printf(&md, " %.2f ± %.2f |", g.id_mean, g.id_sd);
+                else if (j == 0) la_sbuf_printf(&md, " - |");
+                else if (!g.learned) la_sbuf_printf(&md, " not learned |");
+                else if (!g.n_at[j]) la_sbuf_printf(&md, " - |");
+                else la_sbuf_printf(&md, " %.2f ± %.2f |", g.mean[j], g.sd[j]);
+            }
+            la_sbuf_printf(&md, "\n");
+        }
+        la_sbuf_printf(&md, "\nlearned: seeds whose exact match at 1x (ID) is at least %.1f. ID: mean ± sample std "
+                       "over all the seeds; longer lengths: over the seeds that learned the task (\"not learned\" "
+                       "when none did).\n", LEARNED_MIN);
+    }
     if (*S->skipped) la_sbuf_printf(&md, "\nSkipped (not built into this library): %s\n", S->skipped);
     snprintf(path, sizeof path, "%s/results.md", o->out);
     if (rc == LA_OK) rc = write_sbuf(path, &md);
@@ -368,6 +481,7 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     cJSON_AddNumberToObject(cfg, "eval_n", o->eval_n);
     cJSON_AddNumberToObject(cfg, "max_mult", o->max_mult);
     cJSON_AddNumberToObject(cfg, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(cfg, "seeds", nk);
     cJSON_AddNumberToObject(cfg, "curriculum", o->curriculum);
     cJSON_AddNumberToObject(cfg, "ramp", o->ramp);
     cJSON_AddBoolToObject(cfg, "quick", o->quick);
@@ -382,6 +496,7 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
         cJSON_AddStringToObject(j, "task", la_task_name(r->task));
         cJSON_AddStringToObject(j, "spec", r->spec);
         cJSON_AddStringToObject(j, "spec_canonical", r->canon);
+        cJSON_AddNumberToObject(j, "seed", (double)r->seed);
         cJSON *tp = cJSON_AddObjectToObject(j, "task_params");
         cJSON_AddNumberToObject(tp, "n_symbols", p.n_symbols);
         cJSON_AddNumberToObject(tp, "vocab_size", voc.vocab_size);
@@ -414,6 +529,30 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
         }
         la_json_push(runs, j);
     }
+    if (nk > 1) {
+        cJSON *sum = cJSON_AddArrayToObject(root, "over_seeds");
+        seed_group g;
+        for (int i = 0; i < nr; i = seed_group_at(rs, nr, i, nk, &g)) {
+            seed_group_at(rs, nr, i, nk, &g);
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "task", la_task_name(rs[i].task));
+            cJSON_AddStringToObject(j, "spec", rs[i].spec);
+            cJSON_AddNumberToObject(j, "seeds", g.n);
+            cJSON_AddNumberToObject(j, "learned", g.learned);
+            la_json_put(j, "id_mean", la_cells_num(g.id_mean));
+            la_json_put(j, "id_sd", la_cells_num(g.id_sd));
+            cJSON *pts = cJSON_AddArrayToObject(j, "learned_eval"); /* over the seeds that learned */
+            for (int k = 0; k < rs[i].n_points; k++) {
+                cJSON *x = cJSON_CreateObject();
+                cJSON_AddNumberToObject(x, "mult", rs[i].pt[k].mult);
+                cJSON_AddNumberToObject(x, "n_seeds", g.n_at[k]);
+                la_json_put(x, "mean", la_cells_num(g.mean[k]));
+                la_json_put(x, "sd", la_cells_num(g.sd[k]));
+                la_json_push(pts, x);
+            }
+            la_json_push(sum, j);
+        }
+    }
     root = la_json_end(saved_json, root);
     char *js = root ? cJSON_Print(root) : NULL;
     snprintf(path, sizeof path, "%s/results.json", o->out);
@@ -429,9 +568,14 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
     for (int ti = 0; ti < nt && rc == LA_OK; ti++) {
         la_task t;
         la_task_from_name(tasks[ti], &t);
+        /* one line per spec: its run, or with several seeds the mean over the seeds that
+         * learned the task with the sample std as error bars (over all seeds where none did:
+         * the title says how many learned) */
+        const int nk = o->seeds > 1 ? o->seeds : 1;
         int idx[MAX_SPECS], ns = 0;
-        for (int i = 0; i < nr && ns < MAX_SPECS; i++)
-            if (rs[i].task == t) idx[ns++] = i;
+        seed_group grp[MAX_SPECS], sg;
+        for (int i = 0; i < nr && ns < MAX_SPECS; i = seed_group_at(rs, nr, i, nk, &sg))
+            if (rs[i].task == t) seed_group_at(rs, nr, i, nk, &grp[ns]), idx[ns++] = i;
         if (!ns) continue;
         char dat[1200], gp[1200], png[1200];
         snprintf(dat, sizeof dat, "%s/synth_%s.dat", o->out, la_task_name(t));
@@ -439,13 +583,21 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
         snprintf(png, sizeof png, "%s/synth_%s.png", o->out, la_task_name(t));
         la_sbuf d = {0};
         la_sbuf_printf(&d, "content_len");
-        for (int s = 0; s < ns; s++) la_sbuf_printf(&d, "\t%s", rs[idx[s]].spec);
+        for (int s = 0; s < ns; s++) {
+            la_sbuf_printf(&d, "\t%s", rs[idx[s]].spec);
+            if (nk > 1) la_sbuf_printf(&d, " (%d/%d learned)\tstd", grp[s].learned, grp[s].n);
+        }
         la_sbuf_printf(&d, "\n");
         for (int k = 0; k < rs[idx[0]].n_points; k++) {
             la_sbuf_printf(&d, "%d", rs[idx[0]].pt[k].content_len);
             for (int s = 0; s < ns; s++) {
                 const run_result *r = &rs[idx[s]];
-                if (k < r->n_points && r->pt[k].n) la_sbuf_printf(&d, "\t%.4f", (double)r->pt[k].correct / r->pt[k].n);
+                if (nk > 1 && grp[s].learned && grp[s].n_at[k])
+                    la_sbuf_printf(&d, "\t%.4f\t%.4f", grp[s].mean[k], grp[s].sd[k]);
+                else if (nk > 1 && !grp[s].learned && isfinite(grp[s].all_mean[k]))
+                    la_sbuf_printf(&d, "\t%.4f\t%.4f", grp[s].all_mean[k], grp[s].all_sd[k]);
+                else if (nk > 1) la_sbuf_printf(&d, "\tNaN\tNaN");
+                else if (k < r->n_points && r->pt[k].n) la_sbuf_printf(&d, "\t%.4f", (double)r->pt[k].correct / r->pt[k].n);
                 else la_sbuf_printf(&d, "\tNaN");
             }
             la_sbuf_printf(&d, "\n");
@@ -458,9 +610,15 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
                   "set datafile separator '\\t'\nset datafile missing 'NaN'\n"
                   "set title 'longattn synth: %s (trained at content length %d-%d)'\n"
                   "set logscale x 2\nset xlabel 'content length (tokens)'\nset ylabel 'exact match'\n"
-                  "set yrange [-0.02:1.02]\nset key bottom left\nset grid\n"
-                  "plot for [i=2:%d] '%s' using 1:i with linespoints lw 2 title columnheader(i)\n",
-                  png, la_task_name(t), o->min_len, o->max_len, ns + 1, dat);
+                  "set yrange [-0.02:1.02]\nset key bottom left\nset grid\n",
+                  png, la_task_name(t), o->min_len, o->max_len);
+        if (nk > 1)
+            la_sbuf_printf(&g, "set ylabel 'exact match, mean +- std (learned seeds)'\nset offsets graph 0.03, graph 0.03, 0, 0\n"
+                           "plot for [i=0:%d] '%s' using 1:(column(2+2*i)):(column(3+2*i)) with yerrorlines lw 2 "
+                           "title columnheader(2+2*i)\n", ns - 1, dat);
+        else
+            la_sbuf_printf(&g, "plot for [i=2:%d] '%s' using 1:i with linespoints lw 2 title columnheader(i)\n",
+                           ns + 1, dat);
         if (rc == LA_OK) rc = write_sbuf(gp, &g);
         free(g.s);
         if (rc != LA_OK) break;
@@ -524,13 +682,16 @@ static cJSON *synth_fingerprint(const la_synth_opts *o) {
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     cJSON_AddStringToObject(f, "seed", seed);
     cJSON_AddBoolToObject(f, "quick", o->quick);
+    if (o->seeds > 1) cJSON_AddNumberToObject(f, "seeds", o->seeds); /* absent for one: older runs resume */
     return la_json_end(saved_json, f);
 }
 
-static void cell_key(la_task t, int spec_index, const char *spec, char *buf, size_t n) {
+/* with_seed 0 (one seed per task x spec): the key older runs used, so that they resume */
+static void cell_key(la_task t, int spec_index, const char *spec, int with_seed, uint64_t seed, char *buf, size_t n) {
     int k = snprintf(buf, n, "%s_%d_", la_task_name(t), spec_index + 1);
     for (const char *p = spec; *p && k + 1 < (int)n; p++) buf[k++] = *p; /* la_cells_save makes it file-safe */
     buf[k] = '\0';
+    if (with_seed && k + 1 < (int)n) snprintf(buf + k, n - (size_t)k, "_seed%llu", (unsigned long long)seed);
 }
 
 static cJSON *run_to_json(const run_result *r) {
@@ -541,6 +702,9 @@ static cJSON *run_to_json(const run_result *r) {
     cJSON_AddStringToObject(o, "spec", r->spec);
     cJSON_AddStringToObject(o, "canon", r->canon);
     cJSON_AddNumberToObject(o, "steps", r->steps);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
+    cJSON_AddStringToObject(o, "seed", seed);
     cJSON_AddNumberToObject(o, "n_params", (double)r->n_params);
     la_json_put(o, "train_s", la_cells_num(r->train_s));
     la_json_put(o, "eval_s", la_cells_num(r->eval_s));
@@ -554,7 +718,8 @@ static cJSON *run_to_json(const run_result *r) {
     return la_json_end(saved_json, o);
 }
 
-static la_status run_from_json(const cJSON *o, la_task t, const char *spec, const char *key, run_result *r) {
+static la_status run_from_json(const cJSON *o, la_task t, const char *spec, uint64_t seed, const char *key,
+                               run_result *r) {
     memset(r, 0, sizeof *r);
     const cJSON *canon = cJSON_GetObjectItemCaseSensitive(o, "canon");
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "spec");
@@ -565,6 +730,7 @@ static la_status run_from_json(const cJSON *o, la_task t, const char *spec, cons
         return la_fail(LA_EFORMAT, "the saved result of %s does not match this run (damaged?); delete it to "
                        "rerun that cell", key);
     r->task = t;
+    r->seed = seed; /* the key names the seed (older cells lack the field) */
     snprintf(r->spec, sizeof r->spec, "%s", spec);
     snprintf(r->canon, sizeof r->canon, "%s", canon->valuestring);
     r->steps = (int)la_cells_get_num(o, "steps");
@@ -629,6 +795,8 @@ la_status la_synth_validate(const la_synth_opts *o) {
     }
     if (o->d_model % o->heads)
         return la_fail(LA_EINVAL, "heads %d must divide d_model %d", o->heads, o->d_model);
+    if (o->seeds < 1 || o->seeds > LA_SYNTH_MAX_SEEDS)
+        return la_fail(LA_EINVAL, "seeds must be 1..%d, got %d", LA_SYNTH_MAX_SEEDS, o->seeds);
     return LA_OK;
 }
 
@@ -641,12 +809,12 @@ typedef struct {
 
 /* The finished cells [0, n) in cell order into rs (what a one-process run accumulates), and
  * the skipped specs into S->skipped. Returns the number of results. */
-static int compact(synth_state *S, const synth_cell *cells, int n, char **specs, int ns, run_result *rs) {
+static int compact(synth_state *S, const synth_cell *cells, int n, char **specs, int ns, int nk, run_result *rs) {
     int nr = 0;
     S->skipped[0] = 0;
     for (int c = 0; c < n; c++) {
         if (cells[c].state == CELL_DONE) rs[nr++] = cells[c].r;
-        const char *sp = specs[c % ns];
+        const char *sp = specs[(c / nk) % ns];
         if (cells[c].state == CELL_SKIPPED && !strstr(S->skipped, sp) &&
             strlen(S->skipped) + strlen(sp) + 4 < sizeof S->skipped) {
             if (*S->skipped) strcat(S->skipped, "; ");
@@ -693,7 +861,8 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     LA_TRY(split_opts(o, tbuf, sizeof tbuf, sbuf_, sizeof sbuf_, tasks, &nt, specs, &ns));
     LA_TRY(la_mkdir_p(o->out));
     synth_state *S = la_calloc(1, sizeof *S);
-    run_result *rs = la_calloc((size_t)nt * ns, sizeof *rs);
+    const int nk = o->seeds;
+    run_result *rs = la_calloc((size_t)nt * ns * nk, sizeof *rs);
     if (!S || !rs) {
         free(S);
         free(rs);
@@ -702,10 +871,10 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     S->o = o;
     S->progress = progress;
     S->user = user;
-    /* cells (task i, spec j), c = i * ns + j; under mpirun each rank runs the cells
+    /* cells (task i, spec j, seed k), c = (i * ns + j) * nk + k; under mpirun each rank runs the cells
      * la_dist_assign gives it (estimated cost: training tokens + evaluation tokens), rank 0
      * gathers them and writes what one process writes, in cell order */
-    const int nc = nt * ns, N = la_dist_size(), me = la_dist_rank();
+    const int nc = nt * ns * nk, N = la_dist_size(), me = la_dist_rank();
     int *owner = la_calloc((size_t)nc, sizeof *owner);
     synth_cell *cells = la_calloc((size_t)nc, sizeof *cells);
     la_status st = owner && cells ? LA_OK : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
@@ -713,7 +882,7 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     if (st == LA_OK && !cost) st = la_fail(LA_ENOMEM, "la_synth_run: out of memory");
     for (int c = 0; c < nc && st == LA_OK; c++) {
         la_task t;
-        la_task_from_name(tasks[c / ns], &t);
+        la_task_from_name(tasks[c / (ns * nk)], &t);
         la_task_params p = task_params(o, t);
         double eval = 0;
         for (int mult = 1; mult <= o->max_mult; mult *= 2) {
@@ -741,19 +910,20 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     cJSON_Delete(fp);
     for (int c = 0; c < nc && st == LA_OK; c++) {
         if (owner[c] != me) continue;
-        int i = c / ns, j = c % ns;
+        const int i = c / (ns * nk), j = (c / nk) % ns;
+        const uint64_t seed = o->seed + (uint64_t)(c % nk);
         la_task t;
         la_task_from_name(tasks[i], &t);
         la_task_params p = task_params(o, t);
-        char key[LA_SPEC_TEXT_MAX + 64];
-        cell_key(t, j, specs[j], key, sizeof key);
+        char key[LA_SPEC_TEXT_MAX + 96];
+        cell_key(t, j, specs[j], nk > 1, seed, key, sizeof key);
         cJSON *saved = NULL;
         if ((st = la_cells_load(&store, key, &saved)) != LA_OK) break;
         if (saved) { /* finished before the interruption */
-            st = run_from_json(saved, t, specs[j], key, &cells[c].r);
+            st = run_from_json(saved, t, specs[j], seed, key, &cells[c].r);
             cJSON_Delete(saved);
         } else {
-            st = run_one(S, &p, specs[j], &cells[c].r);
+            st = run_one(S, &p, specs[j], seed, &cells[c].r);
             if (st == LA_OK) { /* persisted as it finishes */
                 cJSON *jr = run_to_json(&cells[c].r);
                 st = jr ? la_cells_save(&store, key, jr) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
@@ -765,14 +935,14 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
             cells[c].state = CELL_SKIPPED;
             if (progress) {
                 la_synth_progress pr = {.event = LA_SYNTH_SKIPPED, .task = t, .spec = specs[j],
-                                        .message = errmsg_copy(S)};
+                                        .message = errmsg_copy(S), .seed = seed};
                 progress(user, &pr);
             }
             continue;
         }
         if (st == LA_OK) cells[c].state = CELL_DONE;
         if (N == 1) { /* partial results survive an interruption */
-            nr = compact(S, cells, c + 1, specs, ns, rs);
+            nr = compact(S, cells, c + 1, specs, ns, nk, rs);
             la_status w = write_results(S, rs, nr);
             if (st == LA_OK) st = w;
         }
@@ -784,7 +954,7 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
         if (st == LA_OK) st = la_dist_agree(gather_cells(cells, owner, nc));
         la_status w = LA_OK;
         if (st == LA_OK && me == 0) {
-            nr = compact(S, cells, nc, specs, ns, rs);
+            nr = compact(S, cells, nc, specs, ns, nk, rs);
             w = write_results(S, rs, nr);
             if (w == LA_OK && nr) w = write_plots(o, rs, nr, tasks, nt);
         }
