@@ -141,14 +141,9 @@ static int count_tmp(void) {
 }
 
 static unsigned char *slurp(const char *path, long *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)*len + 1);
-    if (fread(b, 1, (size_t)*len, f) != (size_t)*len) *len = -1;
-    fclose(f);
+    size_t n = 0;
+    unsigned char *b = (unsigned char *)la_test_read_file(path, &n);
+    *len = b ? (long)n : -1;
     return b;
 }
 

@@ -13,17 +13,11 @@
 
 #include "core/internal.h"
 #include "support/ref_attn.h"
+#include "support/test_corpus.h"
 
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("cannot open %s (run the tests from the repository root)", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
+    char *b = la_test_read_file(path, NULL);
+    if (!b) fail_msg("cannot read %s (run the tests from the repository root)", path);
     return b;
 }
 

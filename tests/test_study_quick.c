@@ -52,12 +52,8 @@ static int teardown(void **state) {
 static char *slurp(const char *name) {
     char path[512];
     snprintf(path, sizeof path, "%s/out/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("output file %s is missing", path);
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
+    char *buf = la_test_read_file(path, NULL);
+    if (!buf) fail_msg("output file %s is missing", path);
     return buf;
 }
 

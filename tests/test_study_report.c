@@ -76,13 +76,7 @@ static int teardown(void **state) {
 static char *slurp(const char *dir, const char *name) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    return la_test_read_file(path, NULL);
 }
 
 static int count_lines(const char *s) {

@@ -52,12 +52,8 @@ static int teardown(void **state) {
 }
 
 static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("file %s is missing", path);
-    char *buf = calloc(1, 1 << 22);
-    size_t n = fread(buf, 1, (1 << 22) - 1, f);
-    fclose(f);
-    if (len) *len = n;
+    char *buf = la_test_read_file(path, len);
+    if (!buf) fail_msg("file %s is missing", path);
     return buf;
 }
 

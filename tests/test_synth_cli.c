@@ -14,6 +14,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "support/test_corpus.h"
+
 static const char *bin(void) {
     const char *b = getenv("LA_BIN");
     return b && *b ? b : "build/longattn";
@@ -31,18 +33,7 @@ static int run(const char *args, char *out, size_t cap) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
+static char *slurp(const char *path) { return la_test_read_file(path, NULL); }
 
 /* Run `synth OPTIONS --out DIR/run` in a fresh temp folder dir (mkdtemp template), fail
  * with its output unless it exits 0, and return its parsed results.json. */

@@ -18,20 +18,19 @@
 #include <cjson/cJSON.h>
 
 #include "longattn.h"
+#include "support/test_corpus.h"
 
 static char dir[64];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/la_synth_seeds_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return la_test_mkdtemp("la_synth_seeds_", dir, sizeof dir);
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    la_test_rmtree(dir);
+    return 0;
 }
 
 /* flipflop (learned within 40 steps) and copy (not), one spec, lengths 1x-4x */
@@ -49,12 +48,8 @@ static la_synth_opts tiny(const char *out, uint64_t seed, int seeds) {
 static char *slurp(const char *out, const char *name) {
     char path[256];
     snprintf(path, sizeof path, "%s/%s/%s", dir, out, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) fail_msg("%s is missing", path);
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
+    char *buf = la_test_read_file(path, NULL);
+    if (!buf) fail_msg("%s is missing", path);
     return buf;
 }
 

@@ -17,6 +17,7 @@
 #include "longattn.h"
 #include "core/internal.h"
 #include "train/optim.h"
+#include "support/test_corpus.h"
 
 static char g_dir[64];
 
@@ -410,15 +411,8 @@ static int stop_at_3(void *user, const la_train_progress *p) {
  * continues to the end and appends to the log. */
 /* whole file into a malloc'ed buffer (*n bytes); NULL if missing */
 static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    *n = b ? fread(b, 1, (size_t)len, f) : 0;
-    fclose(f);
-    return b;
+    *n = 0;
+    return (unsigned char *)la_test_read_file(path, n);
 }
 
 static int count_tmp_files(void) {

@@ -68,6 +68,20 @@ int la_test_write_split_corpus(const char *root, int n_train, int train_base, in
     return 0;
 }
 
+char *la_test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)n + 1)) != NULL) {
+        if (fread(b, 1, (size_t)n, f) == (size_t)n) b[n] = '\0';
+        else free(b), b = NULL;
+    }
+    fclose(f);
+    if (b && len) *len = (size_t)n;
+    return b;
+}
+
 int la_test_mkdtemp(const char *prefix, char *buf, int n) {
     snprintf(buf, (size_t)n, "/tmp/%sXXXXXX", prefix);
     return mkdtemp(buf) ? 0 : -1;

@@ -2,6 +2,7 @@
 #ifndef LA_TEST_CORPUS_H
 #define LA_TEST_CORPUS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Write n_docs text files doc_000.txt ... into dir (which must exist): document i has
@@ -16,6 +17,10 @@ int la_test_write_corpus(const char *dir, int n_docs, const int *sizes, uint64_t
  * Returns 0 on success, -1 if a folder or file cannot be made. */
 int la_test_write_split_corpus(const char *root, int n_train, int train_base, int train_step, uint64_t train_seed,
                                int n_val, const int *val_sizes, uint64_t val_seed);
+
+/* The whole file at path, NUL-terminated (malloc'd; free it), its length in *len (may be
+ * NULL); NULL when it cannot be opened or read. */
+char *la_test_read_file(const char *path, size_t *len);
 
 /* Make a fresh directory "/tmp/<prefix>XXXXXX" into buf (size n); 0 on success. */
 int la_test_mkdtemp(const char *prefix, char *buf, int n);
