@@ -315,20 +315,24 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     return LA_OK;
 }
 
-/* A task x spec's runs over its seeds: rs[first .. first + n) (consecutive in cell order).
- * A seed "learned" the task when its exact match at 1x is at least LEARNED_MIN; the
- * longer lengths are summarised over the seeds that learned it only, since a seed that
- * never learned the task says nothing about length generalisation. */
+/* A task x spec's runs over its seeds: n consecutive runs in cell order. A seed "learned"
+ * the task when its exact match at 1x is at least LEARNED_MIN; the longer lengths are
+ * summarised over the seeds that learned it only, since a seed that never learned the task
+ * says nothing about length generalisation. */
 #define LEARNED_MIN 0.5
 typedef struct {
-    int first, n, learned;
-    double id_mean, id_sd;          /* exact match at 1x over all n seeds */
+    int n, learned;
     int n_at[MAX_MULTS];            /* learned seeds with a point at each multiplier */
     double mean[MAX_MULTS], sd[MAX_MULTS]; /* over those (sample std; 0 for one seed) */
-    double all_mean[MAX_MULTS], all_sd[MAX_MULTS]; /* over every seed with a point there */
+    double all_mean[MAX_MULTS], all_sd[MAX_MULTS]; /* over every seed with a point there
+                                                      ([0]: the 1x score over all seeds) */
 } seed_group;
 
 static double acc_of(const eval_point *e) { return (double)e->correct / e->n; }
+
+static int learned(const run_result *r) {
+    return r->n_points > 0 && r->pt[0].n > 0 && acc_of(&r->pt[0]) >= LEARNED_MIN;
+}
 
 static void mean_sd(const double *x, int n, double *mean, double *sd) {
     double s = 0, q = 0;
@@ -338,37 +342,39 @@ static void mean_sd(const double *x, int n, double *mean, double *sd) {
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
-/* The group starting at rs[first] (at most n_seeds runs of the same task and spec);
- * returns the index after it. */
-static int seed_group_at(const run_result *rs, int nr, int first, int n_seeds, seed_group *g) {
+/* The group starting at rs[first] (the next at most n_seeds runs of its task and spec;
+ * g->n >= 1 when first < nr). */
+static void seed_group_at(const run_result *rs, int nr, int first, int n_seeds, seed_group *g) {
     memset(g, 0, sizeof *g);
-    g->first = first;
-    while (first + g->n < nr && g->n < n_seeds && rs[first + g->n].task == rs[first].task &&
-           !strcmp(rs[first + g->n].spec, rs[first].spec))
+    const run_result *r0 = &rs[first];
+    while (first + g->n < nr && g->n < n_seeds && r0[g->n].task == r0->task && !strcmp(r0[g->n].spec, r0->spec))
         g->n++;
-    double x[LA_SYNTH_MAX_SEEDS];
-    int nx = 0;
-    for (int s = 0; s < g->n; s++) {
-        const run_result *r = &rs[first + s];
-        const int ok = r->n_points > 0 && r->pt[0].n > 0;
-        if (ok) x[nx++] = acc_of(&r->pt[0]);
-        g->learned += ok && acc_of(&r->pt[0]) >= LEARNED_MIN;
-    }
-    mean_sd(x, nx, &g->id_mean, &g->id_sd);
+    for (int s = 0; s < g->n; s++) g->learned += learned(&r0[s]);
     for (int k = 0; k < MAX_MULTS; k++) {
+        double x[LA_SYNTH_MAX_SEEDS], xa[LA_SYNTH_MAX_SEEDS];
         int m = 0, ma = 0;
-        double xa[LA_SYNTH_MAX_SEEDS];
         for (int s = 0; s < g->n; s++) {
-            const run_result *r = &rs[first + s];
+            const run_result *r = &r0[s];
             if (r->n_points <= k || r->pt[k].n == 0) continue;
             xa[ma++] = acc_of(&r->pt[k]);
-            if (r->pt[0].n > 0 && acc_of(&r->pt[0]) >= LEARNED_MIN) x[m++] = acc_of(&r->pt[k]);
+            if (learned(r)) x[m++] = acc_of(&r->pt[k]);
         }
         g->n_at[k] = m;
         mean_sd(x, m, &g->mean[k], &g->sd[k]);
         mean_sd(xa, ma, &g->all_mean[k], &g->all_sd[k]);
     }
-    return first + g->n;
+}
+
+/* The length columns of a markdown table after its first cells: " ID (L) | 2x (2L) | ...",
+ * then the alignment row, which starts with align (the first cells') */
+static void md_len_columns(la_sbuf *md, const la_synth_opts *o, int maxp, const char *align) {
+    for (int j = 0, m = 1; j < maxp; j++, m *= 2) {
+        if (m == 1) la_sbuf_printf(md, " ID (%d) |", o->max_len);
+        else la_sbuf_printf(md, " %dx (%d) |", m, m * o->max_len);
+    }
+    la_sbuf_printf(md, "\n%s", align);
+    for (int j = 0; j < maxp; j++) la_sbuf_printf(md, "---:|");
+    la_sbuf_printf(md, "\n");
 }
 
 static const char *fmt_acc(const eval_point *e, char *buf, size_t n) {
@@ -402,15 +408,9 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     la_sbuf md = {0};
     int maxp = 0;
     for (int i = 0; i < nr; i++) maxp = rs[i].n_points > maxp ? rs[i].n_points : maxp;
-    const int nk = o->seeds > 1 ? o->seeds : 1;
+    const int nk = o->seeds; /* validated: >= 1 */
     la_sbuf_printf(&md, "| task | spec |%s steps | train s | final loss |", nk > 1 ? " seed |" : "");
-    for (int j = 0, m = 1; j < maxp; j++, m *= 2) {
-        if (m == 1) la_sbuf_printf(&md, " ID (%d) |", o->max_len);
-        else la_sbuf_printf(&md, " %dx (%d) |", m, m * o->max_len);
-    }
-    la_sbuf_printf(&md, "\n|---|---|%s---:|---:|---:|", nk > 1 ? "---:|" : "");
-    for (int j = 0; j < maxp; j++) la_sbuf_printf(&md, "---:|");
-    la_sbuf_printf(&md, "\n");
+    md_len_columns(&md, o, maxp, nk > 1 ? "|---|---|---:|---:|---:|---:|" : "|---|---|---:|---:|---:|");
     for (int i = 0; i < nr; i++) {
         la_sbuf_printf(&md, "| %s | `%s` |", la_task_name(rs[i].task), rs[i].spec);
         if (nk > 1) la_sbuf_printf(&md, " %llu |", (unsigned long long)rs[i].seed);
@@ -428,19 +428,13 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     if (nk > 1) { /* one row per task x spec over its seeds */
         la_sbuf_printf(&md, "\nOver the seeds (%llu..%llu):\n\n| task | spec | seeds | learned |",
                        (unsigned long long)o->seed, (unsigned long long)(o->seed + (uint64_t)nk - 1));
-        for (int j = 0, m = 1; j < maxp; j++, m *= 2) {
-            if (m == 1) la_sbuf_printf(&md, " ID (%d) |", o->max_len);
-            else la_sbuf_printf(&md, " %dx (%d) |", m, m * o->max_len);
-        }
-        la_sbuf_printf(&md, "\n|---|---|---:|---:|");
-        for (int j = 0; j < maxp; j++) la_sbuf_printf(&md, "---:|");
-        la_sbuf_printf(&md, "\n");
+        md_len_columns(&md, o, maxp, "|---|---|---:|---:|");
         seed_group g;
-        for (int i = 0; i < nr; i = seed_group_at(rs, nr, i, nk, &g)) {
+        for (int i = 0; i < nr; i += g.n) {
             seed_group_at(rs, nr, i, nk, &g);
             la_sbuf_printf(&md, "| %s | `%s` | %d | %d |", la_task_name(rs[i].task), rs[i].spec, g.n, g.learned);
             for (int j = 0; j < maxp; j++) {
-                if (j == 0 && isfinite(g.id_mean)) la_sbuf_printf(&md, " %.2f ± %.2f |", g.id_mean, g.id_sd);
+                if (j == 0 && isfinite(g.all_mean[0])) la_sbuf_printf(&md, " %.2f ± %.2f |", g.all_mean[0], g.all_sd[0]);
                 else if (j == 0) la_sbuf_printf(&md, " - |");
                 else if (!g.learned) la_sbuf_printf(&md, " not learned |");
                 else if (!g.n_at[j]) la_sbuf_printf(&md, " - |");
@@ -532,15 +526,15 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     if (nk > 1) {
         cJSON *sum = cJSON_AddArrayToObject(root, "over_seeds");
         seed_group g;
-        for (int i = 0; i < nr; i = seed_group_at(rs, nr, i, nk, &g)) {
+        for (int i = 0; i < nr; i += g.n) {
             seed_group_at(rs, nr, i, nk, &g);
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "task", la_task_name(rs[i].task));
             cJSON_AddStringToObject(j, "spec", rs[i].spec);
             cJSON_AddNumberToObject(j, "seeds", g.n);
             cJSON_AddNumberToObject(j, "learned", g.learned);
-            la_json_put(j, "id_mean", la_cells_num(g.id_mean));
-            la_json_put(j, "id_sd", la_cells_num(g.id_sd));
+            la_json_put(j, "id_mean", la_cells_num(g.all_mean[0]));
+            la_json_put(j, "id_sd", la_cells_num(g.all_sd[0]));
             cJSON *pts = cJSON_AddArrayToObject(j, "learned_eval"); /* over the seeds that learned */
             for (int k = 0; k < rs[i].n_points; k++) {
                 cJSON *x = cJSON_CreateObject();
@@ -571,11 +565,13 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
         /* one line per spec: its run, or with several seeds the mean over the seeds that
          * learned the task with the sample std as error bars (over all seeds where none did:
          * the title says how many learned) */
-        const int nk = o->seeds > 1 ? o->seeds : 1;
+        const int nk = o->seeds;
         int idx[MAX_SPECS], ns = 0;
         seed_group grp[MAX_SPECS], sg;
-        for (int i = 0; i < nr && ns < MAX_SPECS; i = seed_group_at(rs, nr, i, nk, &sg))
-            if (rs[i].task == t) seed_group_at(rs, nr, i, nk, &grp[ns]), idx[ns++] = i;
+        for (int i = 0; i < nr && ns < MAX_SPECS; i += sg.n) {
+            seed_group_at(rs, nr, i, nk, &sg);
+            if (rs[i].task == t) grp[ns] = sg, idx[ns++] = i;
+        }
         if (!ns) continue;
         char dat[1200], gp[1200], png[1200];
         snprintf(dat, sizeof dat, "%s/synth_%s.dat", o->out, la_task_name(t));
