@@ -355,15 +355,6 @@ static void test_tokenizer(void **st) {
 
 /* ---- long-context evaluation of a tiny Llama GGUF (model + the BPE tokenizer above) ---- */
 
-static void add_tensor(la_tg_tensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std,
-                       double mean) {
-    la_tg_tensor *x = &t[(*n)++];
-    snprintf(x->name, sizeof x->name, "%s", name);
-    x->ne[0] = cols, x->ne[1] = rows;
-    x->data = malloc(sizeof(float) * (size_t)(cols * rows));
-    for (int64_t i = 0; i < cols * rows; i++) x->data[i] = (float)(mean + std * la_rng_normal(r));
-}
-
 static void write_tiny_llama(const char *path) {
     const int L = 1, C = 16, H = 2, K = 1, F = 32, D = C / H, V = 263; /* V: the BPE vocabulary */
     la_rng r;
@@ -371,15 +362,15 @@ static void write_tiny_llama(const char *path) {
     la_tg_tensor t[16];
     int nt = 0;
     char nm[64];
-    add_tensor(t, &nt, "token_embd.weight", C, V, &r, 1.0, 0);
-    add_tensor(t, &nt, "output_norm.weight", C, 1, &r, 0.1, 1);
+    la_tg_add_normal(t, &nt, "token_embd.weight", C, V, &r, 1.0, 0);
+    la_tg_add_normal(t, &nt, "output_norm.weight", C, 1, &r, 0.1, 1);
     for (int l = 0; l < L; l++) {
         const struct { const char *n; int cols, rows; } w[] = {{"attn_q", C, H * D}, {"attn_k", C, K * D},
             {"attn_v", C, K * D}, {"attn_output", H * D, C}, {"ffn_gate", C, F}, {"ffn_up", C, F},
             {"ffn_down", F, C}, {"attn_norm", C, 1}, {"ffn_norm", C, 1}};
         for (int i = 0; i < 9; i++) {
             snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, w[i].n);
-            add_tensor(t, &nt, nm, w[i].cols, w[i].rows, &r, w[i].rows == 1 ? 0.1 : 1.0 / sqrt(w[i].cols),
+            la_tg_add_normal(t, &nt, nm, w[i].cols, w[i].rows, &r, w[i].rows == 1 ? 0.1 : 1.0 / sqrt(w[i].cols),
                        w[i].rows == 1 ? 1 : 0);
         }
     }

@@ -34,16 +34,6 @@ typedef struct {
     int bad_ffn_shape;  /* ffn_up with the wrong row count */
 } tiny_cfg;
 
-static void add_t(la_tg_tensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std,
-                  double mean) {
-    la_tg_tensor *x = &t[(*n)++];
-    snprintf(x->name, sizeof x->name, "%s", name);
-    x->ne[0] = cols;
-    x->ne[1] = rows > 0 ? rows : 1;
-    x->data = malloc(sizeof(float) * (size_t)(cols * x->ne[1]));
-    for (int64_t i = 0; i < cols * x->ne[1]; i++) x->data[i] = (float)(mean + std * la_rng_normal(r));
-}
-
 /* write a random model file; returns its path (static buffer per call site) */
 static void write_tiny(const tiny_cfg *c, const char *path, uint64_t seed) {
     la_rng r;
@@ -52,13 +42,13 @@ static void write_tiny(const tiny_cfg *c, const char *path, uint64_t seed) {
     la_tg_tensor t[64];
     int nt = 0;
     char nm[64];
-    add_t(t, &nt, "token_embd.weight", c->C, c->V, &r, 1.0, 0);
-    add_t(t, &nt, "output_norm.weight", c->C, 0, &r, 0.1, 1);
+    la_tg_add_normal(t, &nt, "token_embd.weight", c->C, c->V, &r, 1.0, 0);
+    la_tg_add_normal(t, &nt, "output_norm.weight", c->C, 0, &r, 0.1, 1);
     for (int l = 0; l < c->L; l++) {
         double s = 1.0 / sqrt(c->C);
 #define T2(suf, cols, rows, std)                              \
     snprintf(nm, sizeof nm, "blk.%d." suf ".weight", l);      \
-    add_t(t, &nt, nm, cols, rows, &r, std, 0)
+    la_tg_add_normal(t, &nt, nm, cols, rows, &r, std, 0)
         T2("attn_q", c->C, c->H * D, 2 * s);
         T2("attn_k", c->C, c->K * D, 2 * s);
         T2("attn_v", c->C, c->K * D, s);
@@ -68,9 +58,9 @@ static void write_tiny(const tiny_cfg *c, const char *path, uint64_t seed) {
         T2("ffn_down", c->F, c->C, 1.0 / sqrt(c->F));
 #undef T2
         snprintf(nm, sizeof nm, "blk.%d.attn_norm.weight", l);
-        add_t(t, &nt, nm, c->C, 0, &r, 0.1, 1);
+        la_tg_add_normal(t, &nt, nm, c->C, 0, &r, 0.1, 1);
         snprintf(nm, sizeof nm, "blk.%d.ffn_norm.weight", l);
-        add_t(t, &nt, nm, c->C, 0, &r, 0.1, 1);
+        la_tg_add_normal(t, &nt, nm, c->C, 0, &r, 0.1, 1);
     }
     la_tg_buf kv = {0};
     char key[96];

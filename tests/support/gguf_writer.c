@@ -62,6 +62,18 @@ static void pad32(la_tg_buf *b) {
     la_tg_put(b, zero, (32 - b->n % 32) % 32);
 }
 
+static size_t n_elems(const la_tg_tensor *t) { return (size_t)(t->ne[0] * (t->ne[1] > 1 ? t->ne[1] : 1)); }
+
+void la_tg_add_normal(la_tg_tensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std,
+                      double mean) {
+    la_tg_tensor *x = &t[(*n)++];
+    snprintf(x->name, sizeof x->name, "%s", name);
+    x->ne[0] = cols, x->ne[1] = rows > 1 ? rows : 1;
+    x->data = malloc(sizeof(float) * n_elems(x));
+    if (!x->data) abort();
+    for (size_t i = 0; i < n_elems(x); i++) x->data[i] = (float)(mean + std * la_rng_normal(r));
+}
+
 void la_tg_image(la_tg_buf *b, const la_tg_buf *kv, const la_tg_tensor *t, int nt) {
     la_tg_put(b, "GGUF", 4);
     la_tg_u32(b, 3);
@@ -76,11 +88,11 @@ void la_tg_image(la_tg_buf *b, const la_tg_buf *kv, const la_tg_tensor *t, int n
         for (int d = 0; d < nd; d++) la_tg_u64(b, (uint64_t)t[i].ne[d]);
         la_tg_u32(b, 0); /* GGML_TYPE_F32 */
         la_tg_u64(b, off);
-        off += ((uint64_t)(t[i].ne[0] * (t[i].ne[1] > 1 ? t[i].ne[1] : 1)) * 4 + 31) / 32 * 32;
+        off += (n_elems(&t[i]) * 4 + 31) / 32 * 32;
     }
     pad32(b);
     for (int i = 0; i < nt; i++) {
-        la_tg_put(b, t[i].data, (size_t)(t[i].ne[0] * (t[i].ne[1] > 1 ? t[i].ne[1] : 1)) * 4);
+        la_tg_put(b, t[i].data, n_elems(&t[i]) * 4);
         pad32(b);
     }
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/internal.h" /* la_rng */
+
 /* A growing byte buffer; nkv counts the pairs added with la_tg_kv_*. Zero-initialise it;
  * la_tg_free releases it. Allocation failure aborts (test support). */
 typedef struct {
@@ -38,6 +40,11 @@ typedef struct {
     int64_t ne[2];
     float *data;
 } la_tg_tensor;
+
+/* Append tensor name (cols x rows; rows <= 1: a vector) to t[*n], ++*n, with malloc'd
+ * entries mean + std * N(0, 1) drawn from r; the caller frees t[i].data. */
+void la_tg_add_normal(la_tg_tensor *t, int *n, const char *name, int64_t cols, int64_t rows, la_rng *r, double std,
+                      double mean);
 
 /* The whole file for the kv pairs in kv and nt tensors into out (zero-initialised). */
 void la_tg_image(la_tg_buf *out, const la_tg_buf *kv, const la_tg_tensor *t, int nt);
