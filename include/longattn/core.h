@@ -72,6 +72,31 @@ LA_API const char *la_errmsg(void);
  * Never NULL. */
 LA_API const char *la_version(void);
 
+/* ======================================================================== */
+/* Element types                                                            */
+/* ======================================================================== */
+
+/* Storage types of the reduced-precision paths (KV cache, attention tiles, training
+ * products). Arithmetic always accumulates in float32; these say how operands are stored. */
+typedef enum {
+    LA_DTYPE_F32 = 0, /* IEEE binary32 */
+    LA_DTYPE_F16 = 1, /* IEEE binary16 (rounded to nearest even) */
+    LA_DTYPE_BF16 = 2, /* bfloat16: the top 16 bits of a float32 (rounded to nearest even) */
+    LA_DTYPE_I8 = 3   /* int8 with a float32 scale per group (KV cache only) */
+} la_dtype;
+
+/* "f32", "f16", "bf16", "int8"; "?" for a value outside the enum. Never NULL. */
+LA_API const char *la_dtype_name(la_dtype t);
+
+/* Parse a type name: the names above, also "float32", "float16", "bfloat16", "i8".
+ * Errors: LA_EINVAL naming the accepted names. */
+LA_API la_status la_dtype_parse(const char *s, la_dtype *out);
+
+/* The CPU features the reduced-precision paths use on this machine, detected at run time,
+ * as a space-separated list ("avx2 fma f16c avx512f avx512bf16 ..."), or "portable
+ * (LA_PORTABLE=1)" when the environment forces the portable C paths. Never NULL. */
+LA_API const char *la_cpu_features(void);
+
 #ifdef __cplusplus
 }
 #endif
