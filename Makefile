@@ -6,6 +6,8 @@
 #   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
 #   make test-python     the Python tests (tests/python) with .venv's pytest
 #   make check-layers    the layering rule (docs/architecture.md "Layout" table) on the built objects
+#   make check-docs      README.md and docs/ against the tree and the program (scripts/check_docs.py;
+#                        make test-python runs the same checks: tests/python/test_documentation.py)
 #   make check           check-layers, then all three, one closing line (this is what CI runs)
 #   make bench           build/longattn bench attn
 #   make fuzz            libFuzzer targets fuzz/fuzz_*.c (clang + ASan + UBSan, build-fuzz/),
@@ -70,7 +72,7 @@ EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_BIN  := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 REPLAY_BIN := $(FUZZ_T:%=$(BUILD)/fuzz/replay_%)
 
-.PHONY: FORCE all lib shared test test-mpi test-san test-python python-ext check check-layers bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
+.PHONY: FORCE all lib shared test test-mpi test-san test-python python-ext check check-layers check-docs bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
 LIBS_OUT := $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a $(BUILD)/liblongattn.so
 all: $(LIBS_OUT) $(BUILD)/longattn $(TEST_BIN) $(EX_BIN) $(TOOL_BIN) $(REPLAY_BIN)
 lib: $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a
@@ -190,6 +192,14 @@ $(PY_EXT_STAMP): $(BUILD)/liblongattn.a $(wildcard include/*.h include/*/*.h) py
 check-layers: all
 	python3 scripts/check_layers.py --self-test
 	python3 scripts/check_layers.py $(BUILD)
+
+# the documentation: links and anchors, every longattn command line against the program's
+# --help, docs/cli.md against the program, no machine paths, the C blocks compile, the
+# runnable examples (<!-- test: run -->) exit 0; --self-test first proves it rejects a
+# broken fixture
+check-docs: all
+	python3 scripts/check_docs.py --self-test $(BUILD)
+	python3 scripts/check_docs.py $(BUILD)
 
 # check-layers, then all three, with one closing "check: N passed, N failed" line (tests/check.sh)
 check:
