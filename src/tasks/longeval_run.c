@@ -22,8 +22,8 @@ void openblas_set_num_threads(int);
 
 /* The default (also studies/longeval.json): the smallest table that shows the effects --
  * the model within C and at 2C, YaRN at 2C, StreamingLLM sinks -- at a cost of 9 prefills
- * of C/2 and 9 of 2C tokens, 3 of them streamed through the sinks cache (README
- * "Long-context evaluation", cost). The full
+ * of C/2 and 9 of 2C tokens, 3 of them streamed through the sinks cache (docs/longeval.md,
+ * cost). The full
  * method set is studies/longeval-full.json. */
 static const char *const DEFAULT_METHODS[] = {
     "as-trained",
