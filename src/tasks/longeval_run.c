@@ -579,6 +579,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
                 cJSON *j = cell_json(&o, cell);
                 st = la_json_write_atomic(path, j);
                 cJSON_Delete(j);
+                if (st == LA_OK) la_test_point("longeval-cell");
             }
         }
         double Lc = (double)cell->L;

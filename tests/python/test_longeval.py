@@ -4,18 +4,17 @@ context; `longattn longeval` end to end on a tiny random GGUF with a byte-level
 tokenizer: outputs parse, --resume after an interruption reproduces the results."""
 import json
 import math
-import os
 import re
 import shutil
 import signal
 import subprocess
-import time
 
 import numpy as np
 import pytest
 
 gguf = pytest.importorskip("gguf")
 import test_llama as tl  # noqa: E402
+from stop_point import start_stopped  # noqa: E402
 from gguf import GGMLQuantizationType as QT  # noqa: E402
 
 C_TRAIN = 256  # write_model's context_length
@@ -150,18 +149,15 @@ def test_longeval_end_to_end_and_resume(build_dir, tmp_path, monkeypatch):
         for png in ["ppl_by_position.png"] + [f"passkey_{i}.png" for i in range(1, 6)]:
             assert (a / png).read_bytes()[:4] == b"\x89PNG", png
         assert not list(a.glob("*.tmp"))
-    # interrupted run: kill it after its first cells are stored, then --resume
+    # interrupted run: SIGKILL once its 3rd cell is stored (a stop point, stop_point.py: the same
+    # moment on any machine), then --resume
     b = tmp_path / "b"
-    q = subprocess.Popen(longeval(build_dir, *common, "--out", b), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 300
-    while time.time() < deadline and len(list((b / "cells").glob("*.json")) if (b / "cells").exists() else []) < 3:
-        time.sleep(0.05)
-    os.killpg(q.pid, signal.SIGKILL)
-    q.wait()
-    done = len(list((b / "cells").glob("*.json")))
-    assert 3 <= done < 10 or done == 10
-    assert not (b / "results.json").exists() or done == 10
+    run = start_stopped(longeval(build_dir, *common, "--out", b), "longeval-cell:3")
+    assert run.stopped, run.resume()[1]
+    rc, err = run.resume(signal.SIGKILL)
+    assert rc == -signal.SIGKILL, err
+    assert len(list((b / "cells").glob("*.json"))) == 3
+    assert not (b / "results.json").exists()
     p2 = subprocess.run(longeval(build_dir, *common, "--out", b, "--resume"), capture_output=True, text=True,
                         timeout=600)
     assert p2.returncode == 0, p2.stderr
