@@ -129,7 +129,7 @@ def test_longeval_end_to_end_and_resume(build_dir, tmp_path, monkeypatch):
     common = ["--model", model, "--methods", methods, "--lengths", "1.5,2.5", "--depths", "0.25,0.75",
               "--trials", "2", "--distractors", "2", "--buckets", "4", "--chunk", "64", "--threads", "1"]
     a = tmp_path / "a"
-    p = subprocess.run(longeval(build_dir, *common, "--out", a), capture_output=True, text=True, timeout=600)
+    p = subprocess.run(longeval(build_dir, *common, "--out", a), capture_output=True, text=True, timeout=1800)
     assert p.returncode == 0, p.stderr
     res = json.loads((a / "results.json").read_text())
     assert res["C"] == 256 and len(res["cells"]) == 10
@@ -159,7 +159,7 @@ def test_longeval_end_to_end_and_resume(build_dir, tmp_path, monkeypatch):
     assert len(list((b / "cells").glob("*.json"))) == 3
     assert not (b / "results.json").exists()
     p2 = subprocess.run(longeval(build_dir, *common, "--out", b, "--resume"), capture_output=True, text=True,
-                        timeout=600)
+                        timeout=1800)
     assert p2.returncode == 0, p2.stderr
     assert "(resumed)" in p2.stderr
     ra = strip_seconds(json.loads((a / "results.json").read_text()))
@@ -194,7 +194,7 @@ def test_chunked_prefill(build_dir, tmp_path, monkeypatch):
     def bits(out, *extra):
         p = subprocess.run(longeval(build_dir, "--model", model, "--lengths", "4", "--trials", "0", "--buckets", "4",
                                     "--threads", "1", "--out", tmp_path / out, *extra),
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=1800)
         assert p.returncode == 0, p.stderr
         cells = json.loads((tmp_path / out / "results.json").read_text())["cells"]
         return np.array([c["bits_per_token"] for c in cells]), np.array([c["bucket_bits_per_token"] for c in cells])
@@ -225,7 +225,7 @@ def test_filler_haystack(build_dir, tmp_path, monkeypatch):
     out = {}
     for name, extra in (("text", ["--haystack", "text"]), ("filler", ["--haystack", "filler"])):
         p = subprocess.run(longeval(build_dir, *common, *extra, "--out", tmp_path / name), capture_output=True,
-                           text=True, timeout=600)
+                           text=True, timeout=1800)
         assert p.returncode == 0, p.stderr
         out[name] = json.loads((tmp_path / name / "results.json").read_text())
         assert out[name]["haystack"] == name
@@ -238,7 +238,7 @@ def _tiny_cells(build_dir, tmp_path, monkeypatch, methods, lengths):
     tiny_with_tokenizer(model, monkeypatch)
     p = subprocess.run(longeval(build_dir, "--model", model, "--methods", methods, "--lengths", lengths,
                                 "--trials", "0", "--buckets", "2", "--threads", "1", "--out", tmp_path / "o"),
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=1800)
     assert p.returncode == 0, p.stderr
     return json.loads((tmp_path / "o" / "results.json").read_text())["cells"]
 

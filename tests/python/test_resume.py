@@ -277,7 +277,7 @@ def test_train_sigkill_during_checkpoints_resumes_bitwise(build_dir, tmp_path):
                     except subprocess.TimeoutExpired:
                         p.kill()
                     kills += 1
-                _, err = p.communicate(timeout=600)
+                _, err = p.communicate(timeout=1800)
                 rc, err = p.returncode, err.decode()
             if rc == 0:
                 break
