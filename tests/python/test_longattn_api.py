@@ -5,7 +5,6 @@ import math
 import pathlib
 import sysconfig
 import threading
-import time
 
 import numpy as np
 import pytest
