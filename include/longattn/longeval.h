@@ -137,6 +137,20 @@ LA_API la_status la_longeval_example(la_tokenizer *tok, const int32_t *stream, i
  * answer's digits (the next character is not a digit). */
 LA_API int la_longeval_match(const char *continuation, const char *answer);
 
+
+/* ---- statistics of the tables (src/tasks/stats.c; SPEC 10 "Statistics") ---- */
+
+/* Wilson score interval of x hits in n at z (1.96 for 95 %): [*lo, *hi] within [0, 1];
+ * n = 0 gives [0, 1]. Errors: LA_EINVAL (x outside [0, n], z <= 0). */
+LA_API la_status la_stats_wilson(int x, int n, double z, double *lo, double *hi);
+/* Two-sided exact McNemar p-value from the discordant pairs b, c of two methods on the same
+ * examples: min(1, 2 BinomCDF(min(b, c); b + c, 1/2)); 1 when b + c = 0; NaN for b or c < 0. */
+LA_API double la_stats_mcnemar_exact(int b, int c);
+/* Paired percentile bootstrap (95 %) of sum(a - b) / sum(w) over n units resampled with
+ * replacement `resamples` times from `seed` (the same seed, the same interval). */
+LA_API la_status la_stats_bootstrap_diff(const double *a, const double *b, const double *w, int n, int resamples,
+                                         uint64_t seed, double *est, double *lo, double *hi);
+
 #ifdef __cplusplus
 }
 #endif
