@@ -129,6 +129,10 @@ LA_API la_status la_llama_session_new(la_llama *m, const la_kv_params *policy, i
 LA_API void la_llama_session_free(la_llama_session *s);
 LA_API void la_llama_session_reset(la_llama_session *s); /* new stream: empties the cache */
 LA_API la_kv_cache *la_llama_session_cache(la_llama_session *s);
+/* Make dst continue exactly where src stands (cache state and position): both sessions of
+ * the same model, policy and max_step. A fork of a shared prefix (src/infer/kv_fork.c).
+ * Errors: LA_EINVAL (NULL, different model, max_step or cache shape). */
+LA_API la_status la_llama_session_copy(la_llama_session *dst, const la_llama_session *src);
 /* Tokens appended so far (the stream position of the next token). */
 LA_API int64_t la_llama_session_pos(const la_llama_session *s);
 

@@ -43,6 +43,8 @@ extern "C" {
 #endif
 
 #define LA_LONGEVAL_MAX 64 /* methods, lengths, depths, buckets */
+#define LA_LONGEVAL_MAX_DOCS 16 /* documents scored per cell */
+#define LA_LONGEVAL_MAX_EX 2048 /* retrieval examples of one kind per cell (documents x depths x trials) */
 
 typedef struct {
     const char *model;      /* GGUF file (required) */
@@ -67,6 +69,11 @@ typedef struct {
                                ("The grass is green. The sky is blue. ...") instead of real text */
     uint64_t seed;
     char *owned;            /* strings read by la_longeval_load (free with la_longeval_opts_release) */
+    int n_docs;             /* documents scored and used as haystacks (0: every document of the folder, at
+                               most LA_LONGEVAL_MAX_DOCS; default 6, the six long documents) */
+    int no_share;           /* 1: every example prefilled from its first token (the unshared computation;
+                               same results, for checking and timing the shared-prefix path) */
+    int resamples;          /* bootstrap resamples of the perplexity differences (default 2000) */
 } la_longeval_opts;
 
 /* As studies/longeval.json: docs data/longdocs (data/pydoc/val when absent), methods
@@ -97,6 +104,16 @@ typedef struct {
     int depth_mk_hits[LA_LONGEVAL_MAX];
     double seconds;
     int resumed;            /* 1: read back from a finished cell file */
+    /* issue #28: per document and position bucket, and per retrieval example */
+    int n_docs;             /* documents scored (perplexity) and used as haystacks */
+    double doc_bits[LA_LONGEVAL_MAX_DOCS][LA_LONGEVAL_MAX];  /* summed bits of the bucket's predictions */
+    double doc_bytes[LA_LONGEVAL_MAX_DOCS][LA_LONGEVAL_MAX]; /* UTF-8 bytes of the predicted tokens */
+    int64_t doc_n[LA_LONGEVAL_MAX_DOCS][LA_LONGEVAL_MAX];    /* predictions */
+    int n_ex;               /* examples per kind: index ((doc * n_depths) + depth) * trials + trial */
+    unsigned char pk_hit[LA_LONGEVAL_MAX_EX], mk_hit[LA_LONGEVAL_MAX_EX];
+    float pk_top[LA_LONGEVAL_MAX_EX], mk_top[LA_LONGEVAL_MAX_EX]; /* the greedy first token's logit */
+    double prefill_tokens;  /* tokens pushed through the model (prefills and greedy steps) */
+    int shared;             /* 1: retrieval examples continued from forks of a shared prefix */
 } la_longeval_cell;
 
 typedef struct {

@@ -63,6 +63,15 @@ void la_llama_session_reset(la_llama_session *s) {
 }
 
 la_kv_cache *la_llama_session_cache(la_llama_session *s) { return s ? s->c : NULL; }
+
+la_status la_llama_session_copy(la_llama_session *dst, const la_llama_session *src) {
+    if (!dst || !src) return la_fail(LA_EINVAL, "la_llama_session_copy: NULL session");
+    if (dst->m != src->m || dst->max_step != src->max_step)
+        return la_fail(LA_EINVAL, "la_llama_session_copy: the sessions differ in model or max_step");
+    LA_TRY(la_kv_copy(dst->c, src->c));
+    dst->pos = src->pos;
+    return LA_OK;
+}
 int64_t la_llama_session_pos(const la_llama_session *s) { return s ? s->pos : -1; }
 
 static la_status cache_append_attend(void *ctx, int layer, const la_spec *spec, const float *qh, const float *kh,

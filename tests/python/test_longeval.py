@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import csv as csv_mod
 import subprocess
 import time
 
@@ -128,26 +129,33 @@ def test_longeval_end_to_end_and_resume(build_dir, tmp_path, monkeypatch):
     tiny_with_tokenizer(model, monkeypatch)
     methods = "as-trained;yarn({s},{C});pi({s});as-trained | sinks(4,60);as-trained | h2o(32,28,4)+int8"
     common = ["--model", model, "--methods", methods, "--lengths", "1.5,2.5", "--depths", "0.25,0.75",
-              "--trials", "2", "--distractors", "2", "--buckets", "4", "--chunk", "64", "--threads", "1"]
+              "--trials", "2", "--distractors", "2", "--buckets", "4", "--chunk", "64", "--threads", "1",
+              "--documents", "2"]
     a = tmp_path / "a"
     p = subprocess.run(longeval(build_dir, *common, "--out", a), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     res = json.loads((a / "results.json").read_text())
     assert res["C"] == 256 and len(res["cells"]) == 10
     for c in res["cells"]:
-        assert c["passkey_n"] == 4 and c["multikey_n"] == 4
-        assert 0 <= c["passkey_hits"] <= 4 and np.isfinite(c["bits_per_byte"]) and c["bits_per_byte"] > 0
+        # 2 documents x 2 depths x 2 trials
+        assert c["passkey_n"] == 8 and c["multikey_n"] == 8 and c["n_docs"] == 2 and c["shared_prefix"] == 1
+        assert 0 <= c["passkey_hits"] <= 8 and np.isfinite(c["bits_per_byte"]) and c["bits_per_byte"] > 0
+        assert len(c["passkey_example_hits"]) == 8 and sum(c["passkey_example_hits"]) == c["passkey_hits"]
         assert len(c["bucket_bits_per_token"]) == 4
     # {s} = L / C
     assert "yarn(s=2.5,train=256" in res["cells"][3]["spec"]
     assert res["cells"][6]["kv"].startswith("sinks")
     csv = (a / "longeval.csv").read_text().splitlines()
-    assert len(csv) == 11 and csv[0].startswith("method,spec,kv")
+    # one row per cell and one per (cell, document)
+    assert len(csv) == 1 + 10 * 3 and csv[0].startswith("method,spec,kv,length_x_C,L,doc,")
+    rows = list(csv_mod.reader(csv))
+    assert sum(r[5] == "all" for r in rows) == 10 and sum(r[5] == "2" for r in rows) == 10
     md = (a / "longeval.md").read_text()
     assert "| `as-trained \\| sinks(4,60)` |" in md
+    assert "], n = 8" in md and "Against `as-trained`" in md and "McNemar" in md
     assert "2.5C = 640" in p.stdout
     if shutil.which("gnuplot"):  # scripts/setup.sh installs gnuplot-nox
-        for png in ["ppl_by_position.png"] + [f"passkey_{i}.png" for i in range(1, 6)]:
+        for png in ["ppl_by_position.png", "retrieval.png"] + [f"passkey_{i}.png" for i in range(1, 6)]:
             assert (a / png).read_bytes()[:4] == b"\x89PNG", png
         assert not list(a.glob("*.tmp"))
     # interrupted run: kill it after its first cells are stored, then --resume
@@ -174,6 +182,41 @@ def test_longeval_end_to_end_and_resume(build_dir, tmp_path, monkeypatch):
                         capture_output=True, text=True)
     assert p3.returncode != 0 and "is not this run's cell" in p3.stderr
     shutil.rmtree(b)
+
+
+def strip_cost(j):
+    for c in j["cells"]:
+        for k in ("seconds", "prefill_tokens", "shared_prefix"):
+            c.pop(k)
+    return j
+
+
+def test_shared_prefix_equals_unshared_bitwise(build_dir, tmp_path, monkeypatch):
+    """Issue 28: retrieval examples continued from forks of the shared haystack prefix give
+    exactly (bitwise: every per-example first-token logit, every per-document bit sum, as
+    JSON round-trip numbers) what prefilling each example from its first token gives, for
+    full caches (RoPE, YaRN, dynamic NTK whose scale follows the cache length), int8, exact
+    streaming (sinks) and the approximate H2O; and it prefills fewer tokens."""
+    model = tmp_path / "tiny.gguf"
+    tiny_with_tokenizer(model, monkeypatch)
+    methods = ("as-trained;yarn({s},{C});dynamic-ntk({s},{C});as-trained | sinks(4,60);"
+               "as-trained | h2o(32,28,4)+int8;yarn({s},{C}) | full+int8")
+    common = ["--model", model, "--methods", methods, "--lengths", "1.5,2.5", "--depths", "0.1,0.3,0.5,0.7,0.9",
+              "--trials", "2", "--distractors", "2", "--buckets", "4", "--chunk", "32", "--threads", "1",
+              "--documents", "3"]
+    a, b = tmp_path / "shared", tmp_path / "unshared"
+    p = subprocess.run(longeval(build_dir, *common, "--out", a), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "% done" in p.stderr and "ETA" in p.stderr  # progress inside a cell
+    q = subprocess.run(longeval(build_dir, *common, "--no-share", "--out", b), capture_output=True, text=True,
+                       timeout=600)
+    assert q.returncode == 0, q.stderr
+    ja, jb = json.loads((a / "results.json").read_text()), json.loads((b / "results.json").read_text())
+    cost_a = sum(c["prefill_tokens"] for c in ja["cells"])
+    cost_b = sum(c["prefill_tokens"] for c in jb["cells"])
+    assert all(c["shared_prefix"] == 1 for c in ja["cells"]) and all(c["shared_prefix"] == 0 for c in jb["cells"])
+    assert strip_cost(ja) == strip_cost(jb)
+    assert cost_a < 0.9 * cost_b, (cost_a, cost_b)  # measured 0.85 here (short L, chunk 32, 2 trials)
 
 
 def test_longeval_cli_errors(build_dir, tmp_path):
