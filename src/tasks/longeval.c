@@ -211,7 +211,7 @@ static void expand(const char *in, double s, int64_t C, int64_t L, char *out, si
 }
 
 la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, la_spec *spec, la_kv_params *kv,
-                          int *has_kv) {
+                          int *has_kv, char *posreg) {
     char buf[512], sp[512];
     double s = (double)L / (double)C;
     if (s < 1) s = 1;
@@ -230,6 +230,18 @@ la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, l
     char *b = buf, *e = buf + strlen(buf);
     while (*b == ' ') b++;
     while (e > b && e[-1] == ' ') *--e = '\0';
+    /* SelfExtend / ReRoPE / DCA: the model's RoPE with the method's position regimes */
+    if (posreg) posreg[0] = '\0';
+    if (la_llama_is_posreg(b)) {
+        if (!posreg) return la_fail(LA_ESPEC, "method '%s': a position-regime method here is not supported", text);
+        if (*has_kv && kv->policy != LA_KV_FULL)
+            return la_fail(LA_ESPEC, "method '%s': selfextend / rerope / dca need a full cache (no eviction policy)", text);
+        snprintf(posreg, 96, "%s", b);
+        la_status st = la_llama_set_posreg(m, b); /* validates the arguments */
+        if (st == LA_OK) st = la_llama_set_posreg(m, NULL);
+        if (st != LA_OK) return la_fail(st, "method '%s': %s", text, la_errmsg());
+        b = "as-trained";
+    }
     snprintf(sp, sizeof sp, "%s", (!*b || !strcmp(b, "as-trained")) ? "softmax+rope+causal" : b);
     la_status st = la_llama_spec_parse(m, sp, spec);
     if (st != LA_OK) return la_fail(st, "method '%s': %s", text, la_errmsg());
@@ -428,8 +440,14 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
     la_spec spec;
     la_kv_params kv;
     int has_kv;
-    LA_TRY(le_method_parse(c->m, o->methods[mi], c->C, L, &spec, &kv, &has_kv));
+    char posreg[96];
+    LA_TRY(le_method_parse(c->m, o->methods[mi], c->C, L, &spec, &kv, &has_kv, posreg));
     la_spec_format(&spec, cell->spec, sizeof cell->spec);
+    if (*posreg) { /* the cell's spec names the regimes too */
+        size_t n = strlen(cell->spec);
+        snprintf(cell->spec + n, sizeof cell->spec - n, " + %s", posreg);
+    }
+    LA_TRY(la_llama_set_posreg(c->m, *posreg ? posreg : NULL));
     /* a full cache (also "| full+int8", whose parse keeps the default size) holds the whole context */
     if (!has_kv || kv.policy == LA_KV_FULL) kv.max_tokens = L + 16;
     la_kv_policy_format(&kv, cell->kv, sizeof cell->kv);

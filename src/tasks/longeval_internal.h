@@ -49,8 +49,10 @@ typedef struct {
 } le_ctx;
 
 /* Method text at length L (C the trained context) -> spec and KV policy. */
+/* posreg (96 chars, may be NULL): receives a SelfExtend / ReRoPE / DCA method's text ("" for
+ * none); the spec is then the model's own RoPE. */
 la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, la_spec *spec, la_kv_params *kv,
-                          int *has_kv);
+                          int *has_kv, char *posreg);
 la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_longeval_cell *cell);
 
 #endif

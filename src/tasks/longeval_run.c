@@ -735,7 +735,8 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
             la_spec sp;
             la_kv_params kv;
             int hk;
-            st = le_method_parse(c.m, o.methods[m], c.C, L, &sp, &kv, &hk);
+            char pr[96];
+            st = le_method_parse(c.m, o.methods[m], c.C, L, &sp, &kv, &hk, pr);
         }
     }
     /* the long documents (scripts/prepare_longdocs.sh) unless they were never prepared:
