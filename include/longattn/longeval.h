@@ -76,10 +76,11 @@ typedef struct {
     int resamples;          /* bootstrap resamples of the perplexity differences (default 2000) */
 } la_longeval_opts;
 
-/* As studies/longeval.json: docs data/longdocs (data/pydoc/val when absent), methods
- * as-trained, yarn({s},{C}), as-trained | sinks(4,2044), lengths 0.5C and 2C, depths
- * {0.25, 0.75}, trials 1, distractors -1 (no multi-key), buckets 8, chunk 512, seed 1
- * (text haystack; the study file picks the filler). */
+/* As studies/longeval.json: docs data/longdocs (data/pydoc/val when absent), 6 documents,
+ * methods as-trained, yarn({s},{C}), dynamic-ntk({s},{C}), selfextend(8,1024),
+ * as-trained | sinks(4,2044), lengths 0.5C and 2C, depths {0.1, 0.3, 0.5, 0.7, 0.9},
+ * trials 1, distractors -1 (no multi-key), buckets 8, chunk 512, seed 1, 2000 bootstrap
+ * resamples, text haystacks. */
 LA_API la_longeval_opts la_longeval_opts_default(void);
 
 /* Fill *o from a JSON study file {"methods": [...], "lengths": [...], "depths": [...],

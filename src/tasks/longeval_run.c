@@ -20,14 +20,15 @@
 
 void openblas_set_num_threads(int);
 
-/* The default (also studies/longeval.json): the smallest table that shows the effects --
- * the model within C and at 2C, YaRN at 2C, StreamingLLM sinks -- at a cost of 9 prefills
- * of C/2 and 9 of 2C tokens, 3 of them streamed through the sinks cache (README
- * "Long-context evaluation", cost). The full
+/* The default (also studies/longeval.json, issue #28): as-trained, YaRN, dynamic NTK,
+ * SelfExtend and StreamingLLM sinks at 0.5C and 2C, six documents x five depths = 30
+ * passkey needles per cell in real-text haystacks (docs/longeval.md: cost). The full
  * method set is studies/longeval-full.json. */
 static const char *const DEFAULT_METHODS[] = {
     "as-trained",
     "yarn({s},{C})",
+    "dynamic-ntk({s},{C})",
+    "selfextend(8,1024)",
     "as-trained | sinks(4,2044)",
 };
 static const double DEFAULT_LENGTHS[] = {0.5, 2};
@@ -36,8 +37,8 @@ la_longeval_opts la_longeval_opts_default(void) {
     la_longeval_opts o;
     memset(&o, 0, sizeof o);
     o.docs = LE_DOCS_DEFAULT;
-    o.n_depths = 2;
-    o.depths[0] = 0.25, o.depths[1] = 0.75;
+    o.n_depths = 5;
+    for (int d = 0; d < 5; d++) o.depths[d] = 0.1 + 0.2 * d;
     o.trials = 1;
     o.distractors = -1;
     o.buckets = 8;
