@@ -924,6 +924,7 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
                 cJSON *jr = run_to_json(&cells[c].r);
                 st = jr ? la_cells_save(&store, key, jr) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
                 cJSON_Delete(jr);
+                if (st == LA_OK) la_test_point("synth-cell");
             }
         }
         if (st == LA_EUNSUPPORTED) { /* a normaliser this build lacks: say so, go on */
