@@ -33,6 +33,8 @@ static void usage(FILE *f) {
             "  --warmup N          linear warm-up steps (default 30)\n"
             "  --optimizer NAME    adamw | muon (Muon on the hidden matrices, default adamw)\n"
             "  --muon-lr X         Muon peak learning rate, cosine to X/10 (default 0.02)\n"
+            "  --precision P       f32 | bf16: bf16 matrix products and attention inputs with float32\n"
+            "                      accumulation and master weights (default f32; docs/training.md)\n"
             "  --layers N --heads H --d-model C --d-ff F   model size (default 2, 8, 64, 4C)\n"
             "  --qk-gain X         initial QK-norm gain (default 1; see the study's qk_gain)\n"
             "  --init-std X        weight init standard deviation (default: the model's, 0.02)\n"
@@ -144,6 +146,9 @@ static int parse_args(int argc, char **argv, la_synth_opts *o) {
             if (!strcmp(v, "adamw")) o->optimizer = LA_OPT_ADAMW;
             else if (!strcmp(v, "muon")) o->optimizer = LA_OPT_MUON;
             else return cli_usage_error("synth", "--optimizer must be adamw or muon, got '%s'", v);
+        } else if (!strcmp(a, "--precision")) {
+            int r = cli_precision_opt("synth", v, &o->precision);
+            if (r) return r;
         } else if (!strcmp(a, "--max-eval-tokens")) {
             if (cli_parse_int(v, 16, 1L << 30, &x))
                 return cli_usage_error("synth", "--max-eval-tokens wants an integer >= 16, got '%s'", v);
@@ -191,6 +196,8 @@ int cli_synth(int argc, char **argv) {
     /* every name, spec and parameter set is checked before training anything */
     if (la_synth_validate(&o) != LA_OK) return cli_usage_error("synth", "%s", la_errmsg());
     double t0 = cli_now();
+    if (o.precision != LA_DTYPE_F32 && la_dist_rank() == 0)
+        fprintf(stderr, "longattn synth: %s\n", cli_precision_note(o.precision));
     if (la_synth_run(&o, on_progress, &o, NULL) != LA_OK) {
         if (la_dist_rank() == 0) fprintf(stderr, "longattn synth: %s\n", la_errmsg()); /* the same on every rank */
         return 1;
