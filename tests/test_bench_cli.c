@@ -233,6 +233,22 @@ static void test_train_json(void **st) {
     assert_int_equal(status, 0);
     assert_non_null(strstr(out, "PyTorch not measured: bench/torch_train.py implements"));
     free(out);
+    /* --precision bf16: the float32 trainer timed in the same rounds, and the ratio */
+    out = run_capture("bench train --layers 1 --d-model 32 --heads 2 --seq-len 16 --batch 2 --steps 1 "
+                      "--rounds 2 --no-torch --precision bf16 --json", &status);
+    assert_non_null(out);
+    assert_int_equal(status, 0);
+    root = cJSON_Parse(out);
+    assert_non_null(root);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "config"), "precision")->valuestring, "bf16");
+    cJSON *f32 = cJSON_GetObjectItem(root, "f32");
+    double tps = cJSON_GetObjectItem(root, "tokens_per_s")->valuedouble,
+           ftps = cJSON_GetObjectItem(f32, "tokens_per_s")->valuedouble;
+    assert_true(ftps > 0);
+    assert_float_equal(cJSON_GetObjectItem(f32, "ratio")->valuedouble, tps / ftps, 1e-3 * tps / ftps + 1e-4);
+    cJSON_Delete(root);
+    free(out);
+    assert_int_equal(run_status("bench train --precision f16"), 2);
 }
 
 int main(void) {
