@@ -514,7 +514,7 @@ static int eval_targets(const bench_state *st, const int *Ts, int nT, int T_win,
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: longattn bench attn [--threads N] [--json] [--quick]\n"
+            "usage: longattn bench attn [--threads N] [--json] [--quick] [--max-t N] [--peers [--python PY]]\n"
             "  sgemm GFLOP/s (1024^3), the measured FMA peak, and attention forward / forward+backward GFLOP/s at\n"
             "  B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
             "  T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory;\n"
@@ -523,6 +523,8 @@ static void usage(FILE *f) {
             "  time against the float32 kernel from interleaved calls (column type, JSON dtype, vs_f32).\n"
             "  --threads N  threads for sgemm and the kernel (default 2)\n"
             "  --json       print one JSON object {sgemm_gflops, fma_peak_gflops, rows[...], targets[...]}\n"
+            "  --max-t N    only the sizes T <= N (N >= 1024; the window row at T = min(65536, N)):\n"
+            "               a shorter run of the same rows\n"
             "  --quick      small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
             "               a smoke test of the benchmark itself, not a measurement\n"
             "  --peers      also time PyTorch's scaled_dot_product_attention and FlexAttention on\n"
@@ -535,12 +537,21 @@ int bench_attn(int argc, char **argv) {
     if (!st) return 1;
     st->threads = 2;
     int peers = 0;
+    long max_t = 0; /* --max-t: 0 = every size */
     const char *py = "python3";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) st->json = 1;
         else if (!strcmp(argv[i], "--quick")) st->quick = 1;
         else if (!strcmp(argv[i], "--peers")) peers = 1;
         else if (!strcmp(argv[i], "--python") && i + 1 < argc) py = argv[++i];
+        else if (!strcmp(argv[i], "--max-t") && i + 1 < argc) {
+            char *end;
+            max_t = strtol(argv[++i], &end, 10);
+            if (*end || max_t < 1024) {
+                free(st);
+                return cli_usage_error("bench attn", "--max-t wants an integer >= 1024, got '%s'", argv[i]);
+            }
+        }
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             char *end;
             long n = strtol(argv[++i], &end, 10);
@@ -555,7 +566,7 @@ int bench_attn(int argc, char **argv) {
             return 0;
         } else {
             free(st);
-            return cli_usage_error("bench attn", "unknown option '%s' (valid: --threads N, --json, --quick, --peers, --python PY)", argv[i]);
+            return cli_usage_error("bench attn", "unknown option '%s' (valid: --threads N, --json, --quick, --peers, --python PY, --max-t N)", argv[i]);
         }
     }
     /* big buffers are mmapped and handed back on free, so each row's baseline is honest */
@@ -565,6 +576,10 @@ int bench_attn(int argc, char **argv) {
     const int *Ts = st->quick ? Ts_quick : Ts_full;
     int nT = st->quick ? 2 : 3;
     int T_win = st->quick ? 1024 : 65536;
+    if (max_t && !st->quick) { /* a shorter run on a loaded machine: the sizes up to max_t */
+        while (nT > 1 && Ts[nT - 1] > max_t) nT--;
+        if (T_win > max_t) T_win = (int)max_t;
+    }
     const char *spec_win = st->quick ? "softmax+window(64)" : "softmax+window(512)";
     st->sgemm_n = st->quick ? 256 : 1024;
     const char *core = openblas_get_corename();
