@@ -623,8 +623,9 @@ la_status la_train_config_from_json(const char *text, la_train_config *out) {
     if (cJSON_IsString(it)) c.optimizer = strcmp(it->valuestring, "muon") ? LA_OPT_ADAMW : LA_OPT_MUON;
     it = cJSON_GetObjectItemCaseSensitive(o, "precision");
     if (cJSON_IsString(it) && la_dtype_parse(it->valuestring, &c.precision) != LA_OK) {
-        cJSON_Delete(o);
-        return la_fail(LA_EFORMAT, "train config JSON: precision '%s' is not f32 or bf16", it->valuestring);
+        la_status st = la_fail(LA_EFORMAT, "train config JSON: precision '%s' is not f32 or bf16", it->valuestring);
+        cJSON_Delete(o); /* after the message: it quotes the value */
+        return st;
     }
     it = cJSON_GetObjectItemCaseSensitive(o, "seed");
     if (cJSON_IsString(it)) c.seed = strtoull(it->valuestring, NULL, 10);
