@@ -166,6 +166,11 @@ typedef struct {
     int prep_pairs;                /* how many (b, hkv) pairs (with V tiles) fit in prep */
     char *thread_scratch;          /* nthreads x scratch_bytes */
     size_t scratch_bytes;
+    /* Item selection (sequence parallelism, ring.c; NULL = every item): la_sched_for runs
+     * only the query items with qsel[id] != 0 (id = (b * H + h) * nqt + qt) and the kv
+     * items with ksel[id] != 0 (id = (b * Hkv + hkv) * nkt + kt); the softmax backward
+     * then takes the two-pass path. Set by the caller after la_attn_ctx_init. */
+    const uint8_t *qsel, *ksel;
 } la_attn_ctx;
 
 /* What a kernel path needs from the workspace beyond the softmax kernels' own. */
@@ -265,6 +270,9 @@ static inline int la_sched_nk(const la_attn_ctx *c) { return c->B * c->Hkv * c->
 static inline int la_sched_nh(const la_attn_ctx *c) { return c->B * c->H * c->nkt; }
 static inline int la_sched_np(const la_attn_ctx *c) { return c->B * c->Hkv; }
 
+/* 1 when a query-item range [i0, i1) holds a selected item (always, without c->qsel):
+ * the kernels skip preparing the K/V tiles of a chunk with nothing to run. */
+int la_sched_any_q(const la_attn_ctx *c, int i0, int i1);
 typedef void (*la_item_fn)(void *arg, la_item it);
 typedef enum { LA_ITEMS_Q, LA_ITEMS_KV, LA_ITEMS_KH, LA_ITEMS_PAIR } la_item_kind;
 /* Worksharing loop over run-order positions [i0, i1) of a list, inside a parallel region:
