@@ -13,7 +13,11 @@
  *     assembled result is right and not only equal: |err| <= 2e-5 forward, 5e-4 backward
  *     relative to the largest reference entry (float32 accumulation over <= 300 keys of
  *     O(1) products: the kernel's own tolerance in test_softmax_kernel.c);
- *   - refusals with a clear message: an entmax spec, T != S, pos0 != 0, key_mass;
+ *   - the entmax family (1.5, bisection at 1.3 with logn, sparsemax with documents, ASEntmax
+ *     with its d beta / d gamma) the same way: each rank holds every key, so a row's
+ *     threshold is the one-process kernel's;
+ *   - refusals with a clear message: ASEntmax without its parameters, T != S, pos0 != 0,
+ *     key_mass;
  *   - la_attn_sp_forward / _backward as one process (no MPI in this test: the group has
  *     one rank) equal to the plain kernel.
  * The MPI runs (np 2, 3, 4 against one rank) are in tests/mpi.sh. */
@@ -72,6 +76,12 @@ static const rcase cases[] = {
     {"softmax+rope+causal", 2, 2, 1, 250, 16, 1},
     {"softmax+logn+alibi+full", 1, 2, 1, 150, 8, 1},
     {"softmax+nope+causal", 1, 1, 1, 64, 8, 0},
+    /* the entmax family: every rank holds every key, so each row's threshold is the
+     * one-process kernel's over the whole row */
+    {"entmax(alpha=1.5)+rope+causal", 1, 2, 1, 260, 16, 0},
+    {"sparsemax+alibi+window(w=100)", 2, 2, 2, 230, 8, 1},
+    {"entmax(alpha=1.3)+logn+causal", 1, 2, 1, 200, 8, 0},
+    {"asentmax+nape+causal", 1, 4, 2, 210, 8, 0},
 };
 
 static float frand(uint64_t *s) {
@@ -126,8 +136,16 @@ static void run_case(const rcase *tc) {
     }
     float logn_s[16];
     for (int h = 0; h < H; h++) logn_s[h] = 0.15f + 0.02f * h;
+    float *asb = malloc(sizeof(float) * nr), *asg = malloc(sizeof(float) * nr);
+    double *asbd = malloc(sizeof(double) * nr), *asgd = malloc(sizeof(double) * nr);
+    for (size_t i = 0; i < nr; i++) {
+        asb[i] = 0.3f + 0.001f * (float)(i % 97), asg[i] = 0.5f + 0.002f * (float)(i % 53);
+        asbd[i] = asb[i], asgd[i] = asg[i];
+    }
+    int as = spec.norm == LA_NORM_ASENTMAX;
     la_attn_opts o = la_attn_opts_default();
     o.doc_ids = docs;
+    if (as) o.as_beta = asb, o.as_gamma = asg;
     o.logn_s = spec.xform == LA_XF_LOGN ? logn_s : NULL;
     o.n_threads = 2;
     float *ent1 = malloc(sizeof(float) * nr), *sup1 = malloc(sizeof(float) * nr);
@@ -139,7 +157,12 @@ static void run_case(const rcase *tc) {
     assert_int_equal(la_attn_forward(&spec, &sh, q, k, v, out1, lse1, &o), LA_OK);
     o.row_entropy = o.row_support = NULL;
     o.dlogn_s = dl1;
+    float *db1 = malloc(sizeof(float) * nr), *dg1 = malloc(sizeof(float) * nr);
+    float *db2 = malloc(sizeof(float) * nr), *dg2 = malloc(sizeof(float) * nr);
+    float *tdb = malloc(sizeof(float) * nr), *tdg = malloc(sizeof(float) * nr);
+    if (as) o.das_beta = db1, o.das_gamma = dg1;
     assert_int_equal(la_attn_backward(&spec, &sh, q, k, v, out1, lse1, g, dq1, dk1, dv1, &o), LA_OK);
+    o.das_beta = o.das_gamma = NULL;
     int nqt = (T + 63) / 64;
     for (int P = 2; P <= 5; P++) {
         float *out2 = malloc(sizeof(float) * nq), *lse2 = malloc(sizeof(float) * nr);
@@ -167,12 +190,14 @@ static void run_case(const rcase *tc) {
             copy_rows(sup2, ts, B * H, T, 1, rw);
             orank.row_entropy = orank.row_support = NULL;
             orank.dlogn_s = dl2; /* asks for the parts */
+            if (as) orank.das_beta = tdb, orank.das_gamma = tdg;
             memset(tp, 0x5A, sizeof(double) * (size_t)B * H * nqt);
             assert_int_equal(la_attn_sp_backward_rank(&spec, &sh, q, k, v, out1, lse1, g, tq, tk, tv, tp, &orank, P, r),
                              LA_OK);
             copy_rows(dq2, tq, B * H, T, D, rw);
             copy_rows(dk2, tk, B * Hkv, T, D, rw);
             copy_rows(dv2, tv, B * Hkv, T, D, rw);
+            if (as) copy_rows(db2, tdb, B * H, T, 1, rw), copy_rows(dg2, tdg, B * H, T, 1, rw);
             int tt[4];
             for (int x = 0; x < 4; x++) tt[x] = (rw[x] + 63) / 64;
             for (size_t bh = 0; bh < (size_t)B * H; bh++)
@@ -186,6 +211,7 @@ static void run_case(const rcase *tc) {
         assert_memory_equal(dq1, dq2, sizeof(float) * nq);
         assert_memory_equal(dk1, dk2, sizeof(float) * nk);
         assert_memory_equal(dv1, dv2, sizeof(float) * nk);
+        if (as) assert_memory_equal(db1, db2, sizeof(float) * nr), assert_memory_equal(dg1, dg2, sizeof(float) * nr);
         if (spec.xform == LA_XF_LOGN)
             for (int h = 0; h < H; h++) { /* la_sum_parts' order: b, then query tile */
                 double acc = 0.0;
@@ -200,7 +226,8 @@ static void run_case(const rcase *tc) {
             double *rq = malloc(sizeof(double) * nq), *rk = malloc(sizeof(double) * nk), *rv = malloc(sizeof(double) * nk);
             double ls[16];
             for (int h = 0; h < H; h++) ls[h] = logn_s[h];
-            ref_attn_opts ro_ = {.doc_ids = docs, .logn_s = spec.xform == LA_XF_LOGN ? ls : NULL};
+            ref_attn_opts ro_ = {.doc_ids = docs, .logn_s = spec.xform == LA_XF_LOGN ? ls : NULL,
+                                 .as_beta = as ? asbd : NULL, .as_gamma = as ? asgd : NULL};
             assert_int_equal(ref_attn_forward(&spec, &sh, qd, kd, vd, &ro_, ro, rl, NULL, NULL), 0);
             assert_int_equal(ref_attn_backward(&spec, &sh, qd, kd, vd, &ro_, gd, rq, rk, rv, NULL), 0);
             double e1 = max_rel(out2, ro, nq), e2 = max_rel(lse2, rl, nr);
@@ -235,8 +262,8 @@ static void run_case(const rcase *tc) {
         if (spec.xform == LA_XF_LOGN) assert_memory_equal(dl1, dl2, sizeof(float) * (size_t)H);
         free(q2), free(k2), free(v2), free(g2), free(out2), free(lse2), free(dq2), free(dk2), free(dv2);
     }
-    free(q), free(k), free(v), free(g), free(docs), free(ent1), free(sup1);
-    free(out1), free(lse1), free(dq1), free(dk1), free(dv1);
+    free(q), free(k), free(v), free(g), free(docs), free(ent1), free(sup1), free(asb), free(asg), free(asbd), free(asgd);
+    free(out1), free(lse1), free(dq1), free(dk1), free(dv1), free(db1), free(dg1), free(db2), free(dg2), free(tdb), free(tdg);
 }
 
 static void test_exact(void **state) {
@@ -249,9 +276,9 @@ static void test_refusals(void **state) {
     la_spec spec;
     float x[4 * 64 * 8] = {0}, y[4 * 64 * 8], l[4 * 64], km[64];
     la_shape sh = {1, 1, 1, 64, 64, 8, 0};
-    assert_int_equal(la_spec_parse("entmax(alpha=1.5)+causal", &spec), LA_OK);
+    assert_int_equal(la_spec_parse("asentmax+causal", &spec), LA_OK); /* needs as_beta, as_gamma */
     assert_int_equal(la_attn_sp_forward_rank(&spec, &sh, x, x, x, y, l, NULL, 2, 0), LA_EINVAL);
-    assert_non_null(strstr(la_errmsg(), "distributed search that is not implemented"));
+    assert_non_null(strstr(la_errmsg(), "as_beta"));
     assert_int_equal(la_attn_sp_forward(&spec, &sh, x, x, x, y, l, NULL, NULL), LA_EINVAL);
     assert_int_equal(la_spec_parse("softmax+causal", &spec), LA_OK);
     la_shape s2 = {1, 1, 1, 32, 64, 8, LA_POS0_AUTO};

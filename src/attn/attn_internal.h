@@ -381,4 +381,18 @@ extern int la_entmax_sparse;
 /* Per-thread scratch the softmax kernels need for head dimension D. */
 size_t la_softmax_scratch_bytes(int D);
 
+/* ---- entmax family on a context (entmax_attn.c) ---------------------------------- */
+/* Sequence parallelism (ring.c): the call context of an entmax-family call (as the entry
+ * entry points la_entmax_attn_forward / _backward build it) and the passes on it, which
+ * run the items the caller selected (c->qsel, c->ksel). The backward's dq pass writes
+ * delta (c->rowbuf) of its query rows, which the dk, dv pass reads for every query row;
+ * for ASEntmax dq stays in the scaled frame until la_entmax_ctx_as_map (q: unscaled). */
+la_status la_entmax_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *shape, const float *q,
+                        const float *k, const float *v, const la_attn_opts *opts, int backward,
+                        la_workspace **own);
+la_status la_entmax_ctx_forward(const la_attn_ctx *c, float *out, float *row_stat);
+la_status la_entmax_ctx_backward(const la_attn_ctx *c, const float *row_stat, const float *dout, float *dq,
+                                 float *dk, float *dv);
+void la_entmax_ctx_as_map(const la_attn_ctx *c, const float *q, float *dq);
+
 #endif

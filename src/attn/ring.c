@@ -29,6 +29,13 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* ---- layout ----------------------------------------------------------------------- */
 
@@ -51,15 +58,8 @@ static int own_tile(const int t[4], int kt) { return (kt >= t[0] && kt < t[1]) |
 
 static la_status sp_check(const la_spec *spec, const la_shape *s, const la_attn_opts *opts) {
     if (!spec || !s) return la_fail(LA_EINVAL, "sequence-parallel attention: spec and shape must not be NULL");
-    if (spec->norm != LA_NORM_SOFTMAX) {
-        char name[256];
-        la_spec_format(spec, name, sizeof name);
-        return la_fail(LA_EINVAL,
-                       "sequence-parallel attention supports the softmax normaliser (with every logit "
-                       "transform, position encoding and mask), not '%s': the entmax family needs each "
-                       "row's threshold over the keys of every rank, a distributed search that is not "
-                       "implemented; run this spec on one rank (without --seq-parallel)", name);
-    }
+    if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
+        return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
     if (s->T != s->S)
         return la_fail(LA_ESHAPE, "sequence-parallel attention splits one sequence's self-attention: T = %d "
                        "queries and S = %d keys must be equal", s->T, s->S);
@@ -70,6 +70,26 @@ static la_status sp_check(const la_spec *spec, const la_shape *s, const la_attn_
         return la_fail(LA_EINVAL, "sequence-parallel attention does not compute key_mass (it sums over the "
                        "queries of every rank); compute it on one rank");
     return LA_OK;
+}
+
+static const la_ctx_extra sp_bwd_extra = {.rowbuf = 1, .rowgs = 1};
+
+/* The call context as la_attn_forward / la_attn_backward build it (softmax or entmax). */
+static la_status sp_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *s, const float *q, const float *k,
+                        const float *v, const la_attn_opts *opts, int backward, la_workspace **own) {
+    if (spec->norm != LA_NORM_SOFTMAX) return la_entmax_ctx(c, spec, s, q, k, v, opts, backward, own);
+    return la_attn_ctx_init(c, spec, s, q, k, v, opts, backward ? &sp_bwd_extra : NULL, own);
+}
+
+static la_status sp_fwd(const la_attn_ctx *c, float *out, float *row_stat) {
+    return c->spec->norm != LA_NORM_SOFTMAX ? la_entmax_ctx_forward(c, out, row_stat)
+                                            : la_softmax_forward(c, out, row_stat);
+}
+
+static la_status sp_bwd(const la_attn_ctx *c, const float *out, const float *row_stat, const float *dout, float *dq,
+                        float *dk, float *dv) {
+    return c->spec->norm != LA_NORM_SOFTMAX ? la_entmax_ctx_backward(c, row_stat, dout, dq, dk, dv)
+                                            : la_softmax_backward(c, out, row_stat, dout, dq, dk, dv);
 }
 
 /* ---- the ring ------------------------------------------------------------------------ */
@@ -299,7 +319,7 @@ la_status la_attn_sp_forward_rank(const la_spec *spec, const la_shape *shape, co
     la_attn_ctx c;
     la_workspace *own = NULL;
     uint8_t *qsel = NULL;
-    la_status st = la_attn_ctx_init(&c, spec, &s, q, k, v, opts, NULL, &own);
+    la_status st = sp_ctx(&c, spec, &s, q, k, v, opts, 0, &own);
     if (st == LA_OK && !(qsel = la_malloc((size_t)s.B * s.H * c.nqt)))
         st = la_fail(LA_ENOMEM, "sequence-parallel attention: out of memory");
     if (st == LA_OK) {
@@ -307,7 +327,7 @@ la_status la_attn_sp_forward_rank(const la_spec *spec, const la_shape *shape, co
         sp_tiles(c.nqt, P, r, t);
         select_q(&c, t, -1, 0, 1, qsel);
         c.qsel = qsel;
-        st = la_softmax_forward(&c, out, row_stat);
+        st = sp_fwd(&c, out, row_stat);
     }
     if (st == LA_OK) st = check_own_stat(&s, row_stat, P, r);
     free(qsel);
@@ -328,21 +348,35 @@ la_status la_attn_sp_backward_rank(const la_spec *spec, const la_shape *shape, c
         if (s.H > 4096) return la_fail(LA_EINVAL, "sequence-parallel attention: more than 4096 heads");
         o.dlogn_s = dl; /* the per-tile parts are the result here */
     }
-    static const la_ctx_extra bwd_extra = {.rowbuf = 1, .rowgs = 1};
     la_attn_ctx c;
     la_workspace *own = NULL;
     uint8_t *sel = NULL;
-    la_status st = la_attn_ctx_init(&c, spec, &s, q, k, v, &o, &bwd_extra, &own);
+    la_status st = sp_ctx(&c, spec, &s, q, k, v, &o, 1, &own);
     size_t nq = (size_t)s.B * s.H * c.nqt, nk = (size_t)s.B * s.Hkv * c.nkt;
     if (st == LA_OK && !(sel = la_malloc(nq + nk))) st = la_fail(LA_ENOMEM, "sequence-parallel attention: out of memory");
     if (st == LA_OK) {
         int t[4];
         sp_tiles(c.nqt, P, r, t);
-        select_q(&c, t, -1, 0, 1, sel);
-        select_k(&c, t, -1, sel + nq);
         c.qsel = sel, c.ksel = sel + nq;
         memset(c.part, 0, sizeof(double) * nq);
-        st = la_softmax_backward(&c, out, row_stat, dout, dq, dk, dv);
+        if (spec->norm == LA_NORM_SOFTMAX) {
+            select_q(&c, t, -1, 0, 1, sel);
+            select_k(&c, t, -1, sel + nq);
+            st = sp_bwd(&c, out, row_stat, dout, dq, dk, dv);
+        } else {
+            /* entmax: the dk, dv pass reads delta of every query row, which the dq pass of
+             * the rows' own rank writes (la_attn_sp_backward exchanges it); alone here, this
+             * rank computes every row's delta (and dq), then its key tiles */
+            memset(sel, 1, nq);
+            memset(sel + nq, 0, nk);
+            st = sp_bwd(&c, out, row_stat, dout, dq, dk, dv);
+            if (st == LA_OK) {
+                memset(sel, 0, nq);
+                select_k(&c, t, -1, sel + nq);
+                st = sp_bwd(&c, out, row_stat, dout, dq, dk, dv);
+            }
+            if (st == LA_OK && spec->norm == LA_NORM_ASENTMAX) la_entmax_ctx_as_map(&c, q, dq);
+        }
         if (st == LA_OK && part) memcpy(part, c.part, sizeof(double) * nq);
     }
     free(sel);
@@ -412,7 +446,7 @@ la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *
     la_sp_stats dummy;
     la_sp_stats *S = stats ? stats : &dummy;
     memset(S, 0, sizeof *S);
-    double t0 = omp_get_wtime();
+    double t0 = omp_get_wtime(), c0 = cpu_now();
     la_status st = sp_check(spec, shape, opts);
     if (st == LA_OK && (!q || !k || !v || !out || !row_stat))
         st = la_fail(LA_EINVAL, "sequence-parallel attention: q, k, v, out and row_stat must not be NULL");
@@ -432,7 +466,7 @@ la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *
         sp_slice qs = {(char *)q, s.B * s.H, s.T, 0, (size_t)s.T * s.D * 4, (size_t)s.D * 4};
         for (int x = 0; x < P; x++)
             if (x != r) unit_copy(&qs, 1, P, x, NULL, 2);
-        st = la_attn_ctx_init(&c, spec, &s, q, k, v, opts, NULL, &own);
+        st = sp_ctx(&c, spec, &s, q, k, v, opts, 0, &own);
     }
     if (st == LA_OK && !(qsel = la_malloc((size_t)s.B * s.H * c.nqt)))
         st = la_fail(LA_ENOMEM, "sequence-parallel attention: out of memory");
@@ -447,7 +481,7 @@ la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *
             for (int x = 0; st == LA_OK && x < npiece; x++) {
                 select_q(&c, t, p, x, npiece, qsel);
                 double tc = omp_get_wtime();
-                st = la_softmax_forward(&c, out, row_stat);
+                st = sp_fwd(&c, out, row_stat);
                 S->t_compute += omp_get_wtime() - tc;
                 if (st == LA_OK) st = ring_poll(&g);
             }
@@ -460,6 +494,7 @@ la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *
     free(g.sbuf);
     la_workspace_free(own);
     S->t_total = omp_get_wtime() - t0;
+    S->cpu_total = cpu_now() - c0;
     return st;
 }
 
@@ -469,7 +504,7 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
     la_sp_stats dummy;
     la_sp_stats *S = stats ? stats : &dummy;
     memset(S, 0, sizeof *S);
-    double t0 = omp_get_wtime();
+    double t0 = omp_get_wtime(), c0 = cpu_now();
     la_status st = sp_check(spec, shape, opts);
     if (st == LA_OK && (!q || !k || !v || !out || !row_stat || !dout || !dq || !dk || !dv))
         st = la_fail(LA_EINVAL, "sequence-parallel attention: every tensor of the backward must be given");
@@ -481,22 +516,29 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
     la_workspace *own = NULL;
     uint8_t *sel = NULL;
     int P = la_dist_size(), r = la_dist_rank(), t[4];
-    static const la_ctx_extra bwd_extra = {.rowbuf = 1, .rowgs = 1};
+    const int em = spec->norm != LA_NORM_SOFTMAX;
     size_t nq = 0, nk = 0;
     st = sp_ring_init(&g, &un, s.B * s.Hkv, S);
-    if (st == LA_OK) {
-        zero_others(&g);
-        st = la_attn_ctx_init(&c, spec, &s, q, k, v, opts, &bwd_extra, &own);
+    if (st == LA_OK) zero_others(&g);
+    if (em) {
+        /* entmax: the context (ASEntmax scales every query row into it) is built once every
+         * row has arrived, so the ring runs first, without overlap */
+        if ((st = la_dist_agree(st)) != LA_OK) goto out;
+        st = ring_begin(&g);
+        if (st == LA_OK) st = ring_need(&g, g.nunit);
+        if ((st = la_dist_agree(st)) != LA_OK) goto out;
     }
+    if (st == LA_OK) st = sp_ctx(&c, spec, &s, q, k, v, opts, 1, &own);
     if (st == LA_OK) {
         nq = (size_t)s.B * s.H * c.nqt, nk = (size_t)s.B * s.Hkv * c.nkt;
         if (!(sel = la_malloc(nq + nk))) st = la_fail(LA_ENOMEM, "sequence-parallel attention: out of memory");
     }
-    if ((st = la_dist_agree(st)) == LA_OK) {
-        sp_tiles(c.nqt, P, r, t);
-        c.qsel = sel, c.ksel = sel + nq;
-        memset(c.part, 0, sizeof(double) * nq);
-        memset(sel, 0, nq + nk);
+    if ((st = la_dist_agree(st)) != LA_OK) goto out;
+    sp_tiles(c.nqt, P, r, t);
+    c.qsel = sel, c.ksel = sel + nq;
+    memset(c.part, 0, sizeof(double) * nq);
+    memset(sel, 0, nq + nk);
+    if (!em) {
         st = ring_begin(&g);
         for (int p = 0; st == LA_OK && p < g.nunit; p++) {
             st = ring_need(&g, p);
@@ -510,24 +552,47 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
                     select_k(&c, t, p, sel + nq);
                 }
                 double tc = omp_get_wtime();
-                st = la_softmax_backward(&c, out, row_stat, dout, dq, dk, dv);
+                st = sp_bwd(&c, out, row_stat, dout, dq, dk, dv);
                 S->t_compute += omp_get_wtime() - tc;
                 if (st == LA_OK) st = ring_poll(&g);
             }
         }
         if (st == LA_OK) st = ring_need(&g, g.nunit);
-        st = la_dist_agree(st);
-        /* d logn_s: every rank's per-query-tile partial sums, added in the one-process order */
-        if (st == LA_OK && opts && opts->dlogn_s && spec->xform == LA_XF_LOGN && P > 1) {
+    } else {
+        /* dq (and delta) of the own query tiles; every rank's delta rows to every rank; dk, dv
+         * of the own key tiles (they read the delta of every query row) */
+        select_q(&c, t, -1, 0, 1, sel);
+        double tc = omp_get_wtime();
+        st = sp_bwd(&c, out, row_stat, dout, dq, dk, dv);
+        S->t_compute += omp_get_wtime() - tc;
+        if ((st = la_dist_agree(st)) == LA_OK) {
+            sp_slice ds = {(char *)c.rowbuf, s.B * s.H, s.T, 0, (size_t)s.T * sizeof(float), sizeof(float)};
+            st = gather_slices(&ds, 1, S);
+        }
+        if (st == LA_OK) {
+            memset(sel, 0, nq);
+            select_k(&c, t, -1, sel + nq);
+            tc = omp_get_wtime();
+            st = sp_bwd(&c, out, row_stat, dout, dq, dk, dv);
+            S->t_compute += omp_get_wtime() - tc;
+        }
+        if (st == LA_OK && spec->norm == LA_NORM_ASENTMAX) la_entmax_ctx_as_map(&c, q, dq);
+    }
+    if ((st = la_dist_agree(st)) != LA_OK) goto out;
+    /* d logn_s: every rank's per-query-tile partial sums, added in the one-process order
+     * (softmax without logn: zero, written by the kernel) */
+    if (opts && opts->dlogn_s && (em || spec->xform == LA_XF_LOGN)) {
+        if (P > 1) {
             sp_slice ps = {(char *)c.part, s.B * s.H, c.nqt, 1, (size_t)c.nqt * sizeof(double), sizeof(double)};
             st = gather_slices(&ps, 1, S);
         }
-        if (st == LA_OK && opts && opts->dlogn_s && spec->xform == LA_XF_LOGN) la_sum_parts(&c, opts->dlogn_s);
-        st = la_dist_agree(st);
+        if (st == LA_OK) la_sum_parts(&c, opts->dlogn_s);
     }
+out:
     free(sel);
     free(g.sbuf);
     la_workspace_free(own);
     S->t_total = omp_get_wtime() - t0;
+    S->cpu_total = cpu_now() - c0;
     return st;
 }

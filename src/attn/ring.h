@@ -11,6 +11,13 @@
  * k, v (B,Hkv,S,D), ...): a rank fills and reads only its own rows (la_attn_sp_rows); the
  * other rows are scratch that the calls fill with the other ranks' rows.
  *
+ * Normalisers: softmax and the entmax family (entmax, sparsemax, ASEntmax with opts->as_beta /
+ * as_gamma (B, H, T) full on every rank; das_beta / das_gamma: this rank's rows). Since every
+ * rank holds every key, an entmax row's threshold is found by the one-process kernel over
+ * the whole row: no distributed threshold search is needed. The entmax backward's dk, dv
+ * pass reads delta_r = sum u dP / sum u of every query row: each rank computes it for its
+ * own rows in its dq pass and the delta rows are exchanged (B * H * T floats) in between.
+ *
  * Exactness: every output row, row statistic, dq, dk, dv and d logn_s is bitwise equal to
  * la_attn_forward / la_attn_backward of one process, for any P. The rank runs the one-process
  * kernel itself (the same tiles, the same context tables, the same global positions and
@@ -29,8 +36,8 @@
  * between pieces of its computation.
  *
  * Every function is collective over the current group. Errors (every rank returns the same
- * one, naming the first failing rank: la_dist_agree): LA_EINVAL for an entmax-family spec
- * (not supported yet), key_mass (not supported), T != S or pos0 != 0; those of
+ * one, naming the first failing rank: la_dist_agree): LA_EINVAL for key_mass (not
+ * supported), LA_ESHAPE for T != S or pos0 != 0; those of
  * la_attn_forward / la_attn_backward; LA_ENOMEM; LA_EIO (MPI). */
 #ifndef LA_ATTN_RING_H
 #define LA_ATTN_RING_H
@@ -48,6 +55,8 @@ typedef struct {
     double t_compute;     /* inside the kernel */
     double t_wait;        /* blocked in MPI waiting for a ring step (not overlapped) */
     double t_test;        /* in MPI progress calls between pieces of computation */
+    double cpu_total;     /* CPU time of this process during the call (all its threads): on a
+                             shared machine the work a rank did, apart from waiting for a core */
     int steps;            /* ring steps */
 } la_sp_stats;
 

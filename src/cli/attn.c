@@ -51,8 +51,8 @@ static void usage(FILE *f) {
             "  --logn-s FILE     per-head s_h of logn, shape (H,)\n"
             "  --stats           also write entropy.npy (row entropy, nats) and key_mass.npy (B, H, S)\n"
             "  --threads N       OpenMP threads (default: OpenMP's choice)\n"
-            "  --seq-parallel    split the sequence over the ranks of mpirun (T = S, pos0 0; softmax\n"
-            "                    specs; not with --stats): each rank computes its zigzag rows, K/V travel\n"
+            "  --seq-parallel    split the sequence over the ranks of mpirun (T = S, pos0 0; not with\n"
+            "                    --stats): each rank computes its zigzag rows, K/V travel\n"
             "                    around the ring; outputs bitwise equal to one process; each rank prints\n"
             "                    its time, bytes sent and time blocked to stderr. Alone: one rank\n"
             "Exit status: 0 ok, 1 runtime error (files), 2 bad usage (options, spec).\n");
@@ -348,9 +348,9 @@ int cli_attn(int argc, char **argv) {
         }
         for (int x = 0; x < (doutp ? 2 : 1); x++)
             fprintf(stderr, "longattn attn: rank %d of %d: %s %.3f s (kernel %.3f s, blocked in the ring "
-                    "%.3f s, polling %.3f s), %d ring steps, %.0f bytes sent\n", la_dist_rank(), la_dist_size(),
-                    x ? "backward" : "forward", sps[x].t_total, sps[x].t_compute, sps[x].t_wait, sps[x].t_test,
-                    sps[x].steps, sps[x].bytes_sent);
+                    "%.3f s, polling %.3f s; CPU %.3f s), %d ring steps, %.0f bytes sent\n", la_dist_rank(),
+                    la_dist_size(), x ? "backward" : "forward", sps[x].t_total, sps[x].t_compute, sps[x].t_wait,
+                    sps[x].t_test, sps[x].cpu_total, sps[x].steps, sps[x].bytes_sent);
         if (la_dist_rank() != 0) {
             rc = 0;
             goto done;
