@@ -24,6 +24,13 @@
 #   killed  a rank killed (SIGKILL) after step 3 (stop point train-step): mpirun ends the
 #           job non-zero (not a hang) and the last complete checkpoint still resumes
 #   nompi   dist.c built without MPI refuses a start by mpirun, naming the fix
+#   ring    attn --seq-parallel (issue 30) on 2, 3, 4 ranks: out, lse, dq, dk, dv (dlogn_s)
+#           byte for byte equal to one process without it, for softmax with rope / alibi /
+#           logn+prope / sinv+rope / qwen-logn+yarn, entmax 1.5 + rope, sparsemax + alibi,
+#           entmax 1.3 (bisection) + logn, and causal / window / sinks / packed documents
+#           (GQA, B = 2, T = 520: uneven zigzag chunks); a run without --seq-parallel
+#           refused on every rank; a missing file on rank 1 stops both ranks with one error
+#           naming rank 1
 # The mpirun cases are skipped, with a visible message, only when the build has no MPI.
 # No case depends on the speed of the machine: where a run is interrupted is fixed by the
 # library's stop points (LA_TEST_STOP_AT), and `timeout $HANG` only turns a hang into a
@@ -276,6 +283,37 @@ if [ $rc -eq 0 ]; then bad fail "exit status 0"
 elif [ $rc -eq 124 ]; then bad fail "hung (killed by timeout after $HANG s)"
 elif [ "$(grep -c 'rank 1 of 2: .*missing_dir' f.log)" -ne 1 ]; then cat f.log; bad fail "no single error naming rank 1 and the file"
 else ok "fail: bad file on rank 1 -> every rank stops (exit $rc, ${secs}s), one error naming rank 1"; fi
+
+# ---- attn --seq-parallel: one sequence over the ranks, equal to one process
+python3 "$root/tests/mpi/ring_inputs.py" "$tmp" 2 4 2 520 16 3
+RA="attn --q q.npy --k k.npy --v v.npy --dout dout.npy --logn-s s.npy"
+for sp in "softmax+rope+causal|--doc-ids docs.npy" "softmax+alibi+window(w=100)|" "softmax+logn+prope(p=0.5)+causal|" \
+          "softmax+sinv(tau=10)+rope+sinks(n=4,w=70)|" "softmax+qwen-logn(train=64)+yarn(s=4,train=64)+causal|--doc-ids docs.npy" \
+          "entmax(alpha=1.5)+rope+causal|" "sparsemax+alibi+window(w=100)|--doc-ids docs.npy" "entmax(alpha=1.3)+logn+causal|"; do
+    spec=${sp%%|*}; extra=${sp#*|}
+    rm -rf r1 && mkdir r1
+    if ! $bin $RA --spec "$spec" $extra --out r1/out.npy >r1.log 2>&1; then cat r1.log; bad "ring $spec" "1-process run failed"; continue; fi
+    for n in 2 3 4; do
+        rm -rf r$n && mkdir r$n
+        if ! timeout $HANG $MR -np $n $bin $RA --spec "$spec" $extra --out r$n/out.npy --seq-parallel >r$n.log 2>&1; then
+            cat r$n.log; bad "ring $spec np=$n" "run failed"; continue
+        fi
+        diffs=""
+        for f in r1/*.npy; do cmp -s "$f" "r$n/${f#r1/}" || diffs="$diffs ${f#r1/}"; done
+        [ "$(ls r$n | wc -l)" -eq "$(ls r1 | wc -l)" ] || diffs="$diffs (file count)"
+        if [ -z "$diffs" ]; then ok "ring $spec${extra:+ $extra} np=$n: $(ls r1 | tr '\n' ' ')bitwise equal to 1 process"
+        else bad "ring $spec np=$n" "differs from 1 process:$diffs"; fi
+    done
+done
+if timeout $HANG $MR -np 2 $bin $RA --spec "softmax+causal" --out r2/out.npy >rn.log 2>&1 ||
+   ! grep -q 'add --seq-parallel' rn.log; then cat rn.log; bad "ring no flag" "attn under mpirun without --seq-parallel not refused"
+else ok "ring: attn under mpirun without --seq-parallel is refused, naming the option"; fi
+timeout $HANG $MR -np 1 $bin $RA --spec "softmax+causal" --out r2/out.npy --seq-parallel : \
+    -np 1 $bin ${RA/q.npy/missing_q.npy} --spec "softmax+causal" --out r2/out.npy --seq-parallel >rf.log 2>&1
+rc=$?
+if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat rf.log; bad "ring fail" "exit $rc (0: not noticed, 124: hung)"
+elif [ "$(grep -c 'rank 1 of 2: .*missing_q' rf.log)" -ne 1 ]; then cat rf.log; bad "ring fail" "no single error naming rank 1 and the file"
+else ok "ring fail: missing input on rank 1 -> both ranks stop (exit $rc), one error naming rank 1"; fi
 
 # ---- a rank killed mid-training: both ranks stop after step 3 (its log row written, the
 # checkpoints of steps 1 and 2 saved), one is killed, the other continued

@@ -172,6 +172,11 @@ typedef struct {
     int prep_pairs;                /* how many (b, hkv) pairs (with V tiles) fit in prep */
     char *thread_scratch;          /* nthreads x scratch_bytes */
     size_t scratch_bytes;
+    /* Item selection (sequence parallelism, ring.c; NULL = every item): la_sched_for runs
+     * only the query items with qsel[id] != 0 (id = (b * H + h) * nqt + qt) and the kv
+     * items with ksel[id] != 0 (id = (b * Hkv + hkv) * nkt + kt); the softmax backward
+     * then takes the two-pass path. Set by the caller after la_attn_ctx_init. */
+    const uint8_t *qsel, *ksel;
 } la_attn_ctx;
 
 /* What a kernel path needs from the workspace beyond the softmax kernels' own. */
@@ -271,6 +276,9 @@ static inline int la_sched_nk(const la_attn_ctx *c) { return c->B * c->Hkv * c->
 static inline int la_sched_nh(const la_attn_ctx *c) { return c->B * c->H * c->nkt; }
 static inline int la_sched_np(const la_attn_ctx *c) { return c->B * c->Hkv; }
 
+/* 1 when a query-item range [i0, i1) holds a selected item (always, without c->qsel):
+ * the kernels skip preparing the K/V tiles of a chunk with nothing to run. */
+int la_sched_any_q(const la_attn_ctx *c, int i0, int i1);
 typedef void (*la_item_fn)(void *arg, la_item it);
 typedef enum { LA_ITEMS_Q, LA_ITEMS_KV, LA_ITEMS_KH, LA_ITEMS_PAIR } la_item_kind;
 /* Worksharing loop over run-order positions [i0, i1) of a list, inside a parallel region:
@@ -378,5 +386,19 @@ extern int la_softmax_bwd_fused;
 extern int la_entmax_sparse;
 /* Per-thread scratch the softmax kernels need for head dimension D. */
 size_t la_softmax_scratch_bytes(int D);
+
+/* ---- entmax family on a context (entmax_attn.c) ---------------------------------- */
+/* Sequence parallelism (ring.c): the call context of an entmax-family call (as the entry
+ * entry points la_entmax_attn_forward / _backward build it) and the passes on it, which
+ * run the items the caller selected (c->qsel, c->ksel). The backward's dq pass writes
+ * delta (c->rowbuf) of its query rows, which the dk, dv pass reads for every query row;
+ * for ASEntmax dq stays in the scaled frame until la_entmax_ctx_as_map (q: unscaled). */
+la_status la_entmax_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *shape, const float *q,
+                        const float *k, const float *v, const la_attn_opts *opts, int backward,
+                        la_workspace **own);
+la_status la_entmax_ctx_forward(const la_attn_ctx *c, float *out, float *row_stat);
+la_status la_entmax_ctx_backward(const la_attn_ctx *c, const float *row_stat, const float *dout, float *dq,
+                                 float *dk, float *dv);
+void la_entmax_ctx_as_map(const la_attn_ctx *c, const float *q, float *dq);
 
 #endif

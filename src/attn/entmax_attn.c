@@ -504,6 +504,7 @@ static la_status em_forward(const la_attn_ctx *c, double alpha, float *out, floa
         for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
             int i0, i1;
             la_sched_chunk(c, ch, &i0, &i1);
+            if (!la_sched_any_q(c, i0, i1)) continue; /* nothing selected (ring.c) */
             a.p0 = ch * c->prep_pairs;
             la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 0);
             la_sched_for(c, LA_ITEMS_Q, i0, i1, em_forward_item, &a);
@@ -809,7 +810,7 @@ static int em_balanced(long n, long nt) { return 4 * nt * ((n + nt - 1) / nt) <=
  * pairs, tiles transposed per use) when only all the pairs do; 0 the dense two passes.
  * Bitwise the same results either way. */
 static int em_use_pairs(const la_attn_ctx *c) {
-    if (!la_entmax_sparse) return 0;
+    if (!la_entmax_sparse || c->qsel || c->ksel) return 0; /* selected items (ring.c): two passes */
     if (la_entmax_sparse > 1) return la_entmax_sparse == 2 ? 1 : 2;
     if (em_balanced(c->prep_pairs, c->nthreads)) return 1;
     return em_balanced((long)c->B * c->Hkv, c->nthreads) ? 2 : 0;
@@ -968,3 +969,24 @@ la_status la_entmax_attn_backward(const la_spec *spec, const la_shape *shape, co
     la_workspace_free(own);
     return st;
 }
+
+/* ---- sequence parallelism (ring.c) -------------------------------------------------- */
+
+la_status la_entmax_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *shape, const float *q,
+                        const float *k, const float *v, const la_attn_opts *opts, int backward,
+                        la_workspace **own) {
+    *own = NULL;
+    LA_TRY(la_entmax_check_alpha(norm_alpha(spec), "sequence-parallel attention (entmax normaliser)"));
+    return em_ctx(c, spec, shape, q, k, v, opts, backward, own);
+}
+
+la_status la_entmax_ctx_forward(const la_attn_ctx *c, float *out, float *row_stat) {
+    return em_forward(c, norm_alpha(c->spec), out, row_stat);
+}
+
+la_status la_entmax_ctx_backward(const la_attn_ctx *c, const float *row_stat, const float *dout, float *dq,
+                                 float *dk, float *dv) {
+    return em_backward(c, norm_alpha(c->spec), row_stat, dout, dq, dk, dv);
+}
+
+void la_entmax_ctx_as_map(const la_attn_ctx *c, const float *q, float *dq) { as_backward_map(c, q, dq); }

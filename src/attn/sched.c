@@ -93,14 +93,24 @@ la_item la_sched_pitem(const la_attn_ctx *c, int pos) {
     return it;
 }
 
+int la_sched_any_q(const la_attn_ctx *c, int i0, int i1) {
+    if (!c->qsel) return 1;
+    for (int pos = i0; pos < i1; pos++)
+        if (c->qsel[c->qorder[pos]]) return 1;
+    return 0;
+}
+
 void la_sched_for(const la_attn_ctx *c, la_item_kind kind, int i0, int i1, la_item_fn fn,
                   void *arg) {
 #pragma omp for schedule(dynamic, 1)
-    for (int pos = i0; pos < i1; pos++)
+    for (int pos = i0; pos < i1; pos++) {
+        if (kind == LA_ITEMS_Q && c->qsel && !c->qsel[c->qorder[pos]]) continue;
+        if (kind == LA_ITEMS_KV && c->ksel && !c->ksel[c->korder[pos]]) continue;
         fn(arg, kind == LA_ITEMS_Q    ? la_sched_qitem(c, pos)
                 : kind == LA_ITEMS_KV ? la_sched_kitem(c, pos)
                 : kind == LA_ITEMS_PAIR ? la_sched_pitem(c, pos)
                                       : la_sched_hitem(c, pos));
+    }
 }
 
 void la_kiter_init(la_kiter *it, const la_attn_ctx *c, int b, int qt) {

@@ -266,6 +266,7 @@ la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) 
         for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
             int i0, i1;
             la_sched_chunk(c, ch, &i0, &i1);
+            if (!la_sched_any_q(c, i0, i1)) continue; /* nothing selected (ring.c) */
             a.p0 = ch * c->prep_pairs;
             PROF_START();
             la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 0);
@@ -558,6 +559,7 @@ static void pair_item(void *arg, la_item it) {
 int la_softmax_bwd_fused = -1; /* tests: 1 forces the fused path, 0 the two passes, -1 auto */
 
 static int use_fused(const la_attn_ctx *c) {
+    if (c->qsel || c->ksel) return 0; /* selected items (ring.c): the two passes */
     if (la_softmax_bwd_fused >= 0) return la_softmax_bwd_fused;
     long pairs = (long)c->B * c->Hkv, nt = c->nthreads;
     return 4 * nt * ((pairs + nt - 1) / nt) <= 5 * pairs;
@@ -584,6 +586,7 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
             for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
                 int i0, i1;
                 la_sched_chunk(c, ch, &i0, &i1);
+                if (!la_sched_any_q(c, i0, i1)) continue; /* nothing selected (ring.c) */
                 a.p0 = ch * c->prep_pairs;
                 PROF_START();
                 la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 1);

@@ -3,12 +3,17 @@
  *
  *   longattn attn --spec SPEC --q q.npy --k k.npy --v v.npy --out out.npy
  *                 [--dout dout.npy] [--pos0 N] [--doc-ids docs.npy] [--logn-s s.npy]
- *                 [--stats] [--threads N] [--dtype f32|f16|bf16]
+ *                 [--stats] [--threads N] [--dtype f32|f16|bf16] [--seq-parallel]
  *
  * Writes out.npy (at --out) and lse.npy (row statistic) in the folder of --out; with
  * --dout also dq.npy, dk.npy, dv.npy (and dlogn_s.npy for logn) there; with --stats
  * entropy.npy and key_mass.npy. Exit codes: 0 ok, 2 bad usage (options, spec string),
  * 1 runtime errors (unreadable or mismatched files, kernel failures).
+ *
+ * --seq-parallel (issue 30): under mpirun the sequence is split over the ranks
+ * (src/attn/ring.c); every rank reads the files, computes its rows, the rows are gathered
+ * and rank 0 writes the same files as one process (bitwise equal). Each rank prints what
+ * it did (time, bytes sent, time blocked in the ring) to stderr.
  */
 #include <errno.h>
 #include <limits.h>
@@ -18,8 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/ring.h"
 #include "cli/cli.h"
+#include "core/dist.h"
 #include "core/half.h"
+#include "core/internal.h"
 #include "longattn.h"
 
 #define CMD "attn"
@@ -44,12 +52,17 @@ static void usage(FILE *f) {
                       "bf16. The .npy files stay float32 and are rounded to T (nearest even),\n"
                       "as if stored in it; products accumulate in float32, and out, lse and\n"
                       "the gradients are float32 (la_attn_forward_typed)"},
+        {"--seq-parallel", "split the sequence over the ranks of mpirun (T = S, pos0 0; not with\n"
+                           "--stats): each rank computes its zigzag rows, K/V travel around the ring;\n"
+                           "outputs bitwise equal to one process; each rank prints its time, bytes\n"
+                           "sent and time blocked to stderr. Alone: one rank"},
         {NULL, NULL},
     };
     cli_help(f,
              "longattn attn --spec SPEC --q q.npy --k k.npy --v v.npy --out out.npy\n"
              "              [--dout dout.npy] [--pos0 N] [--doc-ids docs.npy]\n"
-             "              [--logn-s s.npy] [--stats] [--threads N] [--dtype T]",
+             "              [--logn-s s.npy] [--stats] [--threads N] [--dtype T]\n"
+             "              [--seq-parallel]",
              "Runs the fused attention kernel on float32 .npy files (np.save(path, x.astype(np.float32))).\n"
              "Every option also takes the form --opt=VALUE.",
              opts, "Exit status: 0 ok, 1 runtime error (files), 2 bad usage (options, spec).");
@@ -101,18 +114,19 @@ static int save(const char *path, const float *x, int ndim, const int64_t *shape
 static int shape_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int shape_fail(const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "longattn attn: ");
+    char buf[2048];
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n");
+    fprintf(stderr, "longattn attn: %s\n", buf);
+    la_fail(LA_EINVAL, "%s", buf); /* what the other ranks report (--seq-parallel) */
     return 1;
 }
 
 int cli_attn(int argc, char **argv) {
     const char *spec_s = NULL, *qp = NULL, *kp = NULL, *vp = NULL, *outp = NULL, *doutp = NULL, *docp = NULL,
                *lognp = NULL, *pos0_s = NULL, *thr_s = NULL, *dtype_s = NULL;
-    int stats = 0;
+    int stats = 0, seqpar = 0, agreed = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -121,6 +135,10 @@ int cli_attn(int argc, char **argv) {
         }
         if (!strcmp(a, "--stats")) {
             stats = 1;
+            continue;
+        }
+        if (!strcmp(a, "--seq-parallel")) {
+            seqpar = 1;
             continue;
         }
         static const char *names[] = {"--spec", "--q", "--k", "--v", "--out", "--dout", "--doc-ids", "--logn-s",
@@ -140,7 +158,7 @@ int cli_attn(int argc, char **argv) {
         }
         if (hit < 0)
             return cli_usage_error(CMD, "unknown option '%s'; valid: --spec --q --k --v --out --dout --pos0 "
-                                        "--doc-ids --logn-s --stats --threads --dtype --help",
+                                        "--doc-ids --logn-s --stats --threads --dtype --seq-parallel --help",
                                    a);
         if (*slots[hit]) return cli_usage_error(CMD, "option %s given twice", names[hit]);
         *slots[hit] = val;
@@ -151,6 +169,12 @@ int cli_attn(int argc, char **argv) {
                                                                                                    : "--out out.npy");
     la_spec spec;
     if (la_spec_parse(spec_s, &spec) != LA_OK) return cli_usage_error(CMD, "%s", la_errmsg());
+    if (la_dist_size() > 1 && !seqpar)
+        return cli_usage_error(CMD, "started as %d processes: add --seq-parallel to split the sequence over "
+                               "them, or run without mpirun", la_dist_size());
+    if (seqpar && stats)
+        return cli_usage_error(CMD, "--stats is not available with --seq-parallel (key_mass sums over the "
+                               "queries of every rank); run --stats on one process");
     long long pos0 = LA_POS0_AUTO, nthreads = 0;
     if (pos0_s && cli_parse_int(pos0_s, -(1LL << 62), 1LL << 62, &pos0))
         return cli_usage_error(CMD, "--pos0 '%s' is not an integer", pos0_s);
@@ -159,6 +183,9 @@ int cli_attn(int argc, char **argv) {
     la_dtype dtype = LA_DTYPE_F32;
     if (dtype_s && (la_dtype_parse(dtype_s, &dtype) != LA_OK || dtype == LA_DTYPE_I8))
         return cli_usage_error(CMD, "--dtype '%s' is not an attention input type; use f32, f16 or bf16", dtype_s);
+    if (seqpar && dtype != LA_DTYPE_F32)
+        return cli_usage_error(CMD, "--seq-parallel runs the float32 kernel; drop --dtype %s or --seq-parallel",
+                               dtype_s);
 
     int rc = 1;
     npy_t q = {0}, k = {0}, v = {0}, dout = {0}, docs = {0}, ls = {0};
@@ -287,8 +314,18 @@ int cli_attn(int argc, char **argv) {
             in[t] = hx[t];
         }
     }
+    if (seqpar) { /* a rank that failed to read its files stops every rank (label done) */
+        agreed = 1;
+        if (la_dist_agree(LA_OK) != LA_OK) {
+            fprintf(stderr, "longattn attn: %s\n", la_errmsg());
+            goto done;
+        }
+    }
     opts.ws = la_workspace_new();
-    la_status st = la_attn_forward_typed(dtype, &spec, &shape, in[0], in[1], in[2], out, lse, &opts);
+    la_sp_stats sps[2];
+    memset(sps, 0, sizeof sps);
+    la_status st = seqpar ? la_attn_sp_forward(&spec, &shape, q.data, k.data, v.data, out, lse, &opts, &sps[0])
+                          : la_attn_forward_typed(dtype, &spec, &shape, in[0], in[1], in[2], out, lse, &opts);
     if (st != LA_OK) {
         la_workspace_free(opts.ws);
         rc = shape_fail("attention forward failed (%s): %s", la_status_name(st), la_errmsg());
@@ -305,7 +342,22 @@ int cli_attn(int argc, char **argv) {
         }
         opts.row_entropy = opts.key_mass = NULL;
         opts.dlogn_s = spec.xform == LA_XF_LOGN ? dls : NULL;
-        st = la_attn_backward_typed(dtype, &spec, &shape, in[0], in[1], in[2], out, lse, in[3], dq, dk, dv, &opts);
+        if (seqpar) {
+            /* the ring's backward overwrites the other ranks' rows of its inputs: keep out
+             * and lse, which are written below */
+            float *o2 = malloc(sizeof(float) * nq), *l2 = malloc(sizeof(float) * nr);
+            if (!o2 || !l2) {
+                free(o2), free(l2);
+                la_workspace_free(opts.ws);
+                goto oom;
+            }
+            memcpy(o2, out, sizeof(float) * nq), memcpy(l2, lse, sizeof(float) * nr);
+            st = la_attn_sp_backward(&spec, &shape, q.data, k.data, v.data, o2, l2, dout.data, dq, dk, dv, &opts,
+                                     &sps[1]);
+            free(o2), free(l2);
+        } else {
+            st = la_attn_backward_typed(dtype, &spec, &shape, in[0], in[1], in[2], out, lse, in[3], dq, dk, dv, &opts);
+        }
         if (st != LA_OK) {
             la_workspace_free(opts.ws);
             rc = shape_fail("attention backward failed (%s): %s", la_status_name(st), la_errmsg());
@@ -313,6 +365,27 @@ int cli_attn(int argc, char **argv) {
         }
     }
     la_workspace_free(opts.ws);
+    if (seqpar) { /* every rank's rows to every rank, then rank 0 writes */
+        la_sp_stats g;
+        st = la_attn_sp_gather(out, (int)(B * H), (int)T, (int)D, &g);
+        if (st == LA_OK) st = la_attn_sp_gather(lse, (int)(B * H), (int)T, 1, &g);
+        if (st == LA_OK && doutp) st = la_attn_sp_gather(dq, (int)(B * H), (int)T, (int)D, &g);
+        if (st == LA_OK && doutp) st = la_attn_sp_gather(dk, (int)(B * Hkv), (int)S, (int)D, &g);
+        if (st == LA_OK && doutp) st = la_attn_sp_gather(dv, (int)(B * Hkv), (int)S, (int)D, &g);
+        if (st != LA_OK) {
+            rc = shape_fail("gathering the ranks' rows failed (%s): %s", la_status_name(st), la_errmsg());
+            goto done;
+        }
+        for (int x = 0; x < (doutp ? 2 : 1); x++)
+            fprintf(stderr, "longattn attn: rank %d of %d: %s %.3f s (kernel %.3f s, blocked in the ring "
+                    "%.3f s, polling %.3f s; CPU %.3f s), %d ring steps, %.0f bytes sent\n", la_dist_rank(),
+                    la_dist_size(), x ? "backward" : "forward", sps[x].t_total, sps[x].t_compute, sps[x].t_wait,
+                    sps[x].t_test, sps[x].cpu_total, sps[x].steps, sps[x].bytes_sent);
+        if (la_dist_rank() != 0) {
+            rc = 0;
+            goto done;
+        }
+    }
 
     char path[4200];
     int64_t rshape[3] = {B, H, T}, mshape[3] = {B, H, S};
@@ -344,8 +417,10 @@ int cli_attn(int argc, char **argv) {
     goto done;
 oom:
     fprintf(stderr, "longattn attn: out of memory\n");
+    la_fail(LA_ENOMEM, "out of memory");
     rc = 1;
 done:
+    if (seqpar && !agreed) la_dist_agree(LA_EIO); /* this rank failed before the computation */
     free(q.data), free(k.data), free(v.data), free(dout.data), free(docs.data), free(ls.data);
     for (int t = 0; t < 4; t++) free(hx[t]);
     free(out), free(lse), free(dq), free(dk), free(dv), free(ent), free(mass), free(dls), free(doc_ids);

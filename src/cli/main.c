@@ -9,7 +9,7 @@
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
     {"study", "length-generalisation study: train variants at L, evaluate at L..16L and passkey", cli_study, 1},
-    {"attn", "run the attention kernel on .npy files (forward, optional backward)", cli_attn, 0},
+    {"attn", "run the attention kernel on .npy files (forward, optional backward)", cli_attn, 1},
     {"train", "train a GPT on text or llm.c shards (longattn train --help)", cli_train, 1},
     {"bench", "benchmarks: longattn bench <name> (see longattn bench --help)", cli_bench, 0},
     {"synth", "train + evaluate synthetic length-generalisation tasks (MQMTAR, copy, ...)", cli_synth, 1},
@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
             if (la_dist_size() > 1 && !c->ranks) {
                 if (la_dist_rank() == 0)
                     fprintf(stderr, "longattn %s: runs as one process; under mpirun only train, study, "
-                            "synth and longeval split their work over the ranks (started as %d processes)\n",
+                            "synth, longeval and attn --seq-parallel split their work over the ranks (started as %d processes)\n",
                             c->name, la_dist_size());
                 la_dist_finalize();
                 return 2;

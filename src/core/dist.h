@@ -64,6 +64,19 @@ la_status la_dist_bcast(void *buf, size_t n, int root);
 /* Collective: wait for every rank. */
 void la_dist_barrier(void);
 
+/* Ring exchange (sequence parallelism, src/attn/ring.c), non-blocking so that the caller
+ * computes while it runs: la_dist_ring_start posts a send of n_send bytes to the next rank
+ * ((rank + 1) % size) and a receive of n_recv bytes from the previous one
+ * ((rank - 1 + size) % size); la_dist_ring_test progresses them (*done = 1 once both
+ * completed) and la_dist_ring_wait waits for both. One exchange in flight per process;
+ * buffers must stay untouched until it completed. Every rank of the group calls them in
+ * the same order (the exchange is matched by order, like a collective). One process: the
+ * ring is the process itself (recv gets a copy of send). Errors: LA_EINVAL (more than
+ * INT_MAX bytes, or an exchange already in flight / none to wait for), LA_EIO. */
+la_status la_dist_ring_start(const void *send, size_t n_send, void *recv, size_t n_recv);
+la_status la_dist_ring_test(int *done);
+la_status la_dist_ring_wait(void);
+
 /* Collective over all processes: cut them into groups of k consecutive ranks (world ranks
  * [g k, (g+1) k) form group g; *group = g, *n_groups = size / k). Until la_dist_group_end
  * (collective again) la_dist_rank/size and every collective above refer to this process's
