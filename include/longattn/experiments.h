@@ -125,7 +125,7 @@ LA_API int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la
 #define LA_STUDY_MAX_DEPTHS 16
 #define LA_STUDY_MAX_SEEDS 16
 
-/* One length-generalisation study: a JSON file (format in README, "The main job").
+/* One length-generalisation study: a JSON file (format in docs/study.md, "Study file").
  * Every variant in specs is trained with the same data, data order, seed and model size,
  * then evaluated at every eval length and on the passkey grid. */
 typedef struct {
@@ -165,6 +165,9 @@ typedef struct {
     int pk_mix_all;            /* "passkey": {"pretrain_targets": "all"}: the passkey rows of pre-training
                                   are scored on every byte (needle, question, answer) instead of the
                                   answer digits only ("answer", the default: 0) */
+    la_dtype precision;        /* "precision": "f32" (default) or "bf16": the trainer's precision
+                                  (la_train_config.precision) for pre-training and fine-tuning;
+                                  evaluations run the same model precision */
 } la_study;
 
 /* Parse study-file text. where names the source in messages (a file name). Every key is
@@ -544,17 +547,18 @@ typedef struct {
     int seeds;           /* runs per task x spec, with seeds seed, seed+1, ... (1..LA_SYNTH_MAX_SEEDS);
                             above 1 the tables add, per task x spec, how many seeds learned the
                             task (exact match >= 0.5 at 1x) and the mean +- std over those */
+    la_dtype precision;  /* LA_DTYPE_F32 (default) or LA_DTYPE_BF16 (la_train_config.precision) */
 } la_synth_opts;
 
 #define LA_SYNTH_MAX_SEEDS 16
 
-/* The defaults of `longattn synth` (see the README section "Synthetic tasks"). */
+/* The defaults of `longattn synth` (see docs/synthetic.md, "Synthetic tasks"). */
 LA_API la_synth_opts la_synth_opts_default(void);
 /* The tiny CI configuration over o (`--quick`): flipflop,copy; two softmax specs; lengths
  * 8-16; 40 steps; 16 examples at 1x-4x. */
 LA_API void la_synth_opts_quick(la_synth_opts *o);
 /* A named configuration over o (`--preset NAME`; later options override it). "mq-contrast":
- * the README's MQMTAR contrast of ASEntmax and softmax (section "Synthetic contrast"): inline
+ * the MQMTAR contrast of ASEntmax and softmax (docs/study.md, "Synthetic contrast"): inline
  * layout, 2 queries, 1-token keys and values, 8 symbols, 2 layers x 64 with 4 heads,
  * init std 0.07, curriculum from 12 over 60 % of 12000 steps, p-RoPE(0.25) with each
  * normaliser, 3 seeds from 1, 50 examples per length up to 64x, out runs/mq-contrast.
