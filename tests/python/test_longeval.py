@@ -315,11 +315,11 @@ def test_shared_prefix_equals_unshared_bitwise(build_dir, tmp_path, monkeypatch)
               "--trials", "2", "--distractors", "2", "--buckets", "4", "--chunk", "32", "--threads", "1",
               "--documents", "3"]
     a, b = tmp_path / "shared", tmp_path / "unshared"
-    p = subprocess.run(longeval(build_dir, *common, "--out", a), capture_output=True, text=True, timeout=600)
+    p = subprocess.run(longeval(build_dir, *common, "--out", a), capture_output=True, text=True, timeout=1800)
     assert p.returncode == 0, p.stderr
     assert "% done" in p.stderr and "ETA" in p.stderr  # progress inside a cell
     q = subprocess.run(longeval(build_dir, *common, "--no-share", "--out", b), capture_output=True, text=True,
-                       timeout=600)
+                       timeout=1800)
     assert q.returncode == 0, q.stderr
     ja, jb = json.loads((a / "results.json").read_text()), json.loads((b / "results.json").read_text())
     cost_a = sum(c["prefill_tokens"] for c in ja["cells"])
