@@ -1,6 +1,7 @@
 /* status.c -- status names and the thread-local error message behind la_errmsg(). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/internal.h"
 
@@ -27,9 +28,13 @@ const char *la_errmsg(void) { return la_errbuf; }
 void la_clear_error(void) { la_errbuf[0] = '\0'; }
 
 la_status la_fail(la_status s, const char *fmt, ...) {
+    /* formatted aside first: callers wrap the previous message (la_fail(st, "x: %s",
+     * la_errmsg())), which must not be read while it is being overwritten */
+    char tmp[sizeof la_errbuf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(la_errbuf, sizeof la_errbuf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(la_errbuf, tmp, sizeof tmp);
     return s;
 }

@@ -425,7 +425,7 @@ la_status la_llama_set_posreg(la_llama *m, const char *text) {
     la_posreg r;
     memset(&r, 0, sizeof r);
     int k = la_posreg_parse(text, m->cfg.rope_base, &r);
-    if (k < 0) return la_fail(LA_ESPEC, "%s", la_errmsg());
+    if (k < 0) return LA_ESPEC; /* la_posreg_parse named the problem */
     if (k == 0) return la_fail(LA_ESPEC, "'%s' is not a position-regime method (selfextend(G,W), rerope(W), "
                                "leaky-rerope(W,k), dca(C) or dca(chunk,local))", text);
     if (!m->posreg && !(m->posreg = la_calloc(1, sizeof *m->posreg))) return la_fail(LA_ENOMEM, "llama: out of memory");

@@ -236,10 +236,12 @@ la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, l
         if (!posreg) return la_fail(LA_ESPEC, "method '%s': a position-regime method here is not supported", text);
         if (*has_kv && kv->policy != LA_KV_FULL)
             return la_fail(LA_ESPEC, "method '%s': selfextend / rerope / dca need a full cache (no eviction policy)", text);
-        snprintf(posreg, 96, "%s", b);
+        size_t nb = strlen(b);
+        if (nb >= 96) return la_fail(LA_ESPEC, "method '%s': the position-regime text is too long", text);
+        memcpy(posreg, b, nb + 1);
         la_status st = la_llama_set_posreg(m, b); /* validates the arguments */
-        if (st == LA_OK) st = la_llama_set_posreg(m, NULL);
         if (st != LA_OK) return la_fail(st, "method '%s': %s", text, la_errmsg());
+        LA_TRY(la_llama_set_posreg(m, NULL));
         b = "as-trained";
     }
     snprintf(sp, sizeof sp, "%s", (!*b || !strcmp(b, "as-trained")) ? "softmax+rope+causal" : b);

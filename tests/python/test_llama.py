@@ -156,10 +156,12 @@ class RefModel:
                     self.t[key] = w.reshape(n_head, self.D // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
         self.out = self.t.get("output.weight", self.t["token_embd.weight"])
 
-    def forward(self, ids, dtype=np.float64, inv_freq=None, logit_scale=None):
+    def forward(self, ids, dtype=np.float64, inv_freq=None, logit_scale=None, attn_logits=None):
         """logits (T, V) of the token ids at positions 0..T-1. inv_freq (D/2,) replaces the
         file's RoPE frequencies and logit_scale (T,) multiplies each query's logits (the
-        context-extension methods of test_longeval.py)."""
+        context-extension methods of test_longeval.py); attn_logits(q, k, rotate_half), given
+        the un-rotated q, k (H, T, D) of a layer, returns its scaled logits (H, T, T) in place
+        of RoPE's (test_longeval.py's position-regime methods)."""
         H, K, D, eps = self.H, self.K, self.D, self.eps
         W = lambda n: self.t[n].astype(dtype)  # noqa: E731
         T = len(ids)
@@ -187,10 +189,13 @@ class RefModel:
             q = q.reshape(T, H, D).transpose(1, 0, 2)
             k = k.reshape(T, K, D).transpose(1, 0, 2)
             v = v.reshape(T, K, D).transpose(1, 0, 2)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
             k, v = np.repeat(k, H // K, axis=0), np.repeat(v, H // K, axis=0)
-            s = q @ k.transpose(0, 2, 1) / dtype(np.sqrt(D))
+            if attn_logits is not None:
+                s = attn_logits(q, k, rotate_half)
+            else:
+                q = q * cos + rotate_half(q) * sin
+                k = k * cos + rotate_half(k) * sin
+                s = q @ k.transpose(0, 2, 1) / dtype(np.sqrt(D))
             if logit_scale is not None:
                 s = s * logit_scale[None, :, None]
             s[:, mask] = -np.inf

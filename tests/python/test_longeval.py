@@ -113,48 +113,26 @@ def regime_forward(ref, ids, regs):
     """test_llama's float64 reference model with the attention logits of every (i, j) taken
     from the regime whose mask holds it: RoPE of q at the regime's query position and of k
     at its key position (half-split pairs, as the model's own RoPE)."""
-    H, K, D, eps = ref.H, ref.K, ref.D, ref.eps
-    W_ = lambda n: ref.t[n].astype(np.float64)  # noqa: E731
-    T = len(ids)
-    x = ref.t["token_embd.weight"][np.asarray(ids)].astype(np.float64)
+    D = ref.D
     inv = 1.0 / (ref.base ** (np.arange(0, D, 2, dtype=np.float64) / D))
 
-    def rms(v, g):
-        return v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + eps) * g
+    def cos_sin(pos):
+        ang = pos[:, None] * inv
+        emb = np.concatenate([ang, ang], -1)
+        return np.cos(emb), np.sin(emb)
 
-    def rot(v, pos):  # v (..., T, D) rotated at pos (T, T) per (row, col): returns (..., T, T, D) lazily
-        ang = pos[..., None] * inv
-        c, s_ = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
-        return c, s_
-
-    def rh(v):
-        return np.concatenate([-v[..., D // 2:], v[..., :D // 2]], axis=-1)
-
-    for layer in range(ref.L):
-        p = f"blk.{layer}."
-        n = rms(x, W_(p + "attn_norm.weight"))
-        q = (n @ W_(p + "attn_q.weight").T).reshape(T, H, D).transpose(1, 0, 2)
-        k = (n @ W_(p + "attn_k.weight").T).reshape(T, K, D).transpose(1, 0, 2)
-        v = (n @ W_(p + "attn_v.weight").T).reshape(T, K, D).transpose(1, 0, 2)
-        k, v = np.repeat(k, H // K, axis=0), np.repeat(v, H // K, axis=0)
-        s = np.full((H, T, T), -np.inf)
+    def logits(q, k, rh):
+        T = q.shape[1]
+        s = np.full((q.shape[0], T, T), -np.inf)
         for qp, kp, m in regs:
-            # positions are per row for q (constant along j where m holds) and per column for k
-            qrow = np.where(m, qp, 0).max(axis=1)  # (T,) the regime's query position of row i
-            kcol = np.where(m, kp, 0).max(axis=0)  # (T,) the regime's key position of column j
-            qc, qs = rot(None, qrow)
-            kc, ks = rot(None, kcol)
-            qr = q * qc + rh(q) * qs
-            kr = k * kc + rh(k) * ks
-            sr = qr @ kr.transpose(0, 2, 1) / np.sqrt(D)
+            # one query position per row and one key position per column within a regime
+            qc, qs = cos_sin(np.where(m, qp, 0).max(axis=1))
+            kc, ks = cos_sin(np.where(m, kp, 0).max(axis=0))
+            sr = (q * qc + rh(q) * qs) @ (k * kc + rh(k) * ks).transpose(0, 2, 1) / np.sqrt(D)
             s[:, m] = sr[:, m]
-        s = np.exp(s - s.max(axis=-1, keepdims=True))
-        att = (s / s.sum(axis=-1, keepdims=True)) @ v
-        x = x + att.transpose(1, 0, 2).reshape(T, H * D) @ W_(p + "attn_output.weight").T
-        n = rms(x, W_(p + "ffn_norm.weight"))
-        g, u = n @ W_(p + "ffn_gate.weight").T, n @ W_(p + "ffn_up.weight").T
-        x = x + (g / (1 + np.exp(-g)) * u) @ W_(p + "ffn_down.weight").T
-    return rms(x, W_("output_norm.weight")) @ ref.out.astype(np.float64).T
+        return s
+
+    return ref.forward(ids, attn_logits=logits)
 
 
 REGIMES = [("selfextend(4,64)", "selfextend", (4, 64)), ("rerope(64)", "rerope", (64,)),
@@ -315,11 +293,11 @@ def test_shared_prefix_equals_unshared_bitwise(build_dir, tmp_path, monkeypatch)
               "--trials", "2", "--distractors", "2", "--buckets", "4", "--chunk", "32", "--threads", "1",
               "--documents", "3"]
     a, b = tmp_path / "shared", tmp_path / "unshared"
-    p = subprocess.run(longeval(build_dir, *common, "--out", a), capture_output=True, text=True, timeout=600)
+    p = subprocess.run(longeval(build_dir, *common, "--out", a), capture_output=True, text=True, timeout=1800)
     assert p.returncode == 0, p.stderr
     assert "% done" in p.stderr and "ETA" in p.stderr  # progress inside a cell
     q = subprocess.run(longeval(build_dir, *common, "--no-share", "--out", b), capture_output=True, text=True,
-                       timeout=600)
+                       timeout=1800)
     assert q.returncode == 0, q.stderr
     ja, jb = json.loads((a / "results.json").read_text()), json.loads((b / "results.json").read_text())
     cost_a = sum(c["prefill_tokens"] for c in ja["cells"])
