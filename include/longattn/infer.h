@@ -63,9 +63,14 @@ typedef enum {
     LA_KV_H2O       /* h2o(heavy, recent, sinks) */
 } la_kv_policy;
 
+/* Element type of the cached k/v rows (the "KV type"). Values are stable: LA_KV_F32 and
+ * LA_KV_INT8 keep their old numbers. f16 / bf16 rows are rounded to nearest even when
+ * appended (src/core/half.h) and converted back exactly when read; arithmetic is float32. */
 typedef enum {
     LA_KV_F32 = 0,  /* float32 rows */
-    LA_KV_INT8      /* int8 rows + one float32 scale per group */
+    LA_KV_INT8 = 1, /* int8 rows + one float32 scale per group */
+    LA_KV_F16 = 2,  /* IEEE binary16 rows (11-bit significand, max 65504) */
+    LA_KV_BF16 = 3  /* bfloat16 rows (8-bit significand, float32's range) */
 } la_kv_storage;
 
 typedef struct {
@@ -79,7 +84,7 @@ typedef struct {
     int sinks;           /* n of sinks(n, w); sinks of h2o (default 0) */
     int heavy;           /* h2o heavy-hitter slots */
     int recent;          /* h2o recent window */
-    la_kv_storage storage; /* default LA_KV_F32 */
+    la_kv_storage storage; /* element type, default LA_KV_F32 (la_kv_params_set_type) */
     int group;           /* int8 group size along D (must divide D); 0 = one scale per row */
 } la_kv_params;
 
@@ -88,11 +93,26 @@ LA_API la_kv_params la_kv_params_default(void);
 
 /* Set the policy fields of *p from text such as "full", "window(256)", "window(w=256)",
  * "sinks(4,252)", "sinks(n=4,w=252)", "h2o(64,64)", "h2o(heavy=64,recent=64,sinks=4)",
- * optionally joined with "+int8" or "+int8(group=32)" (e.g. "sinks(4,252)+int8").
+ * optionally joined with an element type "+f32", "+f16", "+bf16", "+int8" or
+ * "+int8(group=32)" (e.g. "sinks(4,252)+int8", "full+bf16"); without one the type is f32.
  * Shape fields (n_layers, H, Hkv, D, max_tokens) are left untouched.
  * Errors: LA_ESPEC naming the bad token and listing the valid forms; LA_EINVAL on NULL.
  * On error *p is untouched. */
 LA_API la_status la_kv_policy_parse(const char *text, la_kv_params *p);
+
+/* Set the element type of the cached rows from a la_dtype (f32, f16, bf16, int8); group is
+ * the int8 group along D (0: one scale per row; ignored for the other types). The same as
+ * writing "+f16", "+bf16", "+int8(group=g)" in the policy text. Errors: LA_EINVAL (NULL,
+ * unknown type, group < 0 or not dividing D). */
+LA_API la_status la_kv_params_set_type(la_kv_params *p, la_dtype t, int group);
+
+/* The element type of p as a la_dtype (LA_DTYPE_F32 for NULL). */
+LA_API la_dtype la_kv_params_type(const la_kv_params *p);
+
+/* Set the element type from text: "f32", "f16", "bf16", "int8" or "int8(group=g)" (also
+ * the la_dtype_parse aliases float32, float16, bfloat16, i8). Policy fields untouched.
+ * Errors: LA_ESPEC naming the text and the valid names; LA_EINVAL on NULL. */
+LA_API la_status la_kv_type_parse(const char *text, la_kv_params *p);
 
 /* Canonical text of the policy (parseable by la_kv_policy_parse), snprintf-style. */
 LA_API int la_kv_policy_format(const la_kv_params *p, char *buf, size_t n);
@@ -121,7 +141,8 @@ LA_API int64_t la_kv_max_chunk(const la_kv_params *p);
 LA_API int la_kv_stream_exact(const la_spec *spec, const la_kv_params *p);
 
 /* Bytes of k/v storage (rows and int8 scales) one cached token takes, all layers and kv
- * heads together: f32: 2 * n_layers * Hkv * D * 4; int8: 2 * n_layers * Hkv * (D + 4*D/g). */
+ * heads together: f32: 2 * n_layers * Hkv * D * 4; f16, bf16: 2 * n_layers * Hkv * D * 2;
+ * int8: 2 * n_layers * Hkv * (D + 4*D/g). */
 LA_API double la_kv_bytes_per_token(const la_kv_params *p);
 
 /* Allocate a cache holding budget tokens per layer and kv head: all storage and scratch

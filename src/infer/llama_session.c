@@ -69,7 +69,10 @@ static la_status cache_append_attend(void *ctx, int layer, const la_spec *spec, 
                                      const float *vh, int T, float *att, const la_attn_opts *op) {
     la_llama_session *s = ctx;
     la_kv_cache *c = s->c;
-    if (c->stream_T > 1 && la_kv_stream_exact(spec, &c->p))
+    /* a single row over a reduced-precision cache: append and the decode kernel (la_kv_attend),
+     * exactly what streaming one token does */
+    const int decode = T == 1 && c->p.storage != LA_KV_F32 && la_kv_decode_ok(c, spec, op);
+    if (!decode && c->stream_T > 1 && la_kv_stream_exact(spec, &c->p))
         return la_kv_stream_attend(c, layer, spec, qh, kh, vh, T, att, op);
     LA_TRY(la_kv_append(c, layer, kh, vh, T));
     la_attn_opts o = *op;
