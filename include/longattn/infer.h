@@ -114,6 +114,15 @@ LA_API la_dtype la_kv_params_type(const la_kv_params *p);
  * Errors: LA_ESPEC naming the text and the valid names; LA_EINVAL on NULL. */
 LA_API la_status la_kv_type_parse(const char *text, la_kv_params *p);
 
+/* 1 if the policy text names an element type ("+f16", "+int8(group=32)", "int8", ...), so
+ * that a caller applying a default type (GGUF models) can leave an explicit one alone. */
+LA_API int la_kv_policy_names_type(const char *text);
+
+/* The KV element type GGUF model sessions use unless told otherwise (`--kv-type`, a type
+ * term in the policy): chosen from SmolLM2's bits per token against f32
+ * (docs/kv-cache.md). The C API's la_kv_params_default() stays f32. */
+LA_API la_dtype la_llama_default_kv_type(void);
+
 /* Canonical text of the policy (parseable by la_kv_policy_parse), snprintf-style. */
 LA_API int la_kv_policy_format(const la_kv_params *p, char *buf, size_t n);
 
@@ -139,6 +148,18 @@ LA_API int64_t la_kv_max_chunk(const la_kv_params *p);
  * step's attention, and the other specs, where a chunk sees the cache as evicted before
  * it (an approximation). */
 LA_API int la_kv_stream_exact(const la_spec *spec, const la_kv_params *p);
+
+/* The prefill chunk (tokens per la_llama_session_step) for a prompt fed to a cache with
+ * policy p under spec, at most want (>= 1): full: min(want, max_tokens), exact; window /
+ * sinks with la_kv_stream_exact: min(want, la_kv_max_chunk), exact (streamed); otherwise
+ * (h2o, or a spec the session cannot stream exactly): min(want, max(1, la_kv_max_chunk / 4)),
+ * an APPROXIMATION -- every query of a chunk sees the cache as evicted before the chunk
+ * (its own earlier rows included), not the eviction each of its tokens would have caused;
+ * a quarter of the recent window keeps the difference small (the rule longeval uses). */
+LA_API int la_kv_prefill_chunk(const la_spec *spec, const la_kv_params *p, int want);
+/* 1 if la_kv_prefill_chunk's chunk gives exactly the token-by-token result (full, or
+ * la_kv_stream_exact), 0 if it is the approximation. */
+LA_API int la_kv_prefill_exact(const la_spec *spec, const la_kv_params *p);
 
 /* Bytes of k/v storage (rows and int8 scales) one cached token takes, all layers and kv
  * heads together: f32: 2 * n_layers * Hkv * D * 4; f16, bf16: 2 * n_layers * Hkv * D * 2;

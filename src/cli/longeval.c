@@ -27,6 +27,8 @@ static void usage(FILE *f) {
             "  --buckets N        perplexity position buckets\n"
             "  --chunk N          prefill chunk (default 512)\n"
             "  --exact-stream     evicting KV policies step one token at a time (exact, slow)\n"
+            "  --kv-type TYPE     KV element type of methods whose policy names none: f32 | f16 | bf16 |\n"
+            "                     int8 | int8(group=g) (default bf16, the GGUF default; study key kv_type)\n"
             "  --haystack MODE    retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
             "                     Jaggi's repeated \"The grass is green. ...\"; the study files' choice)\n"
             "  --train-ctx N      override C (default: the file's context_length)\n"
@@ -75,7 +77,7 @@ int cli_longeval(int argc, char **argv) {
     o.out_dir = "runs/longeval";
     long long v;
     const char *trials = NULL, *distr = NULL, *buckets = NULL, *chunk = NULL, *tctx = NULL, *threads = NULL,
-               *seed = NULL, *docs = NULL;
+               *seed = NULL, *docs = NULL, *kv_type = NULL;
     int resume = 0, exact = 0, filler = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -100,6 +102,7 @@ int cli_longeval(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = val;
         else if (!strcmp(a, "--seed")) seed = val;
         else if (!strcmp(a, "--docs")) docs = val;
+        else if (!strcmp(a, "--kv-type")) kv_type = val;
         else if (!strcmp(a, "--haystack")) {
             if (strcmp(val, "text") && strcmp(val, "filler"))
                 return cli_usage_error(cmd, "--haystack must be 'text' or 'filler' (got '%s')", val);
@@ -150,6 +153,11 @@ int cli_longeval(int argc, char **argv) {
     INTOPT(seed, "--seed", 0, 1LL << 30, o.seed)
 #undef INTOPT
     if (docs) o.docs = docs;
+    if (kv_type) {
+        la_kv_params kp = la_kv_params_default();
+        if (la_kv_type_parse(kv_type, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
+        o.kv_type = kv_type;
+    }
     o.resume = resume;
     o.exact_stream = exact;
     if (filler >= 0) o.filler = filler;

@@ -358,3 +358,17 @@ la_status la_kv_type_parse(const char *text, la_kv_params *out) {
     *out = p;
     return LA_OK;
 }
+
+int la_kv_policy_names_type(const char *text) {
+    if (!text) return 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL;
+    for (char *term = strtok_r(buf, "+", &save); term; term = strtok_r(NULL, "+", &save)) {
+        while (isspace((unsigned char)*term)) term++;
+        char *e = term + strcspn(term, "( \t");
+        *e = '\0';
+        if (!strcmp(term, "int8") || !strcmp(term, "i8") || is_float_type(term)) return 1;
+    }
+    return 0;
+}

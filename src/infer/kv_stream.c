@@ -41,6 +41,17 @@ int la_kv_stream_exact(const la_spec *spec, const la_kv_params *p) {
     }
 }
 
+int la_kv_prefill_exact(const la_spec *spec, const la_kv_params *p) {
+    return p && (p->policy == LA_KV_FULL || la_kv_stream_exact(spec, p));
+}
+
+int la_kv_prefill_chunk(const la_spec *spec, const la_kv_params *p, int want) {
+    if (!p || want < 1) return 1;
+    const int64_t mc = la_kv_max_chunk(p);
+    int64_t lim = la_kv_prefill_exact(spec, p) ? mc : (mc / 4 > 1 ? mc / 4 : 1);
+    return (int)(want < lim ? want : lim);
+}
+
 /* Rotate row x (D) in place by table row cs (cos in [0, D/2), sin in [D/2, D)): the
  * kernel's convention (pairs (k, k + D/2), angles in double rounded to float). */
 void la_kv_rotate(float *x, const float *cs, int D) {

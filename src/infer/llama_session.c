@@ -16,6 +16,8 @@ struct la_llama_session {
     int64_t pos;
 };
 
+la_dtype la_llama_default_kv_type(void) { return LA_DTYPE_BF16; }
+
 la_status la_llama_kv_params(const la_llama *m, la_kv_params *p) {
     if (!m || !p) return la_fail(LA_EINVAL, "la_llama_kv_params: NULL argument");
     const la_llama_config *c = la_llama_get_config(m);
