@@ -1,6 +1,6 @@
 /*
- * longattn/infer.h -- inference (layer infer): KV cache with eviction policies and int8
- * storage, next-token sampling, incremental decoding of the GPT through a KV cache.
+ * longattn/infer.h -- inference (layer infer): KV cache with eviction policies and f32 /
+ * f16 / bf16 / int8 storage, next-token sampling, incremental decoding of the GPT through a KV cache.
  */
 #ifndef LONGATTN_INFER_H
 #define LONGATTN_INFER_H
@@ -18,8 +18,8 @@ extern "C" {
 /* ======================================================================== */
 
 /* A per-layer, per-kv-head cache of keys and values for incremental decoding, with
- * eviction policies (window, StreamingLLM sinks, H2O heavy hitters) and optional int8
- * storage. Survey: shared/seeds/003 (H2O, StreamingLLM, quantised KV cache).
+ * eviction policies (window, StreamingLLM sinks, H2O heavy hitters) and an element type
+ * (f32, f16, bf16 or int8: la_kv_params.storage). Survey: shared/seeds/003 (H2O, StreamingLLM, quantised KV cache).
  *
  * Keys are stored BEFORE any rotary encoding (pre-RoPE). la_kv_attend() hands the kept
  * keys to la_attn_forward() in slot order, and the kernel rotates key slot j by position
@@ -206,7 +206,13 @@ LA_API la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores);
  * rows just appended for these queries): one la_attn_forward call with
  *   q: (1, H, T, D) un-rotated   k, v: (1, Hkv, len, D)   pos0 = len - T
  *   out: (1, H, T, D)   row_stat: (1, H, T) or NULL.
- * int8 rows are dequantised into a buffer reused across calls. Under h2o, the kernel's
+ * int8 / f16 / bf16 rows are converted into a buffer reused across calls. One query row
+ * (T = 1) over an f16, bf16 or int8 cache with a spec the decode kernel supports (softmax;
+ * causal or full; NoPE or RoPE-family except dynamic-ntk; transform none / temp / critical /
+ * qwen-logn; no row_entropy / row_support) goes to the decode kernel instead
+ * (src/infer/kv_decode.c): the rows read once per kv head for its whole query group, in
+ * fixed chunks merged in a fixed order (the same bits for any n_threads); f32 caches keep
+ * the fused kernel, bitwise as before. Under h2o, the kernel's
  * key_mass (summed over the query heads of each kv head) is added to the scores.
  * opts may be NULL or carry logn_s, as_beta / as_gamma (1, H, T), n_threads, ws and the
  * optional statistics (row_entropy (1,H,T), key_mass (1,H,len)); doc_ids must be NULL.
