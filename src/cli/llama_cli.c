@@ -42,6 +42,12 @@ static int open_model(const char *cmd, const char *path, const char *spec, la_ll
     return 0;
 }
 
+/* the KV element type when neither --kv-type nor the policy names one: the GGUF default,
+ * except for position regimes (selfextend, rerope, dca), which need a float32 cache */
+static la_dtype gguf_kv_default(const char *spec) {
+    return spec && la_llama_is_posreg(spec) ? LA_DTYPE_F32 : la_llama_default_kv_type();
+}
+
 /* length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence */
 static size_t utf8_complete(const char *s, size_t n) {
     size_t i = n, back = 0;
@@ -124,7 +130,7 @@ int cli_generate_gguf(int argc, char **argv) {
     if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
     if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (not empty)");
     la_kv_params kp = la_kv_params_default();
-    int urc = cli_kv_params(cmd, policy, kv_type, la_llama_default_kv_type(), &kp);
+    int urc = cli_kv_params(cmd, policy, kv_type, gguf_kv_default(spec), &kp);
     if (urc) return urc;
     FILE *fp = fopen(path, "rb");
     if (!fp) {
@@ -350,7 +356,7 @@ int cli_perplexity(int argc, char **argv) {
     if (!text_path) return cli_usage_error(cmd, "--text FILE is required");
     if (!ctx) return cli_usage_error(cmd, "--ctx N is required");
     la_kv_params kp = la_kv_params_default();
-    int urc = cli_kv_params(cmd, NULL, kv_type, la_llama_default_kv_type(), &kp);
+    int urc = cli_kv_params(cmd, NULL, kv_type, gguf_kv_default(spec), &kp);
     if (urc) return urc;
     size_t tlen = 0;
     char *text = slurp(text_path, &tlen);
@@ -507,7 +513,7 @@ int cli_llama_logits(int argc, char **argv) {
     if (kv_type && !policy) return cli_usage_error(cmd, "--kv-type needs --kv POLICY (the cache-less forward has no cache)");
     la_kv_params kp = la_kv_params_default();
     if (policy) {
-        int urc = cli_kv_params(cmd, policy, kv_type, la_llama_default_kv_type(), &kp);
+        int urc = cli_kv_params(cmd, policy, kv_type, gguf_kv_default(spec), &kp);
         if (urc) return urc;
     }
     int64_t T = 1;
