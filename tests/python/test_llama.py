@@ -354,3 +354,21 @@ def test_generate_chunked_prefill_and_kv_types(build_dir, tmp_path):
     assert p.returncode == 2 and b"f16" in p.stderr
     p = run(build_dir, "generate", "--model", MODEL, "--prompt", "x", "--kv", "full+f16", "--kv-type", "bf16", ok=False)
     assert p.returncode == 2 and b"once" in p.stderr
+
+
+@pytest.mark.parametrize("kv_type", ["f16", "bf16", "int8"])
+def test_decode_kernel_portable_is_bitwise(build_dir, tmp_path, monkeypatch, kv_type):
+    """The decode kernel's only run-time dispatch is the f16 / bf16 conversion (F16C where the
+    CPU has it), which is exact: LA_PORTABLE=1 (the portable path CI runs) gives the same bits.
+    Also: the reduced cache stays close to the f32 one (logits within 5 % of their range)."""
+    path = tmp_path / "m.gguf"
+    write_model(path, "llama", QT.F32, tied=False, seed=11)
+    ids = [int(i) for i in np.random.default_rng(3).integers(0, 300, size=40)]
+    args = ("--kv", "full", "--kv-type", kv_type, "--step", "1")
+    monkeypatch.delenv("LA_PORTABLE", raising=False)
+    fast = c_logits(build_dir, tmp_path, path, ids, *args)
+    monkeypatch.setenv("LA_PORTABLE", "1")
+    portable = c_logits(build_dir, tmp_path, path, ids, *args)
+    assert np.array_equal(fast, portable)
+    f32 = c_logits(build_dir, tmp_path, path, ids, "--kv", "full", "--kv-type", "f32", "--step", "1")
+    assert 0 < np.abs(fast - f32).max() < 0.05 * (f32.max() - f32.min())
