@@ -40,6 +40,7 @@
 
 #include "bench.h"
 #include "cli/cli.h"
+#include "core/half.h"
 #include "core/internal.h"
 #include "longattn.h"
 
@@ -62,6 +63,8 @@ typedef struct {
     char spec[96];
     int T;
     int bwd;             /* 0: "fwd", 1: "fwd+bwd" */
+    la_dtype dtype;      /* element type of q, k, v, dout (la_attn_forward_typed) */
+    double vs_f32;       /* half rows: float32 time / this time, interleaved best calls; 0 otherwise */
     double pairs;        /* visible (query, key) pairs over all heads */
     double seconds;      /* median time of one call (fwd) or fwd+bwd pair */
     double gflops;
@@ -82,7 +85,7 @@ typedef struct {
     bench_peer peer;               /* --peers: bench/torch_attn.py, pid 0 when not running */
     char peer_version[64], peer_why[400];
     const char *peer_python;       /* --python: restarted with it after a peer dies */
-    row_result rows[32];
+    row_result rows[48];
     int n_rows;
     double sgemm_gflops;           /* the better of the start and end measurements */
     double sgemm_start, sgemm_end; /* sgemm before and after the attention rows */
@@ -142,12 +145,28 @@ static double sgemm_gflops(int n, int threads) {
 typedef struct {
     la_shape sh;
     float *q, *k, *v, *out, *lse, *dout, *dq, *dk, *dv;
+    uint16_t *h[4]; /* q, k, v, dout rounded to hdt (reduced-precision rows) */
+    la_dtype hdt;
 } tensors;
 
 static void tensors_free(tensors *t) {
     free(t->q), free(t->k), free(t->v), free(t->out), free(t->lse);
     free(t->dout), free(t->dq), free(t->dk), free(t->dv);
+    for (int i = 0; i < 4; i++) free(t->h[i]);
     memset(t, 0, sizeof *t);
+}
+
+/* The half copies of q, k, v, dout in type d (the same values as every float row, rounded). */
+static int tensors_half(tensors *t, la_dtype d) {
+    size_t n = (size_t)NH * t->sh.T * HD;
+    const float *src[4] = {t->q, t->k, t->v, t->dout};
+    for (int i = 0; i < 4; i++) {
+        if (!t->h[i] && !(t->h[i] = malloc(n * sizeof(uint16_t)))) return -1;
+        if (d == LA_DTYPE_BF16) la_cvt_f32_to_bf16(t->h[i], src[i], n);
+        else la_cvt_f32_to_f16(t->h[i], src[i], n);
+    }
+    t->hdt = d;
+    return 0;
 }
 
 static int tensors_alloc(tensors *t, int T) {
@@ -174,7 +193,13 @@ static int tensors_alloc(tensors *t, int T) {
     return 0;
 }
 
-static la_status run_once(const la_spec *sp, tensors *t, int bwd, const la_attn_opts *o) {
+static la_status run_once(const la_spec *sp, tensors *t, int bwd, const la_attn_opts *o, la_dtype dt) {
+    if (dt != LA_DTYPE_F32) { /* the half copies (tensors_half with dt) */
+        la_status s = la_attn_forward_typed(dt, sp, &t->sh, t->h[0], t->h[1], t->h[2], t->out, t->lse, o);
+        if (s != LA_OK || !bwd) return s;
+        return la_attn_backward_typed(dt, sp, &t->sh, t->h[0], t->h[1], t->h[2], t->out, t->lse, t->h[3], t->dq,
+                                      t->dk, t->dv, o);
+    }
     la_status s = la_attn_forward(sp, &t->sh, t->q, t->k, t->v, t->out, t->lse, o);
     if (s != LA_OK || !bwd) return s;
     return la_attn_backward(sp, &t->sh, t->q, t->k, t->v, t->out, t->lse, t->dout, t->dq, t->dk,
@@ -195,12 +220,12 @@ static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pai
     for (int k = 0; k < 2 && !rc; k++) {
         o[k].n_threads = st->threads;
         o[k].ws = ws[k];
-        rc = run_once(&sp[k], t, bwd, &o[k]) != LA_OK;
+        rc = run_once(&sp[k], t, bwd, &o[k], LA_DTYPE_F32) != LA_OK;
     }
     for (int i = 0; i < pairs && !rc; i++)
         for (int k = 0; k < 2 && !rc; k++) {
             double t0 = cli_now();
-            rc = run_once(&sp[k], t, bwd, &o[k]) != LA_OK;
+            rc = run_once(&sp[k], t, bwd, &o[k], LA_DTYPE_F32) != LA_OK;
             double dt = cli_now() - t0;
             if (dt < best[k]) best[k] = dt;
         }
@@ -214,7 +239,39 @@ static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pai
     return 0;
 }
 
-static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) {
+/* Time ratio float32 / half (t->hdt) of softmax+causal from interleaved calls, best of each
+ * (as paired_sinv_ratio): the reduced-precision rows' vs_f32. */
+static int paired_half_ratio(const bench_state *st, tensors *t, int bwd, int pairs, double *ratio) {
+    la_spec sp;
+    if (la_spec_parse(SPEC_CAUSAL, &sp) != LA_OK) return 1;
+    la_workspace *ws[2] = {la_workspace_new(), la_workspace_new()};
+    la_attn_opts o[2] = {la_attn_opts_default(), la_attn_opts_default()};
+    la_dtype dt[2] = {LA_DTYPE_F32, t->hdt};
+    double best[2] = {INFINITY, INFINITY};
+    int rc = !ws[0] || !ws[1];
+    for (int k = 0; k < 2 && !rc; k++) {
+        o[k].n_threads = st->threads;
+        o[k].ws = ws[k];
+        rc = run_once(&sp, t, bwd, &o[k], dt[k]) != LA_OK;
+    }
+    for (int i = 0; i < pairs && !rc; i++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            double t0 = cli_now();
+            rc = run_once(&sp, t, bwd, &o[k], dt[k]) != LA_OK;
+            double d = cli_now() - t0;
+            if (d < best[k]) best[k] = d;
+        }
+    la_workspace_free(ws[0]);
+    la_workspace_free(ws[1]);
+    if (rc) {
+        fprintf(stderr, "longattn bench attn: interleaved f32/%s: %s\n", la_dtype_name(t->hdt), la_errmsg());
+        return 1;
+    }
+    *ratio = best[0] / best[1];
+    return 0;
+}
+
+static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd, la_dtype dt) {
     la_spec sp;
     if (la_spec_parse(spec_text, &sp) != LA_OK) {
         fprintf(stderr, "longattn bench attn: %s\n", la_errmsg());
@@ -225,6 +282,7 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
     snprintf(r->spec, sizeof r->spec, "%s", spec_text);
     r->T = t->sh.T;
     r->bwd = bwd;
+    r->dtype = dt;
     r->pairs = NH * bench_count_pairs(&sp, t->sh.T, t->sh.S, t->sh.S - t->sh.T);
 
     la_workspace *ws = la_workspace_new();
@@ -244,7 +302,7 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
     /* warm-up = memory probe: fresh workspace, peak RSS reset after the tensors exist */
     int64_t base = bench_mem_reset();
     double t0 = cli_now();
-    la_status s = run_once(&sp, t, bwd, &o);
+    la_status s = run_once(&sp, t, bwd, &o, dt);
     double first = cli_now() - t0;
     int64_t peak = bench_mem_peak();
     r->extra_bytes = (base >= 0 && peak >= 0) ? peak - base : -1;
@@ -261,7 +319,7 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
     int reps = 0, want = first < SHORT_RUN_S ? REPS_SHORT : first < LONG_RUN_S ? REPS : 1;
     for (; reps < want; reps++) {
         t0 = cli_now();
-        s = run_once(&sp, t, bwd, &o);
+        s = run_once(&sp, t, bwd, &o, dt);
         times[reps] = cli_now() - t0;
         if (s != LA_OK) {
             fprintf(stderr, "longattn bench attn: %s: %s\n", la_status_name(s), la_errmsg());
@@ -282,8 +340,8 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
     r->seconds = bench_median(times, reps);
     r->gflops = r->pairs * (bwd ? 10.0 : 4.0) * HD / r->seconds / 1e9;
     st->n_rows++;
-    fprintf(stderr, "  %-44s T=%-6d %-8s %8.2f GFLOP/s  %.3f s\n", r->spec, r->T, bwd ? "fwd+bwd" : "fwd", r->gflops,
-            r->seconds);
+    fprintf(stderr, "  %-44s T=%-6d %-8s %-4s %8.2f GFLOP/s  %.3f s\n", r->spec, r->T, bwd ? "fwd+bwd" : "fwd",
+            la_dtype_name(dt), r->gflops, r->seconds);
     return 0;
 }
 
@@ -334,10 +392,16 @@ static void run_peers(bench_state *st, row_result *r) {
     }
 }
 
-static const row_result *find_row(const bench_state *st, const char *spec, int T, int bwd) {
+static const row_result *find_row_dt(const bench_state *st, const char *spec, int T, int bwd, la_dtype dt) {
     for (int i = 0; i < st->n_rows; i++)
-        if (!strcmp(st->rows[i].spec, spec) && st->rows[i].T == T && st->rows[i].bwd == bwd) return &st->rows[i];
+        if (!strcmp(st->rows[i].spec, spec) && st->rows[i].T == T && st->rows[i].bwd == bwd &&
+            st->rows[i].dtype == dt)
+            return &st->rows[i];
     return NULL;
+}
+
+static const row_result *find_row(const bench_state *st, const char *spec, int T, int bwd) {
+    return find_row_dt(st, spec, T, bwd, LA_DTYPE_F32);
 }
 
 /* One target line: PASS/FAIL, what, the measured value and the threshold. */
@@ -415,6 +479,23 @@ static int eval_targets(const bench_state *st, const int *Ts, int nT, int T_win,
             n++;
         }
     }
+    /* 6. issue 27: the bf16 forward >= 1.5x the float32 kernel at T >= 4096 (quick: the
+     * largest T), interleaved ratio. This build converts the half inputs to float32 and runs
+     * the float32 tiles (no AVX512-BF16 / FP16 tile products), so it stays below 1x. */
+    double hw = 1e30;
+    int hT = 0;
+    for (int i = 0; i < nT; i++) {
+        const row_result *r = find_row_dt(st, SPEC_CAUSAL, Ts[i], 0, LA_DTYPE_BF16);
+        if (r && Ts[i] >= T_min && r->vs_f32 > 0 && r->vs_f32 < hw) hw = r->vs_f32, hT = Ts[i];
+    }
+    if (hT) {
+        tg[n] = (target){.value = hw, .threshold = 1.5, .pass = hw >= 1.5};
+        snprintf(tg[n].name, sizeof tg[n].name, "bf16_fwd_vs_f32");
+        snprintf(tg[n].detail, sizeof tg[n].detail,
+                 "bf16 causal forward at T>=%d is >= 1.5x the float32 kernel (worst T=%d: %.2fx; portable path: "
+                 "inputs converted, float32 tiles)", T_min, hT, hw);
+        n++;
+    }
     /* 4. extra memory at the window row's T < 64 MiB */
     int64_t mx = -1;
     for (int b = 0; b < 2; b++) {
@@ -435,6 +516,8 @@ static void usage(FILE *f) {
     static const cli_opt opts[] = {
         {"--threads N", "threads for sgemm and the kernel (default 2)"},
         {"--json", "print one JSON object {sgemm_gflops, fma_peak_gflops, rows[...], targets[...]}"},
+        {"--max-t N", "only the sizes T <= N (N >= 1024; the window row at T = min(65536, N)):\n"
+                      "a shorter run of the same rows"},
         {"--quick", "small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
                     "a smoke test of the benchmark itself, not a measurement"},
         {"--peers", "also time PyTorch's scaled_dot_product_attention and FlexAttention on\n"
@@ -443,7 +526,7 @@ static void usage(FILE *f) {
         {"--python PY", "the Python that --peers runs (default python3)"},
         {NULL, NULL},
     };
-    cli_help(f, "longattn bench attn [--threads N] [--json] [--quick] [--peers [--python PY]]",
+    cli_help(f, "longattn bench attn [--threads N] [--json] [--quick] [--max-t N] [--peers [--python PY]]",
              "sgemm GFLOP/s (1024^3), the measured FMA peak, and attention forward / forward+backward GFLOP/s at\n"
              "B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
              "T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory;\n"
@@ -456,12 +539,21 @@ int bench_attn(int argc, char **argv) {
     if (!st) return 1;
     st->threads = 2;
     int peers = 0;
+    long max_t = 0; /* --max-t: 0 = every size */
     const char *py = "python3";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) st->json = 1;
         else if (!strcmp(argv[i], "--quick")) st->quick = 1;
         else if (!strcmp(argv[i], "--peers")) peers = 1;
         else if (!strcmp(argv[i], "--python") && i + 1 < argc) py = argv[++i];
+        else if (!strcmp(argv[i], "--max-t") && i + 1 < argc) {
+            char *end;
+            max_t = strtol(argv[++i], &end, 10);
+            if (*end || max_t < 1024) {
+                free(st);
+                return cli_usage_error("bench attn", "--max-t wants an integer >= 1024, got '%s'", argv[i]);
+            }
+        }
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             char *end;
             long n = strtol(argv[++i], &end, 10);
@@ -476,7 +568,7 @@ int bench_attn(int argc, char **argv) {
             return 0;
         } else {
             free(st);
-            return cli_usage_error("bench attn", "unknown option '%s' (valid: --threads N, --json, --quick, --peers, --python PY)", argv[i]);
+            return cli_usage_error("bench attn", "unknown option '%s' (valid: --threads N, --json, --quick, --peers, --python PY, --max-t N)", argv[i]);
         }
     }
     /* big buffers are mmapped and handed back on free, so each row's baseline is honest */
@@ -486,6 +578,10 @@ int bench_attn(int argc, char **argv) {
     const int *Ts = st->quick ? Ts_quick : Ts_full;
     int nT = st->quick ? 2 : 3;
     int T_win = st->quick ? 1024 : 65536;
+    if (max_t && !st->quick) { /* a shorter run on a loaded machine: the sizes up to max_t */
+        while (nT > 1 && Ts[nT - 1] > max_t) nT--;
+        if (T_win > max_t) T_win = (int)max_t;
+    }
     const char *spec_win = st->quick ? "softmax+window(64)" : "softmax+window(512)";
     st->sgemm_n = st->quick ? 256 : 1024;
     const char *core = openblas_get_corename();
@@ -532,9 +628,9 @@ int bench_attn(int argc, char **argv) {
         /* softmax and sinv+prope back to back for each pass, so the pair compared by the
          * sinv target is measured under the same machine load */
         for (int b = 0; b < 2 && !rc; b++) {
-            rc = run_row(st, SPEC_CAUSAL, &t, b);
+            rc = run_row(st, SPEC_CAUSAL, &t, b, LA_DTYPE_F32);
             if (!rc && peers) run_peers(st, &st->rows[st->n_rows - 1]);
-            if (!rc) rc = run_row(st, SPEC_SINV, &t, b);
+            if (!rc) rc = run_row(st, SPEC_SINV, &t, b, LA_DTYPE_F32);
             /* the sinv target's own measurement: interleaved calls */
             if (!rc && i < 8) {
                 int pairs = Ts[i] > 4096 ? (b ? 1 : 2) : 5;
@@ -544,7 +640,7 @@ int bench_attn(int argc, char **argv) {
                             Ts[i], b ? "fwd+bwd" : "fwd", 100.0 * (st->sinv_ratio[i][b] - 1.0));
             }
             /* entmax right after softmax too, for its ratio target */
-            if (!rc && (st->quick || Ts[i] <= ENTMAX_MAX_T)) rc = run_row(st, SPEC_ENTMAX, &t, b);
+            if (!rc && (st->quick || Ts[i] <= ENTMAX_MAX_T)) rc = run_row(st, SPEC_ENTMAX, &t, b, LA_DTYPE_F32);
         }
         tensors_free(&t);
     }
@@ -553,9 +649,38 @@ int bench_attn(int argc, char **argv) {
             fprintf(stderr, "longattn bench attn: out of memory (T=%d tensors)\n", T_win);
             rc = 1;
         } else {
-            for (int b = 0; b < 2 && !rc; b++) rc = run_row(st, spec_win, &t, b);
+            for (int b = 0; b < 2 && !rc; b++) rc = run_row(st, spec_win, &t, b, LA_DTYPE_F32);
             tensors_free(&t);
         }
+    }
+    /* reduced-precision rows (issues 27, 29): softmax+causal with bf16, then f16 inputs, each
+     * against the float32 kernel in interleaved calls (vs_f32) */
+    for (int i = 0; i < nT && !rc; i++) {
+        if (tensors_alloc(&t, Ts[i])) {
+            fprintf(stderr, "longattn bench attn: out of memory (T=%d tensors)\n", Ts[i]);
+            rc = 1;
+            break;
+        }
+        static const la_dtype half[2] = {LA_DTYPE_BF16, LA_DTYPE_F16};
+        for (int h = 0; h < 2 && !rc; h++) {
+            if (tensors_half(&t, half[h])) {
+                fprintf(stderr, "longattn bench attn: out of memory (T=%d half tensors)\n", Ts[i]);
+                rc = 1;
+                break;
+            }
+            for (int b = 0; b < 2 && !rc; b++) {
+                rc = run_row(st, SPEC_CAUSAL, &t, b, half[h]);
+                int pairs = Ts[i] > 4096 ? (b ? 1 : 2) : 5;
+                double q = 0;
+                if (!rc) rc = paired_half_ratio(st, &t, b, pairs, &q);
+                if (!rc) {
+                    st->rows[st->n_rows - 1].vs_f32 = q;
+                    fprintf(stderr, "  f32 / %s time, interleaved best of %d, T=%-6d %-8s %.2fx\n",
+                            la_dtype_name(half[h]), pairs, Ts[i], b ? "fwd+bwd" : "fwd", q);
+                }
+            }
+        }
+        tensors_free(&t);
     }
     if (st->peer.pid) bench_peer_stop(&st->peer);
     if (rc) {
@@ -580,13 +705,15 @@ int bench_attn(int argc, char **argv) {
     }
 
     if (!st->json) {
-        printf("%-44s %6s %-8s %9s %8s %9s  %6s  %6s %s\n", "spec", "T", "pass", "GFLOP/s", "seconds", "extraMiB",
-               "/sgemm", "/peak", "reps");
+        printf("%-44s %6s %-8s %-4s %9s %8s %9s  %6s  %6s %s\n", "spec", "T", "pass", "type", "GFLOP/s", "seconds",
+               "extraMiB", "/sgemm", "/peak", "reps");
         for (int i = 0; i < st->n_rows; i++) {
             const row_result *r = &st->rows[i];
-            printf("%-44s %6d %-8s %9.2f %8.3f %9.1f  %5.2fx  %5.2fx  %d\n", r->spec, r->T, r->bwd ? "fwd+bwd" : "fwd",
-                   r->gflops, r->seconds, r->extra_bytes >= 0 ? r->extra_bytes / MIB : NAN, r->vs_sgemm, r->vs_peak,
-                   r->reps);
+            printf("%-44s %6d %-8s %-4s %9.2f %8.3f %9.1f  %5.2fx  %5.2fx  %d", r->spec, r->T, r->bwd ? "fwd+bwd" : "fwd",
+                   la_dtype_name(r->dtype), r->gflops, r->seconds, r->extra_bytes >= 0 ? r->extra_bytes / MIB : NAN,
+                   r->vs_sgemm, r->vs_peak, r->reps);
+            if (r->vs_f32 > 0) printf("  (%.2fx the f32 kernel, interleaved)", r->vs_f32);
+            printf("\n");
         }
         if (peers) {
             printf("\nPyTorch%s%s on the softmax+causal rows (time / ours: > 1 means ours is faster):\n",
@@ -641,6 +768,8 @@ int bench_attn(int argc, char **argv) {
             cJSON_AddStringToObject(o, "spec", r->spec);
             cJSON_AddNumberToObject(o, "T", r->T);
             cJSON_AddStringToObject(o, "pass", r->bwd ? "fwd+bwd" : "fwd");
+            cJSON_AddStringToObject(o, "dtype", la_dtype_name(r->dtype));
+            if (r->vs_f32 > 0) cJSON_AddNumberToObject(o, "vs_f32", r->vs_f32);
             cJSON_AddNumberToObject(o, "gflops", r->gflops);
             cJSON_AddNumberToObject(o, "seconds", r->seconds);
             cJSON_AddNumberToObject(o, "extra_bytes", (double)r->extra_bytes);

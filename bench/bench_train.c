@@ -23,7 +23,9 @@
  *
  * Interleaving: R rounds; each round times `steps` of our steps, then asks the PyTorch
  * process for `steps` of its own, so both see the same machine load; tokens/s of each side
- * are over all its timed steps. */
+ * are over all its timed steps. With --precision bf16 (issue 29) each round also times
+ * `steps` of a float32 trainer of the same model and batch, so the bf16 / f32 ratio comes
+ * from the same rounds. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +49,8 @@ static void usage(FILE *f) {
         {"--steps N", "timed steps per round (default 5)"},
         {"--rounds R", "rounds of interleaved timing, ours then PyTorch's (default 3)"},
         {"--optimizer NAME", "adamw | muon (default adamw)"},
+        {"--precision P", "f32 | bf16 trainer precision (default f32); bf16 also times a float32\n"
+                          "trainer of the same model in the same rounds and reports bf16 / f32"},
         {"--study", "the default study's size: 4 layers, d_model 128, 4 heads, T 128, B 16"},
         {"--python PY", "a Python with PyTorch: also time bench/torch_train.py, the same model\n"
                         "and step in PyTorch eager (default python3; skipped when torch does\n"
@@ -144,6 +148,7 @@ int bench_train(int argc, char **argv) {
     int T = 256, B = 8, steps = 5, rounds = 3, json = 0, no_torch = 0;
     const char *py = "python3", *script_opt = NULL;
     la_optimizer opt = LA_OPT_ADAMW;
+    la_dtype prec = LA_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -162,6 +167,9 @@ int bench_train(int argc, char **argv) {
         if (!strcmp(a, "--spec")) snprintf(mc.spec, sizeof mc.spec, "%s", v);
         else if (!strcmp(a, "--python")) py = v;
         else if (!strcmp(a, "--torch-script")) script_opt = v;
+        else if (!strcmp(a, "--precision")) {
+            if (cli_precision_opt("bench train", v, &prec)) return 2;
+        }
         else if (!strcmp(a, "--optimizer")) {
             if (!strcmp(v, "muon")) opt = LA_OPT_MUON;
             else if (strcmp(v, "adamw")) { fprintf(stderr, "longattn bench train: --optimizer adamw|muon\n"); return 2; }
@@ -189,10 +197,26 @@ int bench_train(int argc, char **argv) {
     tc.T = T;
     tc.steps = steps * rounds + 1;
     tc.optimizer = opt;
+    tc.precision = prec;
     if (la_trainer_new(m, NULL, &tc, &tr) != LA_OK) {
         fprintf(stderr, "longattn bench train: %s\n", la_errmsg());
         la_model_free(m);
         return 1;
+    }
+    /* bf16: the float32 trainer of the same model, timed in the same rounds */
+    la_model *m32 = NULL;
+    la_trainer *tr32 = NULL;
+    if (prec != LA_DTYPE_F32) {
+        la_train_config t32 = tc;
+        t32.precision = LA_DTYPE_F32;
+        if (la_model_new(&mc, 1, &m32) != LA_OK || la_trainer_new(m32, NULL, &t32, &tr32) != LA_OK) {
+            fprintf(stderr, "longattn bench train: %s\n", la_errmsg());
+            la_trainer_free(tr);
+            la_model_free(m);
+            la_model_free(m32);
+            return 1;
+        }
+        if (!json) printf("%s\n", cli_precision_note(prec));
     }
     int threads = omp_get_max_threads();
 
@@ -227,6 +251,7 @@ int bench_train(int argc, char **argv) {
     size_t N = (size_t)B * T;
     int32_t *tok = malloc(N * sizeof(int32_t)), *tgt = malloc(N * sizeof(int32_t));
     double *st = malloc(sizeof(double) * steps * rounds), *pt = malloc(sizeof(double) * steps * rounds);
+    double *ft = malloc(sizeof(double) * steps * rounds); /* the float32 trainer's steps (bf16 runs) */
     la_rng r;
     la_rng_seed(&r, 7);
     for (size_t i = 0; i < N; i++) {
@@ -238,12 +263,14 @@ int bench_train(int argc, char **argv) {
     double peak0 = bench_fma_peak(threads, 0.2, NULL);
     /* one untimed step: buffers are allocated and pages touched */
     if (la_trainer_step_batch(tr, tok, tgt, B, T, &info) != LA_OK) rc = 1;
+    if (tr32 && la_trainer_step_batch(tr32, tok, tgt, B, T, &info) != LA_OK) rc = 1;
     la_model_reset_timing(m);
 #ifdef LA_PROFILE
     memset(la_prof_s, 0, sizeof la_prof_s);
     memset(la_prof_cpu, 0, sizeof la_prof_cpu);
 #endif
     double round_ratio_min = 1e300, round_ratio_max = 0, our_cpu = 0, torch_cpu = 0;
+    double f32_ratio_min = 1e300, f32_ratio_max = 0;
     for (int q = 0; q < rounds && !rc; q++) {
         double *s = st + (size_t)q * steps;
         double c0 = cpu_now();
@@ -253,6 +280,17 @@ int bench_train(int argc, char **argv) {
             s[k] = cli_now() - a;
         }
         our_cpu += cpu_now() - c0;
+        if (tr32 && !rc) {
+            double *u = ft + (size_t)q * steps;
+            for (int k = 0; k < steps && !rc; k++) {
+                double a = cli_now();
+                if (la_trainer_step_batch(tr32, tok, tgt, B, T, &info) != LA_OK) rc = 1;
+                u[k] = cli_now() - a;
+            }
+            double ratio = sum(u, steps) / sum(s, steps); /* > 1: bf16 faster */
+            if (ratio < f32_ratio_min) f32_ratio_min = ratio;
+            if (ratio > f32_ratio_max) f32_ratio_max = ratio;
+        }
         if (have_torch && !rc) {
             double *u = pt + (size_t)q * steps;
             double pc = 0;
@@ -290,6 +328,7 @@ int bench_train(int argc, char **argv) {
         double gcpu = flops * ns / our_cpu / 1e9;
         double ttps = have_torch ? (double)N * ns / sum(pt, ns) : 0;
         const char *optn = opt == LA_OPT_MUON ? "muon" : "adamw";
+        double f32_tps = tr32 ? (double)N * ns / sum(ft, ns) : 0;
         if (json) {
             printf("{\"tokens_per_s\": %.1f, \"step_s\": %.4f, \"attention_share\": %.4f, "
                    "\"matmul_share\": %.4f, \"flops_per_step\": %.0f, \"flops_matmul_per_step\": %.0f, "
@@ -298,6 +337,10 @@ int bench_train(int argc, char **argv) {
                    "\"gflops_per_cpu_s\": %.2f, \"peak_fraction_cpu\": %.4f, ",
                    tps, step_s, attn, mm, flops, fmm, fat, gflops, peak, peak > 0 ? gflops / peak : 0,
                    threads, (double)N * ns / our_cpu, gcpu, peak > 0 ? gcpu / (peak / threads) : 0);
+            if (tr32)
+                printf("\"f32\": {\"tokens_per_s\": %.1f, \"ratio\": %.4f, \"round_ratio_min\": %.4f, "
+                       "\"round_ratio_max\": %.4f}, ",
+                       f32_tps, tps / f32_tps, f32_ratio_min, f32_ratio_max);
             if (have_torch)
                 printf("\"torch\": {\"version\": \"%s\", \"attention\": \"%s\", \"threads\": %d, "
                        "\"tokens_per_s\": %.1f, \"ratio\": %.4f, \"round_ratio_min\": %.4f, "
@@ -313,12 +356,13 @@ int bench_train(int argc, char **argv) {
             }
             printf("\"config\": {\"n_layer\": %d, \"d_model\": %d, "
                    "\"n_head\": %d, \"d_ff\": %d, \"vocab\": %d, \"T\": %d, \"B\": %d, "
-                   "\"spec\": \"%s\", \"optimizer\": \"%s\", \"steps\": %d, \"rounds\": %d}}\n",
-                   c->n_layer, c->d_model, c->n_head, c->d_ff, c->vocab, T, B, c->spec, optn, steps,
-                   rounds);
+                   "\"spec\": \"%s\", \"optimizer\": \"%s\", \"precision\": \"%s\", \"steps\": %d, "
+                   "\"rounds\": %d}}\n",
+                   c->n_layer, c->d_model, c->n_head, c->d_ff, c->vocab, T, B, c->spec, optn, la_dtype_name(prec),
+                   steps, rounds);
         } else {
-            printf("train: %d layers, d_model %d, %d heads, T %d, B %d, %s, %s, %d threads\n", c->n_layer,
-                   c->d_model, c->n_head, T, B, c->spec, optn, threads);
+            printf("train: %d layers, d_model %d, %d heads, T %d, B %d, %s, %s, %s, %d threads\n", c->n_layer,
+                   c->d_model, c->n_head, T, B, c->spec, optn, la_dtype_name(prec), threads);
             printf("  %.0f tokens/s, median step %.3f s over %d steps (%d rounds); %.0f tokens per CPU-second\n",
                    tps, step_s, ns, rounds, (double)N * ns / our_cpu);
             printf("  share of step time: attention %.1f%%, matrix products %.1f%%, other %.1f%%\n",
@@ -342,6 +386,9 @@ int bench_train(int argc, char **argv) {
                    fmm * ns / la_prof_cpu[LA_PROF_MATMUL] / 1e9,
                    fat > 0 ? fat * ns / la_prof_cpu[LA_PROF_ATTN] / 1e9 : 0.0);
 #endif
+            if (tr32)
+                printf("  float32 trainer, same rounds: %.0f tokens/s; %s / f32: %.2fx tokens/s (rounds: %.2fx .. "
+                       "%.2fx)\n", f32_tps, la_dtype_name(prec), tps / f32_tps, f32_ratio_min, f32_ratio_max);
             if (have_torch) {
                 printf("  PyTorch %s eager (%s, %d threads): %.0f tokens/s; %.0f tokens per CPU-second\n",
                        pinfo.version, pinfo.attn, pinfo.threads, ttps, (double)N * ns / torch_cpu);
@@ -352,6 +399,9 @@ int bench_train(int argc, char **argv) {
     }
     free(st);
     free(pt);
+    free(ft);
+    la_trainer_free(tr32);
+    la_model_free(m32);
     free(tok);
     free(tgt);
     la_trainer_free(tr);

@@ -73,7 +73,7 @@ static void test_quick_json(void **st) {
     assert_true(cJSON_IsArray(rows));
     /* quick: per T in {128, 256}: causal fwd, sinv+prope fwd, entmax-1.5 fwd, then the same
      * three fwd+bwd; then window(64) at 1024 fwd, fwd+bwd */
-    assert_int_equal(cJSON_GetArraySize(rows), 14);
+    assert_int_equal(cJSON_GetArraySize(rows), 22);
     static const char *specs[] = {"softmax+causal", "softmax+sinv(tau=10)+prope(p=0.5)+causal",
                                   "entmax(alpha=1.5)+causal"};
     for (int i = 0; i < 14; i++) {
@@ -118,10 +118,26 @@ static void test_quick_json(void **st) {
         assert_true(fabs(vp->valuedouble - gf->valuedouble / pk->valuedouble) <= 1e-9 * vp->valuedouble);
         /* peak RSS probe: available on Linux; a few MiB at most at these sizes under ASan too */
         assert_true(xb->valuedouble >= 0 && xb->valuedouble < 256.0 * 1024 * 1024);
+        assert_string_equal(cJSON_GetObjectItem(r, "dtype")->valuestring, "f32");
+        assert_null(cJSON_GetObjectItem(r, "vs_f32"));
+    }
+    /* then per T in {128, 256}: softmax+causal with bf16 inputs fwd, fwd+bwd, then f16, each
+     * with its time against the float32 kernel (interleaved calls) */
+    for (int i = 14; i < 22; i++) {
+        cJSON *r = cJSON_GetArrayItem(rows, i);
+        int j = i - 14, Ti = j < 4 ? 128 : 256, bwd = j % 2;
+        assert_string_equal(cJSON_GetObjectItem(r, "spec")->valuestring, "softmax+causal");
+        assert_int_equal(cJSON_GetObjectItem(r, "T")->valueint, Ti);
+        assert_string_equal(cJSON_GetObjectItem(r, "pass")->valuestring, bwd ? "fwd+bwd" : "fwd");
+        assert_string_equal(cJSON_GetObjectItem(r, "dtype")->valuestring, (j % 4) < 2 ? "bf16" : "f16");
+        cJSON *vf = cJSON_GetObjectItem(r, "vs_f32");
+        assert_true(cJSON_IsNumber(vf) && vf->valuedouble > 0);
+        assert_true(cJSON_GetObjectItem(r, "pairs")->valuedouble == 8 * causal_pairs(Ti));
     }
     cJSON *tg = cJSON_GetObjectItem(root, "targets");
-    assert_true(cJSON_IsArray(tg) && cJSON_GetArraySize(tg) == 7);
-    for (int i = 0; i < 7; i++) {
+    assert_true(cJSON_IsArray(tg) && cJSON_GetArraySize(tg) == 8);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(tg, 6), "name")->valuestring, "bf16_fwd_vs_f32");
+    for (int i = 0; i < 8; i++) {
         cJSON *t = cJSON_GetArrayItem(tg, i);
         assert_true(cJSON_IsString(cJSON_GetObjectItem(t, "name")));
         assert_true(cJSON_IsBool(cJSON_GetObjectItem(t, "pass")));
@@ -174,7 +190,7 @@ static void test_quick_text(void **st) {
         rows++;
         line = next ? next + 1 : NULL;
     }
-    assert_int_equal(rows, 14);
+    assert_int_equal(rows, 22);
     free(out);
 }
 
@@ -217,6 +233,22 @@ static void test_train_json(void **st) {
     assert_int_equal(status, 0);
     assert_non_null(strstr(out, "PyTorch not measured: bench/torch_train.py implements"));
     free(out);
+    /* --precision bf16: the float32 trainer timed in the same rounds, and the ratio */
+    out = run_capture("bench train --layers 1 --d-model 32 --heads 2 --seq-len 16 --batch 2 --steps 1 "
+                      "--rounds 2 --no-torch --precision bf16 --json", &status);
+    assert_non_null(out);
+    assert_int_equal(status, 0);
+    root = cJSON_Parse(out);
+    assert_non_null(root);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "config"), "precision")->valuestring, "bf16");
+    cJSON *f32 = cJSON_GetObjectItem(root, "f32");
+    double tps = cJSON_GetObjectItem(root, "tokens_per_s")->valuedouble,
+           ftps = cJSON_GetObjectItem(f32, "tokens_per_s")->valuedouble;
+    assert_true(ftps > 0);
+    assert_float_equal(cJSON_GetObjectItem(f32, "ratio")->valuedouble, tps / ftps, 1e-3 * tps / ftps + 1e-4);
+    cJSON_Delete(root);
+    free(out);
+    assert_int_equal(run_status("bench train --precision f16"), 2);
 }
 
 int main(void) {

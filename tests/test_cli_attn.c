@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <math.h>
 
+#include "core/half.h"
 #include "core/internal.h"
 
 static char dir[64];
@@ -148,6 +149,58 @@ static void test_happy_path_matches_library(void **state) {
     expect_file_equal("dv.npy", dv, 4, ks);
     expect_file_equal("dlogn_s.npy", dls, 1, hs);
     free(q), free(k), free(v), free(g), free(out), free(lse), free(ent), free(mass), free(dq), free(dk), free(dv);
+}
+
+/* --dtype bf16 / f16: the float32 files rounded to the type (nearest even) and run through
+ * la_attn_forward_typed / la_attn_backward_typed: identical bits to the library call on the
+ * same half arrays; a bad type is a usage error naming the accepted ones. */
+static void test_dtype(void **state) {
+    (void)state;
+    const int B = 1, H = 2, Hkv = 1, T = 70, S = 70, D = 8;
+    la_rng r;
+    la_rng_seed(&r, 13);
+    size_t nq = (size_t)B * H * T * D, nk = (size_t)B * Hkv * S * D;
+    float *q = rand_arr(&r, nq), *k = rand_arr(&r, nk), *v = rand_arr(&r, nk), *g = rand_arr(&r, nq);
+    const int64_t qs[4] = {B, H, T, D}, ks[4] = {B, Hkv, S, D}, rs[3] = {B, H, T};
+    save("hq.npy", q, 4, qs), save("hk.npy", k, 4, ks), save("hv.npy", v, 4, ks), save("hg.npy", g, 4, qs);
+    uint16_t *h[4] = {malloc(2 * nq), malloc(2 * nk), malloc(2 * nk), malloc(2 * nq)};
+    float *out = malloc(4 * nq), *lse = malloc(4 * (size_t)B * H * T), *dq = malloc(4 * nq), *dk = malloc(4 * nk),
+          *dv = malloc(4 * nk);
+    la_spec sp;
+    assert_int_equal(la_spec_parse("softmax+rope+causal", &sp), LA_OK);
+    la_shape sh = {B, H, Hkv, T, S, D, LA_POS0_AUTO};
+    for (int t = 0; t < 2; t++) {
+        la_dtype dt = t ? LA_DTYPE_F16 : LA_DTYPE_BF16;
+        const float *src[4] = {q, k, v, g};
+        size_t n[4] = {nq, nk, nk, nq};
+        for (int i = 0; i < 4; i++)
+            if (t) la_cvt_f32_to_f16(h[i], src[i], n[i]);
+            else la_cvt_f32_to_bf16(h[i], src[i], n[i]);
+        char args[1024];
+        snprintf(args, sizeof args, "--spec softmax+rope+causal --q %s --k %s --v %s --out %s --dout %s --dtype %s",
+                 P("hq.npy"), P("hk.npy"), P("hv.npy"), P("ho.npy"), P("hg.npy"), la_dtype_name(dt));
+        int rc = run_attn(args);
+        if (rc != 0) fail_msg("exit %d: %s", rc, errtext);
+        la_attn_opts o = la_attn_opts_default();
+        o.n_threads = 1;
+        assert_int_equal(la_attn_forward_typed(dt, &sp, &sh, h[0], h[1], h[2], out, lse, &o), LA_OK);
+        assert_int_equal(la_attn_backward_typed(dt, &sp, &sh, h[0], h[1], h[2], out, lse, h[3], dq, dk, dv, &o),
+                         LA_OK);
+        expect_file_equal("ho.npy", out, 4, qs);
+        expect_file_equal("lse.npy", lse, 3, rs);
+        expect_file_equal("dq.npy", dq, 4, qs);
+        expect_file_equal("dk.npy", dk, 4, ks);
+        expect_file_equal("dv.npy", dv, 4, ks);
+    }
+    char args[1024];
+    snprintf(args, sizeof args, "--spec softmax --q %s --k %s --v %s --out %s --dtype int8", P("hq.npy"), P("hk.npy"),
+             P("hv.npy"), P("ho.npy"));
+    expect_fail(args, 2, "--dtype 'int8'", "f32, f16 or bf16", NULL);
+    snprintf(args, sizeof args, "--spec softmax --q %s --k %s --v %s --out %s --dtype fp8", P("hq.npy"), P("hk.npy"),
+             P("hv.npy"), P("ho.npy"));
+    expect_fail(args, 2, "--dtype 'fp8'", NULL, NULL);
+    for (int i = 0; i < 4; i++) free(h[i]);
+    free(q), free(k), free(v), free(g), free(out), free(lse), free(dq), free(dk), free(dv);
 }
 
 /* 3-D inputs mean B = 1; outputs keep the rank; default pos0 is S - T. */
@@ -299,6 +352,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_happy_path_matches_library),
         cmocka_unit_test(test_three_d_inputs),
+        cmocka_unit_test(test_dtype),
         cmocka_unit_test(test_bad_shapes),
         cmocka_unit_test(test_bad_spec_and_options),
         cmocka_unit_test(test_missing_and_bad_files),

@@ -93,6 +93,42 @@ static void test_train_and_resume(void **st) {
     assert_int_equal(csv_rows(csv), 8);
 }
 
+/* --precision bf16: the run says which path runs, the checkpoint keeps the precision and a
+ * resume continues in bf16 bitwise like an uninterrupted bf16 run (--precision is fixed by
+ * the checkpoint, as --lr is); a bad value is a usage error. */
+static void test_precision_bf16(void **st) {
+    (void)st;
+    char args[512], a[256], b[256];
+    snprintf(args, sizeof args, "--data %s/text --out %s/bf_a " SMALL " --steps 6 --precision bf16", g_dir, g_dir);
+    assert_int_equal(run(args), 0);
+    assert_true(output_has("precision bf16: emulated path"));
+    snprintf(args, sizeof args, "--data %s/text --out %s/bf_b " SMALL " --steps 3 --precision bf16", g_dir, g_dir);
+    assert_int_equal(run(args), 0);
+    snprintf(args, sizeof args, "--resume --out %s/bf_b --steps 6", g_dir);
+    assert_int_equal(run(args), 0);
+    assert_true(output_has("precision bf16"));
+    snprintf(a, sizeof a, "%s/bf_a/model.safetensors", g_dir);
+    snprintf(b, sizeof b, "%s/bf_b/model.safetensors", g_dir);
+    la_model *ma, *mb;
+    assert_int_equal(la_model_load(a, &ma), LA_OK);
+    assert_int_equal(la_model_load(b, &mb), LA_OK);
+    assert_memory_equal(la_model_params(ma), la_model_params(mb), sizeof(float) * la_model_num_params(ma));
+    /* and it is not the float32 run */
+    snprintf(args, sizeof args, "--data %s/text --out %s/f32_a " SMALL " --steps 6", g_dir, g_dir);
+    assert_int_equal(run(args), 0);
+    assert_false(output_has("precision bf16"));
+    la_model *mf;
+    snprintf(a, sizeof a, "%s/f32_a/model.safetensors", g_dir);
+    assert_int_equal(la_model_load(a, &mf), LA_OK);
+    assert_true(memcmp(la_model_params(ma), la_model_params(mf), sizeof(float) * la_model_num_params(ma)) != 0);
+    la_model_free(ma), la_model_free(mb), la_model_free(mf);
+    assert_int_equal(run("--data x --precision f16"), 2);
+    assert_true(output_has("f32 or bf16"));
+    snprintf(args, sizeof args, "--resume --out %s/bf_b --precision f32", g_dir);
+    assert_int_equal(run(args), 2);
+    assert_true(output_has("--precision cannot change"));
+}
+
 /* A run started with a relative --data path resumes from another working directory:
  * data.txt records the absolute path. */
 static void test_resume_elsewhere(void **st) {
@@ -198,6 +234,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_and_resume),
         cmocka_unit_test(test_resume_elsewhere),
+        cmocka_unit_test(test_precision_bf16),
         cmocka_unit_test(test_sigint_saves),
         cmocka_unit_test(test_bad_usage),
     };

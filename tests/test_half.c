@@ -130,6 +130,31 @@ static void test_bulk_equals_scalar(void **state) {
     free(h);
 }
 
+/* la_round_bf16 (branch-free, vectorised loop) against the scalar conversions on 2^24 bit
+ * patterns spread over every exponent (stride 257, odd: every low-16-bit tie and carry
+ * pattern occurs) plus +-0, +-inf, signalling and quiet NaNs, the largest finite float. */
+static void test_round_bf16_patterns(void **state) {
+    (void)state;
+    const size_t n = (size_t)1 << 24;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    assert_non_null(x);
+    assert_non_null(y);
+    uint32_t special[] = {0, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xffc00000u, 0x7fbfffffu,
+                          0x7f7fffffu, 0x7f7f8000u, 0x3f808000u, 0x3f818000u};
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = i < sizeof special / 4 ? special[i] : (uint32_t)(i * 257u + (i >> 13));
+        memcpy(&x[i], &u, 4);
+    }
+    memcpy(y, x, n * sizeof *x);
+    la_round_bf16(y, n);
+    for (size_t i = 0; i < n; i++)
+        if (f_bits(y[i]) != f_bits(la_bf16_to_f32_s(la_f32_to_bf16_s(x[i]))))
+            fail_msg("la_round_bf16(0x%08x) = 0x%08x, scalar 0x%08x", f_bits(x[i]), f_bits(y[i]),
+                     f_bits(la_bf16_to_f32_s(la_f32_to_bf16_s(x[i]))));
+    free(x);
+    free(y);
+}
+
 static void test_dtype_names(void **state) {
     (void)state;
     la_dtype t;
@@ -149,6 +174,7 @@ int main(void) {
         cmocka_unit_test(test_f16_decode_all),
         cmocka_unit_test(test_encode_against_reference),
         cmocka_unit_test(test_bulk_equals_scalar),
+        cmocka_unit_test(test_round_bf16_patterns),
         cmocka_unit_test(test_dtype_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

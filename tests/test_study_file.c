@@ -51,6 +51,9 @@ static void test_minimal_file_takes_defaults(void **state) {
     assert_int_equal(la_study_parse("{" MIN_OK ", \"passkey\": {\"pretrain_mix\": 0.25, \"pretrain_targets\": \"all\"}}",
                                     "mini.json", &s), LA_OK);
     assert_int_equal(s.pk_mix_all, 1);
+    assert_int_equal(s.precision, LA_DTYPE_F32); /* float32 unless asked */
+    assert_int_equal(la_study_parse("{" MIN_OK ", \"precision\": \"bf16\"}", "mini.json", &s), LA_OK);
+    assert_int_equal(s.precision, LA_DTYPE_BF16);
 }
 
 static void test_shipped_study_files_parse(void **state) {
@@ -91,6 +94,8 @@ static void expect_error(const char *text, la_status st, const char *n1, const c
 static void test_bad_files_have_clear_errors(void **state) {
     (void)state;
     expect_error("{" MIN_OK ", \"stepz\": 3}", LA_EFORMAT, "unknown key \"stepz\"", "steps", "eval_lens");
+    expect_error("{" MIN_OK ", \"precision\": \"f16\"}", LA_EFORMAT, "\"precision\"", "\"bf16\"", NULL);
+    expect_error("{" MIN_OK ", \"precision\": 16}", LA_EFORMAT, "\"precision\"", "\"f32\"", NULL);
     expect_error("{" MIN_OK ", \"model\": {\"n_layers\": 2}}", LA_EFORMAT, "\"n_layers\"", "\"model\"", "n_layer");
     expect_error("{" MIN_OK ", \"passkey\": {\"depth\": [0]}}", LA_EFORMAT, "\"depth\"", "depths", NULL);
     expect_error("{\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, "

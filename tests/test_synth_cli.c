@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,33 @@ static void test_quick_mqmtar_inline_options(void **state) {
     assert_int_equal(system(args), 0);
 }
 
+/* --precision bf16: the note on which path runs, the results' config and the resume
+ * fingerprint say bf16, and the runs differ from float32's (--quick, seconds). */
+static void test_quick_bf16(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_synth_bf16_XXXXXX", dir2[] = "/tmp/la_synth_f32_XXXXXX";
+    cJSON *root = run_synth_json("--quick --precision bf16", dir);
+    cJSON *cfg = cJSON_GetObjectItem(root, "config");
+    assert_string_equal(cJSON_GetObjectItem(cfg, "precision")->valuestring, "bf16");
+    cJSON *f32 = run_synth_json("--quick", dir2);
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(f32, "config"), "precision"));
+    double a = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "runs"), 0), "final_loss")->valuedouble;
+    double b = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(f32, "runs"), 0), "final_loss")->valuedouble;
+    assert_true(a != b && fabs(a - b) < 0.5);
+    cJSON_Delete(root);
+    cJSON_Delete(f32);
+    static char out[1 << 14];
+    char args[700];
+    /* a resume with the other precision is refused (the fingerprint differs) */
+    snprintf(args, sizeof args, "synth --quick --resume --out %s/run", dir);
+    assert_int_equal(run(args, out, sizeof out), 1);
+    assert_non_null(strstr(out, "precision"));
+    snprintf(args, sizeof args, "rm -rf %s %s", dir, dir2);
+    assert_int_equal(system(args), 0);
+    assert_int_equal(run("synth --precision f16", out, sizeof out), 2);
+    assert_non_null(strstr(out, "f32 or bf16"));
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     static char out[1 << 14];
@@ -216,6 +244,7 @@ static void test_quick_mqmtar_echo_schedule(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_quick_bf16),
         cmocka_unit_test(test_quick_run_end_to_end),
         cmocka_unit_test(test_quick_mqmtar_inline_options),
         cmocka_unit_test(test_quick_mqmtar_echo_schedule),

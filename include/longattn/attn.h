@@ -191,6 +191,25 @@ LA_API la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
                                   const float *out, const float *row_stat, const float *dout,
                                   float *dq, float *dk, float *dv, const la_attn_opts *opts);
 
+/* Reduced-precision inputs (issues 27, 29). q, k, v (and dout) are stored as dtype:
+ * LA_DTYPE_F32 (float), LA_DTYPE_F16 (IEEE binary16) or LA_DTYPE_BF16 (bfloat16), the
+ * half types as uint16_t bit patterns (numpy float16, torch.float16 / bfloat16); the products accumulate in float32, the
+ * softmax / entmax statistics (row max, sum, log-sum-exp, threshold) are float32, and out,
+ * row_stat, dq, dk, dv are float32 as in la_attn_forward / la_attn_backward, with the same
+ * shapes, options and errors (every normaliser, pattern and encoding). Every f16 and bf16
+ * value is exact in float32, so the result is bitwise la_attn_forward's (backward's) on the
+ * inputs converted to float32: this build converts them once per call into a second arena
+ * of the workspace (4 bytes per element of q, k, v, dout; grown once, reused like the rest)
+ * and runs the float32 tile products. LA_DTYPE_F32 is exactly la_attn_forward. Errors
+ * beyond la_attn_forward's: LA_EINVAL for LA_DTYPE_I8 or a value outside la_dtype. */
+LA_API la_status la_attn_forward_typed(la_dtype dtype, const la_spec *spec, const la_shape *shape,
+                                       const void *q, const void *k, const void *v,
+                                       float *out, float *row_stat, const la_attn_opts *opts);
+LA_API la_status la_attn_backward_typed(la_dtype dtype, const la_spec *spec, const la_shape *shape,
+                                        const void *q, const void *k, const void *v,
+                                        const float *out, const float *row_stat, const void *dout,
+                                        float *dq, float *dk, float *dv, const la_attn_opts *opts);
+
 /* ======================================================================== */
 /* Position encodings (SPEC 3)                                              */
 /* ======================================================================== */

@@ -165,6 +165,9 @@ typedef struct {
     int pk_mix_all;            /* "passkey": {"pretrain_targets": "all"}: the passkey rows of pre-training
                                   are scored on every byte (needle, question, answer) instead of the
                                   answer digits only ("answer", the default: 0) */
+    la_dtype precision;        /* "precision": "f32" (default) or "bf16": the trainer's precision
+                                  (la_train_config.precision) for pre-training and fine-tuning;
+                                  evaluations run the same model precision */
 } la_study;
 
 /* Parse study-file text. where names the source in messages (a file name). Every key is
@@ -544,6 +547,7 @@ typedef struct {
     int seeds;           /* runs per task x spec, with seeds seed, seed+1, ... (1..LA_SYNTH_MAX_SEEDS);
                             above 1 the tables add, per task x spec, how many seeds learned the
                             task (exact match >= 0.5 at 1x) and the mean +- std over those */
+    la_dtype precision;  /* LA_DTYPE_F32 (default) or LA_DTYPE_BF16 (la_train_config.precision) */
 } la_synth_opts;
 
 #define LA_SYNTH_MAX_SEEDS 16

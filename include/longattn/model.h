@@ -167,6 +167,21 @@ LA_API la_status la_model_diagnose_rows(la_model *m, const int32_t *tokens, int 
  * means the OpenMP default. Calls with under ~2M multiply-adds always use one thread.
  * la_trainer_new applies la_train_config.n_threads when it is > 0. */
 LA_API void la_model_set_threads(la_model *m, int n_threads);
+/* Precision of the model's matrix products and attention inputs (issue 29): LA_DTYPE_F32
+ * (default) or LA_DTYPE_BF16. bf16: every operand of a forward and backward matrix product
+ * (activations, weights, output gradients) is rounded to bf16 (nearest even) and the
+ * products accumulate in float32; the fused attention reads bf16-rounded q, k, v and dO
+ * (bitwise la_attn_forward_typed / la_attn_backward_typed with LA_DTYPE_BF16) and keeps
+ * float32 statistics. Parameters, gradients, embeddings, norms, softmax / entmax thresholds
+ * and the loss stay float32 (the optimiser updates float32 master weights). Generation
+ * through a KV cache (la_model_forward_cached) keeps float32 attention inputs. This build
+ * has one bf16 path on every CPU: operands rounded in float32 arrays and Debian OpenBLAS's
+ * float32 sgemm (exact: a product of two bf16 values is exact in float32), slower than
+ * float32 (la_cpu_features says whether the CPU has AVX512-BF16; no native bf16 GEMM is
+ * used even then). Not saved with the model. Errors: LA_EINVAL (NULL, another type),
+ * LA_ENOMEM (the operand copies: about the largest product's operands). */
+LA_API la_status la_model_set_precision(la_model *m, la_dtype precision);
+LA_API la_dtype la_model_get_precision(const la_model *m);
 
 /* Hand back every activation buffer (they are reallocated on the next forward). */
 LA_API void la_model_release_buffers(la_model *m);

@@ -115,6 +115,10 @@ typedef struct {
     char ckpt_path[1024]; /* la_trainer_run: checkpoint path ("" = none), see la_trainer_save */
     char csv_path[1024];  /* la_trainer_run: CSV log ("" = none): step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s */
     int n_threads;        /* attention threads of the model (la_model_set_threads); 0: leave as is */
+    la_dtype precision;   /* LA_DTYPE_F32 (default) or LA_DTYPE_BF16: matrix products and attention
+                             inputs in bf16 with float32 accumulation, float32 master weights,
+                             gradients and optimizer state (la_model_set_precision, applied by
+                             la_trainer_new) */
 } la_train_config;
 
 LA_API la_train_config la_train_config_default(void);

@@ -96,6 +96,14 @@ la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
                            const float *q, const float *k, const float *v,
                            const float *out, const float *row_stat, const float *dout,
                            float *dq, float *dk, float *dv, const la_attn_opts *opts);
+typedef enum { LA_DTYPE_F32 = 0, LA_DTYPE_F16 = 1, LA_DTYPE_BF16 = 2, LA_DTYPE_I8 = 3 } la_dtype;
+la_status la_attn_forward_typed(la_dtype dtype, const la_spec *spec, const la_shape *shape,
+                                const void *q, const void *k, const void *v,
+                                float *out, float *row_stat, const la_attn_opts *opts);
+la_status la_attn_backward_typed(la_dtype dtype, const la_spec *spec, const la_shape *shape,
+                                 const void *q, const void *k, const void *v,
+                                 const float *out, const float *row_stat, const void *dout,
+                                 float *dq, float *dk, float *dv, const la_attn_opts *opts);
 
 la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, double *omega);
 la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64_t *pos,

@@ -163,6 +163,46 @@ def _fptr(a):
     return ffi.cast("float *", a.ctypes.data)
 
 
+# element types of q, k, v (and dout): name -> (la_dtype, numpy storage dtype)
+_DTYPES = {"f32": ("LA_DTYPE_F32", np.float32), "f16": ("LA_DTYPE_F16", np.float16),
+           "bf16": ("LA_DTYPE_BF16", np.uint16)}
+
+
+def _input(name, a, dtype, ndim=None):
+    """q, k, v or dout of a typed call, C-contiguous, stored as dtype ("f32": float32,
+    "f16": float16, "bf16": uint16 bfloat16 bit patterns; numpy has no bfloat16)."""
+    if dtype == "f32":
+        return _f32(name, a, ndim)
+    want = _DTYPES[dtype][1]
+    if not isinstance(a, np.ndarray) or a.dtype != want:
+        got = a.dtype if isinstance(a, np.ndarray) else type(a).__name__
+        raise TypeError(f"{name} has dtype {got}; with dtype={dtype!r} q, k, v (and dout) must be "
+                        f"{np.dtype(want).name} arrays" +
+                        (" holding bfloat16 bit patterns (e.g. torch_tensor.view(torch.int16).numpy()"
+                         ".view(numpy.uint16))" if dtype == "bf16" else ""))
+    if ndim is not None and a.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {a.shape}")
+    return np.ascontiguousarray(a)
+
+
+def _resolve_dtype(q, dtype):
+    """The element type of a call: dtype when given ("f32", "f16", "bf16"), else q's numpy
+    dtype (float32 -> "f32", float16 -> "f16"; uint16 needs dtype="bf16" spelled out)."""
+    if dtype is not None:
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype {dtype!r} is not an attention input type; use 'f32', 'f16' or 'bf16'")
+        return dtype
+    if isinstance(q, np.ndarray) and q.dtype == np.float16:
+        return "f16"
+    if isinstance(q, np.ndarray) and q.dtype == np.uint16:
+        raise TypeError("q is uint16: pass dtype='bf16' if it holds bfloat16 bit patterns")
+    return "f32"
+
+
+def _vptr(a):
+    return ffi.cast("void *", a.ctypes.data)
+
+
 def _out(name, a, shape):
     """A caller-given output array: float32, C-contiguous, writable, of exactly shape."""
     if a is None:
@@ -179,11 +219,13 @@ def _out(name, a, shape):
 class _Call:
     """Arguments of one la_attn_forward / la_attn_backward call, checked and laid out."""
 
-    def __init__(self, q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads):
+    def __init__(self, q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads, dtype=None):
         self.spec = as_spec(spec)
-        self.q = _f32("q", q, 4)
-        self.k = _f32("k", k, 4)
-        self.v = _f32("v", v, 4)
+        self.dtype = _resolve_dtype(q, dtype)
+        self.la_dtype = getattr(lib, _DTYPES[self.dtype][0])
+        self.q = _input("q", q, self.dtype, 4)
+        self.k = _input("k", k, self.dtype, 4)
+        self.v = _input("v", v, self.dtype, 4)
         B, H, T, D = self.q.shape
         Bk, Hkv, S, Dk = self.k.shape
         if self.k.shape != self.v.shape:
@@ -230,7 +272,7 @@ class _Call:
 
 
 def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=None,
-              as_beta=None, as_gamma=None, stats=(), threads=None, out=None):
+              as_beta=None, as_gamma=None, stats=(), threads=None, out=None, dtype=None):
     """Fused attention forward (la_attn_forward) on NumPy arrays.
 
     q: (B, H, T, D) float32; k, v: (B, Hkv, S, D) float32 with H % Hkv == 0 (grouped-query
@@ -247,6 +289,10 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
     runs; attention stays inside each document). logn_s: (H) per-head s_h of the logn
     transform. as_beta, as_gamma: (B, H, T) ASEntmax scale parameters (required for asentmax).
     threads: OpenMP threads (None: the OpenMP default).
+    dtype: element type of q, k, v -- None: from q (float32 or float16), or "f32", "f16",
+    "bf16" (uint16 arrays of bfloat16 bit patterns). f16 / bf16 inputs run
+    la_attn_forward_typed: float32 accumulation and statistics, float32 outputs, bitwise the
+    float32 kernel on the inputs converted to float32.
     stats: names of extra outputs, any of "lse" (softmax log-sum-exp), "tau" (entmax-family
     threshold), "row_stat" (whichever the normaliser keeps), "row_entropy" (B, H, T),
     "key_mass" (B, H, S), "row_support" (B, H, T).
@@ -254,7 +300,7 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
     Returns out, or (out, {name: array}) when stats is non-empty. Rows with no visible key
     give out = 0 and lse/tau = -inf. The GIL is released during the computation. Errors:
     Error (a ValueError) with the library's message; MemoryError."""
-    c = _Call(q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads)
+    c = _Call(q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads, dtype)
     if isinstance(stats, str):
         stats = (stats,)
     known = ("lse", "tau", "row_stat", "row_entropy", "key_mass", "row_support")
@@ -275,8 +321,8 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
         if name in stats:
             extra[name] = np.empty(shp, dtype=np.float32)
             setattr(c.o, name, _fptr(extra[name]))
-    st = lib.la_attn_forward(c.spec._c, c.sh, _fptr(c.q), _fptr(c.k), _fptr(c.v), _fptr(o),
-                             _fptr(row_stat), c.o)
+    st = lib.la_attn_forward_typed(c.la_dtype, c.spec._c, c.sh, _vptr(c.q), _vptr(c.k), _vptr(c.v),
+                                   _fptr(o), _fptr(row_stat), c.o)
     _check(st, "la_attn_forward")
     if not stats:
         return o
@@ -287,25 +333,28 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
 
 
 def attention_forward(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=None,
-                      as_beta=None, as_gamma=None, threads=None, out=None):
+                      as_beta=None, as_gamma=None, threads=None, out=None, dtype=None):
     """attention() returning (out, row_stat): the two arrays attention_backward needs."""
     o, st = attention(q, k, v, spec, pos0=pos0, doc_ids=doc_ids, logn_s=logn_s, as_beta=as_beta,
-                      as_gamma=as_gamma, stats=("row_stat",), threads=threads, out=out)
+                      as_gamma=as_gamma, stats=("row_stat",), threads=threads, out=out, dtype=dtype)
     return o, st["row_stat"]
 
 
 def attention_backward(q, k, v, out, row_stat, dout, spec=DEFAULT_SPEC, *, pos0=None,
-                       doc_ids=None, logn_s=None, as_beta=None, as_gamma=None, threads=None):
+                       doc_ids=None, logn_s=None, as_beta=None, as_gamma=None, threads=None,
+                       dtype=None):
     """Backward of attention (la_attn_backward) from the forward's out and row_stat.
 
     dout: (B, H, T, D). Returns a dict with dq (B, H, T, D), dk, dv (B, Hkv, S, D), and
     dlogn_s (H) for the logn transform, das_beta, das_gamma (B, H, T) for asentmax. The
-    other arguments must be those of the forward call. Memory and errors as attention()."""
-    c = _Call(q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads)
+    other arguments must be those of the forward call. Memory and errors as attention().
+    With f16 / bf16 inputs (dtype as in attention()) dout has their type too; the gradients
+    are float32."""
+    c = _Call(q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads, dtype)
     B, H, T, D = c.shape4
     out = _f32("out", out)
     row_stat = _f32("row_stat", row_stat)
-    dout = _f32("dout", dout)
+    dout = _input("dout", dout, c.dtype)
     if out.shape != c.shape4 or dout.shape != c.shape4:
         raise ValueError(f"out and dout must have the shape of q {c.shape4}; got {out.shape}, {dout.shape}")
     if row_stat.shape != (B, H, T):
@@ -319,8 +368,8 @@ def attention_backward(q, k, v, out, row_stat, dout, spec=DEFAULT_SPEC, *, pos0=
         for name in ("das_beta", "das_gamma"):
             res[name] = np.zeros((B, H, T), np.float32)
             setattr(c.o, name, _fptr(res[name]))
-    st = lib.la_attn_backward(c.spec._c, c.sh, _fptr(c.q), _fptr(c.k), _fptr(c.v), _fptr(out),
-                              _fptr(row_stat), _fptr(dout), _fptr(res["dq"]), _fptr(res["dk"]),
-                              _fptr(res["dv"]), c.o)
+    st = lib.la_attn_backward_typed(c.la_dtype, c.spec._c, c.sh, _vptr(c.q), _vptr(c.k), _vptr(c.v),
+                                    _fptr(out), _fptr(row_stat), _vptr(dout), _fptr(res["dq"]),
+                                    _fptr(res["dk"]), _fptr(res["dv"]), c.o)
     _check(st, "la_attn_backward")
     return res

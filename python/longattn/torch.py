@@ -15,6 +15,7 @@ support. HAS_CUSTOM_OP says which.
 import math
 from typing import Optional, Tuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -27,24 +28,36 @@ HAS_CUSTOM_OP = hasattr(torch, "library") and hasattr(torch.library, "custom_op"
 _POS0_AUTO = int(lib.LA_POS0_AUTO)
 
 
-def _check_tensor(name, t, ndim=None):
+_HALF = {torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+def _check_tensor(name, t, ndim=None, half_ok=False):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
     if t.device.type != "cpu":
         raise ValueError(f"longattn runs on the CPU: {name} is on {t.device}; move it with "
                          f"{name}.cpu() (or use torch's own attention on that device)")
-    if t.dtype != torch.float32:
-        raise TypeError(f"{name} has dtype {t.dtype}; longattn computes in float32: pass "
-                        f"{name}.float()")
+    if t.dtype != torch.float32 and not (half_ok and t.dtype in _HALF):
+        raise TypeError(f"{name} has dtype {t.dtype}; longattn takes " +
+                        ("float32, float16 or bfloat16" if half_ok else "float32") +
+                        f" here: pass {name}.float()")
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
 
 
 def _np(t):
-    """A float32 NumPy view of a tensor (contiguous copy when strided); no autograd."""
+    """A NumPy view of a tensor (contiguous copy when strided); no autograd. bfloat16 comes
+    out as uint16 bit patterns (numpy has no bfloat16), float16 as float16."""
     if t is None:
         return None
-    return t.detach().contiguous().numpy()
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def _dt(t):
+    return _HALF.get(t.dtype, "f32")
 
 
 def _fwd_impl(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
@@ -52,20 +65,23 @@ def _fwd_impl(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
         _np(q), _np(k), _np(v), spec, pos0=None if pos0 == _POS0_AUTO else pos0,
         doc_ids=None if doc_ids is None else doc_ids.detach().contiguous().numpy(),
         logn_s=_np(logn_s), as_beta=_np(as_beta), as_gamma=_np(as_gamma),
-        threads=threads or torch.get_num_threads())
+        threads=threads or torch.get_num_threads(), dtype=_dt(q))
     return torch.from_numpy(out), torch.from_numpy(row_stat)
 
 
 def _bwd_impl(q, k, v, out, row_stat, dout, logn_s, as_beta, as_gamma, doc_ids, spec, pos0,
               threads):
+    # half inputs: dO is read in their type too (rounded, as autocast stores it), and the
+    # float32 gradients are handed back in the inputs' type, as autograd expects
     g = _core.attention_backward(
-        _np(q), _np(k), _np(v), _np(out), _np(row_stat), _np(dout), spec,
+        _np(q), _np(k), _np(v), _np(out), _np(row_stat), _np(dout.to(q.dtype)), spec,
         pos0=None if pos0 == _POS0_AUTO else pos0,
         doc_ids=None if doc_ids is None else doc_ids.detach().contiguous().numpy(),
         logn_s=_np(logn_s), as_beta=_np(as_beta), as_gamma=_np(as_gamma),
-        threads=threads or torch.get_num_threads())
+        threads=threads or torch.get_num_threads(), dtype=_dt(q))
     H = q.shape[1]
-    return (torch.from_numpy(g["dq"]), torch.from_numpy(g["dk"]), torch.from_numpy(g["dv"]),
+    return (torch.from_numpy(g["dq"]).to(q.dtype), torch.from_numpy(g["dk"]).to(k.dtype),
+            torch.from_numpy(g["dv"]).to(v.dtype),
             torch.from_numpy(g["dlogn_s"]) if "dlogn_s" in g else torch.zeros(H),
             torch.from_numpy(g["das_beta"]) if "das_beta" in g else torch.zeros(0),
             torch.from_numpy(g["das_gamma"]) if "das_gamma" in g else torch.zeros(0))
@@ -106,8 +122,10 @@ if HAS_CUSTOM_OP:  # PyTorch >= 2.4: opaque custom ops that torch.compile can tr
 
     @_op_fwd.register_fake
     def _(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
-        # the kernel's outputs are contiguous whatever the inputs' strides
-        return q.new_empty(q.shape), q.new_empty(q.shape[:3])
+        # the kernel's outputs are contiguous whatever the inputs' strides, and float32
+        # whatever the inputs' type
+        return (q.new_empty(q.shape, dtype=torch.float32),
+                q.new_empty(q.shape[:3], dtype=torch.float32))
 
     @torch.library.custom_op("longattn::attention_bwd", mutates_args=())
     def _op_bwd(q: Tensor, k: Tensor, v: Tensor, out: Tensor, row_stat: Tensor, dout: Tensor,
@@ -119,10 +137,11 @@ if HAS_CUSTOM_OP:  # PyTorch >= 2.4: opaque custom ops that torch.compile can tr
 
     @_op_bwd.register_fake
     def _(q, k, v, out, row_stat, dout, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
+        f32 = torch.float32
         return (q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape),
-                q.new_empty((q.shape[1],)),
-                q.new_empty(as_beta.shape) if as_beta is not None else q.new_empty((0,)),
-                q.new_empty(as_gamma.shape) if as_gamma is not None else q.new_empty((0,)))
+                q.new_empty((q.shape[1],), dtype=f32),
+                q.new_empty(as_beta.shape, dtype=f32) if as_beta is not None else q.new_empty((0,), dtype=f32),
+                q.new_empty(as_gamma.shape, dtype=f32) if as_gamma is not None else q.new_empty((0,), dtype=f32))
 
     def _setup_context(ctx, inputs, output):
         q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads = inputs
@@ -144,16 +163,21 @@ if HAS_CUSTOM_OP:  # PyTorch >= 2.4: opaque custom ops that torch.compile can tr
 
 def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=None,
               as_beta=None, as_gamma=None, threads=None):
-    """Differentiable fused attention on CPU float32 tensors.
+    """Differentiable fused attention on CPU float32, float16 or bfloat16 tensors.
 
     q: (B, H, T, D); k, v: (B, Hkv, S, D) (the layout of scaled_dot_product_attention, with
     grouped-query heads allowed). Query i sits at position pos0 + i (default S - T). logn_s
     (H) and as_beta / as_gamma (B, H, T) receive gradients when they require them. doc_ids:
     (B, S) integer tensor. threads: OpenMP threads (default torch.get_num_threads()).
-    Strided inputs are copied to contiguous memory; contiguous ones are read in place."""
+    Strided inputs are copied to contiguous memory; contiguous ones are read in place.
+    float16 / bfloat16 q, k, v (all three of one type) run la_attn_forward_typed: float32
+    accumulation and statistics; the output is float32, the gradients of q, k, v come back
+    in their type (computed in float32 from dO rounded to that type)."""
     spec_text = as_spec(spec).format()
     for name, t in (("q", q), ("k", k), ("v", v)):
-        _check_tensor(name, t, 4)
+        _check_tensor(name, t, 4, half_ok=True)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must have one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
     for name, t in (("logn_s", logn_s), ("as_beta", as_beta), ("as_gamma", as_gamma)):
         if t is not None:
             _check_tensor(name, t)

@@ -47,6 +47,10 @@ struct la_workspace {
     int rope_D;
     int64_t rope_n;      /* 0: no valid table */
     size_t grows;        /* how many times the arena or the table was (re)allocated (tests) */
+    /* Second arena, for the float32 copies of reduced-precision inputs (attn_half.c): the
+     * float32 kernel carves the first arena after the conversion, so they cannot share. */
+    void *cvt_base;
+    size_t cvt_cap;
 };
 
 /* One request of a carve: *dst receives a 64-byte aligned block of `bytes` bytes. */
@@ -58,6 +62,8 @@ typedef struct {
 /* Grow ws (never shrink) to hold every request, then hand out the blocks. Contents are
  * undefined. Errors: LA_ENOMEM. */
 la_status la_ws_carve(la_workspace *ws, la_ws_req *reqs, int n);
+/* The same on the conversion arena (cvt_base), independent of la_ws_carve's blocks. */
+la_status la_ws_carve_cvt(la_workspace *ws, la_ws_req *reqs, int n);
 /* Bytes currently held by ws (for benchmarks: the kernel's extra memory). */
 size_t la_workspace_capacity(const la_workspace *ws);
 /* The cos/sin table (n, D) of key positions 0..n-1 for frequencies omega (D/2), reused

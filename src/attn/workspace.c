@@ -14,11 +14,12 @@ void la_workspace_free(la_workspace *ws) {
     free(ws->base);
     free(ws->rope);
     free(ws->rope_omega);
+    free(ws->cvt_base);
     free(ws);
 }
 
 size_t la_workspace_capacity(const la_workspace *ws) {
-    return ws ? ws->cap + ws->rope_cap * sizeof(float) : 0;
+    return ws ? ws->cap + ws->cvt_cap + ws->rope_cap * sizeof(float) : 0;
 }
 
 la_status la_ws_rope_table(la_workspace *ws, const double *omega, int D, int64_t n, int nthreads,
@@ -58,23 +59,32 @@ la_status la_ws_rope_table(la_workspace *ws, const double *omega, int D, int64_t
     return LA_OK;
 }
 
-la_status la_ws_carve(la_workspace *ws, la_ws_req *reqs, int n) {
+/* Grow the arena (*base, *cap) to hold every request, then hand out the blocks. */
+static la_status carve(la_workspace *ws, void **base, size_t *cap, la_ws_req *reqs, int n) {
     size_t total = 0;
     for (int i = 0; i < n; i++) total += (reqs[i].bytes + 63) & ~(size_t)63;
     if (total == 0) total = 64;
-    if (total > ws->cap) {
+    if (total > *cap) {
         void *p = la_aligned_alloc(64, total);
         if (!p)
             return la_fail(LA_ENOMEM, "attention workspace: cannot allocate %zu bytes", total);
-        free(ws->base);
-        ws->base = p;
-        ws->cap = total;
+        free(*base);
+        *base = p;
+        *cap = total;
         ws->grows++;
     }
-    char *at = ws->base;
+    char *at = *base;
     for (int i = 0; i < n; i++) {
         *reqs[i].dst = reqs[i].bytes ? at : NULL;
         at += (reqs[i].bytes + 63) & ~(size_t)63;
     }
     return LA_OK;
+}
+
+la_status la_ws_carve(la_workspace *ws, la_ws_req *reqs, int n) {
+    return carve(ws, &ws->base, &ws->cap, reqs, n);
+}
+
+la_status la_ws_carve_cvt(la_workspace *ws, la_ws_req *reqs, int n) {
+    return carve(ws, &ws->cvt_base, &ws->cvt_cap, reqs, n);
 }

@@ -3,7 +3,7 @@
  *
  *   longattn attn --spec SPEC --q q.npy --k k.npy --v v.npy --out out.npy
  *                 [--dout dout.npy] [--pos0 N] [--doc-ids docs.npy] [--logn-s s.npy]
- *                 [--stats] [--threads N]
+ *                 [--stats] [--threads N] [--dtype f32|f16|bf16]
  *
  * Writes out.npy (at --out) and lse.npy (row statistic) in the folder of --out; with
  * --dout also dq.npy, dk.npy, dv.npy (and dlogn_s.npy for logn) there; with --stats
@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/half.h"
 #include "longattn.h"
 
 #define CMD "attn"
@@ -39,12 +40,16 @@ static void usage(FILE *f) {
         {"--logn-s FILE", "per-head s_h of logn, shape (H,)"},
         {"--stats", "also write entropy.npy (row entropy, nats) and key_mass.npy (B, H, S)"},
         {"--threads N", "OpenMP threads (default: OpenMP's choice)"},
+        {"--dtype T", "element type of q, k, v (and dout) in the kernel: f32 (default), f16 or\n"
+                      "bf16. The .npy files stay float32 and are rounded to T (nearest even),\n"
+                      "as if stored in it; products accumulate in float32, and out, lse and\n"
+                      "the gradients are float32 (la_attn_forward_typed)"},
         {NULL, NULL},
     };
     cli_help(f,
              "longattn attn --spec SPEC --q q.npy --k k.npy --v v.npy --out out.npy\n"
              "              [--dout dout.npy] [--pos0 N] [--doc-ids docs.npy]\n"
-             "              [--logn-s s.npy] [--stats] [--threads N]",
+             "              [--logn-s s.npy] [--stats] [--threads N] [--dtype T]",
              "Runs the fused attention kernel on float32 .npy files (np.save(path, x.astype(np.float32))).\n"
              "Every option also takes the form --opt=VALUE.",
              opts, "Exit status: 0 ok, 1 runtime error (files), 2 bad usage (options, spec).");
@@ -106,7 +111,7 @@ static int shape_fail(const char *fmt, ...) {
 
 int cli_attn(int argc, char **argv) {
     const char *spec_s = NULL, *qp = NULL, *kp = NULL, *vp = NULL, *outp = NULL, *doutp = NULL, *docp = NULL,
-               *lognp = NULL, *pos0_s = NULL, *thr_s = NULL;
+               *lognp = NULL, *pos0_s = NULL, *thr_s = NULL, *dtype_s = NULL;
     int stats = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -119,8 +124,8 @@ int cli_attn(int argc, char **argv) {
             continue;
         }
         static const char *names[] = {"--spec", "--q", "--k", "--v", "--out", "--dout", "--doc-ids", "--logn-s",
-                                      "--pos0", "--threads"};
-        const char **slots[] = {&spec_s, &qp, &kp, &vp, &outp, &doutp, &docp, &lognp, &pos0_s, &thr_s};
+                                      "--pos0", "--threads", "--dtype"};
+        const char **slots[] = {&spec_s, &qp, &kp, &vp, &outp, &doutp, &docp, &lognp, &pos0_s, &thr_s, &dtype_s};
         int hit = -1;
         const char *val = NULL;
         for (int n = 0; n < (int)(sizeof names / sizeof names[0]); n++) {
@@ -135,7 +140,7 @@ int cli_attn(int argc, char **argv) {
         }
         if (hit < 0)
             return cli_usage_error(CMD, "unknown option '%s'; valid: --spec --q --k --v --out --dout --pos0 "
-                                        "--doc-ids --logn-s --stats --threads --help",
+                                        "--doc-ids --logn-s --stats --threads --dtype --help",
                                    a);
         if (*slots[hit]) return cli_usage_error(CMD, "option %s given twice", names[hit]);
         *slots[hit] = val;
@@ -151,11 +156,16 @@ int cli_attn(int argc, char **argv) {
         return cli_usage_error(CMD, "--pos0 '%s' is not an integer", pos0_s);
     if (thr_s && cli_parse_int(thr_s, 1, 4096, &nthreads))
         return cli_usage_error(CMD, "--threads '%s' is not an integer in 1..4096", thr_s);
+    la_dtype dtype = LA_DTYPE_F32;
+    if (dtype_s && (la_dtype_parse(dtype_s, &dtype) != LA_OK || dtype == LA_DTYPE_I8))
+        return cli_usage_error(CMD, "--dtype '%s' is not an attention input type; use f32, f16 or bf16", dtype_s);
 
     int rc = 1;
     npy_t q = {0}, k = {0}, v = {0}, dout = {0}, docs = {0}, ls = {0};
     float *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *ent = NULL, *mass = NULL, *dls = NULL;
     int32_t *doc_ids = NULL;
+    uint16_t *hx[4] = {NULL, NULL, NULL, NULL}; /* q, k, v, dout in the --dtype type */
+    const void *in[4];
     char sq[128], sk[128], sv[128], sx[128];
     if (load(&q, qp, "--q") || load(&k, kp, "--k") || load(&v, vp, "--v")) goto done;
     if (doutp && load(&dout, doutp, "--dout")) goto done;
@@ -265,8 +275,20 @@ int cli_attn(int argc, char **argv) {
         opts.row_entropy = ent;
         opts.key_mass = mass;
     }
+    in[0] = q.data, in[1] = k.data, in[2] = v.data, in[3] = dout.data;
+    if (dtype != LA_DTYPE_F32) {
+        const npy_t *src[4] = {&q, &k, &v, &dout};
+        size_t n[4] = {nq, nk, nk, doutp ? nq : 0};
+        for (int t = 0; t < 4; t++) {
+            if (!n[t]) continue;
+            if (!(hx[t] = malloc(sizeof(uint16_t) * n[t]))) goto oom;
+            if (dtype == LA_DTYPE_BF16) la_cvt_f32_to_bf16(hx[t], src[t]->data, n[t]);
+            else la_cvt_f32_to_f16(hx[t], src[t]->data, n[t]);
+            in[t] = hx[t];
+        }
+    }
     opts.ws = la_workspace_new();
-    la_status st = la_attn_forward(&spec, &shape, q.data, k.data, v.data, out, lse, &opts);
+    la_status st = la_attn_forward_typed(dtype, &spec, &shape, in[0], in[1], in[2], out, lse, &opts);
     if (st != LA_OK) {
         la_workspace_free(opts.ws);
         rc = shape_fail("attention forward failed (%s): %s", la_status_name(st), la_errmsg());
@@ -283,7 +305,7 @@ int cli_attn(int argc, char **argv) {
         }
         opts.row_entropy = opts.key_mass = NULL;
         opts.dlogn_s = spec.xform == LA_XF_LOGN ? dls : NULL;
-        st = la_attn_backward(&spec, &shape, q.data, k.data, v.data, out, lse, dout.data, dq, dk, dv, &opts);
+        st = la_attn_backward_typed(dtype, &spec, &shape, in[0], in[1], in[2], out, lse, in[3], dq, dk, dv, &opts);
         if (st != LA_OK) {
             la_workspace_free(opts.ws);
             rc = shape_fail("attention backward failed (%s): %s", la_status_name(st), la_errmsg());
@@ -325,6 +347,7 @@ oom:
     rc = 1;
 done:
     free(q.data), free(k.data), free(v.data), free(dout.data), free(docs.data), free(ls.data);
+    for (int t = 0; t < 4; t++) free(hx[t]);
     free(out), free(lse), free(dq), free(dk), free(dv), free(ent), free(mass), free(dls), free(doc_ids);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "longattn.h"
+#include "longattn/core.h"
 
 typedef int (*la_cli_fn)(int argc, char **argv);
 
@@ -58,6 +59,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * 0 on success (*out set), -1 otherwise (*out untouched); they print nothing. */
 int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int cli_parse_num(const char *s, double lo, double hi, double *out);
+/* Training precision option (--precision f32|bf16): 0 and *out set, else cli_usage_error's 2. */
+int cli_precision_opt(const char *cmd, const char *val, la_dtype *out);
+/* One line saying which bf16 path runs on this CPU and what it costs (issue 29); "" for f32. */
+const char *cli_precision_note(la_dtype p);
 /* The same for the value S of option OPT, reporting a bad value as a usage error naming the
  * option and the range ("--top-p expects a number in [1e-09, 1], got 'x'"): 0 on success,
  * else cli_usage_error's 2. */

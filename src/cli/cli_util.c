@@ -119,3 +119,21 @@ int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtyp
     }
     return 0;
 }
+
+int cli_precision_opt(const char *cmd, const char *val, la_dtype *out) {
+    la_dtype t;
+    if (la_dtype_parse(val, &t) != LA_OK || (t != LA_DTYPE_F32 && t != LA_DTYPE_BF16))
+        return cli_usage_error(cmd, "--precision must be f32 or bf16, got '%s'", val);
+    *out = t;
+    return 0;
+}
+
+const char *cli_precision_note(la_dtype p) {
+    if (p != LA_DTYPE_BF16) return "";
+    /* the features string is "portable (LA_PORTABLE=1)" when forced, else a list */
+    return strstr(la_cpu_features(), "avx512bf16")
+               ? "precision bf16: emulated path (operands rounded to bf16, float32 OpenBLAS sgemm and attention "
+                 "tiles; this CPU has AVX512-BF16 but this build has no bf16 GEMM backend), slower than f32"
+               : "precision bf16: emulated path (operands rounded to bf16, float32 OpenBLAS sgemm and attention "
+                 "tiles; this CPU has no AVX512-BF16 bf16 dot product), slower than f32";
+}

@@ -184,6 +184,7 @@ int cli_study(int argc, char **argv) {
             fprintf(stderr, " per rank, %d ranks (MPI): variants split by estimated cost; rank 0 shows its own "
                     "progress and writes the results", la_dist_size());
         fprintf(stderr, ")\n");
+        if (st.precision != LA_DTYPE_F32) fprintf(stderr, "  %s\n", cli_precision_note(st.precision));
     }
 
     progress_state ps = {isatty(2), NULL, -1, 0};

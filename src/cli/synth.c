@@ -38,6 +38,8 @@ static void usage(FILE *f) {
         {"--warmup N", "linear warm-up steps (default 30)"},
         {"--optimizer NAME", "adamw | muon (Muon on the hidden matrices, default adamw)"},
         {"--muon-lr X", "Muon peak learning rate, cosine to X/10 (default 0.02)"},
+        {"--precision P", "f32 | bf16: bf16 matrix products and attention inputs with float32\n"
+                          "accumulation and master weights (default f32; docs/training.md)"},
         {"--layers N", "model layers (default 2)"},
         {"--heads H", "attention heads (default 8)"},
         {"--d-model C", "model width (default 64)"},
@@ -159,6 +161,9 @@ static int parse_args(int argc, char **argv, la_synth_opts *o) {
             if (!strcmp(v, "adamw")) o->optimizer = LA_OPT_ADAMW;
             else if (!strcmp(v, "muon")) o->optimizer = LA_OPT_MUON;
             else return cli_usage_error("synth", "--optimizer must be adamw or muon, got '%s'", v);
+        } else if (!strcmp(a, "--precision")) {
+            int r = cli_precision_opt("synth", v, &o->precision);
+            if (r) return r;
         } else if (!strcmp(a, "--max-eval-tokens")) {
             if (cli_parse_int(v, 16, 1L << 30, &x))
                 return cli_usage_error("synth", "--max-eval-tokens wants an integer >= 16, got '%s'", v);
@@ -206,6 +211,8 @@ int cli_synth(int argc, char **argv) {
     /* every name, spec and parameter set is checked before training anything */
     if (la_synth_validate(&o) != LA_OK) return cli_usage_error("synth", "%s", la_errmsg());
     double t0 = cli_now();
+    if (o.precision != LA_DTYPE_F32 && la_dist_rank() == 0)
+        fprintf(stderr, "longattn synth: %s\n", cli_precision_note(o.precision));
     if (la_synth_run(&o, on_progress, &o, NULL) != LA_OK) {
         if (la_dist_rank() == 0) fprintf(stderr, "longattn synth: %s\n", la_errmsg()); /* the same on every rank */
         return 1;

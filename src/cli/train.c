@@ -43,6 +43,10 @@ static void usage(FILE *f) {
         {"--seq-len T", "training context (default 128)"},
         {"--accum N", "micro-batches per step (default 1)"},
         {"--optimizer NAME", "adamw | muon (default adamw)"},
+        {"--precision P", "f32 | bf16 (default f32): bf16 rounds every matrix-product and\n"
+                          "attention operand to bf16, accumulates in float32, keeps float32\n"
+                          "master weights, gradients and optimizer state (emulated on CPUs\n"
+                          "without a bf16 GEMM: slower than f32; docs/training.md)"},
         {"--lr X", "AdamW peak lr (default 3e-3)"},
         {"--min-lr X", "final lr of the cosine schedule (default lr/10)"},
         {"--muon-lr X", "Muon peak lr (default 0.02)"},
@@ -144,7 +148,7 @@ int cli_train(int argc, char **argv) {
         static const char *const fixed[] = {"--spec", "--layers", "--heads", "--kv-heads", "--d-model", "--d-ff",
                                             "--qk-gain", "--batch", "--seq-len", "--accum", "--optimizer", "--lr",
                                             "--min-lr", "--muon-lr", "--warmup", "--wd", "--clip", "--seed",
-                                            "--val-fraction", NULL};
+                                            "--val-fraction", "--precision", NULL};
         for (int k = 0; fixed[k]; k++)
             if (!strcmp(a, fixed[k])) fixed_opt = fixed[k];
         const char *v = argv[++i];
@@ -187,7 +191,8 @@ int cli_train(int argc, char **argv) {
             if (!strcmp(v, "adamw")) tc.optimizer = LA_OPT_ADAMW;
             else if (!strcmp(v, "muon")) tc.optimizer = LA_OPT_MUON;
             else return cli_usage_error(cmd, "--optimizer must be adamw or muon, got '%s'", v);
-        } else return cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (!strcmp(a, "--precision")) r = cli_precision_opt(cmd, v, &tc.precision);
+        else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (r) return r;
     }
     if (!min_lr_set) tc.min_lr = tc.lr / 10;
@@ -284,6 +289,7 @@ setup_end:
             (long long)la_data_num_tokens(data, LA_SPLIT_VAL), la_data_num_docs(data, LA_SPLIT_TRAIN),
             la_data_num_docs(data, LA_SPLIT_VAL), tc.optimizer == LA_OPT_MUON ? "muon" : "adamw",
             tc.steps, la_trainer_step_count(tr), tc.B, tc.T, tc.grad_accum, tc.lr, out);
+    if (rank0 && tc.precision != LA_DTYPE_F32) fprintf(stderr, "  %s\n", cli_precision_note(tc.precision));
     if (rank0 && nranks > 1)
         fprintf(stderr, "  %d ranks (MPI): micro-batches of %d x %d, %d per step over %d ranks%s\n", nranks, tc.B,
                 tc.T, tc.grad_accum, nranks,

@@ -231,7 +231,17 @@ void la_cvt_f16_to_f32(float *dst, const uint16_t *src, size_t n) {
 }
 
 void la_round_bf16(float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] = la_bf16_to_f32_s(la_f32_to_bf16_s(x[i]));
+    /* la_f32_to_bf16_s then back, written without calls or branches so that the compiler
+     * vectorises it (the bf16 trainer rounds every matrix operand with it); the same bits */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1)) & 0xffff0000u;
+        uint32_t q = (u | 0x00400000u) & 0xffff0000u;
+        u = nan ? q : r;
+        memcpy(&x[i], &u, 4);
+    }
 }
 
 void la_round_f16(float *x, size_t n) {

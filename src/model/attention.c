@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "core/internal.h"
 #include "core/prof.h"
 #include "model/layers.h"
@@ -29,7 +30,7 @@ static la_attn_opts opts_for(const attn_dims *d, const attn_weights *w, const at
 la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_acts *a,
                              const float *x, float *out) {
     int B = d->B, T = d->T, N = B * T, C = d->C, H = d->H, K = d->Hkv, D = d->D;
-    double *tm = d->t_mm;
+    const la_mm_ctx *tm = d->mm;
     la_mm_forward(tm, a->q_raw, x, w->wq, N, C, H * D, 0);           // A1: q = a Wq^T
     la_mm_forward(tm, a->k_raw, x, w->wk, N, C, K * D, 0);           // A2: k = a Wk^T
     la_mm_forward(tm, a->v_raw, x, w->wv, N, C, K * D, 0);           // A3: v = a Wv^T
@@ -39,6 +40,13 @@ la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_
     la_qknorm_forward(a->qh, a->q_rstd, a->q_raw, w->q_norm_g, B, T, H, D);  // A5: QK-norm q
     la_qknorm_forward(a->kh, a->k_rstd, a->k_raw, w->k_norm_g, B, T, K, D);  // A6: QK-norm k
     la_permute_bthd_to_bhtd(a->vh, a->v_raw, B, T, K, D);                    // A7: v layout
+    if (d->mm->buf && !d->kv) {  // bf16 training: the kernel reads bf16 q, k, v (exactly
+        // la_attn_forward_typed with LA_DTYPE_BF16 on them: test_attn_half); the backward
+        // differentiates at these rounded values (QK-norm's backward reads q_raw, not qh)
+        la_round_bf16(a->qh, (size_t)N * H * D);
+        la_round_bf16(a->kh, (size_t)N * K * D);
+        la_round_bf16(a->vh, (size_t)N * K * D);
+    }
     la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
     la_attn_opts op = opts_for(d, w, a);
     LA_PROF_LAP(LA_PROF_OTHER);
@@ -76,11 +84,12 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
                               const attn_acts *a, attn_scratch *sc, const float *x,
                               const float *dout, float *dx) {
     int B = d->B, T = d->T, N = B * T, C = d->C, H = d->H, K = d->Hkv, D = d->D;
-    double *tm = d->t_mm;
+    const la_mm_ctx *tm = d->mm;
     /* A10: dy = dout Wo, dWo += dout^T y */
     la_mm_backward(tm, sc->dy, g->wo, dout, a->y, w->wo, N, H * D, C, 0);
     /* A9: back to (B, H, T, D) */
     la_permute_bthd_to_bhtd(sc->datt, sc->dy, B, T, H, D);
+    if (d->mm->buf) la_round_bf16(sc->datt, (size_t)N * H * D);  // bf16: dO tiles in bf16 too
     /* A8: attention; learnable transform parameters get their gradients through opts */
     la_shape sh = {B, H, K, T, T, D, LA_POS0_AUTO};
     la_attn_opts op = opts_for(d, w, a);

@@ -70,6 +70,10 @@ struct la_model {
     la_workspace *ws;
     int n_threads;  // attention threads, 0: OpenMP default
     la_model_timing timing;
+    /* precision (la_model_set_precision): mm.buf == NULL float32; bf16 keeps the rounded
+     * operand copies of the largest product of max(cap_train, cap_eval) rows in mm.buf */
+    la_dtype precision;
+    la_mm_ctx mm;
 };
 
 enum { EVAL_CHUNK = 256 };
@@ -231,6 +235,8 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     m->V = c.vocab;
     m->logn = spec.xform == LA_XF_LOGN;
     m->asent = spec.norm == LA_NORM_ASENTMAX;
+    m->precision = LA_DTYPE_F32;
+    m->mm.timer = &m->timing.matmul_s;
     int max_t = 3 + m->L * LA_MAX_TENSORS_PER_LAYER;
     m->tensors = la_calloc(max_t, sizeof *m->tensors);
     m->names = la_calloc(max_t, sizeof *m->names);
@@ -264,6 +270,9 @@ void la_model_release_buffers(la_model *m) {
     m->cap_train = m->cap_eval = 0;
     m->can_backward = 0;
     m->logits_valid = 0;
+    free(m->mm.buf);
+    m->mm.buf = NULL;
+    m->mm.cap = 0;
 }
 
 void la_model_free(la_model *m) {
@@ -296,6 +305,47 @@ la_status la_model_get_tensor(const la_model *m, int i, la_tensor_info *info) {
 }
 
 void la_model_set_threads(la_model *m, int n_threads) { m->n_threads = n_threads > 0 ? n_threads : 0; }
+
+/* bf16: grow mm.buf to the rounded operands of the largest product over N rows, N the
+ * largest activation buffer (training or evaluation). Called after ensure_train /
+ * ensure_eval; allocates only when those grew. */
+static la_status mm_reserve(la_model *m) {
+    if (m->precision != LA_DTYPE_BF16) return LA_OK;
+    size_t N = m->cap_train > m->cap_eval ? m->cap_train : m->cap_eval;
+    size_t C = (size_t)m->C, HD = (size_t)m->H * m->D, KD = (size_t)m->Hkv * m->D;
+    size_t prod[6][2] = {{C, HD}, {C, KD}, {HD, C}, {C, (size_t)m->F}, {(size_t)m->F, C}, {C, (size_t)m->V}};
+    size_t need = 0;
+    for (int i = 0; i < 6; i++) {
+        size_t f = la_mm_bf16_floats(N, prod[i][0], prod[i][1]);
+        need = f > need ? f : need;
+    }
+    if (need <= m->mm.cap && m->mm.buf) return LA_OK;
+    float *p = la_aligned_alloc(64, need * sizeof(float));
+    if (!p)
+        return la_fail(LA_ENOMEM, "model: cannot allocate %.1f MB for the bf16 operand copies of %zu tokens; "
+                       "use a smaller batch or precision f32", need * 4.0 / 1e6, N);
+    free(m->mm.buf);
+    m->mm.buf = p;
+    m->mm.cap = need;
+    return LA_OK;
+}
+
+la_status la_model_set_precision(la_model *m, la_dtype precision) {
+    if (!m) return la_fail(LA_EINVAL, "la_model_set_precision: model is NULL");
+    if (precision != LA_DTYPE_F32 && precision != LA_DTYPE_BF16)
+        return la_fail(LA_EINVAL, "model precision %s (%d) is not supported; use f32 or bf16",
+                       la_dtype_name(precision), (int)precision);
+    m->precision = precision;
+    if (precision == LA_DTYPE_F32) {
+        free(m->mm.buf);
+        m->mm.buf = NULL;
+        m->mm.cap = 0;
+        return LA_OK;
+    }
+    return mm_reserve(m);
+}
+
+la_dtype la_model_get_precision(const la_model *m) { return m->precision; }
 
 void la_model_zero_grad(la_model *m) {
     LA_PROF_LAP(LA_PROF_OTHER);
@@ -453,7 +503,7 @@ static attn_weights weights_at(const la_model *m, float *base, const layer_off *
 
 static attn_dims dims_of(la_model *m, int B, int T) {
     attn_dims d = {&m->spec, B, T, m->C, m->H, m->Hkv, m->D, m->ws, m->n_threads,
-                   &m->timing.matmul_s, &m->timing.attn_s, NULL, 0};
+                   &m->mm, &m->timing.attn_s, NULL, 0};
     return d;
 }
 
@@ -465,7 +515,7 @@ static la_status block_forward(la_model *m, int l, acts *a, const float *x_in, f
     const layer_off *o = &m->lo[l];
     const float *P = m->params;
     int N = B * T, C = m->C, F = m->F;
-    double *tm = &m->timing.matmul_s;
+    const la_mm_ctx *tm = &m->mm;
     attn_dims d = dims_of(m, B, T);
     d.kv = kv;
     d.layer = l;
@@ -490,7 +540,7 @@ static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, 
     const float *P = m->params;
     float *G = m->grads;
     int N = B * T, C = m->C, F = m->F;
-    double *tm = &m->timing.matmul_s;
+    const la_mm_ctx *tm = &m->mm;
     attn_dims d = dims_of(m, B, T);
     attn_weights w = weights_at(m, m->params, o), g = weights_at(m, m->grads, o);
     /* F4: x_out = mid + MLP(ln2): dln2, dWfc, dWproj; the identity path keeps dres */
@@ -532,6 +582,7 @@ la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *ta
     double t_start = omp_get_wtime();
     size_t N = (size_t)B * T;
     LA_TRY(ensure_train(m, N));
+    LA_TRY(mm_reserve(m));
     int C = m->C;
     const float *P = m->params;
     memcpy(m->tokens, tokens, N * sizeof(int32_t));
@@ -543,7 +594,7 @@ la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *ta
         x = a->res_out;
     }
     la_rmsnorm_forward(m->lnf, m->lnf_rstd, x, P + m->off_lnf_g, (int)N, C);              // final norm
-    la_mm_forward(&m->timing.matmul_s, m->logits, m->lnf, P + m->off_lm_head, (int)N, C, m->V, 0);  // logits
+    la_mm_forward(&m->mm, m->logits, m->lnf, P + m->off_lm_head, (int)N, C, m->V, 0);  // logits
     m->logits_valid = 1;
     m->fB = B;
     m->fT = T;
@@ -580,7 +631,7 @@ la_status la_model_backward(la_model *m) {
     la_xent_backward(m->logits, m->lse, m->targets, N, m->V, 1.0f / (float)cnt);
     m->logits_valid = 0;
     const float *xL = m->L ? m->ta[m->L - 1].res_out : m->res0;
-    la_mm_backward(&m->timing.matmul_s, m->dln, G + m->off_lm_head, m->logits, m->lnf,
+    la_mm_backward(&m->mm, m->dln, G + m->off_lm_head, m->logits, m->lnf,
                 P + m->off_lm_head, N, C, m->V, 0);
     LA_PROF_LAP(LA_PROF_OTHER);
     memset(m->dres, 0, sizeof(float) * (size_t)N * C);
@@ -605,6 +656,7 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
     double t_start = omp_get_wtime();
     size_t N = (size_t)B * T;
     LA_TRY(ensure_eval(m, N));
+    LA_TRY(mm_reserve(m));
     int C = m->C, V = m->V;
     const float *P = m->params;
     la_embed_forward(m->ex, tokens, P + m->off_wte, (int)N, C);
@@ -616,7 +668,7 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
     for (size_t r0 = 0; r0 < N; r0 += EVAL_CHUNK) {
         int rows = (int)(N - r0 < EVAL_CHUNK ? N - r0 : EVAL_CHUNK);
         float *z = m->e_logits;  // (rows, V)
-        la_mm_forward(&m->timing.matmul_s, z, xn + r0 * C, P + m->off_lm_head, rows, C, V, 0);
+        la_mm_forward(&m->mm, z, xn + r0 * C, P + m->off_lm_head, rows, C, V, 0);
         double s = 0;
         float *lossbuf = loss_per_token ? loss_per_token + r0 : m->e_loss;
         cnt += la_xent_forward(lossbuf, m->e_lse, z, targets ? targets + r0 : NULL, rows, V, &s);
@@ -648,6 +700,7 @@ la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
     LA_TRY(check_tokens(m, tokens, NULL, 1, T));
     double t_start = omp_get_wtime();
     LA_TRY(ensure_eval(m, (size_t)T));
+    LA_TRY(mm_reserve(m));
     const int C = m->C;
     const float *P = m->params;
     la_embed_forward(m->ex, tokens, P + m->off_wte, T, C);
@@ -656,7 +709,7 @@ la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
         const int r0 = all_rows ? 0 : T - 1, rows = T - r0;
         float *xn = m->ea.ln1;  // (rows, C) final norm output
         la_rmsnorm_forward(xn, m->ea.ln1_rstd, m->ex + (size_t)r0 * C, P + m->off_lnf_g, rows, C);
-        la_mm_forward(&m->timing.matmul_s, logits, xn, P + m->off_lm_head, rows, C, m->V, 0);
+        la_mm_forward(&m->mm, logits, xn, P + m->off_lm_head, rows, C, m->V, 0);
     }
     m->timing.total_s += omp_get_wtime() - t_start;
     return LA_OK;
@@ -683,6 +736,7 @@ la_status la_model_diagnose_rows(la_model *m, const int32_t *tokens, int T, cons
     }
     double t_start = omp_get_wtime();
     LA_TRY(ensure_eval(m, (size_t)T));
+    LA_TRY(mm_reserve(m));
     la_embed_forward(m->ex, tokens, m->params + m->off_wte, T, m->C);
     for (int l = 0; l < m->L; l++) {
         /* the eval activations keep this layer's q, k (after QK-norm), row statistics and

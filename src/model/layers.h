@@ -19,13 +19,25 @@
  * cross-entropy of the study's 2048 x 128 activations running on one thread of two.) */
 #define LA_PAR_MIN ((size_t)1 << 17)
 
-/* ---- matmul.c: cblas_sgemm wrappers, weights stored (out, in); *timer += seconds ---- */
+/* ---- matmul.c: cblas_sgemm wrappers, weights stored (out, in); *timer += seconds ----
+ * Precision (issue 29): with buf == NULL the operands are the float32 arrays; with buf set
+ * (bf16 mode) every operand of a product is first rounded to bf16 (nearest even) into buf
+ * and the product runs in float32 sgemm on those copies. A product of two bf16 values is
+ * exact in float32, so this is "bf16 products, float32 accumulation" emulated on a CPU
+ * without bf16 dot products (slower than float32: the rounding passes come on top). */
+typedef struct {
+    double *timer;   /* seconds accumulated */
+    float *buf;      /* NULL: float32 operands; else bf16-rounded operand copies */
+    size_t cap;      /* floats in buf: >= la_mm_bf16_floats of every product */
+} la_mm_ctx;
+/* Floats of buf one product of N rows, in -> out features needs in bf16 mode. */
+size_t la_mm_bf16_floats(size_t N, size_t in, size_t out);
 /* y (N, out) = x (N, in) W^T (+ y if accumulate) */
-void la_mm_forward(double *timer, float *y, const float *x, const float *W, int N, int in, int out,
-                int accumulate);
+void la_mm_forward(const la_mm_ctx *mm, float *y, const float *x, const float *W, int N, int in,
+                   int out, int accumulate);
 /* dx (N, in) (+)= dy (N, out) W ;  dW (out, in) += dy^T x.  dx may be NULL. */
-void la_mm_backward(double *timer, float *dx, float *dW, const float *dy, const float *x,
-                 const float *W, int N, int in, int out, int accumulate_dx);
+void la_mm_backward(const la_mm_ctx *mm, float *dx, float *dW, const float *dy, const float *x,
+                    const float *W, int N, int in, int out, int accumulate_dx);
 
 /* ---- rmsnorm.c: y = x / sqrt(mean(x^2) + eps) * g over the last dimension C ---- */
 /* x, y: (N, C); g: (C); rstd: (N) saved for backward */
@@ -36,10 +48,10 @@ void la_rmsnorm_backward(float *dx, float *dg, const float *dy, const float *x, 
 
 /* ---- mlp.c: ReLU^2 MLP  out = relu(x Wfc^T)^2 Wproj^T ---- */
 /* x: (N, C)  h_pre, h_act: (N, F)  y: (N, C), ADDED to (residual) */
-void la_mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const float *x,
+void la_mlp_forward(const la_mm_ctx *mm, float *y, float *h_pre, float *h_act, const float *x,
                  const float *w_fc, const float *w_proj, int N, int C, int F);
 /* dy: (N, C) -> dx (N, C) overwritten; dw_fc, dw_proj accumulated. dh: (N, F) scratch */
-void la_mlp_backward(double *timer, float *dx, float *dw_fc, float *dw_proj, float *dh,
+void la_mlp_backward(const la_mm_ctx *mm, float *dx, float *dw_fc, float *dw_proj, float *dh,
                   const float *dy, const float *x, const float *h_pre, const float *h_act,
                   const float *w_fc, const float *w_proj, int N, int C, int F);
 
@@ -85,7 +97,9 @@ typedef struct {
     int B, T, C, H, Hkv, D;
     la_workspace *ws;             // kernel scratch reused across calls
     int n_threads;                // kernel threads, 0: OpenMP default
-    double *t_mm, *t_attn;        // timers (seconds, accumulated)
+    const la_mm_ctx *mm;          // matrix products: timer and precision (bf16 when mm->buf);
+                                  // bf16 also rounds the kernel's q, k, v and dO (training only)
+    double *t_attn;               // timer (seconds, accumulated)
     const la_model_kv_hook *kv;   // NULL: attend over the T tokens; else over kv's cache (B = 1)
     int layer;                    // block index, passed to kv
 } attn_dims;

@@ -6,10 +6,19 @@
  * single-threaded sgemm. Then one thread pool (OpenMP's, shared with the attention kernels)
  * does all the work instead of two pools spinning against each other, which on a 2-core
  * machine shared with other jobs made a training step 2-4x slower. With a multi-threaded
- * OpenBLAS the products are left to it. */
+ * OpenBLAS the products are left to it.
+ *
+ * bf16 mode (mm->buf set, issue 29): each operand is copied rounded to bf16 into mm->buf
+ * and the same sgemm calls run on the copies. No bf16 GEMM here: Debian's OpenBLAS 0.3.21
+ * has no sbgemm, and the CPUs this was written on have no bf16 dot product; the rounding is
+ * elementwise, so results stay bitwise the same for any thread count. */
 #include <cblas.h>
 #include <omp.h>
 
+#include <assert.h>
+#include <string.h>
+
+#include "core/half.h"
 #include "core/prof.h"
 #include "model/layers.h"
 
@@ -21,11 +30,43 @@ static int mm_threads(double macs) {
     return omp_get_max_threads();
 }
 
-void la_mm_forward(double *timer, float *y, const float *x, const float *W, int N, int in, int out,
-                int accumulate) {
+size_t la_mm_bf16_floats(size_t N, size_t in, size_t out) {
+    return N * in + in * out + N * out + 3 * 16; /* x, W, dy copies, each 64-byte aligned */
+}
+
+/* dst (n) = src rounded to bf16, over the team when n is large (elementwise: any split
+ * gives the same bits). */
+static void round_copy(float *dst, const float *src, size_t n) {
+    const size_t chunk = (size_t)1 << 15;
+    long nch = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static) if (n >= LA_PAR_MIN && !omp_in_parallel())
+    for (long c = 0; c < nch; c++) {
+        size_t i0 = (size_t)c * chunk, m = n - i0 < chunk ? n - i0 : chunk;
+        memcpy(dst + i0, src + i0, m * sizeof(float));
+        la_round_bf16(dst + i0, m);
+    }
+}
+
+/* Next 64-byte aligned block of n floats in buf after *at. */
+static float *take(const la_mm_ctx *mm, size_t *at, size_t n) {
+    float *p = mm->buf + *at;
+    *at += (n + 15) & ~(size_t)15;
+    assert(*at <= mm->cap); /* the model reserves la_mm_bf16_floats of its largest product */
+    return p;
+}
+
+void la_mm_forward(const la_mm_ctx *mm, float *y, const float *x, const float *W, int N, int in,
+                   int out, int accumulate) {
     LA_PROF_LAP(LA_PROF_OTHER);
     double t0 = omp_get_wtime();
     float beta = accumulate ? 1.0f : 0.0f;
+    if (mm->buf) { /* bf16: x (N, in) and W (out, in) rounded copies */
+        size_t at = 0;
+        float *xr = take(mm, &at, (size_t)N * in), *wr = take(mm, &at, (size_t)out * in);
+        round_copy(xr, x, (size_t)N * in);
+        round_copy(wr, W, (size_t)out * in);
+        x = xr, W = wr;
+    }
     int nt = mm_threads((double)N * in * out);
     /* y (N, out) = x (N, in) . W^T (in, out), rows of y split across threads */
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
@@ -35,15 +76,27 @@ void la_mm_forward(double *timer, float *y, const float *x, const float *W, int 
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n1 - n0, out, in, 1.0f,
                         x + (size_t)n0 * in, in, W, in, beta, y + (size_t)n0 * out, out);
     }
-    *timer += omp_get_wtime() - t0;
+    *mm->timer += omp_get_wtime() - t0;
     LA_PROF_LAP(LA_PROF_MATMUL);
 }
 
-void la_mm_backward(double *timer, float *dx, float *dW, const float *dy, const float *x,
-                 const float *W, int N, int in, int out, int accumulate_dx) {
+void la_mm_backward(const la_mm_ctx *mm, float *dx, float *dW, const float *dy, const float *x,
+                    const float *W, int N, int in, int out, int accumulate_dx) {
     LA_PROF_LAP(LA_PROF_OTHER);
     double t0 = omp_get_wtime();
     float beta = accumulate_dx ? 1.0f : 0.0f;
+    if (mm->buf) { /* bf16: dy (N, out), x (N, in) and (for dx) W (out, in) rounded copies */
+        size_t at = 0;
+        float *dyr = take(mm, &at, (size_t)N * out), *xr = take(mm, &at, (size_t)N * in);
+        round_copy(dyr, dy, (size_t)N * out);
+        round_copy(xr, x, (size_t)N * in);
+        if (dx) {
+            float *wr = take(mm, &at, (size_t)out * in);
+            round_copy(wr, W, (size_t)out * in);
+            W = wr;
+        }
+        dy = dyr, x = xr;
+    }
     int nt = mm_threads((double)N * in * out);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
@@ -60,6 +113,6 @@ void la_mm_backward(double *timer, float *dx, float *dW, const float *dy, const 
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, in, N, 1.0f, dy + o0, out,
                         x, in, 1.0f, dW + (size_t)o0 * in, in);
     }
-    *timer += omp_get_wtime() - t0;
+    *mm->timer += omp_get_wtime() - t0;
     LA_PROF_LAP(LA_PROF_MATMUL);
 }

@@ -3,9 +3,9 @@
 #include "core/prof.h"
 #include "model/layers.h"
 
-void la_mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const float *x,
+void la_mlp_forward(const la_mm_ctx *mm, float *y, float *h_pre, float *h_act, const float *x,
                  const float *w_fc, const float *w_proj, int N, int C, int F) {
-    la_mm_forward(timer, h_pre, x, w_fc, N, C, F, 0);           // F1: h_pre (N,F) = x Wfc^T
+    la_mm_forward(mm, h_pre, x, w_fc, N, C, F, 0);           // F1: h_pre (N,F) = x Wfc^T
     size_t NF = (size_t)N * F;
 #pragma omp parallel for schedule(static) if (NF >= LA_PAR_MIN)
     for (size_t i = 0; i < NF; i++) {
@@ -13,16 +13,16 @@ void la_mlp_forward(double *timer, float *y, float *h_pre, float *h_act, const f
         h_act[i] = r * r;                                     // F2: h_act = relu(h_pre)^2
     }
     LA_PROF_LAP(LA_PROF_ACT);
-    la_mm_forward(timer, y, h_act, w_proj, N, F, C, 1);          // F3: y (N,C) += h_act Wproj^T
+    la_mm_forward(mm, y, h_act, w_proj, N, F, C, 1);          // F3: y (N,C) += h_act Wproj^T
 }
 
-void la_mlp_backward(double *timer, float *dx, float *dw_fc, float *dw_proj, float *dh,
+void la_mlp_backward(const la_mm_ctx *mm, float *dx, float *dw_fc, float *dw_proj, float *dh,
                   const float *dy, const float *x, const float *h_pre, const float *h_act,
                   const float *w_fc, const float *w_proj, int N, int C, int F) {
-    la_mm_backward(timer, dh, dw_proj, dy, h_act, w_proj, N, F, C, 0);  // F3: dh_act, dWproj
+    la_mm_backward(mm, dh, dw_proj, dy, h_act, w_proj, N, F, C, 0);  // F3: dh_act, dWproj
     size_t NF = (size_t)N * F;
 #pragma omp parallel for schedule(static) if (NF >= LA_PAR_MIN)
     for (size_t i = 0; i < NF; i++) dh[i] *= h_pre[i] > 0 ? 2.0f * h_pre[i] : 0.0f;  // F2
     LA_PROF_LAP(LA_PROF_ACT);
-    la_mm_backward(timer, dx, dw_fc, dh, x, w_fc, N, C, F, 0);           // F1: dx, dWfc
+    la_mm_backward(mm, dx, dw_fc, dh, x, w_fc, N, C, F, 0);           // F1: dx, dWfc
 }

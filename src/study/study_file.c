@@ -215,7 +215,7 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     int eval_given = 0, pk_lens_given = 0;
     static const char *const keys[] = {"name", "data", "model", "steps", "batch", "seq_len", "lr", "warmup",
                                        "seed", "seeds", "eval_lens", "eval_windows", "val_every", "passkey", "specs",
-                                       "accum", "ranks_per_variant", NULL};
+                                       "accum", "ranks_per_variant", "precision", NULL};
     if (!cJSON_IsObject(root)) {
         st = BAD("%s: the study file must be one JSON object {...}", where);
         goto done;
@@ -276,6 +276,17 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
         LA_OK)
         goto done;
     if ((st = get_num(root, "lr", "lr", 0, 1, 1, where, &s.lr)) != LA_OK) goto done;
+    s.precision = LA_DTYPE_F32;
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "precision"))) {
+        la_dtype t;
+        if (!cJSON_IsString(it) || la_dtype_parse(it->valuestring, &t) != LA_OK ||
+            (t != LA_DTYPE_F32 && t != LA_DTYPE_BF16)) {
+            st = BAD("%s: key \"precision\" must be \"f32\" or \"bf16\" (bf16 products with float32 "
+                     "accumulation and master weights)", where);
+            goto done;
+        }
+        s.precision = t;
+    }
     if ((st = get_int(root, "warmup", "warmup", 0, s.steps, 0, where, &s.warmup)) != LA_OK) goto done;
     it = cJSON_GetObjectItemCaseSensitive(root, "seed");
     if (it) {

@@ -212,6 +212,8 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
     cJSON_AddNumberToObject(f, "batch", st->batch);
     cJSON_AddNumberToObject(f, "seq_len", st->seq_len);
     if (st->accum != 1) cJSON_AddNumberToObject(f, "accum", st->accum); /* absent: 1 (older runs' cells) */
+    if (st->precision != LA_DTYPE_F32) /* absent: f32 (older runs' cells) */
+        cJSON_AddStringToObject(f, "precision", la_dtype_name(st->precision));
     la_json_put(f, "lr", la_cells_num(st->lr));
     cJSON_AddNumberToObject(f, "warmup", st->warmup);
     char seed[32];
@@ -510,6 +512,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
     tc.warmup = st->warmup;
     tc.seed = st->seed;
     tc.n_threads = r->n_threads;
+    tc.precision = st->precision;
     if ((s = la_trainer_new(m, NULL, &tc, &tr)) != LA_OK) goto out;
     la_rng order;
     la_rng_seed(&order, st->seed ^ TAG_TRAIN);

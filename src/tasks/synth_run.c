@@ -255,6 +255,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     tc.muon_lr = o->muon_lr;
     tc.seed = seed;
     tc.n_threads = o->threads;
+    tc.precision = o->precision;
     s = la_trainer_new(m, NULL, &tc, &tr);
     int32_t *in = la_malloc((size_t)o->batch * T * sizeof *in);
     int32_t *tg = la_malloc((size_t)o->batch * T * sizeof *tg);
@@ -465,6 +466,7 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     cJSON_AddNumberToObject(cfg, "init_std", o->init_std > 0 ? o->init_std : la_model_config_default().init_std);
     cJSON_AddStringToObject(cfg, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
     if (o->optimizer == LA_OPT_MUON) cJSON_AddNumberToObject(cfg, "muon_lr", o->muon_lr);
+    if (o->precision != LA_DTYPE_F32) cJSON_AddStringToObject(cfg, "precision", la_dtype_name(o->precision));
     cJSON_AddNumberToObject(cfg, "warmup", o->warmup);
     cJSON_AddNumberToObject(cfg, "layers", o->layers);
     cJSON_AddNumberToObject(cfg, "heads", o->heads);
@@ -656,6 +658,8 @@ static cJSON *synth_fingerprint(const la_synth_opts *o) {
     la_json_put(f, "lr", la_cells_num(o->lr));
     la_json_put(f, "muon_lr", la_cells_num(o->muon_lr));
     cJSON_AddStringToObject(f, "optimizer", o->optimizer == LA_OPT_MUON ? "muon" : "adamw");
+    if (o->precision != LA_DTYPE_F32) /* absent: f32 (older runs' cells) */
+        cJSON_AddStringToObject(f, "precision", la_dtype_name(o->precision));
     la_json_put(f, "qk_gain", la_cells_num(o->qk_gain));
     la_json_put(f, "init_std", la_cells_num(o->init_std));
     cJSON_AddNumberToObject(f, "n_symbols", o->n_symbols);

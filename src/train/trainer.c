@@ -57,6 +57,9 @@ static la_status check_config(const la_train_config *c) {
     REQ(c->weight_decay >= 0, "train config: weight_decay=%g must be >= 0", c->weight_decay);
     REQ(c->clip >= 0, "train config: clip=%g must be >= 0 (0 disables)", c->clip);
     REQ(c->optimizer == LA_OPT_ADAMW || c->optimizer == LA_OPT_MUON, "train config: unknown optimizer %d", (int)c->optimizer);
+    REQ(c->precision == LA_DTYPE_F32 || c->precision == LA_DTYPE_BF16,
+        "train config: precision %s (%d) is not supported; use f32 or bf16", la_dtype_name(c->precision),
+        (int)c->precision);
     REQ(c->optimizer != LA_OPT_MUON || (c->muon_lr > 0 && c->muon_momentum >= 0 && c->muon_momentum < 1),
         "train config: muon_lr=%g must be > 0 and muon_momentum=%g in [0, 1)", c->muon_lr, c->muon_momentum);
     REQ(c->eval_every >= 0 && c->eval_batches >= 1 && c->ckpt_every >= 0,
@@ -130,6 +133,11 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
     }
     if (data) la_data_seed(data, cfg->seed);
     if (cfg->n_threads > 0) la_model_set_threads(m, cfg->n_threads);
+    la_status ps = la_model_set_precision(m, cfg->precision);
+    if (ps != LA_OK) {
+        la_trainer_free(tr);
+        return ps;
+    }
     *out = tr;
     return LA_OK;
 }
@@ -564,6 +572,9 @@ char *la_train_config_to_json(const la_train_config *c) {
     ok = ok && cJSON_AddStringToObject(o, "optimizer", c->optimizer == LA_OPT_MUON ? "muon" : "adamw") != NULL;
     ok = ok && cJSON_AddNumberToObject(o, "muon_lr", c->muon_lr) != NULL;
     ok = ok && cJSON_AddNumberToObject(o, "muon_momentum", c->muon_momentum) != NULL;
+    /* written only for bf16, so that a float32 run's JSON (checkpoints) stays as it was */
+    if (c->precision != LA_DTYPE_F32)
+        ok = ok && cJSON_AddStringToObject(o, "precision", la_dtype_name(c->precision)) != NULL;
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
     ok = ok && cJSON_AddStringToObject(o, "seed", seed) != NULL;
@@ -611,6 +622,12 @@ la_status la_train_config_from_json(const char *text, la_train_config *out) {
 #undef NUM
     cJSON *it = cJSON_GetObjectItemCaseSensitive(o, "optimizer");
     if (cJSON_IsString(it)) c.optimizer = strcmp(it->valuestring, "muon") ? LA_OPT_ADAMW : LA_OPT_MUON;
+    it = cJSON_GetObjectItemCaseSensitive(o, "precision");
+    if (cJSON_IsString(it) && la_dtype_parse(it->valuestring, &c.precision) != LA_OK) {
+        la_status st = la_fail(LA_EFORMAT, "train config JSON: precision '%s' is not f32 or bf16", it->valuestring);
+        cJSON_Delete(o); /* after the message: it quotes the value */
+        return st;
+    }
     it = cJSON_GetObjectItemCaseSensitive(o, "seed");
     if (cJSON_IsString(it)) c.seed = strtoull(it->valuestring, NULL, 10);
     it = cJSON_GetObjectItemCaseSensitive(o, "ckpt_path");

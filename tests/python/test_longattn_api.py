@@ -107,7 +107,9 @@ def test_torch_refuses_wrong_device_dtype_shape():
     q = torch.randn(1, 2, 4, 8)
     with pytest.raises(ValueError, match=r"runs on the CPU: q is on meta.*\.cpu\(\)"):
         lt.attention(q.to("meta"), q, q)
-    with pytest.raises(TypeError, match=r"q has dtype torch.float16.*q.float\(\)"):
+    with pytest.raises(TypeError, match=r"q has dtype torch.float64.*float16 or bfloat16.*q.float\(\)"):
+        lt.attention(q.double(), q, q)
+    with pytest.raises(TypeError, match=r"q, k and v must have one dtype"):  # half q: all three half
         lt.attention(q.half(), q, q)
     with pytest.raises(TypeError, match="k has dtype torch.float64"):
         lt.LongAttention("softmax+causal")(q, q.double(), q)
