@@ -113,7 +113,7 @@ static void check_spec(const char *spec_text) {
             lse[ti] = malloc(sizeof(float) * N * H);
             pos[ti] = malloc(sizeof(int64_t) * N * HKV * N);
             len[ti] = malloc(sizeof(int64_t) * N);
-            run_stream(&p, &spec, &s, 0, out[ti], lse[ti], pos[ti], len[ti], NULL);
+            run_stream(&p, &spec, &s, 1, out[ti], lse[ti], pos[ti], len[ti], NULL); /* threads: test 3 */
         }
         double worst_ref[NTYPES] = {0}, worst_ratio[NTYPES] = {0};
         int differ[NTYPES] = {0};
@@ -126,7 +126,9 @@ static void check_spec(const char *spec_text) {
                 assert_int_equal(la_kv_append(c, 0, s.k + (size_t)t * HKV * D, s.v + (size_t)t * HKV * D, 1), LA_OK);
                 /* the attend call updates h2o scores: replay it too (output discarded) */
                 float scratch[H * D];
-                assert_int_equal(la_kv_attend(c, 0, &spec, s.q + (size_t)t * H * D, 1, scratch, NULL, NULL), LA_OK);
+                la_attn_opts o1 = la_attn_opts_default();
+                o1.n_threads = 1;
+                assert_int_equal(la_kv_attend(c, 0, &spec, s.q + (size_t)t * H * D, 1, scratch, NULL, &o1), LA_OK);
                 assert_memory_equal(scratch, out[ti] + (size_t)t * H * D, sizeof scratch); /* deterministic */
                 const int64_t n = la_kv_len(c, 0);
                 assert_int_equal(la_kv_read(c, 0, kk, vv, kpos), LA_OK);
