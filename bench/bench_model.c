@@ -86,7 +86,7 @@ int bench_model(int argc, char **argv) {
                 {"--keep-f32", "dequantize every weight matrix to float32 at load for prefill\n"
                                  "(faster prefill, ~4 bytes per parameter more memory)"},
                 {"--kv-type TYPE", "KV cache element type: f32 | f16 | bf16 | int8 | int8(group=g)\n"
-                                   "(default bf16, the GGUF default)"},
+                                   "(default f16, the GGUF default)"},
                 {NULL, NULL},
             };
             cli_help(stdout,

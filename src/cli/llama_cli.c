@@ -72,7 +72,7 @@ const cli_opt cli_generate_gguf_opts[] = {
                     "optionally +TYPE (default full)"},
     {"--policy POLICY", "the same as --kv"},
     {"--kv-type TYPE", "element type of the cached k/v rows: f32 | f16 | bf16 | int8 | int8(group=g)\n"
-                       "(default bf16 for GGUF models; see docs/kv-cache.md)"},
+                       "(default f16 for GGUF models; see docs/kv-cache.md)"},
     {"--prefill-chunk N", "prompt tokens per prefill step, at most (default 512; 1: token by token).\n"
                           "Exact for full, window and sinks caches; h2o in chunks of a quarter of\n"
                           "its recent window (an approximation, docs/kv-cache.md)"},
@@ -328,7 +328,7 @@ int cli_perplexity(int argc, char **argv) {
                 {"--windows K", "score at most K windows (default all)"},
                 {"--chunk C", "prefill chunk (default 256)"},
                 {"--kv-type TYPE", "element type of the KV cache: f32 | f16 | bf16 | int8 | int8(group=g)\n"
-                                   "(default bf16, the GGUF default; see docs/kv-cache.md)"},
+                                   "(default f16, the GGUF default; see docs/kv-cache.md)"},
                 {NULL, NULL},
             };
             cli_help(stdout, "longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec SPEC] [--windows K]\n"
@@ -481,7 +481,7 @@ int cli_llama_logits(int argc, char **argv) {
                 {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal)"},
                 {"--kv POLICY", "decode through a KV cache with this policy instead of the cache-less forward"},
                 {"--kv-type TYPE", "with --kv: the cache's element type, f32 | f16 | bf16 | int8 | int8(group=g)\n"
-                                   "(default bf16, the GGUF default)"},
+                                   "(default f16, the GGUF default)"},
                 {"--step N", "with --kv: tokens fed per session step (default: the largest chunk that is\n"
                              "exact, la_kv_prefill_chunk: 512 for full, w for window / sinks, 1 for h2o)"},
                 {"--chunk N", "without --kv: the forward's chunk (default 512)"},

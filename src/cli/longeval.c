@@ -26,7 +26,7 @@ static void usage(FILE *f) {
         {"--chunk N", "prefill chunk (default 512)"},
         {"--exact-stream", "evicting KV policies step one token at a time (exact, slow)"},
         {"--kv-type TYPE", "KV element type of methods whose policy names none: f32 | f16 | bf16 |\n"
-                           "int8 | int8(group=g) (default bf16, the GGUF default; f32 for position-\n"
+                           "int8 | int8(group=g) (default f16, the GGUF default; f32 for position-\n"
                            "regime methods; study key kv_type)"},
         {"--haystack MODE", "retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
                             "Jaggi's repeated \"The grass is green. ...\"; the study files' choice)"},

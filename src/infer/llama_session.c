@@ -17,7 +17,7 @@ struct la_llama_session {
     int64_t pos;
 };
 
-la_dtype la_llama_default_kv_type(void) { return LA_DTYPE_BF16; }
+la_dtype la_llama_default_kv_type(void) { return LA_DTYPE_F16; } /* docs/kv-cache.md: SmolLM2 at 4k */
 
 la_status la_llama_kv_params(const la_llama *m, la_kv_params *p) {
     if (!m || !p) return la_fail(LA_EINVAL, "la_llama_kv_params: NULL argument");

@@ -334,7 +334,7 @@ def test_perplexity_matches_logits(build_dir, tmp_path):
 def test_generate_chunked_prefill_and_kv_types(build_dir, tmp_path):
     """generate prefills window / sinks caches in chunks, exactly as token by token (kv_stream.c):
     the same greedy ids with --prefill-chunk 1 and the default chunk, for the f32 cache and the
-    bf16 default; every --kv-type runs; a bad type or a type given twice is a usage error."""
+    f16 default; every --kv-type runs; a bad type or a type given twice is a usage error."""
     prompt = ("The history of the city goes back many centuries. It was founded by traders who came from the "
               "coast and settled near the river, where they built houses, a market and a small harbour.")
 
@@ -345,11 +345,11 @@ def test_generate_chunked_prefill_and_kv_types(build_dir, tmp_path):
         return f.read_text()
 
     for kv in ("sinks(4,20)", "window(24)"):
-        for t in ("f32", "bf16"):
+        for t in ("f32", "f16"):
             assert ids("--kv", kv, "--kv-type", t) == ids("--kv", kv, "--kv-type", t, "--prefill-chunk", "1"), (kv, t)
-    for t in ("f16", "int8", "int8(group=16)"):
+    for t in ("bf16", "int8", "int8(group=16)"):
         assert len(ids("--kv-type", t).splitlines()[1].split()) > 0
-    assert ids() == ids("--kv-type", "bf16")  # the GGUF default
+    assert ids() == ids("--kv-type", "f16")  # the GGUF default
     p = run(build_dir, "generate", "--model", MODEL, "--prompt", "x", "--kv-type", "f8", ok=False)
     assert p.returncode == 2 and b"f16" in p.stderr
     p = run(build_dir, "generate", "--model", MODEL, "--prompt", "x", "--kv", "full+f16", "--kv-type", "bf16", ok=False)
