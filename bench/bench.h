@@ -55,6 +55,12 @@ int64_t bench_mem_reset(void);
 double bench_fma_peak(int threads, double seconds, int *lanes);
 int64_t bench_mem_peak(void);
 
+/* Streaming read bandwidth in GB/s (bytes read / s) of `threads` OpenMP threads summing a
+ * buffer of `bytes` (far larger than the caches) with independent vector accumulators,
+ * each thread its contiguous share; the best of `reps` passes after one warm-up pass
+ * (bench/bench_util.c). What a memory-bound decode step can read at most. -1 on failure. */
+double bench_read_bandwidth(int threads, size_t bytes, int reps);
+
 /* Visible (query, key) pairs of one attention head under sp's pattern, for query positions
  * pos0 .. pos0+T-1 and keys 0 .. S-1, counted exactly (SPEC 2); -1 for a pattern it does
  * not count (global). */

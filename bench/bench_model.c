@@ -5,7 +5,11 @@
  * peak resident memory. When a Python with llama-cpp-python is given (--python, default
  * python3; skipped when `import llama_cpp` fails), the same file, lengths and thread count
  * are measured with llama.cpp in the same run, interleaved with ours length by length (so
- * that both see the same machine load), and the ratios are printed. */
+ * that both see the same machine load), and the ratios are printed.
+ * The limit: decode is bound by memory traffic, so each row also reports the bytes one
+ * decoded token reads (all weights + the KV cache at that context and element type) and
+ * that traffic per second as a fraction of the streaming read bandwidth measured in the
+ * same run (bench_read_bandwidth, the same thread count). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,9 +58,21 @@ static int run_llama_cpp(const char *py, const char *script, const char *model, 
     return pclose(p) == 0 && ok ? 0 : -1;
 }
 
+/* Weight bytes one decoded token reads: every tensor of the file once, except the token
+ * embedding when the model has a separate output matrix (then one row of it is read). */
+static double decode_weight_bytes(const la_llama *m) {
+    const la_gguf *g = la_llama_gguf(m);
+    double b = 0;
+    for (int64_t i = 0; i < la_gguf_n_tensors(g); i++) b += (double)la_gguf_tensor_at(g, i)->nbytes;
+    const la_gguf_tensor *emb = la_gguf_find_tensor(g, "token_embd.weight");
+    if (emb && la_gguf_find_tensor(g, "output.weight")) b -= (double)emb->nbytes;
+    return b;
+}
+
 int bench_model(int argc, char **argv) {
     const char *model = "data/models/SmolLM2-135M-Instruct.Q4_1.gguf", *py = "python3";
     int lens[8] = {512, 4096, 16384}, nlen = 3, threads = 2, k = 16, no_ref = 0, keep_f32 = 0;
+    const char *kv_type = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -69,13 +85,18 @@ int bench_model(int argc, char **argv) {
                 {"--no-llama-cpp", "do not run llama.cpp"},
                 {"--keep-f32", "dequantize every weight matrix to float32 at load for prefill\n"
                                  "(faster prefill, ~4 bytes per parameter more memory)"},
+                {"--kv-type TYPE", "KV cache element type: f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                                   "(default f16, the GGUF default)"},
                 {NULL, NULL},
             };
             cli_help(stdout,
                      "longattn bench model [--model FILE.gguf] [--lens 512,4096,16384] [--threads 2]\n"
-                     "                     [--decode-tokens 16] [--python PY | --no-llama-cpp] [--keep-f32]",
+                     "                     [--decode-tokens 16] [--python PY | --no-llama-cpp] [--keep-f32]\n"
+                     "                     [--kv-type TYPE]",
                      "Prefill tok/s at each length, decode tok/s at that context, peak memory; llama.cpp\n"
-                     "(llama-cpp-python importable by PY) on the same file and threads, interleaved, with ratios.",
+                     "(llama-cpp-python importable by PY) on the same file and threads, interleaved, with ratios.\n"
+                     "Decode rows also give the bytes read per token (weights + KV cache) and that traffic as a\n"
+                     "fraction of the streaming read bandwidth measured in the same run.",
                      opts, NULL);
             return 0;
         }
@@ -88,6 +109,7 @@ int bench_model(int argc, char **argv) {
         const char *v = argv[++i];
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--python")) py = v;
+        else if (!strcmp(a, "--kv-type")) kv_type = v;
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--decode-tokens")) k = atoi(v);
         else if (!strcmp(a, "--lens")) {
@@ -104,6 +126,8 @@ int bench_model(int argc, char **argv) {
         fprintf(stderr, "longattn bench model: --threads and --decode-tokens must be >= 1\n");
         return 2;
     }
+    la_kv_params kv0 = la_kv_params_default();
+    if (cli_kv_params("bench model", NULL, kv_type, la_llama_default_kv_type(), &kv0)) return 2;
     omp_set_num_threads(threads);
     char script[64] = "";
     int have_ref = 0;
@@ -137,10 +161,12 @@ int bench_model(int argc, char **argv) {
         if (fscanf(lf, "%lf", &load) != 1) load = 0;
         fclose(lf);
     }
-    printf("model %s (%s, %d layers, %d/%d heads, D %d), %d threads, decode %d tokens after each prefill%s; "
-           "load average %.1f\n",
+    /* the machine's streaming read bandwidth, same threads, 512 MB (>> the caches) */
+    const double bw = bench_read_bandwidth(threads, (size_t)512 << 20, 3);
+    printf("model %s (%s, %d layers, %d/%d heads, D %d), %d threads, decode %d tokens after each prefill%s, "
+           "KV cache %s; load average %.1f; streaming read bandwidth %.1f GB/s\n",
            model, c->arch, c->n_layer, c->n_head, c->n_head_kv, c->head_dim, threads, k,
-           keep_f32 ? ", float32 weight copies" : "", load);
+           keep_f32 ? ", float32 weight copies" : "", la_dtype_name(la_kv_params_type(&kv0)), load, bw);
     printf("%8s | %12s %12s %7s | %12s %12s %7s | %10s %10s\n", "tokens", "prefill tok/s", "llama.cpp", "ratio",
            "decode tok/s", "llama.cpp", "ratio", "peak MB", "llama.cpp");
     int rc = 0;
@@ -151,7 +177,7 @@ int bench_model(int argc, char **argv) {
         la_rng r;
         la_rng_seed(&r, 1);
         for (int i = 0; i < n + k; i++) tok[i] = 100 + (int32_t)la_rng_below(&r, (uint64_t)(c->n_vocab - 100));
-        la_kv_params kp = la_kv_params_default();
+        la_kv_params kp = kv0;
         kp.max_tokens = n + k;
         la_llama_session *s = NULL;
         const int chunk = n < 512 ? n : 512;
@@ -190,6 +216,15 @@ int bench_model(int argc, char **argv) {
                peak > 0 ? (double)(peak) / 1e6 : -1.0, e);
         printf("         decode at %d: %.1f%% of the time in weight products, %.1f%% in attention (incl. the "
                "cache append)\n", n, 100 * (mm2 - mm1) / (t2 - t1), 100 * (at2 - at1) / (t2 - t1));
+        /* bytes one decoded token reads: every weight once, the cache rows of ~n + k/2 tokens */
+        la_kv_params kb = kv0;
+        if (la_llama_kv_params(m, &kb) != LA_OK) kb.n_layers = 0;
+        const double wbytes = decode_weight_bytes(m), cbytes = la_kv_bytes_per_token(&kb) * (n + k / 2.0);
+        const double traffic = (wbytes + cbytes) * dec;
+        printf("         decode at %d: reads %.1f MB per token (weights %.1f + KV cache %.1f, %s), %.2f GB/s = "
+               "%.0f%% of the measured read bandwidth\n",
+               n, (wbytes + cbytes) / 1e6, wbytes / 1e6, cbytes / 1e6, la_dtype_name(la_kv_params_type(&kb)),
+               traffic / 1e9, bw > 0 ? 100 * traffic / (bw * 1e9) : -1.0);
         fflush(stdout);
         bench_mem_reset();
     }

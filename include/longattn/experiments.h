@@ -622,6 +622,7 @@ typedef struct {
     int trials;               /* passkey examples per length (0: off) */
     int chunk;                /* tokens per decoding step under evicting policies (>= 1) */
     uint64_t seed;            /* windows and passkeys */
+    const char *kv_type;      /* element type (la_kv_type_parse) of policies that name none; NULL: f32 */
 } la_kv_eval_opts;
 
 /* The defaults of `longattn kv-eval` (out runs/kv-eval, 4 windows, 6 trials, chunk 1,

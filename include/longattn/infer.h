@@ -1,6 +1,6 @@
 /*
- * longattn/infer.h -- inference (layer infer): KV cache with eviction policies and int8
- * storage, next-token sampling, incremental decoding of the GPT through a KV cache.
+ * longattn/infer.h -- inference (layer infer): KV cache with eviction policies and f32 /
+ * f16 / bf16 / int8 storage, next-token sampling, incremental decoding of the GPT through a KV cache.
  */
 #ifndef LONGATTN_INFER_H
 #define LONGATTN_INFER_H
@@ -18,8 +18,8 @@ extern "C" {
 /* ======================================================================== */
 
 /* A per-layer, per-kv-head cache of keys and values for incremental decoding, with
- * eviction policies (window, StreamingLLM sinks, H2O heavy hitters) and optional int8
- * storage. Survey: shared/seeds/003 (H2O, StreamingLLM, quantised KV cache).
+ * eviction policies (window, StreamingLLM sinks, H2O heavy hitters) and an element type
+ * (f32, f16, bf16 or int8: la_kv_params.storage). Survey: shared/seeds/003 (H2O, StreamingLLM, quantised KV cache).
  *
  * Keys are stored BEFORE any rotary encoding (pre-RoPE). la_kv_attend() hands the kept
  * keys to la_attn_forward() in slot order, and the kernel rotates key slot j by position
@@ -63,9 +63,14 @@ typedef enum {
     LA_KV_H2O       /* h2o(heavy, recent, sinks) */
 } la_kv_policy;
 
+/* Element type of the cached k/v rows (the "KV type"). Values are stable: LA_KV_F32 and
+ * LA_KV_INT8 keep their old numbers. f16 / bf16 rows are rounded to nearest even when
+ * appended (src/core/half.h) and converted back exactly when read; arithmetic is float32. */
 typedef enum {
     LA_KV_F32 = 0,  /* float32 rows */
-    LA_KV_INT8      /* int8 rows + one float32 scale per group */
+    LA_KV_INT8 = 1, /* int8 rows + one float32 scale per group */
+    LA_KV_F16 = 2,  /* IEEE binary16 rows (11-bit significand, max 65504) */
+    LA_KV_BF16 = 3  /* bfloat16 rows (8-bit significand, float32's range) */
 } la_kv_storage;
 
 typedef struct {
@@ -79,7 +84,7 @@ typedef struct {
     int sinks;           /* n of sinks(n, w); sinks of h2o (default 0) */
     int heavy;           /* h2o heavy-hitter slots */
     int recent;          /* h2o recent window */
-    la_kv_storage storage; /* default LA_KV_F32 */
+    la_kv_storage storage; /* element type, default LA_KV_F32 (la_kv_params_set_type) */
     int group;           /* int8 group size along D (must divide D); 0 = one scale per row */
 } la_kv_params;
 
@@ -88,11 +93,35 @@ LA_API la_kv_params la_kv_params_default(void);
 
 /* Set the policy fields of *p from text such as "full", "window(256)", "window(w=256)",
  * "sinks(4,252)", "sinks(n=4,w=252)", "h2o(64,64)", "h2o(heavy=64,recent=64,sinks=4)",
- * optionally joined with "+int8" or "+int8(group=32)" (e.g. "sinks(4,252)+int8").
+ * optionally joined with an element type "+f32", "+f16", "+bf16", "+int8" or
+ * "+int8(group=32)" (e.g. "sinks(4,252)+int8", "full+bf16"); without one the type is f32.
  * Shape fields (n_layers, H, Hkv, D, max_tokens) are left untouched.
  * Errors: LA_ESPEC naming the bad token and listing the valid forms; LA_EINVAL on NULL.
  * On error *p is untouched. */
 LA_API la_status la_kv_policy_parse(const char *text, la_kv_params *p);
+
+/* Set the element type of the cached rows from a la_dtype (f32, f16, bf16, int8); group is
+ * the int8 group along D (0: one scale per row; ignored for the other types). The same as
+ * writing "+f16", "+bf16", "+int8(group=g)" in the policy text. Errors: LA_EINVAL (NULL,
+ * unknown type, group < 0 or not dividing D). */
+LA_API la_status la_kv_params_set_type(la_kv_params *p, la_dtype t, int group);
+
+/* The element type of p as a la_dtype (LA_DTYPE_F32 for NULL). */
+LA_API la_dtype la_kv_params_type(const la_kv_params *p);
+
+/* Set the element type from text: "f32", "f16", "bf16", "int8" or "int8(group=g)" (also
+ * the la_dtype_parse aliases float32, float16, bfloat16, i8). Policy fields untouched.
+ * Errors: LA_ESPEC naming the text and the valid names; LA_EINVAL on NULL. */
+LA_API la_status la_kv_type_parse(const char *text, la_kv_params *p);
+
+/* 1 if the policy text names an element type ("+f16", "+int8(group=32)", "int8", ...), so
+ * that a caller applying a default type (GGUF models) can leave an explicit one alone. */
+LA_API int la_kv_policy_names_type(const char *text);
+
+/* The KV element type GGUF model sessions use unless told otherwise (`--kv-type`, a type
+ * term in the policy): chosen from SmolLM2's bits per token against f32
+ * (docs/kv-cache.md). The C API's la_kv_params_default() stays f32. */
+LA_API la_dtype la_llama_default_kv_type(void);
 
 /* Canonical text of the policy (parseable by la_kv_policy_parse), snprintf-style. */
 LA_API int la_kv_policy_format(const la_kv_params *p, char *buf, size_t n);
@@ -120,8 +149,21 @@ LA_API int64_t la_kv_max_chunk(const la_kv_params *p);
  * it (an approximation). */
 LA_API int la_kv_stream_exact(const la_spec *spec, const la_kv_params *p);
 
+/* The prefill chunk (tokens per la_llama_session_step) for a prompt fed to a cache with
+ * policy p under spec, at most want (>= 1): full: min(want, max_tokens), exact; window /
+ * sinks with la_kv_stream_exact: min(want, la_kv_max_chunk), exact (streamed); otherwise
+ * (h2o, or a spec the session cannot stream exactly): min(want, max(1, la_kv_max_chunk / 4)),
+ * an APPROXIMATION -- every query of a chunk sees the cache as evicted before the chunk
+ * (its own earlier rows included), not the eviction each of its tokens would have caused;
+ * a quarter of the recent window keeps the difference small (the rule longeval uses). */
+LA_API int la_kv_prefill_chunk(const la_spec *spec, const la_kv_params *p, int want);
+/* 1 if la_kv_prefill_chunk's chunk gives exactly the token-by-token result (full, or
+ * la_kv_stream_exact), 0 if it is the approximation. */
+LA_API int la_kv_prefill_exact(const la_spec *spec, const la_kv_params *p);
+
 /* Bytes of k/v storage (rows and int8 scales) one cached token takes, all layers and kv
- * heads together: f32: 2 * n_layers * Hkv * D * 4; int8: 2 * n_layers * Hkv * (D + 4*D/g). */
+ * heads together: f32: 2 * n_layers * Hkv * D * 4; f16, bf16: 2 * n_layers * Hkv * D * 2;
+ * int8: 2 * n_layers * Hkv * (D + 4*D/g). */
 LA_API double la_kv_bytes_per_token(const la_kv_params *p);
 
 /* Allocate a cache holding budget tokens per layer and kv head: all storage and scratch
@@ -170,7 +212,13 @@ LA_API la_status la_kv_scores(const la_kv_cache *c, int layer, float *scores);
  * rows just appended for these queries): one la_attn_forward call with
  *   q: (1, H, T, D) un-rotated   k, v: (1, Hkv, len, D)   pos0 = len - T
  *   out: (1, H, T, D)   row_stat: (1, H, T) or NULL.
- * int8 rows are dequantised into a buffer reused across calls. Under h2o, the kernel's
+ * int8 / f16 / bf16 rows are converted into a buffer reused across calls. One query row
+ * (T = 1) over an f16, bf16 or int8 cache with a spec the decode kernel supports (softmax;
+ * causal or full; NoPE or RoPE-family except dynamic-ntk; transform none / temp / critical /
+ * qwen-logn; no row_entropy / row_support) goes to the decode kernel instead
+ * (src/infer/kv_decode.c): the rows read once per kv head for its whole query group, in
+ * fixed chunks merged in a fixed order (the same bits for any n_threads); f32 caches keep
+ * the fused kernel, bitwise as before. Under h2o, the kernel's
  * key_mass (summed over the query heads of each kv head) is added to the scores.
  * opts may be NULL or carry logn_s, as_beta / as_gamma (1, H, T), n_threads, ws and the
  * optional statistics (row_entropy (1,H,T), key_mass (1,H,len)); doc_ids must be NULL.

@@ -18,7 +18,7 @@
  * Haystacks, needles and depths depend on (seed, L, depth, trial) only, never on the method.
  *
  * Method text: "SPEC" or "SPEC | KVPOLICY" (la_kv_policy_parse: sinks(n,w), h2o(...),
- * window(w), +int8). "as-trained" stands for the model's own RoPE. Before parsing, "{s}" is
+ * window(w), +TYPE; without a type term the cell's cache has kv_type's element type). "as-trained" stands for the model's own RoPE. Before parsing, "{s}" is
  * replaced by max(1, L/C), "{C}" by C, "{L}" by L and "{g}" by 1/ln C (so that
  * "critical({g})" scales logits by ln(n)/ln(C), 1 at the trained context), so
  * "yarn({s},{C})" is one line for every length. A spec with no theta takes the file's RoPE base (la_llama_spec_parse).
@@ -74,6 +74,8 @@ typedef struct {
     int no_share;           /* 1: every example prefilled from its first token (the unshared computation;
                                same results, for checking and timing the shared-prefix path) */
     int resamples;          /* bootstrap resamples of the perplexity differences (default 2000) */
+    const char *kv_type;    /* KV element type of every cell whose method names none (la_kv_type_parse:
+                               f32, f16, bf16, int8, int8(group=g)); NULL: la_llama_default_kv_type() */
 } la_longeval_opts;
 
 /* As studies/longeval.json: docs data/longdocs (data/pydoc/val when absent), 6 documents,
@@ -84,7 +86,7 @@ typedef struct {
 LA_API la_longeval_opts la_longeval_opts_default(void);
 
 /* Fill *o from a JSON study file {"methods": [...], "lengths": [...], "depths": [...],
- * "trials", "distractors", "buckets", "chunk", "seed", "docs"}; keys absent keep *o's
+ * "trials", "distractors", "buckets", "chunk", "seed", "docs", "kv_type"}; keys absent keep *o's
  * values. The strings read are copied into one block o->owned (a previous block is kept
  * alive until la_longeval_opts_release, which frees every block). Errors: LA_EIO,
  * LA_EFORMAT (bad JSON or a bad value: named). */

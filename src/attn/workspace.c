@@ -30,6 +30,10 @@ la_status la_ws_rope_table(la_workspace *ws, const double *omega, int D, int64_t
         *tab = ws->rope; /* same frequencies, covers positions 0..n-1: rows depend only on the position */
         return LA_OK;
     }
+    /* rows depend only on the position: build past n (to a multiple of 1024) so that a
+     * decode loop, whose S grows by one per call, rebuilds the table once per 1024 tokens
+     * instead of at every call */
+    n = (n + 1023) / 1024 * 1024;
     size_t need = (size_t)n * (size_t)D;
     ws->rope_n = 0;
     if (need > ws->rope_cap) {

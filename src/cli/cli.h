@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "longattn.h"
 #include "longattn/core.h"
 
 typedef int (*la_cli_fn)(int argc, char **argv);
@@ -75,6 +76,10 @@ typedef struct {
     double *temperature, *top_p;
 } cli_sampling;
 int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cli_sampling *s);
+/* The KV cache parameters of --kv POLICY (NULL: full) and --kv-type TYPE (NULL: none): the
+ * type from TYPE, else from a type term of POLICY, else def. Giving both is a usage error.
+ * 0 on success, else the usage error's 2. Shape fields of *kp are left alone. */
+int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtype def_type, la_kv_params *kp);
 /* Monotonic clock, seconds. */
 double cli_now(void);
 

@@ -107,6 +107,19 @@ double cli_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtype def_type, la_kv_params *kp) {
+    if (la_kv_policy_parse(policy ? policy : "full", kp) != LA_OK) return cli_usage_error(cmd, "--kv: %s", la_errmsg());
+    if (type && policy && la_kv_policy_names_type(policy))
+        return cli_usage_error(cmd, "--kv-type %s and the type in --kv '%s': give the element type once", type, policy);
+    if (type) {
+        if (la_kv_type_parse(type, kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
+    } else if (!(policy && la_kv_policy_names_type(policy))) {
+        if (la_kv_params_set_type(kp, def_type, 0) != LA_OK)
+            return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
+    }
+    return 0;
+}
+
 int cli_precision_opt(const char *cmd, const char *val, la_dtype *out) {
     la_dtype t;
     if (la_dtype_parse(val, &t) != LA_OK || (t != LA_DTYPE_F32 && t != LA_DTYPE_BF16))

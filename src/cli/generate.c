@@ -18,7 +18,9 @@ static void usage(FILE *f) {
         {"--top-p P", "nucleus sampling mass in (0, 1], 1 = off (default 0.95)"},
         {"--seed S", "random seed of the sampler (default 1)"},
         {"--policy SPEC", "KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
-                          "optionally +int8 or +int8(group=g) (default full)"},
+                          "optionally +TYPE (default full)"},
+        {"--kv-type TYPE", "element type of the cached k/v rows: f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                           "(default f32 for checkpoints; see docs/kv-cache.md)"},
         {"--quiet", "do not print the prompt nor the summary on stderr"},
         {NULL, NULL},
     };
@@ -54,7 +56,7 @@ static int is_gguf_request(int argc, char **argv) {
 
 int cli_generate(int argc, char **argv) {
     if (is_gguf_request(argc, argv)) return cli_generate_gguf(argc, argv);
-    const char *cmd = "generate", *ckpt = NULL, *prompt = NULL, *policy = "full";
+    const char *cmd = "generate", *ckpt = NULL, *prompt = NULL, *policy = "full", *kv_type = NULL;
     long max_new = 200, top_k = 0, seed = 1;
     double temperature = 0.8, top_p = 0.95;
     const cli_sampling samp = {&max_new, &top_k, &seed, &temperature, &top_p};
@@ -80,6 +82,7 @@ int cli_generate(int argc, char **argv) {
         if (!strcmp(a, "--ckpt")) ckpt = val;
         else if (!strcmp(a, "--prompt")) prompt = val;
         else if (!strcmp(a, "--policy")) policy = val;
+        else if (!strcmp(a, "--kv-type")) kv_type = val;
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
@@ -87,7 +90,8 @@ int cli_generate(int argc, char **argv) {
     if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (at least one byte)");
 
     la_kv_params kp = la_kv_params_default();
-    if (la_kv_policy_parse(policy, &kp) != LA_OK) return cli_usage_error(cmd, "--policy: %s", la_errmsg());
+    int urc = cli_kv_params(cmd, policy, kv_type, LA_DTYPE_F32, &kp);
+    if (urc) return urc;
     la_model *m = NULL;
     if (la_model_load(ckpt, &m) != LA_OK) {
         fprintf(stderr, "longattn generate: cannot load '%s': %s\n", ckpt, la_errmsg());

@@ -23,6 +23,8 @@ static void usage(FILE *f) {
         {"--chunk N", "tokens per decoding step under evicting policies (default 1 = exact\n"
                       "streaming; larger is faster: queries of a chunk share its eviction)"},
         {"--seed S", "windows and passkeys (default 1)"},
+        {"--kv-type TYPE", "element type of policies that name none: f32 | f16 | bf16 | int8 |\n"
+                           "int8(group=g) (default f32)"},
         {NULL, NULL},
     };
     cli_help(f, "longattn kv-eval --ckpt FILE --data DIR [options]",
@@ -43,7 +45,8 @@ static void on_progress(void *user, const la_kv_eval_progress *p) {
 }
 
 int cli_kv_eval(int argc, char **argv) {
-    const char *cmd = "kv-eval", *ckpt = NULL, *pk_ckpt = NULL, *data = NULL, *out = "runs/kv-eval", *lens_s = NULL, *pols_s = NULL;
+    const char *cmd = "kv-eval", *ckpt = NULL, *pk_ckpt = NULL, *data = NULL, *out = "runs/kv-eval", *lens_s = NULL, *pols_s = NULL,
+               *kv_type = NULL;
     long windows = 4, trials = 6, chunk_opt = 1, seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -61,6 +64,11 @@ int cli_kv_eval(int argc, char **argv) {
         else if (!strcmp(a, "--out")) out = val;
         else if (!strcmp(a, "--lens")) lens_s = val;
         else if (!strcmp(a, "--policies")) pols_s = val;
+        else if (!strcmp(a, "--kv-type")) {
+            la_kv_params kp = la_kv_params_default();
+            if (la_kv_type_parse(val, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
+            kv_type = val;
+        }
         else if (!strcmp(a, "--windows") || !strcmp(a, "--trials") || !strcmp(a, "--chunk") || !strcmp(a, "--seed")) {
             long long v;
             long lo = !strcmp(a, "--trials") || !strcmp(a, "--seed") ? 0 : 1;
@@ -84,6 +92,7 @@ int cli_kv_eval(int argc, char **argv) {
     o.trials = (int)trials;
     o.chunk = (int)chunk_opt;
     o.seed = (uint64_t)seed;
+    o.kv_type = kv_type;
     if (lens_s) {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", lens_s);

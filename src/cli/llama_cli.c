@@ -42,6 +42,12 @@ static int open_model(const char *cmd, const char *path, const char *spec, la_ll
     return 0;
 }
 
+/* the KV element type when neither --kv-type nor the policy names one: the GGUF default,
+ * except for position regimes (selfextend, rerope, dca), which need a float32 cache */
+static la_dtype gguf_kv_default(const char *spec) {
+    return spec && la_llama_is_posreg(spec) ? LA_DTYPE_F32 : la_llama_default_kv_type();
+}
+
 /* length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence */
 static size_t utf8_complete(const char *s, size_t n) {
     size_t i = n, back = 0;
@@ -63,8 +69,13 @@ const cli_opt cli_generate_gguf_opts[] = {
     {"--top-p P", "nucleus mass in (0, 1], 1 = off (default 1)"},
     {"--seed S", "sampler seed (default 1)"},
     {"--kv POLICY", "KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
-                    "optionally +int8 (default full)"},
+                    "optionally +TYPE (default full)"},
     {"--policy POLICY", "the same as --kv"},
+    {"--kv-type TYPE", "element type of the cached k/v rows: f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                       "(default f16 for GGUF models; see docs/kv-cache.md)"},
+    {"--prefill-chunk N", "prompt tokens per prefill step, at most (default 512; 1: token by token).\n"
+                          "Exact for full, window and sinks caches; h2o in chunks of a quarter of\n"
+                          "its recent window (an approximation, docs/kv-cache.md)"},
     {"--ctx N", "full cache: the longest stream, prompt included (default: the model's\n"
                 "trained context); a longer prompt is an error"},
     {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal; theta\n"
@@ -83,8 +94,8 @@ static void usage_model(FILE *f) {
 
 int cli_generate_gguf(int argc, char **argv) {
     const char *cmd = "generate", *path = NULL, *prompt = NULL, *policy = "full", *spec = NULL, *system = NULL,
-               *ids_out = NULL;
-    long max_new = 256, top_k = 0, seed = 1, ctx = 0;
+               *ids_out = NULL, *kv_type = NULL;
+    long max_new = 256, top_k = 0, seed = 1, ctx = 0, pchunk = 512;
     double temperature = 0, top_p = 1;
     const cli_sampling samp = {&max_new, &top_k, &seed, &temperature, &top_p};
     int quiet = 0, chat = 0;
@@ -108,16 +119,19 @@ int cli_generate_gguf(int argc, char **argv) {
         else if (!strcmp(a, "--prompt")) prompt = val;
         else if (!strcmp(a, "--system")) system = val;
         else if (!strcmp(a, "--kv") || !strcmp(a, "--policy")) policy = val;
+        else if (!strcmp(a, "--kv-type")) kv_type = val;
         else if (!strcmp(a, "--spec")) spec = val;
         else if (!strcmp(a, "--ids-out")) ids_out = val;
         else if (!strcmp(a, "--ctx")) rc = cli_opt_long(cmd, a, val, 1, 1L << 30, &ctx);
+        else if (!strcmp(a, "--prefill-chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 16, &pchunk);
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
     if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (not empty)");
     la_kv_params kp = la_kv_params_default();
-    if (la_kv_policy_parse(policy, &kp) != LA_OK) return cli_usage_error(cmd, "--kv: %s", la_errmsg());
+    int urc = cli_kv_params(cmd, policy, kv_type, gguf_kv_default(spec), &kp);
+    if (urc) return urc;
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         fprintf(stderr, "longattn %s: cannot open model '%s': %s\n", cmd, path, strerror(errno));
@@ -171,9 +185,9 @@ int cli_generate_gguf(int argc, char **argv) {
         if (max_new > cap - n_prompt) max_new = cap - n_prompt;
         kp.max_tokens = cap;
     }
-    /* prefill: the full cache takes the prompt in chunks; an evicting cache one token at a
-     * time, so that every prompt token sees exactly the policy's kept set */
-    int chunk = kp.policy == LA_KV_FULL ? (int)(n_prompt < 512 ? n_prompt : 512) : 1;
+    /* prefill in chunks: full and window / sinks caches exactly (window / sinks streamed,
+     * kv_stream.c), h2o in la_kv_prefill_chunk's approximation (a quarter of its recent window) */
+    int chunk = la_kv_prefill_chunk(la_llama_spec(m), &kp, (int)(n_prompt < pchunk ? n_prompt : pchunk));
     if (la_llama_session_new(m, &kp, chunk, &s) != LA_OK) {
         fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
         goto done;
@@ -301,7 +315,7 @@ static char *slurp(const char *path, size_t *len) {
 }
 
 int cli_perplexity(int argc, char **argv) {
-    const char *cmd = "perplexity", *path = NULL, *text_path = NULL, *spec = NULL;
+    const char *cmd = "perplexity", *path = NULL, *text_path = NULL, *spec = NULL, *kv_type = NULL;
     long ctx = 0, max_windows = 0, chunk = 256;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -313,9 +327,12 @@ int cli_perplexity(int argc, char **argv) {
                 {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal)"},
                 {"--windows K", "score at most K windows (default all)"},
                 {"--chunk C", "prefill chunk (default 256)"},
+                {"--kv-type TYPE", "element type of the KV cache: f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                                   "(default f16, the GGUF default; see docs/kv-cache.md)"},
                 {NULL, NULL},
             };
-            cli_help(stdout, "longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec SPEC] [--windows K]",
+            cli_help(stdout, "longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec SPEC] [--windows K]\n"
+                             "                    [--chunk C] [--kv-type TYPE]",
                      "Bits per token and per byte of a GGUF model on a text, over non-overlapping windows of N\n"
                      "tokens (each window starts from an empty context; its first token is not scored), overall\n"
                      "and by position bucket [2^k, 2^(k+1)) within the window.",
@@ -328,6 +345,7 @@ int cli_perplexity(int argc, char **argv) {
         if (!strcmp(a, "--model")) path = val;
         else if (!strcmp(a, "--text")) text_path = val;
         else if (!strcmp(a, "--spec")) spec = val;
+        else if (!strcmp(a, "--kv-type")) kv_type = val;
         else if (!strcmp(a, "--ctx")) rc = cli_opt_long(cmd, a, val, 2, 1L << 26, &ctx);
         else if (!strcmp(a, "--windows")) rc = cli_opt_long(cmd, a, val, 1, 1L << 30, &max_windows);
         else if (!strcmp(a, "--chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 16, &chunk);
@@ -337,6 +355,9 @@ int cli_perplexity(int argc, char **argv) {
     if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
     if (!text_path) return cli_usage_error(cmd, "--text FILE is required");
     if (!ctx) return cli_usage_error(cmd, "--ctx N is required");
+    la_kv_params kp = la_kv_params_default();
+    int urc = cli_kv_params(cmd, NULL, kv_type, gguf_kv_default(spec), &kp);
+    if (urc) return urc;
     size_t tlen = 0;
     char *text = slurp(text_path, &tlen);
     if (!text) {
@@ -371,7 +392,6 @@ int cli_perplexity(int argc, char **argv) {
     if (chunk > ctx) chunk = ctx;
     logits = malloc(sizeof(float) * (size_t)chunk * V);
     tok_bytes = malloc(sizeof(int) * (size_t)V);
-    la_kv_params kp = la_kv_params_default();
     kp.max_tokens = ctx;
     if (!logits || !tok_bytes || la_llama_session_new(m, &kp, (int)chunk, &s) != LA_OK) {
         fprintf(stderr, "longattn %s: %s\n", cmd, logits && tok_bytes ? la_errmsg() : "out of memory");
@@ -420,8 +440,9 @@ int cli_perplexity(int argc, char **argv) {
     double nll = 0, by = 0;
     int64_t n = 0;
     for (int b = 0; b < NB; b++) nll += b_nll[b], by += b_bytes[b], n += b_n[b];
-    printf("model %s  spec %s  ctx %ld  windows %lld  tokens scored %lld (%.0f bytes)  %.1f tok/s\n", path, sp, ctx,
-           (long long)n_win, (long long)n, by, n_win * ctx / (el > 0 ? el : 1e-9));
+    printf("model %s  spec %s  kv %s  ctx %ld  windows %lld  tokens scored %lld (%.0f bytes)  %.1f tok/s\n", path, sp,
+           la_dtype_name(la_kv_params_type(&kp)), ctx, (long long)n_win, (long long)n, by,
+           n_win * ctx / (el > 0 ? el : 1e-9));
     printf("overall: %.4f bits/token  %.4f bits/byte  perplexity %.3f\n", nll / n / log(2), nll / log(2) / by,
            exp(nll / n));
     printf("%-18s %10s %12s %12s\n", "positions", "tokens", "bits/token", "bits/byte");
@@ -447,7 +468,8 @@ done:
 /* ---- raw logits for the tests ---- */
 
 int cli_llama_logits(int argc, char **argv) {
-    const char *cmd = "llama-logits", *path = NULL, *ids_s = NULL, *out = NULL, *spec = NULL, *policy = NULL;
+    const char *cmd = "llama-logits", *path = NULL, *ids_s = NULL, *out = NULL, *spec = NULL, *policy = NULL,
+               *kv_type = NULL;
     long step = 0, chunk = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -458,13 +480,16 @@ int cli_llama_logits(int argc, char **argv) {
                 {"--out X.npy", "the logits (T, V), float32"},
                 {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal)"},
                 {"--kv POLICY", "decode through a KV cache with this policy instead of the cache-less forward"},
-                {"--step N", "with --kv: tokens fed per session step"},
+                {"--kv-type TYPE", "with --kv: the cache's element type, f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                                   "(default f16, the GGUF default)"},
+                {"--step N", "with --kv: tokens fed per session step (default: the largest chunk that is\n"
+                             "exact, la_kv_prefill_chunk: 512 for full, w for window / sinks, 1 for h2o)"},
                 {"--chunk N", "without --kv: the forward's chunk (default 512)"},
                 {NULL, NULL},
             };
             cli_help(stdout,
                      "longattn llama-logits --model F.gguf --ids 1,2,3 --out X.npy [--spec S]\n"
-                     "                      [--kv POLICY --step N | --chunk N]",
+                     "                      [--kv POLICY [--kv-type TYPE] --step N | --chunk N]",
                      "Logits (T, V) float32 of every position (for the tests): the cache-less forward in\n"
                      "chunks of --chunk tokens, or with --kv a decoding session fed --step tokens at a time.",
                      opts, NULL);
@@ -478,12 +503,19 @@ int cli_llama_logits(int argc, char **argv) {
         else if (!strcmp(a, "--out")) out = val;
         else if (!strcmp(a, "--spec")) spec = val;
         else if (!strcmp(a, "--kv")) policy = val;
+        else if (!strcmp(a, "--kv-type")) kv_type = val;
         else if (!strcmp(a, "--step")) rc = cli_opt_long(cmd, a, val, 1, 1L << 20, &step);
         else if (!strcmp(a, "--chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 20, &chunk);
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (!path || !ids_s || !out) return cli_usage_error(cmd, "--model, --ids and --out are required");
+    if (kv_type && !policy) return cli_usage_error(cmd, "--kv-type needs --kv POLICY (the cache-less forward has no cache)");
+    la_kv_params kp = la_kv_params_default();
+    if (policy) {
+        int urc = cli_kv_params(cmd, policy, kv_type, gguf_kv_default(spec), &kp);
+        if (urc) return urc;
+    }
     int64_t T = 1;
     for (const char *c = ids_s; *c; c++) T += *c == ',';
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)T);
@@ -515,11 +547,9 @@ int cli_llama_logits(int argc, char **argv) {
     } else if (!policy) {
         st = la_llama_forward(m, ids, T, (int)chunk, lg, 1);
     } else {
-        la_kv_params kp = la_kv_params_default();
-        st = la_kv_policy_parse(policy, &kp);
         kp.max_tokens = T;
-        if (!step) step = 1;
-        if (st == LA_OK) st = la_llama_session_new(m, &kp, (int)step, &s);
+        if (!step) step = la_kv_prefill_exact(la_llama_spec(m), &kp) ? la_kv_prefill_chunk(la_llama_spec(m), &kp, 512) : 1;
+        st = la_llama_session_new(m, &kp, (int)step, &s);
         for (int64_t i = 0; st == LA_OK && i < T; i += step) {
             int n = (int)(T - i < step ? T - i : step);
             st = la_llama_session_step(s, ids + i, n, lg + (size_t)i * V, 1);

@@ -25,6 +25,9 @@ static void usage(FILE *f) {
         {"--buckets N", "perplexity position buckets"},
         {"--chunk N", "prefill chunk (default 512)"},
         {"--exact-stream", "evicting KV policies step one token at a time (exact, slow)"},
+        {"--kv-type TYPE", "KV element type of methods whose policy names none: f32 | f16 | bf16 |\n"
+                           "int8 | int8(group=g) (default f16, the GGUF default; f32 for position-\n"
+                           "regime methods; study key kv_type)"},
         {"--haystack MODE", "retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
                             "Jaggi's repeated \"The grass is green. ...\"; the study files' choice)"},
         {"--documents N", "documents scored and used as haystacks, in name order (default 6;\n"
@@ -84,7 +87,7 @@ int cli_longeval(int argc, char **argv) {
     o.out_dir = "runs/longeval";
     long long v;
     const char *trials = NULL, *distr = NULL, *buckets = NULL, *chunk = NULL, *tctx = NULL, *threads = NULL,
-               *seed = NULL, *docs = NULL;
+               *seed = NULL, *docs = NULL, *kv_type = NULL;
     int resume = 0, exact = 0, filler = -1, no_share = 0;
     const char *ndocs = NULL, *resamples = NULL;
     for (int i = 1; i < argc; i++) {
@@ -111,6 +114,7 @@ int cli_longeval(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = val;
         else if (!strcmp(a, "--seed")) seed = val;
         else if (!strcmp(a, "--docs")) docs = val;
+        else if (!strcmp(a, "--kv-type")) kv_type = val;
         else if (!strcmp(a, "--documents")) ndocs = val;
         else if (!strcmp(a, "--resamples")) resamples = val;
         else if (!strcmp(a, "--haystack")) {
@@ -165,6 +169,11 @@ int cli_longeval(int argc, char **argv) {
     INTOPT(resamples, "--resamples", 1000, 1000000, o.resamples)
 #undef INTOPT
     if (docs) o.docs = docs;
+    if (kv_type) {
+        la_kv_params kp = la_kv_params_default();
+        if (la_kv_type_parse(kv_type, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
+        o.kv_type = kv_type;
+    }
     o.resume = resume;
     o.exact_stream = exact;
     if (no_share) o.no_share = 1;

@@ -22,16 +22,22 @@ la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const flo
     if (opts && opts->doc_ids)
         return la_fail(LA_EINVAL, "la_kv_attend: doc_ids are not supported over a KV cache (one stream per cache); pass NULL");
 
-    const float *k, *v;
-    la_kv_gather(c, layer, &k, &v);
-
     la_attn_opts o = opts ? *opts : la_attn_opts_default();
-    if (!o.ws) o.ws = c->ws;
     float *user_mass = o.key_mass;
     const int h2o = c->p.policy == LA_KV_H2O;
-    if (h2o || user_mass) o.key_mass = c->mass; /* (1, H, len) */
-    la_shape sh = {.B = 1, .H = c->p.H, .Hkv = c->p.Hkv, .T = T, .S = (int)L->len, .D = c->p.D, .pos0 = LA_POS0_AUTO};
-    LA_TRY(la_attn_forward(spec, &sh, q, k, v, out, row_stat ? row_stat : c->stat, &o));
+    if (T == 1 && c->p.storage != LA_KV_F32 && la_kv_decode_ok(c, spec, opts)) {
+        /* one row over a reduced-precision cache: the decode kernel reads the stored rows
+         * directly (kv_decode.c); f32 caches keep the fused kernel below, bitwise as before */
+        LA_TRY(la_kv_decode_attend(c, layer, spec, q, out, row_stat, (h2o || user_mass) ? c->mass : NULL,
+                                   o.n_threads));
+    } else {
+        const float *k, *v;
+        la_kv_gather(c, layer, &k, &v);
+        if (!o.ws) o.ws = c->ws;
+        if (h2o || user_mass) o.key_mass = c->mass; /* (1, H, len) */
+        la_shape sh = {.B = 1, .H = c->p.H, .Hkv = c->p.Hkv, .T = T, .S = (int)L->len, .D = c->p.D, .pos0 = LA_POS0_AUTO};
+        LA_TRY(la_attn_forward(spec, &sh, q, k, v, out, row_stat ? row_stat : c->stat, &o));
+    }
 
     const size_t n = (size_t)L->len, C = (size_t)c->cap;
     if (h2o) {

@@ -5,12 +5,21 @@
  * plus the `recent` newest; we also never evict `sinks` first tokens). */
 #include <assert.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "infer/kv_internal.h"
 
-static size_t elt_size(const la_kv_cache *c) { return c->p.storage == LA_KV_INT8 ? 1 : sizeof(float); }
+size_t la_kv_elt_size(la_kv_storage s) {
+    switch (s) {
+    case LA_KV_INT8: return 1;
+    case LA_KV_F16: case LA_KV_BF16: return 2;
+    default: return sizeof(float);
+    }
+}
+
+static size_t elt_size(const la_kv_cache *c) { return la_kv_elt_size(c->p.storage); }
 
 void la_kv_free(la_kv_cache *c) {
     if (!c) return;
@@ -40,6 +49,13 @@ void la_kv_free(la_kv_cache *c) {
     free(c->s_omega);
     free(c->s_qrow);
     free(c->s_acc);
+    free(c->d_q);
+    free(c->d_kb);
+    free(c->d_vb);
+    free(c->d_p);
+    free(c->d_m);
+    free(c->d_l);
+    free(c->d_o);
     la_workspace_free(c->ws);
     free(c);
 }
@@ -87,7 +103,24 @@ la_status la_kv_new_stream(const la_kv_params *p, int stream_T, la_kv_cache **ou
         c->stat = la_malloc(H * C * sizeof(float));
         c->keep = la_malloc(C);
         c->ws = la_workspace_new();
-        ok = c->kbuf && c->vbuf && c->mass && c->stat && c->keep && c->ws;
+        c->s_cs = la_malloc(C * D * sizeof(float));
+        c->s_omega = la_malloc(D * sizeof(double));
+        ok = c->kbuf && c->vbuf && c->mass && c->stat && c->keep && c->ws && c->s_cs && c->s_omega;
+    }
+    if (ok) { /* la_kv_decode_attend's scratch (kv_decode.c) */
+        const size_t G = H / Hkv, CH = LA_KV_DEC_CHUNK;
+        c->d_nthr = omp_get_max_threads();
+        if (c->d_nthr < 1) c->d_nthr = 1;
+        c->d_nch = (c->cap + LA_KV_DEC_CHUNK - 1) / LA_KV_DEC_CHUNK;
+        const size_t nt = (size_t)c->d_nthr, nch = (size_t)c->d_nch;
+        c->d_q = la_malloc(H * D * sizeof(float));
+        c->d_kb = la_malloc(nt * CH * D * sizeof(float));
+        c->d_vb = la_malloc(nt * CH * D * sizeof(float));
+        c->d_p = la_malloc(nt * G * CH * sizeof(float));
+        c->d_m = la_malloc(Hkv * nch * G * sizeof(float));
+        c->d_l = la_malloc(Hkv * nch * G * sizeof(float));
+        c->d_o = la_malloc(Hkv * nch * G * D * sizeof(float));
+        ok = c->d_q && c->d_kb && c->d_vb && c->d_p && c->d_m && c->d_l && c->d_o;
     }
     if (ok && streams) { /* la_kv_stream_attend's scratch (kv_stream.c) */
         const size_t G = H / Hkv, T = (size_t)c->stream_T;
@@ -96,11 +129,9 @@ la_status la_kv_new_stream(const la_kv_params *p, int stream_T, la_kv_cache **ou
         c->s_q = la_malloc(G * T * D * sizeof(float));
         c->s_out = la_malloc(G * T * D * sizeof(float));
         c->s_lse = la_malloc(G * T * sizeof(float));
-        c->s_cs = la_malloc(C * D * sizeof(float));
-        c->s_omega = la_malloc(D * sizeof(double));
         c->s_qrow = la_malloc(D * sizeof(float));
         c->s_acc = la_malloc(D * sizeof(double));
-        ok = c->s_k && c->s_v && c->s_q && c->s_out && c->s_lse && c->s_cs && c->s_omega && c->s_qrow && c->s_acc;
+        ok = c->s_k && c->s_v && c->s_q && c->s_out && c->s_lse && c->s_qrow && c->s_acc;
     }
     if (!ok) {
         la_kv_free(c);
@@ -203,6 +234,28 @@ static int all_finite(const float *x, size_t n) {
     return 1;
 }
 
+/* 1 if every |x| rounds to a finite f16 (< 65520, the midpoint above 65504) */
+static int fits_f16(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(x[i]) < 65520.0f)) return 0;
+    return 1;
+}
+
+/* The new rows fit the element type: int8 needs finite values (absmax scales), f16 values
+ * below its largest finite magnitude (no silent infinity). f32 / bf16 store anything. */
+static la_status check_rows(const la_kv_cache *c, int layer, const float *k, const float *v, int T) {
+    const size_t n = (size_t)c->p.Hkv * (size_t)T * (size_t)c->p.D;
+    if (c->p.storage == LA_KV_INT8 && (!all_finite(k, n) || !all_finite(v, n)))
+        return la_fail(LA_ENUMERIC, "la_kv_append: non-finite value in k or v of layer %d; int8 storage cannot hold it",
+                       layer);
+    if (c->p.storage == LA_KV_F16 && (!fits_f16(k, n) || !fits_f16(v, n)))
+        return la_fail(LA_ENUMERIC,
+                       "la_kv_append: a k or v value of layer %d is beyond f16's range (|x| > 65504) or not finite; "
+                       "use the bf16 or f32 KV type",
+                       layer);
+    return LA_OK;
+}
+
 la_status la_kv_append(la_kv_cache *c, int layer, const float *k, const float *v, int T) {
     if (!c || !k || !v) return la_fail(LA_EINVAL, "la_kv_append: NULL cache, k or v");
     if (layer < 0 || layer >= c->p.n_layers)
@@ -219,10 +272,7 @@ la_status la_kv_append(la_kv_cache *c, int layer, const float *k, const float *v
                        "la_kv_append: full cache holds %lld of max_tokens = %lld, cannot add %d more; "
                        "create it with a larger max_tokens or use an evicting policy (window, sinks, h2o)",
                        (long long)L->len, (long long)c->C, T);
-    const size_t D = (size_t)c->p.D, Hkv = (size_t)c->p.Hkv;
-    if (c->p.storage == LA_KV_INT8 && (!all_finite(k, Hkv * (size_t)T * D) || !all_finite(v, Hkv * (size_t)T * D)))
-        return la_fail(LA_ENUMERIC, "la_kv_append: non-finite value in k or v of layer %d; int8 storage cannot hold it",
-                       layer);
+    LA_TRY(check_rows(c, layer, k, v, T));
     evict_for(c, L, T);
     la_kv_write(c, layer, k, v, T);
     return LA_OK;
@@ -233,10 +283,7 @@ la_status la_kv_append_stream(la_kv_cache *c, int layer, const float *k, const f
     if (T < 1 || T > c->stream_T)
         return la_fail(LA_EINVAL, "la_kv_append_stream: T = %d new tokens, must be in [1, %d] (the cache's chunk)", T,
                        c->stream_T);
-    const size_t D = (size_t)c->p.D, Hkv = (size_t)c->p.Hkv;
-    if (c->p.storage == LA_KV_INT8 && (!all_finite(k, Hkv * (size_t)T * D) || !all_finite(v, Hkv * (size_t)T * D)))
-        return la_fail(LA_ENUMERIC, "la_kv_append: non-finite value in k or v of layer %d; int8 storage cannot hold it",
-                       layer);
+    LA_TRY(check_rows(c, layer, k, v, T));
     la_kv_evict_to(c, layer, c->C - 1); /* the sinks and the newest w - 1: what token t0 - 1 left behind */
     la_kv_write(c, layer, k, v, T);
     return LA_OK;
@@ -253,6 +300,12 @@ void la_kv_write(la_kv_cache *c, int layer, const float *k, const float *v, int 
             if (c->p.storage == LA_KV_INT8) {
                 la_kv_quant_row(ks, (int)D, c->group, (int8_t *)L->k + slot * D, L->k_scale + slot * G);
                 la_kv_quant_row(vs, (int)D, c->group, (int8_t *)L->v + slot * D, L->v_scale + slot * G);
+            } else if (c->p.storage == LA_KV_F16) {
+                la_cvt_f32_to_f16((uint16_t *)L->k + slot * D, ks, D);
+                la_cvt_f32_to_f16((uint16_t *)L->v + slot * D, vs, D);
+            } else if (c->p.storage == LA_KV_BF16) {
+                la_cvt_f32_to_bf16((uint16_t *)L->k + slot * D, ks, D);
+                la_cvt_f32_to_bf16((uint16_t *)L->v + slot * D, vs, D);
             } else {
                 memcpy((float *)L->k + slot * D, ks, D * sizeof(float));
                 memcpy((float *)L->v + slot * D, vs, D * sizeof(float));
@@ -265,17 +318,30 @@ void la_kv_write(la_kv_cache *c, int layer, const float *k, const float *v, int 
     L->seen += T;
 }
 
+/* Rows j0 .. j0+n-1 of head h as float into dst (n, D): one bulk conversion for f16 /
+ * bf16 (the rows of a head are contiguous), row by row for int8. Exact: every stored value
+ * is a float. */
+void la_kv_rows_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j0, size_t n,
+                    float *dst) {
+    const size_t D = (size_t)c->p.D, C = (size_t)c->cap, G = (size_t)c->n_groups;
+    const size_t slot = h * C + j0;
+    const void *src = which_v ? L->v : L->k;
+    switch (c->p.storage) {
+    case LA_KV_INT8: {
+        const int8_t *q = (const int8_t *)src + slot * D;
+        const float *s = (which_v ? L->v_scale : L->k_scale) + slot * G;
+        for (size_t j = 0; j < n; j++) la_kv_dequant_row(q + j * D, s + j * G, (int)D, c->group, dst + j * D);
+        break;
+    }
+    case LA_KV_F16: la_cvt_f16_to_f32(dst, (const uint16_t *)src + slot * D, n * D); break;
+    case LA_KV_BF16: la_cvt_bf16_to_f32(dst, (const uint16_t *)src + slot * D, n * D); break;
+    default: memcpy(dst, (const float *)src + slot * D, n * D * sizeof(float)); break;
+    }
+}
+
 /* Row j of head h as float into dst (D). */
 void la_kv_row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j, float *dst) {
-    const size_t D = (size_t)c->p.D, C = (size_t)c->cap, G = (size_t)c->n_groups;
-    const size_t slot = h * C + j;
-    if (c->p.storage == LA_KV_INT8) {
-        const int8_t *q = (const int8_t *)(which_v ? L->v : L->k) + slot * D;
-        const float *s = (which_v ? L->v_scale : L->k_scale) + slot * G;
-        la_kv_dequant_row(q, s, (int)D, c->group, dst);
-    } else {
-        memcpy(dst, (const float *)(which_v ? L->v : L->k) + slot * D, D * sizeof(float));
-    }
+    la_kv_rows_f32(c, L, which_v, h, j, 1, dst);
 }
 
 la_status la_kv_read(const la_kv_cache *c, int layer, float *k, float *v, int64_t *orig_pos) {
@@ -311,11 +377,10 @@ void la_kv_gather(la_kv_cache *c, int layer, const float **k, const float **v) {
         *v = L->v;
         return;
     }
-    for (size_t h = 0; h < (size_t)c->p.Hkv; h++)
-        for (size_t j = 0; j < n; j++) {
-            la_kv_row_f32(c, L, 0, h, j, c->kbuf + (h * n + j) * D);
-            la_kv_row_f32(c, L, 1, h, j, c->vbuf + (h * n + j) * D);
-        }
+    for (size_t h = 0; h < (size_t)c->p.Hkv; h++) {
+        la_kv_rows_f32(c, L, 0, h, 0, n, c->kbuf + h * n * D);
+        la_kv_rows_f32(c, L, 1, h, 0, n, c->vbuf + h * n * D);
+    }
     *k = c->kbuf;
     *v = c->vbuf;
 }

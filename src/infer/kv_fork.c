@@ -6,14 +6,6 @@
 
 #include "infer/kv_internal.h"
 
-/* Bytes of one stored k or v element: 1 for int8 (whose scales are separate), else what
- * la_kv_bytes_per_token says a token's rows take (2 * n_layers * Hkv * D elements), so a
- * new float storage type needs no change here. */
-static size_t fork_elt_size(const la_kv_params *p) {
-    if (p->storage == LA_KV_INT8) return 1;
-    return (size_t)(la_kv_bytes_per_token(p) / (2.0 * p->n_layers * p->Hkv * p->D) + 0.5);
-}
-
 la_status la_kv_copy(la_kv_cache *dst, const la_kv_cache *src) {
     if (!dst || !src) return la_fail(LA_EINVAL, "la_kv_copy: NULL cache");
     if (dst == src) return LA_OK;
@@ -23,7 +15,7 @@ la_status la_kv_copy(la_kv_cache *dst, const la_kv_cache *src) {
         dst->group != src->group)
         return la_fail(LA_EINVAL, "la_kv_copy: the caches differ in shape, storage, policy, budget or stream chunk; "
                        "create the destination with the source's params and chunk");
-    const size_t es = fork_elt_size(a), D = (size_t)a->D, cap = (size_t)src->cap, G = (size_t)src->n_groups;
+    const size_t es = la_kv_elt_size(a->storage), D = (size_t)a->D, cap = (size_t)src->cap, G = (size_t)src->n_groups;
     for (int l = 0; l < a->n_layers; l++) {
         const la_kv_layer *S = &src->layers[l];
         la_kv_layer *T = &dst->layers[l];

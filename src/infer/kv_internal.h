@@ -2,15 +2,22 @@
 #ifndef LA_KV_INTERNAL_H
 #define LA_KV_INTERNAL_H
 
+#include "core/half.h"
 #include "core/internal.h"
 
-/* One layer's storage. C = budget slots per kv head, all allocated at la_kv_new.
- * Slot j of head h holds the token at stream position pos[h*C + j]; slots 0..len-1 are in
- * stream order (compacted after every eviction). */
+/* One layer's storage. cap slots per kv head (the storage stride), all allocated at
+ * la_kv_new. Slot j of head h holds the token at stream position pos[h*cap + j]; slots
+ * 0..len-1 are in stream order (compacted after every eviction), so the len rows of one
+ * head are contiguous: element d of row j of head h is at k[(h*cap + j)*D + d].
+ * Element type p.storage (la_kv_elt_size bytes): f32 float; f16 / bf16 uint16_t bit
+ * patterns (core/half.h, rounded to nearest even when written, read back exactly with
+ * la_cvt_*_to_f32); int8 int8_t with one float scale per group of `group` channels at
+ * k_scale[(h*cap + j)*n_groups + gi]. A snapshot of a layer is therefore: k, v (and the
+ * scales) for slots [0, len) of each head, pos, score, len and seen. */
 typedef struct {
-    void *k, *v;          /* (Hkv, C, D) float or int8 */
-    float *k_scale;       /* (Hkv, C, D/g) int8 only */
-    float *v_scale;       /* (Hkv, C, D/g) int8 only */
+    void *k, *v;          /* (Hkv, cap, D) of p.storage's element type */
+    float *k_scale;       /* (Hkv, cap, D/g) int8 only */
+    float *v_scale;       /* (Hkv, cap, D/g) int8 only */
     int64_t *pos;         /* (Hkv, C) original stream positions */
     float *score;         /* (Hkv, C) H2O cumulative attention mass */
     int64_t len;          /* tokens held (same for every kv head) */
@@ -41,7 +48,20 @@ struct la_kv_cache {
     int64_t s_tab_n;      /* rows of s_cs that are valid (0: none) */
     float *s_qrow;        /* (D) one query rotated for the sinks */
     double *s_acc;        /* (D) one output row being merged */
+    /* s_cs / s_omega (the RoPE table) are allocated for every cache: the decode kernel uses
+     * them too. la_kv_decode_attend scratch (kv_decode.c), allocated once: */
+    int d_nthr;           /* per-thread buffers allocated (threads beyond it are not used) */
+    int64_t d_nch;        /* chunks of LA_KV_DEC_CHUNK keys the partials have room for */
+    float *d_q;           /* (H, D) rotated, scaled queries */
+    float *d_kb, *d_vb;   /* (d_nthr, LA_KV_DEC_CHUNK, D) one chunk's rows as float */
+    float *d_p;           /* (d_nthr, G, LA_KV_DEC_CHUNK) one chunk's probabilities */
+    float *d_m, *d_l;     /* (Hkv, d_nch, G) partial max and sum of each chunk */
+    float *d_o;           /* (Hkv, d_nch, G, D) partial (unnormalised) outputs */
 };
+
+/* Keys per chunk of the decode kernel: fixed, independent of the thread count, so that the
+ * chunk partials and their merge (in chunk order) are the same for any thread count. */
+#define LA_KV_DEC_CHUNK 128
 
 /* la_kv_new with room for exact chunked streaming (window/sinks only; stream_T <= the
  * policy's max chunk): cap = budget + stream_T - 1 and la_kv_stream_attend's scratch.
@@ -59,6 +79,11 @@ void la_kv_write(la_kv_cache *c, int layer, const float *k, const float *v, int 
 la_status la_kv_append_stream(la_kv_cache *c, int layer, const float *k, const float *v, int T);
 /* Row j of kv head h of L (k, or v when which_v) as float into dst (D). */
 void la_kv_row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j, float *dst);
+/* Rows j0 .. j0+n-1 of kv head h as float into dst (n, D) (bulk conversion, exact). */
+void la_kv_rows_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j0, size_t n,
+                    float *dst);
+/* Bytes of one stored element: 4 (f32), 2 (f16, bf16), 1 (int8; scales apart). */
+size_t la_kv_elt_size(la_kv_storage s);
 
 /* Exact chunked streaming attention (kv_stream.c): append T new tokens' k, v (Hkv, T, D)
  * with la_kv_append_stream, attend the queries q (H, T, D) into out (H, T, D) so that
@@ -68,6 +93,28 @@ void la_kv_row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size
  * opts. Errors: LA_EINVAL, LA_EUNSUPPORTED (spec), the kernel's. */
 la_status la_kv_stream_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, const float *k,
                               const float *v, int T, float *out, const la_attn_opts *opts);
+
+/* RoPE helpers shared by kv_stream.c and kv_decode.c (defined in kv_stream.c): the cos|sin
+ * table of positions 0..cap-1 in c->s_cs (rebuilt only when the frequencies change),
+ * rotation of one row by a table row (the kernel's convention: pairs (k, k + D/2)), and the
+ * logit factor the kernel applies to stream token t of a cache of budget tokens. */
+la_status la_kv_rope_table(la_kv_cache *c, const la_spec *spec, int64_t ctx, int *rotates);
+void la_kv_rotate(float *x, const float *cs, int D);
+double la_kv_row_factor(const la_spec *spec, int64_t t, int64_t budget);
+
+/* Decode kernel (kv_decode.c): 1 if la_kv_decode_attend computes spec over this cache for
+ * one query row (softmax; causal or full pattern; NoPE or a RoPE-family encoding except
+ * dynamic-ntk; transform none, temp, critical or qwen-logn; no doc_ids, row_entropy or
+ * row_support requested). */
+int la_kv_decode_ok(const la_kv_cache *c, const la_spec *spec, const la_attn_opts *opts);
+/* Attention of one new query row per head, q (H, D) un-rotated, over the layer's len kept
+ * rows, into out (H, D) and row_stat (H) (log-sum-exp; may be NULL). Each kv head's rows are
+ * read once for the G query heads of its group, in chunks of LA_KV_DEC_CHUNK keys spread
+ * over n_threads (0: the OpenMP default) and merged in chunk order: bitwise the same for
+ * any thread count. mass (H, len) or NULL: each key's probability. Requires
+ * la_kv_decode_ok. */
+la_status la_kv_decode_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, float *out,
+                              float *row_stat, float *mass, int n_threads);
 
 /* int8 quantisation of one row x (D) in groups of g channels (kv_quant.c). */
 void la_kv_quant_row(const float *x, int D, int g, int8_t *q, float *scale);

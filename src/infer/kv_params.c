@@ -9,7 +9,10 @@
 
 #include "infer/kv_internal.h"
 
-#define KV_FORMS "full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]), optionally +int8 or +int8(group=g)"
+#define KV_FORMS                                                                                        \
+    "full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]), optionally +f32, +f16, +bf16, +int8 or " \
+    "+int8(group=g)"
+#define KV_TYPES "f32, f16, bf16, int8, int8(group=g)"
 
 la_kv_params la_kv_params_default(void) {
     la_kv_params p;
@@ -70,8 +73,9 @@ la_status la_kv_params_validate(const la_kv_params *p) {
     default:
         return la_fail(LA_EINVAL, "kv params: unknown policy %d; valid: %s", (int)p->policy, KV_FORMS);
     }
-    if (p->storage != LA_KV_F32 && p->storage != LA_KV_INT8)
-        return la_fail(LA_EINVAL, "kv params: unknown storage %d; use LA_KV_F32 or LA_KV_INT8", (int)p->storage);
+    if (p->storage != LA_KV_F32 && p->storage != LA_KV_INT8 && p->storage != LA_KV_F16 && p->storage != LA_KV_BF16)
+        return la_fail(LA_EINVAL, "kv params: unknown storage %d; use LA_KV_F32, LA_KV_F16, LA_KV_BF16 or LA_KV_INT8",
+                       (int)p->storage);
     if (p->storage == LA_KV_INT8 && (p->group < 0 || (p->group > 0 && p->D % p->group != 0)))
         return la_fail(LA_EINVAL, "kv params: int8 group = %d must divide D = %d (or be 0 for one scale per row)",
                        p->group, p->D);
@@ -100,10 +104,42 @@ double la_kv_bytes_per_token(const la_kv_params *p) {
     if (p->storage == LA_KV_INT8) {
         int g = p->group > 0 ? p->group : p->D;
         row = (double)p->D + 4.0 * (double)(p->D / g);
+    } else if (p->storage == LA_KV_F16 || p->storage == LA_KV_BF16) {
+        row = 2.0 * p->D;
     } else {
         row = 4.0 * p->D;
     }
     return 2.0 * p->n_layers * p->Hkv * row;
+}
+
+/* ---- element type ---- */
+
+la_dtype la_kv_params_type(const la_kv_params *p) {
+    if (!p) return LA_DTYPE_F32;
+    switch (p->storage) {
+    case LA_KV_F16: return LA_DTYPE_F16;
+    case LA_KV_BF16: return LA_DTYPE_BF16;
+    case LA_KV_INT8: return LA_DTYPE_I8;
+    default: return LA_DTYPE_F32;
+    }
+}
+
+la_status la_kv_params_set_type(la_kv_params *p, la_dtype t, int group) {
+    if (!p) return la_fail(LA_EINVAL, "la_kv_params_set_type: NULL params");
+    la_kv_storage s;
+    switch (t) {
+    case LA_DTYPE_F32: s = LA_KV_F32; break;
+    case LA_DTYPE_F16: s = LA_KV_F16; break;
+    case LA_DTYPE_BF16: s = LA_KV_BF16; break;
+    case LA_DTYPE_I8: s = LA_KV_INT8; break;
+    default: return la_fail(LA_EINVAL, "la_kv_params_set_type: unknown type %d; valid: %s", (int)t, KV_TYPES);
+    }
+    if (s == LA_KV_INT8 && (group < 0 || (group > 0 && p->D > 0 && p->D % group != 0)))
+        return la_fail(LA_EINVAL, "la_kv_params_set_type: int8 group = %d must divide D = %d (or be 0 for one scale "
+                                  "per row)", group, p->D);
+    p->storage = s;
+    p->group = s == LA_KV_INT8 ? group : 0;
+    return LA_OK;
 }
 
 /* ---- text form ---- */
@@ -159,6 +195,14 @@ static int parse_args(const char *name, char *args, const char *const *keys, int
         vals[idx] = v;
         given[idx] = 1;
     }
+    return 0;
+}
+
+/* a float element type name of la_dtype_parse (f32, f16, bf16 and their aliases) */
+static int is_float_type(const char *term) {
+    static const char *const names[] = {"f32", "float32", "f16", "float16", "bf16", "bfloat16"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(term, names[i])) return 1;
     return 0;
 }
 
@@ -224,13 +268,20 @@ la_status la_kv_policy_parse(const char *text, la_kv_params *out) {
             p.heavy = (int)vals[0];
             p.recent = (int)vals[1];
             p.sinks = (int)vals[2];
-        } else if (!strcmp(term, "int8")) {
+        } else if (!strcmp(term, "int8") || !strcmp(term, "i8")) {
             static const char *const keys[] = {"group"};
-            if (have_storage) return la_fail(LA_ESPEC, "kv policy: int8 given twice in '%s'", text);
+            if (have_storage) return la_fail(LA_ESPEC, "kv policy: element type given twice in '%s'; give one of %s", text, KV_TYPES);
             have_storage = 1;
             if (args && *args && parse_args("int8", args, keys, 1, vals, given)) return LA_ESPEC;
             p.storage = LA_KV_INT8;
             p.group = (int)vals[0];
+        } else if (is_float_type(term)) {
+            if (have_storage) return la_fail(LA_ESPEC, "kv policy: element type given twice in '%s'; give one of %s", text, KV_TYPES);
+            if (args) return la_fail(LA_ESPEC, "kv policy: element type '%s' takes no arguments", term);
+            have_storage = 1;
+            la_dtype t = LA_DTYPE_F32;
+            (void)la_dtype_parse(term, &t);
+            p.storage = t == LA_DTYPE_F16 ? LA_KV_F16 : t == LA_DTYPE_BF16 ? LA_KV_BF16 : LA_KV_F32;
         } else {
             return la_fail(LA_ESPEC, "kv policy: unknown term '%s'; valid forms: %s", term, KV_FORMS);
         }
@@ -260,6 +311,64 @@ int la_kv_policy_format(const la_kv_params *p, char *buf, size_t n) {
     if (p->storage == LA_KV_INT8) {
         if (p->group > 0) snprintf(st, sizeof st, "+int8(group=%d)", p->group);
         else snprintf(st, sizeof st, "+int8");
+    } else if (p->storage == LA_KV_F16) {
+        snprintf(st, sizeof st, "+f16");
+    } else if (p->storage == LA_KV_BF16) {
+        snprintf(st, sizeof st, "+bf16");
     }
     return snprintf(buf, n, "%s%s", pol, st);
+}
+
+la_status la_kv_type_parse(const char *text, la_kv_params *out) {
+    if (!text || !out) return la_fail(LA_EINVAL, "la_kv_type_parse: NULL argument");
+    size_t n = strlen(text);
+    char buf[64];
+    if (n == 0 || n >= sizeof buf) return la_fail(LA_ESPEC, "kv type: '%s' is empty or too long; valid: %s", text, KV_TYPES);
+    memcpy(buf, text, n + 1);
+    char *b = buf, *e = buf + n;
+    while (isspace((unsigned char)*b)) b++;
+    while (e > b && isspace((unsigned char)e[-1])) *--e = '\0';
+    la_kv_params p = *out;
+    char *lp = strchr(b, '(');
+    if (lp) *lp = '\0';
+    la_dtype t;
+    if (!strcmp(b, "int8") || !strcmp(b, "i8")) {
+        t = LA_DTYPE_I8;
+    } else if (is_float_type(b)) {
+        (void)la_dtype_parse(b, &t);
+        if (lp) return la_fail(LA_ESPEC, "kv type '%s': %s takes no arguments; valid: %s", text, b, KV_TYPES);
+    } else {
+        return la_fail(LA_ESPEC, "kv type: unknown type '%s'; valid: %s", text, KV_TYPES);
+    }
+    long vals[1] = {0};
+    int given[1] = {0};
+    if (lp) {
+        static const char *const keys[] = {"group"};
+        if (e == lp + 1 || e[-1] != ')') return la_fail(LA_ESPEC, "kv type '%s': '(' without a closing ')'", text);
+        e[-1] = '\0';
+        if (parse_args("int8", lp + 1, keys, 1, vals, given)) return LA_ESPEC;
+    }
+    p.storage = LA_KV_F32;
+    p.group = 0;
+    if (la_kv_params_set_type(&p, t, (int)vals[0]) != LA_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", la_errmsg());
+        return la_fail(LA_ESPEC, "kv type '%s': %s", text, msg);
+    }
+    *out = p;
+    return LA_OK;
+}
+
+int la_kv_policy_names_type(const char *text) {
+    if (!text) return 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL;
+    for (char *term = strtok_r(buf, "+", &save); term; term = strtok_r(NULL, "+", &save)) {
+        while (isspace((unsigned char)*term)) term++;
+        char *e = term + strcspn(term, "( \t");
+        *e = '\0';
+        if (!strcmp(term, "int8") || !strcmp(term, "i8") || is_float_type(term)) return 1;
+    }
+    return 0;
 }

@@ -41,9 +41,20 @@ int la_kv_stream_exact(const la_spec *spec, const la_kv_params *p) {
     }
 }
 
+int la_kv_prefill_exact(const la_spec *spec, const la_kv_params *p) {
+    return p && (p->policy == LA_KV_FULL || la_kv_stream_exact(spec, p));
+}
+
+int la_kv_prefill_chunk(const la_spec *spec, const la_kv_params *p, int want) {
+    if (!p || want < 1) return 1;
+    const int64_t mc = la_kv_max_chunk(p);
+    int64_t lim = la_kv_prefill_exact(spec, p) ? mc : (mc / 4 > 1 ? mc / 4 : 1);
+    return (int)(want < lim ? want : lim);
+}
+
 /* Rotate row x (D) in place by table row cs (cos in [0, D/2), sin in [D/2, D)): the
  * kernel's convention (pairs (k, k + D/2), angles in double rounded to float). */
-static void rotate(float *x, const float *cs, int D) {
+void la_kv_rotate(float *x, const float *cs, int D) {
     const int half = D / 2;
     for (int k = 0; k < half; k++) {
         const float a = x[k], b = x[k + half], co = cs[k], si = cs[half + k];
@@ -54,7 +65,7 @@ static void rotate(float *x, const float *cs, int D) {
 
 /* cos/sin table of positions 0..cap-1 for the frequencies at context length ctx; rebuilt
  * only when the frequencies change (dynamic-ntk while the cache fills). */
-static la_status build_table(la_kv_cache *c, const la_spec *spec, int64_t ctx, int *rotates) {
+la_status la_kv_rope_table(la_kv_cache *c, const la_spec *spec, int64_t ctx, int *rotates) {
     const int D = c->p.D, half = D / 2;
     double *om = c->s_omega + half;
     *rotates = spec->pos != LA_POS_NOPE;
@@ -83,7 +94,7 @@ static double dotf(const float *a, const float *b, int D) {
 }
 
 /* The logit factor token t's own step would apply (transform x YaRN's mscale^2). */
-static double row_factor(const la_spec *spec, int64_t t, int64_t budget) {
+double la_kv_row_factor(const la_spec *spec, int64_t t, int64_t budget) {
     const int64_t nq = t + 1 < budget ? t + 1 : budget, p = t < budget - 1 ? t : budget - 1;
     double f = 1.0;
     switch (spec->xform) {
@@ -132,7 +143,7 @@ la_status la_kv_stream_attend(la_kv_cache *c, int layer, const la_spec *spec, co
     const int TR = T - i_r;
     int rotates;
     const int64_t ctx = t0 + T < budget ? t0 + T : budget;
-    LA_TRY(build_table(c, spec, ctx, &rotates));
+    LA_TRY(la_kv_rope_table(c, spec, ctx, &rotates));
     const double inv_sqrt_d = 1.0 / sqrt((double)D);
 
     la_spec win = la_spec_default(); /* softmax + nope + none; the window over recent slots */
@@ -148,11 +159,11 @@ la_status la_kv_stream_attend(la_kv_cache *c, int layer, const la_spec *spec, co
         float *kr = c->s_k, *ks = c->s_k + (size_t)SR * Dz;
         for (int64_t b = 0; b < SR; b++) {
             la_kv_row_f32(c, L, 0, (size_t)hk, (size_t)(ns + b), kr + (size_t)b * Dz);
-            if (rotates) rotate(kr + (size_t)b * Dz, c->s_cs + (size_t)b * Dz, D);
+            if (rotates) la_kv_rotate(kr + (size_t)b * Dz, c->s_cs + (size_t)b * Dz, D);
         }
         for (int64_t s = 0; s < ns; s++) {
             la_kv_row_f32(c, L, 0, (size_t)hk, (size_t)s, ks + (size_t)s * Dz);
-            if (rotates) rotate(ks + (size_t)s * Dz, c->s_cs + (size_t)s * Dz, D);
+            if (rotates) la_kv_rotate(ks + (size_t)s * Dz, c->s_cs + (size_t)s * Dz, D);
         }
         const float *vv;
         if (c->p.storage == LA_KV_F32) {
@@ -167,9 +178,9 @@ la_status la_kv_stream_attend(la_kv_cache *c, int layer, const la_spec *spec, co
                 for (int i = i_r; i < T; i++) {
                     const float *src = q + (((size_t)hk * G + g) * T + i) * Dz;
                     float *dst = c->s_q + ((size_t)g * TR + (i - i_r)) * Dz;
-                    const float f = (float)row_factor(spec, t0 + i, budget);
+                    const float f = (float)la_kv_row_factor(spec, t0 + i, budget);
                     memcpy(dst, src, Dz * sizeof(float));
-                    if (rotates) rotate(dst, c->s_cs + (size_t)(SR - T + i) * Dz, D);
+                    if (rotates) la_kv_rotate(dst, c->s_cs + (size_t)(SR - T + i) * Dz, D);
                     for (int d = 0; d < D; d++) dst[d] *= f;
                 }
             la_shape sh = {.B = 1, .H = G, .Hkv = 1, .T = TR, .S = (int)SR, .D = D, .pos0 = LA_POS0_AUTO};
@@ -189,8 +200,8 @@ la_status la_kv_stream_attend(la_kv_cache *c, int layer, const la_spec *spec, co
                 float *qrow = c->s_qrow;
                 double *acc = c->s_acc;
                 memcpy(qrow, q + (((size_t)hk * G + g) * T + i) * Dz, Dz * sizeof(float));
-                if (rotates) rotate(qrow, c->s_cs + (size_t)(t < F ? t : F) * Dz, D);
-                const double f = row_factor(spec, t, budget) * inv_sqrt_d;
+                if (rotates) la_kv_rotate(qrow, c->s_cs + (size_t)(t < F ? t : F) * Dz, D);
+                const double f = la_kv_row_factor(spec, t, budget) * inv_sqrt_d;
                 const double lr = orow ? (double)c->s_lse[(size_t)g * TR + (i - i_r)] : -INFINITY;
                 /* two passes over the (few) sinks: their logits' maximum with the recent
                  * part's log-sum-exp, then the weighted sum */

@@ -17,6 +17,8 @@ struct la_llama_session {
     int64_t pos;
 };
 
+la_dtype la_llama_default_kv_type(void) { return LA_DTYPE_F16; } /* docs/kv-cache.md: SmolLM2 at 4k */
+
 la_status la_llama_kv_params(const la_llama *m, la_kv_params *p) {
     if (!m || !p) return la_fail(LA_EINVAL, "la_llama_kv_params: NULL argument");
     const la_llama_config *c = la_llama_get_config(m);
@@ -94,7 +96,10 @@ static la_status cache_append_attend(void *ctx, int layer, const la_spec *spec, 
         }
         return LA_OK;
     }
-    if (c->stream_T > 1 && la_kv_stream_exact(spec, &c->p))
+    /* a single row over a reduced-precision cache: append and the decode kernel (la_kv_attend),
+     * exactly what streaming one token does */
+    const int decode = T == 1 && c->p.storage != LA_KV_F32 && la_kv_decode_ok(c, spec, op);
+    if (!decode && c->stream_T > 1 && la_kv_stream_exact(spec, &c->p))
         return la_kv_stream_attend(c, layer, spec, qh, kh, vh, T, att, op);
     LA_TRY(la_kv_append(c, layer, kh, vh, T));
     la_attn_opts o = *op;

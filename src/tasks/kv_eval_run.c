@@ -241,6 +241,7 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
             la_kv_params kp = la_kv_params_default();
             la_kv_params_for_model(m, &kp);
             la_status ps = la_kv_policy_parse(t, &kp);
+            if (ps == LA_OK && o->kv_type && !la_kv_policy_names_type(t)) ps = la_kv_type_parse(o->kv_type, &kp);
             if (ps != LA_OK) {
                 free(res);
                 la_model_free(m);

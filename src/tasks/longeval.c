@@ -450,19 +450,21 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
         snprintf(cell->spec + n, sizeof cell->spec - n, " + %s", posreg);
     }
     LA_TRY(la_llama_set_posreg(c->m, *posreg ? posreg : NULL));
+    /* the element type: the method's own (a type term after '|'), else kv_type, else the GGUF default;
+     * position regimes (selfextend, ...) need the f32 cache they were written for */
+    const char *bar = strchr(o->methods[mi], '|');
+    if (!*posreg && !(bar && la_kv_policy_names_type(bar + 1))) {
+        if (o->kv_type) LA_TRY(la_kv_type_parse(o->kv_type, &kv));
+        else LA_TRY(la_kv_params_set_type(&kv, la_llama_default_kv_type(), 0));
+    }
     /* a full cache (also "| full+int8", whose parse keeps the default size) holds the whole context */
     if (!has_kv || kv.policy == LA_KV_FULL) kv.max_tokens = L + 16;
     la_kv_policy_format(&kv, cell->kv, sizeof cell->kv);
     LA_TRY(la_llama_set_spec(c->m, &spec));
-    int64_t mc = la_kv_max_chunk(&kv);
-    int step = o->chunk;
-    if (has_kv && kv.policy != LA_KV_FULL) {
-        /* window/sinks with a spec the session streams exactly: chunks up to the window;
-         * otherwise (h2o, ...) the approximation in chunks of a quarter of the window */
-        int64_t lim = o->exact_stream ? 1 : la_kv_stream_exact(&spec, &kv) ? mc : (mc / 4 > 1 ? mc / 4 : 1);
-        if (step > lim) step = (int)lim;
-    }
-    if (step > mc) step = (int)mc;
+    /* window/sinks with a spec the session streams exactly: chunks up to the window;
+     * otherwise (h2o, ...) the approximation in chunks of a quarter of the window */
+    int step = la_kv_prefill_chunk(&spec, &kv, o->chunk);
+    if (has_kv && kv.policy != LA_KV_FULL && o->exact_stream) step = 1;
     c->step = step;
     c->work_tokens = 0;
     const int share = !o->no_share;

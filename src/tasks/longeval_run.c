@@ -118,7 +118,7 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
     }
     static const char *const known[] = {"methods", "lengths", "depths", "trials", "distractors", "buckets",
                                         "chunk", "seed", "docs", "comment", "haystack", "documents",
-                                        "resamples", "cost"};
+                                        "resamples", "cost", "kv_type"};
     const cJSON *e;
     st = LA_OK;
     cJSON_ArrayForEach(e, root) {
@@ -168,6 +168,13 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
     if (st == LA_OK && (v = cJSON_GetObjectItemCaseSensitive(root, "docs"))) {
         if (!cJSON_IsString(v)) st = la_fail(LA_EFORMAT, "%s: \"docs\" must be a folder name", path);
         else o->docs = KEEP(v->valuestring);
+    }
+    if (st == LA_OK && (v = cJSON_GetObjectItemCaseSensitive(root, "kv_type"))) {
+        la_kv_params kp = la_kv_params_default();
+        if (!cJSON_IsString(v)) st = la_fail(LA_EFORMAT, "%s: \"kv_type\" must be a string (f32, f16, bf16, int8)", path);
+        else if (la_kv_type_parse(v->valuestring, &kp) != LA_OK)
+            st = la_fail(LA_EFORMAT, "%s: \"kv_type\": %s", path, la_errmsg());
+        else o->kv_type = KEEP(v->valuestring);
     }
     if (st == LA_OK && (v = cJSON_GetObjectItemCaseSensitive(root, "haystack"))) {
         if (!cJSON_IsString(v) || (strcmp(v->valuestring, "text") && strcmp(v->valuestring, "filler")))

@@ -239,7 +239,7 @@ def test_tiny_model_matches_numpy(build_dir, tmp_path, arch, qtype):
     err = np.abs(ours - r64).max()
     assert err <= tol, f"prefill: max |ours - ref| = {err:.3g} > {tol:.3g}"
     # decode: one token at a time through the KV cache (quantized mat-vec products)
-    dec = c_logits(build_dir, tmp_path, path, ids, "--kv", "full", "--step", "1")
+    dec = c_logits(build_dir, tmp_path, path, ids, "--kv", "full", "--kv-type", "f32", "--step", "1")
     err = np.abs(dec - r64).max()
     assert err <= tol, f"decode: max |ours - ref| = {err:.3g} > {tol:.3g}"
 
@@ -271,8 +271,9 @@ def test_smollm2_logits_and_greedy_continuation(build_dir, tmp_path):
     reference on longattn's continuation, its argmax at every step is longattn's next token
     (so a free-running greedy reference would produce the same 32 tokens)."""
     ids_file = tmp_path / "ids.txt"
+    # f32 cache: the continuation is compared with the float64 reference's argmax
     run(build_dir, "generate", "--model", MODEL, "--prompt", "Once upon a time, in a small village,", "--temperature", "0",
-        "--max-new", "32", "--quiet", "--ids-out", ids_file)
+        "--max-new", "32", "--quiet", "--ids-out", ids_file, "--kv-type", "f32")
     lines = ids_file.read_text().splitlines()
     prompt = [int(x) for x in lines[0].split()]
     gen = [int(x) for x in lines[1].split()] if len(lines) > 1 and lines[1].strip() else []
@@ -322,7 +323,7 @@ def test_perplexity_matches_logits(build_dir, tmp_path):
     text = tmp_path / "t.txt"
     text.write_text(sentence)
     out = run(build_dir, "perplexity", "--model", MODEL, "--text", text, "--ctx", ctx, "--windows", 2,
-              "--chunk", 5).stdout.decode()
+              "--chunk", 5, "--kv-type", "f32").stdout.decode()
     bits = float(out.split("overall: ")[1].split()[0])
     nll = []
     for w in range(2):
@@ -332,3 +333,47 @@ def test_perplexity_matches_logits(build_dir, tmp_path):
         nll += [lse[i] - lg[i, x[i + 1]] for i in range(ctx - 1)]
     assert abs(bits - np.mean(nll) / np.log(2)) < 1e-3  # printed with 4 decimals
     assert "[1, 2)" in out and "[8, 16)" in out
+
+
+@pytest.mark.skipif(not MODEL.exists(), reason="default model not fetched (scripts/fetch_model.sh)")
+def test_generate_chunked_prefill_and_kv_types(build_dir, tmp_path):
+    """generate prefills window / sinks caches in chunks, exactly as token by token (kv_stream.c):
+    the same greedy ids with --prefill-chunk 1 and the default chunk, for the f32 cache and the
+    f16 default; every --kv-type runs; a bad type or a type given twice is a usage error."""
+    prompt = ("The history of the city goes back many centuries. It was founded by traders who came from the "
+              "coast and settled near the river, where they built houses, a market and a small harbour.")
+
+    def ids(*extra):
+        f = tmp_path / "ids.txt"
+        run(build_dir, "generate", "--model", MODEL, "--prompt", prompt, "--temperature", "0", "--max-new", "8",
+            "--quiet", "--ids-out", f, *extra)
+        return f.read_text()
+
+    for kv in ("sinks(4,20)", "window(24)"):
+        for t in ("f32", "f16"):
+            assert ids("--kv", kv, "--kv-type", t) == ids("--kv", kv, "--kv-type", t, "--prefill-chunk", "1"), (kv, t)
+    for t in ("bf16", "int8", "int8(group=16)"):
+        assert len(ids("--kv-type", t).splitlines()[1].split()) > 0
+    assert ids() == ids("--kv-type", "f16")  # the GGUF default
+    p = run(build_dir, "generate", "--model", MODEL, "--prompt", "x", "--kv-type", "f8", ok=False)
+    assert p.returncode == 2 and b"f16" in p.stderr
+    p = run(build_dir, "generate", "--model", MODEL, "--prompt", "x", "--kv", "full+f16", "--kv-type", "bf16", ok=False)
+    assert p.returncode == 2 and b"once" in p.stderr
+
+
+@pytest.mark.parametrize("kv_type", ["f16", "bf16", "int8"])
+def test_decode_kernel_portable_is_bitwise(build_dir, tmp_path, monkeypatch, kv_type):
+    """The decode kernel's only run-time dispatch is the f16 / bf16 conversion (F16C where the
+    CPU has it), which is exact: LA_PORTABLE=1 (the portable path CI runs) gives the same bits.
+    Also: the reduced cache stays close to the f32 one (logits within 5 % of their range)."""
+    path = tmp_path / "m.gguf"
+    write_model(path, "llama", QT.F32, tied=False, seed=11)
+    ids = [int(i) for i in np.random.default_rng(3).integers(0, 300, size=40)]
+    args = ("--kv", "full", "--kv-type", kv_type, "--step", "1")
+    monkeypatch.delenv("LA_PORTABLE", raising=False)
+    fast = c_logits(build_dir, tmp_path, path, ids, *args)
+    monkeypatch.setenv("LA_PORTABLE", "1")
+    portable = c_logits(build_dir, tmp_path, path, ids, *args)
+    assert np.array_equal(fast, portable)
+    f32 = c_logits(build_dir, tmp_path, path, ids, "--kv", "full", "--kv-type", "f32", "--step", "1")
+    assert 0 < np.abs(fast - f32).max() < 0.05 * (f32.max() - f32.min())

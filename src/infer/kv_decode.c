@@ -1,0 +1,160 @@
+/* kv_decode.c -- the decode attention kernel: one new query row per head over a layer's
+ * cache, for any element type (f32, f16, bf16, int8).
+ *
+ * Decode is bound by memory traffic (every cached row is read once per generated token
+ * and used for a handful of products), so the kernel is organised around reading the
+ * cache once:
+ *   - grouped-query attention: the G = H / Hkv query heads of a kv head are computed
+ *     together, so each k and v row is read (and converted) once for all of them, never
+ *     once per query head;
+ *   - the context is split into chunks of LA_KV_DEC_CHUNK keys (a constant, independent
+ *     of the thread count); a work item is one (kv head, chunk) pair: its rows are
+ *     converted to float in one bulk call (F16C when the CPU has it, dispatched at run time
+ *     by core/half.h; the conversion is exact, so LA_PORTABLE=1 gives bitwise the same
+ *     result), rotated by their slot position (RoPE table shared with kv_stream.c), and
+ *     the item's partial softmax (max m_c, sum l_c = sum exp(s - m_c), unnormalised output
+ *     o_c = sum exp(s - m_c) v) is written to its own slot;
+ *   - the partials of each query head are merged in chunk order (flash-decoding's
+ *     log-sum-exp merge: M = max m_c, Z = sum l_c e^(m_c - M), out = sum o_c e^(m_c - M) / Z),
+ *     so the result is bitwise the same for any thread count and any schedule.
+ * Positions and logit factors are those of la_kv_attend's kernel call (the query at slot
+ * len - 1, key j at slot j; RoPE angles in double rounded to float, the rotation in float;
+ * the factor of la_kv_row_factor times 1/sqrt(D) folded into the query). All arithmetic is
+ * float32; the error against a float64 reference is that of float32 sums over len terms. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "infer/kv_internal.h"
+
+int la_kv_decode_ok(const la_kv_cache *c, const la_spec *spec, const la_attn_opts *opts) {
+    if (!c || !spec) return 0;
+    if (opts && (opts->doc_ids || opts->row_entropy || opts->row_support)) return 0;
+    if (spec->norm != LA_NORM_SOFTMAX) return 0;
+    if (spec->pattern != LA_PAT_CAUSAL && spec->pattern != LA_PAT_FULL) return 0;
+    switch (spec->pos) {
+    case LA_POS_NOPE: break;
+    case LA_POS_ROPE: case LA_POS_PROPE: case LA_POS_NTK: case LA_POS_YARN: case LA_POS_PI:
+        if (c->p.D % 2) return 0;
+        break;
+    default: return 0; /* dynamic-ntk: frequencies change with the length; ALiBi / NAPE: biases */
+    }
+    switch (spec->xform) {
+    case LA_XF_NONE: case LA_XF_TEMP: case LA_XF_CRITICAL: case LA_XF_QWEN_LOGN: return 1;
+    default: return 0; /* logn (learned per-head s), sinv (distance-dependent affine) */
+    }
+}
+
+/* q . k over D, eight partial sums (vectorised by the compiler) added in a fixed order */
+static inline float dot8(const float *restrict a, const float *restrict b, int D) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int d = 0;
+    for (; d + 8 <= D; d += 8)
+        for (int i = 0; i < 8; i++) acc[i] += a[d + i] * b[d + i];
+    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; d < D; d++) s += a[d] * b[d];
+    return s;
+}
+
+/* One work item: kv head hk, keys [j0, j0 + m). Logits of query head g into lg + g * n
+ * (the (G, n) block of this kv head), partials into slot (hk, ci). */
+static void chunk_item(la_kv_cache *c, const la_kv_layer *L, int hk, int64_t ci, int64_t nch, int64_t n, int rotates,
+                       float *restrict lg, int tid) {
+    const int D = c->p.D, G = c->p.H / c->p.Hkv, CH = LA_KV_DEC_CHUNK;
+    const size_t Dz = (size_t)D;
+    const int64_t j0 = ci * CH, m = n - j0 < CH ? n - j0 : CH;
+    float *kb = c->d_kb + (size_t)tid * CH * Dz, *vb = c->d_vb + (size_t)tid * CH * Dz;
+    float *pb = c->d_p + (size_t)tid * G * CH;
+    /* keys: converted (exact) and rotated by their slot */
+    la_kv_rows_f32(c, L, 0, (size_t)hk, (size_t)j0, (size_t)m, kb);
+    if (rotates)
+        for (int64_t j = 0; j < m; j++) la_kv_rotate(kb + (size_t)j * Dz, c->s_cs + (size_t)(j0 + j) * Dz, D);
+    const float *qg = c->d_q + (size_t)hk * G * Dz;
+    for (int64_t j = 0; j < m; j++) {
+        const float *kr = kb + (size_t)j * Dz;
+        for (int g = 0; g < G; g++) lg[(size_t)g * n + j0 + j] = dot8(qg + (size_t)g * Dz, kr, D);
+    }
+    /* per query head: chunk max, probabilities relative to it, their sum */
+    const size_t slot = ((size_t)hk * nch + ci) * G;
+    for (int g = 0; g < G; g++) {
+        const float *s = lg + (size_t)g * n + j0;
+        float mx = s[0];
+        for (int64_t j = 1; j < m; j++) mx = s[j] > mx ? s[j] : mx;
+        float *p = pb + (size_t)g * CH, l = 0.0f;
+        for (int64_t j = 0; j < m; j++) {
+            p[j] = expf(s[j] - mx);
+            l += p[j];
+        }
+        c->d_m[slot + g] = mx;
+        c->d_l[slot + g] = l;
+    }
+    /* values: each row read once for the G heads */
+    la_kv_rows_f32(c, L, 1, (size_t)hk, (size_t)j0, (size_t)m, vb);
+    float *o = c->d_o + slot * Dz;
+    memset(o, 0, (size_t)G * Dz * sizeof(float));
+    for (int64_t j = 0; j < m; j++) {
+        const float *vr = vb + (size_t)j * Dz;
+        for (int g = 0; g < G; g++) {
+            const float pj = pb[(size_t)g * CH + j];
+            float *og = o + (size_t)g * Dz;
+            for (int d = 0; d < D; d++) og[d] += pj * vr[d];
+        }
+    }
+}
+
+la_status la_kv_decode_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, float *out,
+                              float *row_stat, float *mass, int n_threads) {
+    if (!c || !spec || !q || !out) return la_fail(LA_EINVAL, "la_kv_decode_attend: NULL cache, spec, q or out");
+    if (!la_kv_decode_ok(c, spec, NULL))
+        return la_fail(LA_EUNSUPPORTED, "la_kv_decode_attend: spec not supported by the decode kernel");
+    const la_kv_layer *L = &c->layers[layer];
+    const int64_t n = L->len;
+    if (n < 1) return la_fail(LA_EINVAL, "la_kv_decode_attend: layer %d holds no token; append first", layer);
+    const int D = c->p.D, H = c->p.H, Hkv = c->p.Hkv, G = H / Hkv;
+    const size_t Dz = (size_t)D;
+    int rotates;
+    LA_TRY(la_kv_rope_table(c, spec, n, &rotates));
+    /* queries at slot n - 1, the logit factor of that row and 1/sqrt(D) folded in */
+    const float f = (float)(la_kv_row_factor(spec, n - 1, c->C) / sqrt((double)D));
+    for (int h = 0; h < H; h++) {
+        float *qr = c->d_q + (size_t)h * Dz;
+        memcpy(qr, q + (size_t)h * Dz, Dz * sizeof(float));
+        if (rotates) la_kv_rotate(qr, c->s_cs + (size_t)(n - 1) * Dz, D);
+        for (int d = 0; d < D; d++) qr[d] *= f;
+    }
+    const int64_t nch = (n + LA_KV_DEC_CHUNK - 1) / LA_KV_DEC_CHUNK, items = (int64_t)Hkv * nch;
+    float *lg = c->mass; /* (H, n) logits, then probabilities when asked */
+    int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
+    if (nt > c->d_nthr) nt = c->d_nthr; /* per-thread buffers were sized at la_kv_new */
+    if (nt > items) nt = (int)items;
+    if (nt < 1) nt = 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+    for (int64_t it = 0; it < items; it++) {
+        const int hk = (int)(it / nch);
+        chunk_item(c, L, hk, it % nch, nch, n, rotates, lg + (size_t)hk * G * (size_t)n, omp_get_thread_num());
+    }
+    /* merge each head's chunks in chunk order */
+    for (int h = 0; h < H; h++) {
+        const int hk = h / G, g = h % G;
+        const float *pm = c->d_m + (size_t)hk * nch * G + g, *pl = c->d_l + (size_t)hk * nch * G + g;
+        float M = pm[0];
+        for (int64_t ci = 1; ci < nch; ci++) M = pm[ci * G] > M ? pm[ci * G] : M;
+        float Z = 0.0f, *dst = out + (size_t)h * Dz;
+        memset(dst, 0, Dz * sizeof(float));
+        for (int64_t ci = 0; ci < nch; ci++) {
+            const float w = expf(pm[ci * G] - M);
+            const float *oc = c->d_o + (((size_t)hk * nch + ci) * G + g) * Dz;
+            Z += w * pl[ci * G];
+            for (int d = 0; d < D; d++) dst[d] += w * oc[d];
+        }
+        const float iz = 1.0f / Z;
+        for (int d = 0; d < D; d++) dst[d] *= iz;
+        if (row_stat) row_stat[h] = M + logf(Z);
+        if (mass) {
+            const float *s = lg + (size_t)h * n;
+            float *mh = mass + (size_t)h * n;
+            for (int64_t j = 0; j < n; j++) mh[j] = expf(s[j] - M) * iz;
+        }
+    }
+    return LA_OK;
+}
