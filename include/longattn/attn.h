@@ -33,8 +33,19 @@ typedef enum {
     LA_NORM_SOFTMAX = 0, /* online-softmax, flash-attention style */
     LA_NORM_ENTMAX,      /* alpha-entmax, alpha > 1 (Peters et al. 2019) */
     LA_NORM_SPARSEMAX,   /* alpha = 2 (Martins & Astudillo 2016) */
-    LA_NORM_ASENTMAX     /* adaptive-scalable entmax (Vasylenko et al. 2025) */
+    LA_NORM_ASENTMAX,    /* adaptive-scalable entmax (Vasylenko et al. 2025) */
+    LA_NORM_SIGMOID,     /* p = sigmoid(L + b), no row normalisation (Ramapuram et al. 2024) */
+    LA_NORM_SIGMOID_LOGN /* p = sigmoid(L - ln n_q), n_q the row's visible keys (our variant) */
 } la_norm;
+
+/* Sink logit joining every softmax row's denominator (SPEC 10; gpt-oss): none, one learned
+ * logit per head (la_attn_opts.sinks, gradient in la_attn_opts.dsinks), or one fixed value
+ * for every head (0: "softmax plus one"). Only with LA_NORM_SOFTMAX. */
+typedef enum {
+    LA_SINK_NONE = 0,
+    LA_SINK_LEARNED, /* "sink" */
+    LA_SINK_FIXED    /* "sink(fixed=v)" */
+} la_sink;
 
 /* Position encoding (SPEC 3). */
 typedef enum {
@@ -94,6 +105,12 @@ typedef struct {
     int window;            /* w of window / sinks / global */
     int sinks;             /* n of sinks */
     int global;            /* g of global */
+
+    /* issue 31 (appended so that existing initialisers keep compiling) */
+    la_sink sink;          /* sink logit of softmax rows, default LA_SINK_NONE */
+    double sink_fixed;     /* LA_SINK_FIXED: the sink logit of every head, default 0 */
+    double sig_b;          /* sigmoid bias b when sig_b_set */
+    int sig_b_set;         /* sigmoid: 1 b given, 0 b = -ln(train_len) (Ramapuram et al.'s choice) */
 } la_spec;
 
 /* softmax + nope + none + causal with every parameter at its documented default. */
@@ -167,6 +184,11 @@ typedef struct {
 
     int n_threads;          /* OpenMP threads; 0: the OpenMP default */
     la_workspace *ws;       /* scratch to reuse; NULL: allocated and freed inside the call */
+
+    /* issue 31: learned sink logits (spec "softmax+sink") */
+    const float *sinks;     /* (H) sink logit sigma_h of each head; NULL: 0 for every head */
+    float *dsinks;          /* (H) d loss / d sigma_h written by la_attn_backward (overwritten;
+                               zeros unless the spec has a learned sink) */
 } la_attn_opts;
 
 LA_API la_attn_opts la_attn_opts_default(void);
