@@ -438,6 +438,66 @@ static void test_plus_one(void **state) {
     assert_memory_equal(o2, o3, sizeof o2);
 }
 
+/* la_attn_diagnose: one query row per (b, h) (T = 1, S = 60) so that a range's mean mass is
+ * the row's own sum over the range's keys: compared with the reference's probabilities; the
+ * sink's share (softmax+sink) lands in the range of the row's span S - 1 and the key masses
+ * plus the sink sum to 1. Tolerance 1e-5: float probabilities summed in double. */
+static void test_diagnose(void **state) {
+    (void)state;
+    const char *specs[] = {"softmax+sink+rope+causal", "softmax+sink(fixed=0)+alibi+causal", "sigmoid(b=-2)+rope+causal",
+                           "sigmoid-logn+sinv(tau=10)+nope+causal"};
+    for (int si = 0; si < NA(specs); si++) {
+        la_spec sp;
+        assert_int_equal(la_spec_parse(specs[si], &sp), LA_OK);
+        la_shape sh = {1, 2, 1, 1, 60, 8, LA_POS0_AUTO};
+        inputs in;
+        inputs_new(&in, sh, 70 + si, 1.0);
+        float out[16], st[2];
+        la_attn_opts o = la_attn_opts_default();
+        o.sinks = in.sinks;
+        assert_int_equal(la_attn_forward(&sp, &sh, in.q, in.k, in.v, out, st, &o), LA_OK);
+        la_diag *dg[2];
+        for (int h = 0; h < 2; h++) assert_int_equal(la_diag_new(59, 10.0, 4, &dg[h]), LA_OK);
+        assert_int_equal(la_attn_diagnose(&sp, &sh, in.q, in.k, st, &o, dg), LA_OK);
+        double rout[16], rlse[2], rkm[120];
+        ref_attn_opts ro = {0};
+        ro.sinks = in.sinksd;
+        assert_int_equal(ref_attn_forward(&sp, &sh, in.qd, in.kd, in.vd, &ro, rout, rlse, NULL, rkm), 0);
+        for (int h = 0; h < 2; h++) {
+            double tot = 0;
+            for (int r = 0; r < la_diag_num_ranges(dg[h]); r++) {
+                la_diag_result res;
+                assert_int_equal(la_diag_get(dg[h], r, &res), LA_OK);
+                double want = 0;
+                for (int j = 0; j < 60; j++) {
+                    int64_t t = 59 - j;
+                    if (t >= res.lo && t < res.hi) want += rkm[h * 60 + j];
+                }
+                if (res.rows) {
+                    if (fabs(res.mass - want) > 1e-5) fail_msg("%s h%d range %d: mass %.8g, reference %.8g", specs[si], h, r, res.mass, want);
+                    tot += res.mass;
+                }
+                int64_t kr;
+                double km, kse;
+                assert_int_equal(la_diag_get_sink(dg[h], r, &kr, &km, &kse), LA_OK);
+                int holds = 59 >= res.lo && 59 < res.hi;
+                if (sp.sink == LA_SINK_NONE || !holds) {
+                    assert_int_equal(kr, 0);
+                } else {
+                    assert_int_equal(kr, 1);
+                    double sg = sp.sink == LA_SINK_FIXED ? sp.sink_fixed : in.sinksd[h];
+                    double want_s = exp(sg - rlse[h]);
+                    if (fabs(km - want_s) > 1e-5) fail_msg("%s h%d: sink mass %.8g, reference %.8g", specs[si], h, km, want_s);
+                    tot += km;
+                }
+            }
+            if (sp.sink != LA_SINK_NONE) assert_true(fabs(tot - 1.0) < 1e-5);
+            la_diag_free(dg[h]);
+        }
+        inputs_free(&in);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spec),
@@ -445,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_vs_reference),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_threads_bitwise),
+        cmocka_unit_test(test_diagnose),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -427,6 +427,15 @@ LA_API void la_diag_reset(la_diag *d);
  * were split. Errors: LA_EINVAL (NULL, different range edges). */
 LA_API la_status la_diag_merge(la_diag *dst, const la_diag *src);
 
+/* Sink mass (issue 31): slot's current row gave probability p_sink in [0, 1] to its sink
+ * logit (softmax+sink: exp(sigma_h - lse)); span is the largest key distance the row sees
+ * (its query position under causal patterns, 0..max_dist). At la_diag_row_end the value joins
+ * the range holding span. Errors: LA_EINVAL (slot or span out of range, p_sink outside [0, 1]). */
+LA_API la_status la_diag_add_sink(la_diag *d, int slot, int64_t span, double p_sink);
+/* Rows with a sink folded into range r (by span), their mean sink mass and its standard error
+ * (NAN without rows). Any output may be NULL. Errors: LA_EINVAL (r out of range, NULL d). */
+LA_API la_status la_diag_get_sink(const la_diag *d, int r, int64_t *rows, double *mass, double *mass_se);
+
 /* Attention diagnostics of a finished attention call, without a T x S buffer: recomputes
  * the probabilities of every query row tile by tile (LA_BQ x LA_BK = 64 x 64 tiles, the
  * kernel's own tile loading, RoPE rotation, logit transform, ALiBi bias, visibility pattern,
@@ -434,7 +443,12 @@ LA_API la_status la_diag_merge(la_diag *dst, const la_diag *src);
  *     softmax:              p = exp(L - lse)                  (SPEC 5; log p = L - lse)
  *     entmax / sparsemax /  p = [(alpha-1) L - tau]_+^(1/(alpha-1))  (SPEC 5; alpha = 2 for
  *     asentmax                 sparsemax; asentmax scales q as la_attn_forward does)
- * with row_stat = lse or tau as written by la_attn_forward for the same arguments. Key j of
+ * with row_stat = lse or tau as written by la_attn_forward for the same arguments (issue 31:
+ *     softmax+sink:         p = exp(L - lse), lse including the sink, so a row's key masses
+ *                           sum to 1 - p_sink; p_sink = exp(sigma_h - lse) goes to
+ *                           la_diag_add_sink with the row's largest distance as span;
+ *     sigmoid, sigmoid-logn: p = sigmoid(L + b), b as in the forward; rows do not sum to 1).
+ * Key j of
  * query i sits at distance t = pos0 + i - j (documents: the same, both positions shift);
  * for non-causal patterns (full, global) a key after the query counts at distance |t| (the
  * symmetric convention the kernel uses for ALiBi). Rows with no visible key (row_stat
