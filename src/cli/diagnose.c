@@ -126,6 +126,8 @@ static int run_ckpt(const la_diagnose_ckpt_opts *o) {
         printf("\n");
     }
     printf("\nwrote %s/diagnose.csv\nwrote %s/summary.csv\n", o->out, o->out);
+    if (r.config.spec[0] && strstr(r.config.spec, "+sink")) /* issue 31: sinks.csv, the sink mass by span */
+        printf("wrote %s/sinks.csv\n", o->out);
     if (o->plot) {
         if (r.gnuplot_exit == 0) printf("wrote %s/diagnose.png\n", o->out);
         else fprintf(stderr, "longattn diagnose: gnuplot failed (exit %d); the data is in %s/diagnose.csv, the script in "
