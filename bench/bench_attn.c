@@ -55,6 +55,10 @@
 
 static const char *SPEC_CAUSAL = "softmax+causal";
 static const char *SPEC_SINV = "softmax+sinv(tau=10)+prope(p=0.5)+causal";
+/* issue 31: the learned sink (logits 0: the cost does not depend on their values) and sigmoid
+ * rows, each measured right after softmax and reported as a time ratio to it */
+static const char *SPEC_SINK = "softmax+sink+causal";
+static const char *SPEC_SIGMOID = "sigmoid(b=-8)+causal";
 static const char *SPEC_ENTMAX = "entmax(alpha=1.5)+causal";
 #define ENTMAX_MAX_T 16384 /* entmax rows only up to this T (full sizes) */
 
@@ -82,7 +86,7 @@ typedef struct {
     bench_peer peer;               /* --peers: bench/torch_attn.py, pid 0 when not running */
     char peer_version[64], peer_why[400];
     const char *peer_python;       /* --python: restarted with it after a peer dies */
-    row_result rows[32];
+    row_result rows[48];
     int n_rows;
     double sgemm_gflops;           /* the better of the start and end measurements */
     double sgemm_start, sgemm_end; /* sgemm before and after the attention rows */
@@ -237,7 +241,8 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd) 
     o.ws = ws;
     /* sparse normalisers: support size per row (allocated before the memory baseline) */
     size_t nrow = (size_t)t->sh.B * t->sh.H * t->sh.T;
-    float *support = sp.norm != LA_NORM_SOFTMAX ? calloc(nrow, sizeof(float)) : NULL;
+    int sparse = sp.norm == LA_NORM_ENTMAX || sp.norm == LA_NORM_SPARSEMAX || sp.norm == LA_NORM_ASENTMAX;
+    float *support = sparse ? calloc(nrow, sizeof(float)) : NULL;
     o.row_support = support;
     r->mean_support = r->zero_frac = -1;
 
@@ -437,7 +442,9 @@ static void usage(FILE *f) {
             "  sgemm GFLOP/s (1024^3), the measured FMA peak, and attention forward / forward+backward GFLOP/s at\n"
             "  B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
             "  T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory;\n"
-            "  entmax(alpha=1.5)+causal at T in {1024, 4096, 16384} with its support statistics.\n"
+            "  entmax(alpha=1.5)+causal at T in {1024, 4096, 16384} with its support statistics;\n"
+            "  softmax+sink+causal and sigmoid(b=-8)+causal at the same T, with their time ratio to\n"
+            "  softmax+causal.\n"
             "  --threads N  threads for sgemm and the kernel (default 2)\n"
             "  --json       print one JSON object {sgemm_gflops, fma_peak_gflops, rows[...], targets[...]}\n"
             "  --quick      small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
@@ -541,6 +548,8 @@ int bench_attn(int argc, char **argv) {
             }
             /* entmax right after softmax too, for its ratio target */
             if (!rc && (st->quick || Ts[i] <= ENTMAX_MAX_T)) rc = run_row(st, SPEC_ENTMAX, &t, b);
+            if (!rc) rc = run_row(st, SPEC_SINK, &t, b);
+            if (!rc) rc = run_row(st, SPEC_SIGMOID, &t, b);
         }
         tensors_free(&t);
     }
@@ -584,6 +593,16 @@ int bench_attn(int argc, char **argv) {
                    r->gflops, r->seconds, r->extra_bytes >= 0 ? r->extra_bytes / MIB : NAN, r->vs_sgemm, r->vs_peak,
                    r->reps);
         }
+        /* issue 31: cost of the new normalisers against plain softmax, same T and pass */
+        printf("\nnormalisers against softmax+causal (time ratio, same T and pass; rows measured back to back):\n");
+        for (int i = 0; i < nT; i++)
+            for (int b = 0; b < 2; b++) {
+                const row_result *base = find_row(st, SPEC_CAUSAL, Ts[i], b), *sk = find_row(st, SPEC_SINK, Ts[i], b),
+                                 *sg = find_row(st, SPEC_SIGMOID, Ts[i], b);
+                if (base && sk && sg)
+                    printf("  T=%-6d %-8s %s %.2fx   %s %.2fx\n", Ts[i], b ? "fwd+bwd" : "fwd", SPEC_SINK,
+                           sk->seconds / base->seconds, SPEC_SIGMOID, sg->seconds / base->seconds);
+            }
         if (peers) {
             printf("\nPyTorch%s%s on the softmax+causal rows (time / ours: > 1 means ours is faster):\n",
                    st->peer_version[0] ? " " : "", st->peer_version);
