@@ -5,7 +5,9 @@
 #   make test-mpi        the MPI tests (tests/mpi.sh: mpirun -np 2 and 3)
 #   make test-san        the same suite built with AddressSanitizer + UBSan (build-san/)
 #   make test-python     the Python tests (tests/python) with .venv's pytest
-#   make check-layers    the layering rule (README "Layout" table) on the built objects
+#   make check-layers    the layering rule (docs/architecture.md "Layout" table) on the built objects
+#   make check-docs      README.md and docs/ against the tree and the program (scripts/check_docs.py;
+#                        make test-python runs the same checks: tests/python/test_documentation.py)
 #   make check           check-layers, then all three, one closing line (this is what CI runs)
 #   make bench           build/longattn bench attn
 #   make fuzz            libFuzzer targets fuzz/fuzz_*.c (clang + ASan + UBSan, build-fuzz/),
@@ -70,7 +72,7 @@ EX_BIN    := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 TOOL_BIN  := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 REPLAY_BIN := $(FUZZ_T:%=$(BUILD)/fuzz/replay_%)
 
-.PHONY: FORCE all lib shared test test-mpi test-san test-python python-ext check check-layers bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
+.PHONY: FORCE all lib shared test test-mpi test-san test-python python-ext check check-layers check-docs bench clean fuzz fuzz-smoke fuzz-bins fuzz-corpus
 LIBS_OUT := $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a $(BUILD)/liblongattn.so
 all: $(LIBS_OUT) $(BUILD)/longattn $(TEST_BIN) $(EX_BIN) $(TOOL_BIN) $(REPLAY_BIN)
 lib: $(BUILD)/liblongattn.a $(BUILD)/liblongattn-internal.a
@@ -113,7 +115,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TSUP_OBJ) $(LIBS_OUT)
 	$(CC) -o $@ $< $(TSUP_OBJ) $(BUILD)/liblongattn-internal.a $(LDLIBS_ALL) -lcmocka -ldl
 
 # examples/*.c: small programs using only the public header and the public library (the
-# README shows them; tests/test_example.c runs them)
+# docs/c-api.md shows them; tests/test_example.c runs them)
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/liblongattn.a
 	$(CC) -o $@ $< $(BUILD)/liblongattn.a $(LDLIBS_ALL)
 
@@ -131,7 +133,7 @@ test-san:
 	ASAN_OPTIONS=detect_leaks=1 fuzz/run.sh replay build-san
 	LA_BIN=build-san/longattn LA_SANITIZED=1 tests/run.sh build-san
 
-# ---- fuzzing (fuzz/; README "Reliability") ----
+# ---- fuzzing (fuzz/; docs/reliability.md) ----
 # replay_<t>: a fuzz target linked with fuzz/replay_main.c (any compiler): `make test`
 # replays every seed and crash reproducer through it. fuzz_<t>: the libFuzzer binary.
 # (the internal archive: some targets call internal readers such as la_st_read)
@@ -184,12 +186,20 @@ $(PY_EXT_STAMP): $(BUILD)/liblongattn.a $(wildcard include/*.h include/*/*.h) py
 	LA_BUILD=$(BUILD) $(PYTHON) setup.py -q build_ext --inplace --force --build-temp $(BUILD)/py
 	@touch $@
 
-# the layering rule: scripts/check_layers.py reads the folder -> layer table of README.md
+# the layering rule: scripts/check_layers.py reads the folder -> layer table of docs/architecture.md
 # ("Layout") and the symbols of every object (nm); --self-test first proves it rejects a
 # synthetic upward dependency
 check-layers: all
 	python3 scripts/check_layers.py --self-test
 	python3 scripts/check_layers.py $(BUILD)
+
+# the documentation: links and anchors, every longattn command line against the program's
+# --help, docs/cli.md against the program, no machine paths, the C blocks compile, the
+# runnable examples (<!-- test: run -->) exit 0; --self-test first proves it rejects a
+# broken fixture
+check-docs: all
+	python3 scripts/check_docs.py --self-test $(BUILD)
+	python3 scripts/check_docs.py $(BUILD)
 
 # check-layers, then all three, with one closing "check: N passed, N failed" line (tests/check.sh)
 check:

@@ -437,21 +437,25 @@ static int eval_targets(const bench_state *st, const int *Ts, int nT, int T_win,
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn bench attn [--threads N] [--json] [--quick]\n"
-            "  sgemm GFLOP/s (1024^3), the measured FMA peak, and attention forward / forward+backward GFLOP/s at\n"
-            "  B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
-            "  T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory;\n"
-            "  entmax(alpha=1.5)+causal at T in {1024, 4096, 16384} with its support statistics;\n"
-            "  softmax+sink+causal and sigmoid(b=-8)+causal at the same T, with their time ratio to\n"
-            "  softmax+causal.\n"
-            "  --threads N  threads for sgemm and the kernel (default 2)\n"
-            "  --json       print one JSON object {sgemm_gflops, fma_peak_gflops, rows[...], targets[...]}\n"
-            "  --quick      small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
-            "               a smoke test of the benchmark itself, not a measurement\n"
-            "  --peers      also time PyTorch's scaled_dot_product_attention and FlexAttention on\n"
-            "               every softmax+causal row, right after it (bench/torch_attn.py), and print\n"
-            "               their time / ours; needs --python PY with torch importable (default python3)\n");
+    static const cli_opt opts[] = {
+        {"--threads N", "threads for sgemm and the kernel (default 2)"},
+        {"--json", "print one JSON object {sgemm_gflops, fma_peak_gflops, rows[...], targets[...]}"},
+        {"--quick", "small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
+                    "a smoke test of the benchmark itself, not a measurement"},
+        {"--peers", "also time PyTorch's scaled_dot_product_attention and FlexAttention on\n"
+                    "every softmax+causal row, right after it (bench/torch_attn.py), and print\n"
+                    "their time / ours; needs --python PY with torch importable"},
+        {"--python PY", "the Python that --peers runs (default python3)"},
+        {NULL, NULL},
+    };
+    cli_help(f, "longattn bench attn [--threads N] [--json] [--quick] [--peers [--python PY]]",
+             "sgemm GFLOP/s (1024^3), the measured FMA peak, and attention forward / forward+backward GFLOP/s at\n"
+             "B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
+             "T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory;\n"
+             "entmax(alpha=1.5)+causal at T in {1024, 4096, 16384} with its support statistics;\n"
+             "softmax+sink+causal and sigmoid(b=-8)+causal at the same T, with their time ratio to\n"
+             "softmax+causal.",
+             opts, NULL);
 }
 
 int bench_attn(int argc, char **argv) {

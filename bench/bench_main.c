@@ -6,8 +6,9 @@
 #include "cli/cli.h"
 
 static void bench_help(FILE *f) {
-    fprintf(f, "usage: longattn bench <name> [options]   (longattn bench <name> --help for its options)\n\nbenchmarks:\n");
-    for (const la_bench_entry *b = la_benches; b->name; b++) fprintf(f, "  %-8s %s\n", b->name, b->summary);
+    fprintf(f, "usage: longattn bench <name> [options]\n\nbenchmarks (longattn bench <name> --help lists a benchmark's options):\n");
+    for (const la_bench_entry *b = la_benches; b->name; b++) fprintf(f, "  %-10s %s\n", b->name, b->summary);
+    fprintf(f, "\noptions:\n  %-20s  %s\n", "--help", "print this help and exit");
 }
 
 int cli_bench(int argc, char **argv) {

@@ -60,10 +60,23 @@ int bench_model(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: longattn bench model [--model FILE.gguf] [--lens 512,4096,16384] [--threads 2]\n"
-                   "       [--decode-tokens 16] [--python PY | --no-llama-cpp] [--keep-f32]\n"
-                   "Prefill tok/s at each length, decode tok/s at that context, peak memory; llama.cpp\n"
-                   "(llama-cpp-python importable by PY) on the same file and threads, interleaved, with ratios.\n");
+            static const cli_opt opts[] = {
+                {"--model FILE.gguf", "the model (default data/models/SmolLM2-135M-Instruct.Q4_1.gguf)"},
+                {"--lens A,B,...", "context lengths (default 512,4096,16384)"},
+                {"--threads N", "threads for both (default 2)"},
+                {"--decode-tokens K", "tokens decoded one by one at each length (default 16)"},
+                {"--python PY", "a Python that imports llama_cpp (llama-cpp-python; default python3)"},
+                {"--no-llama-cpp", "do not run llama.cpp"},
+                {"--keep-f32", "dequantize every weight matrix to float32 at load for prefill\n"
+                                 "(faster prefill, ~4 bytes per parameter more memory)"},
+                {NULL, NULL},
+            };
+            cli_help(stdout,
+                     "longattn bench model [--model FILE.gguf] [--lens 512,4096,16384] [--threads 2]\n"
+                     "                     [--decode-tokens 16] [--python PY | --no-llama-cpp] [--keep-f32]",
+                     "Prefill tok/s at each length, decode tok/s at that context, peak memory; llama.cpp\n"
+                     "(llama-cpp-python importable by PY) on the same file and threads, interleaved, with ratios.",
+                     opts, NULL);
             return 0;
         }
         if (!strcmp(a, "--no-llama-cpp")) { no_ref = 1; continue; }

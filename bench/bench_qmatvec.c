@@ -18,14 +18,17 @@
 #include "longattn.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn bench qmatvec [options]\n"
-            "  --cols N      row length (4096; a multiple of 256)\n"
-            "  --mb N        MiB of weights per matrix (64)\n"
-            "  --reps N      timed repetitions, the best reported (9)\n"
-            "  --quick       --mb 8 --reps 3 (a smoke run)\n"
-            "  --json        one JSON object per line per type\n"
-            "OMP_NUM_THREADS sets the threads (rows are split over them).\n");
+    static const cli_opt opts[] = {
+        {"--cols N", "row length (default 4096; a multiple of 256)"},
+        {"--mb N", "MiB of weights per matrix (default 64)"},
+        {"--reps N", "timed repetitions, the best reported (default 9)"},
+        {"--quick", "--mb 8 --reps 3 (a smoke run)"},
+        {"--json", "one JSON object per line per type"},
+        {NULL, NULL},
+    };
+    cli_help(f, "longattn bench qmatvec [options]",
+             "Quantized matrix x vector (the decode path): GB/s of weights against memcpy bandwidth.",
+             opts, "OMP_NUM_THREADS sets the threads (rows are split over them).");
 }
 
 /* Best of reps (after a warm-up that pages in and starts the threads): on a shared machine

@@ -37,20 +37,30 @@
 #include "longattn.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn bench train [options]\n"
-            "  --layers N (4)  --d-model N (256)  --heads N (8)  --seq-len T (256)  --batch B (8)\n"
-            "  --spec TEXT (softmax+rope+causal)  --steps N timed steps per round (5)\n"
-            "  --rounds R (3)  rounds of interleaved timing (ours, then PyTorch's)\n"
-            "  --optimizer adamw|muon\n"
-            "  --study         the default study's size: 4 layers, d_model 128, 4 heads, T 128, B 16\n"
-            "  --python PY     a Python with PyTorch: also time bench/torch_train.py, the same model\n"
-            "                  and step in PyTorch eager (default python3; skipped when torch does\n"
-            "                  not import, or for a spec/optimizer the script does not implement)\n"
-            "  --torch-script FILE  the PyTorch script (default: bench/torch_train.py next to the build)\n"
-            "  --no-torch      do not run PyTorch\n"
-            "  --json          one JSON object: tokens_per_s, step_s, attention_share, matmul_share,\n"
-            "                  flops_per_step, gflops, fma_peak_gflops, peak_fraction, torch{...}, config\n");
+    static const cli_opt opts[] = {
+        {"--layers N", "transformer blocks (default 4)"},
+        {"--d-model N", "model width (default 256)"},
+        {"--heads N", "attention heads (default 8)"},
+        {"--seq-len T", "sequence length (default 256)"},
+        {"--batch B", "sequences per step (default 8)"},
+        {"--spec TEXT", "attention spec (default softmax+rope+causal)"},
+        {"--steps N", "timed steps per round (default 5)"},
+        {"--rounds R", "rounds of interleaved timing, ours then PyTorch's (default 3)"},
+        {"--optimizer NAME", "adamw | muon (default adamw)"},
+        {"--study", "the default study's size: 4 layers, d_model 128, 4 heads, T 128, B 16"},
+        {"--python PY", "a Python with PyTorch: also time bench/torch_train.py, the same model\n"
+                        "and step in PyTorch eager (default python3; skipped when torch does\n"
+                        "not import, or for a spec/optimizer the script does not implement)"},
+        {"--torch-script FILE", "the PyTorch script (default: bench/torch_train.py next to the build)"},
+        {"--no-torch", "do not run PyTorch"},
+        {"--json", "one JSON object: tokens_per_s, step_s, attention_share, matmul_share,\n"
+                   "flops_per_step, gflops, fma_peak_gflops, peak_fraction, torch{...}, config"},
+        {NULL, NULL},
+    };
+    cli_help(f, "longattn bench train [options]",
+             "GPT training throughput (tokens/s) and where a step's time goes; OMP_NUM_THREADS sets\n"
+             "the threads.",
+             opts, NULL);
 }
 
 /* ---- the PyTorch process (bench/torch_train.py's line protocol, bench_peer) ---- */

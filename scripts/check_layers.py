@@ -2,8 +2,8 @@
 """check_layers.py -- the layering rule of longattn, checked on the built objects.
 
 Every folder under src/ (and bench/) belongs to exactly one layer. The table lives in
-README.md, section "Layout" (rows "| `src/<folder>/` | <layer> (<rank>) | ... |"), and is
-read from there: one table for people and for this check. A file may use a symbol or
+docs/architecture.md, section "Layout" (rows "| `src/<folder>/` | <layer> (<rank>) | ... |"),
+and is read from there: one table for people and for this check. A file may use a symbol or
 include a header of another folder only when that folder's layer is
 
   * the same layer (e.g. src/study and src/tasks, both "experiments"), or
@@ -29,13 +29,16 @@ import subprocess
 import sys
 import tempfile
 
+TABLE_DOC = os.path.join("docs", "architecture.md")  # the page holding the layer table
 ROW = re.compile(r"^\|\s*`((?:src/[A-Za-z0-9_]+|bench))/`\s*\|\s*([a-z]+)\s*\((\d+)\)\s*\|")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
 def read_table(root):
-    """folder ('src/attn', 'bench') -> (layer, rank), from README.md's Layout table."""
-    path = os.path.join(root, "README.md")
+    """folder ('src/attn', 'bench') -> (layer, rank), from docs/architecture.md's Layout table."""
+    path = os.path.join(root, TABLE_DOC)
+    if not os.path.exists(path):
+        raise SystemExit(f"{path}: missing: the layer table lives in {TABLE_DOC}, section Layout")
     table = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -108,7 +111,7 @@ def check(root, build):
         if folder not in table:
             if folder not in missing:
                 missing.add(folder)
-                errors.append(f"{what}: folder {folder}/ has no row in README.md's layer table "
+                errors.append(f"{what}: folder {folder}/ has no row in {TABLE_DOC}'s layer table "
                               "(add one: every folder belongs to exactly one layer)")
             return False
         return True
@@ -171,7 +174,7 @@ def check(root, build):
     return errors, len(uses), n_edges, n_inc
 
 
-SELF_README = """## Layout
+SELF_TABLE = """## Layout
 | folder | layer (rank) | holds |
 |---|---|---|
 | `src/core/` | core (0) | base |
@@ -209,8 +212,9 @@ def self_test():
     bad = 0
     for name, (files, expect) in cases.items():
         with tempfile.TemporaryDirectory() as tmp:
-            with open(os.path.join(tmp, "README.md"), "w") as f:
-                f.write(SELF_README)
+            os.makedirs(os.path.join(tmp, "docs"))
+            with open(os.path.join(tmp, TABLE_DOC), "w") as f:
+                f.write(SELF_TABLE)
             for rel, text in files.items():
                 p = os.path.join(tmp, rel)
                 os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -249,7 +253,7 @@ def main(argv):
     for e in errors:
         print("layer violation: " + e)
     if errors:
-        print(f"check-layers: {len(errors)} violation(s) (table: README.md, section Layout)")
+        print(f"check-layers: {len(errors)} violation(s) (table: {TABLE_DOC}, section Layout)")
         return 1
     print(f"check-layers: ok ({n_obj} objects, {n_edges} cross-file symbol uses, "
           f"{n_inc} includes of src/ headers)")

@@ -1,4 +1,4 @@
-/* test_example.c -- the README's C API example: the ```c block under "## C API" must be
+/* test_example.c -- the C API page's example: the first ```c block of docs/c-api.md must be
  * examples/attn_example.c byte for byte, and the built program (BUILD/examples/attn_example,
  * BUILD taken from $LA_BIN's folder) must run and print the numbers the double-precision
  * reference gives for the same inputs. Run from the repository root (as `make test` does). */
@@ -21,20 +21,17 @@ static char *slurp(const char *path) {
     return b;
 }
 
-static void test_readme_block_is_the_example(void **state) {
+static void test_docs_block_is_the_example(void **state) {
     (void)state;
-    char *readme = slurp("README.md"), *src = slurp("examples/attn_example.c");
-    char *sec = strstr(readme, "\n## C API\n");
-    assert_non_null(sec);
-    char *next = strstr(sec + 1, "\n## ");
-    char *open = strstr(sec, "\n```c\n");
-    if (!open || (next && open > next)) fail_msg("no ```c block in the README's C API section");
+    char *readme = slurp("docs/c-api.md"), *src = slurp("examples/attn_example.c");
+    char *open = strstr(readme, "\n```c\n");
+    if (!open) fail_msg("no ```c block in docs/c-api.md");
     open += 6;
     char *close = strstr(open, "\n```\n");
     assert_non_null(close);
     size_t n = (size_t)(close - open) + 1; /* the block includes the file's final newline */
     if (n != strlen(src) || memcmp(open, src, n) != 0)
-        fail_msg("README's C API block differs from examples/attn_example.c: copy the file into the README");
+        fail_msg("docs/c-api.md's C block differs from examples/attn_example.c: copy the file into the page");
     free(readme);
     free(src);
 }
@@ -80,7 +77,7 @@ static void test_example_runs_and_matches_reference(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_readme_block_is_the_example),
+        cmocka_unit_test(test_docs_block_is_the_example),
         cmocka_unit_test(test_example_runs_and_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

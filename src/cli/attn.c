@@ -24,26 +24,30 @@
 #define CMD "attn"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn attn --spec SPEC --q q.npy --k k.npy --v v.npy --out out.npy\n"
-            "                     [--dout dout.npy] [--pos0 N] [--doc-ids docs.npy]\n"
-            "                     [--logn-s s.npy] [--stats] [--threads N]\n"
-            "\n"
-            "Runs the fused attention kernel on float32 .npy files (np.save(path, x.astype(np.float32))).\n"
-            "  --spec SPEC       attention spec string, e.g. 'softmax+sinv(tau=10)+prope(p=0.5)+causal'\n"
-            "  --q FILE          queries, shape (B, H, T, D) or (H, T, D) meaning B = 1\n"
-            "  --k FILE, --v FILE  keys and values, shape (B, Hkv, S, D) or (Hkv, S, D); H %% Hkv == 0\n"
-            "  --out FILE        output (same shape as q); lse.npy (row log-sum-exp, shape of q without D;\n"
-            "                    -inf for a row with no visible key) is written next to it\n"
-            "  --dout FILE       gradient of the loss w.r.t. out (shape of q): also writes dq.npy, dk.npy,\n"
-            "                    dv.npy (and dlogn_s.npy with logn) in the folder of --out\n"
-            "  --pos0 N          position of query 0 (default S - T: the last query sees the last key)\n"
-            "  --doc-ids FILE    float32 holding integer document ids, shape (B, S): packed sequences;\n"
-            "                    no query sees another document, positions restart at each document\n"
-            "  --logn-s FILE     per-head s_h of logn, shape (H,)\n"
-            "  --stats           also write entropy.npy (row entropy, nats) and key_mass.npy (B, H, S)\n"
-            "  --threads N       OpenMP threads (default: OpenMP's choice)\n"
-            "Exit status: 0 ok, 1 runtime error (files), 2 bad usage (options, spec).\n");
+    static const cli_opt opts[] = {
+        {"--spec SPEC", "attention spec string, e.g. 'softmax+sinv(tau=10)+prope(p=0.5)+causal'"},
+        {"--q FILE", "queries, shape (B, H, T, D) or (H, T, D) meaning B = 1"},
+        {"--k FILE", "keys, shape (B, Hkv, S, D) or (Hkv, S, D); H % Hkv == 0"},
+        {"--v FILE", "values, the shape of --k"},
+        {"--out FILE", "output (same shape as q); lse.npy (row log-sum-exp, shape of q without D;\n"
+                       "-inf for a row with no visible key) is written next to it"},
+        {"--dout FILE", "gradient of the loss w.r.t. out (shape of q): also writes dq.npy, dk.npy,\n"
+                        "dv.npy (and dlogn_s.npy with logn) in the folder of --out"},
+        {"--pos0 N", "position of query 0 (default S - T: the last query sees the last key)"},
+        {"--doc-ids FILE", "float32 holding integer document ids, shape (B, S): packed sequences;\n"
+                           "no query sees another document, positions restart at each document"},
+        {"--logn-s FILE", "per-head s_h of logn, shape (H,)"},
+        {"--stats", "also write entropy.npy (row entropy, nats) and key_mass.npy (B, H, S)"},
+        {"--threads N", "OpenMP threads (default: OpenMP's choice)"},
+        {NULL, NULL},
+    };
+    cli_help(f,
+             "longattn attn --spec SPEC --q q.npy --k k.npy --v v.npy --out out.npy\n"
+             "              [--dout dout.npy] [--pos0 N] [--doc-ids docs.npy]\n"
+             "              [--logn-s s.npy] [--stats] [--threads N]",
+             "Runs the fused attention kernel on float32 .npy files (np.save(path, x.astype(np.float32))).\n"
+             "Every option also takes the form --opt=VALUE.",
+             opts, "Exit status: 0 ok, 1 runtime error (files), 2 bad usage (options, spec).");
 }
 
 typedef struct {

@@ -5,6 +5,7 @@
 #define LA_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef int (*la_cli_fn)(int argc, char **argv);
 
@@ -16,6 +17,39 @@ typedef struct {
 } la_cli_cmd;
 
 /* ---- src/cli/cli_util.c: helpers shared by the subcommands ---- */
+/* One row of a command's --help: OPT is the option as typed ("--spec SPEC", "--stats"),
+ * TEXT its description ('\n' starts a continuation line). A row with OPT NULL is a group
+ * heading (TEXT "model options:"). A table ends with the row {NULL, NULL}. */
+typedef struct {
+    const char *opt;
+    const char *text;
+} cli_opt;
+/* Print a command's --help in the one layout every command uses (tests/python/
+ * test_cli_help.py checks it, tests/python/test_documentation.py reads the options):
+ *
+ *   usage: longattn CMD ...            USAGE: its lines separated by '\n'; the first gets
+ *          longattn CMD ...            "usage: ", the others are aligned under it
+ *
+ *   ABOUT                              (optional) what the command does
+ *
+ *   options:
+ *     --opt ARG             text       one row per option, the text at column 24 (on the
+ *                           more text  next line when OPT is longer than 20 characters);
+ *     --help                ...        --help is added at the end
+ *
+ *   NOTES                              (optional) paragraphs after the options
+ *
+ * ABOUT and NOTES may be NULL; they are printed as given (end them without '\n'). */
+void cli_help(FILE *f, const char *usage, const char *about, const cli_opt *opts, const char *notes);
+/* cli_help in three parts, for a help made of several tables: begin (usage, about,
+ * "options:"), rows (FIRST: 1 for the first table after "options:"), end (--help, notes). */
+void cli_help_begin(FILE *f, const char *usage, const char *about);
+void cli_help_rows(FILE *f, const cli_opt *opts, int first);
+void cli_help_end(FILE *f, const char *notes);
+/* the options of `longattn generate --model FILE.gguf` (src/cli/llama_cli.c), which
+ * `longattn generate --help` lists too */
+extern const cli_opt cli_generate_gguf_opts[];
+
 /* Print "longattn <cmd>: <msg>" and the --help hint to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Strict parsers: the whole string is one decimal integer / finite number in [lo, hi].

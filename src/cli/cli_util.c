@@ -20,6 +20,44 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     return 2;
 }
 
+/* print S with every line after the first indented by IND spaces */
+static void put_indented(FILE *f, const char *s, int ind) {
+    for (const char *nl; (nl = strchr(s, '\n')); s = nl + 1) fprintf(f, "%.*s\n%*s", (int)(nl - s), s, ind, "");
+    fprintf(f, "%s\n", s);
+}
+
+void cli_help_begin(FILE *f, const char *usage, const char *about) {
+    fprintf(f, "usage: ");
+    put_indented(f, usage, 7);
+    if (about) fprintf(f, "\n%s\n", about);
+    fprintf(f, "\noptions:\n");
+}
+
+void cli_help_rows(FILE *f, const cli_opt *opts, int first) {
+    enum { COL = 24, W = COL - 4 }; /* the description column; the widest OPT on one line */
+    for (const cli_opt *o = opts; o && (o->opt || o->text); o++) {
+        if (!o->opt) {
+            fprintf(f, first && o == opts ? "%s\n" : "\n%s\n", o->text); /* a group's heading */
+            continue;
+        }
+        if ((int)strlen(o->opt) > W) fprintf(f, "  %s\n%*s", o->opt, COL, "");
+        else fprintf(f, "  %-*s  ", W, o->opt);
+        put_indented(f, o->text, COL);
+    }
+}
+
+void cli_help_end(FILE *f, const char *notes) {
+    static const cli_opt help[] = {{"--help", "print this help and exit"}, {NULL, NULL}};
+    cli_help_rows(f, help, 0);
+    if (notes) fprintf(f, "\n%s\n", notes);
+}
+
+void cli_help(FILE *f, const char *usage, const char *about, const cli_opt *opts, const char *notes) {
+    cli_help_begin(f, usage, about);
+    cli_help_rows(f, opts, 1);
+    cli_help_end(f, notes);
+}
+
 int cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
     if (!s) return -1;
     char *end;

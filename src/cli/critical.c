@@ -51,20 +51,23 @@ static int parse_int(const char *s, long lo, long hi, int *out) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn critical [options]\n"
-            "  One attention step on unit tokens x_i = sqrt(rho) z_0 + sqrt(1-rho) z_i (Gaussian,\n"
-            "  normalised), scores beta <x_i,x_j> with beta = gamma log n (Chen et al. 2025); reports\n"
-            "  the mean pairwise angle after/before over a (rho, gamma) grid.\n"
-            "  --n N          tokens (default 1024)\n"
-            "  --d D          dimension (default 256)\n"
-            "  --draws K      token sets averaged per rho (default 1)\n"
-            "  --seed S       (default 1)\n"
-            "  --rho LIST     values in [0,1): a,b,c or lo:hi:step (default 0.1:0.9:0.1)\n"
-            "  --gamma LIST   values >= 0 (default 0.25:10:0.25)\n"
-            "  --out DIR      output folder (default runs/critical): critical.csv, critical.gp,\n"
-            "                 critical.png (needs gnuplot), simplex.csv\n"
-            "  --no-plot      write the CSV and the gnuplot script but do not run gnuplot\n");
+    static const cli_opt opts[] = {
+        {"--n N", "tokens (default 1024)"},
+        {"--d D", "dimension (default 256)"},
+        {"--draws K", "token sets averaged per rho (default 1)"},
+        {"--seed S", "random seed (default 1)"},
+        {"--rho LIST", "values in [0,1): a,b,c or lo:hi:step (default 0.1:0.9:0.1)"},
+        {"--gamma LIST", "values >= 0 (default 0.25:10:0.25)"},
+        {"--out DIR", "output folder (default runs/critical): critical.csv, critical.gp,\n"
+                      "critical.png (needs gnuplot), simplex.csv"},
+        {"--no-plot", "write the CSV and the gnuplot script but do not run gnuplot"},
+        {NULL, NULL},
+    };
+    cli_help(f, "longattn critical [options]",
+             "One attention step on unit tokens x_i = sqrt(rho) z_0 + sqrt(1-rho) z_i (Gaussian,\n"
+             "normalised), scores beta <x_i,x_j> with beta = gamma log n (Chen et al. 2025); reports\n"
+             "the mean pairwise angle after/before over a (rho, gamma) grid.",
+             opts, NULL);
 }
 
 int cli_critical(int argc, char **argv) {

@@ -27,63 +27,65 @@
 static const char *DEFAULT_SPECS[] = {"softmax+causal", "softmax+logn(train=4096)+causal", "softmax+sinv(tau=10)+causal"};
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn diagnose --ckpt MODEL --text FILE|DIR [options]\n"
-            "       longattn diagnose --ckpt MODEL --passkey LENS [options]\n"
-            "       longattn diagnose --gaussian [options]\n"
-            "\n"
-            "Attention mass and entropy (renormalised within the range) per distance range\n"
-            "[t, t*delta) (Anson et al. 2025, scale-invariant attention: total attention per\n"
-            "range roughly constant and entropy growing slower than log t).\n"
-            "\n"
-            "checkpoint mode (per layer and head of a trained byte-level model):\n"
-            "  --ckpt PATH    model.safetensors written by `longattn train` or `longattn study`\n"
-            "  --text PATH    text file, or a folder: the first file (name order, non-hidden) with\n"
-            "                 at least offset + N bytes\n"
-            "  --n N          tokens (bytes) of context (default 16384, at most 65536)\n"
-            "  --offset K     skip the first K bytes of the text (default 0)\n"
-            "  --delta X      range ratio (default 10)\n"
-            "  --threads N    attention threads (default: OpenMP default)\n"
-            "  --out DIR      output folder (default runs/diagnose): diagnose.csv (layer, head,\n"
-            "                 range_lo, range_hi, rows, keys, mass, mass_se, entropy, entropy_se),\n"
-            "                 summary.csv (per layer and head: mass ratio, entropy slope),\n"
-            "                 diagnose.gp, diagnose.png\n"
-            "  --no-plot      do not run gnuplot\n"
-            "  The summary uses the complete ranges with t >= delta: mass max/min and the slope of\n"
-            "  entropy against log t (uniform attention: 1).\n"
-            "\n"
-            "passkey mode (where the rows that predict a passkey's answer attend):\n"
-            "  longattn diagnose --ckpt MODEL --passkey LENS [--data DIR] [--depths D,..]\n"
-            "                    [--trials K] [--seed S] [--threads N] [--out DIR]\n"
-            "  --passkey LENS  example lengths, e.g. 128,512,2048 (the study's passkey \"lens\")\n"
-            "  --data DIR      corpus folder holding val/ for the haystacks (default data/pydoc)\n"
-            "  --depths D,..   needle depths in [0,1] (default 0,0.25,0.5,0.75,1)\n"
-            "  --trials K      examples per length and depth (default 10)\n"
-            "  --seed S        the study cell's seed (default 1337): with the study's lens, depths\n"
-            "                  (same order) and data the examples are exactly the ones it scored\n"
-            "  Per example: greedy exact match, and per layer and head the attention mass of the\n"
-            "  five rows that predict the answer digits (the first is the question's last byte)\n"
-            "  on the needle's key digits (both places, 10 bytes), on the digit the row must\n"
-            "  output (its 2 places) and on the whole needle sentence, next to uniform\n"
-            "  attention's share (span / visible keys). Writes\n"
-            "  passkey_needle.csv (every example, layer, head and row) and passkey_summary.csv\n"
-            "  (per length, layer and head) into --out.\n"
-            "\n"
-            "Gaussian-model mode (no checkpoint): a query at position N whose base logits are\n"
-            "i.i.d. N(0,1), under each spec's logit transform:\n"
-            "  --gaussian     select this mode\n"
-            "  --n N          query position / context (default 65536; keys at distances 0..N)\n"
-            "  --draws K      independent rows averaged (default 1000)\n"
-            "  --delta X      range ratio (default 10)\n"
-            "  --seed S       (default 1)\n"
-            "  --spec SPEC    a spec to diagnose (repeatable; default: softmax+causal,\n"
-            "                 softmax+logn(train=4096)+causal, softmax+sinv(tau=10)+causal)\n"
-            "  --out DIR      output folder (default runs/diagnose): gaussian.csv, gaussian.gp,\n"
-            "                 gaussian.png\n"
-            "  --no-plot      do not run gnuplot\n"
-            "  Checks, over the complete ranges with t >= delta: total attention per range\n"
-            "  roughly constant (max/min <= 2) and entropy growing slower than log t (slope of\n"
-            "  entropy against log t <= 0.5; uniform attention has slope 1).\n");
+    static const cli_opt opts[] = {
+        {NULL, "checkpoint mode (per layer and head of a trained byte-level model):"},
+        {"--ckpt PATH", "model.safetensors written by `longattn train` or `longattn study`"},
+        {"--text PATH", "text file, or a folder: the first file (name order, non-hidden) with\n"
+                        "at least offset + N bytes"},
+        {"--n N", "tokens (bytes) of context (default 16384, at most 65536)"},
+        {"--offset K", "skip the first K bytes of the text (default 0)"},
+        {"--delta X", "range ratio (default 10)"},
+        {"--threads N", "attention threads (default: OpenMP default)"},
+        {"--out DIR", "output folder (default runs/diagnose): diagnose.csv (layer, head,\n"
+                      "range_lo, range_hi, rows, keys, mass, mass_se, entropy, entropy_se),\n"
+                      "summary.csv (per layer and head: mass ratio, entropy slope),\n"
+                      "diagnose.gp, diagnose.png"},
+        {"--no-plot", "do not run gnuplot"},
+        {NULL, "The summary uses the complete ranges with t >= delta: mass max/min and the slope of\n"
+               "entropy against log t (uniform attention: 1).\n"
+               "\n"
+               "passkey mode (where the rows that predict a passkey's answer attend; with --ckpt,\n"
+               "--threads and --out as above):"},
+        {"--passkey LENS", "example lengths, e.g. 128,512,2048 (the study's passkey \"lens\")"},
+        {"--data DIR", "corpus folder holding val/ for the haystacks (default data/pydoc)"},
+        {"--depths D,..", "needle depths in [0,1] (default 0,0.25,0.5,0.75,1)"},
+        {"--trials K", "examples per length and depth (default 10)"},
+        {"--seed S", "the study cell's seed (default 1337): with the study's lens, depths\n"
+                     "(same order) and data the examples are exactly the ones it scored"},
+        {NULL, "Per example: greedy exact match, and per layer and head the attention mass of the\n"
+               "five rows that predict the answer digits (the first is the question's last byte)\n"
+               "on the needle's key digits (both places, 10 bytes), on the digit the row must\n"
+               "output (its 2 places) and on the whole needle sentence, next to uniform\n"
+               "attention's share (span / visible keys). Writes\n"
+               "passkey_needle.csv (every example, layer, head and row) and passkey_summary.csv\n"
+               "(per length, layer and head) into --out.\n"
+               "\n"
+               "Gaussian-model mode (no checkpoint): a query at position N whose base logits are\n"
+               "i.i.d. N(0,1), under each spec's logit transform:"},
+        {"--gaussian", "select this mode"},
+        {"--n N", "query position / context (default 65536; keys at distances 0..N)"},
+        {"--draws K", "independent rows averaged (default 1000)"},
+        {"--delta X", "range ratio (default 10)"},
+        {"--seed S", "random seed (default 1)"},
+        {"--spec SPEC", "a spec to diagnose (repeatable; default: softmax+causal,\n"
+                        "softmax+logn(train=4096)+causal, softmax+sinv(tau=10)+causal)"},
+        {"--out DIR", "output folder (default runs/diagnose): gaussian.csv, gaussian.gp,\n"
+                      "gaussian.png"},
+        {"--no-plot", "do not run gnuplot"},
+        {NULL, NULL},
+    };
+    cli_help(f,
+             "longattn diagnose --ckpt MODEL --text FILE|DIR [options]\n"
+             "longattn diagnose --ckpt MODEL --passkey LENS [--data DIR] [--depths D,..]\n"
+             "                  [--trials K] [--seed S] [--threads N] [--out DIR]\n"
+             "longattn diagnose --gaussian [options]",
+             "Attention mass and entropy (renormalised within the range) per distance range\n"
+             "[t, t*delta) (Anson et al. 2025, scale-invariant attention: total attention per\n"
+             "range roughly constant and entropy growing slower than log t).",
+             opts,
+             "Gaussian-model checks, over the complete ranges with t >= delta: total attention per\n"
+             "range roughly constant (max/min <= 2) and entropy growing slower than log t (slope of\n"
+             "entropy against log t <= 0.5; uniform attention has slope 1).");
 }
 
 /* ---- checkpoint mode: la_diagnose_ckpt_run, then the per layer and head table ---- */

@@ -9,22 +9,30 @@
 #include "core/internal.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn generate --ckpt FILE --prompt TEXT [options]\n"
-            "       longattn generate --model FILE.gguf --prompt TEXT [--chat] ...  (pretrained models:\n"
-            "       see longattn generate --model x --help)\n"
-            "Generate text from a byte-level checkpoint (written by `longattn train`), streaming it\n"
-            "to stdout, with incremental decoding through a KV cache.\n"
-            "  --ckpt FILE         model weights (safetensors from la_model_save / longattn train)\n"
-            "  --prompt TEXT       prompt (bytes); it is echoed before the continuation\n"
-            "  --max-new N         bytes to generate (default 200)\n"
-            "  --temperature T     sampling temperature, 0 = greedy (default 0.8)\n"
-            "  --top-k K           keep the K most likely bytes, 0 = off (default 0)\n"
-            "  --top-p P           nucleus sampling mass in (0, 1], 1 = off (default 0.95)\n"
-            "  --seed S            random seed of the sampler (default 1)\n"
-            "  --policy SPEC       KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
-            "                      optionally +int8 or +int8(group=g) (default full)\n"
-            "  --quiet             do not print the prompt nor the summary on stderr\n");
+    static const cli_opt opts[] = {
+        {"--ckpt FILE", "model weights (safetensors from la_model_save / longattn train)"},
+        {"--prompt TEXT", "prompt (bytes); it is echoed before the continuation"},
+        {"--max-new N", "bytes to generate (default 200)"},
+        {"--temperature T", "sampling temperature, 0 = greedy (default 0.8)"},
+        {"--top-k K", "keep the K most likely bytes, 0 = off (default 0)"},
+        {"--top-p P", "nucleus sampling mass in (0, 1], 1 = off (default 0.95)"},
+        {"--seed S", "random seed of the sampler (default 1)"},
+        {"--policy SPEC", "KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
+                          "optionally +int8 or +int8(group=g) (default full)"},
+        {"--quiet", "do not print the prompt nor the summary on stderr"},
+        {NULL, NULL},
+    };
+    cli_help_begin(f,
+             "longattn generate --ckpt FILE --prompt TEXT [options]\n"
+             "longattn generate --model FILE.gguf --prompt TEXT [--chat] ...",
+             "Generate text from a byte-level checkpoint (written by `longattn train`), streaming it\n"
+             "to stdout, with incremental decoding through a KV cache.");
+    cli_help_rows(f, opts, 1);
+    static const cli_opt gguf_heading[] = {
+        {NULL, "pretrained GGUF models (--model; alone: longattn generate --model x --help):"}, {NULL, NULL}};
+    cli_help_rows(f, gguf_heading, 0);
+    cli_help_rows(f, cli_generate_gguf_opts, 0);
+    cli_help_end(f, NULL);
 }
 
 /* GGUF files (pretrained models) go to cli_generate_gguf: --model FILE, or --ckpt naming a

@@ -12,17 +12,23 @@
 #include "cli/cli.h"
 #include "longattn.h"
 
-static const char *usage =
-    "usage: longattn gguf info FILE [--json] [--full]\n"
-    "       longattn gguf dequant FILE TENSOR OUT.npy\n"
-    "       longattn gguf types\n"
-    "  info      print the header, every metadata key (type and value; arrays show their\n"
-    "            first 8 elements unless --full) and every tensor (type, dims fastest first,\n"
-    "            data offset, bytes). --json prints all of it, arrays in full, as JSON\n"
-    "            (64-bit integers exact).\n"
-    "  dequant   write tensor TENSOR dequantized to float32 as OUT.npy, dims slowest first\n"
-    "  types     the ggml tensor types longattn knows: id, name, values and bytes per block,\n"
-    "            and whether it dequantizes them\n";
+static void usage(FILE *f) {
+    static const cli_opt opts[] = {
+        {"--json", "info: print all of it, arrays in full, as JSON (64-bit integers exact)"},
+        {"--full", "info: print arrays in full (default: their first 8 elements)"},
+        {NULL, NULL},
+    };
+    cli_help(f,
+             "longattn gguf info FILE [--json] [--full]\n"
+             "longattn gguf dequant FILE TENSOR OUT.npy\n"
+             "longattn gguf types",
+             "info      print the header, every metadata key (type and value) and every tensor\n"
+             "          (type, dims fastest first, data offset, bytes)\n"
+             "dequant   write tensor TENSOR dequantized to float32 as OUT.npy, dims slowest first\n"
+             "types     the ggml tensor types longattn knows: id, name, values and bytes per block,\n"
+             "          and whether it dequantizes them",
+             opts, NULL);
+}
 
 static void print_elem(const la_gguf_kv *kv, uint64_t i) {
     int t = kv->type == LA_GGUF_ARR ? (int)kv->arr_type : (int)kv->type;
@@ -177,10 +183,15 @@ static int cmd_dequant(const la_gguf *g, const char *name, const char *out) {
 
 int cli_gguf(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fputs(usage, argc < 2 ? stderr : stdout);
+        usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     const char *sub = argv[1];
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
     if (!strcmp(sub, "types")) {
         printf("%-4s %-8s %-6s %-6s %s\n", "id", "name", "block", "bytes", "dequantize");
         for (uint32_t t = 0; t < 64; t++)

@@ -8,24 +8,27 @@
 #include "longattn.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn kv-eval --ckpt FILE --data DIR [options]\n"
-            "Evaluate a byte-level checkpoint decoded through the KV cache under several policies:\n"
-            "validation loss (bits per byte) and passkey accuracy at each length, and the cache size.\n"
-            "  --ckpt FILE        model weights (from `longattn train` or `longattn study`)\n"
-            "  --passkey-ckpt F   score the passkey with these weights instead (e.g. the study's\n"
-            "                     passkey_<i>_<spec>.safetensors, fine-tuned on the task); same\n"
-            "                     model config and spec as --ckpt. Losses always use --ckpt\n"
-            "  --data DIR         text documents; DIR/val is used when it exists\n"
-            "  --out DIR          output folder (default runs/kv-eval): kv_eval.md, kv_eval.csv, kv_eval.png\n"
-            "  --lens A,B,...     context lengths (default L,2L,4L,8L,16L; L = the model's train_len)\n"
-            "  --policies P;Q;..  cache policies separated by ';' (default, with L the training length:\n"
-            "                     full; window(L); sinks(4,L-4); h2o(L/2,L/2); int8; sinks(4,L-4)+int8)\n"
-            "  --windows N        validation windows per length (default 4)\n"
-            "  --trials N         passkey examples per length, depths spread over [0.1, 0.9] (default 6; 0 = off)\n"
-            "  --chunk N          tokens per decoding step under evicting policies (default 1 = exact\n"
-            "                     streaming; larger is faster: queries of a chunk share its eviction)\n"
-            "  --seed S           windows and passkeys (default 1)\n");
+    static const cli_opt opts[] = {
+        {"--ckpt FILE", "model weights (from `longattn train` or `longattn study`)"},
+        {"--passkey-ckpt F", "score the passkey with these weights instead (e.g. the study's\n"
+                             "passkey_<i>_<spec>.safetensors, fine-tuned on the task); same\n"
+                             "model config and spec as --ckpt. Losses always use --ckpt"},
+        {"--data DIR", "text documents; DIR/val is used when it exists"},
+        {"--out DIR", "output folder (default runs/kv-eval): kv_eval.md, kv_eval.csv, kv_eval.png"},
+        {"--lens A,B,...", "context lengths (default L,2L,4L,8L,16L; L = the model's train_len)"},
+        {"--policies P;Q;..", "cache policies separated by ';' (default, with L the training length:\n"
+                              "full; window(L); sinks(4,L-4); h2o(L/2,L/2); int8; sinks(4,L-4)+int8)"},
+        {"--windows N", "validation windows per length (default 4)"},
+        {"--trials N", "passkey examples per length, depths spread over [0.1, 0.9] (default 6; 0 = off)"},
+        {"--chunk N", "tokens per decoding step under evicting policies (default 1 = exact\n"
+                      "streaming; larger is faster: queries of a chunk share its eviction)"},
+        {"--seed S", "windows and passkeys (default 1)"},
+        {NULL, NULL},
+    };
+    cli_help(f, "longattn kv-eval --ckpt FILE --data DIR [options]",
+             "Evaluate a byte-level checkpoint decoded through the KV cache under several policies:\n"
+             "validation loss (bits per byte) and passkey accuracy at each length, and the cache size.",
+             opts, NULL);
 }
 
 static void on_progress(void *user, const la_kv_eval_progress *p) {

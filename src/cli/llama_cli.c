@@ -48,28 +48,33 @@ static size_t utf8_complete(const char *s, size_t n) {
     return back + 1 >= need ? n : i - 1;
 }
 
+const cli_opt cli_generate_gguf_opts[] = {
+    {"--model FILE", "GGUF file (e.g. data/models/SmolLM2-135M-Instruct.Q4_1.gguf)"},
+    {"--prompt TEXT", "prompt (UTF-8)"},
+    {"--chat", "wrap the prompt in the model's chat template (ChatML, Llama 2, Llama 3)"},
+    {"--system TEXT", "system message for --chat (default: the template's own, if any)"},
+    {"--max-new N", "tokens to generate (default 256); stops earlier at EOS / end of turn"},
+    {"--temperature T", "sampling temperature, 0 = greedy (default 0 = greedy)"},
+    {"--top-k K", "keep the K most likely tokens, 0 = off (default 0)"},
+    {"--top-p P", "nucleus mass in (0, 1], 1 = off (default 1)"},
+    {"--seed S", "sampler seed (default 1)"},
+    {"--kv POLICY", "KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
+                    "optionally +int8 (default full)"},
+    {"--policy POLICY", "the same as --kv"},
+    {"--ctx N", "full cache: the longest stream, prompt included (default: the model's\n"
+                "trained context); a longer prompt is an error"},
+    {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal; theta\n"
+                    "defaults to the file's RoPE base)"},
+    {"--quiet", "no prompt echo, no summary on stderr"},
+    {"--ids-out FILE", "write the prompt and generated token ids (one line each, for tests)"},
+    {NULL, NULL},
+};
+
 static void usage_model(FILE *f) {
-    fprintf(f,
-            "usage: longattn generate --model FILE.gguf --prompt TEXT [options]\n"
-            "Generate text with a pretrained GGUF model (llama, qwen2), streaming it to stdout: prefill\n"
-            "through the attention kernel, then decoding through the KV cache.\n"
-            "  --model FILE        GGUF file (e.g. data/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
-            "  --prompt TEXT       prompt (UTF-8)\n"
-            "  --chat              wrap the prompt in the model's chat template (ChatML, Llama 2, Llama 3)\n"
-            "  --system TEXT       system message for --chat (default: the template's own, if any)\n"
-            "  --max-new N         tokens to generate (default 256); stops earlier at EOS / end of turn\n"
-            "  --temperature T     sampling temperature, 0 = greedy (default 0 = greedy)\n"
-            "  --top-k K           keep the K most likely tokens, 0 = off (default 0)\n"
-            "  --top-p P           nucleus mass in (0, 1], 1 = off (default 1)\n"
-            "  --seed S            sampler seed (default 1)\n"
-            "  --kv POLICY         KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
-            "                      optionally +int8 (default full; --policy is the same option)\n"
-            "  --ctx N             full cache: the longest stream, prompt included (default: the model's\n"
-            "                      trained context); a longer prompt is an error\n"
-            "  --spec SPEC         attention spec (default softmax+rope(theta=<file base>)+causal; theta\n"
-            "                      defaults to the file's RoPE base)\n"
-            "  --quiet             no prompt echo, no summary on stderr\n"
-            "  --ids-out FILE      write the prompt and generated token ids (one line each, for tests)\n");
+    cli_help(f, "longattn generate --model FILE.gguf --prompt TEXT [options]",
+             "Generate text with a pretrained GGUF model (llama, qwen2), streaming it to stdout: prefill\n"
+             "through the attention kernel, then decoding through the KV cache.",
+             cli_generate_gguf_opts, NULL);
 }
 
 int cli_generate_gguf(int argc, char **argv) {
@@ -297,13 +302,20 @@ int cli_perplexity(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec SPEC] [--windows K]\n"
-                   "Bits per token and per byte of a GGUF model on a text, over non-overlapping windows of N\n"
-                   "tokens (each window starts from an empty context; its first token is not scored), overall\n"
-                   "and by position bucket [2^k, 2^(k+1)) within the window.\n"
-                   "  --spec SPEC   attention spec (default softmax+rope(theta=<file base>)+causal)\n"
-                   "  --windows K   score at most K windows (default all)\n"
-                   "  --chunk C     prefill chunk (default 256)\n");
+            static const cli_opt opts[] = {
+                {"--model FILE.gguf", "GGUF model (llama / qwen2)"},
+                {"--text FILE", "the text to score"},
+                {"--ctx N", "window length in tokens"},
+                {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal)"},
+                {"--windows K", "score at most K windows (default all)"},
+                {"--chunk C", "prefill chunk (default 256)"},
+                {NULL, NULL},
+            };
+            cli_help(stdout, "longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec SPEC] [--windows K]",
+                     "Bits per token and per byte of a GGUF model on a text, over non-overlapping windows of N\n"
+                     "tokens (each window starts from an empty context; its first token is not scored), overall\n"
+                     "and by position bucket [2^k, 2^(k+1)) within the window.",
+                     opts, NULL);
             return 0;
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
@@ -436,10 +448,22 @@ int cli_llama_logits(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: longattn llama-logits --model F.gguf --ids 1,2,3 --out X.npy [--spec S]\n"
-                   "       [--kv POLICY --step N | --chunk N]\n"
-                   "Logits (T, V) float32 of every position: the cache-less forward in chunks of --chunk tokens\n"
-                   "(default 512), or with --kv a decoding session fed --step tokens at a time.\n");
+            static const cli_opt opts[] = {
+                {"--model FILE.gguf", "GGUF model (llama / qwen2)"},
+                {"--ids 1,2,3", "token ids"},
+                {"--out X.npy", "the logits (T, V), float32"},
+                {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal)"},
+                {"--kv POLICY", "decode through a KV cache with this policy instead of the cache-less forward"},
+                {"--step N", "with --kv: tokens fed per session step"},
+                {"--chunk N", "without --kv: the forward's chunk (default 512)"},
+                {NULL, NULL},
+            };
+            cli_help(stdout,
+                     "longattn llama-logits --model F.gguf --ids 1,2,3 --out X.npy [--spec S]\n"
+                     "                      [--kv POLICY --step N | --chunk N]",
+                     "Logits (T, V) float32 of every position (for the tests): the cache-less forward in\n"
+                     "chunks of --chunk tokens, or with --kv a decoding session fed --step tokens at a time.",
+                     opts, NULL);
             return 0;
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);

@@ -10,34 +10,37 @@
 #include "longattn.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn longeval --model FILE.gguf [options]\n"
-            "Perplexity by position, passkey and RULER multi-key retrieval for each method x length\n"
-            "(lengths are multiples of the model's trained context C).\n"
-            "  --model FILE       GGUF model (llama / qwen2)\n"
-            "  --study FILE       study file (default studies/longeval.json when it exists;\n"
-            "                     studies/longeval-full.json: every method at 0.5C-4C;\n"
-            "                     studies/longeval-long.json: the same plus 8C)\n"
-            "  --methods \"a;b\"    methods separated by ';': a spec, or 'spec | kv-policy'; {s} = L/C,\n"
-            "                     {C} = C; 'as-trained' = the model's own RoPE\n"
-            "  --lengths A,B      lengths as multiples of C (e.g. 0.5,1,2,4)\n"
-            "  --depths A,B       needle depths in [0,1]\n"
-            "  --trials N         examples per depth (0: no retrieval)\n"
-            "  --distractors N    multi-key distractor needles (-1: no multi-key)\n"
-            "  --buckets N        perplexity position buckets\n"
-            "  --chunk N          prefill chunk (default 512)\n"
-            "  --exact-stream     evicting KV policies step one token at a time (exact, slow)\n"
-            "  --haystack MODE    retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
-            "                     Jaggi's repeated \"The grass is green. ...\"; the study files' choice)\n"
-            "  --train-ctx N      override C (default: the file's context_length)\n"
-            "  --docs DIR         text documents (default data/longdocs; data/pydoc/val when absent)\n"
-            "  --out DIR          output folder (default runs/longeval)\n"
-            "  --resume           skip cells already stored in DIR/cells\n"
-            "  --threads N        OpenMP / BLAS threads\n"
-            "  --seed S\n"
-            "Under mpirun (mpirun -np N longattn longeval ...) the method x length cells are spread\n"
-            "over the ranks by estimated cost (L^2); each rank shows its own cells, rank 0 writes\n"
-            "the files, the same as one process's (timings aside).\n");
+    static const cli_opt opts[] = {
+        {"--model FILE", "GGUF model (llama / qwen2)"},
+        {"--study FILE", "study file (default studies/longeval.json when it exists;\n"
+                         "studies/longeval-full.json: every method at 0.5C-4C;\n"
+                         "studies/longeval-long.json: the same plus 8C)"},
+        {"--methods \"a;b\"", "methods separated by ';': a spec, or 'spec | kv-policy'; {s} = L/C,\n"
+                            "{C} = C; 'as-trained' = the model's own RoPE"},
+        {"--lengths A,B", "lengths as multiples of C (e.g. 0.5,1,2,4)"},
+        {"--depths A,B", "needle depths in [0,1]"},
+        {"--trials N", "examples per depth (0: no retrieval)"},
+        {"--distractors N", "multi-key distractor needles (-1: no multi-key)"},
+        {"--buckets N", "perplexity position buckets"},
+        {"--chunk N", "prefill chunk (default 512)"},
+        {"--exact-stream", "evicting KV policies step one token at a time (exact, slow)"},
+        {"--haystack MODE", "retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
+                            "Jaggi's repeated \"The grass is green. ...\"; the study files' choice)"},
+        {"--train-ctx N", "override C (default: the file's context_length)"},
+        {"--docs DIR", "text documents (default data/longdocs; data/pydoc/val when absent)"},
+        {"--out DIR", "output folder (default runs/longeval)"},
+        {"--resume", "skip cells already stored in DIR/cells"},
+        {"--threads N", "OpenMP / BLAS threads"},
+        {"--seed S", "seed of the haystacks, needles and keys"},
+        {NULL, NULL},
+    };
+    cli_help(f, "longattn longeval --model FILE.gguf [options]",
+             "Perplexity by position, passkey and RULER multi-key retrieval for each method x length\n"
+             "(lengths are multiples of the model's trained context C).",
+             opts,
+             "Under mpirun (mpirun -np N longattn longeval ...) the method x length cells are spread\n"
+             "over the ranks by estimated cost (L^2); each rank shows its own cells, rank 0 writes\n"
+             "the files, the same as one process's (timings aside).");
 }
 
 static void on_progress(void *user, const la_longeval_progress *p) {

@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "core/dist.h"
+#include "longattn.h"
 
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
 static const la_cli_cmd commands[] = {
@@ -24,9 +25,12 @@ static const la_cli_cmd commands[] = {
     {NULL, NULL, NULL, 0},
 };
 
+/* the help's layout is cli_help's (src/cli/cli.h): usage, the commands, then the options */
 static void print_help(FILE *f) {
-    fprintf(f, "usage: longattn <command> [options]   (longattn <command> --help for details)\n\ncommands:\n");
-    for (const la_cli_cmd *c = commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
+    fprintf(f, "usage: longattn <command> [options]\n\ncommands (longattn <command> --help lists a command's options):\n");
+    for (const la_cli_cmd *c = commands; c->name; c++) fprintf(f, "  %-12s %s\n", c->name, c->summary);
+    fprintf(f, "\noptions:\n  %-20s  %s\n  %-20s  %s\n", "--version", "print the library version and exit",
+            "--help", "print this help and exit");
 }
 
 int main(int argc, char **argv) {
@@ -34,6 +38,10 @@ int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("longattn %s\n", la_version());
+        return 0;
     }
     /* under mpirun (several processes): join the process group; commands that know about
      * ranks (train, study, synth) split their work, the others refuse */

@@ -15,31 +15,30 @@
 #include "longattn.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots] [--resume]\n"
-            "                      [--ranks-per-variant K]\n"
-            "                      [--seeds N]\n"
-            "\n"
-            "Train every attention variant of STUDY_FILE (default studies/default.json) at the same\n"
-            "length L with the same data and seed, then report validation loss at each evaluation length\n"
-            "(L, 4L, 16L by default) and passkey retrieval accuracy after a short fine-tune at L.\n"
-            "\n"
-            "  --quick       run studies/quick.json instead (a minute or two; what CI runs)\n"
-            "  --out DIR     run folder for results.csv, passkey.csv, training.csv, results.json,\n"
-            "                results.md and PNG plots (default runs/<study name>)\n"
-            "  --threads N   CPU threads for attention and matrix products (default: all cores)\n"
-            "  --data DIR    use DIR (holding train/ and val/) instead of the file's \"data\"\n"
-            "  --no-plots    skip gnuplot\n"
-            "  --seeds N     train every variant with N seeds (the file's seed, seed+1, ...; overrides\n"
-            "                its \"seeds\"): tables and plots give mean ± sample std and min-max\n"
-            "  --resume      continue an interrupted run in the same --out: variants it finished\n"
-            "                (saved in DIR/cells/ as each finishes) are kept, the rest are run;\n"
-            "                refused when the study file or options differ from that run's\n"
-            "  --ranks-per-variant K  under mpirun: groups of K ranks train one variant each,\n"
-            "                data-parallel over the study's \"accum\" micro-batches (instead of\n"
-            "                the file's \"ranks_per_variant\"; the numbers do not depend on it)\n"
-            "\n"
-            "The default corpus data/pydoc is built by scripts/setup.sh (scripts/prepare_corpus.sh).\n");
+    static const cli_opt opts[] = {
+        {"--quick", "run studies/quick.json instead (a minute or two; what CI runs)"},
+        {"--out DIR", "run folder for results.csv, passkey.csv, training.csv, results.json,\n"
+                      "results.md and PNG plots (default runs/<study name>)"},
+        {"--threads N", "CPU threads for attention and matrix products (default: all cores)"},
+        {"--data DIR", "use DIR (holding train/ and val/) instead of the file's \"data\""},
+        {"--no-plots", "skip gnuplot"},
+        {"--seeds N", "train every variant with N seeds (the file's seed, seed+1, ...; overrides\n"
+                      "its \"seeds\"): tables and plots give mean ± sample std and min-max"},
+        {"--resume", "continue an interrupted run in the same --out: variants it finished\n"
+                     "(saved in DIR/cells/ as each finishes) are kept, the rest are run;\n"
+                     "refused when the study file or options differ from that run's"},
+        {"--ranks-per-variant K", "under mpirun: groups of K ranks train one variant each,\n"
+                                  "data-parallel over the study's \"accum\" micro-batches (instead of\n"
+                                  "the file's \"ranks_per_variant\"; the numbers do not depend on it)"},
+        {NULL, NULL},
+    };
+    cli_help(f,
+             "longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots] [--resume]\n"
+             "               [--ranks-per-variant K] [--seeds N]",
+             "Train every attention variant of STUDY_FILE (default studies/default.json) at the same\n"
+             "length L with the same data and seed, then report validation loss at each evaluation length\n"
+             "(L, 4L, 16L by default) and passkey retrieval accuracy after a short fine-tune at L.",
+             opts, "The default corpus data/pydoc is built by scripts/setup.sh (scripts/prepare_corpus.sh).");
 }
 
 static void fmt_time(double s, char *buf, size_t n) {

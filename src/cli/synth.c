@@ -12,56 +12,71 @@
 
 static void usage(FILE *f) {
     const la_synth_opts d = la_synth_opts_default();
-    fprintf(f,
-            "usage: longattn synth [options]\n"
-            "Train a small GPT per task x attention spec at content lengths min-len..max-len,\n"
-            "then report exact-match accuracy at 1x, 2x, 4x, ... max-len (whole target right).\n"
-            "  --tasks LIST        comma list of mqmtar,copy,reverse,sort,flipflop (default %s)\n"
-            "  --specs LIST        ';' list of attention specs (default \"%s\")\n"
-            "  --quick             tiny CI configuration (seconds): flipflop,copy; softmax+nape and\n"
-            "                      softmax+logn+nape; lengths 8-16; 40 steps; 16 examples at 1x-4x\n"
-            "  --preset NAME       a named configuration, which the other options then change:\n"
-            "                      mq-contrast (README \"Synthetic contrast\": MQMTAR, inline layout,\n"
-            "                      softmax vs ASEntmax with p-RoPE, 12000 steps, 3 seeds, up to 64x;\n"
-            "                      about 1 h on 2 cores)\n"
-            "  --out DIR           output folder (default runs/synth)\n"
-            "  --resume            continue an interrupted run in the same --out: task x spec runs it\n"
-            "                      finished (DIR/cells/) are kept; refused when the options differ\n"
-            "  --steps N           optimizer steps per run (default 3000)\n"
-            "  --batch B           sequences per step (default 32)\n"
-            "  --lr X              AdamW peak learning rate, cosine to lr/10 (default 3e-3)\n"
-            "  --warmup N          linear warm-up steps (default 30)\n"
-            "  --optimizer NAME    adamw | muon (Muon on the hidden matrices, default adamw)\n"
-            "  --muon-lr X         Muon peak learning rate, cosine to X/10 (default 0.02)\n"
-            "  --layers N --heads H --d-model C --d-ff F   model size (default 2, 8, 64, 4C)\n"
-            "  --qk-gain X         initial QK-norm gain (default 1; see the study's qk_gain)\n"
-            "  --init-std X        weight init standard deviation (default: the model's, 0.02)\n"
-            "  --n-symbols N       task alphabet (default 16; mqmtar: key/value alphabet)\n"
-            "  --min-len N --max-len N   training content lengths (default 32, 64)\n"
-            "  --queries N --k-len N --v-len N   mqmtar queries and key/value tokens (4, 2, 2)\n"
-            "  --kv-frac F         mqmtar share of the region given to key-value pairs (default 0.8;\n"
-            "                      fewer pairs, more SPACE padding when lower)\n"
-            "  --mq-layout L       mqmtar query placement: paper (queries after the pairs, values\n"
-            "                      as the target; default), inline (QSEP key value per query in\n"
-            "                      the target, keys given and not scored, as Zoology's MQAR) or\n"
-            "                      echo (paper source; target QSEP key value, all scored)\n"
-            "  --inline-share F    mqmtar layout curriculum: train the first F share of the steps\n"
-            "                      on the inline layout, then --echo-share on the echo layout,\n"
-            "  --echo-share F      then the rest on --mq-layout (evaluated); defaults 0, 0, the\n"
-            "                      sum below 1; other tasks ignore both\n"
-            "  --eval-n N          examples per evaluation length (default 100)\n"
-            "  --max-mult M        largest length multiplier, a power of two <= 1024 (default 32)\n"
-            "  --max-eval-tokens N skip lengths whose sequences exceed N tokens (default 131072)\n"
-            "  --curriculum L0     train first on content lengths up to L0, raising the bound\n"
-            "                      linearly to max-len over the first --ramp share of the steps\n"
-            "                      (lower bound: half the upper one, at most min-len); 0: off (default 8)\n"
-            "  --ramp F            share of the steps the curriculum ramps over (default 0.4)\n"
-            "  --seed S            model init and data seed (default 1)\n"
-            "  --seeds N           runs per task x spec with seeds S, S+1, ... (default 1, at most %d):\n"
-            "                      the tables add how many seeds learned the task (>= 0.5 at 1x)\n"
-            "                      and the mean +- std over those; the plots show it with error bars\n"
-            "  --threads N         attention threads (default: OpenMP default)\n",
-            d.tasks, d.specs, LA_SYNTH_MAX_SEEDS);
+    char tasks[sizeof d.tasks + 64], specs[sizeof d.specs + 64], seeds[256];
+    snprintf(tasks, sizeof tasks, "comma list of mqmtar,copy,reverse,sort,flipflop (default %s)", d.tasks);
+    snprintf(specs, sizeof specs, "';' list of attention specs (default \"%s\")", d.specs);
+    snprintf(seeds, sizeof seeds,
+             "runs per task x spec with seeds S, S+1, ... (default 1, at most %d):\n"
+             "the tables add how many seeds learned the task (>= 0.5 at 1x)\n"
+             "and the mean +- std over those; the plots show it with error bars",
+             LA_SYNTH_MAX_SEEDS);
+    const cli_opt opts[] = {
+        {"--tasks LIST", tasks},
+        {"--specs LIST", specs},
+        {"--quick", "tiny CI configuration (seconds): flipflop,copy; softmax+nape and\n"
+                    "softmax+logn+nape; lengths 8-16; 40 steps; 16 examples at 1x-4x"},
+        {"--preset NAME", "a named configuration, which the other options then change:\n"
+                          "mq-contrast (docs/study.md \"Synthetic contrast\": MQMTAR, inline layout,\n"
+                          "softmax vs ASEntmax with p-RoPE, 12000 steps, 3 seeds, up to 64x;\n"
+                          "about 1 h on 2 cores)"},
+        {"--out DIR", "output folder (default runs/synth)"},
+        {"--resume", "continue an interrupted run in the same --out: task x spec runs it\n"
+                     "finished (DIR/cells/) are kept; refused when the options differ"},
+        {"--steps N", "optimizer steps per run (default 3000)"},
+        {"--batch B", "sequences per step (default 32)"},
+        {"--lr X", "AdamW peak learning rate, cosine to lr/10 (default 3e-3)"},
+        {"--warmup N", "linear warm-up steps (default 30)"},
+        {"--optimizer NAME", "adamw | muon (Muon on the hidden matrices, default adamw)"},
+        {"--muon-lr X", "Muon peak learning rate, cosine to X/10 (default 0.02)"},
+        {"--layers N", "model layers (default 2)"},
+        {"--heads H", "attention heads (default 8)"},
+        {"--d-model C", "model width (default 64)"},
+        {"--d-ff F", "MLP width (default 4C)"},
+        {"--qk-gain X", "initial QK-norm gain (default 1; see the study's qk_gain)"},
+        {"--init-std X", "weight init standard deviation (default: the model's, 0.02)"},
+        {"--n-symbols N", "task alphabet (default 16; mqmtar: key/value alphabet)"},
+        {"--min-len N", "shortest training content length (default 32)"},
+        {"--max-len N", "longest training content length (default 64)"},
+        {"--queries N", "mqmtar queries (default 4)"},
+        {"--k-len N", "mqmtar tokens per key (default 2)"},
+        {"--v-len N", "mqmtar tokens per value (default 2)"},
+        {"--kv-frac F", "mqmtar share of the region given to key-value pairs (default 0.8;\n"
+                        "fewer pairs, more SPACE padding when lower)"},
+        {"--mq-layout L", "mqmtar query placement: paper (queries after the pairs, values\n"
+                          "as the target; default), inline (QSEP key value per query in\n"
+                          "the target, keys given and not scored, as Zoology's MQAR) or\n"
+                          "echo (paper source; target QSEP key value, all scored)"},
+        {"--inline-share F", "mqmtar layout curriculum: train the first F share of the steps\n"
+                             "on the inline layout, then --echo-share on the echo layout,\n"
+                             "then the rest on --mq-layout (evaluated); default 0; the two\n"
+                             "shares sum below 1; other tasks ignore both"},
+        {"--echo-share F", "the echo share of that curriculum (default 0)"},
+        {"--eval-n N", "examples per evaluation length (default 100)"},
+        {"--max-mult M", "largest length multiplier, a power of two <= 1024 (default 32)"},
+        {"--max-eval-tokens N", "skip lengths whose sequences exceed N tokens (default 131072)"},
+        {"--curriculum L0", "train first on content lengths up to L0, raising the bound\n"
+                            "linearly to max-len over the first --ramp share of the steps\n"
+                            "(lower bound: half the upper one, at most min-len); 0: off (default 8)"},
+        {"--ramp F", "share of the steps the curriculum ramps over (default 0.4)"},
+        {"--seed S", "model init and data seed (default 1)"},
+        {"--seeds N", seeds},
+        {"--threads N", "attention threads (default: OpenMP default)"},
+        {NULL, NULL},
+    };
+    cli_help(f, "longattn synth [options]",
+             "Train a small GPT per task x attention spec at content lengths min-len..max-len,\n"
+             "then report exact-match accuracy at 1x, 2x, 4x, ... max-len (whole target right).",
+             opts, NULL);
 }
 
 static int parse_args(int argc, char **argv, la_synth_opts *o) {

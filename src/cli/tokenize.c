@@ -10,18 +10,28 @@
 #include "cli/cli.h"
 #include "longattn.h"
 
-static const char *usage =
-    "usage: longattn tokenize --model FILE.gguf (--text FILE | --prompt TEXT) [--ids]\n"
-    "                         [--add-special] [--no-parse-special]\n"
-    "       longattn tokenize --model FILE.gguf --decode \"ID ID ...\" [--skip-special]\n"
-    "  Tokenize with the tokenizer stored in the GGUF file (tokenizer.ggml.*: byte-level BPE\n"
-    "  or SentencePiece BPE). Prints one token a line: id and its text (escaped), then the\n"
-    "  count; --ids prints only the ids, space-separated, on one line.\n"
-    "  --add-special       add BOS/EOS as the file asks (tokenizer.ggml.add_bos_token, ...)\n"
-    "  --no-parse-special  control tokens written in the text (<|im_start|>) are plain text\n"
-    "                      (default: they become their ids, as Hugging Face tokenizers do)\n"
-    "  --decode IDS        print the text of the ids instead (--skip-special: leave control\n"
-    "                      tokens out)\n";
+static void usage(FILE *f) {
+    static const cli_opt opts[] = {
+        {"--model FILE.gguf", "the GGUF file whose tokenizer is used"},
+        {"--text FILE", "tokenize this file"},
+        {"--prompt TEXT", "tokenize this text"},
+        {"--ids", "print only the ids, space-separated, on one line"},
+        {"--add-special", "add BOS/EOS as the file asks (tokenizer.ggml.add_bos_token, ...)"},
+        {"--no-parse-special", "control tokens written in the text (<|im_start|>) are plain text\n"
+                               "(default: they become their ids, as Hugging Face tokenizers do)"},
+        {"--decode IDS", "print the text of the ids instead"},
+        {"--skip-special", "with --decode: leave control tokens out"},
+        {NULL, NULL},
+    };
+    cli_help(f,
+             "longattn tokenize --model FILE.gguf (--text FILE | --prompt TEXT) [--ids]\n"
+             "                  [--add-special] [--no-parse-special]\n"
+             "longattn tokenize --model FILE.gguf --decode \"ID ID ...\" [--skip-special]",
+             "Tokenize with the tokenizer stored in the GGUF file (tokenizer.ggml.*: byte-level BPE\n"
+             "or SentencePiece BPE). Prints one token a line: id and its text (escaped), then the\n"
+             "count.",
+             opts, NULL);
+}
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -102,7 +112,7 @@ int cli_tokenize(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { fputs(usage, stdout); return 0; }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); return 0; }
         else if (strcmp(a, "--model") == 0 && has) model = argv[++i];
         else if (strcmp(a, "--text") == 0 && has) text_path = argv[++i];
         else if (strcmp(a, "--prompt") == 0 && has) prompt = argv[++i];
@@ -112,13 +122,13 @@ int cli_tokenize(int argc, char **argv) {
         else if (strcmp(a, "--no-parse-special") == 0) flags &= ~LA_TOK_PARSE_SPECIAL;
         else if (strcmp(a, "--skip-special") == 0) dflags |= LA_TOK_SKIP_SPECIAL;
         else {
-            fputs(usage, stderr);
+            usage(stderr);
             return cli_usage_error("tokenize", "unknown option or missing value: %s", a);
         }
     }
-    if (!model) { fputs(usage, stderr); return cli_usage_error("tokenize", "--model FILE.gguf is required"); }
+    if (!model) { usage(stderr); return cli_usage_error("tokenize", "--model FILE.gguf is required"); }
     if (!!text_path + !!prompt + !!decode != 1) {
-        fputs(usage, stderr);
+        usage(stderr);
         return cli_usage_error("tokenize", "give exactly one of --text FILE, --prompt TEXT, --decode IDS");
     }
     la_gguf *g;

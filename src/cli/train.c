@@ -23,43 +23,49 @@ static void on_sigint(int sig) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: longattn train --data PATH [options]\n"
-            "       longattn train --resume --out DIR [--steps N]\n"
-            "\n"
-            "Train a decoder-only transformer (pre-norm RMSNorm, QK-norm, ReLU^2 MLP, the given\n"
-            "attention spec) on a text file or directory of text files (bytes, vocab 256, one\n"
-            "document per file) or on llm.c token shards (*.bin, GPT-2 vocab 50257).\n"
-            "Writes DIR/model.safetensors (+ .state: optimiser, step, data position) and\n"
-            "DIR/log.csv. Ctrl-C saves a checkpoint and exits; --resume continues it exactly.\n"
-            "\n"
-            "data and output:\n"
-            "  --data PATH         text file/dir or .bin shard file/dir\n"
-            "  --val-fraction X    documents held out for validation (default 0.1)\n"
-            "  --out DIR           output directory (default runs/train)\n"
-            "  --resume            continue from DIR/model.safetensors with its saved settings\n"
-            "model:\n"
-            "  --spec TEXT         attention spec (default softmax+rope+causal)\n"
-            "  --layers N          (default 4)   --d-model N (default 128)\n"
-            "  --heads N           (default 4)   --kv-heads N (default = heads)\n"
-            "  --d-ff N            MLP width (default 4 * d-model)\n"
-            "  --qk-gain X         initial QK-norm gain (default 1; larger starts sharper attention)\n"
-            "training:\n"
-            "  --steps N           optimizer steps (default 400; with --resume: new total)\n"
-            "  --batch B           sequences per micro-batch (default 16)\n"
-            "  --seq-len T         training context (default 128)\n"
-            "  --accum N           micro-batches per step (default 1)\n"
-            "  --optimizer NAME    adamw | muon (default adamw)\n"
-            "  --lr X              AdamW peak lr (default 3e-3); --min-lr X (default lr/10)\n"
-            "  --muon-lr X         Muon peak lr (default 0.02)\n"
-            "  --warmup N          warm-up steps (default 20)\n"
-            "  --wd X              weight decay (default 0.1); --clip X grad-norm clip (default 1)\n"
-            "  --seed N            seed of the weights and the data order (default 1)\n"
-            "  --eval-every N      validation every N steps (default 50; 0 = end only)\n"
-            "  --ckpt-every N      checkpoint every N steps (default 100; always at the end)\n"
-            "Data parallel: mpirun -np R longattn train ... splits the --accum micro-batches of\n"
-            "each step over R ranks (weights bitwise equal to one process; --resume with any R;\n"
-            "rank 0 writes the log and checkpoints). README: \"Multiple processes (MPI)\".\n");
+    static const cli_opt opts[] = {
+        {NULL, "data and output:"},
+        {"--data PATH", "text file/dir or .bin shard file/dir"},
+        {"--val-fraction X", "documents held out for validation (default 0.1)"},
+        {"--out DIR", "output directory (default runs/train)"},
+        {"--resume", "continue from DIR/model.safetensors with its saved settings"},
+        {NULL, "model:"},
+        {"--spec TEXT", "attention spec (default softmax+rope+causal)"},
+        {"--layers N", "transformer blocks (default 4)"},
+        {"--d-model N", "model width (default 128)"},
+        {"--heads N", "attention heads (default 4)"},
+        {"--kv-heads N", "key/value heads (default = heads)"},
+        {"--d-ff N", "MLP width (default 4 * d-model)"},
+        {"--qk-gain X", "initial QK-norm gain (default 1; larger starts sharper attention)"},
+        {NULL, "training:"},
+        {"--steps N", "optimizer steps (default 400; with --resume: new total)"},
+        {"--batch B", "sequences per micro-batch (default 16)"},
+        {"--seq-len T", "training context (default 128)"},
+        {"--accum N", "micro-batches per step (default 1)"},
+        {"--optimizer NAME", "adamw | muon (default adamw)"},
+        {"--lr X", "AdamW peak lr (default 3e-3)"},
+        {"--min-lr X", "final lr of the cosine schedule (default lr/10)"},
+        {"--muon-lr X", "Muon peak lr (default 0.02)"},
+        {"--warmup N", "warm-up steps (default 20)"},
+        {"--wd X", "weight decay (default 0.1)"},
+        {"--clip X", "grad-norm clip (default 1)"},
+        {"--seed N", "seed of the weights and the data order (default 1)"},
+        {"--eval-every N", "validation every N steps (default 50; 0 = end only)"},
+        {"--ckpt-every N", "checkpoint every N steps (default 100; always at the end)"},
+        {NULL, NULL},
+    };
+    cli_help(f,
+             "longattn train --data PATH [options]\n"
+             "longattn train --resume --out DIR [--steps N]",
+             "Train a decoder-only transformer (pre-norm RMSNorm, QK-norm, ReLU^2 MLP, the given\n"
+             "attention spec) on a text file or directory of text files (bytes, vocab 256, one\n"
+             "document per file) or on llm.c token shards (*.bin, GPT-2 vocab 50257).\n"
+             "Writes DIR/model.safetensors (+ .state: optimiser, step, data position) and\n"
+             "DIR/log.csv. Ctrl-C saves a checkpoint and exits; --resume continues it exactly.",
+             opts,
+             "Data parallel: mpirun -np R longattn train ... splits the --accum micro-batches of\n"
+             "each step over R ranks (weights bitwise equal to one process; --resume with any R;\n"
+             "rank 0 writes the log and checkpoints). See docs/mpi.md.");
 }
 
 typedef struct {

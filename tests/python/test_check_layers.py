@@ -18,7 +18,8 @@ README = """## Layout
 
 
 def make_tree(tmp_path, files):
-    (tmp_path / "README.md").write_text(README)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "architecture.md").write_text(README)
     for rel, text in files.items():
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +69,17 @@ def test_accepts_downward_tree(tmp_path):
     r = run(tmp_path)
     assert r.returncode == 0, r.stdout
     assert "check-layers: ok (2 objects" in r.stdout
+
+
+def test_table_is_read_from_docs_architecture(tmp_path):
+    # the table moved out of README.md: a README.md holding it is not read
+    (tmp_path / "README.md").write_text(README)
+    (tmp_path / "src" / "core").mkdir(parents=True)
+    (tmp_path / "src" / "core" / "c.c").write_text("int la_c(void){return 1;}\n")
+    (tmp_path / "build" / "src" / "core").mkdir(parents=True)
+    subprocess.run(["cc", "-c", "src/core/c.c", "-o", "build/src/core/c.o"], cwd=tmp_path, check=True)
+    r = run(tmp_path)
+    assert r.returncode != 0 and "docs/architecture.md" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 def test_self_test_passes():

@@ -1,5 +1,5 @@
 """The Python package is built from the library's own sources, with the Makefile's link
-libraries, and the README's Python example runs."""
+libraries, and the Python example of docs/python.md runs."""
 import pathlib
 import re
 import subprocess
@@ -33,10 +33,9 @@ def test_link_libraries_are_shared_with_the_makefile():
     assert all("-l" + lib in make_var("LDLIBS_ALL") for lib in libs)
 
 
-def test_readme_python_example_runs(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    sec = readme.split("## Python package", 1)[1]
-    block = re.search(r"```python\n(.*?)```", sec, re.S).group(1)
+def test_docs_python_example_runs(tmp_path):
+    page = (ROOT / "docs" / "python.md").read_text()
+    block = re.search(r"```python\n(.*?)```", page, re.S).group(1)
     (tmp_path / "ex.py").write_text(block)
     r = subprocess.run([sys.executable, str(tmp_path / "ex.py")], capture_output=True, text=True,
                        env={"PYTHONPATH": str(ROOT / "python"), "OMP_NUM_THREADS": "1",
