@@ -216,18 +216,15 @@ class _Call:
             d = np.ascontiguousarray(d, dtype=np.int32)
             self.keep.append(d)
             o.doc_ids = ffi.cast("int32_t *", d.ctypes.data)
-        if logn_s is not None:
-            s = _f32("logn_s", np.asarray(logn_s, dtype=np.float32).reshape(-1))
-            if s.shape != (H,):
-                raise ValueError(f"logn_s must have H = {H} entries (one s_h per head), got {s.size}")
-            self.keep.append(s)
-            o.logn_s = _fptr(s)
-        if sinks is not None:
-            s = _f32("sinks", np.asarray(sinks, dtype=np.float32).reshape(-1))
-            if s.shape != (H,):
-                raise ValueError(f"sinks must have H = {H} entries (one sink logit per head), got {s.size}")
-            self.keep.append(s)
-            o.sinks = _fptr(s)
+        # per-head inputs: logn's s_h and the sink logits (issue 31)
+        for name, a, what in (("logn_s", logn_s, "one s_h per head"), ("sinks", sinks, "one sink logit per head")):
+            if a is None:
+                continue
+            a = _f32(name, np.asarray(a, dtype=np.float32).reshape(-1))
+            if a.shape != (H,):
+                raise ValueError(f"{name} must have H = {H} entries ({what}), got {a.size}")
+            self.keep.append(a)
+            setattr(o, name, _fptr(a))
         for name, a in (("as_beta", as_beta), ("as_gamma", as_gamma)):
             if a is not None:
                 a = _f32(name, a)
