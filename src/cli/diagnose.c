@@ -335,6 +335,12 @@ int cli_diagnose(int argc, char **argv) {
             printf("  %-16s %6.0f %10.4f %10.4f %10.4f %10.4f\n", rng, res.keys, res.mass, res.mass_se, res.entropy,
                    log(res.keys));
         }
+        for (int r = 0; r < la_diag_num_ranges(d[k]); r++) { /* issue 31: softmax+sink(fixed=v) */
+            int64_t sn = 0;
+            double sm, sse;
+            la_diag_get_sink(d[k], r, &sn, &sm, &sse);
+            if (sn) printf("  %-16s %6s %10.4f %10.4f   (mass on the sink logit, rows seeing N keys)\n", "sink", "", sm, sse);
+        }
         double ratio, slope;
         int used;
         la_diag_summary(d[k], (int64_t)ceil(delta), &ratio, &slope, &used);
