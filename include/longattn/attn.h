@@ -193,10 +193,16 @@ typedef struct {
 
 LA_API la_attn_opts la_attn_opts_default(void);
 
-/* Fused attention forward (SPEC 1-5), tiled with O(T*D + S*D) extra memory.
+/* Fused attention forward (SPEC 1-5, 10), tiled with O(T*D + S*D) extra memory.
  *   q: (B, H, T, D)   k, v: (B, Hkv, S, D)   out: (B, H, T, D)
- *   row_stat: (B, H, T): softmax log-sum-exp of the transformed logits (natural log);
- *             entmax threshold tau; LA_ROW_EMPTY for rows with no visible key.
+ *   row_stat: (B, H, T): softmax log-sum-exp of the transformed logits (natural log; with
+ *             a sink, the sink's e^sigma_h included); entmax threshold tau; sigmoid: the row's
+ *             mass sum_j p_ij; LA_ROW_EMPTY for rows with no visible key.
+ * softmax+sink (spec.sink, issue 31): p_ij = exp(L_ij - lse_i) with the per-head sink logit
+ * sigma_h in the denominator only (opts->sinks, NULL: 0; or spec.sink_fixed), the sink
+ * carrying no value; la_attn_backward writes d loss / d sigma_h into opts->dsinks.
+ * sigmoid(b) / sigmoid-logn: p_ij = sigmoid(L_ij + b) (b = spec.sig_b, -ln(train_len) when
+ * not set, or -ln(n_q) per row), no row normalisation (Ramapuram et al. 2024).
  * q and k are given before any rotation: RoPE-family encodings are applied inside.
  * opts may be NULL. Errors: LA_EINVAL (NULL tensor, bad spec), LA_ESHAPE (H % Hkv != 0,
  * a dimension < 1, odd D with a RoPE-family encoding), LA_ENOMEM. */
@@ -206,7 +212,7 @@ LA_API la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
 
 /* Backward of la_attn_forward. out and row_stat are the forward's outputs.
  *   dout: (B, H, T, D)  ->  dq: (B, H, T, D), dk, dv: (B, Hkv, S, D), all overwritten.
- * Learnable transform parameters get their gradients through opts (dlogn_s, das_*).
+ * Learnable transform parameters get their gradients through opts (dlogn_s, dsinks, das_*).
  * Errors as la_attn_forward. */
 LA_API la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
                                   const float *q, const float *k, const float *v,

@@ -21,6 +21,11 @@
  *
  * Memory: per thread a few BQ x D and BQ x BK tiles; no T x S buffer anywhere.
  *
+ * Issue 31 (SPEC 10) shares these kernels: softmax+sink adds the sink as one last online
+ * step of each row in fwd_task (so lse includes it and the backward needs nothing new for
+ * dq, dk, dv); sigmoid rows take P = sigmoid(L + b) in tile_probs and dS = dP P (1 - P) in
+ * tile_dscores. Their forward and the sink's gradient are in sigmoid.c.
+ *
  * Profile build (-DLA_PROFILE, README "Where the backward's time goes"): every phase of the
  * tile loops adds its time-stamp-counter ticks to la_softmax_prof[thread][phase]; the
  * default build compiles the laps away.
