@@ -76,17 +76,8 @@ def fenced_blocks(text):
 
 def prose_lines(text):
     """(line number, line) outside fenced blocks, inline code spans blanked"""
-    fence = None
-    for n, line in enumerate(text.split("\n"), 1):
-        m = re.match(r"^\s*(`{3,}|~{3,})", line)
-        if m:
-            if fence is None:
-                fence = m.group(1)
-            elif m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                fence = None
-            continue
-        if fence is None:
-            yield n, re.sub(r"(`+)(.+?)\1", lambda c: " " * len(c.group(0)), line)
+    for n, line in prose_lines_raw(text):
+        yield n, re.sub(r"(`+)(.+?)\1", lambda c: " " * len(c.group(0)), line)
 
 
 def github_slug(heading):

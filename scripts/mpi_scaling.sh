@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/mpi_scaling.sh [BUILD] -- measure the README's MPI scaling table ("Multiple processes
-# (MPI)") on this machine and print it as markdown, with the paper estimate for 8 and 64 nodes.
+# scripts/mpi_scaling.sh [BUILD] -- measure the MPI scaling table of docs/mpi.md
+# on this machine and print it as markdown, with the paper estimate for 8 and 64 nodes.
 #
 # Runs `longattn train` with the same model, data and global batch as
 #   1 rank x 1 thread, 2 ranks x 1 thread, 1 rank x 2 threads

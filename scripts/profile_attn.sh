@@ -1,6 +1,6 @@
 #!/bin/sh
 # profile_attn.sh -- where the softmax attention forward+backward spends its time, per
-# phase (README, Benchmarks: "Where the backward's time goes"). Builds a copy of the kernel
+# phase (docs/benchmarks.md: "Where the backward's time goes"). Builds a copy of the kernel
 # with -DLA_PROFILE (time-stamp-counter laps around each phase of the tile loops, see
 # src/attn/softmax.c) into build-prof/, links tests/tools/attn_run.c against it and the
 # normal internal library, and runs it:

@@ -1,5 +1,5 @@
 #!/bin/sh
-# profile_train.sh -- where a training step spends its time, per phase (README, Benchmarks:
+# profile_train.sh -- where a training step spends its time, per phase (docs/benchmarks.md:
 # "Where the trainer's time goes"). Builds the whole tree with -DLA_PROFILE into build-prof/
 # (wall-clock and process CPU-time laps between the step's phases, src/core/prof.h; the
 # default build compiles them away) and runs `longattn bench train` there, which then prints

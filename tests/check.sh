@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make check: the layering check (make check-layers), the C tests (normal build), the MPI tests (tests/mpi.sh), the C tests again under ASan+UBSan, the Python
-# tests (pytest in .venv), then one closing line summing the three that CI reads.
+# tests (pytest in .venv, with the documentation test tests/python/test_documentation.py), then one
+# closing line summing the three that CI reads.
 set -u
 cd "$(dirname "$0")/.."
 total_p=0; total_f=0; rc_all=0

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run every test program in BUILD/tests, each under a time limit, and finish with one
-# line "N passed, N failed" (counted in cmocka test cases) that CI reads.
+# line "N passed, N failed" (counted in cmocka test cases) that CI reads. The limit
+# (LA_TEST_TIMEOUT, default 1800 s) only turns a hang into a failure: it is far above any
+# program's time on a loaded or single-core machine (issue 26), not a speed requirement.
 set -u
 build=${1:-build}
 export LA_FIXTURES=${LA_FIXTURES:-../shared/fixtures}
@@ -15,7 +17,7 @@ for t in "$build"/tests/test_*; do
     case "$t" in *.d|*.o) continue ;; esac
     log=$(mktemp)
     start=$(date +%s)
-    timeout "${LA_TEST_TIMEOUT:-600}" "$t" >"$log" 2>&1
+    timeout "${LA_TEST_TIMEOUT:-1800}" "$t" >"$log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     p=$(grep -cE '^\[       OK \]' "$log")

@@ -9,6 +9,9 @@
 #include <cmocka.h>
 #include <math.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include "core/internal.h"
 #include "core/dist.h"
@@ -147,9 +150,59 @@ static void test_dist_assign_lpt_without_heap(void **state) {
     assert_int_equal(o3[0], 2);
 }
 
+/* Stop points (test_point.c): a child with LA_TEST_STOP_AT=NAME:N stops at the N-th pass
+ * of la_test_point(NAME), not at other names (nor at names that merely start with NAME),
+ * and runs on after SIGCONT; without the variable it never stops. The child writes one byte
+ * to a pipe after each pass, so the bytes there at the stop say which pass it stopped at. */
+static int stop_child(const char *env, int *done_at_stop) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        if (env) setenv("LA_TEST_STOP_AT", env, 1);
+        else unsetenv("LA_TEST_STOP_AT");
+        for (int i = 0; i < 5; i++) {
+            la_test_point("unit-pointx"); /* a longer name: never matches "unit-point" */
+            la_test_point("other");
+            la_test_point("unit-point");
+            if (write(fd[1], "x", 1) != 1) _exit(2);
+        }
+        _exit(0);
+    }
+    close(fd[1]);
+    int st;
+    *done_at_stop = -1;
+    if (waitpid(pid, &st, WUNTRACED) != pid) return -1;
+    int stopped = WIFSTOPPED(st);
+    if (stopped) {
+        char buf[8];
+        fcntl(fd[0], F_SETFL, O_NONBLOCK); /* none written yet must not block */
+        ssize_t n = read(fd[0], buf, sizeof buf); /* the bytes written before the stop */
+        *done_at_stop = n > 0 ? (int)n : 0;
+        kill(pid, SIGCONT);
+        if (waitpid(pid, &st, 0) != pid) return -1;
+    }
+    close(fd[0]);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? stopped : -1;
+}
+
+static void test_stop_points(void **state) {
+    (void)state;
+    int done;
+    assert_int_equal(stop_child(NULL, &done), 0);
+    assert_int_equal(stop_child("unit-point", &done), 1); /* the 1st pass by default */
+    assert_int_equal(done, 0);
+    assert_int_equal(stop_child("unit-point:3", &done), 1);
+    assert_int_equal(done, 2);
+    assert_int_equal(stop_child("unit-point:9", &done), 0); /* only 5 passes */
+    assert_int_equal(stop_child("unit-poin", &done), 0);    /* a prefix is not the name */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_atomic_write_replaces_whole),
+        cmocka_unit_test(test_stop_points),
         cmocka_unit_test(test_atomic_write_missing_dir_is_clear_error),
         cmocka_unit_test(test_atomic_write_injected_failures),
         cmocka_unit_test(test_rng_reproducible_and_uniform),

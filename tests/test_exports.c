@@ -10,7 +10,7 @@
  *   - every LA_API declaration the libraries do not export (declared, never defined),
  *   - every top-level function prototype in a public header without LA_API (it would be
  *     hidden: users would get "undefined reference"),
- *   - a module header that includes one of a higher or the same layer (README "Layout").
+ *   - a module header that includes one of a higher or the same layer (docs/architecture.md "Layout").
  * BUILD is the folder above this program's (argv[0] = BUILD/tests/test_exports). */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -193,7 +193,7 @@ static void test_public_prototypes_have_la_api(void **state) {
 }
 
 /* Module headers follow the layers core -> io -> tokenizer -> attn -> model -> train /
- * infer -> experiments (README "Layout"): each includes only headers of lower layers.
+ * infer -> experiments (docs/architecture.md "Layout"): each includes only headers of lower layers.
  * Headers not in this table (new modules) are not checked here. */
 static int layer_of(const char *header) {
     static const struct { const char *name; int layer; } t[] = {

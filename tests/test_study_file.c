@@ -56,9 +56,18 @@ static void test_minimal_file_takes_defaults(void **state) {
 static void test_shipped_study_files_parse(void **state) {
     (void)state;
     la_study s;
+    /* the default: RoPE against scale-invariant p-RoPE with the paper preset's retrieval
+     * schedule (docs/study.md, "Why this default"); variants.json: the six-variant table */
     assert_int_equal(la_study_load("studies/default.json", &s), LA_OK);
-    assert_true(s.n_specs >= 5);
+    assert_int_equal(s.n_specs, 2);
     assert_int_equal(s.eval_lens[s.n_eval_lens - 1], 16 * s.seq_len);
+    assert_true(s.pk_trials > 0);
+    la_study p;
+    assert_int_equal(la_study_load("studies/paper.json", &p), LA_OK);
+    assert_int_equal(s.pk_steps, p.pk_steps);
+    assert_true(s.pk_mix_all && p.pk_mix_all);
+    assert_int_equal(la_study_load("studies/variants.json", &s), LA_OK);
+    assert_true(s.n_specs >= 5);
     assert_true(s.pk_trials > 0);
     assert_int_equal(la_study_load("studies/quick.json", &s), LA_OK);
     assert_true(s.n_specs >= 2);

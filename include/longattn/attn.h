@@ -122,7 +122,7 @@ LA_API la_spec la_spec_default(void);
  * Errors: LA_ESPEC with la_errmsg() naming the offending token and listing the valid
  * choices; LA_EINVAL if text or out is NULL. On error *out is untouched.
  * Token `name` or `name(args)`, args positional in documented order or key=value, e.g.
- * yarn(s, train, beta_fast=32, beta_slow=1, theta=10000); the full table is in README.md
+ * yarn(s, train, beta_fast=32, beta_slow=1, theta=10000); the full table is in docs/spec-language.md
  * ("Attention spec strings"). `logn` without s and train parses to s = 0, train = 0: the
  * kernel then needs la_attn_opts.logn_s or a train_len set by the caller (trainer). */
 LA_API la_status la_spec_parse(const char *text, la_spec *out);

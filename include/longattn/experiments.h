@@ -125,7 +125,7 @@ LA_API int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la
 #define LA_STUDY_MAX_DEPTHS 16
 #define LA_STUDY_MAX_SEEDS 16
 
-/* One length-generalisation study: a JSON file (format in README, "The main job").
+/* One length-generalisation study: a JSON file (format in docs/study.md, "Study file").
  * Every variant in specs is trained with the same data, data order, seed and model size,
  * then evaluated at every eval length and on the passkey grid. */
 typedef struct {
@@ -548,13 +548,13 @@ typedef struct {
 
 #define LA_SYNTH_MAX_SEEDS 16
 
-/* The defaults of `longattn synth` (see the README section "Synthetic tasks"). */
+/* The defaults of `longattn synth` (see docs/synthetic.md, "Synthetic tasks"). */
 LA_API la_synth_opts la_synth_opts_default(void);
 /* The tiny CI configuration over o (`--quick`): flipflop,copy; two softmax specs; lengths
  * 8-16; 40 steps; 16 examples at 1x-4x. */
 LA_API void la_synth_opts_quick(la_synth_opts *o);
 /* A named configuration over o (`--preset NAME`; later options override it). "mq-contrast":
- * the README's MQMTAR contrast of ASEntmax and softmax (section "Synthetic contrast"): inline
+ * the MQMTAR contrast of ASEntmax and softmax (docs/study.md, "Synthetic contrast"): inline
  * layout, 2 queries, 1-token keys and values, 8 symbols, 2 layers x 64 with 4 heads,
  * init std 0.07, curriculum from 12 over 60 % of 12000 steps, p-RoPE(0.25) with each
  * normaliser, 3 seeds from 1, 50 examples per length up to 64x, out runs/mq-contrast.

@@ -131,6 +131,12 @@ LA_API double la_kv_bytes_per_token(const la_kv_params *p);
 LA_API la_status la_kv_new(const la_kv_params *p, la_kv_cache **out);
 LA_API void la_kv_free(la_kv_cache *c);
 
+/* Copy src's state (kept rows, their positions and H2O scores, lengths, exact streaming's
+ * table) into dst, a cache created with the same params (and stream chunk): a fork / snapshot
+ * from which dst continues exactly as src would (src/infer/kv_fork.c). Copies the kept rows
+ * only. Errors: LA_EINVAL (NULL, or the caches differ in shape, storage, policy or budget). */
+LA_API la_status la_kv_copy(la_kv_cache *dst, const la_kv_cache *src);
+
 /* Empty every layer (keeps the allocation). */
 LA_API void la_kv_reset(la_kv_cache *c);
 

@@ -131,6 +131,19 @@ LA_API la_status la_llama_session_new(la_llama *m, const la_kv_params *policy, i
 LA_API void la_llama_session_free(la_llama_session *s);
 LA_API void la_llama_session_reset(la_llama_session *s); /* new stream: empties the cache */
 LA_API la_kv_cache *la_llama_session_cache(la_llama_session *s);
+/* Position-regime extension methods (issue #28, src/model/posreg.c): "selfextend(G,W)",
+ * "rerope(W)", "leaky-rerope(W,k)", "dca(C)" / "dca(chunk,local)" replace the attention's
+ * single RoPE position map by two or three regimes per query row (the model's RoPE base;
+ * the model's spec should be plain RoPE). NULL, "" or "none": off. Needs a full float32
+ * cache in a session (la_llama_session_step fails otherwise). Errors: LA_ESPEC (named). */
+LA_API la_status la_llama_set_posreg(la_llama *m, const char *text);
+/* 1 if text names one of those methods (syntax of the name only). */
+LA_API int la_llama_is_posreg(const char *text);
+
+/* Make dst continue exactly where src stands (cache state and position): both sessions of
+ * the same model, policy and max_step. A fork of a shared prefix (src/infer/kv_fork.c).
+ * Errors: LA_EINVAL (NULL, different model, max_step or cache shape). */
+LA_API la_status la_llama_session_copy(la_llama_session *dst, const la_llama_session *src);
 /* Tokens appended so far (the stream position of the next token). */
 LA_API int64_t la_llama_session_pos(const la_llama_session *s);
 

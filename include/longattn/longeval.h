@@ -43,6 +43,8 @@ extern "C" {
 #endif
 
 #define LA_LONGEVAL_MAX 64 /* methods, lengths, depths, buckets */
+#define LA_LONGEVAL_MAX_DOCS 16 /* documents scored per cell */
+#define LA_LONGEVAL_MAX_EX 2048 /* retrieval examples of one kind per cell (documents x depths x trials) */
 
 typedef struct {
     const char *model;      /* GGUF file (required) */
@@ -67,12 +69,18 @@ typedef struct {
                                ("The grass is green. The sky is blue. ...") instead of real text */
     uint64_t seed;
     char *owned;            /* strings read by la_longeval_load (free with la_longeval_opts_release) */
+    int n_docs;             /* documents scored and used as haystacks (0: every document of the folder, at
+                               most LA_LONGEVAL_MAX_DOCS; default 6, the six long documents) */
+    int no_share;           /* 1: every example prefilled from its first token (the unshared computation;
+                               same results, for checking and timing the shared-prefix path) */
+    int resamples;          /* bootstrap resamples of the perplexity differences (default 2000) */
 } la_longeval_opts;
 
-/* As studies/longeval.json: docs data/longdocs (data/pydoc/val when absent), methods
- * as-trained, yarn({s},{C}), as-trained | sinks(4,2044), lengths 0.5C and 2C, depths
- * {0.25, 0.75}, trials 1, distractors -1 (no multi-key), buckets 8, chunk 512, seed 1
- * (text haystack; the study file picks the filler). */
+/* As studies/longeval.json: docs data/longdocs (data/pydoc/val when absent), 6 documents,
+ * methods as-trained, yarn({s},{C}), dynamic-ntk({s},{C}), selfextend(8,1024),
+ * as-trained | sinks(4,2044), lengths 0.5C and 2C, depths {0.1, 0.3, 0.5, 0.7, 0.9},
+ * trials 1, distractors -1 (no multi-key), buckets 8, chunk 512, seed 1, 2000 bootstrap
+ * resamples, text haystacks. */
 LA_API la_longeval_opts la_longeval_opts_default(void);
 
 /* Fill *o from a JSON study file {"methods": [...], "lengths": [...], "depths": [...],
@@ -97,6 +105,16 @@ typedef struct {
     int depth_mk_hits[LA_LONGEVAL_MAX];
     double seconds;
     int resumed;            /* 1: read back from a finished cell file */
+    /* issue #28: per document and position bucket, and per retrieval example */
+    int n_docs;             /* documents scored (perplexity) and used as haystacks */
+    double doc_bits[LA_LONGEVAL_MAX_DOCS][LA_LONGEVAL_MAX];  /* summed bits of the bucket's predictions */
+    double doc_bytes[LA_LONGEVAL_MAX_DOCS][LA_LONGEVAL_MAX]; /* UTF-8 bytes of the predicted tokens */
+    int64_t doc_n[LA_LONGEVAL_MAX_DOCS][LA_LONGEVAL_MAX];    /* predictions */
+    int n_ex;               /* examples per kind: index ((doc * n_depths) + depth) * trials + trial */
+    unsigned char pk_hit[LA_LONGEVAL_MAX_EX], mk_hit[LA_LONGEVAL_MAX_EX];
+    float pk_top[LA_LONGEVAL_MAX_EX], mk_top[LA_LONGEVAL_MAX_EX]; /* the greedy first token's logit */
+    double prefill_tokens;  /* tokens pushed through the model (prefills and greedy steps) */
+    int shared;             /* 1: retrieval examples continued from forks of a shared prefix */
 } la_longeval_cell;
 
 typedef struct {
@@ -136,6 +154,20 @@ LA_API la_status la_longeval_example(la_tokenizer *tok, const int32_t *stream, i
 /* 1 if the decoded greedy continuation text starts (after spaces) with exactly the
  * answer's digits (the next character is not a digit). */
 LA_API int la_longeval_match(const char *continuation, const char *answer);
+
+
+/* ---- statistics of the tables (src/tasks/stats.c; SPEC 10 "Statistics") ---- */
+
+/* Wilson score interval of x hits in n at z (1.96 for 95 %): [*lo, *hi] within [0, 1];
+ * n = 0 gives [0, 1]. Errors: LA_EINVAL (x outside [0, n], z <= 0). */
+LA_API la_status la_stats_wilson(int x, int n, double z, double *lo, double *hi);
+/* Two-sided exact McNemar p-value from the discordant pairs b, c of two methods on the same
+ * examples: min(1, 2 BinomCDF(min(b, c); b + c, 1/2)); 1 when b + c = 0; NaN for b or c < 0. */
+LA_API double la_stats_mcnemar_exact(int b, int c);
+/* Paired percentile bootstrap (95 %) of sum(a - b) / sum(w) over n units resampled with
+ * replacement `resamples` times from `seed` (the same seed, the same interval). */
+LA_API la_status la_stats_bootstrap_diff(const double *a, const double *b, const double *w, int n, int resamples,
+                                         uint64_t seed, double *est, double *lo, double *hi);
 
 #ifdef __cplusplus
 }

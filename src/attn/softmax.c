@@ -26,7 +26,7 @@
  * dq, dk, dv); sigmoid rows take P = sigmoid(L + b) in tile_probs and dS = dP P (1 - P) in
  * tile_dscores. Their forward and the sink's gradient are in sigmoid.c.
  *
- * Profile build (-DLA_PROFILE, README "Where the backward's time goes"): every phase of the
+ * Profile build (-DLA_PROFILE, docs/benchmarks.md "Where the backward's time goes"): every phase of the
  * tile loops adds its time-stamp-counter ticks to la_softmax_prof[thread][phase]; the
  * default build compiles the laps away.
  */
@@ -298,7 +298,7 @@ la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) 
 
 /* D_i = rowsum(dout o out) of every row (B, H, T) into delta, once per call: the dK/dV
  * pass visits each query tile once per key tile, and recomputing D_i there read `out` again
- * each time (about 7 % of forward+backward at T = 4096, README profile). Each D_i is the
+ * each time (about 7 % of forward+backward at T = 4096, docs/benchmarks.md profile). Each D_i is the
  * same fused multiply-add chain as the tile product that forms dP = dO V^T, so that a row
  * with one visible key (out = v, P = 1) gets dP - D_i = 0 exactly. */
 static void rowgrad_delta(const la_attn_ctx *c, const float *out, const float *dout, float *delta) {
@@ -569,7 +569,7 @@ static void pair_item(void *arg, la_item it) {
 
 /* Use the fused backward? Its items are the (b, kv head) pairs, so with few pairs per thread
  * the last round leaves threads idle: fused when ceil(pairs / threads) rounds of fused work
- * (about 0.8 of the two passes' work per pair, README "Where the backward's time goes") beat
+ * (about 0.8 of the two passes' work per pair, docs/benchmarks.md "Where the backward's time goes") beat
  * the two passes' evenly spread work, i.e. 4 * threads * ceil(pairs / threads) <= 5 * pairs.
  * Results are bitwise the same either way (bwd_pair_task), so this may look at the thread
  * count. */

@@ -23,7 +23,11 @@ static int open_model(const char *cmd, const char *path, const char *spec, la_ll
         return 1;
     }
     la_spec s;
-    if (la_llama_spec_parse(*m, spec, &s) != LA_OK || la_llama_set_spec(*m, &s) != LA_OK) {
+    /* selfextend(G,W) / rerope(W) / leaky-rerope(W,k) / dca(...): the model's own RoPE with
+     * the method's position regimes (src/model/posreg.c) */
+    int pr = spec && la_llama_is_posreg(spec);
+    if ((pr && la_llama_set_posreg(*m, spec) != LA_OK) ||
+        la_llama_spec_parse(*m, pr ? NULL : spec, &s) != LA_OK || la_llama_set_spec(*m, &s) != LA_OK) {
         fprintf(stderr, "longattn %s: --spec: %s\n", cmd, la_errmsg());
         la_llama_free(*m);
         *m = NULL;

@@ -16,16 +16,22 @@ static void usage(FILE *f) {
                          "studies/longeval-full.json: every method at 0.5C-4C;\n"
                          "studies/longeval-long.json: the same plus 8C)"},
         {"--methods \"a;b\"", "methods separated by ';': a spec, or 'spec | kv-policy'; {s} = L/C,\n"
-                            "{C} = C; 'as-trained' = the model's own RoPE"},
+                            "{C} = C; 'as-trained' = the model's own RoPE; selfextend(G,W),\n"
+                            "rerope(W), leaky-rerope(W,k), dca(C): position-regime methods"},
         {"--lengths A,B", "lengths as multiples of C (e.g. 0.5,1,2,4)"},
         {"--depths A,B", "needle depths in [0,1]"},
-        {"--trials N", "examples per depth (0: no retrieval)"},
+        {"--trials N", "examples per depth and document (0: no retrieval)"},
         {"--distractors N", "multi-key distractor needles (-1: no multi-key)"},
         {"--buckets N", "perplexity position buckets"},
         {"--chunk N", "prefill chunk (default 512)"},
         {"--exact-stream", "evicting KV policies step one token at a time (exact, slow)"},
         {"--haystack MODE", "retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
                             "Jaggi's repeated \"The grass is green. ...\"; the study files' choice)"},
+        {"--documents N", "documents scored and used as haystacks, in name order (default 6;\n"
+                          "0: every document of the folder, at most 16)"},
+        {"--no-share", "prefill every retrieval example from its first token (the unshared\n"
+                       "computation: the same results, slower; for checking and timing)"},
+        {"--resamples N", "bootstrap resamples of the perplexity differences (>= 1000, default 2000)"},
         {"--train-ctx N", "override C (default: the file's context_length)"},
         {"--docs DIR", "text documents (default data/longdocs; data/pydoc/val when absent)"},
         {"--out DIR", "output folder (default runs/longeval)"},
@@ -79,7 +85,8 @@ int cli_longeval(int argc, char **argv) {
     long long v;
     const char *trials = NULL, *distr = NULL, *buckets = NULL, *chunk = NULL, *tctx = NULL, *threads = NULL,
                *seed = NULL, *docs = NULL;
-    int resume = 0, exact = 0, filler = -1;
+    int resume = 0, exact = 0, filler = -1, no_share = 0;
+    const char *ndocs = NULL, *resamples = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -88,6 +95,7 @@ int cli_longeval(int argc, char **argv) {
         }
         if (!strcmp(a, "--resume")) { resume = 1; continue; }
         if (!strcmp(a, "--exact-stream")) { exact = 1; continue; }
+        if (!strcmp(a, "--no-share")) { no_share = 1; continue; }
         if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
         const char *val = argv[++i];
         if (!strcmp(a, "--model")) o.model = val;
@@ -103,6 +111,8 @@ int cli_longeval(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = val;
         else if (!strcmp(a, "--seed")) seed = val;
         else if (!strcmp(a, "--docs")) docs = val;
+        else if (!strcmp(a, "--documents")) ndocs = val;
+        else if (!strcmp(a, "--resamples")) resamples = val;
         else if (!strcmp(a, "--haystack")) {
             if (strcmp(val, "text") && strcmp(val, "filler"))
                 return cli_usage_error(cmd, "--haystack must be 'text' or 'filler' (got '%s')", val);
@@ -151,10 +161,13 @@ int cli_longeval(int argc, char **argv) {
     INTOPT(tctx, "--train-ctx", 2, 1LL << 30, o.train_ctx)
     INTOPT(threads, "--threads", 1, 1024, o.threads)
     INTOPT(seed, "--seed", 0, 1LL << 30, o.seed)
+    INTOPT(ndocs, "--documents", 0, LA_LONGEVAL_MAX_DOCS, o.n_docs)
+    INTOPT(resamples, "--resamples", 1000, 1000000, o.resamples)
 #undef INTOPT
     if (docs) o.docs = docs;
     o.resume = resume;
     o.exact_stream = exact;
+    if (no_share) o.no_share = 1;
     if (filler >= 0) o.filler = filler;
     int nc = o.n_methods * o.n_lengths;
     la_longeval_cell *cells = calloc((size_t)nc, sizeof *cells);
@@ -180,7 +193,8 @@ int cli_longeval(int argc, char **argv) {
         la_longeval_table(&o, cells, C, tab, tn);
         printf("\nbits per byte / passkey accuracy / multi-key accuracy (C = %lld), wall %.0f s:\n\n%s", (long long)C,
                cli_now() - t0, tab);
-        printf("\nfiles in %s: results.json, longeval.csv, longeval.md, ppl_by_position.png, passkey_<i>.png\n",
+        printf("\nfiles in %s: results.json, longeval.csv, longeval.md, ppl_by_position.png, retrieval.png, "
+               "passkey_<i>.png\n",
                o.out_dir);
     }
     free(tab);

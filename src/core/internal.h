@@ -88,6 +88,17 @@ typedef enum {
 } la_afile_step;
 void la_afile_fail_at(la_afile_step step, int nth);
 
+/* ---- stop points for tests (src/core/test_point.c) ----
+ * With the environment variable LA_TEST_STOP_AT=NAME (or NAME:N), the N-th call (default
+ * the 1st) of la_test_point(NAME) stops the process with SIGSTOP, so that a test can send a
+ * signal at that exact point of a run; without it, nothing happens. Points in use:
+ * "train-step" (a trainer step's log row is written), "ckpt-weights" / "ckpt-state" (a
+ * trainer checkpoint's weights / state temp file is written, not yet published),
+ * "ckpt-rename" (weights and <path>.state.new published, .state.new not yet renamed),
+ * "study-ckpt" (a study variant's pre-training checkpoint saved), "study-cell" (a study
+ * variant's result saved), "synth-cell", "longeval-cell" (a cell's result saved). */
+void la_test_point(const char *name);
+
 /* ---- deterministic random numbers (src/core/rng.c) ----
  * xoshiro256** seeded through splitmix64: same seed, same stream on every machine. */
 typedef struct { uint64_t s[4]; } la_rng;

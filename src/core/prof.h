@@ -1,4 +1,4 @@
-/* prof.h -- the training step's profile build (README, Benchmarks: "Where the trainer's
+/* prof.h -- the training step's profile build (docs/benchmarks.md: "Where the trainer's
  * time goes"). Compiled with -DLA_PROFILE, LA_PROF_LAP(phase) adds the wall time since the
  * previous lap to la_prof_s[phase] and the process's CPU time (every thread's) to
  * la_prof_cpu[phase], which a busy shared machine distorts much less; laps are taken on the calling thread between calls

@@ -8,6 +8,7 @@
 
 #include "infer/kv_internal.h"
 #include "model/kv_hook.h"
+#include "model/posreg.h"
 
 struct la_llama_session {
     la_llama *m;
@@ -63,12 +64,36 @@ void la_llama_session_reset(la_llama_session *s) {
 }
 
 la_kv_cache *la_llama_session_cache(la_llama_session *s) { return s ? s->c : NULL; }
+
+la_status la_llama_session_copy(la_llama_session *dst, const la_llama_session *src) {
+    if (!dst || !src) return la_fail(LA_EINVAL, "la_llama_session_copy: NULL session");
+    if (dst->m != src->m || dst->max_step != src->max_step)
+        return la_fail(LA_EINVAL, "la_llama_session_copy: the sessions differ in model or max_step");
+    LA_TRY(la_kv_copy(dst->c, src->c));
+    dst->pos = src->pos;
+    return LA_OK;
+}
 int64_t la_llama_session_pos(const la_llama_session *s) { return s ? s->pos : -1; }
 
 static la_status cache_append_attend(void *ctx, int layer, const la_spec *spec, const float *qh, const float *kh,
                                      const float *vh, int T, float *att, const la_attn_opts *op) {
     la_llama_session *s = ctx;
     la_kv_cache *c = s->c;
+    struct la_posreg *pr = la_llama_posreg(s->m);
+    if (pr) { /* SelfExtend / ReRoPE / DCA over the whole f32 cache (src/model/posreg.c) */
+        if (c->p.policy != LA_KV_FULL || c->p.storage != LA_KV_F32)
+            return la_fail(LA_EUNSUPPORTED, "selfextend / rerope / dca need a full float32 KV cache (no eviction: "
+                           "their positions are those of the whole stream; no int8)");
+        LA_TRY(la_kv_append(c, layer, kh, vh, T));
+        const la_kv_layer *L = &c->layers[layer];
+        const int G = c->p.H / c->p.Hkv, D = c->p.D;
+        for (int h = 0; h < c->p.Hkv; h++) {
+            const size_t kv_off = (size_t)h * (size_t)c->cap * D, q_off = (size_t)h * G * T * D;
+            LA_TRY(la_posreg_attend(pr, G, T, (int)L->len, D, qh + q_off, (const float *)L->k + kv_off,
+                                    (const float *)L->v + kv_off, att + q_off, op->n_threads));
+        }
+        return LA_OK;
+    }
     if (c->stream_T > 1 && la_kv_stream_exact(spec, &c->p))
         return la_kv_stream_attend(c, layer, spec, qh, kh, vh, T, att, op);
     LA_TRY(la_kv_append(c, layer, kh, vh, T));

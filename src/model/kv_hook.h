@@ -40,6 +40,9 @@ la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
 la_status la_llama_forward_cached(la_llama *m, const int32_t *tokens, int T, const la_model_kv_hook *hook,
                                   float *logits, int all_rows);
 
+/* The model's position-regime method (src/model/posreg.c) or NULL. */
+struct la_posreg *la_llama_posreg(const la_llama *m);
+
 /* Seconds spent in matrix products / attention since the Llama model was opened. */
 void la_llama_timing(const la_llama *m, double *mm_s, double *attn_s);
 

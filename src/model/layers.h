@@ -15,7 +15,7 @@
 
 /* Elementwise loops run in parallel only above this many elements (512 KiB of floats):
  * below it the cost of waking threads exceeds the work. (It was 2^20 until the trainer
- * profile, README "Where the trainer's time goes", showed the norms, permutations and the
+ * profile, docs/benchmarks.md "Where the trainer's time goes", showed the norms, permutations and the
  * cross-entropy of the study's 2048 x 128 activations running on one thread of two.) */
 #define LA_PAR_MIN ((size_t)1 << 17)
 

@@ -11,6 +11,7 @@
 
 #include "core/internal.h"
 #include "model/kv_hook.h"
+#include "model/posreg.h"
 
 /* one weight matrix (rows, cols), row-major, in the file's type */
 typedef struct {
@@ -54,6 +55,7 @@ struct la_llama {
     float *kvk, *kvv, *kv_stat;
     int64_t kv_cap, kv_len;
     la_workspace *ws;
+    la_posreg *posreg;   /* SelfExtend / ReRoPE / DCA (src/model/posreg.c) or NULL */
 };
 
 la_llama_params la_llama_params_default(void) {
@@ -79,6 +81,8 @@ size_t la_llama_weight_bytes(const la_llama *m) {
 
 void la_llama_free(la_llama *m) {
     if (!m) return;
+    la_posreg_release(m->posreg);
+    free(m->posreg);
     if (m->ly)
         for (int l = 0; l < m->cfg.n_layer; l++) {
             llayer *y = &m->ly[l];
@@ -434,6 +438,39 @@ la_status la_llama_set_spec(la_llama *m, const la_spec *spec) {
     return LA_OK;
 }
 
+la_status la_llama_set_posreg(la_llama *m, const char *text) {
+    if (!m) return la_fail(LA_EINVAL, "la_llama_set_posreg: NULL model");
+    if (!text || !*text || !strcmp(text, "none")) {
+        la_posreg_release(m->posreg);
+        free(m->posreg);
+        m->posreg = NULL;
+        return LA_OK;
+    }
+    if (m->cfg.attn_sinks) /* la_posreg_attend has its own softmax, without a sink term (issue 31) */
+        return la_fail(LA_EUNSUPPORTED, "'%s': this model carries attention sinks (blk.N.attn_sinks) and the "
+                       "position-regime methods do not add them; use a spec string (softmax+...) instead", text);
+    la_posreg r;
+    memset(&r, 0, sizeof r);
+    int k = la_posreg_parse(text, m->cfg.rope_base, &r);
+    if (k < 0) return la_fail(LA_ESPEC, "%s", la_errmsg());
+    if (k == 0) return la_fail(LA_ESPEC, "'%s' is not a position-regime method (selfextend(G,W), rerope(W), "
+                               "leaky-rerope(W,k), dca(C) or dca(chunk,local))", text);
+    if (!m->posreg && !(m->posreg = la_calloc(1, sizeof *m->posreg))) return la_fail(LA_ENOMEM, "llama: out of memory");
+    la_posreg_release(m->posreg);
+    *m->posreg = r;
+    return LA_OK;
+}
+
+int la_llama_is_posreg(const char *text) {
+    la_posreg r;
+    memset(&r, 0, sizeof r);
+    int k = la_posreg_parse(text, 10000, &r);
+    la_posreg_release(&r);
+    return k != 0;
+}
+
+la_posreg *la_llama_posreg(const la_llama *m) { return m ? m->posreg : NULL; }
+
 /* ---- forward ---- */
 
 static la_status ensure_buf(la_llama *m, int T) {
@@ -623,7 +660,10 @@ static la_status own_append_attend(void *ctx, int layer, const la_spec *spec, co
     }
     /* one kernel call per kv head: its G query heads over its contiguous (len, D) keys */
     la_attn_opts o = *op;
-    for (int h = 0; h < K; h++) {
+    for (int h = 0; h < K && m->posreg; h++) /* or the regimes of SelfExtend / ReRoPE / DCA */
+        LA_TRY(la_posreg_attend(m->posreg, G, T, (int)len, D, qh + (size_t)h * G * T * D, kl + (size_t)h * cap * D,
+                                vl + (size_t)h * cap * D, att + (size_t)h * G * T * D, op->n_threads));
+    for (int h = 0; h < K && !m->posreg; h++) {
         la_shape sh = {.B = 1, .H = G, .Hkv = 1, .T = T, .S = (int)len, .D = D, .pos0 = LA_POS0_AUTO};
         if (op->sinks) o.sinks = op->sinks + (size_t)h * G; /* the call's query heads h*G .. h*G+G-1 */
         LA_TRY(la_attn_forward(spec, &sh, qh + (size_t)h * G * T * D, kl + (size_t)h * cap * D, vl + (size_t)h * cap * D,

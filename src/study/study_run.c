@@ -597,6 +597,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
             if (s == LA_OK && leader) s = la_cells_save(cells, side_key, j);
             cJSON_Delete(j);
             if ((s = la_dist_agree(s)) != LA_OK) goto out;
+            la_test_point("study-ckpt");
         }
     }
     v->final_train_bpb = tail_sum / tail_n;
@@ -891,6 +892,7 @@ pre:
                 cJSON_Delete(j);
                 if ((s = la_dist_agree(s)) != LA_OK) break;
                 if (leader) remove_train_ckpt(&cells, key);
+                la_test_point("study-cell");
             }
         }
         if (vs != LA_OK) {

@@ -35,6 +35,17 @@ int la_longeval_match(const char *cont, const char *answer) {
 la_status la_longeval_example(la_tokenizer *tok, const int32_t *stream, int64_t n_stream, int kind, int64_t L,
                               double depth, int distractors, uint64_t seed, int32_t *tokens, char answer[16],
                               int64_t *needle_at) {
+    int64_t plain;
+    return le_example(tok, stream, n_stream, -1, kind, L, depth, distractors, seed, tokens, answer, needle_at, &plain);
+}
+
+/* The example with the haystack read from stream[off ...] (off < 0: a seeded offset, as
+ * la_longeval_example); *plain = the number of leading tokens that are haystack only
+ * (stream[off .. off + plain), wrapping): the first needle's insertion point. Examples of
+ * one haystack (the same stream and off) agree on their first min(plain) tokens. */
+la_status le_example(la_tokenizer *tok, const int32_t *stream, int64_t n_stream, int64_t off_in, int kind, int64_t L,
+                     double depth, int distractors, uint64_t seed, int32_t *tokens, char answer[16],
+                     int64_t *needle_at, int64_t *plain) {
     if (!tok || !stream || n_stream < 1 || !tokens || !answer || !needle_at)
         return la_fail(LA_EINVAL, "la_longeval_example: NULL argument or empty stream");
     if (!(depth >= 0 && depth <= 1)) return la_fail(LA_EINVAL, "needle depth %g is outside [0, 1]", depth);
@@ -90,6 +101,8 @@ la_status la_longeval_example(la_tokenizer *tok, const int32_t *stream, int64_t 
                 order[j - 1] = t;
             }
         int64_t off = (int64_t)la_rng_below(&r, (uint64_t)n_stream), h = 0, w = 0;
+        if (off_in >= 0) off = off_in % n_stream; /* drawn above all the same: one stream of draws */
+        *plain = at[order[0]];
         for (int k = 0; k <= nn; k++) {
             int64_t upto = k < nn ? at[order[k]] : H;
             for (; h < upto; h++) tokens[w++] = stream[(off + h) % n_stream];
@@ -111,7 +124,7 @@ la_status la_longeval_example(la_tokenizer *tok, const int32_t *stream, int64_t 
 
 /* ---- the token stream ---- */
 
-la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, uint64_t seed, le_stream *s) {
+la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, int first, le_stream *s) {
     memset(s, 0, sizeof *s);
     la_docs d;
     LA_TRY(la_docs_load(dir, &d));
@@ -119,20 +132,30 @@ la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, uint
     if (!d.is_bytes) st = la_fail(LA_EINVAL, "longeval needs text documents in '%s' (token shards found)", dir);
     la_token_buf b = {0};
     int64_t bytes = 0;
-    int first = (int)(seed % (uint64_t)d.n_docs), used = 0;
+    int used = 0;
+    first = d.n_docs > 0 ? first % d.n_docs : 0;
     char *text = NULL;
     for (int k = 0; st == LA_OK && b.n < need && used < 4 * d.n_docs + 4; k++, used++) {
         int di = (first + k) % d.n_docs;
-        int64_t len = d.offset[di + 1] - d.offset[di];
-        char *t2 = la_realloc(text, (size_t)len + 3);
-        if (!t2) { st = la_fail(LA_ENOMEM, "longeval: out of memory reading documents"); break; }
-        text = t2;
-        for (int64_t i = 0; i < len; i++) text[i] = (char)d.tokens[d.offset[di] + i];
-        text[len] = '\n';
-        text[len + 1] = '\n';
-        text[len + 2] = '\0';
-        st = la_tokenizer_encode(tok, text, (size_t)len + 2, 0, &b);
-        bytes += len + 2;
+        int64_t full = d.offset[di + 1] - d.offset[di];
+        /* a prefix of ~8 bytes per needed token (English BPE text: ~4); the whole document
+         * when the prefix gives too few tokens, so a cut never lands inside the tokens used */
+        int64_t cap = 8 * (need - b.n) + 4096, len = full < cap ? full : cap;
+        int64_t n0 = b.n;
+        for (int pass = 0; pass < 2 && st == LA_OK; pass++) {
+            char *t2 = la_realloc(text, (size_t)len + 3);
+            if (!t2) { st = la_fail(LA_ENOMEM, "longeval: out of memory reading documents"); break; }
+            text = t2;
+            for (int64_t i = 0; i < len; i++) text[i] = (char)d.tokens[d.offset[di] + i];
+            text[len] = '\n';
+            text[len + 1] = '\n';
+            text[len + 2] = '\0';
+            b.n = n0;
+            st = la_tokenizer_encode(tok, text, (size_t)(len < full ? len : len + 2), 0, &b);
+            if (len == full || b.n >= need + 64) break;
+            len = full;
+        }
+        bytes += len + (len == full ? 2 : 0);
         s->n_docs_used++;
     }
     free(text);
@@ -144,10 +167,8 @@ la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, uint
         s->bytes = la_malloc(sizeof(int32_t) * (size_t)b.n);
         if (!s->bytes) st = la_fail(LA_ENOMEM, "longeval: out of memory");
         for (int64_t i = 0; st == LA_OK && i < b.n; i++) {
-            const char *tt = NULL;
             char *dec = NULL;
             size_t dl = 0;
-            (void)tt;
             st = la_tokenizer_decode(tok, &b.ids[i], 1, 0, &dec, &dl);
             s->bytes[i] = (int32_t)dl;
             free(dec);
@@ -190,7 +211,7 @@ static void expand(const char *in, double s, int64_t C, int64_t L, char *out, si
 }
 
 la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, la_spec *spec, la_kv_params *kv,
-                          int *has_kv) {
+                          int *has_kv, char *posreg) {
     char buf[512], sp[512];
     double s = (double)L / (double)C;
     if (s < 1) s = 1;
@@ -209,6 +230,18 @@ la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, l
     char *b = buf, *e = buf + strlen(buf);
     while (*b == ' ') b++;
     while (e > b && e[-1] == ' ') *--e = '\0';
+    /* SelfExtend / ReRoPE / DCA: the model's RoPE with the method's position regimes */
+    if (posreg) posreg[0] = '\0';
+    if (la_llama_is_posreg(b)) {
+        if (!posreg) return la_fail(LA_ESPEC, "method '%s': a position-regime method here is not supported", text);
+        if (*has_kv && kv->policy != LA_KV_FULL)
+            return la_fail(LA_ESPEC, "method '%s': selfextend / rerope / dca need a full cache (no eviction policy)", text);
+        snprintf(posreg, 96, "%s", b);
+        la_status st = la_llama_set_posreg(m, b); /* validates the arguments */
+        if (st == LA_OK) st = la_llama_set_posreg(m, NULL);
+        if (st != LA_OK) return la_fail(st, "method '%s': %s", text, la_errmsg());
+        b = "as-trained";
+    }
     snprintf(sp, sizeof sp, "%s", (!*b || !strcmp(b, "as-trained")) ? "softmax+rope+causal" : b);
     la_status st = la_llama_spec_parse(m, sp, spec);
     if (st != LA_OK) return la_fail(st, "method '%s': %s", text, la_errmsg());
@@ -231,36 +264,170 @@ static int argmax(const float *row, int V) {
     return b;
 }
 
-/* Prefill tokens[0..L) through the session; if nll_tok is given, the NLL (nats) of every
- * next token (L-1 values) is written there; last (V) receives the last row's logits. */
-static la_status prefill(le_ctx *c, const int32_t *tokens, int64_t L, double *nll_tok, float *last) {
-    la_llama_session_reset(c->sess);
+/* Advance session s over tokens[from, to) in chunks on the grid of c->step (a chunk never
+ * crosses a multiple of step; `from` is one, or 0), so that a prefix computed once and
+ * forked at a grid point is followed by exactly the chunks the unshared prefill runs. With
+ * nll (indexed by absolute position) the NLL (nats) of every next token inside [0, L) is
+ * written; last (V), if given, receives the logits of row to - 1. */
+static la_status advance(le_ctx *c, la_llama_session *s, const int32_t *tokens, int64_t from, int64_t to, int64_t L,
+                         double *nll, float *last) {
     int V = c->V;
-    for (int64_t p = 0; p < L;) {
-        int T = (int)(L - p < c->step ? L - p : c->step);
-        int all = nll_tok != NULL;
-        LA_TRY(la_llama_session_step(c->sess, tokens + p, T, c->logits, all));
-        if (all) {
+    for (int64_t p = from; p < to;) {
+        int64_t end = (p / c->step + 1) * c->step;
+        if (end > to) end = to;
+        int T = (int)(end - p);
+        int all = nll != NULL;
+        LA_TRY(la_llama_session_step(s, tokens + p, T, c->logits, all));
+        c->work_tokens += T;
+        if (all)
             for (int i = 0; i < T; i++)
-                if (p + i + 1 < L) nll_tok[p + i] = logsumexp_nll(c->logits + (size_t)i * V, V, tokens[p + i + 1]);
-            if (p + T == L) memcpy(last, c->logits + (size_t)(T - 1) * V, sizeof(float) * (size_t)V);
-        } else if (p + T == L) {
-            memcpy(last, c->logits, sizeof(float) * (size_t)V);
-        }
-        p += T;
+                if (p + i + 1 < L) nll[p + i] = logsumexp_nll(c->logits + (size_t)i * V, V, tokens[p + i + 1]);
+        if (last && end == to) memcpy(last, c->logits + (size_t)(all ? T - 1 : 0) * V, sizeof(float) * (size_t)V);
+        p = end;
     }
     return LA_OK;
 }
 
-/* Greedy continuation of at most n tokens after the prefill; returns the decoded text. */
-static la_status greedy(le_ctx *c, float *last, int n, char **text) {
+/* Greedy continuation of at most n tokens after the prefill; returns the decoded text and
+ * the first token's logit. */
+static la_status greedy(le_ctx *c, la_llama_session *s, float *last, int n, char **text, float *top) {
     int32_t out[16];
     int k = 0;
     for (; k < n; k++) {
         out[k] = argmax(last, c->V);
-        if (k + 1 < n) LA_TRY(la_llama_session_step(c->sess, &out[k], 1, last, 0));
+        if (k == 0) *top = last[out[0]];
+        if (k + 1 < n) {
+            LA_TRY(la_llama_session_step(s, &out[k], 1, last, 0));
+            c->work_tokens += 1;
+        }
     }
     return la_tokenizer_decode(c->tok, out, k, LA_TOK_SKIP_SPECIAL, text, NULL);
+}
+
+/* One retrieval example of a haystack group: its tokens, answer and fork point. */
+typedef struct {
+    int kind, di;
+    int64_t fork; /* grid point (multiple of step) <= its plain prefix: continue from here */
+    int32_t *tok; /* (L) */
+    char ans[16];
+} le_ex;
+
+static int ex_cmp(const void *a, const void *b) {
+    const le_ex *x = a, *y = b;
+    if (x->fork != y->fork) return x->fork < y->fork ? -1 : 1;
+    if (x->kind != y->kind) return x->kind - y->kind;
+    return x->di - y->di;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) { /* splitmix64 step over h ^ v */
+    uint64_t z = (h ^ v) + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Perplexity accumulation of document k's first L tokens from nll (L - 1 values). */
+static void score_ppl(const le_ctx *c, const la_longeval_opts *o, int k, int64_t L, const double *nll,
+                      la_longeval_cell *cell) {
+    const le_stream *d = &c->docs[k];
+    int nb = o->buckets;
+    for (int64_t p = 0; p + 1 < L; p++) { /* predicting token p+1 from the prefix 0..p */
+        int b = (int)((p + 1) * nb / L);
+        cell->doc_bits[k][b] += nll[p] / log(2.0);
+        cell->doc_bytes[k][b] += d->bytes[(p + 1) % d->n];
+        cell->doc_n[k][b]++;
+    }
+}
+
+/* The haystack groups of document k: group t (trial) reads hay from offset 0 for t = 0 on a
+ * text haystack (the document's start: the perplexity text itself, so that prefill is
+ * shared with the perplexity one) and from a seeded offset otherwise. Every example of a
+ * group shares the haystack up to its first needle. */
+static la_status run_doc(le_ctx *c, const la_longeval_opts *o, int k, int64_t L, la_longeval_cell *cell, double *nll,
+                         float *last, le_ex *ex, int n_kinds, int share) {
+    const le_stream *d = &c->docs[k];
+    const int32_t *hay = o->filler ? c->hay : d->tokens;
+    const int64_t n_hay = o->filler ? c->n_hay : d->n;
+    const int nd = o->n_depths, nex = n_kinds * nd;
+    la_status st = LA_OK;
+    int ppl_done = 0;
+    for (int t = 0; t < o->trials && st == LA_OK; t++) {
+        const int with_ppl = !o->filler && t == 0; /* this group's main prefill is the perplexity text */
+        uint64_t g = mix(mix(mix(o->seed, (uint64_t)L), (uint64_t)k + 1), (uint64_t)t + 1);
+        /* a seeded start that leaves L tokens before the stream wraps (when it can) */
+        int64_t span = n_hay > L ? n_hay - L + 1 : 1;
+        int64_t off = with_ppl ? 0 : (int64_t)(mix(g, 0x6f6666ULL) % (uint64_t)span);
+        int64_t maxfork = 0;
+        for (int kind = 0; kind < n_kinds && st == LA_OK; kind++)
+            for (int di = 0; di < nd && st == LA_OK; di++) {
+                le_ex *e = &ex[kind * nd + di];
+                int64_t at, plain;
+                e->kind = kind;
+                e->di = di;
+                st = le_example(c->tok, hay, n_hay, off, kind, L, o->depths[di], o->distractors,
+                                mix(mix(g, (uint64_t)di + 1), (uint64_t)kind + 1), e->tok, e->ans, &at, &plain);
+                e->fork = share ? plain / c->step * c->step : 0;
+                if (e->fork > maxfork) maxfork = e->fork;
+            }
+        if (st != LA_OK) break;
+        qsort(ex, (size_t)nex, sizeof *ex, ex_cmp);
+        /* the main prefill: the haystack from off (wrapping), as far as the last fork point
+         * (or the whole perplexity text) */
+        int64_t main_to = with_ppl && share ? L : maxfork;
+        int32_t *mt = ex[nex - 1].tok; /* any example: its first `fork` tokens are the haystack; but the
+                                          perplexity text needs the document itself */
+        int32_t *doc_toks = NULL;
+        if (with_ppl || main_to > 0) {
+            doc_toks = la_malloc(sizeof(int32_t) * (size_t)(main_to > 0 ? main_to : 1));
+            if (!doc_toks) { st = la_fail(LA_ENOMEM, "longeval: out of memory"); break; }
+            for (int64_t i = 0; i < main_to; i++) doc_toks[i] = hay[(off + i) % n_hay];
+            mt = doc_toks;
+        }
+        la_llama_session_reset(c->sess);
+        int64_t p = 0;
+        for (int i = 0; i < nex && st == LA_OK; i++) {
+            le_ex *e = &ex[i];
+            if (e->fork > p) {
+                st = advance(c, c->sess, mt, p, e->fork, L, with_ppl && share ? nll : NULL, NULL);
+                p = e->fork;
+            }
+            if (st != LA_OK) break;
+            if (e->fork > 0) st = la_llama_session_copy(c->work, c->sess);
+            else la_llama_session_reset(c->work);
+            if (st == LA_OK) st = advance(c, c->work, e->tok, e->fork, L, L, NULL, last);
+            char *cont = NULL;
+            float top = 0;
+            if (st == LA_OK) st = greedy(c, c->work, last, (int)strlen(e->ans) + 2, &cont, &top);
+            if (st == LA_OK) {
+                int hit = la_longeval_match(cont, e->ans);
+                int idx = (k * nd + e->di) * o->trials + t;
+                if (e->kind == 0) {
+                    cell->passkey_hits += hit, cell->passkey_n++, cell->depth_hits[e->di] += hit;
+                    cell->pk_hit[idx] = (unsigned char)hit, cell->pk_top[idx] = top;
+                } else {
+                    cell->multikey_hits += hit, cell->multikey_n++, cell->depth_mk_hits[e->di] += hit;
+                    cell->mk_hit[idx] = (unsigned char)hit, cell->mk_top[idx] = top;
+                }
+            }
+            free(cont);
+        }
+        if (st == LA_OK && with_ppl && share) {
+            st = advance(c, c->sess, mt, p, L, L, nll, NULL);
+            if (st == LA_OK) score_ppl(c, o, k, L, nll, cell), ppl_done = 1;
+        }
+        free(doc_toks);
+    }
+    if (st == LA_OK && !ppl_done) { /* unshared, or no text-haystack group: its own perplexity prefill */
+        int32_t *toks = la_malloc(sizeof(int32_t) * (size_t)L);
+        if (!toks) return la_fail(LA_ENOMEM, "longeval: out of memory for L = %lld", (long long)L);
+        for (int64_t i = 0; i < L; i++) toks[i] = d->tokens[i % d->n];
+        la_llama_session_reset(c->sess);
+        st = advance(c, c->sess, toks, 0, L, L, nll, NULL);
+        if (st == LA_OK) score_ppl(c, o, k, L, nll, cell);
+        free(toks);
+    }
+    if (c->tick) c->tick(c->tick_user, (k + 1.0) / c->n_docs);
+    return st;
 }
 
 la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_longeval_cell *cell) {
@@ -273,8 +440,14 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
     la_spec spec;
     la_kv_params kv;
     int has_kv;
-    LA_TRY(le_method_parse(c->m, o->methods[mi], c->C, L, &spec, &kv, &has_kv));
+    char posreg[96];
+    LA_TRY(le_method_parse(c->m, o->methods[mi], c->C, L, &spec, &kv, &has_kv, posreg));
     la_spec_format(&spec, cell->spec, sizeof cell->spec);
+    if (*posreg) { /* the cell's spec names the regimes too */
+        size_t n = strlen(cell->spec);
+        snprintf(cell->spec + n, sizeof cell->spec - n, " + %s", posreg);
+    }
+    LA_TRY(la_llama_set_posreg(c->m, *posreg ? posreg : NULL));
     /* a full cache (also "| full+int8", whose parse keeps the default size) holds the whole context */
     if (!has_kv || kv.policy == LA_KV_FULL) kv.max_tokens = L + 16;
     la_kv_policy_format(&kv, cell->kv, sizeof cell->kv);
@@ -289,68 +462,43 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
     }
     if (step > mc) step = (int)mc;
     c->step = step;
-    LA_TRY(la_llama_session_new(c->m, &kv, step, &c->sess));
-    la_status st = LA_OK;
-    /* perplexity by position */
+    c->work_tokens = 0;
+    const int share = !o->no_share;
+    cell->shared = share;
+    cell->n_docs = c->n_docs;
+    const int n_kinds = o->trials > 0 ? (o->distractors < 0 ? 1 : 2) : 0;
+    cell->n_ex = n_kinds ? c->n_docs * o->n_depths * o->trials : 0;
+    la_status st = la_llama_session_new(c->m, &kv, step, &c->sess);
+    if (st == LA_OK && n_kinds) st = la_llama_session_new(c->m, &kv, step, &c->work);
     double *nll = la_malloc(sizeof(double) * (size_t)L);
     float *last = la_malloc(sizeof(float) * (size_t)c->V);
-    int32_t *ex = la_malloc(sizeof(int32_t) * (size_t)L);
-    if (!nll || !last || !ex) st = la_fail(LA_ENOMEM, "longeval: out of memory for L = %lld", (long long)L);
-    int32_t *toks = NULL;
-    if (st == LA_OK && L > c->stream.n) {
-        toks = la_malloc(sizeof(int32_t) * (size_t)L);
-        if (!toks) st = la_fail(LA_ENOMEM, "longeval: out of memory");
-        for (int64_t i = 0; toks && i < L; i++) toks[i] = c->stream.tokens[i % c->stream.n];
-    }
-    const int32_t *pt = toks ? toks : c->stream.tokens;
-    if (st == LA_OK) st = prefill(c, pt, L, nll, last);
-    if (st == LA_OK) {
+    le_ex ex[2 * LA_LONGEVAL_MAX];
+    memset(ex, 0, sizeof ex);
+    if (st == LA_OK && (!nll || !last)) st = la_fail(LA_ENOMEM, "longeval: out of memory for L = %lld", (long long)L);
+    for (int i = 0; st == LA_OK && i < n_kinds * o->n_depths; i++)
+        if (!(ex[i].tok = la_malloc(sizeof(int32_t) * (size_t)L)))
+            st = la_fail(LA_ENOMEM, "longeval: out of memory for the examples of L = %lld", (long long)L);
+    for (int k = 0; k < c->n_docs && st == LA_OK; k++) st = run_doc(c, o, k, L, cell, nll, last, ex, n_kinds, share);
+    if (st == LA_OK) { /* totals over documents */
         int nb = o->buckets;
-        double bt[LA_LONGEVAL_MAX] = {0}, bb[LA_LONGEVAL_MAX] = {0};
-        int64_t bn[LA_LONGEVAL_MAX] = {0};
-        double tot = 0, totb = 0;
-        for (int64_t p = 0; p + 1 < L; p++) { /* predicting token p+1 from the prefix 0..p */
-            int b = (int)((p + 1) * nb / L);
-            double bits = nll[p] / log(2.0);
-            bt[b] += bits;
-            bn[b]++;
-            bb[b] += c->stream.bytes[(p + 1) % c->stream.n];
-            tot += bits;
-            totb += c->stream.bytes[(p + 1) % c->stream.n];
-        }
+        double tot = 0, totb = 0, totn = 0;
         cell->n_buckets = nb;
         for (int b = 0; b < nb; b++) {
-            cell->bucket_bits_token[b] = bn[b] ? bt[b] / bn[b] : NAN;
-            cell->bucket_bits_byte[b] = bb[b] > 0 ? bt[b] / bb[b] : NAN;
+            double bt = 0, bb = 0, bn = 0;
+            for (int k = 0; k < c->n_docs; k++) bt += cell->doc_bits[k][b], bb += cell->doc_bytes[k][b], bn += (double)cell->doc_n[k][b];
+            cell->bucket_bits_token[b] = bn > 0 ? bt / bn : NAN;
+            cell->bucket_bits_byte[b] = bb > 0 ? bt / bb : NAN;
+            tot += bt, totb += bb, totn += bn;
         }
-        cell->ppl_bits_token = tot / (double)(L - 1);
+        cell->ppl_bits_token = totn > 0 ? tot / totn : NAN;
         cell->ppl_bits_byte = totb > 0 ? tot / totb : NAN;
+        cell->prefill_tokens = c->work_tokens;
     }
-    /* retrieval: identical examples for every method (seed from length, depth, trial) */
-    for (int kind = 0; kind < 2 && st == LA_OK; kind++) {
-        if (kind == 1 && o->distractors < 0) break;
-        for (int di = 0; di < o->n_depths && st == LA_OK; di++)
-            for (int t = 0; t < o->trials && st == LA_OK; t++) {
-                char ans[16], *cont = NULL;
-                int64_t at;
-                uint64_t seed = o->seed * 1000003ULL + (uint64_t)L * 7919ULL + (uint64_t)di * 131ULL + (uint64_t)t;
-                st = la_longeval_example(c->tok, c->hay, c->n_hay, kind, L, o->depths[di],
-                                         o->distractors, seed, ex, ans, &at);
-                if (st == LA_OK) st = prefill(c, ex, L, NULL, last);
-                if (st == LA_OK) st = greedy(c, last, (int)strlen(ans) + 2, &cont);
-                if (st == LA_OK) {
-                    int hit = la_longeval_match(cont, ans);
-                    if (kind == 0) cell->passkey_hits += hit, cell->passkey_n++, cell->depth_hits[di] += hit;
-                    else cell->multikey_hits += hit, cell->multikey_n++, cell->depth_mk_hits[di] += hit;
-                }
-                free(cont);
-            }
-    }
+    for (int i = 0; i < 2 * LA_LONGEVAL_MAX; i++) free(ex[i].tok);
     free(nll);
     free(last);
-    free(ex);
-    free(toks);
     la_llama_session_free(c->sess);
-    c->sess = NULL;
+    la_llama_session_free(c->work);
+    c->sess = c->work = NULL;
     return st;
 }

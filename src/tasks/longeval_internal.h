@@ -18,25 +18,41 @@ typedef struct {
     int n_docs_used;
 } le_stream;
 
-la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, uint64_t seed, le_stream *s);
+/* The documents of dir from document `first` (name order) on, joined by blank lines and
+ * wrapping, until `need` tokens; each document's text is encoded from a prefix of ~8 bytes
+ * per needed token (the whole document when that prefix gives too few tokens). */
+la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, int first, le_stream *s);
+la_status le_example(la_tokenizer *tok, const int32_t *stream, int64_t n_stream, int64_t off, int kind, int64_t L,
+                     double depth, int distractors, uint64_t seed, int32_t *tokens, char answer[16],
+                     int64_t *needle_at, int64_t *plain);
 void le_stream_free(le_stream *s);
 
 typedef struct {
     la_llama *m;
     la_tokenizer *tok;
-    la_llama_session *sess; /* per cell */
-    le_stream stream;
+    la_llama_session *sess; /* per cell: the shared prefix's session */
+    la_llama_session *work; /* per cell: the example's session (a fork of sess) */
+    le_stream stream;       /* = docs[0] (the folder's first document on) */
+    le_stream docs[LA_LONGEVAL_MAX_DOCS]; /* document k from its start (wrapping into the next) */
+    int n_docs;
+    int n_folder_docs;      /* documents in the folder */
+    /* progress inside a cell: frac of the cell done */
+    void (*tick)(void *user, double frac);
+    void *tick_user;
     int32_t *hay;  /* (n_hay) retrieval haystack tokens: the stream, or the filler */
     int64_t n_hay;
     int32_t *filler_ids; /* owned when the filler is used */
     int64_t C;
     int V, step;
     float *logits; /* (chunk, V) */
+    double work_tokens; /* tokens stepped in the current cell */
 } le_ctx;
 
 /* Method text at length L (C the trained context) -> spec and KV policy. */
+/* posreg (96 chars, may be NULL): receives a SelfExtend / ReRoPE / DCA method's text ("" for
+ * none); the spec is then the model's own RoPE. */
 la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, la_spec *spec, la_kv_params *kv,
-                          int *has_kv);
+                          int *has_kv, char *posreg);
 la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_longeval_cell *cell);
 
 #endif

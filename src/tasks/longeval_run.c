@@ -20,14 +20,15 @@
 
 void openblas_set_num_threads(int);
 
-/* The default (also studies/longeval.json): the smallest table that shows the effects --
- * the model within C and at 2C, YaRN at 2C, StreamingLLM sinks -- at a cost of 9 prefills
- * of C/2 and 9 of 2C tokens, 3 of them streamed through the sinks cache (README
- * "Long-context evaluation", cost). The full
+/* The default (also studies/longeval.json, issue #28): as-trained, YaRN, dynamic NTK,
+ * SelfExtend and StreamingLLM sinks at 0.5C and 2C, six documents x five depths = 30
+ * passkey needles per cell in real-text haystacks (docs/longeval.md: cost). The full
  * method set is studies/longeval-full.json. */
 static const char *const DEFAULT_METHODS[] = {
     "as-trained",
     "yarn({s},{C})",
+    "dynamic-ntk({s},{C})",
+    "selfextend(8,1024)",
     "as-trained | sinks(4,2044)",
 };
 static const double DEFAULT_LENGTHS[] = {0.5, 2};
@@ -36,13 +37,15 @@ la_longeval_opts la_longeval_opts_default(void) {
     la_longeval_opts o;
     memset(&o, 0, sizeof o);
     o.docs = LE_DOCS_DEFAULT;
-    o.n_depths = 2;
-    o.depths[0] = 0.25, o.depths[1] = 0.75;
+    o.n_depths = 5;
+    for (int d = 0; d < 5; d++) o.depths[d] = 0.1 + 0.2 * d;
     o.trials = 1;
     o.distractors = -1;
     o.buckets = 8;
     o.chunk = 512;
     o.seed = 1;
+    o.n_docs = 6;
+    o.resamples = 2000;
     o.n_methods = (int)(sizeof DEFAULT_METHODS / sizeof DEFAULT_METHODS[0]);
     for (int i = 0; i < o.n_methods; i++) o.methods[i] = DEFAULT_METHODS[i];
     o.n_lengths = (int)(sizeof DEFAULT_LENGTHS / sizeof DEFAULT_LENGTHS[0]);
@@ -114,7 +117,8 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
         return la_fail(LA_EFORMAT, "%s: not a JSON object (bad JSON?)", path);
     }
     static const char *const known[] = {"methods", "lengths", "depths", "trials", "distractors", "buckets",
-                                        "chunk", "seed", "docs", "comment", "haystack"};
+                                        "chunk", "seed", "docs", "comment", "haystack", "documents",
+                                        "resamples", "cost"};
     const cJSON *e;
     st = LA_OK;
     cJSON_ArrayForEach(e, root) {
@@ -156,6 +160,8 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
     if (st == LA_OK) st = int_key(root, "distractors", path, &o->distractors, -1, 20);
     if (st == LA_OK) st = int_key(root, "buckets", path, &o->buckets, 1, LA_LONGEVAL_MAX);
     if (st == LA_OK) st = int_key(root, "chunk", path, &o->chunk, 1, 1 << 20);
+    if (st == LA_OK) st = int_key(root, "documents", path, &o->n_docs, 0, LA_LONGEVAL_MAX_DOCS);
+    if (st == LA_OK) st = int_key(root, "resamples", path, &o->resamples, 1000, 1000000);
     int seed = (int)o->seed;
     if (st == LA_OK) st = int_key(root, "seed", path, &seed, 0, 1 << 30);
     o->seed = (uint64_t)seed;
@@ -212,6 +218,28 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
         la_json_push(dm, cJSON_CreateNumber(c->depth_mk_hits[d]));
     }
     cJSON_AddNumberToObject(j, "seconds", c->seconds);
+    cJSON_AddNumberToObject(j, "shared_prefix", c->shared);
+    cJSON_AddNumberToObject(j, "prefill_tokens", c->prefill_tokens);
+    cJSON_AddNumberToObject(j, "n_docs", c->n_docs);
+    cJSON *docs = cJSON_AddArrayToObject(j, "docs"); /* per document: per bucket bits, bytes, predictions */
+    for (int k = 0; k < c->n_docs; k++) {
+        cJSON *d = cJSON_CreateObject(), *x = cJSON_AddArrayToObject(d, "bits"), *y = cJSON_AddArrayToObject(d, "bytes"),
+              *z = cJSON_AddArrayToObject(d, "n");
+        for (int b = 0; b < c->n_buckets; b++) {
+            la_json_push(x, cJSON_CreateNumber(c->doc_bits[k][b]));
+            la_json_push(y, cJSON_CreateNumber(c->doc_bytes[k][b]));
+            la_json_push(z, cJSON_CreateNumber((double)c->doc_n[k][b]));
+        }
+        la_json_push(docs, d);
+    }
+    /* per example (index ((doc * depths) + depth) * trials + trial): hit, first token's logit */
+    cJSON_AddNumberToObject(j, "n_examples", c->n_ex);
+    cJSON *ph = cJSON_AddArrayToObject(j, "passkey_example_hits"), *pt = cJSON_AddArrayToObject(j, "passkey_example_top");
+    cJSON *mh = cJSON_AddArrayToObject(j, "multikey_example_hits"), *mt = cJSON_AddArrayToObject(j, "multikey_example_top");
+    for (int e = 0; e < c->n_ex; e++) {
+        if (c->passkey_n) la_json_push(ph, cJSON_CreateNumber(c->pk_hit[e])), la_json_push(pt, cJSON_CreateNumber(c->pk_top[e]));
+        if (c->multikey_n) la_json_push(mh, cJSON_CreateNumber(c->mk_hit[e])), la_json_push(mt, cJSON_CreateNumber(c->mk_top[e]));
+    }
     return la_json_end(saved_json, j);
 }
 
@@ -263,6 +291,35 @@ static la_status cell_read(const char *path, const la_longeval_opts *o, la_longe
         c->depth_mk_hits[d] = cJSON_IsNumber(y) ? (int)y->valuedouble : 0;
     }
     c->seconds = jnum(j, "seconds");
+    c->shared = (int)jnum(j, "shared_prefix");
+    c->prefill_tokens = jnum(j, "prefill_tokens");
+    const cJSON *docs = cJSON_GetObjectItemCaseSensitive(j, "docs");
+    c->n_docs = cJSON_GetArraySize(docs) < LA_LONGEVAL_MAX_DOCS ? cJSON_GetArraySize(docs) : LA_LONGEVAL_MAX_DOCS;
+    for (int k = 0; k < c->n_docs; k++) {
+        const cJSON *d = cJSON_GetArrayItem(docs, k);
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(d, "bits"), *y = cJSON_GetObjectItemCaseSensitive(d, "bytes"),
+                    *z = cJSON_GetObjectItemCaseSensitive(d, "n");
+        for (int b = 0; b < c->n_buckets; b++) {
+            const cJSON *xb = cJSON_GetArrayItem(x, b), *yb = cJSON_GetArrayItem(y, b), *zb = cJSON_GetArrayItem(z, b);
+            c->doc_bits[k][b] = cJSON_IsNumber(xb) ? xb->valuedouble : NAN;
+            c->doc_bytes[k][b] = cJSON_IsNumber(yb) ? yb->valuedouble : NAN;
+            c->doc_n[k][b] = cJSON_IsNumber(zb) ? (int64_t)zb->valuedouble : 0;
+        }
+    }
+    double ne = jnum(j, "n_examples");
+    c->n_ex = ne >= 0 && ne <= LA_LONGEVAL_MAX_EX ? (int)ne : 0;
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(j, "passkey_example_hits");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(j, "passkey_example_top");
+    const cJSON *mh = cJSON_GetObjectItemCaseSensitive(j, "multikey_example_hits");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "multikey_example_top");
+    for (int e = 0; e < c->n_ex; e++) {
+        const cJSON *a = cJSON_GetArrayItem(ph, e), *b = cJSON_GetArrayItem(pt, e);
+        const cJSON *mk = cJSON_GetArrayItem(mh, e), *n = cJSON_GetArrayItem(mt, e);
+        c->pk_hit[e] = cJSON_IsNumber(a) ? (unsigned char)a->valuedouble : 0;
+        c->pk_top[e] = cJSON_IsNumber(b) ? (float)b->valuedouble : 0;
+        c->mk_hit[e] = cJSON_IsNumber(mk) ? (unsigned char)mk->valuedouble : 0;
+        c->mk_top[e] = cJSON_IsNumber(n) ? (float)n->valuedouble : 0;
+    }
     c->resumed = 1;
     cJSON_Delete(j);
     *found = 1;
@@ -271,9 +328,77 @@ static la_status cell_read(const char *path, const la_longeval_opts *o, la_longe
 
 /* ---- report ---- */
 
+/* "0.60 [0.39, 0.78], n = 20": accuracy with its Wilson 95 % interval (SPEC 10) */
 static void acc_text(int hits, int n, char *buf, size_t sz) {
-    if (n == 0) snprintf(buf, sz, "-");
-    else snprintf(buf, sz, "%.2f", (double)hits / n);
+    double lo, hi;
+    if (n == 0 || la_stats_wilson(hits, n, 1.96, &lo, &hi) != LA_OK) snprintf(buf, sz, "-");
+    else snprintf(buf, sz, "%.2f [%.2f, %.2f], n = %d", (double)hits / n, lo, hi, n);
+}
+
+/* The reference of the comparisons: the first method written exactly "as-trained"; -1 if none. */
+static int ref_method(const la_longeval_opts *o) {
+    for (int m = 0; m < o->n_methods; m++) {
+        const char *t = o->methods[m];
+        while (*t == ' ') t++;
+        size_t n = strlen(t);
+        while (n && t[n - 1] == ' ') n--;
+        if (n == 10 && !strncmp(t, "as-trained", 10)) return m;
+    }
+    return -1;
+}
+
+/* One method against the reference on the same examples and tokens (the same length):
+ * perplexity difference (bits per byte, method - reference) with a paired bootstrap over
+ * (document, position bucket) units, and exact McNemar on the paired retrieval results. */
+typedef struct {
+    int ok;                     /* both cells run with the same documents and examples */
+    double d_bpb, d_lo, d_hi;   /* bits per byte difference and its 95 % bootstrap interval */
+    int pk_b, pk_c, mk_b, mk_c; /* b: reference right, method wrong; c: the reverse */
+    double pk_p, mk_p;          /* exact McNemar p-values (NaN: no examples) */
+} le_cmp;
+
+#define LE_BOOT_SEED 0x6c6f6e67ULL /* fixed: the same tables on every run */
+
+static le_cmp compare(const la_longeval_opts *o, const la_longeval_cell *r, const la_longeval_cell *m) {
+    le_cmp k;
+    memset(&k, 0, sizeof k);
+    k.d_bpb = k.d_lo = k.d_hi = k.pk_p = k.mk_p = NAN;
+    if (r->L == 0 || m->L == 0 || r->n_docs != m->n_docs || r->n_buckets != m->n_buckets || r->n_ex != m->n_ex)
+        return k;
+    k.ok = 1;
+    int nu = r->n_docs * r->n_buckets;
+    double *a = la_malloc(sizeof(double) * 3 * (size_t)(nu > 0 ? nu : 1));
+    if (a && nu > 0) {
+        double *b = a + nu, *w = b + nu;
+        for (int d = 0; d < r->n_docs; d++)
+            for (int q = 0; q < r->n_buckets; q++) {
+                int u = d * r->n_buckets + q;
+                a[u] = m->doc_bits[d][q], b[u] = r->doc_bits[d][q], w[u] = r->doc_bytes[d][q];
+            }
+        if (la_stats_bootstrap_diff(a, b, w, nu, o->resamples > 0 ? o->resamples : 2000, LE_BOOT_SEED, &k.d_bpb,
+                                    &k.d_lo, &k.d_hi) != LA_OK)
+            k.d_bpb = k.d_lo = k.d_hi = NAN;
+    }
+    free(a);
+    for (int e = 0; e < r->n_ex; e++) {
+        k.pk_b += r->pk_hit[e] && !m->pk_hit[e], k.pk_c += !r->pk_hit[e] && m->pk_hit[e];
+        k.mk_b += r->mk_hit[e] && !m->mk_hit[e], k.mk_c += !r->mk_hit[e] && m->mk_hit[e];
+    }
+    if (r->passkey_n) k.pk_p = la_stats_mcnemar_exact(k.pk_b, k.pk_c);
+    if (r->multikey_n) k.mk_p = la_stats_mcnemar_exact(k.mk_b, k.mk_c);
+    return k;
+}
+
+/* A verdict only where the statistics say so: the perplexity interval excludes 0, the
+ * McNemar p-value is below 0.05. */
+static const char *ppl_verdict(const le_cmp *k) {
+    if (!(k->d_hi == k->d_hi)) return "-";
+    return k->d_hi < 0 ? "lower" : k->d_lo > 0 ? "higher" : "no difference shown";
+}
+static const char *ret_verdict(double p, int b, int c) {
+    if (!(p == p)) return "-";
+    if (p >= 0.05) return "no difference shown";
+    return c > b ? "more found" : "fewer found";
 }
 
 int la_longeval_table(const la_longeval_opts *o, const la_longeval_cell *cells, int64_t C, char *buf, size_t n) {
@@ -302,12 +427,42 @@ int la_longeval_table(const la_longeval_opts *o, const la_longeval_cell *cells, 
                 PUT(" (not run) |");
                 continue;
             }
-            char a[16], b[16];
+            char a[64], b[64];
             acc_text(c->passkey_hits, c->passkey_n, a, sizeof a);
             acc_text(c->multikey_hits, c->multikey_n, b, sizeof b);
             PUT(" %.3f / %s / %s |", c->ppl_bits_byte, a, b);
         }
         PUT("\n");
+    }
+    /* each method against as-trained, on the same tokens and examples */
+    int r = ref_method(o);
+    if (r >= 0 && o->n_methods > 1) {
+        PUT("\nAgainst `as-trained` at the same length (same tokens, same examples): bits per byte difference "
+            "(method - as-trained) with its 95 %% paired bootstrap interval over (document, position bucket) units "
+            "(%d resamples, fixed seed); retrieval: discordant pairs b (as-trained right, method wrong) / c (the "
+            "reverse) and the exact McNemar p. A verdict only where the interval excludes 0 or p < 0.05.\n\n",
+            o->resamples > 0 ? o->resamples : 2000);
+        PUT("| method | length | d bits/byte [95 %%] | perplexity | passkey b / c, p | passkey | multi-key b / c, p | multi-key |\n"
+            "|---|---|---|---|---|---|---|---|\n");
+        for (int m = 0; m < o->n_methods; m++) {
+            if (m == r) continue;
+            for (int l = 0; l < o->n_lengths; l++) {
+                const la_longeval_cell *cr = &cells[r * o->n_lengths + l], *cm = &cells[m * o->n_lengths + l];
+                le_cmp k = compare(o, cr, cm);
+                if (!k.ok) continue;
+                PUT("| `");
+                for (const char *q = o->methods[m]; *q; q++) {
+                    if (*q == '|') PUT("\\|");
+                    else PUT("%c", *q);
+                }
+                PUT("` | %gC | %+.4f [%+.4f, %+.4f] | %s |", o->lengths[l], k.d_bpb, k.d_lo, k.d_hi, ppl_verdict(&k));
+                if (cr->passkey_n) PUT(" %d / %d, p = %.3g | %s |", k.pk_b, k.pk_c, k.pk_p, ret_verdict(k.pk_p, k.pk_b, k.pk_c));
+                else PUT(" - | - |");
+                if (cr->multikey_n) PUT(" %d / %d, p = %.3g | %s |", k.mk_b, k.mk_c, k.mk_p, ret_verdict(k.mk_p, k.mk_b, k.mk_c));
+                else PUT(" - | - |");
+                PUT("\n");
+            }
+        }
     }
 #undef PUT
     return (int)len;
@@ -342,24 +497,53 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     la_afile af;
     snprintf(path, sizeof path, "%s/longeval.csv", o->out_dir);
     LA_TRY(la_afile_open(&af, path));
-    fprintf(af.f, "method,spec,kv,length_x_C,L,bits_per_token,bits_per_byte,passkey_hits,passkey_n,multikey_hits,"
-                  "multikey_n,seconds\n");
+    /* one row per cell (doc "all") and one per (cell, document); the statistics columns
+     * (Wilson bounds, the difference to as-trained and the McNemar p) on the cell rows */
+    fprintf(af.f, "method,spec,kv,length_x_C,L,doc,bits_per_token,bits_per_byte,passkey_hits,passkey_n,passkey_lo,"
+                  "passkey_hi,multikey_hits,multikey_n,multikey_lo,multikey_hi,d_bits_per_byte,d_lo,d_hi,passkey_b,"
+                  "passkey_c,passkey_p,multikey_b,multikey_c,multikey_p,seconds,prefill_tokens\n");
+    int ref = ref_method(o);
     for (int i = 0; i < nc; i++) {
         const la_longeval_cell *c = &cells[i];
-        fprintf(af.f, "\"%s\",\"%s\",\"%s\",%g,%lld,%.6f,%.6f,%d,%d,%d,%d,%.1f\n", c->method_text, c->spec, c->kv,
-                o->lengths[c->length], (long long)c->L, c->ppl_bits_token, c->ppl_bits_byte, c->passkey_hits,
-                c->passkey_n, c->multikey_hits, c->multikey_n, c->seconds);
+        double pl = NAN, ph = NAN, ml = NAN, mh = NAN;
+        if (c->passkey_n) la_stats_wilson(c->passkey_hits, c->passkey_n, 1.96, &pl, &ph);
+        if (c->multikey_n) la_stats_wilson(c->multikey_hits, c->multikey_n, 1.96, &ml, &mh);
+        le_cmp k;
+        memset(&k, 0, sizeof k);
+        k.d_bpb = k.d_lo = k.d_hi = k.pk_p = k.mk_p = NAN;
+        if (ref >= 0 && c->method != ref) k = compare(o, &cells[ref * o->n_lengths + c->length], c);
+        fprintf(af.f, "\"%s\",\"%s\",\"%s\",%g,%lld,all,%.6f,%.6f,%d,%d,%.4f,%.4f,%d,%d,%.4f,%.4f,%.6f,%.6f,%.6f,%d,%d,"
+                      "%.6g,%d,%d,%.6g,%.1f,%.0f\n", c->method_text, c->spec, c->kv, o->lengths[c->length],
+                (long long)c->L, c->ppl_bits_token, c->ppl_bits_byte, c->passkey_hits, c->passkey_n, pl, ph,
+                c->multikey_hits, c->multikey_n, ml, mh, k.d_bpb, k.d_lo, k.d_hi, k.pk_b, k.pk_c, k.pk_p, k.mk_b,
+                k.mk_c, k.mk_p, c->seconds, c->prefill_tokens);
+        for (int d = 0; d < c->n_docs; d++) {
+            double bt = 0, bb = 0, bn = 0;
+            for (int b = 0; b < c->n_buckets; b++) bt += c->doc_bits[d][b], bb += c->doc_bytes[d][b], bn += (double)c->doc_n[d][b];
+            int ph_ = 0, pn = 0, mh_ = 0, mn = 0;
+            for (int e = d * o->n_depths * o->trials; e < (d + 1) * o->n_depths * o->trials && e < c->n_ex; e++) {
+                if (c->passkey_n) ph_ += c->pk_hit[e], pn++;
+                if (c->multikey_n) mh_ += c->mk_hit[e], mn++;
+            }
+            double a1 = NAN, a2 = NAN, b1 = NAN, b2 = NAN;
+            if (pn) la_stats_wilson(ph_, pn, 1.96, &a1, &a2);
+            if (mn) la_stats_wilson(mh_, mn, 1.96, &b1, &b2);
+            fprintf(af.f, "\"%s\",\"%s\",\"%s\",%g,%lld,%d,%.6f,%.6f,%d,%d,%.4f,%.4f,%d,%d,%.4f,%.4f,,,,,,,,,,,\n",
+                    c->method_text, c->spec, c->kv, o->lengths[c->length], (long long)c->L, d + 1,
+                    bn > 0 ? bt / bn : NAN, bb > 0 ? bt / bb : NAN, ph_, pn, a1, a2, mh_, mn, b1, b2);
+        }
     }
     LA_TRY(la_afile_commit(&af));
 
-    size_t tn = 256 + (size_t)nc * 96 + (size_t)o->n_methods * 300;
+    size_t tn = 4096 + (size_t)nc * 600 + (size_t)o->n_methods * 300;
     char *tab = la_malloc(tn);
     if (!tab) return la_fail(LA_ENOMEM, "longeval: out of memory");
     la_longeval_table(o, cells, C, tab, tn);
     snprintf(path, sizeof path, "%s/longeval.md", o->out_dir);
     st = la_afile_open(&af, path);
     if (st == LA_OK) {
-        fprintf(af.f, "Cells: bits per byte (whole context) / passkey accuracy / multi-key accuracy. C = %lld.\n\n%s",
+        fprintf(af.f, "Cells: bits per byte (whole context, every document) / passkey accuracy / multi-key accuracy, "
+                      "each accuracy with its Wilson 95 %% interval and n. C = %lld.\n\n%s",
                 (long long)C, tab);
         st = la_afile_commit(&af);
     }
@@ -372,9 +556,16 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     int ll = o->n_lengths - 1;
     for (int m = 0; m < o->n_methods; m++) {
         const la_longeval_cell *c = &cells[m * o->n_lengths + ll];
-        fprintf(af.f, "# %s at L = %lld: bucket centre, bits per token\n", o->methods[m], (long long)c->L);
-        for (int b = 0; b < c->n_buckets; b++)
-            fprintf(af.f, "%.1f %.5f\n", (b + 0.5) * (double)c->L / c->n_buckets, c->bucket_bits_token[b]);
+        fprintf(af.f, "# %s at L = %lld: bucket centre, bits per token over the documents, its 95 %% bootstrap "
+                      "interval over documents\n", o->methods[m], (long long)c->L);
+        for (int b = 0; b < c->n_buckets; b++) {
+            double a[LA_LONGEVAL_MAX_DOCS], z[LA_LONGEVAL_MAX_DOCS] = {0}, w[LA_LONGEVAL_MAX_DOCS], e, lo = NAN, hi = NAN;
+            for (int d = 0; d < c->n_docs; d++) a[d] = c->doc_bits[d][b], w[d] = (double)c->doc_n[d][b];
+            if (c->n_docs < 1 || la_stats_bootstrap_diff(a, z, w, c->n_docs, o->resamples > 0 ? o->resamples : 2000,
+                                                         LE_BOOT_SEED, &e, &lo, &hi) != LA_OK)
+                lo = hi = c->bucket_bits_token[b];
+            fprintf(af.f, "%.1f %.5f %.5f %.5f\n", (b + 0.5) * (double)c->L / c->n_buckets, c->bucket_bits_token[b], lo, hi);
+        }
         fprintf(af.f, "\n\n");
     }
     LA_TRY(la_afile_commit(&af));
@@ -384,9 +575,27 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
         for (int l = 0; l < o->n_lengths; l++)
             for (int d = 0; d < o->n_depths; d++)
                 fprintf(af.f, "%d %d %.4f\n", l, d,
-                        o->trials ? (double)cells[m * o->n_lengths + l].depth_hits[d] / o->trials : 0.0);
+                        cells[m * o->n_lengths + l].n_docs > 0 && o->trials > 0
+                            ? (double)cells[m * o->n_lengths + l].depth_hits[d] / (cells[m * o->n_lengths + l].n_docs * o->trials)
+                            : 0.0);
         LA_TRY(la_afile_commit(&af));
     }
+    /* retrieval accuracy by length with Wilson intervals: one block per method */
+    snprintf(path, sizeof path, "%s/retrieval.dat", o->out_dir);
+    LA_TRY(la_afile_open(&af, path));
+    for (int m = 0; m < o->n_methods; m++) {
+        fprintf(af.f, "# %s: length index (offset per method), passkey accuracy, Wilson 95 %% lo, hi, multi-key "
+                      "accuracy, lo, hi\n", o->methods[m]);
+        for (int l = 0; l < o->n_lengths; l++) {
+            const la_longeval_cell *c = &cells[m * o->n_lengths + l];
+            double a = NAN, al = NAN, ah = NAN, b = NAN, bl = NAN, bh = NAN;
+            if (c->passkey_n) a = (double)c->passkey_hits / c->passkey_n, la_stats_wilson(c->passkey_hits, c->passkey_n, 1.96, &al, &ah);
+            if (c->multikey_n) b = (double)c->multikey_hits / c->multikey_n, la_stats_wilson(c->multikey_hits, c->multikey_n, 1.96, &bl, &bh);
+            fprintf(af.f, "%.3f %.4f %.4f %.4f %.4f %.4f %.4f\n", l + 0.3 * ((m + 0.5) / o->n_methods - 0.5), a, al, ah, b, bl, bh);
+        }
+        fprintf(af.f, "\n\n");
+    }
+    LA_TRY(la_afile_commit(&af));
     snprintf(path, sizeof path, "%s/plots.gp", o->out_dir);
     LA_TRY(la_afile_open(&af, path));
     FILE *f = af.f;
@@ -395,9 +604,17 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
                "set title 'perplexity by position at %gC (C = %lld)'\n", o->lengths[ll], (long long)C);
     fprintf(f, "set arrow 1 from %lld, graph 0 to %lld, graph 1 nohead dt 2\nplot ", (long long)C, (long long)C);
     for (int m = 0; m < o->n_methods; m++)
-        fprintf(f, "%s'ppl_by_position.dat' index %d using 1:2 with linespoints lw 2 title '%s'", m ? ", " : "", m,
+        fprintf(f, "%s'ppl_by_position.dat' index %d using 1:2:3:4 with yerrorlines lw 2 title '%s'", m ? ", " : "", m,
                 o->methods[m]);
-    fprintf(f, "\nunset arrow 1\nunset key\nunset grid\nset palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\n"
+    fprintf(f, "\nunset arrow 1\nset output 'retrieval.png.tmp'\nset title 'passkey accuracy with Wilson 95%% intervals'\n"
+               "set xlabel 'length'\nset ylabel 'accuracy'\nset yrange [-0.05:1.05]\nset xrange [-0.5:%g]\nset xtics (",
+            o->n_lengths - 0.5);
+    for (int l = 0; l < o->n_lengths; l++) fprintf(f, "%s\"%gC\" %d", l ? ", " : "", o->lengths[l], l);
+    fprintf(f, ")\nplot ");
+    for (int m = 0; m < o->n_methods; m++)
+        fprintf(f, "%s'retrieval.dat' index %d using 1:2:3:4 with yerrorbars pt 7 lw 2 title '%s'", m ? ", " : "", m,
+                o->methods[m]);
+    fprintf(f, "\nset autoscale y\nset xtics autofreq\nunset key\nunset grid\nset palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\n"
                "set cbrange [0:1]\nset xlabel 'length'\nset ylabel 'needle depth'\nset xrange [-0.5:%g]\n"
                "set yrange [%g:-0.5]\nset xtics (", o->n_lengths - 0.5, o->n_depths - 0.5);
     for (int l = 0; l < o->n_lengths; l++) fprintf(f, "%s\"%gC\" %d", l ? ", " : "", o->lengths[l], l);
@@ -415,6 +632,30 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
 }
 
 /* ---- the run ---- */
+
+/* Progress inside a cell (after each document): the cell's share done, the elapsed time
+ * and an ETA from the time per unit of cost (L^2) so far, this cell's part included. */
+typedef struct {
+    la_longeval_progress_fn fn;
+    void *user;
+    double t0, ts, run_s, done, all, cost;
+    int n_mine, n_done;
+    const la_longeval_cell *cell;
+} le_tick_state;
+
+static double now_s(void);
+
+static void on_tick(void *user, double frac) {
+    le_tick_state *t = user;
+    if (!t->fn || frac >= 1) return; /* the cell's own line follows at frac = 1 */
+    double cell_s = now_s() - t->ts, work = t->done + frac * t->cost;
+    double eta = work > 0 ? (t->run_s + cell_s) / work * (t->all - work) : 0;
+    char note[1536];
+    snprintf(note, sizeof note, "cell %d/%d (%s, L = %lld): %.0f%% done (elapsed %.0f s, ETA %.0f s)", t->n_done + 1,
+             t->n_mine, t->cell->method_text, (long long)t->cell->L, 100 * frac, now_s() - t->t0, eta);
+    la_longeval_progress p = {t->n_mine, t->n_done, NULL, now_s() - t->t0, eta, note};
+    t->fn(t->user, &p);
+}
 
 /* Collective: the cells each rank ran (owner) to rank 0, then the whole table to every
  * rank (cells are plain data). */
@@ -454,6 +695,13 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         o.n_depths < 1 || o.trials < 0 || o.buckets < 1 || o.buckets > LA_LONGEVAL_MAX || o.chunk < 1)
         return la_fail(LA_EINVAL, "longeval: bad options (methods/lengths/depths 1..%d, trials >= 0, buckets "
                        "1..%d, chunk >= 1)", LA_LONGEVAL_MAX, LA_LONGEVAL_MAX);
+    if (o.n_docs < 0 || o.n_docs > LA_LONGEVAL_MAX_DOCS || (o.resamples != 0 && o.resamples < 1000))
+        return la_fail(LA_EINVAL, "longeval: documents must be in [0, %d] (0: all) and resamples >= 1000 (SPEC 10)",
+                       LA_LONGEVAL_MAX_DOCS);
+    if ((int64_t)(o.n_docs ? o.n_docs : LA_LONGEVAL_MAX_DOCS) * o.n_depths * o.trials > LA_LONGEVAL_MAX_EX)
+        return la_fail(LA_EINVAL, "longeval: documents x depths x trials = %d x %d x %d exceeds %d examples per cell; "
+                       "use fewer trials or depths", o.n_docs ? o.n_docs : LA_LONGEVAL_MAX_DOCS, o.n_depths, o.trials,
+                       LA_LONGEVAL_MAX_EX);
     for (int d = 0; d < o.n_depths; d++)
         if (!(o.depths[d] >= 0 && o.depths[d] <= 1))
             return la_fail(LA_EINVAL, "longeval: depth %g is outside [0, 1]", o.depths[d]);
@@ -488,22 +736,42 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
             la_spec sp;
             la_kv_params kv;
             int hk;
-            st = le_method_parse(c.m, o.methods[m], c.C, L, &sp, &kv, &hk);
+            char pr[96];
+            st = le_method_parse(c.m, o.methods[m], c.C, L, &sp, &kv, &hk, pr);
         }
     }
     /* the long documents (scripts/prepare_longdocs.sh) unless they were never prepared:
      * then the pydoc validation documents, said in the progress note and results.json */
     struct stat dsb;
     if (st == LA_OK && !strcmp(o.docs, LE_DOCS_DEFAULT) && stat(o.docs, &dsb) != 0) o.docs = LE_DOCS_FALLBACK;
-    if (st == LA_OK) st = le_stream_build(c.tok, o.docs, maxL + 1, o.seed, &c.stream);
+    /* one stream per document (the first o.n_docs in name order; each from its start, long
+     * enough for the longest cell and, with several trials, for seeded haystack offsets) */
     if (st == LA_OK) {
+        la_docs dd;
+        st = la_docs_load(o.docs, &dd);
+        if (st == LA_OK) {
+            c.n_folder_docs = dd.n_docs;
+            la_docs_free(&dd);
+        }
+        int want = o.n_docs > 0 ? o.n_docs : c.n_folder_docs;
+        if (want > LA_LONGEVAL_MAX_DOCS) want = LA_LONGEVAL_MAX_DOCS;
+        if (st == LA_OK && want > c.n_folder_docs) want = c.n_folder_docs; /* fewer in the folder: all of them */
+        if (st == LA_OK && want < 1) st = la_fail(LA_EINVAL, "longeval: no documents in '%s'", o.docs);
+        int64_t need = (o.trials > 1 ? 2 * maxL : maxL) + 1;
+        for (int k = 0; st == LA_OK && k < want; k++) {
+            st = le_stream_build(c.tok, o.docs, need, k, &c.docs[k]);
+            if (st == LA_OK) c.n_docs = k + 1;
+        }
+    }
+    if (st == LA_OK) {
+        c.stream = c.docs[0];
         c.hay = c.stream.tokens;
         c.n_hay = c.stream.n;
     }
     if (st == LA_OK && o.filler) { /* Mohtashami & Jaggi 2023: the passkey's original haystack */
         static const char F[] = " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
         la_token_buf fb = {0};
-        while (st == LA_OK && fb.n < maxL + 1) st = la_tokenizer_encode(c.tok, F, strlen(F), 0, &fb);
+        while (st == LA_OK && fb.n < 2 * maxL + 1) st = la_tokenizer_encode(c.tok, F, strlen(F), 0, &fb);
         c.filler_ids = fb.ids;
         c.hay = fb.ids;
         c.n_hay = fb.n;
@@ -531,9 +799,10 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     }
     if (st == LA_OK && fn) {
         char note[256];
-        snprintf(note, sizeof note, "C = %lld; %d cells; text stream %lld tokens (%lld bytes, %d documents from %s)",
-                 (long long)c.C, nc, (long long)c.stream.n, (long long)c.stream.text_bytes, c.stream.n_docs_used,
-                 o.docs);
+        snprintf(note, sizeof note, "C = %lld; %d cells; %d documents of %s (perplexity: each one's first L tokens; "
+                 "retrieval: %d examples per cell, %s)", (long long)c.C, nc, c.n_docs, o.docs,
+                 o.trials > 0 ? c.n_docs * o.n_depths * o.trials * (o.distractors < 0 ? 1 : 2) : 0,
+                 o.no_share ? "each prefilled from its start" : "continued from forks of a shared prefix");
         la_longeval_progress p = {nc, 0, NULL, 0, 0, note};
         fn(user, &p);
     }
@@ -572,13 +841,18 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         }
         if (st == LA_OK && !found) {
             double ts = now_s();
+            le_tick_state tk = {fn, user, t0, ts, run_s, work_tokens_done, work_tokens_all, cost[i], n_mine, n_done, cell};
+            c.tick = on_tick;
+            c.tick_user = &tk;
             st = le_cell_run(&c, &o, mi, li, cell);
+            c.tick = NULL;
             cell->seconds = now_s() - ts;
             run_s += cell->seconds;
             if (st == LA_OK && o.out_dir) {
                 cJSON *j = cell_json(&o, cell);
                 st = la_json_write_atomic(path, j);
                 cJSON_Delete(j);
+                if (st == LA_OK) la_test_point("longeval-cell");
             }
         }
         double Lc = (double)cell->L;
@@ -605,9 +879,10 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         snprintf(dir_abs, sizeof dir_abs, "%s", o.out_dir);
         int rc = la_gnuplot_run(NULL, dir_abs, "plots.gp", "gnuplot.log");
         /* gnuplot drew into *.png.tmp: move each finished PNG into place (atomic) */
-        for (int i = 0; i <= o.n_methods; i++) {
+        for (int i = -1; i <= o.n_methods; i++) {
             char tmp[4300], fin[4200];
-            if (i == 0) snprintf(fin, sizeof fin, "%s/ppl_by_position.png", o.out_dir);
+            if (i < 0) snprintf(fin, sizeof fin, "%s/retrieval.png", o.out_dir);
+            else if (i == 0) snprintf(fin, sizeof fin, "%s/ppl_by_position.png", o.out_dir);
             else snprintf(fin, sizeof fin, "%s/passkey_%d.png", o.out_dir, i);
             snprintf(tmp, sizeof tmp, "%s.tmp", fin);
             if (rc == 0) rename(tmp, fin);
@@ -624,7 +899,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     if (st == LA_OK && cells_out) memcpy(cells_out, cells, sizeof *cells * (size_t)nc);
     free(cells);
     free(c.logits);
-    le_stream_free(&c.stream);
+    for (int k = 0; k < c.n_docs; k++) le_stream_free(&c.docs[k]);
     free(c.filler_ids);
     la_tokenizer_free(c.tok);
     la_llama_free(c.m);

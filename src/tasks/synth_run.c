@@ -119,7 +119,7 @@ la_status la_synth_opts_preset(la_synth_opts *o, const char *name) {
     if (!o || !name) return la_fail(LA_EINVAL, "la_synth_opts_preset: NULL argument");
     if (strcmp(name, "mq-contrast"))
         return la_fail(LA_EINVAL, "unknown synth preset '%s' (known: mq-contrast)", name);
-    /* the configuration of README "Synthetic contrast", run there seed by seed (--seed 1, 2, 3) */
+    /* the configuration of docs/study.md "Synthetic contrast", run there seed by seed (--seed 1, 2, 3) */
     snprintf(o->tasks, sizeof o->tasks, "mqmtar");
     snprintf(o->specs, sizeof o->specs, "softmax+prope(p=0.25);asentmax+prope(p=0.25)");
     snprintf(o->out, sizeof o->out, "runs/mq-contrast");
@@ -924,6 +924,7 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
                 cJSON *jr = run_to_json(&cells[c].r);
                 st = jr ? la_cells_save(&store, key, jr) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
                 cJSON_Delete(jr);
+                if (st == LA_OK) la_test_point("synth-cell");
             }
         }
         if (st == LA_EUNSUPPORTED) { /* a normaliser this build lacks: say so, go on */

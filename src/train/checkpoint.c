@@ -76,8 +76,10 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
     la_afile wf, sf;
     la_status s = la_model_save_af(tr->m, path, &wf);
     if (s == LA_OK) {
+        la_test_point("ckpt-weights");
         s = la_st_write_af(&sf, sp, ts, nt, meta, (int)(sizeof meta / sizeof meta[0]) / 2);
         if (s != LA_OK) la_afile_abort(&wf);
+        else la_test_point("ckpt-state");
     }
     free(cfg);
     if (s != LA_OK) return s;
@@ -95,6 +97,7 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
         unlink(sp); /* a .state.new whose weights were not published */
         return s;
     }
+    la_test_point("ckpt-rename");
     if (rename(sp, final_sp) != 0) /* step 3 */
         return la_fail(LA_EIO, "cannot rename '%s' to '%s': %s (the checkpoint still loads from the new name)", sp,
                        final_sp, strerror(errno));

@@ -525,6 +525,7 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
                     pr.grad_norm, pr.tokens_per_s, pr.elapsed_s, info.seconds, info.comm_seconds);
             fflush(csv);
         }
+        la_test_point("train-step");
         if (c->ckpt_path[0] && c->ckpt_every && tr->step % c->ckpt_every == 0 && tr->step < c->steps) {
             s = la_dist_agree(writer ? la_trainer_save(tr, c->ckpt_path) : LA_OK);
             if (s != LA_OK) break;

@@ -5,7 +5,6 @@ import math
 import pathlib
 import sysconfig
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -123,27 +122,48 @@ def test_torch_refuses_wrong_device_dtype_shape():
 # ---- GIL --------------------------------------------------------------------------------
 
 def test_gil_is_released_during_a_call():
-    q = arr(1, 8, 2048, 64)
-    ticks = []
-    done = threading.Event()
+    """While one thread is inside longattn.attention, another thread runs Python code.
 
-    def call():
-        t0 = time.perf_counter()
-        longattn.attention(q, q, q, "softmax+causal", threads=1)
-        ticks.append(time.perf_counter() - t0)
-        done.set()
+    Proved by what the main thread sees, not by how long the call takes: `out` starts as
+    NaN, the kernel writes it head by head (finite values: the expected output, computed
+    first, has no NaN), and the main thread polls it. A poll that finds some rows written and
+    others still NaN ran while the call was in progress (written: the call had started;
+    NaN: it had not finished), which a call holding the GIL would make impossible: the main
+    thread could then run only before the call (all NaN) or after it (none). The poll reads
+    the written rows before the NaN ones, so the interval between the two reads lies inside
+    the call. On a machine so fast that the call ends before the main thread gets to look,
+    the work doubles (up to 2^6 times) instead of the test assuming a duration."""
+    H = 8
+    for attempt in range(7):
+        q = arr(1, H, 1024, 32)
+        want = longattn.attention(q, q, q, "softmax+causal", threads=1)
+        assert np.isfinite(want).all()
+        out = np.full_like(want, np.nan)
+        last = out[0, :, -1, 0]  # one element per head: the head's last row, written last
+        started = threading.Event()
+        seen = {"partial": False, "polls": 0}
 
-    th = threading.Thread(target=call)
-    th.start()
-    n = 0
-    while not done.is_set():  # pure-Python work: runs only while the call does not hold the GIL
-        n += 1
-        time.sleep(0.001)
-    th.join()
-    # the call takes >= 50 ms (1 thread, 8 heads x 2048^2/2 pairs x 64): a held GIL would
-    # leave the loop at one or two iterations
-    assert ticks[0] > 0.05
-    assert n >= 10, f"main thread ran {n} iterations during a {ticks[0]:.2f} s call"
+        def call():
+            started.set()
+            longattn.attention(q, q, q, "softmax+causal", threads=1, out=out)
+
+        th = threading.Thread(target=call)
+        th.start()
+        started.wait()
+        while th.is_alive():
+            written = ~np.isnan(last.copy())  # read first
+            pending = np.isnan(last.copy())   # read second
+            seen["polls"] += 1
+            if written.any() and pending.any():
+                seen["partial"] = True
+                break
+        th.join()
+        np.testing.assert_array_equal(out, want)
+        if seen["partial"]:
+            return
+        H *= 2
+    pytest.fail(f"the main thread never ran during a call ({seen['polls']} polls at {H // 2} heads): "
+                "is the GIL held across la_attn_forward?")
 
 
 # ---- finite differences -----------------------------------------------------------------

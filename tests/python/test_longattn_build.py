@@ -39,6 +39,6 @@ def test_docs_python_example_runs(tmp_path):
     (tmp_path / "ex.py").write_text(block)
     r = subprocess.run([sys.executable, str(tmp_path / "ex.py")], capture_output=True, text=True,
                        env={"PYTHONPATH": str(ROOT / "python"), "OMP_NUM_THREADS": "1",
-                            "PATH": "/usr/bin:/bin"}, timeout=120)
+                            "PATH": "/usr/bin:/bin"}, timeout=1800)  # a hang guard only
     assert r.returncode == 0, r.stderr[-3000:]
     assert "max |torch - numpy|" in r.stdout, r.stdout

@@ -1,8 +1,12 @@
 """Interrupted runs (issue #17, "resume everywhere"): `longattn study` and `longattn synth`
 killed (SIGINT = Ctrl-C, SIGKILL) after their first finished cell and continued with
---resume give the files of an uninterrupted run, timings aside; `longattn train` killed at
-random moments, also in the middle of checkpoint writes, always leaves a checkpoint that
-loads and resumes bitwise to the weights of an uninterrupted run.
+--resume give the files of an uninterrupted run, timings aside; `longattn train` killed
+between steps, in the middle of checkpoint writes and at random moments, always leaves a
+checkpoint that loads and resumes bitwise to the weights of an uninterrupted run.
+
+Where a signal lands is fixed by the library's stop points (stop_point.py, issue 26), not by
+polling the output folder against the clock: the results do not depend on the speed or the
+load of the machine.
 
 Timing fields (the only ones not compared byte for byte): study training.csv column
 elapsed_s, results.json keys *_seconds, the results.md line "Wall time N s."; synth
@@ -17,9 +21,10 @@ import random
 import re
 import signal
 import subprocess
-import time
 
 import pytest
+
+from stop_point import start_stopped
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -106,40 +111,30 @@ def _finished(cells):
     return [c for c in cells.glob("*.json") if c.name != "run.json" and ".train" not in c.name]
 
 
-def _interrupt_after_first_cell(cmd, out, sig, timeout=600):
-    """Start cmd, send sig once out/cells holds a finished cell; returns the exit code."""
-    # SIGINT back to its default in the child: a test run started in the background by a shell
-    # without job control (nohup make check &) inherits SIGINT ignored, and the run would then
-    # finish instead of stopping
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    t0 = time.time()
-    cells = out / "cells"
-    while p.poll() is None and time.time() - t0 < timeout:
-        if _finished(cells):
-            p.send_signal(sig)
-            break
-        time.sleep(0.01)
-    _, err = p.communicate(timeout=timeout)
-    return p.returncode, err.decode()
+def _interrupt_after_first_cell(cmd, out, sig, point, env=None):
+    """Run cmd until it has saved its first cell (stop point `point`), check that out/cells
+    then holds exactly that cell, send sig; returns (exit code, stderr)."""
+    run = start_stopped(cmd, point, env)
+    assert run.stopped, "the run ended before its first cell: " + run.resume()[1]
+    assert len(_finished(out / "cells")) == 1
+    return run.resume(sig)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_study_resume_matches_uninterrupted(build_dir, tmp_path, sig):
     data = _corpus(tmp_path / "data")
-    # 48 steps per variant (not 12): the two variants left after the first cell must outlast the
-    # poll below even on a loaded machine, or the SIGINT arrives after the run has finished
-    sf = _study_file(tmp_path / "study.json", data, steps=48)
+    sf = _study_file(tmp_path / "study.json", data)
     exe = str(build_dir / "longattn")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     ref = tmp_path / "ref"
     r = subprocess.run([exe, "study", str(sf), "--out", str(ref), "--threads", "1"], capture_output=True, env=env)
     assert r.returncode == 0, r.stderr.decode()
     got = tmp_path / "got"
-    rc, err = _interrupt_after_first_cell([exe, "study", str(sf), "--out", str(got), "--threads", "1"], got, sig)
-    assert rc != 0, "the run finished before it could be interrupted: " + err
+    rc, err = _interrupt_after_first_cell([exe, "study", str(sf), "--out", str(got), "--threads", "1"], got, sig,
+                                          "study-cell", env)
+    assert rc == -sig, f"exit {rc}: " + err
     n_done = len(_finished(got / "cells"))
-    assert 1 <= n_done < 3
+    assert n_done == 1
     r = subprocess.run([exe, "study", str(sf), "--out", str(got), "--threads", "1", "--resume"], capture_output=True,
                        env=env)
     assert r.returncode == 0, r.stderr.decode()
@@ -159,14 +154,14 @@ def test_study_resume_continues_a_variant_from_its_training_checkpoint(build_dir
     r = subprocess.run([exe, "study", str(sf), "--out", str(ref), "--threads", "1"], capture_output=True, env=env)
     assert r.returncode == 0, r.stderr.decode()
     got = tmp_path / "got"
-    p = subprocess.Popen([exe, "study", str(sf), "--out", str(got), "--threads", "1"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, env=env)
-    while p.poll() is None and not list(got.glob("cells/variant_2_*.train.json")):
-        time.sleep(0.002)
-    p.kill()
-    p.wait()
-    assert p.returncode == -signal.SIGKILL, "the run finished before it could be interrupted"
+    # 12 steps, a checkpoint every 6: variant 1 saves two (steps 6 and 12), so the 3rd is
+    # variant 2's first
+    run = start_stopped([exe, "study", str(sf), "--out", str(got), "--threads", "1"], "study-ckpt:3", env)
+    assert run.stopped, "the run ended before variant 2's first checkpoint: " + run.resume()[1]
     assert len(_finished(got / "cells")) == 1  # variant 1 finished, 2 not
+    assert list(got.glob("cells/variant_2_*.train.json"))
+    rc, err = run.resume(signal.SIGKILL)
+    assert rc == -signal.SIGKILL, err
     r = subprocess.run([exe, "study", str(sf), "--out", str(got), "--threads", "1", "--resume"], capture_output=True,
                        env=env)
     err = r.stderr.decode()
@@ -182,8 +177,8 @@ def test_study_resume_refuses_other_settings(build_dir, tmp_path):
     out = tmp_path / "out"
     sf = _study_file(tmp_path / "a.json", data, steps=12)
     rc, err = _interrupt_after_first_cell([exe, "study", str(sf), "--out", str(out), "--threads", "1"], out,
-                                          signal.SIGKILL)
-    assert rc != 0, err
+                                          signal.SIGKILL, "study-cell")
+    assert rc == -signal.SIGKILL, err
     sf2 = _study_file(tmp_path / "b.json", data, steps=10)
     r = subprocess.run([exe, "study", str(sf2), "--out", str(out), "--threads", "1", "--resume"], capture_output=True)
     assert r.returncode == 1
@@ -193,9 +188,7 @@ def test_study_resume_refuses_other_settings(build_dir, tmp_path):
     assert r.returncode == 1 and 'key "threads"' in r.stderr.decode(), r.stderr.decode()
 
 
-# 300 steps per cell (0.1 s at 30): the cells left after the first must outlast the poll on a
-# loaded machine, or the SIGINT arrives after the run has finished
-SYNTH = ["synth", "--quick", "--steps", "300", "--eval-n", "8", "--threads", "1"]
+SYNTH = ["synth", "--quick", "--steps", "60", "--eval-n", "8", "--threads", "1"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
@@ -206,9 +199,9 @@ def test_synth_resume_matches_uninterrupted(build_dir, tmp_path, sig):
     r = subprocess.run([exe, *SYNTH, "--out", str(ref)], capture_output=True, env=env)
     assert r.returncode == 0, r.stderr.decode()
     got = tmp_path / "got"
-    rc, err = _interrupt_after_first_cell([exe, *SYNTH, "--out", str(got)], got, sig)
-    assert rc != 0, "the run finished before it could be interrupted: " + err
-    assert 1 <= len(_finished(got / "cells")) < 4
+    rc, err = _interrupt_after_first_cell([exe, *SYNTH, "--out", str(got)], got, sig, "synth-cell", env)
+    assert rc == -sig, f"exit {rc}: " + err
+    assert len(_finished(got / "cells")) == 1
     r = subprocess.run([exe, *SYNTH, "--out", str(got), "--resume"], capture_output=True, env=env)
     assert r.returncode == 0, r.stderr.decode()
     _assert_same(ref, got)
@@ -226,17 +219,24 @@ def _train(exe, out, steps, data=None, resume=False):
     return cmd
 
 
+# the stop points inside a checkpoint write (src/train/checkpoint.c), each with the file that
+# must exist there: the weights' temp file, the state's temp file, or a state.new waiting for
+# its rename (between the two files)
 WRITE_PHASES = [
-    lambda f: f.startswith("model.safetensors.tmp."),           # weights being written
-    lambda f: f.startswith("model.safetensors.state") and ".tmp." in f,  # state being written
-    lambda f: f == "model.safetensors.state.new",               # new state written, not yet renamed
+    ("ckpt-weights", lambda f: f.startswith("model.safetensors.tmp.")),
+    ("ckpt-state", lambda f: f.startswith("model.safetensors.state") and ".tmp." in f),
+    ("ckpt-rename", lambda f: f == "model.safetensors.state.new"),
 ]
 
 
 def test_train_sigkill_during_checkpoints_resumes_bitwise(build_dir, tmp_path):
-    """Several seeds: SIGKILL at a random time, or as soon as a checkpoint file is being
-    written (its temp file or state.new exists); then --resume until done. The final
-    weights must equal those of an uninterrupted run bit for bit."""
+    """Ten seeds, three SIGKILLs each, then --resume until done; the final weights must equal
+    those of an uninterrupted run bit for bit. Odd seeds kill in the middle of a checkpoint
+    write (the weights' temp file, the state's temp file, or a state.new not yet renamed: the
+    stop points of WRITE_PHASES, at a random one of the next three checkpoints); even seeds
+    kill between two steps (after a step's log row, before its checkpoint: point train-step)
+    twice, then once at a random time, wherever that lands. Every kill at a stop point lands
+    where it should on any machine (checked: the phase's file exists at the stop)."""
     exe = str(build_dir / "longattn")
     if subprocess.run([exe, "train", "--help"], capture_output=True).stdout.find(b"--threads") < 0:
         TRAIN[TRAIN.index("--threads"):TRAIN.index("--threads") + 2] = []
@@ -255,28 +255,34 @@ def test_train_sigkill_during_checkpoints_resumes_bitwise(build_dir, tmp_path):
         while True:
             ck = out / "model.safetensors"
             resume = ck.exists() or (out / "model.safetensors.state").exists()
-            p = subprocess.Popen(_train(exe, out, steps, data, resume=ck.exists()), stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, env=env)
-            if kills < 3:
-                wait = rng.uniform(0.05, 1.5)
-                # odd seeds: kill as soon as a given part of a checkpoint write is seen: the
-                # weights' temp file, the state's temp file, or a state.new waiting for its
-                # rename (between the two files); even seeds: a random time
-                trigger = WRITE_PHASES[(seed // 2 + kills) % len(WRITE_PHASES)] if seed % 2 else None
-                deadline = time.time() + (60 if trigger else wait)
-                while p.poll() is None and time.time() < deadline:
-                    if trigger and out.is_dir() and any(trigger(f) for f in os.listdir(out)):
-                        mid_write += 1
-                        break
-                    time.sleep(0.0002)
-                if p.poll() is None:
-                    p.kill()
+            cmd = _train(exe, out, steps, data, resume=ck.exists())
+            # a checkpoint every step and at most 3 steps per process before its kill: the
+            # 3 kills leave at least 16 - 9 steps to go, so every stop point is reached
+            nth = rng.randint(1, 3)
+            if kills < 2 or (kills == 2 and seed % 2):
+                name, present = (WRITE_PHASES[(seed // 2 + kills) % len(WRITE_PHASES)] if seed % 2
+                                 else ("train-step", None))
+                run = start_stopped(cmd, f"{name}:{nth}", env)
+                assert run.stopped, f"seed {seed}: no stop at {name}:{nth}: {run.resume()[1]}"
+                if present:
+                    assert any(present(f) for f in os.listdir(out)), f"seed {seed}: {name}: {os.listdir(out)}"
+                    mid_write += 1
+                rc, err = run.resume(signal.SIGKILL)
+                kills += 1
+            else:
+                p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+                if kills < 3:  # a random moment: the assertions below hold wherever it lands
+                    try:
+                        p.wait(timeout=rng.uniform(0.05, 1.5))
+                    except subprocess.TimeoutExpired:
+                        p.kill()
                     kills += 1
-            _, err = p.communicate(timeout=600)
-            if p.returncode == 0:
+                _, err = p.communicate(timeout=1800)
+                rc, err = p.returncode, err.decode()
+            if rc == 0:
                 break
-            if p.returncode != -signal.SIGKILL:
-                pytest.fail(f"seed {seed}: train exited {p.returncode} (resume={resume}): {err.decode()}")
+            if rc != -signal.SIGKILL:
+                pytest.fail(f"seed {seed}: train exited {rc} (resume={resume}): {err}")
         got = (out / "model.safetensors").read_bytes()
         assert got == want, f"seed {seed}: weights after {kills} kills differ from the uninterrupted run"
-    assert mid_write >= 5, f"only {mid_write} kills landed during a checkpoint write"
+    assert mid_write == 15, f"{mid_write} kills landed during a checkpoint write, not 3 for each odd seed"

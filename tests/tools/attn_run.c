@@ -1,6 +1,6 @@
 /* attn_run.c -- runs one attention shape forward (+ backward) a given number of times, for
  * profiling (valgrind --tool=callgrind, perf) and for old-vs-new timing of two builds run
- * alternately (README, Benchmarks: "where the backward's time goes").
+ * alternately (docs/benchmarks.md: "where the backward's time goes").
  *   usage: attn_run SPEC T [reps] [threads] [fwd|fwdbwd]
  * B = 1, H = Hkv = 8, D = 64, S = T, bottom-right alignment, inputs as in `bench attn`.
  * Prints the best wall time of the reps (seconds), a checksum and a hash of the outputs
