@@ -182,8 +182,12 @@ static int tensors_alloc(tensors *t, int T) {
 static la_status run_once(const la_spec *sp, tensors *t, int bwd, const la_attn_opts *o) {
     la_status s = la_attn_forward(sp, &t->sh, t->q, t->k, t->v, t->out, t->lse, o);
     if (s != LA_OK || !bwd) return s;
+    /* a learned sink's backward includes its gradient (issue 31) */
+    float dsinks[NH];
+    la_attn_opts ob = *o;
+    if (sp->sink == LA_SINK_LEARNED) ob.dsinks = dsinks;
     return la_attn_backward(sp, &t->sh, t->q, t->k, t->v, t->out, t->lse, t->dout, t->dq, t->dk,
-                            t->dv, o);
+                            t->dv, &ob);
 }
 
 /* Time ratio spec / softmax from interleaved calls (softmax, spec, softmax, spec, ...), the
