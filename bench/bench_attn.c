@@ -26,7 +26,7 @@
  * opts.row_support).
  * Targets (informative, printed as PASS/FAIL, never asserted): forward at T >= 4096 >= 50%
  * of sgemm; sinv+prope at most 15% slower than softmax (from interleaved calls,
- * paired_sinv_ratio); window(512)@65536 >= half the GFLOP/s of causal@4096; extra memory
+ * paired_ratio); window(512)@65536 >= half the GFLOP/s of causal@4096; extra memory
  * < 64 MiB at T = 65536; entmax-1.5 at most 1.3x the time of softmax at T = 4096 and less
  * than softmax at T = 16384, forward and forward+backward (issue 20). */
 #include <cblas.h>
@@ -56,6 +56,10 @@
 
 static const char *SPEC_CAUSAL = "softmax+causal";
 static const char *SPEC_SINV = "softmax+sinv(tau=10)+prope(p=0.5)+causal";
+/* issue 31: the learned sink (logits 0: the cost does not depend on their values) and sigmoid
+ * rows, each measured right after softmax and reported as a time ratio to it */
+static const char *SPEC_SINK = "softmax+sink+causal";
+static const char *SPEC_SIGMOID = "sigmoid(b=-8)+causal";
 static const char *SPEC_ENTMAX = "entmax(alpha=1.5)+causal";
 #define ENTMAX_MAX_T 16384 /* entmax rows only up to this T (full sizes) */
 
@@ -94,6 +98,7 @@ typedef struct {
     double peak_start, peak_end;
     int peak_lanes;
     double sinv_ratio[8][2];       /* [T index][pass] interleaved sinv/softmax time ratio; 0: not measured */
+    double norm_ratio[8][2][2];    /* [T index][pass][sink, sigmoid] interleaved time ratio to softmax */
 } bench_state;
 
 static void fill_uniform(float *x, size_t n, la_rng *r, float scale) {
@@ -202,17 +207,22 @@ static la_status run_once(const la_spec *sp, tensors *t, int bwd, const la_attn_
     }
     la_status s = la_attn_forward(sp, &t->sh, t->q, t->k, t->v, t->out, t->lse, o);
     if (s != LA_OK || !bwd) return s;
+    /* a learned sink's backward includes its gradient (issue 31) */
+    float dsinks[NH];
+    la_attn_opts ob = *o;
+    if (sp->sink == LA_SINK_LEARNED) ob.dsinks = dsinks;
     return la_attn_backward(sp, &t->sh, t->q, t->k, t->v, t->out, t->lse, t->dout, t->dq, t->dk,
-                            t->dv, o);
+                            t->dv, &ob);
 }
 
-/* Time ratio sinv+prope / softmax from interleaved calls (softmax, sinv, softmax, sinv, ...),
- * the best call of each: a machine whose speed drifts between two rows measured one after
- * the other cannot bias it (single-row readings of the same pair spread by +-8 %, single
- * calls at T = 16384 by more). One untimed call each first (fresh workspaces). */
-static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pairs, double *ratio) {
+/* Time ratio spec / softmax from interleaved calls (softmax, spec, softmax, spec, ...), the
+ * best call of each: a machine whose speed drifts between two rows measured one after the
+ * other cannot bias it (single-row readings of the same pair spread by +-8 %, single calls at
+ * T = 16384 by more). One untimed call each first (fresh workspaces). Used for sinv+prope
+ * (its target) and for the sink and sigmoid rows (issue 31). */
+static int paired_ratio(const bench_state *st, tensors *t, int bwd, int pairs, const char *spec, double *ratio) {
     la_spec sp[2];
-    if (la_spec_parse(SPEC_CAUSAL, &sp[0]) != LA_OK || la_spec_parse(SPEC_SINV, &sp[1]) != LA_OK) return 1;
+    if (la_spec_parse(SPEC_CAUSAL, &sp[0]) != LA_OK || la_spec_parse(spec, &sp[1]) != LA_OK) return 1;
     la_workspace *ws[2] = {la_workspace_new(), la_workspace_new()};
     la_attn_opts o[2] = {la_attn_opts_default(), la_attn_opts_default()};
     double best[2] = {INFINITY, INFINITY};
@@ -232,7 +242,7 @@ static int paired_sinv_ratio(const bench_state *st, tensors *t, int bwd, int pai
     la_workspace_free(ws[0]);
     la_workspace_free(ws[1]);
     if (rc) {
-        fprintf(stderr, "longattn bench attn: interleaved sinv/softmax: %s\n", la_errmsg());
+        fprintf(stderr, "longattn bench attn: interleaved %s / softmax: %s\n", spec, la_errmsg());
         return 1;
     }
     *ratio = best[1] / best[0];
@@ -295,7 +305,8 @@ static int run_row(bench_state *st, const char *spec_text, tensors *t, int bwd, 
     o.ws = ws;
     /* sparse normalisers: support size per row (allocated before the memory baseline) */
     size_t nrow = (size_t)t->sh.B * t->sh.H * t->sh.T;
-    float *support = sp.norm != LA_NORM_SOFTMAX ? calloc(nrow, sizeof(float)) : NULL;
+    int sparse = sp.norm == LA_NORM_ENTMAX || sp.norm == LA_NORM_SPARSEMAX || sp.norm == LA_NORM_ASENTMAX;
+    float *support = sparse ? calloc(nrow, sizeof(float)) : NULL;
     o.row_support = support;
     r->mean_support = r->zero_frac = -1;
 
@@ -530,7 +541,9 @@ static void usage(FILE *f) {
              "sgemm GFLOP/s (1024^3), the measured FMA peak, and attention forward / forward+backward GFLOP/s at\n"
              "B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
              "T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory;\n"
-             "entmax(alpha=1.5)+causal at T in {1024, 4096, 16384} with its support statistics.",
+             "entmax(alpha=1.5)+causal at T in {1024, 4096, 16384} with its support statistics;\n"
+             "softmax+sink+causal and sigmoid(b=-8)+causal at the same T, with their time ratio to\n"
+             "softmax+causal.",
              opts, NULL);
 }
 
@@ -634,13 +647,23 @@ int bench_attn(int argc, char **argv) {
             /* the sinv target's own measurement: interleaved calls */
             if (!rc && i < 8) {
                 int pairs = Ts[i] > 4096 ? (b ? 1 : 2) : 5;
-                rc = paired_sinv_ratio(st, &t, b, pairs, &st->sinv_ratio[i][b]);
+                rc = paired_ratio(st, &t, b, pairs, SPEC_SINV, &st->sinv_ratio[i][b]);
                 if (!rc)
                     fprintf(stderr, "  sinv+prope / softmax, interleaved best of %d, T=%-6d %-8s %+.1f%%\n", pairs,
                             Ts[i], b ? "fwd+bwd" : "fwd", 100.0 * (st->sinv_ratio[i][b] - 1.0));
             }
             /* entmax right after softmax too, for its ratio target */
             if (!rc && (st->quick || Ts[i] <= ENTMAX_MAX_T)) rc = run_row(st, SPEC_ENTMAX, &t, b, LA_DTYPE_F32);
+            if (!rc) rc = run_row(st, SPEC_SINK, &t, b, LA_DTYPE_F32);
+            if (!rc) rc = run_row(st, SPEC_SIGMOID, &t, b, LA_DTYPE_F32);
+            for (int u = 0; u < 2 && !rc && i < 8; u++) { /* their ratios to softmax, interleaved */
+                int pairs = Ts[i] > 4096 ? (b ? 1 : 2) : 5;
+                const char *sp = u ? SPEC_SIGMOID : SPEC_SINK;
+                rc = paired_ratio(st, &t, b, pairs, sp, &st->norm_ratio[i][b][u]);
+                if (!rc)
+                    fprintf(stderr, "  %s / softmax, interleaved best of %d, T=%-6d %-8s %+.1f%%\n", sp, pairs, Ts[i],
+                            b ? "fwd+bwd" : "fwd", 100.0 * (st->norm_ratio[i][b][u] - 1.0));
+            }
         }
         tensors_free(&t);
     }
@@ -715,6 +738,13 @@ int bench_attn(int argc, char **argv) {
             if (r->vs_f32 > 0) printf("  (%.2fx the f32 kernel, interleaved)", r->vs_f32);
             printf("\n");
         }
+        /* issue 31: cost of the new normalisers against plain softmax, same T and pass */
+        printf("\nnormalisers against softmax+causal (time ratio, best of interleaved calls, same T and pass):\n");
+        for (int i = 0; i < nT && i < 8; i++)
+            for (int b = 0; b < 2; b++)
+                if (st->norm_ratio[i][b][0] > 0)
+                    printf("  T=%-6d %-8s %s %.2fx   %s %.2fx\n", Ts[i], b ? "fwd+bwd" : "fwd", SPEC_SINK,
+                           st->norm_ratio[i][b][0], SPEC_SIGMOID, st->norm_ratio[i][b][1]);
         if (peers) {
             printf("\nPyTorch%s%s on the softmax+causal rows (time / ours: > 1 means ours is faster):\n",
                    st->peer_version[0] ? " " : "", st->peer_version);

@@ -71,28 +71,28 @@ static void test_quick_json(void **st) {
     assert_true(cJSON_IsNumber(lanes) && (lanes->valueint == 16 || lanes->valueint == 8 || lanes->valueint == 1));
     cJSON *rows = cJSON_GetObjectItem(root, "rows");
     assert_true(cJSON_IsArray(rows));
-    /* quick: per T in {128, 256}: causal fwd, sinv+prope fwd, entmax-1.5 fwd, then the same
-     * three fwd+bwd; then window(64) at 1024 fwd, fwd+bwd */
+    /* quick: per T in {128, 256}: causal fwd, sinv+prope fwd, entmax-1.5 fwd, sink fwd,
+     * sigmoid fwd (issue 31), then the same five fwd+bwd; then window(64) at 1024 fwd, fwd+bwd */
     assert_int_equal(cJSON_GetArraySize(rows), 22);
     static const char *specs[] = {"softmax+causal", "softmax+sinv(tau=10)+prope(p=0.5)+causal",
-                                  "entmax(alpha=1.5)+causal"};
-    for (int i = 0; i < 14; i++) {
+                                  "entmax(alpha=1.5)+causal", "softmax+sink+causal", "sigmoid(b=-8)+causal"};
+    for (int i = 0; i < 22; i++) {
         cJSON *r = cJSON_GetArrayItem(rows, i);
         cJSON *spec = cJSON_GetObjectItem(r, "spec"), *T = cJSON_GetObjectItem(r, "T"), *pass = cJSON_GetObjectItem(r, "pass"),
               *gf = cJSON_GetObjectItem(r, "gflops"), *sec = cJSON_GetObjectItem(r, "seconds"),
               *xb = cJSON_GetObjectItem(r, "extra_bytes"), *pairs = cJSON_GetObjectItem(r, "pairs");
         assert_true(cJSON_IsString(spec) && cJSON_IsNumber(T) && cJSON_IsString(pass));
         assert_true(cJSON_IsNumber(gf) && cJSON_IsNumber(sec) && cJSON_IsNumber(xb) && cJSON_IsNumber(pairs));
-        int bwd = i < 12 ? (i % 6) / 3 : i % 2;
+        int bwd = i < 20 ? (i % 10) / 5 : i % 2;
         assert_string_equal(pass->valuestring, bwd ? "fwd+bwd" : "fwd");
         double want;
         cJSON *ms = cJSON_GetObjectItem(r, "mean_support"), *zf = cJSON_GetObjectItem(r, "zero_fraction");
-        if (i < 12) {
-            int Ti = i < 6 ? 128 : 256;
+        if (i < 20) {
+            int Ti = i < 10 ? 128 : 256;
             assert_int_equal(T->valueint, Ti);
-            assert_string_equal(spec->valuestring, specs[i % 3]);
+            assert_string_equal(spec->valuestring, specs[i % 5]);
             want = 8 * causal_pairs(Ti);
-            if (i % 3 == 2) { /* entmax rows carry support statistics */
+            if (i % 5 == 2) { /* entmax rows carry support statistics */
                 assert_true(cJSON_IsNumber(ms) && ms->valuedouble >= 1 && ms->valuedouble <= Ti);
                 assert_true(cJSON_IsNumber(zf) && zf->valuedouble >= 0 && zf->valuedouble < 1);
                 /* zero fraction = 1 - (support summed over rows) / visible pairs */
@@ -179,7 +179,7 @@ static void test_quick_text(void **st) {
     *eol = 0;
     assert_non_null(strstr(hdr, "/sgemm"));
     assert_non_null(strstr(hdr, "/peak"));
-    /* 14 rows, each with two ratio fields "<x.xx>x" */
+    /* 22 rows, each with two ratio fields "<x.xx>x" */
     int rows = 0;
     for (char *line = eol + 1; line && *line && *line != '\n'; ) {
         char *next = strchr(line, '\n');

@@ -36,6 +36,13 @@ static la_model *tiny_model(const char *spec, uint64_t seed) {
     la_rng_seed(&r, seed + 77);
     float *P = la_model_params(m);
     for (size_t i = 0; i < la_model_num_params(m); i++) P[i] *= (float)(1.0 + 0.3 * la_rng_normal(&r));
+    /* learned sink logits start at 0: give each head its own (issue 31) */
+    for (int i = 0; i < la_model_num_tensors(m); i++) {
+        la_tensor_info t;
+        assert_int_equal(la_model_get_tensor(m, i, &t), LA_OK);
+        if (strstr(t.name, "attn.sinks"))
+            for (size_t j = 0; j < t.numel; j++) P[t.offset + j] = (float)(1.5 * la_rng_normal(&r));
+    }
     return m;
 }
 
@@ -87,6 +94,11 @@ static void test_full_cache_matches_forward(void **state) {
     check_decode("softmax+alibi+causal", "full", one, 1, 2e-4);
     check_decode("softmax+logn+rope+causal", "full", mixed, 5, 2e-4);
     check_decode("softmax+sinv(tau=10)+prope(p=0.5)+causal", "full", mixed, 5, 2e-4);
+    /* issue 31: learned sink, softmax plus one, sigmoid rows over the cache */
+    check_decode("softmax+sink+rope+causal", "full", mixed, 5, 2e-4);
+    check_decode("softmax+sink(fixed=0)+sinv(tau=10)+prope(p=0.25)+causal", "full", mixed, 5, 2e-4);
+    check_decode("sigmoid+rope+causal", "full", mixed, 5, 2e-4);
+    check_decode("sigmoid-logn+alibi+causal", "full", one, 1, 2e-4);
     check_decode("entmax(alpha=1.5)+rope+causal", "full", mixed, 5, 2e-4);
     check_decode("asentmax+nape+causal", "full", mixed, 5, 2e-4);
 }
@@ -101,6 +113,8 @@ static void test_evicting_cache_matches_equivalent_spec(void **state) {
     check_decode("softmax+rope+window(8)", "window(8)", one, 1, 2e-4);
     check_decode("softmax+alibi+window(8)", "window(8)", one, 1, 2e-4);
     check_decode("softmax+nope+sinks(2,6)", "sinks(2,6)", one, 1, 2e-4);
+    check_decode("softmax+sink+rope+window(8)", "window(8)", one, 1, 2e-4);
+    check_decode("sigmoid(b=-2)+nope+sinks(2,6)", "sinks(2,6)", one, 1, 2e-4);
 }
 
 static void test_decoder_errors(void **state) {

@@ -275,6 +275,37 @@ static void test_bad_arguments(void **st) {
     la_diag_free(d);
 }
 
+/* issue 31: the Gaussian model with softmax+sink(fixed=v): each row's range masses plus its
+ * sink mass sum to 1 (so do their means, every row reaching every range), the sink's mean is
+ * that of exp(v - lse) (between the bounds from the draws' extremes is enough here: for v = 3
+ * and N = 99 it is about e^3 / (e^3 + 100 e^0.5) = 0.11); a learned sink is refused. */
+static void test_gaussian_sink(void **state) {
+    (void)state;
+    la_spec sp;
+    assert_int_equal(la_spec_parse("softmax+sink(fixed=3)+causal", &sp), LA_OK);
+    la_diag *d;
+    assert_int_equal(la_diag_new(99, 10.0, 1, &d), LA_OK);
+    assert_int_equal(la_diag_gaussian(&sp, 99, 50, 3, d), LA_OK);
+    double tot = 0, sink = 0;
+    int64_t sink_rows = 0;
+    for (int r = 0; r < la_diag_num_ranges(d); r++) {
+        la_diag_result res;
+        assert_int_equal(la_diag_get(d, r, &res), LA_OK);
+        if (res.rows) tot += res.mass;
+        int64_t n;
+        double m, se;
+        assert_int_equal(la_diag_get_sink(d, r, &n, &m, &se), LA_OK);
+        if (n) sink_rows += n, sink = m;
+    }
+    assert_int_equal(sink_rows, 50);
+    assert_true(fabs(tot + sink - 1.0) < 1e-5);
+    assert_true(sink > 0.05 && sink < 0.2);
+    la_spec_parse("softmax+sink+causal", &sp);
+    assert_int_equal(la_diag_gaussian(&sp, 99, 5, 3, d), LA_EUNSUPPORTED);
+    assert_non_null(strstr(la_errmsg(), "sink(fixed=v)"));
+    la_diag_free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_edges),
@@ -285,6 +316,7 @@ int main(void) {
         cmocka_unit_test(test_gaussian_scale_invariance),
         cmocka_unit_test(test_logp_merge_reset),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_gaussian_sink),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

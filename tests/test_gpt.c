@@ -142,6 +142,10 @@ static void test_gradcheck_logn(void **st) { (void)st; gradcheck("softmax+rope+l
 /* ASEntmax (alpha = 1.5: p = [z/2 - tau]_+^2 is continuously differentiable, so central
  * differences apply) with its beta/gamma layer parameters, on NAPE positions */
 static void test_gradcheck_asentmax(void **st) { (void)st; gradcheck("asentmax(alpha=1.5)+nape+causal", 0); }
+/* issue 31: the learned sink logits (h.<l>.attn.sinks) as parameters, and sigmoid rows with
+ * b = -ln(train_len) filled in from the model's training length */
+static void test_gradcheck_sink(void **st) { (void)st; gradcheck("softmax+sink+rope+causal", 1); }
+static void test_gradcheck_sigmoid(void **st) { (void)st; gradcheck("sigmoid+rope+causal", 0); }
 
 /* Gradients accumulate across backward calls, and a second backward without a forward is
  * refused. */
@@ -383,6 +387,8 @@ int main(void) {
         cmocka_unit_test(test_gradcheck_sinv_prope),
         cmocka_unit_test(test_gradcheck_logn),
         cmocka_unit_test(test_gradcheck_asentmax),
+        cmocka_unit_test(test_gradcheck_sink),
+        cmocka_unit_test(test_gradcheck_sigmoid),
         cmocka_unit_test(test_backward_accumulates),
         cmocka_unit_test(test_eval_matches_forward),
         cmocka_unit_test(test_eval_chunks),

@@ -184,7 +184,7 @@ static void test_unsupported(void **state) {
     assert_int_equal(la_kv_policy_parse("sinks(4,20)", &p), LA_OK);
     assert_true(la_kv_stream_exact(&sp, &p));
     const char *bad[] = {"entmax+rope+causal", "softmax+alibi+causal", "softmax+sinv+rope+causal",
-                         "softmax+rope+window(8)"};
+                         "softmax+rope+window(8)", "softmax+sink+rope+causal", "sigmoid(b=-2)+rope+causal"};
     la_kv_cache *c;
     assert_int_equal(la_kv_new_stream(&p, 4, &c), LA_OK);
     float x[H * 4 * D] = {0}, o[H * 4 * D];

@@ -74,6 +74,13 @@ static void test_shipped_study_files_parse(void **state) {
     assert_true(s.pk_trials > 0);
     assert_int_equal(la_study_load("studies/quick.json", &s), LA_OK);
     assert_true(s.n_specs >= 2);
+    /* issue 31: the sinks preset, the paper preset's settings with the sink and sigmoid specs */
+    assert_int_equal(la_study_load("studies/sinks.json", &s), LA_OK);
+    assert_int_equal(s.n_specs, 3);
+    assert_int_equal(s.n_seeds, 3);
+    assert_int_equal(s.steps, p.steps);
+    assert_int_equal(s.seq_len, p.seq_len);
+    assert_int_equal(s.pk_steps, p.pk_steps);
 }
 
 /* Parse text, expect status st and every needle in the message. */

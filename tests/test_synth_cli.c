@@ -171,6 +171,26 @@ static void test_quick_bf16(void **state) {
     assert_non_null(strstr(out, "f32 or bf16"));
 }
 
+/* issue 31: the learned sink and sigmoid attention are synth variants like any spec string */
+static void test_quick_sink_sigmoid_variants(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_synth_cli_XXXXXX";
+    char args[512];
+    cJSON *root = run_synth_json("--quick --tasks flipflop --specs 'softmax+sink+nape;sigmoid+nape' --max-mult 2", dir);
+    cJSON *runs = cJSON_GetObjectItem(root, "runs");
+    assert_int_equal(cJSON_GetArraySize(runs), 2);
+    for (int i = 0; i < 2; i++) {
+        cJSON *r = cJSON_GetArrayItem(runs, i);
+        const char *spec = cJSON_GetObjectItem(r, "spec")->valuestring;
+        assert_string_equal(spec, i ? "sigmoid+nape" : "softmax+sink+nape");
+        double loss = cJSON_GetObjectItem(r, "final_loss")->valuedouble;
+        assert_true(loss > 0 && loss < 20);
+    }
+    cJSON_Delete(root);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    assert_int_equal(system(args), 0);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     static char out[1 << 14];
@@ -247,6 +267,7 @@ int main(void) {
         cmocka_unit_test(test_quick_bf16),
         cmocka_unit_test(test_quick_run_end_to_end),
         cmocka_unit_test(test_quick_mqmtar_inline_options),
+        cmocka_unit_test(test_quick_sink_sigmoid_variants),
         cmocka_unit_test(test_quick_mqmtar_echo_schedule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -239,6 +239,35 @@ static void resume_bitwise(la_optimizer opt, const char *spec) {
 }
 static void test_resume_adamw(void **st) { (void)st; resume_bitwise(LA_OPT_ADAMW, "softmax+rope+causal"); }
 static void test_resume_muon_logn(void **st) { (void)st; resume_bitwise(LA_OPT_MUON, "softmax+rope+logn+causal"); }
+/* issue 31: the learned sink logits are AdamW parameters (scalar class) saved in the
+ * checkpoint and resumed bitwise; and they move away from their initial 0 */
+static void test_resume_sink(void **st) {
+    (void)st;
+    resume_bitwise(LA_OPT_ADAMW, "softmax+sink+rope+causal");
+    la_model *m = small_model("softmax+sink+rope+causal");
+    la_data *d = text_data();
+    la_train_config c = small_cfg(LA_OPT_ADAMW, 5);
+    la_trainer *tr;
+    la_step_info info;
+    assert_int_equal(la_trainer_new(m, d, &c, &tr), LA_OK);
+    for (int i = 0; i < 5; i++) assert_int_equal(la_trainer_step(tr, &info), LA_OK);
+    int found = 0;
+    for (int i = 0; i < la_model_num_tensors(m); i++) {
+        la_tensor_info t;
+        assert_int_equal(la_model_get_tensor(m, i, &t), LA_OK);
+        if (!strstr(t.name, "attn.sinks")) continue;
+        found++;
+        assert_int_equal(t.pclass, LA_PCLASS_SCALAR);
+        double moved = 0;
+        for (size_t j = 0; j < t.numel; j++) moved += fabs(la_model_params(m)[t.offset + j]);
+        assert_true(moved > 0);
+    }
+    assert_true(found >= 1);
+    la_trainer_free(tr);
+    la_model_free(m);
+    la_data_free(d);
+}
+static void test_resume_sigmoid(void **st) { (void)st; resume_bitwise(LA_OPT_ADAMW, "sigmoid+rope+causal"); }
 
 /* The weights file is standard safetensors: an 8-byte little-endian length, a JSON header
  * whose tensors tile the data section in order with F32 shapes, metadata with the config
@@ -614,6 +643,8 @@ int main(void) {
         cmocka_unit_test(test_step_rows),
         cmocka_unit_test(test_resume_adamw),
         cmocka_unit_test(test_resume_muon_logn),
+        cmocka_unit_test(test_resume_sink),
+        cmocka_unit_test(test_resume_sigmoid),
         cmocka_unit_test(test_safetensors_header),
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_checkpoint_io_failures),

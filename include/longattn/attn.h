@@ -33,8 +33,19 @@ typedef enum {
     LA_NORM_SOFTMAX = 0, /* online-softmax, flash-attention style */
     LA_NORM_ENTMAX,      /* alpha-entmax, alpha > 1 (Peters et al. 2019) */
     LA_NORM_SPARSEMAX,   /* alpha = 2 (Martins & Astudillo 2016) */
-    LA_NORM_ASENTMAX     /* adaptive-scalable entmax (Vasylenko et al. 2025) */
+    LA_NORM_ASENTMAX,    /* adaptive-scalable entmax (Vasylenko et al. 2025) */
+    LA_NORM_SIGMOID,     /* p = sigmoid(L + b), no row normalisation (Ramapuram et al. 2024) */
+    LA_NORM_SIGMOID_LOGN /* p = sigmoid(L - ln n_q), n_q the row's visible keys (our variant) */
 } la_norm;
+
+/* Sink logit joining every softmax row's denominator (SPEC 10; gpt-oss): none, one learned
+ * logit per head (la_attn_opts.sinks, gradient in la_attn_opts.dsinks), or one fixed value
+ * for every head (0: "softmax plus one"). Only with LA_NORM_SOFTMAX. */
+typedef enum {
+    LA_SINK_NONE = 0,
+    LA_SINK_LEARNED, /* "sink" */
+    LA_SINK_FIXED    /* "sink(fixed=v)" */
+} la_sink;
 
 /* Position encoding (SPEC 3). */
 typedef enum {
@@ -94,6 +105,12 @@ typedef struct {
     int window;            /* w of window / sinks / global */
     int sinks;             /* n of sinks */
     int global;            /* g of global */
+
+    /* issue 31 (appended so that existing initialisers keep compiling) */
+    la_sink sink;          /* sink logit of softmax rows, default LA_SINK_NONE */
+    double sink_fixed;     /* LA_SINK_FIXED: the sink logit of every head, default 0 */
+    double sig_b;          /* sigmoid bias b when sig_b_set */
+    int sig_b_set;         /* sigmoid: 1 b given, 0 b = -ln(train_len) (Ramapuram et al.'s choice) */
 } la_spec;
 
 /* softmax + nope + none + causal with every parameter at its documented default. */
@@ -167,14 +184,25 @@ typedef struct {
 
     int n_threads;          /* OpenMP threads; 0: the OpenMP default */
     la_workspace *ws;       /* scratch to reuse; NULL: allocated and freed inside the call */
+
+    /* issue 31: learned sink logits (spec "softmax+sink") */
+    const float *sinks;     /* (H) sink logit sigma_h of each head; NULL: 0 for every head */
+    float *dsinks;          /* (H) d loss / d sigma_h written by la_attn_backward (overwritten;
+                               zeros unless the spec has a learned sink) */
 } la_attn_opts;
 
 LA_API la_attn_opts la_attn_opts_default(void);
 
-/* Fused attention forward (SPEC 1-5), tiled with O(T*D + S*D) extra memory.
+/* Fused attention forward (SPEC 1-5, 10), tiled with O(T*D + S*D) extra memory.
  *   q: (B, H, T, D)   k, v: (B, Hkv, S, D)   out: (B, H, T, D)
- *   row_stat: (B, H, T): softmax log-sum-exp of the transformed logits (natural log);
- *             entmax threshold tau; LA_ROW_EMPTY for rows with no visible key.
+ *   row_stat: (B, H, T): softmax log-sum-exp of the transformed logits (natural log; with
+ *             a sink, the sink's e^sigma_h included); entmax threshold tau; sigmoid: the row's
+ *             mass sum_j p_ij; LA_ROW_EMPTY for rows with no visible key.
+ * softmax+sink (spec.sink, issue 31): p_ij = exp(L_ij - lse_i) with the per-head sink logit
+ * sigma_h in the denominator only (opts->sinks, NULL: 0; or spec.sink_fixed), the sink
+ * carrying no value; la_attn_backward writes d loss / d sigma_h into opts->dsinks.
+ * sigmoid(b) / sigmoid-logn: p_ij = sigmoid(L_ij + b) (b = spec.sig_b, -ln(train_len) when
+ * not set, or -ln(n_q) per row), no row normalisation (Ramapuram et al. 2024).
  * q and k are given before any rotation: RoPE-family encodings are applied inside.
  * opts may be NULL. Errors: LA_EINVAL (NULL tensor, bad spec), LA_ESHAPE (H % Hkv != 0,
  * a dimension < 1, odd D with a RoPE-family encoding), LA_ENOMEM. */
@@ -184,7 +212,7 @@ LA_API la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
 
 /* Backward of la_attn_forward. out and row_stat are the forward's outputs.
  *   dout: (B, H, T, D)  ->  dq: (B, H, T, D), dk, dv: (B, Hkv, S, D), all overwritten.
- * Learnable transform parameters get their gradients through opts (dlogn_s, das_*).
+ * Learnable transform parameters get their gradients through opts (dlogn_s, dsinks, das_*).
  * Errors as la_attn_forward. */
 LA_API la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
                                   const float *q, const float *k, const float *v,
@@ -424,6 +452,15 @@ LA_API void la_diag_reset(la_diag *d);
  * were split. Errors: LA_EINVAL (NULL, different range edges). */
 LA_API la_status la_diag_merge(la_diag *dst, const la_diag *src);
 
+/* Sink mass (issue 31): slot's current row gave probability p_sink in [0, 1] to its sink
+ * logit (softmax+sink: exp(sigma_h - lse)); span is the largest key distance the row sees
+ * (its query position under causal patterns, 0..max_dist). At la_diag_row_end the value joins
+ * the range holding span. Errors: LA_EINVAL (slot or span out of range, p_sink outside [0, 1]). */
+LA_API la_status la_diag_add_sink(la_diag *d, int slot, int64_t span, double p_sink);
+/* Rows with a sink folded into range r (by span), their mean sink mass and its standard error
+ * (NAN without rows). Any output may be NULL. Errors: LA_EINVAL (r out of range, NULL d). */
+LA_API la_status la_diag_get_sink(const la_diag *d, int r, int64_t *rows, double *mass, double *mass_se);
+
 /* Attention diagnostics of a finished attention call, without a T x S buffer: recomputes
  * the probabilities of every query row tile by tile (LA_BQ x LA_BK = 64 x 64 tiles, the
  * kernel's own tile loading, RoPE rotation, logit transform, ALiBi bias, visibility pattern,
@@ -431,7 +468,12 @@ LA_API la_status la_diag_merge(la_diag *dst, const la_diag *src);
  *     softmax:              p = exp(L - lse)                  (SPEC 5; log p = L - lse)
  *     entmax / sparsemax /  p = [(alpha-1) L - tau]_+^(1/(alpha-1))  (SPEC 5; alpha = 2 for
  *     asentmax                 sparsemax; asentmax scales q as la_attn_forward does)
- * with row_stat = lse or tau as written by la_attn_forward for the same arguments. Key j of
+ * with row_stat = lse or tau as written by la_attn_forward for the same arguments (issue 31:
+ *     softmax+sink:         p = exp(L - lse), lse including the sink, so a row's key masses
+ *                           sum to 1 - p_sink; p_sink = exp(sigma_h - lse) goes to
+ *                           la_diag_add_sink with the row's largest distance as span;
+ *     sigmoid, sigmoid-logn: p = sigmoid(L + b), b as in the forward; rows do not sum to 1).
+ * Key j of
  * query i sits at distance t = pos0 + i - j (documents: the same, both positions shift);
  * for non-causal patterns (full, global) a key after the query counts at distance |t| (the
  * symmetric convention the kernel uses for ALiBi). Rows with no visible key (row_stat

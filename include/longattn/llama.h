@@ -56,6 +56,8 @@ typedef struct {
     int qkv_bias;         /* q/k/v biases present (qwen2) */
     int tied_output;      /* no output.weight: logits use token_embd */
     int qk_permuted;      /* q/k rows were un-permuted at load ("llama") */
+    int attn_sinks;       /* per-head sink logits blk.N.attn_sinks present (gpt-oss layout): the
+                             spec becomes softmax+sink (issue 31) */
 } la_llama_config;
 
 typedef struct {

@@ -81,13 +81,13 @@ LA_API float *la_model_grads(la_model *m);
 /* The parameters as named tensors, in storage order (used by checkpoints and Muon).
  * Names: "wte", "h.<l>.ln1.g", "h.<l>.attn.wq", "h.<l>.attn.wk", "h.<l>.attn.wv",
  * "h.<l>.attn.q_norm.g", "h.<l>.attn.k_norm.g", "h.<l>.attn.wo", "h.<l>.attn.logn_s" (logn
- * only), "h.<l>.attn.as_wb", "h.<l>.attn.as_bb", "h.<l>.attn.as_wg", "h.<l>.attn.as_bg"
+ * only), "h.<l>.attn.sinks" (H sink logits, softmax+sink only, initialised to 0), "h.<l>.attn.as_wb", "h.<l>.attn.as_bb", "h.<l>.attn.as_wg", "h.<l>.attn.as_bg"
  * (asentmax only), "h.<l>.ln2.g", "h.<l>.mlp.w_fc", "h.<l>.mlp.w_proj", "lnf.g", "lm_head". */
 typedef enum {
     LA_PCLASS_EMBED = 0, /* wte, lm_head: AdamW even under Muon */
     LA_PCLASS_MATRIX,    /* 2-D hidden weights (wq, wk, wv, wo, w_fc, w_proj): Muon-eligible */
     LA_PCLASS_GAIN,      /* norm gains (no weight decay) */
-    LA_PCLASS_SCALAR     /* logn s_h, ASEntmax coefficient weights and biases (no weight decay) */
+    LA_PCLASS_SCALAR     /* logn s_h, sink logits, ASEntmax coefficient weights and biases (no weight decay) */
 } la_param_class;
 
 typedef struct {

@@ -27,7 +27,9 @@ typedef enum {
 const char *la_status_name(la_status s);
 const char *la_errmsg(void);
 
-typedef enum { LA_NORM_SOFTMAX = 0, LA_NORM_ENTMAX, LA_NORM_SPARSEMAX, LA_NORM_ASENTMAX } la_norm;
+typedef enum { LA_NORM_SOFTMAX = 0, LA_NORM_ENTMAX, LA_NORM_SPARSEMAX, LA_NORM_ASENTMAX,
+               LA_NORM_SIGMOID, LA_NORM_SIGMOID_LOGN } la_norm;
+typedef enum { LA_SINK_NONE = 0, LA_SINK_LEARNED, LA_SINK_FIXED } la_sink;
 typedef enum { LA_POS_NOPE = 0, LA_POS_ROPE, LA_POS_PROPE, LA_POS_NTK, LA_POS_DYNAMIC_NTK,
                LA_POS_YARN, LA_POS_ALIBI, LA_POS_NAPE, LA_POS_PI } la_pos;
 typedef enum { LA_XF_NONE = 0, LA_XF_LOGN, LA_XF_QWEN_LOGN, LA_XF_SINV, LA_XF_CRITICAL,
@@ -55,6 +57,10 @@ typedef struct {
     int window;
     int sinks;
     int global;
+    la_sink sink;
+    double sink_fixed;
+    double sig_b;
+    int sig_b_set;
 } la_spec;
 
 la_spec la_spec_default(void);
@@ -86,6 +92,8 @@ typedef struct {
     float *das_gamma;
     int n_threads;
     la_workspace *ws;
+    const float *sinks;
+    float *dsinks;
 } la_attn_opts;
 
 la_attn_opts la_attn_opts_default(void);

@@ -43,7 +43,9 @@ def _check(st, what):
 
 _ENUMS = {
     "norm": {lib.LA_NORM_SOFTMAX: "softmax", lib.LA_NORM_ENTMAX: "entmax",
-             lib.LA_NORM_SPARSEMAX: "sparsemax", lib.LA_NORM_ASENTMAX: "asentmax"},
+             lib.LA_NORM_SPARSEMAX: "sparsemax", lib.LA_NORM_ASENTMAX: "asentmax",
+             lib.LA_NORM_SIGMOID: "sigmoid", lib.LA_NORM_SIGMOID_LOGN: "sigmoid-logn"},
+    "sink": {lib.LA_SINK_NONE: "none", lib.LA_SINK_LEARNED: "learned", lib.LA_SINK_FIXED: "fixed"},
     "pos": {lib.LA_POS_NOPE: "nope", lib.LA_POS_ROPE: "rope", lib.LA_POS_PROPE: "prope",
             lib.LA_POS_NTK: "ntk", lib.LA_POS_DYNAMIC_NTK: "dynamic-ntk",
             lib.LA_POS_YARN: "yarn", lib.LA_POS_ALIBI: "alibi", lib.LA_POS_NAPE: "nape",
@@ -55,7 +57,8 @@ _ENUMS = {
 }
 _FIELDS = ("norm", "alpha", "as_delta", "as_gamma_range", "pos", "theta", "rope_p",
            "pos_scale", "train_len", "beta_fast", "beta_slow", "xform", "logn_s", "tau",
-           "gamma", "temp", "pattern", "window", "sinks", "global")
+           "gamma", "temp", "pattern", "window", "sinks", "global", "sink", "sink_fixed", "sig_b",
+           "sig_b_set")
 
 
 class Spec:
@@ -119,7 +122,12 @@ class Spec:
     @property
     def sparse(self):
         """True for the entmax family (row statistic tau instead of lse)."""
-        return self._fields["norm"] != "softmax"
+        return self._fields["norm"] in ("entmax", "sparsemax", "asentmax")
+
+    @property
+    def sigmoid(self):
+        """True for sigmoid attention (row statistic: the row's mass sum_j p_ij)."""
+        return self._fields["norm"] in ("sigmoid", "sigmoid-logn")
 
 
 def as_spec(spec):
@@ -219,7 +227,8 @@ def _out(name, a, shape):
 class _Call:
     """Arguments of one la_attn_forward / la_attn_backward call, checked and laid out."""
 
-    def __init__(self, q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads, dtype=None):
+    def __init__(self, q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads, dtype=None,
+                 sinks=None):
         self.spec = as_spec(spec)
         self.dtype = _resolve_dtype(q, dtype)
         self.la_dtype = getattr(lib, _DTYPES[self.dtype][0])
@@ -250,12 +259,15 @@ class _Call:
             d = np.ascontiguousarray(d, dtype=np.int32)
             self.keep.append(d)
             o.doc_ids = ffi.cast("int32_t *", d.ctypes.data)
-        if logn_s is not None:
-            s = _f32("logn_s", np.asarray(logn_s, dtype=np.float32).reshape(-1))
-            if s.shape != (H,):
-                raise ValueError(f"logn_s must have H = {H} entries (one s_h per head), got {s.size}")
-            self.keep.append(s)
-            o.logn_s = _fptr(s)
+        # per-head inputs: logn's s_h and the sink logits (issue 31)
+        for name, a, what in (("logn_s", logn_s, "one s_h per head"), ("sinks", sinks, "one sink logit per head")):
+            if a is None:
+                continue
+            a = _f32(name, np.asarray(a, dtype=np.float32).reshape(-1))
+            if a.shape != (H,):
+                raise ValueError(f"{name} must have H = {H} entries ({what}), got {a.size}")
+            self.keep.append(a)
+            setattr(o, name, _fptr(a))
         for name, a in (("as_beta", as_beta), ("as_gamma", as_gamma)):
             if a is not None:
                 a = _f32(name, a)
@@ -272,7 +284,7 @@ class _Call:
 
 
 def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=None,
-              as_beta=None, as_gamma=None, stats=(), threads=None, out=None, dtype=None):
+              as_beta=None, as_gamma=None, stats=(), threads=None, out=None, dtype=None, sinks=None):
     """Fused attention forward (la_attn_forward) on NumPy arrays.
 
     q: (B, H, T, D) float32; k, v: (B, Hkv, S, D) float32 with H % Hkv == 0 (grouped-query
@@ -288,6 +300,7 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
     spec: a spec string (SPEC 6) or a Spec. doc_ids: (B, S) integer document ids (contiguous
     runs; attention stays inside each document). logn_s: (H) per-head s_h of the logn
     transform. as_beta, as_gamma: (B, H, T) ASEntmax scale parameters (required for asentmax).
+    sinks: (H) sink logits of a "softmax+sink" spec (None: 0 for every head).
     threads: OpenMP threads (None: the OpenMP default).
     dtype: element type of q, k, v -- None: from q (float32 or float16), or "f32", "f16",
     "bf16" (uint16 arrays of bfloat16 bit patterns). f16 / bf16 inputs run
@@ -295,12 +308,13 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
     float32 kernel on the inputs converted to float32.
     stats: names of extra outputs, any of "lse" (softmax log-sum-exp), "tau" (entmax-family
     threshold), "row_stat" (whichever the normaliser keeps), "row_entropy" (B, H, T),
-    "key_mass" (B, H, S), "row_support" (B, H, T).
+    "key_mass" (B, H, S), "row_support" (B, H, T). Sigmoid specs keep the row's mass
+    sum_j p_ij as "row_stat" (they have no lse or tau).
 
     Returns out, or (out, {name: array}) when stats is non-empty. Rows with no visible key
     give out = 0 and lse/tau = -inf. The GIL is released during the computation. Errors:
     Error (a ValueError) with the library's message; MemoryError."""
-    c = _Call(q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads, dtype)
+    c = _Call(q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads, dtype, sinks)
     if isinstance(stats, str):
         stats = (stats,)
     known = ("lse", "tau", "row_stat", "row_entropy", "key_mass", "row_support")
@@ -312,6 +326,9 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
                          "its threshold: ask for 'tau' (or 'row_stat')")
     if "tau" in stats and not c.spec.sparse:
         raise ValueError("'tau' is the entmax-family row statistic; softmax keeps 'lse'")
+    if "lse" in stats and c.spec.sigmoid:
+        raise ValueError(f"the {c.spec.norm} normaliser has no log-sum-exp: its row statistic is the "
+                         "row's mass sum_j p_ij; ask for 'row_stat'")
     B, H, T, D = c.shape4
     S = c.kshape[2]
     o = _out("out", out, c.shape4)
@@ -333,24 +350,26 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
 
 
 def attention_forward(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=None,
-                      as_beta=None, as_gamma=None, threads=None, out=None, dtype=None):
+                      as_beta=None, as_gamma=None, threads=None, out=None, dtype=None, sinks=None):
     """attention() returning (out, row_stat): the two arrays attention_backward needs."""
     o, st = attention(q, k, v, spec, pos0=pos0, doc_ids=doc_ids, logn_s=logn_s, as_beta=as_beta,
-                      as_gamma=as_gamma, stats=("row_stat",), threads=threads, out=out, dtype=dtype)
+                      as_gamma=as_gamma, stats=("row_stat",), threads=threads, out=out, dtype=dtype,
+                      sinks=sinks)
     return o, st["row_stat"]
 
 
 def attention_backward(q, k, v, out, row_stat, dout, spec=DEFAULT_SPEC, *, pos0=None,
                        doc_ids=None, logn_s=None, as_beta=None, as_gamma=None, threads=None,
-                       dtype=None):
+                       dtype=None, sinks=None):
     """Backward of attention (la_attn_backward) from the forward's out and row_stat.
 
     dout: (B, H, T, D). Returns a dict with dq (B, H, T, D), dk, dv (B, Hkv, S, D), and
-    dlogn_s (H) for the logn transform, das_beta, das_gamma (B, H, T) for asentmax. The
+    dlogn_s (H) for the logn transform, dsinks (H) for a learned sink (softmax+sink),
+    das_beta, das_gamma (B, H, T) for asentmax. The
     other arguments must be those of the forward call. Memory and errors as attention().
     With f16 / bf16 inputs (dtype as in attention()) dout has their type too; the gradients
     are float32."""
-    c = _Call(q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads, dtype)
+    c = _Call(q, k, v, spec, pos0, doc_ids, logn_s, as_beta, as_gamma, threads, dtype, sinks)
     B, H, T, D = c.shape4
     out = _f32("out", out)
     row_stat = _f32("row_stat", row_stat)
@@ -364,6 +383,9 @@ def attention_backward(q, k, v, out, row_stat, dout, spec=DEFAULT_SPEC, *, pos0=
     if c.spec._c.xform == lib.LA_XF_LOGN:
         res["dlogn_s"] = np.zeros(H, np.float32)
         c.o.dlogn_s = _fptr(res["dlogn_s"])
+    if c.spec._c.sink == lib.LA_SINK_LEARNED:
+        res["dsinks"] = np.zeros(H, np.float32)
+        c.o.dsinks = _fptr(res["dsinks"])
     if c.spec._c.norm == lib.LA_NORM_ASENTMAX:
         for name in ("das_beta", "das_gamma"):
             res[name] = np.zeros((B, H, T), np.float32)

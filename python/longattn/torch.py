@@ -5,7 +5,8 @@
     y = attn(q, k, v)            # q (B, H, T, D), k, v (B, Hkv, S, D): SDPA's layout
 
 Forward is la_attn_forward, backward la_attn_backward (gradients for q, k, v, the per-head
-LogN s_h and the ASEntmax beta/gamma); nothing is recomputed in PyTorch. Tensors must be
+LogN s_h, the per-head sink logits of "softmax+sink" and the ASEntmax beta/gamma); nothing is
+recomputed in PyTorch. Tensors must be
 float32 on the CPU. Where torch.library.custom_op exists (PyTorch >= 2.4) the kernels are
 registered as the ops longattn::attention_fwd / longattn::attention_bwd with fake (meta)
 implementations and autograd, so torch.compile keeps them as opaque nodes in its graphs;
@@ -60,17 +61,17 @@ def _dt(t):
     return _HALF.get(t.dtype, "f32")
 
 
-def _fwd_impl(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
+def _fwd_impl(q, k, v, logn_s, sinks, as_beta, as_gamma, doc_ids, spec, pos0, threads):
     out, row_stat = _core.attention_forward(
         _np(q), _np(k), _np(v), spec, pos0=None if pos0 == _POS0_AUTO else pos0,
         doc_ids=None if doc_ids is None else doc_ids.detach().contiguous().numpy(),
         logn_s=_np(logn_s), as_beta=_np(as_beta), as_gamma=_np(as_gamma),
-        threads=threads or torch.get_num_threads(), dtype=_dt(q))
+        threads=threads or torch.get_num_threads(), dtype=_dt(q), sinks=_np(sinks))
     return torch.from_numpy(out), torch.from_numpy(row_stat)
 
 
-def _bwd_impl(q, k, v, out, row_stat, dout, logn_s, as_beta, as_gamma, doc_ids, spec, pos0,
-              threads):
+def _bwd_impl(q, k, v, out, row_stat, dout, logn_s, sinks, as_beta, as_gamma, doc_ids, spec,
+              pos0, threads):
     # half inputs: dO is read in their type too (rounded, as autocast stores it), and the
     # float32 gradients are handed back in the inputs' type, as autograd expects
     g = _core.attention_backward(
@@ -78,11 +79,12 @@ def _bwd_impl(q, k, v, out, row_stat, dout, logn_s, as_beta, as_gamma, doc_ids, 
         pos0=None if pos0 == _POS0_AUTO else pos0,
         doc_ids=None if doc_ids is None else doc_ids.detach().contiguous().numpy(),
         logn_s=_np(logn_s), as_beta=_np(as_beta), as_gamma=_np(as_gamma),
-        threads=threads or torch.get_num_threads(), dtype=_dt(q))
+        threads=threads or torch.get_num_threads(), dtype=_dt(q), sinks=_np(sinks))
     H = q.shape[1]
     return (torch.from_numpy(g["dq"]).to(q.dtype), torch.from_numpy(g["dk"]).to(k.dtype),
             torch.from_numpy(g["dv"]).to(v.dtype),
             torch.from_numpy(g["dlogn_s"]) if "dlogn_s" in g else torch.zeros(H),
+            torch.from_numpy(g["dsinks"]) if "dsinks" in g else torch.zeros(H),
             torch.from_numpy(g["das_beta"]) if "das_beta" in g else torch.zeros(0),
             torch.from_numpy(g["das_gamma"]) if "das_gamma" in g else torch.zeros(0))
 
@@ -90,38 +92,41 @@ def _bwd_impl(q, k, v, out, row_stat, dout, logn_s, as_beta, as_gamma, doc_ids, 
 class AttentionFunction(torch.autograd.Function):
     """autograd Function over la_attn_forward / la_attn_backward (any PyTorch version).
 
-    apply(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec_text, pos0, threads) -> out."""
+    apply(q, k, v, logn_s, sinks, as_beta, as_gamma, doc_ids, spec_text, pos0, threads) -> out."""
 
     @staticmethod
-    def forward(ctx, q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
-        out, row_stat = _fwd_impl(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads)
-        ctx.save_for_backward(q, k, v, out, row_stat, logn_s, as_beta, as_gamma, doc_ids)
+    def forward(ctx, q, k, v, logn_s, sinks, as_beta, as_gamma, doc_ids, spec, pos0, threads):
+        out, row_stat = _fwd_impl(q, k, v, logn_s, sinks, as_beta, as_gamma, doc_ids, spec, pos0,
+                                  threads)
+        ctx.save_for_backward(q, k, v, out, row_stat, logn_s, sinks, as_beta, as_gamma, doc_ids)
         ctx.args = (spec, pos0, threads)
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        q, k, v, out, row_stat, logn_s, as_beta, as_gamma, doc_ids = ctx.saved_tensors
+        q, k, v, out, row_stat, logn_s, sinks, as_beta, as_gamma, doc_ids = ctx.saved_tensors
         spec, pos0, threads = ctx.args
-        dq, dk, dv, dls, dbeta, dgamma = _bwd_impl(q, k, v, out, row_stat, dout, logn_s, as_beta,
-                                                   as_gamma, doc_ids, spec, pos0, threads)
+        dq, dk, dv, dls, dsk, dbeta, dgamma = _bwd_impl(q, k, v, out, row_stat, dout, logn_s, sinks,
+                                                        as_beta, as_gamma, doc_ids, spec, pos0,
+                                                        threads)
         need = ctx.needs_input_grad
         return (dq if need[0] else None, dk if need[1] else None, dv if need[2] else None,
                 dls if (logn_s is not None and need[3]) else None,
-                dbeta if (as_beta is not None and need[4]) else None,
-                dgamma if (as_gamma is not None and need[5]) else None,
+                dsk if (sinks is not None and need[4]) else None,
+                dbeta if (as_beta is not None and need[5]) else None,
+                dgamma if (as_gamma is not None and need[6]) else None,
                 None, None, None, None)
 
 
 if HAS_CUSTOM_OP:  # PyTorch >= 2.4: opaque custom ops that torch.compile can trace around
     @torch.library.custom_op("longattn::attention_fwd", mutates_args=())
-    def _op_fwd(q: Tensor, k: Tensor, v: Tensor, logn_s: Optional[Tensor],
+    def _op_fwd(q: Tensor, k: Tensor, v: Tensor, logn_s: Optional[Tensor], sinks: Optional[Tensor],
                 as_beta: Optional[Tensor], as_gamma: Optional[Tensor], doc_ids: Optional[Tensor],
                 spec: str, pos0: int, threads: int) -> Tuple[Tensor, Tensor]:
-        return _fwd_impl(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads)
+        return _fwd_impl(q, k, v, logn_s, sinks, as_beta, as_gamma, doc_ids, spec, pos0, threads)
 
     @_op_fwd.register_fake
-    def _(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
+    def _(q, k, v, logn_s, sinks, as_beta, as_gamma, doc_ids, spec, pos0, threads):
         # the kernel's outputs are contiguous whatever the inputs' strides, and float32
         # whatever the inputs' type
         return (q.new_empty(q.shape, dtype=torch.float32),
@@ -129,32 +134,35 @@ if HAS_CUSTOM_OP:  # PyTorch >= 2.4: opaque custom ops that torch.compile can tr
 
     @torch.library.custom_op("longattn::attention_bwd", mutates_args=())
     def _op_bwd(q: Tensor, k: Tensor, v: Tensor, out: Tensor, row_stat: Tensor, dout: Tensor,
-                logn_s: Optional[Tensor], as_beta: Optional[Tensor], as_gamma: Optional[Tensor],
-                doc_ids: Optional[Tensor], spec: str, pos0: int,
-                threads: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-        return _bwd_impl(q, k, v, out, row_stat, dout.contiguous(), logn_s, as_beta, as_gamma,
-                         doc_ids, spec, pos0, threads)
+                logn_s: Optional[Tensor], sinks: Optional[Tensor], as_beta: Optional[Tensor],
+                as_gamma: Optional[Tensor], doc_ids: Optional[Tensor], spec: str, pos0: int,
+                threads: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+        return _bwd_impl(q, k, v, out, row_stat, dout.contiguous(), logn_s, sinks, as_beta,
+                         as_gamma, doc_ids, spec, pos0, threads)
 
     @_op_bwd.register_fake
-    def _(q, k, v, out, row_stat, dout, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads):
+    def _(q, k, v, out, row_stat, dout, logn_s, sinks, as_beta, as_gamma, doc_ids, spec, pos0,
+          threads):
         f32 = torch.float32
         return (q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape),
-                q.new_empty((q.shape[1],), dtype=f32),
+                q.new_empty((q.shape[1],), dtype=f32), q.new_empty((q.shape[1],), dtype=f32),
                 q.new_empty(as_beta.shape, dtype=f32) if as_beta is not None else q.new_empty((0,), dtype=f32),
                 q.new_empty(as_gamma.shape, dtype=f32) if as_gamma is not None else q.new_empty((0,), dtype=f32))
 
     def _setup_context(ctx, inputs, output):
-        q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec, pos0, threads = inputs
+        q, k, v, logn_s, sinks, as_beta, as_gamma, doc_ids, spec, pos0, threads = inputs
         out, row_stat = output
-        ctx.save_for_backward(q, k, v, out, row_stat, logn_s, as_beta, as_gamma, doc_ids)
+        ctx.save_for_backward(q, k, v, out, row_stat, logn_s, sinks, as_beta, as_gamma, doc_ids)
         ctx.args = (spec, pos0, threads)
 
     def _op_backward(ctx, dout, drow_stat):
-        q, k, v, out, row_stat, logn_s, as_beta, as_gamma, doc_ids = ctx.saved_tensors
+        q, k, v, out, row_stat, logn_s, sinks, as_beta, as_gamma, doc_ids = ctx.saved_tensors
         spec, pos0, threads = ctx.args
-        dq, dk, dv, dls, dbeta, dgamma = _op_bwd(q, k, v, out, row_stat, dout, logn_s, as_beta,
-                                                 as_gamma, doc_ids, spec, pos0, threads)
+        dq, dk, dv, dls, dsk, dbeta, dgamma = _op_bwd(q, k, v, out, row_stat, dout, logn_s, sinks,
+                                                      as_beta, as_gamma, doc_ids, spec, pos0,
+                                                      threads)
         return (dq, dk, dv, dls if logn_s is not None else None,
+                dsk if sinks is not None else None,
                 dbeta if as_beta is not None else None, dgamma if as_gamma is not None else None,
                 None, None, None, None)
 
@@ -162,13 +170,14 @@ if HAS_CUSTOM_OP:  # PyTorch >= 2.4: opaque custom ops that torch.compile can tr
 
 
 def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=None,
-              as_beta=None, as_gamma=None, threads=None):
+              as_beta=None, as_gamma=None, threads=None, sinks=None):
     """Differentiable fused attention on CPU float32, float16 or bfloat16 tensors.
 
     q: (B, H, T, D); k, v: (B, Hkv, S, D) (the layout of scaled_dot_product_attention, with
     grouped-query heads allowed). Query i sits at position pos0 + i (default S - T). logn_s
     (H) and as_beta / as_gamma (B, H, T) receive gradients when they require them. doc_ids:
-    (B, S) integer tensor. threads: OpenMP threads (default torch.get_num_threads()).
+    (B, S) integer tensor. sinks (H): the sink logits of a "softmax+sink" spec (None: 0), with
+    their gradient. threads: OpenMP threads (default torch.get_num_threads()).
     Strided inputs are copied to contiguous memory; contiguous ones are read in place.
     float16 / bfloat16 q, k, v (all three of one type) run la_attn_forward_typed: float32
     accumulation and statistics; the output is float32, the gradients of q, k, v come back
@@ -178,7 +187,7 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
         _check_tensor(name, t, 4, half_ok=True)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k and v must have one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
-    for name, t in (("logn_s", logn_s), ("as_beta", as_beta), ("as_gamma", as_gamma)):
+    for name, t in (("logn_s", logn_s), ("sinks", sinks), ("as_beta", as_beta), ("as_gamma", as_gamma)):
         if t is not None:
             _check_tensor(name, t)
     if doc_ids is not None:
@@ -189,8 +198,9 @@ def attention(q, k, v, spec=DEFAULT_SPEC, *, pos0=None, doc_ids=None, logn_s=Non
     p0 = _POS0_AUTO if pos0 is None else int(pos0)
     th = int(threads) if threads else 0  # 0: torch.get_num_threads() when the op runs
     if HAS_CUSTOM_OP:
-        return _op_fwd(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec_text, p0, th)[0]
-    return AttentionFunction.apply(q, k, v, logn_s, as_beta, as_gamma, doc_ids, spec_text, p0, th)
+        return _op_fwd(q, k, v, logn_s, sinks, as_beta, as_gamma, doc_ids, spec_text, p0, th)[0]
+    return AttentionFunction.apply(q, k, v, logn_s, sinks, as_beta, as_gamma, doc_ids, spec_text, p0,
+                                   th)
 
 
 def _logn_init(spec, n_heads):
@@ -210,7 +220,9 @@ class LongAttention(nn.Module):
     doc_ids=None, as_beta=None, as_gamma=None) with q (B, H, T, D) and k, v (B, Hkv, S, D).
     The mask, causality and positions come from the spec (RoPE-family encodings are applied
     inside: pass q and k unrotated). A logn spec needs n_heads: the module then owns the
-    learnable per-head s_h (parameter logn_s, initialised from the spec). asentmax needs the
+    learnable per-head s_h (parameter logn_s, initialised from the spec). A "softmax+sink" spec
+    needs n_heads too: the module owns the per-head sink logits (parameter sinks, initialised
+    to 0 = softmax plus one), trained through autograd. asentmax needs the
     per-query as_beta, as_gamma (B, H, T) (e.g. from Linear layers on the block input; see
     examples/torch_gpt.py), which get gradients. Works under torch.no_grad."""
 
@@ -225,6 +237,12 @@ class LongAttention(nn.Module):
             self.logn_s = nn.Parameter(_logn_init(self.spec, n_heads))
         else:
             self.register_parameter("logn_s", None)
+        if self.spec.sink == "learned":
+            if n_heads is None:
+                raise ValueError(f"spec {self.spec} has learned sink logits: give LongAttention(spec, n_heads=H)")
+            self.sinks = nn.Parameter(torch.zeros(n_heads))
+        else:
+            self.register_parameter("sinks", None)
 
     def extra_repr(self):
         return f"spec={str(self.spec)!r}"
@@ -233,7 +251,7 @@ class LongAttention(nn.Module):
         if self.spec.norm == "asentmax" and (as_beta is None or as_gamma is None):
             raise ValueError(f"spec {self.spec} (asentmax) needs as_beta and as_gamma (B, H, T)")
         return attention(q, k, v, self.spec, pos0=pos0, doc_ids=doc_ids, logn_s=self.logn_s,
-                         as_beta=as_beta, as_gamma=as_gamma, threads=self.threads)
+                         as_beta=as_beta, as_gamma=as_gamma, threads=self.threads, sinks=self.sinks)
 
 
 __all__ = ["AttentionFunction", "LongAttention", "attention", "HAS_CUSTOM_OP"]

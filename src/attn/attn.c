@@ -39,6 +39,27 @@ static la_status check_spec(const la_spec *sp, int H, const la_attn_opts *o) {
         return la_fail(LA_EINVAL, "sinks(n, w) needs n >= 0 (got %d)", sp->sinks);
     if (sp->pattern == LA_PAT_GLOBAL && sp->global < 0)
         return la_fail(LA_EINVAL, "global(g) needs g >= 0 (got %d)", sp->global);
+    /* issue 31: sinks and sigmoid rows (SPEC 10) */
+    if ((unsigned)sp->sink > LA_SINK_FIXED)
+        return la_fail(LA_EINVAL, "spec.sink = %d is not a valid la_sink", (int)sp->sink);
+    if (sp->sink != LA_SINK_NONE && sp->norm != LA_NORM_SOFTMAX)
+        return la_fail(LA_ESPEC, "attention: a sink joins the softmax denominator and the %s normaliser has "
+                       "none; drop 'sink' or use softmax+sink",
+                       sp->norm >= LA_NORM_SIGMOID ? "sigmoid" : "entmax-family");
+    if (sp->sink == LA_SINK_FIXED && !isfinite(sp->sink_fixed))
+        return la_fail(LA_EINVAL, "sink(fixed=%g) is not finite", sp->sink_fixed);
+    if (sp->sink == LA_SINK_LEARNED && o->sinks)
+        for (int h = 0; h < H; h++)
+            if (!isfinite(o->sinks[h]))
+                return la_fail(LA_EINVAL, "opts.sinks[%d] = %g is not finite (a sink logit must be a number)", h,
+                               (double)o->sinks[h]);
+    if (sp->norm == LA_NORM_SIGMOID) {
+        if (sp->sig_b_set && !isfinite(sp->sig_b))
+            return la_fail(LA_EINVAL, "sigmoid(b=%g): b is not finite", sp->sig_b);
+        if (!sp->sig_b_set && sp->train_len < 2)
+            return la_fail(LA_ESPEC, "attention: sigmoid without b uses b = -ln(train) and needs train >= 2 "
+                                     "(got %d); write sigmoid(b=-5.5) or sigmoid(train=256)", sp->train_len);
+    }
     switch (sp->xform) {
     case LA_XF_LOGN:
         if (!o->logn_s && sp->logn_s == 0 && sp->train_len <= 1)
@@ -250,7 +271,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     size_t ntab = T + S - 1;
     c->scratch_bytes = ((la_softmax_scratch_bytes(s->D) + extra->thread_bytes) + 63) & ~(size_t)63;
     double *omega = NULL;
-    float *qcs = NULL, *t_a = NULL, *t_m = NULL, *t_d = NULL, *slope = NULL, *head_s = NULL;
+    float *qcs = NULL, *t_a = NULL, *t_m = NULL, *t_d = NULL, *slope = NULL, *head_s = NULL, *sink = NULL;
     int32_t *dstart = NULL, *dend = NULL;
     la_rowvis *rows = NULL;
     la_tilespan *qspan = NULL;
@@ -278,6 +299,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         {(void **)&t_d, c->has_t ? sizeof(float) * ntab : 0},
         {(void **)&slope, sizeof(float) * (size_t)s->H},
         {(void **)&head_s, sizeof(float) * (size_t)s->H},
+        {(void **)&sink, spec->sink != LA_SINK_NONE ? sizeof(float) * (size_t)s->H : 0},
         {(void **)&c->prep, sizeof(float) * prep_floats},
         {(void **)&c->part, sizeof(double) * B * (size_t)s->H * (size_t)c->nqt},
         {(void **)&c->thread_scratch, c->scratch_bytes * (size_t)c->nthreads},
@@ -348,6 +370,13 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         head_s[h] = (float)sh;
     }
     c->slope = slope; c->head_s = head_s;
+    if (sink) /* learned: opts->sinks or 0 (the initial value); fixed: one value */
+        for (int h = 0; h < s->H; h++)
+            sink[h] = spec->sink == LA_SINK_FIXED ? (float)spec->sink_fixed : opts->sinks ? opts->sinks[h] : 0.0f;
+    c->sink = sink;
+    c->sigmoid = spec->norm == LA_NORM_SIGMOID ? 1 : spec->norm == LA_NORM_SIGMOID_LOGN ? 2 : 0;
+    /* Ramapuram et al. 2024: b = -ln(training length), kept at longer lengths (SPEC 10) */
+    c->sig_b = (float)(spec->sig_b_set ? spec->sig_b : spec->norm == LA_NORM_SIGMOID ? -log((double)spec->train_len) : 0.0);
     return check_kv(c, cover);
 }
 
@@ -479,7 +508,7 @@ la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
                           float *out, float *row_stat, const la_attn_opts *opts) {
     if (!out || !row_stat) return la_fail(LA_EINVAL, "la_attn_forward: out and row_stat must not be NULL");
     la_status st;
-    if (spec && spec->norm != LA_NORM_SOFTMAX) {
+    if (spec && spec->norm != LA_NORM_SOFTMAX && spec->norm != LA_NORM_SIGMOID && spec->norm != LA_NORM_SIGMOID_LOGN) {
         /* entmax family (issue 3): LA_NORM_ENTMAX, LA_NORM_SPARSEMAX, LA_NORM_ASENTMAX run the
          * fused kernels of entmax_attn.c, which build their context with la_attn_ctx_init. */
         if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
@@ -489,7 +518,7 @@ la_status la_attn_forward(const la_spec *spec, const la_shape *shape,
         la_attn_ctx c;
         la_workspace *own = NULL;
         st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, NULL, &own);
-        if (st == LA_OK) st = la_softmax_forward(&c, out, row_stat);
+        if (st == LA_OK) st = c.sigmoid ? la_sigmoid_forward(&c, out, row_stat) : la_softmax_forward(&c, out, row_stat);
         la_workspace_free(own);
     }
     if (st == LA_OK) st = check_row_stat(shape, row_stat);
@@ -502,11 +531,13 @@ la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
                            float *dq, float *dk, float *dv, const la_attn_opts *opts) {
     if (!out || !row_stat || !dout || !dq || !dk || !dv)
         return la_fail(LA_EINVAL, "la_attn_backward: out, row_stat, dout, dq, dk and dv must not be NULL");
-    if (spec && spec->norm != LA_NORM_SOFTMAX) {
+    if (spec && spec->norm != LA_NORM_SOFTMAX && spec->norm != LA_NORM_SIGMOID && spec->norm != LA_NORM_SIGMOID_LOGN) {
         /* entmax family backward (issue 3, entmax_attn.c) */
         if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
             return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
-        return la_entmax_attn_backward(spec, shape, q, k, v, out, row_stat, dout, dq, dk, dv, opts);
+        la_status st = la_entmax_attn_backward(spec, shape, q, k, v, out, row_stat, dout, dq, dk, dv, opts);
+        if (st == LA_OK && opts && opts->dsinks) memset(opts->dsinks, 0, sizeof(float) * (size_t)shape->H);
+        return st;
     }
     la_attn_ctx c;
     la_workspace *own = NULL;
@@ -514,7 +545,12 @@ la_status la_attn_backward(const la_spec *spec, const la_shape *shape,
      * backward's per-row sums for d logn_s (softmax.c) */
     static const la_ctx_extra bwd_extra = {.rowbuf = 1, .rowgs = 1};
     la_status st = la_attn_ctx_init(&c, spec, shape, q, k, v, opts, &bwd_extra, &own);
+    /* sigmoid rows share the softmax backward (only P and dS differ: softmax.c) */
     if (st == LA_OK) st = la_softmax_backward(&c, out, row_stat, dout, dq, dk, dv);
+    if (st == LA_OK && c.opts->dsinks) {
+        if (spec->sink == LA_SINK_LEARNED) la_sink_backward(&c, row_stat, c.opts->dsinks);
+        else memset(c.opts->dsinks, 0, sizeof(float) * (size_t)c.H);
+    }
     la_workspace_free(own);
     return st;
 }

@@ -10,6 +10,9 @@
  *   entmax family:   p = [(alpha-1) L - tau]_+^(1/(alpha-1)),
  *                    log p = log((alpha-1) L - tau) / (alpha-1) on the support (SPEC 5,
  *                    tau in the units of entmax_attn.c: tau = t + (alpha-1) M)
+ *   sigmoid (issue 31): p = sigmoid(L + b), log p = -log(1 + e^-(L + b))  (SPEC 10)
+ *   softmax+sink:    as softmax (lse includes the sink); the sink's own mass
+ *                    exp(sigma_h - lse) is reported per row (la_diag_add_sink)
  *
  * Row filter (la_attn_diagnose_rows): only the query tiles holding a chosen row are
  * computed, only chosen rows reach the accumulators, and each chosen row's probabilities
@@ -58,7 +61,7 @@ static size_t dg_layout(int D, char *base, dg_scratch *s) {
 typedef struct {
     const la_attn_ctx *c;
     const float *row_stat; /* (B, H, T) */
-    int entmax;            /* 0 softmax, 1 entmax family */
+    int entmax;            /* 0 softmax, 1 entmax family, 2 sigmoid (issue 31) */
     double am1, r;         /* alpha - 1, 1 / (alpha - 1) */
     int rk;                /* 1: r == 1 (sparsemax), 2: r == 2 (1.5-entmax), 0: general */
     const la_diag_rows *sel; /* NULL: every row */
@@ -90,7 +93,16 @@ static void add_span_mass(const la_diag_rows *sel, int j0, int c0, int c1, const
 }
 
 /* p and log p of visible columns [c0, c1) of one row (logits l, statistic st). */
-static void row_probs(const dg_t *g, const float *l, float st, int c0, int c1, float *p, float *lp) {
+static void row_probs(const dg_t *g, const float *l, float st, float bias, int c0, int c1, float *p,
+                      float *lp) {
+    if (g->entmax == 2) { /* sigmoid rows: p = sigmoid(z), log p = -softplus(-z), z = L + b */
+        for (int x = c0; x < c1; x++) {
+            float z = l[x] + bias;
+            p[x] = 1.0f / (1.0f + expf(-z));
+            lp[x] = z >= 0.0f ? -log1pf(expf(-z)) : z - log1pf(expf(z));
+        }
+        return;
+    }
     if (!g->entmax) {
         la_exp_sub(l + c0, st, p + c0, c1 - c0);
         for (int x = c0; x < c1; x++) {
@@ -159,7 +171,7 @@ static la_status dg_query_tile(const dg_t *g, const dg_scratch *s, int b, int h,
             for (int gi = 0; gi < ng; gi++) {
                 int c0 = cols[2 * gi], c1 = cols[2 * gi + 1];
                 if (c1 <= c0) continue;
-                row_probs(g, l, stat[r], c0, c1, p, lp);
+                row_probs(g, l, stat[r], g->entmax == 2 ? la_sigmoid_bias(c, &rows[r]) : 0.0f, c0, c1, p, lp);
                 if (mass) add_span_mass(g->sel, j0, c0, c1, p, mass + (size_t)pick[r] * g->sel->n_spans);
                 /* keys j <= qa (t >= 0, read forward: t decreases), then keys after the
                  * query (non-causal patterns: distance j - qa, increasing) */
@@ -172,6 +184,14 @@ static la_status dg_query_tile(const dg_t *g, const dg_scratch *s, int b, int h,
             }
         }
     }
+    if (c->sink) /* the sink's share of each row, by how far back the row sees */
+        for (int r = 0; r < nr; r++) {
+            if (pick[r] < 0 || rows[r].nq == 0 || stat[r] == LA_ROW_EMPTY) continue;
+            const la_rowvis *rv = &rows[r];
+            int64_t qa = c->pos0 + i0 + r, hi = rv->hi1 > rv->lo1 ? rv->hi1 : rv->hi0;
+            int64_t span = qa - rv->lo0 > hi - 1 - qa ? qa - rv->lo0 : hi - 1 - qa;
+            LA_TRY(la_diag_add_sink(d, r, span, exp((double)c->sink[h] - stat[r])));
+        }
     for (int r = 0; r < nr; r++) LA_TRY(la_diag_row_end(d, r));
     return LA_OK;
 }
@@ -276,15 +296,15 @@ la_status la_attn_diagnose_rows(const la_spec *spec, const la_shape *shape, cons
                                 const la_diag_rows *sel, la_diag **diag) {
     if (!spec || !shape) return la_fail(LA_EINVAL, "la_attn_diagnose: spec and shape must not be NULL");
     if (!row_stat || !diag) return la_fail(LA_EINVAL, "la_attn_diagnose: row_stat and diag must not be NULL");
-    if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
+    if ((unsigned)spec->norm > LA_NORM_SIGMOID_LOGN)
         return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
     if (sel) LA_TRY(check_sel(sel, shape));
     dg_t g;
     memset(&g, 0, sizeof g);
     g.row_stat = row_stat;
     g.sel = sel;
-    g.entmax = spec->norm != LA_NORM_SOFTMAX;
-    if (g.entmax) {
+    g.entmax = spec->norm == LA_NORM_SIGMOID || spec->norm == LA_NORM_SIGMOID_LOGN ? 2 : spec->norm != LA_NORM_SOFTMAX;
+    if (g.entmax == 1) {
         double alpha = spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha;
         LA_TRY(la_entmax_check_alpha(alpha, "la_attn_diagnose"));
         g.am1 = alpha - 1.0;

@@ -28,6 +28,8 @@
 
 #include "core/internal.h"
 
+#include <math.h>
+
 #include <stdint.h>
 
 /* Tile sizes: BQ query rows x BK keys. */
@@ -177,6 +179,12 @@ typedef struct {
      * items with ksel[id] != 0 (id = (b * Hkv + hkv) * nkt + kt); the softmax backward
      * then takes the two-pass path. Set by the caller after la_attn_ctx_init. */
     const uint8_t *qsel, *ksel;
+
+    /* issue 31 (sigmoid.c) */
+    int sigmoid;                   /* 0 softmax rows; 1 p = sigmoid(L + sig_b); 2 per-row
+                                      b = -ln(n_q) (sigmoid-logn) */
+    float sig_b;                   /* sigmoid bias (sigmoid == 1) */
+    const float *sink;             /* (H) sink logit of each head (softmax+sink), else NULL */
 } la_attn_ctx;
 
 /* What a kernel path needs from the workspace beyond the softmax kernels' own. */
@@ -370,6 +378,22 @@ float la_row_dot_live(const float *a, const float *b, const float *L, int n);
 
 /* exp(x) for x <= ~88 in float, vectorisable, exact 0 below -87.3 (and for -inf). */
 float la_exp_sub(const float *x, float mx, float *y, int n); /* returns sum of y */
+
+/* ---- sigmoid attention and sinks (sigmoid.c, issue 31) ---------------------------- */
+/* Bias of row rv under sigmoid attention: c->sig_b, or -ln(n_q) for sigmoid-logn. */
+static inline float la_sigmoid_bias(const la_attn_ctx *c, const la_rowvis *rv) {
+    return c->sigmoid == 2 ? -logf((float)(rv->nq > 0 ? rv->nq : 1)) : c->sig_b;
+}
+/* P = sigmoid(L + b) of a tile (nr, nc), ld LA_BK; exactly 0 at masked (-inf) entries.
+ * arg: the context (la_tile_probs_fn shape; stat and W unused). */
+void la_sigmoid_probs(const void *arg, const la_rowvis *rows, const float *L, int nr, int nc,
+                      const float *stat, float *P, float *W);
+/* Forward of sigmoid attention: out = sum_j sigmoid(L_ij + b) v_j, row_stat = the row's
+ * mass sum_j p_ij (LA_ROW_EMPTY without visible keys). */
+la_status la_sigmoid_forward(const la_attn_ctx *c, float *out, float *row_stat);
+/* d loss / d sink logit of each head into dsinks (H), after la_softmax_backward (c->rowbuf
+ * holds D_i): dsigma_h = -sum_{b, i} exp(sigma_h - lse_i) D_i, summed in a fixed order. */
+void la_sink_backward(const la_attn_ctx *c, const float *row_stat, float *dsinks);
 
 /* ---- softmax kernels (softmax.c) -------------------------------------------------- */
 la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat);

@@ -10,7 +10,12 @@
  * keys of the range; at the end of the row
  *     H_r = -sum (p_t/M_r) log(p_t/M_r) = log M_r - P_r / M_r
  * is the entropy of the attention renormalised within the range. Means and standard errors
- * over rows are kept as running sums of x and x^2 in double. */
+ * over rows are kept as running sums of x and x^2 in double.
+ *
+ * Sink mass (issue 31): a softmax+sink row also reports the probability its sink took,
+ * p_sink = exp(sigma_h - lse), and its span (the largest distance it sees); at the end of
+ * the row p_sink joins the range holding the span, so that la_diag_get_sink reads the mean
+ * sink mass of rows by how far back they see: how the sink's share moves as context grows. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +36,10 @@ struct la_diag {
     double *m1, *m2;  /* (n_ranges) sum M, sum M^2 */
     int64_t *erows;   /* (n_ranges) rows with M > 0 */
     double *h1, *h2;  /* (n_ranges) sum H, sum H^2 */
+    double *s_sink;   /* (n_slots) current row's sink mass, NAN: none reported */
+    int64_t *s_span;  /* (n_slots) current row's span */
+    int64_t *krows;   /* (n_ranges) rows with a sink whose span lies in the range */
+    double *k1, *k2;  /* (n_ranges) sum p_sink, sum p_sink^2 */
 };
 
 la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out) {
@@ -64,12 +73,16 @@ la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out
     d->keys = la_calloc(R, sizeof(double));
     d->m1 = la_calloc(R, sizeof(double)), d->m2 = la_calloc(R, sizeof(double));
     d->h1 = la_calloc(R, sizeof(double)), d->h2 = la_calloc(R, sizeof(double));
+    d->s_sink = la_malloc(sizeof(double) * (size_t)n_slots), d->s_span = la_calloc((size_t)n_slots, sizeof(int64_t));
+    d->krows = la_calloc(R, sizeof(int64_t));
+    d->k1 = la_calloc(R, sizeof(double)), d->k2 = la_calloc(R, sizeof(double));
     if (!d->edges || !d->s_mass || !d->s_plogp || !d->s_keys || !d->rows || !d->erows || !d->keys || !d->m1 ||
-        !d->m2 || !d->h1 || !d->h2) {
+        !d->m2 || !d->h1 || !d->h2 || !d->s_sink || !d->s_span || !d->krows || !d->k1 || !d->k2) {
         la_diag_free(d);
         return la_fail(LA_ENOMEM, "la_diag_new: out of memory");
     }
     memcpy(d->edges, e, sizeof(int64_t) * (R + 1));
+    for (int s = 0; s < n_slots; s++) d->s_sink[s] = NAN;
     *out = d;
     return LA_OK;
 }
@@ -78,6 +91,7 @@ void la_diag_free(la_diag *d) {
     if (!d) return;
     free(d->edges), free(d->s_mass), free(d->s_plogp), free(d->s_keys), free(d->rows), free(d->erows);
     free(d->keys), free(d->m1), free(d->m2), free(d->h1), free(d->h2);
+    free(d->s_sink), free(d->s_span), free(d->krows), free(d->k1), free(d->k2);
     free(d);
 }
 
@@ -191,6 +205,9 @@ void la_diag_reset(la_diag *d) {
     memset(d->keys, 0, sizeof(double) * R);
     memset(d->m1, 0, sizeof(double) * R), memset(d->m2, 0, sizeof(double) * R);
     memset(d->h1, 0, sizeof(double) * R), memset(d->h2, 0, sizeof(double) * R);
+    for (int s = 0; s < d->n_slots; s++) d->s_sink[s] = NAN, d->s_span[s] = 0;
+    memset(d->krows, 0, sizeof(int64_t) * R);
+    memset(d->k1, 0, sizeof(double) * R), memset(d->k2, 0, sizeof(double) * R);
 }
 
 la_status la_diag_merge(la_diag *dst, const la_diag *src) {
@@ -204,7 +221,44 @@ la_status la_diag_merge(la_diag *dst, const la_diag *src) {
         dst->keys[r] += src->keys[r];
         dst->m1[r] += src->m1[r], dst->m2[r] += src->m2[r];
         dst->h1[r] += src->h1[r], dst->h2[r] += src->h2[r];
+        dst->krows[r] += src->krows[r], dst->k1[r] += src->k1[r], dst->k2[r] += src->k2[r];
     }
+    return LA_OK;
+}
+
+static double mean_se(double s1, double s2, int64_t n, double *se) {
+    if (n < 1) {
+        *se = NAN;
+        return NAN;
+    }
+    double mu = s1 / (double)n;
+    double var = n > 1 ? (s2 - (double)n * mu * mu) / (double)(n - 1) : 0;
+    *se = n > 1 ? sqrt(var > 0 ? var / (double)n : 0) : 0;
+    return mu;
+}
+
+la_status la_diag_add_sink(la_diag *d, int slot, int64_t span, double p_sink) {
+    if (!d) return la_fail(LA_EINVAL, "la_diag_add_sink: NULL argument");
+    if (slot < 0 || slot >= d->n_slots)
+        return la_fail(LA_EINVAL, "la_diag_add_sink: slot %d out of 0..%d", slot, d->n_slots - 1);
+    if (span < 0 || span > d->max_dist)
+        return la_fail(LA_EINVAL, "la_diag_add_sink: span %lld outside 0..%lld (max_dist of la_diag_new)",
+                       (long long)span, (long long)d->max_dist);
+    if (!(p_sink >= 0.0 && p_sink <= 1.0 + 1e-6))
+        return la_fail(LA_EINVAL, "la_diag_add_sink: sink probability %g is not in [0, 1]", p_sink);
+    d->s_sink[slot] = p_sink > 1.0 ? 1.0 : p_sink;
+    d->s_span[slot] = span;
+    return LA_OK;
+}
+
+la_status la_diag_get_sink(const la_diag *d, int r, int64_t *rows, double *mass, double *mass_se) {
+    if (!d) return la_fail(LA_EINVAL, "la_diag_get_sink: NULL argument");
+    if (r < 0 || r >= d->n_ranges) return la_fail(LA_EINVAL, "la_diag_get_sink: range %d out of 0..%d", r, d->n_ranges - 1);
+    double se;
+    double mu = mean_se(d->k1[r], d->k2[r], d->krows[r], &se);
+    if (rows) *rows = d->krows[r];
+    if (mass) *mass = mu;
+    if (mass_se) *mass_se = se;
     return LA_OK;
 }
 
@@ -227,19 +281,15 @@ la_status la_diag_row_end(la_diag *d, int slot) {
         d->s_mass[base + r] = d->s_plogp[base + r] = 0;
         d->s_keys[base + r] = 0;
     }
+    if (!isnan(d->s_sink[slot])) {
+        int r = range_of(d, d->s_span[slot]);
+        double p = d->s_sink[slot];
+        d->krows[r]++, d->k1[r] += p, d->k2[r] += p * p;
+        d->s_sink[slot] = NAN;
+    }
     return LA_OK;
 }
 
-static double mean_se(double s1, double s2, int64_t n, double *se) {
-    if (n < 1) {
-        *se = NAN;
-        return NAN;
-    }
-    double mu = s1 / (double)n;
-    double var = n > 1 ? (s2 - (double)n * mu * mu) / (double)(n - 1) : 0;
-    *se = n > 1 ? sqrt(var > 0 ? var / (double)n : 0) : 0;
-    return mu;
-}
 
 la_status la_diag_get(const la_diag *d, int r, la_diag_result *out) {
     if (!d || !out) return la_fail(LA_EINVAL, "la_diag_get: NULL argument");

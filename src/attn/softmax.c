@@ -21,6 +21,11 @@
  *
  * Memory: per thread a few BQ x D and BQ x BK tiles; no T x S buffer anywhere.
  *
+ * Issue 31 (SPEC 10) shares these kernels: softmax+sink adds the sink as one last online
+ * step of each row in fwd_task (so lse includes it and the backward needs nothing new for
+ * dq, dk, dv); sigmoid rows take P = sigmoid(L + b) in tile_probs and dS = dP P (1 - P) in
+ * tile_dscores. Their forward and the sink's gradient are in sigmoid.c.
+ *
  * Profile build (-DLA_PROFILE, docs/benchmarks.md "Where the backward's time goes"): every phase of the
  * tile loops adds its time-stamp-counter ticks to la_softmax_prof[thread][phase]; the
  * default build compiles the laps away.
@@ -205,11 +210,20 @@ static void fwd_task(const la_attn_ctx *c, const scratch *s, int b, int h, int q
             row_stat[rowbase + r] = LA_ROW_EMPTY;
             if (c->opts->row_entropy) c->opts->row_entropy[rowbase + r] = 0.0f;
         } else {
-            float inv = (float)(1.0 / l);
+            double s2 = s->s2[r], m = s->m[r], inv_d = 1.0 / l;
+            if (c->sink) { /* SPEC 10: the sink joins the denominator (no value), one more
+                            * online step with the rescaling above: m' = max(m, sigma) */
+                double sg = c->sink[h], mn = sg > m ? sg : m, al = exp(m - mn), es = exp(sg - mn);
+                s2 = al * (s2 + (m - mn) * l) + es * (sg - mn);
+                l = al * l + es;
+                inv_d = al / l;
+                m = mn;
+            }
+            float inv = (float)inv_d;
             for (int d = 0; d < D; d++) o[d] = a[d] * inv;
-            row_stat[rowbase + r] = (float)(s->m[r] + log(l));
+            row_stat[rowbase + r] = (float)(m + log(l));
             if (c->opts->row_entropy)
-                c->opts->row_entropy[rowbase + r] = (float)(log(l) - s->s2[r] / l);
+                c->opts->row_entropy[rowbase + r] = (float)(log(l) - s2 / l);
         }
         if (c->opts->row_support) c->opts->row_support[rowbase + r] = (float)rows[r].nq;
     }
@@ -231,8 +245,9 @@ static void softmax_probs(const void *arg, const la_rowvis *rows, const float *L
     }
 }
 
-static void tile_probs(const scratch *s, const la_rowvis *rows, int nr, int nc) {
-    softmax_probs(NULL, rows, s->Lb, nr, nc, s->lse, s->Pb, NULL);
+static void tile_probs(const la_attn_ctx *c, const scratch *s, const la_rowvis *rows, int nr, int nc) {
+    if (c->sigmoid) la_sigmoid_probs(c, rows, s->Lb, nr, nc, NULL, s->Pb, NULL); /* issue 31 */
+    else softmax_probs(NULL, rows, s->Lb, nr, nc, s->lse, s->Pb, NULL);
 }
 
 typedef struct {
@@ -322,8 +337,11 @@ static void tile_dscores(const la_attn_ctx *c, const scratch *s, const float *Vt
         const float *sd = s->Sb + (size_t)r * LA_BK;
         float *g = s->dPb + (size_t)r * LA_BK;
         float di = s->Di[r], f = s->cr[r];
-        for (int x = 0; x < nc; x++) /* dS = P o (dP - D), exactly 0 on masked entries */
-            g[x] = L[x] == -INFINITY ? 0.0f : P[x] * (g[x] - di);
+        if (c->sigmoid) /* sigmoid rows (SPEC 10): dS = dP o P (1 - P), no D_i */
+            for (int x = 0; x < nc; x++) g[x] = L[x] == -INFINITY ? 0.0f : g[x] * (P[x] * (1.0f - P[x]));
+        else
+            for (int x = 0; x < nc; x++) /* dS = P o (dP - D), exactly 0 on masked entries */
+                g[x] = L[x] == -INFINITY ? 0.0f : P[x] * (g[x] - di);
         float gsum = gs ? la_row_dot_live(g, sd, L, nc) : 0.0f;
         if (c->has_t) { /* L = c a dot + ...  ->  d dot = dL c a */
             const float *ta = c->t_a + (size_t)(j0 - (i0 + r) + c->T - 1);
@@ -362,7 +380,7 @@ static void dq_task(const la_attn_ctx *c, const scratch *s, int b, int h, int qt
         PROF_LAP(SP_Q_OTHER);
         tile_scores(c, s, s->Qt, Kt, h, rows, i0, nr, j0, nc, cls);
         PROF_LAP(SP_Q_SCORES);
-        tile_probs(s, rows, nr, nc);
+        tile_probs(c, s, rows, nr, nc);
         PROF_LAP(SP_Q_EXP);
         tile_dscores(c, s, Kt + (size_t)c->nkt * D * LA_BK, dO, rows, i0, nr, j0, nc,
                      want_gs ? s->gs : NULL, SP_Q_DP, SP_Q_DS);
@@ -411,7 +429,7 @@ static void dkv_task(const la_attn_ctx *c, const scratch *s, int b, int hkv, int
             PROF_LAP(SP_K_OTHER);
             tile_scores(c, s, s->Qt, s->Kt, h, rows, i0, nr, j0, nc, t.cls);
             PROF_LAP(SP_K_SCORES);
-            tile_probs(s, rows, nr, nc);
+            tile_probs(c, s, rows, nr, nc);
             PROF_LAP(SP_K_EXP);
             /* dv += P^T dO */
             la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva, D, 1);
@@ -488,7 +506,7 @@ static void bwd_pair_task(const la_attn_ctx *c, const scratch *s, int b, int hkv
                     const int j0 = (kb + u) * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
                     tile_scores(c, s, Q, s->Kt + u * kd, h, rows, i0, nr, j0, nc, cls[u]);
                     PROF_LAP(SP_K_SCORES);
-                    tile_probs(s, rows, nr, nc);
+                    tile_probs(c, s, rows, nr, nc);
                     PROF_LAP(SP_K_EXP);
                     /* dv += P^T dO */
                     la_mm(nc, D, nr, s->Pb, 1, LA_BK, dO, D, s->dva + u * kd, D, 1);

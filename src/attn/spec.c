@@ -20,9 +20,10 @@
 
 #include "core/internal.h"
 
-enum { CAT_NORM = 0, CAT_XF, CAT_POS, CAT_PAT, N_CAT };
-static const char *const cat_name[N_CAT] = {"normaliser", "transform", "position", "pattern"};
-static const char *const cat_plural[N_CAT] = {"normalisers", "transforms", "positions", "patterns"};
+/* CAT_SINK (issue 31) prints right after the normaliser it modifies: softmax+sink+rope. */
+enum { CAT_NORM = 0, CAT_SINK, CAT_XF, CAT_POS, CAT_PAT, N_CAT };
+static const char *const cat_name[N_CAT] = {"normaliser", "sink", "transform", "position", "pattern"};
+static const char *const cat_plural[N_CAT] = {"normalisers", "sinks", "transforms", "positions", "patterns"};
 
 enum { P_DBL = 0, P_INT };
 
@@ -51,6 +52,13 @@ static const token_def tokens[] = {
     {"sparsemax", CAT_NORM, LA_NORM_SPARSEMAX, 0, {{0}}},
     {"asentmax", CAT_NORM, LA_NORM_ASENTMAX, 3,
      {D_("alpha", alpha, 0), D_("delta", as_delta, 0), D_("gamma_range", as_gamma_range, 0)}},
+    /* sigmoid(b, train): b given, or b = -ln(train) (Ramapuram et al. 2024, SPEC 10); train
+     * is the shared training length (the trainer fills it in when 0) */
+    {"sigmoid", CAT_NORM, LA_NORM_SIGMOID, 2, {D_("b", sig_b, 0), I_("train", train_len, 0)}},
+    {"sigmoid-logn", CAT_NORM, LA_NORM_SIGMOID_LOGN, 0, {{0}}},
+
+    /* sink: learned per-head logits; sink(fixed=v): v for every head (0: softmax plus one) */
+    {"sink", CAT_SINK, LA_SINK_LEARNED, 1, {D_("fixed", sink_fixed, 0)}},
 
     {"none", CAT_XF, LA_XF_NONE, 0, {{0}}},
     {"logn", CAT_XF, LA_XF_LOGN, 2, {D_("s", logn_s, 0), I_("train", train_len, 0)}},
@@ -104,6 +112,10 @@ la_spec la_spec_default(void) {
     s.window = 0;
     s.sinks = 0;
     s.global = 0;
+    s.sink = LA_SINK_NONE;
+    s.sink_fixed = 0.0;
+    s.sig_b = 0.0;
+    s.sig_b_set = 0;
     return s;
 }
 
@@ -276,7 +288,37 @@ static int check_spec(const la_spec *s, char *why, size_t n) {
             return CAT_NORM;
         }
         break;
+    case LA_NORM_SIGMOID:
+        if (s->sig_b_set && !isfinite(s->sig_b)) {
+            snprintf(why, n, "b must be a finite number (got %g)", s->sig_b);
+            return CAT_NORM;
+        }
+        if (!s->sig_b_set && s->train_len == 1) {
+            snprintf(why, n, "without b, b = -ln(train) needs train >= 2 (got train = 1)");
+            return CAT_NORM;
+        }
+        break;
+    case LA_NORM_SIGMOID_LOGN: break;
     default: snprintf(why, n, "unknown normaliser value %d", (int)s->norm); return CAT_NORM;
+    }
+    switch (s->sink) {
+    case LA_SINK_NONE: break;
+    case LA_SINK_LEARNED:
+    case LA_SINK_FIXED:
+        if (s->norm != LA_NORM_SOFTMAX) {
+            /* the sink is one more term of a softmax denominator: entmax's threshold and
+             * sigmoid's unnormalised rows have no denominator to join */
+            snprintf(why, n, "a sink joins the softmax denominator, and the %s normaliser has none; drop "
+                     "'sink' or use softmax+sink",
+                     s->norm == LA_NORM_SIGMOID || s->norm == LA_NORM_SIGMOID_LOGN ? "sigmoid" : "entmax-family");
+            return CAT_SINK;
+        }
+        if (s->sink == LA_SINK_FIXED && !isfinite(s->sink_fixed)) {
+            snprintf(why, n, "fixed must be a finite number (got %g)", s->sink_fixed);
+            return CAT_SINK;
+        }
+        break;
+    default: snprintf(why, n, "unknown sink value %d", (int)s->sink); return CAT_SINK;
     }
     switch (s->xform) {
     case LA_XF_NONE: break;
@@ -429,8 +471,9 @@ static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_sp
             return spec_fail(c, "unknown %s '%.*s' (did you mean '%s'?); valid %s: %s", cat_name[k], (int)nlen, b,
                              tokens[best].name, cat_plural[k], lists[k]);
         }
-        return spec_fail(c, "unknown word '%.*s'; valid normalisers: %s; transforms: %s; positions: %s; patterns: %s",
-                         (int)nlen, b, lists[CAT_NORM], lists[CAT_XF], lists[CAT_POS], lists[CAT_PAT]);
+        return spec_fail(c, "unknown word '%.*s'; valid normalisers: %s; sinks: %s; transforms: %s; positions: %s; "
+                            "patterns: %s",
+                         (int)nlen, b, lists[CAT_NORM], lists[CAT_SINK], lists[CAT_XF], lists[CAT_POS], lists[CAT_PAT]);
     }
     const token_def *t = &tokens[ti];
     char sig[96], plist[128];
@@ -461,6 +504,7 @@ static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_sp
             s->norm = (la_norm)t->kind;
             if (t->kind == LA_NORM_SPARSEMAX) s->alpha = 2.0;
             break;
+        case CAT_SINK: s->sink = (la_sink)t->kind; break;
         case CAT_XF: s->xform = (la_xform)t->kind; break;
         case CAT_POS: s->pos = (la_pos)t->kind; break;
         default: s->pattern = (la_pattern)t->kind; break;
@@ -549,6 +593,9 @@ static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_sp
     for (int i = 0; i < t->nparams; i++)
         if (t->p[i].required && !given[i])
             return spec_fail(c, "'%s' needs its parameter '%s' (write %s)", t->name, t->p[i].key, sig);
+    /* parameters that choose a variant (issue 31) */
+    if (t->cat == CAT_SINK && given[0]) s->sink = LA_SINK_FIXED;
+    if (t->cat == CAT_NORM && t->kind == LA_NORM_SIGMOID && given[0]) s->sig_b_set = 1;
     return LA_OK;
 }
 
@@ -638,9 +685,34 @@ int la_spec_format(const la_spec *spec, char *buf, size_t n) {
         return (int)len;
     }
     const token_def *t;
-    const int kinds[N_CAT] = {(int)spec->norm, (int)spec->xform, (int)spec->pos, (int)spec->pattern};
+    const int kinds[N_CAT] = {(int)spec->norm, (int)spec->sink, (int)spec->xform, (int)spec->pos,
+                              (int)spec->pattern};
     for (int cat = 0; cat < N_CAT; cat++) {
         if (cat == CAT_XF && spec->xform == LA_XF_NONE) continue; /* 'none' is implied */
+        if (cat == CAT_SINK && spec->sink == LA_SINK_NONE) continue;
+        /* variants chosen by a parameter's presence (issue 31): "sink" / "sink(fixed=v)",
+         * "sigmoid" (b = -ln(train)) / "sigmoid(b=v)", train shown when set */
+        if (cat == CAT_SINK && (spec->sink == LA_SINK_LEARNED || spec->sink == LA_SINK_FIXED)) {
+            if (len) append(buf, n, &len, "+");
+            append(buf, n, &len, "sink");
+            if (spec->sink == LA_SINK_FIXED) {
+                char num[40];
+                format_double(spec->sink_fixed, num, sizeof num);
+                append(buf, n, &len, "(fixed=%s)", num);
+            }
+            continue;
+        }
+        if (cat == CAT_NORM && spec->norm == LA_NORM_SIGMOID) {
+            append(buf, n, &len, "sigmoid");
+            if (spec->sig_b_set) {
+                char num[40];
+                format_double(spec->sig_b, num, sizeof num);
+                append(buf, n, &len, "(b=%s,train=%d)", num, spec->train_len);
+            } else {
+                append(buf, n, &len, "(train=%d)", spec->train_len);
+            }
+            continue;
+        }
         if (len) append(buf, n, &len, "+");
         if (cat == CAT_PAT && spec->pattern == LA_PAT_GLOBAL) {
             append(buf, n, &len, "global(g=%d)+window(w=%d)", spec->global, spec->window);

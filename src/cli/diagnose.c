@@ -128,6 +128,8 @@ static int run_ckpt(const la_diagnose_ckpt_opts *o) {
         printf("\n");
     }
     printf("\nwrote %s/diagnose.csv\nwrote %s/summary.csv\n", o->out, o->out);
+    if (r.config.spec[0] && strstr(r.config.spec, "+sink")) /* issue 31: sinks.csv, the sink mass by span */
+        printf("wrote %s/sinks.csv\n", o->out);
     if (o->plot) {
         if (r.gnuplot_exit == 0) printf("wrote %s/diagnose.png\n", o->out);
         else fprintf(stderr, "longattn diagnose: gnuplot failed (exit %d); the data is in %s/diagnose.csv, the script in "
@@ -332,6 +334,12 @@ int cli_diagnose(int argc, char **argv) {
             snprintf(rng, sizeof rng, "[%lld,%lld)%s", (long long)res.lo, (long long)res.hi, complete ? "" : "*");
             printf("  %-16s %6.0f %10.4f %10.4f %10.4f %10.4f\n", rng, res.keys, res.mass, res.mass_se, res.entropy,
                    log(res.keys));
+        }
+        for (int r = 0; r < la_diag_num_ranges(d[k]); r++) { /* issue 31: softmax+sink(fixed=v) */
+            int64_t sn = 0;
+            double sm, sse;
+            la_diag_get_sink(d[k], r, &sn, &sm, &sse);
+            if (sn) printf("  %-16s %6s %10.4f %10.4f   (mass on the sink logit, rows seeing N keys)\n", "sink", "", sm, sse);
         }
         double ratio, slope;
         int used;

@@ -31,6 +31,7 @@ int la_kv_decode_ok(const la_kv_cache *c, const la_spec *spec, const la_attn_opt
     if (!c || !spec) return 0;
     if (opts && (opts->doc_ids || opts->row_entropy || opts->row_support)) return 0;
     if (spec->norm != LA_NORM_SOFTMAX) return 0;
+    if (spec->sink != LA_SINK_NONE) return 0; /* its merge has no sink term: the fused path has */
     if (spec->pattern != LA_PAT_CAUSAL && spec->pattern != LA_PAT_FULL) return 0;
     switch (spec->pos) {
     case LA_POS_NOPE: break;

@@ -30,6 +30,7 @@
 int la_kv_stream_exact(const la_spec *spec, const la_kv_params *p) {
     if (!spec || !p || (p->policy != LA_KV_WINDOW && p->policy != LA_KV_SINKS)) return 0;
     if (spec->norm != LA_NORM_SOFTMAX || spec->pattern != LA_PAT_CAUSAL) return 0;
+    if (spec->sink != LA_SINK_NONE) return 0; /* the merge below has no sink term (issue 31): step instead */
     switch (spec->pos) {
     case LA_POS_NOPE: case LA_POS_ROPE: case LA_POS_PROPE: case LA_POS_NTK:
     case LA_POS_DYNAMIC_NTK: case LA_POS_YARN: case LA_POS_PI: break;
@@ -121,6 +122,7 @@ la_status la_kv_stream_attend(la_kv_cache *c, int layer, const la_spec *spec, co
     if (!la_kv_stream_exact(spec, &c->p))
         return la_fail(LA_EUNSUPPORTED,
                        "la_kv_stream_attend: exact chunked streaming needs a window or sinks cache and a softmax spec "
+                       "without a sink logit "
                        "with NoPE or a RoPE-family encoding, transform none/temp/critical/qwen-logn and the causal "
                        "pattern; step such a spec one token at a time");
     if (!c->s_k)

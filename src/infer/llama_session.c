@@ -116,6 +116,7 @@ static la_status cache_append_attend(void *ctx, int layer, const la_spec *spec, 
     for (int h = 0; h < c->p.Hkv; h++) {
         la_shape sh = {.B = 1, .H = G, .Hkv = 1, .T = T, .S = (int)L->len, .D = D, .pos0 = LA_POS0_AUTO};
         const size_t kv_off = (size_t)h * (size_t)c->cap * D, q_off = (size_t)h * G * T * D;
+        if (op->sinks) o.sinks = op->sinks + (size_t)h * G; /* per-head sink logits of this call's heads */
         LA_TRY(la_attn_forward(spec, &sh, qh + q_off, (const float *)L->k + kv_off, (const float *)L->v + kv_off,
                                att + q_off, c->stat, &o));
     }

@@ -20,6 +20,7 @@ static la_attn_opts opts_for(const attn_dims *d, const attn_weights *w, const at
     op.n_threads = d->n_threads;
     if ((double)d->B * d->H * d->T * (d->T + 1) / 2 * d->D < 2e6) op.n_threads = 1;
     if (d->spec->xform == LA_XF_LOGN) op.logn_s = w->logn_s;
+    if (d->spec->sink == LA_SINK_LEARNED) op.sinks = w->sinks;  // issue 31: per-head sink logits
     if (d->spec->norm == LA_NORM_ASENTMAX) {
         op.as_beta = a->as_beta;
         op.as_gamma = a->as_gamma;
@@ -95,6 +96,8 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
     la_attn_opts op = opts_for(d, w, a);
     int logn = d->spec->xform == LA_XF_LOGN, asent = d->spec->norm == LA_NORM_ASENTMAX;
     if (logn) op.dlogn_s = sc->dlogn;
+    int sink = d->spec->sink == LA_SINK_LEARNED;
+    if (sink) op.dsinks = sc->dsinks;
     if (asent) {
         op.das_beta = sc->dbeta;
         op.das_gamma = sc->dgamma;
@@ -108,6 +111,8 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
     if (s != LA_OK) return s;
     if (logn)
         for (int h = 0; h < H; h++) g->logn_s[h] += sc->dlogn[h];  // dlogn_s is overwritten per call
+    if (sink)
+        for (int h = 0; h < H; h++) g->sinks[h] += sc->dsinks[h];  // so is dsinks
     /* A7, A6, A5: back to the projections' (B, T, H, D) layout */
     la_permute_bhtd_to_bthd(sc->dv_raw, sc->dvh, B, T, K, D);
     la_qknorm_backward(sc->dk_raw, g->k_norm_g, sc->dkh, a->k_raw, a->k_rstd, w->k_norm_g, B, T, K, D);

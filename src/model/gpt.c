@@ -16,7 +16,7 @@
 
 /* Offsets (in floats) of one block's tensors inside the parameter / gradient arrays. */
 typedef struct {
-    size_t ln1_g, wq, wk, wv, qn_g, kn_g, wo, logn_s, as_wb, as_bb, as_wg, as_bg, ln2_g, w_fc,
+    size_t ln1_g, wq, wk, wv, qn_g, kn_g, wo, logn_s, sinks, as_wb, as_bb, as_wg, as_bg, ln2_g, w_fc,
         w_proj;
 } layer_off;
 
@@ -38,7 +38,7 @@ struct la_model {
     la_model_config cfg;
     la_spec spec;
     int L, H, Hkv, C, D, F, V;
-    int asent, logn;
+    int asent, logn, sink; /* sink: learned sink logits (softmax+sink) */
 
     size_t n_params;
     float *params, *grads;
@@ -135,8 +135,9 @@ static void build_table(la_model *m) {
         T_(qn_g, "attn.q_norm.g", D, 0, LA_PCLASS_GAIN);
         T_(kn_g, "attn.k_norm.g", D, 0, LA_PCLASS_GAIN);
         T_(wo, "attn.wo", C, (int64_t)H * D, LA_PCLASS_MATRIX);
-        o->logn_s = o->as_wb = o->as_bb = o->as_wg = o->as_bg = NONE;
+        o->logn_s = o->sinks = o->as_wb = o->as_bb = o->as_wg = o->as_bg = NONE;
         if (m->logn) T_(logn_s, "attn.logn_s", H, 0, LA_PCLASS_SCALAR);
+        if (m->sink) T_(sinks, "attn.sinks", H, 0, LA_PCLASS_SCALAR);
         if (m->asent) {
             T_(as_wb, "attn.as_wb", H, C, LA_PCLASS_SCALAR);
             T_(as_bb, "attn.as_bb", H, 0, LA_PCLASS_SCALAR);
@@ -168,6 +169,10 @@ static void init_params(la_model *m, uint64_t seed) {
             for (size_t j = 0; j < n; j++) p[j] = 1.0f;
         } else if (strstr(nm, "logn_s")) {
             for (size_t j = 0; j < n; j++) p[j] = (float)logn0;
+        } else if (strstr(nm, "attn.sinks")) {
+            /* sink logits start at 0: softmax plus one at init (gpt-oss initialises its sinks
+             * from a normal draw; 0 is the parameter-free form the learned one departs from) */
+            for (size_t j = 0; j < n; j++) p[j] = 0.0f;
         } else if (strstr(nm, "as_w")) {
             /* ASEntmax coefficient weights start at 0: beta, gamma constant per head at init */
             for (size_t j = 0; j < n; j++) p[j] = 0.0f;
@@ -237,6 +242,7 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     m->asent = spec.norm == LA_NORM_ASENTMAX;
     m->precision = LA_DTYPE_F32;
     m->mm.timer = &m->timing.matmul_s;
+    m->sink = spec.sink == LA_SINK_LEARNED;
     int max_t = 3 + m->L * LA_MAX_TENSORS_PER_LAYER;
     m->tensors = la_calloc(max_t, sizeof *m->tensors);
     m->names = la_calloc(max_t, sizeof *m->names);
@@ -251,7 +257,8 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     m->params = la_malloc(m->n_params * sizeof(float));
     m->grads = la_calloc(m->n_params, sizeof(float));
     m->sc.dlogn = la_calloc(m->H, sizeof(float));
-    if (!m->params || !m->grads || !m->sc.dlogn) {
+    m->sc.dsinks = la_calloc(m->H, sizeof(float));
+    if (!m->params || !m->grads || !m->sc.dlogn || !m->sc.dsinks) {
         size_t np = m->n_params;
         la_model_free(m);
         return la_fail(LA_ENOMEM, "la_model_new: cannot allocate %zu parameters", np);
@@ -281,6 +288,7 @@ void la_model_free(la_model *m) {
     free(m->params);
     free(m->grads);
     free(m->sc.dlogn);
+    free(m->sc.dsinks);
     free(m->tensors);
     free(m->names);
     free(m->lo);
@@ -494,6 +502,7 @@ static attn_weights weights_at(const la_model *m, float *base, const layer_off *
     w.k_norm_g = base + o->kn_g;
     w.wo = base + o->wo;
     w.logn_s = m->logn ? base + o->logn_s : NULL;
+    w.sinks = m->sink ? base + o->sinks : NULL;
     w.as_wb = m->asent ? base + o->as_wb : NULL;
     w.as_bb = m->asent ? base + o->as_bb : NULL;
     w.as_wg = m->asent ? base + o->as_wg : NULL;

@@ -74,6 +74,7 @@ typedef struct {  /* one block's attention weights, or their gradients (NULL whe
     float *q_norm_g, *k_norm_g;   // (D), (D)
     float *wo;                    // (C, H*D)
     float *logn_s;                // (H) logn only
+    float *sinks;                 // (H) learned sink logits (softmax+sink) only
     float *as_wb, *as_bb, *as_wg, *as_bg;  // (H, C), (H), (H, C), (H) asentmax only
 } attn_weights;
 
@@ -90,6 +91,7 @@ typedef struct {  /* backward scratch, shared by the blocks */
     float *dy, *datt, *dqh, *dkh, *dvh, *dq_raw, *dk_raw, *dv_raw;  // shapes as above
     float *dbeta, *dgamma;        // (B, H, T) asentmax only
     float *dlogn;                 // (H)
+    float *dsinks;                // (H)
 } attn_scratch;
 
 typedef struct {

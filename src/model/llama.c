@@ -27,6 +27,7 @@ typedef struct {
     lw wq, wk, wv, wo, wg, wu, wd;
     float *attn_norm, *ffn_norm; /* (C) */
     float *bq, *bk, *bv;         /* (H*D), (K*D), (K*D) or NULL */
+    float *sinks;                /* (H) learned sink logits (gpt-oss blk.N.attn_sinks) or NULL */
 } llayer;
 
 struct la_llama {
@@ -257,7 +258,7 @@ static la_status load(la_llama *m) {
     if (c->tied_output) m->output = m->tok_embd;
 
     const size_t HD = (size_t)H * D, KD = (size_t)K * D;
-    m->vec_floats = C + (size_t)L * (2 * (size_t)C + HD + 2 * KD);
+    m->vec_floats = C + (size_t)L * (2 * (size_t)C + HD + 2 * KD + (size_t)H);
     m->vecs = la_malloc(sizeof(float) * m->vec_floats);
     m->ly = la_calloc(L, sizeof *m->ly);
     if (!m->vecs || !m->ly) return la_fail(LA_ENOMEM, "llama: out of memory");
@@ -288,7 +289,18 @@ static la_status load(la_llama *m) {
 #undef MAT
 #undef VEC
         if (y->bq || y->bk || y->bv) c->qkv_bias = 1;
+        /* gpt-oss's per-head sink logits (llama.cpp names the tensor blk.N.attn_sinks with
+         * the ".weight" suffix; the bare name is accepted too), one f32 per query head: they
+         * join every softmax row's denominator (SPEC 10, softmax+sink) */
+        snprintf(name, sizeof name, "blk.%u.attn_sinks.weight", l);
+        if (!la_gguf_find_tensor(m->g, name)) snprintf(name, sizeof name, "blk.%u.attn_sinks", l);
+        LA_TRY(get_vector(m, name, (int64_t)H, 0, &y->sinks, &used));
+        if (y->sinks) c->attn_sinks = 1;
     }
+    for (uint32_t l = 0; c->attn_sinks && l < L; l++)
+        if (!m->ly[l].sinks)
+            return la_fail(LA_EFORMAT, "blk.0.attn_sinks is present but blk.%u.attn_sinks is missing; a model "
+                           "with attention sinks has them in every layer", l);
     if (c->qk_permuted) {
         size_t total = 0;
         for (uint32_t l = 0; l < L; l++) total += m->ly[l].wq.row_bytes * HD + m->ly[l].wk.row_bytes * KD;
@@ -402,6 +414,12 @@ la_status la_llama_spec_parse(const la_llama *m, const char *text, la_spec *out)
     }
     if (!pos_named) s.pos = LA_POS_ROPE;
     if (!theta_given) s.theta = m->cfg.rope_base;
+    if (m->cfg.attn_sinks) { /* the file's sink logits are part of its attention */
+        if (s.norm != LA_NORM_SOFTMAX)
+            return la_fail(LA_ESPEC, "spec '%s': this model carries attention sinks (blk.N.attn_sinks), which join "
+                           "a softmax denominator; use a softmax spec (the sinks are added to it)", text);
+        s.sink = LA_SINK_LEARNED;
+    }
     LA_TRY(la_spec_validate(&s));
     *out = s;
     return LA_OK;
@@ -411,6 +429,12 @@ la_status la_llama_set_spec(la_llama *m, const la_spec *spec) {
     if (!m || !spec) return la_fail(LA_EINVAL, "la_llama_set_spec: NULL model or spec");
     LA_TRY(la_spec_validate(spec));
     m->spec = *spec;
+    if (m->cfg.attn_sinks) { /* as la_llama_spec_parse: the file's sinks are part of its attention */
+        if (spec->norm != LA_NORM_SOFTMAX)
+            return la_fail(LA_ESPEC, "la_llama_set_spec: this model carries attention sinks (blk.N.attn_sinks); "
+                           "use a softmax spec");
+        m->spec.sink = LA_SINK_LEARNED;
+    }
     return LA_OK;
 }
 
@@ -422,6 +446,9 @@ la_status la_llama_set_posreg(la_llama *m, const char *text) {
         m->posreg = NULL;
         return LA_OK;
     }
+    if (m->cfg.attn_sinks) /* la_posreg_attend has its own softmax, without a sink term (issue 31) */
+        return la_fail(LA_EUNSUPPORTED, "'%s': this model carries attention sinks (blk.N.attn_sinks) and the "
+                       "position-regime methods do not add them; use a spec string (softmax+...) instead", text);
     la_posreg r;
     memset(&r, 0, sizeof r);
     int k = la_posreg_parse(text, m->cfg.rope_base, &r);
@@ -579,6 +606,7 @@ static la_status block(la_llama *m, int l, int T, const la_model_kv_hook *hook) 
     to_heads(m->vh, m->v, T, K, D);
     la_attn_opts op = la_attn_opts_default();
     op.ws = m->ws;
+    op.sinks = w->sinks; /* (H) or NULL */
     double t0 = omp_get_wtime();
     LA_TRY(hook->append_attend(hook->ctx, l, &m->spec, m->qh, m->kh, m->vh, T, m->att, &op));  // att (H, T, D)
     m->t_attn += omp_get_wtime() - t0;
@@ -631,13 +659,15 @@ static la_status own_append_attend(void *ctx, int layer, const la_spec *spec, co
         memcpy(vl + ((size_t)h * cap + len0) * D, vh + (size_t)h * T * D, sizeof(float) * (size_t)T * D);
     }
     /* one kernel call per kv head: its G query heads over its contiguous (len, D) keys */
+    la_attn_opts o = *op;
     for (int h = 0; h < K && m->posreg; h++) /* or the regimes of SelfExtend / ReRoPE / DCA */
         LA_TRY(la_posreg_attend(m->posreg, G, T, (int)len, D, qh + (size_t)h * G * T * D, kl + (size_t)h * cap * D,
                                 vl + (size_t)h * cap * D, att + (size_t)h * G * T * D, op->n_threads));
     for (int h = 0; h < K && !m->posreg; h++) {
         la_shape sh = {.B = 1, .H = G, .Hkv = 1, .T = T, .S = (int)len, .D = D, .pos0 = LA_POS0_AUTO};
+        if (op->sinks) o.sinks = op->sinks + (size_t)h * G; /* the call's query heads h*G .. h*G+G-1 */
         LA_TRY(la_attn_forward(spec, &sh, qh + (size_t)h * G * T * D, kl + (size_t)h * cap * D, vl + (size_t)h * cap * D,
-                               att + (size_t)h * G * T * D, m->kv_stat, op));
+                               att + (size_t)h * G * T * D, m->kv_stat, &o));
     }
     return LA_OK;
 }

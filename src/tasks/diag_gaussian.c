@@ -55,6 +55,9 @@ la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t s
                        (long long)la_diag_max_dist(d), (long long)N);
     if (spec->norm != LA_NORM_SOFTMAX)
         return la_fail(LA_EUNSUPPORTED, "la_diag_gaussian: the Gaussian model is defined for softmax only (the spec has another normaliser)");
+    if (spec->sink == LA_SINK_LEARNED)
+        return la_fail(LA_EUNSUPPORTED, "la_diag_gaussian: a learned sink has no value outside a trained model; use "
+                       "sink(fixed=v) for the Gaussian model, or diagnose --ckpt on the trained model");
     if (spec->pattern != LA_PAT_CAUSAL)
         return la_fail(LA_EUNSUPPORTED, "la_diag_gaussian: the Gaussian model uses the causal pattern (the query sees distances 0..N)");
     if (spec->pos == LA_POS_ALIBI || spec->pos == LA_POS_NAPE)
@@ -72,9 +75,15 @@ la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uint64_t s
             L[t] = ca[t] * la_rng_normal(&r) + cm[t]; /* base logit S_t ~ N(0,1) */
             mx = L[t] > mx ? L[t] : mx;
         }
+        /* softmax+sink(fixed=v) (issue 31): the sink joins the denominator, its mass goes to
+         * the accumulator's sink statistic at the row's span N */
+        const int sink = spec->sink == LA_SINK_FIXED;
+        if (sink && spec->sink_fixed > mx) mx = spec->sink_fixed;
         double z = 0;
         for (size_t t = 0; t < nk; t++) z += exp(L[t] - mx);
+        if (sink) z += exp(spec->sink_fixed - mx);
         double lse = mx + log(z);
+        if (sink) s = la_diag_add_sink(d, 0, N, exp(spec->sink_fixed - lse));
         for (size_t t0 = 0; t0 < nk && s == LA_OK; t0 += GAUSS_TILE) {
             int n = (int)(nk - t0 < GAUSS_TILE ? nk - t0 : GAUSS_TILE);
             for (int i = 0; i < n; i++) p[i] = (float)exp(L[t0 + i] - lse);

@@ -86,6 +86,32 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
                     res.entropy_rows ? res.entropy : NAN, res.entropy_rows ? res.entropy_se : NAN);
         }
     LA_TRY(la_afile_commit(&af));
+    /* issue 31: a softmax+sink model's sink mass per layer and head, by the span of the rows
+     * (how far back they see: the query position under causal patterns) */
+    int64_t sink_rows = 0;
+    for (int i = 0; i < L * H; i++)
+        for (int rg = 0; rg < la_diag_num_ranges(d[i]); rg++) {
+            int64_t n = 0;
+            la_diag_get_sink(d[i], rg, &n, NULL, NULL);
+            sink_rows += n;
+        }
+    if (sink_rows > 0) {
+        char sk[4200];
+        snprintf(sk, sizeof sk, "%s/sinks.csv", o->out);
+        LA_TRY(la_afile_open(&af, sk));
+        fprintf(af.f, "layer,head,span_lo,span_hi,rows,sink_mass,sink_mass_se\n");
+        for (int i = 0; i < L * H; i++)
+            for (int rg = 0; rg < la_diag_num_ranges(d[i]); rg++) {
+                int64_t n = 0, lo, hi;
+                double m, se;
+                la_diag_get_sink(d[i], rg, &n, &m, &se);
+                if (!n) continue;
+                la_diag_get_range_edges(d[i], rg, &lo, &hi);
+                fprintf(af.f, "%d,%d,%lld,%lld,%lld,%.8g,%.4g\n", i / H, i % H, (long long)lo, (long long)hi,
+                        (long long)n, m, se);
+            }
+        LA_TRY(la_afile_commit(&af));
+    }
     LA_TRY(la_afile_open(&af, sum));
     const int64_t lo_min = (int64_t)ceil(o->delta);
     fprintf(af.f, "layer,head,mass_ratio,entropy_slope,ranges_used\n");

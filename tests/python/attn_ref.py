@@ -134,11 +134,16 @@ def entmax_rows(L, vis, alpha):
 
 
 def attention(q, k, v, spec_fields, *, pos0=None, doc_ids=None, logn_s=None, as_beta=None,
-              as_gamma=None):
+              as_gamma=None, sinks=None):
     """Reference forward. q (B,H,T,D), k, v (B,Hkv,S,D) float64 tensors (any may require
     grad, as may logn_s (H), as_beta/as_gamma (B,H,T)). Returns dict with out (B,H,T,D),
     row_stat (B,H,T) (lse for softmax, tau for the entmax family, -inf for empty rows),
-    row_entropy (B,H,T), key_mass (B,H,S), row_support (B,H,T)."""
+    row_entropy (B,H,T), key_mass (B,H,S), row_support (B,H,T).
+    Issue 31 (SPEC 10): softmax+sink appends one logit column per head (sinks (H), may require
+    grad; a fixed sink takes spec sink_fixed) to the softmax and drops it before P V, as
+    gpt-oss's reference does; the entropy counts the sink. sigmoid / sigmoid-logn: P =
+    sigmoid(L + b) on visible keys, b = sig_b, -ln(train) or -ln(n_q); row_stat = sum P,
+    entropy that of P / sum P."""
     f = spec_fields
     B, H, T, D = q.shape
     Hkv, S = k.shape[1], k.shape[2]
@@ -207,11 +212,27 @@ def attention(q, k, v, spec_fields, *, pos0=None, doc_ids=None, logn_s=None, as_
         L = L - m[None, :, None, None] * t.abs()
 
     anyv = vis.any(-1, keepdim=True)
+    psink = None
     if f["norm"] == "softmax":
         Lm = torch.where(vis, L, torch.where(anyv, torch.full_like(L, NEG), torch.zeros_like(L)))
-        lse = torch.logsumexp(Lm, -1)
+        if f.get("sink", "none") != "none":
+            sg = sinks if f["sink"] == "learned" and sinks is not None else torch.full(
+                (H,), f["sink_fixed"] if f["sink"] == "fixed" else 0.0, dtype=torch.float64)
+            col = sg.to(torch.float64)[None, :, None, None].expand(B, H, T, 1)
+            lse = torch.logsumexp(torch.cat([Lm, col], -1), -1)
+            psink = torch.exp(col.squeeze(-1) - lse)
+        else:
+            lse = torch.logsumexp(Lm, -1)
         P = torch.where(vis, torch.exp(Lm - lse[..., None]), torch.zeros_like(L))
         row_stat = torch.where(anyv.squeeze(-1), lse, torch.full_like(lse, NEG))
+    elif f["norm"] in ("sigmoid", "sigmoid-logn"):
+        if f["norm"] == "sigmoid-logn":
+            b = -torch.log(nq.clamp(min=1))[..., None]
+        else:
+            b = f["sig_b"] if f["sig_b_set"] else -math.log(f["train_len"])
+        P = torch.where(vis, torch.sigmoid(L + b), torch.zeros_like(L))
+        M = P.sum(-1)
+        row_stat = torch.where(anyv.squeeze(-1), M, torch.full_like(M, NEG))
     else:
         alpha = 2.0 if f["norm"] == "sparsemax" else f["alpha"]
         P, row_stat = entmax_rows(L, vis, alpha)
@@ -219,5 +240,12 @@ def attention(q, k, v, spec_fields, *, pos0=None, doc_ids=None, logn_s=None, as_
     out = torch.where(anyv, out, torch.zeros_like(out))
     Pd = P.detach()
     ent = -(torch.where(Pd > 0, Pd * torch.log(Pd.clamp(min=1e-300)), torch.zeros_like(Pd))).sum(-1)
+    if psink is not None:
+        ps = psink.detach()
+        ent = torch.where(anyv.squeeze(-1), ent - ps * torch.log(ps.clamp(min=1e-300)), ent)
+    if f["norm"] in ("sigmoid", "sigmoid-logn"):
+        M = Pd.sum(-1)
+        ent = torch.where(M > 0, torch.log(M.clamp(min=1e-300)) - (-ent) / M.clamp(min=1e-300),
+                          torch.zeros_like(M))
     return {"out": out, "row_stat": row_stat, "row_entropy": ent, "key_mass": Pd.sum(-2),
             "row_support": (Pd > 0).sum(-1).to(torch.float64)}

@@ -77,7 +77,7 @@ def add_matrix(w, name, a, qtype, rng):
 
 
 def write_model(path, arch, qtype, tied, seed=0, C=256, H=4, K=2, F=512, L=2, V=300,
-                base=10000.0, eps=1e-5):
+                base=10000.0, eps=1e-5, sinks=False):
     rng = np.random.default_rng(seed)
     D = C // H
     w = gguf.GGUFWriter(str(path), arch)
@@ -118,6 +118,8 @@ def write_model(path, arch, qtype, tied, seed=0, C=256, H=4, K=2, F=512, L=2, V=
         if arch == "qwen2":
             for n, r in (("attn_q.bias", H * D), ("attn_k.bias", K * D), ("attn_v.bias", K * D)):
                 w.add_tensor(p + n, (0.5 * rng.standard_normal(r)).astype(np.float32))
+        if sinks:  # gpt-oss layout: one f32 sink logit per query head (issue 31)
+            w.add_tensor(p + "attn_sinks.weight", (1.5 * rng.standard_normal(H)).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -199,8 +201,11 @@ class RefModel:
             if logit_scale is not None:
                 s = s * logit_scale[None, :, None]
             s[:, mask] = -np.inf
+            sk = self.t.get(p + "attn_sinks.weight")
+            if sk is not None:  # the sink as one more column of every row, dropped after the softmax
+                s = np.concatenate([s, np.broadcast_to(sk.astype(dtype)[:, None, None], (H, T, 1))], axis=-1)
             s = np.exp(s - s.max(axis=-1, keepdims=True))
-            att = (s / s.sum(axis=-1, keepdims=True)) @ v
+            att = (s / s.sum(axis=-1, keepdims=True))[..., :T] @ v
             x = x + att.transpose(1, 0, 2).reshape(T, H * D) @ W(p + "attn_output.weight").T
             n = rms(x, W(p + "ffn_norm.weight"))
             g, u = n @ W(p + "ffn_gate.weight").T, n @ W(p + "ffn_up.weight").T
@@ -377,3 +382,26 @@ def test_decode_kernel_portable_is_bitwise(build_dir, tmp_path, monkeypatch, kv_
     assert np.array_equal(fast, portable)
     f32 = c_logits(build_dir, tmp_path, path, ids, "--kv", "full", "--kv-type", "f32", "--step", "1")
     assert 0 < np.abs(fast - f32).max() < 0.05 * (f32.max() - f32.min())
+
+
+@pytest.mark.parametrize("arch,qtype", [("llama", QT.F32), ("llama", QT.Q8_0), ("qwen2", QT.F16)])
+def test_tiny_model_with_attn_sinks(build_dir, tmp_path, arch, qtype):
+    """gpt-oss-style per-head sink logits (blk.N.attn_sinks) read from the file and added to
+    every softmax denominator, prefill and KV-cache decode, against the NumPy reference with
+    the sink column; the same file with the sinks ignored by the reference is far off."""
+    path = tmp_path / f"sinks-{arch}-{qtype.name}.gguf"
+    write_model(path, arch, qtype, tied=False, seed=11, sinks=True)
+    ref = RefModel(path)
+    assert "blk.1.attn_sinks.weight" in ref.t
+    ids = [int(i) for i in np.random.default_rng(8).integers(0, 300, size=13)]
+    r64, r32 = ref.forward(ids), ref.forward(ids, np.float32).astype(np.float64)
+    tol = tolerance(r64, r32)
+    ours = c_logits(build_dir, tmp_path, path, ids, "--chunk", "5")
+    err = np.abs(ours - r64).max()
+    assert err <= tol, f"prefill: max |ours - ref| = {err:.3g} > {tol:.3g}"
+    dec = c_logits(build_dir, tmp_path, path, ids, "--kv", "full", "--step", "1")
+    err = np.abs(dec - r64).max()
+    assert err <= tol, f"decode: max |ours - ref| = {err:.3g} > {tol:.3g}"
+    for layer in range(ref.L):
+        del ref.t[f"blk.{layer}.attn_sinks.weight"]
+    assert np.abs(ours - ref.forward(ids)).max() > 100 * tol  # the sinks matter

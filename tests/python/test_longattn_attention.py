@@ -56,6 +56,8 @@ def _inputs(spec, B=2, H=4, Hkv=2, T=10, S=12, D=8, seed=0):
     f = longattn.Spec(spec).fields()
     if f["xform"] == "logn":
         x["logn_s"] = (0.3 + 0.2 * torch.rand(H, generator=g)).float().double()
+    if f["sink"] == "learned":
+        x["sinks"] = (4 * torch.rand(H, generator=g) - 2).float().double()
     if f["norm"] == "asentmax":
         x["as_beta"] = torch.rand(B, H, T, generator=g).float().double()
         x["as_gamma"] = (2 * torch.rand(B, H, T, generator=g) - 1).float().double()
@@ -68,14 +70,15 @@ def check(spec, B=2, H=4, Hkv=2, T=10, S=12, D=8, pos0=None, doc_ids=None, seed=
     xr = {n: t.clone().requires_grad_(True) for n, t in x.items()}
     ref = attn_ref.attention(xr["q"], xr["k"], xr["v"], f, pos0=pos0, doc_ids=doc_ids,
                              logn_s=xr.get("logn_s"), as_beta=xr.get("as_beta"),
-                             as_gamma=xr.get("as_gamma"))
+                             as_gamma=xr.get("as_gamma"), sinks=xr.get("sinks"))
     # forward, NumPy API, every statistic
     npx = {n: t.float().numpy() for n, t in x.items()}
     stats = ("row_stat", "row_entropy", "key_mass", "row_support")
     out, st = longattn.attention(npx["q"], npx["k"], npx["v"], spec, pos0=pos0,
                                  doc_ids=None if doc_ids is None else doc_ids.numpy(),
                                  logn_s=npx.get("logn_s"), as_beta=npx.get("as_beta"),
-                                 as_gamma=npx.get("as_gamma"), stats=stats, threads=2)
+                                 as_gamma=npx.get("as_gamma"), stats=stats, threads=2,
+                                 sinks=npx.get("sinks"))
     np.testing.assert_allclose(out, ref["out"].detach().numpy(), atol=2e-5, rtol=0, err_msg=spec)
     rs, rr = st["row_stat"], ref["row_stat"].detach().numpy()
     assert np.array_equal(np.isneginf(rs), np.isneginf(rr)), spec
@@ -93,7 +96,7 @@ def check(spec, B=2, H=4, Hkv=2, T=10, S=12, D=8, pos0=None, doc_ids=None, seed=
     xt = {n: t.float().requires_grad_(True) for n, t in x.items()}
     y = lt.attention(xt["q"], xt["k"], xt["v"], spec, pos0=pos0, doc_ids=doc_ids,
                      logn_s=xt.get("logn_s"), as_beta=xt.get("as_beta"),
-                     as_gamma=xt.get("as_gamma"), threads=2)
+                     as_gamma=xt.get("as_gamma"), threads=2, sinks=xt.get("sinks"))
     np.testing.assert_allclose(y.detach().numpy(), out, atol=0, rtol=0)  # same kernel
     (y * dout.float()).sum().backward()
     for n in x:
@@ -154,3 +157,47 @@ def test_lse_is_logsumexp():
     kx = x["k"].repeat_interleave(2, 1)
     want = torch.logsumexp(x["q"] @ kx.transpose(-1, -2) / math.sqrt(8), -1).numpy()
     np.testing.assert_allclose(st["lse"], want, atol=2e-5)
+
+
+# issue 31: learned sink, softmax plus one, sigmoid attention (SPEC 10), against the float64
+# autograd reference (the sink as an extra softmax column, as gpt-oss's reference has it)
+SINK_SPECS = ["softmax+sink+rope+causal", "softmax+sink(fixed=0)+sinv(tau=10)+prope(p=0.25)+causal",
+              "softmax+sink+logn(s=0.4)+alibi+window(4)", "softmax+sink(fixed=1.5)+nope+global(2)+window(3)",
+              "sigmoid(b=-1)+rope+causal", "sigmoid(train=8)+sinv(tau=10)+prope(p=0.5)+sinks(2,3)",
+              "sigmoid-logn+critical(gamma=1.2)+nape+full", "sigmoid-logn+logn(s=0.4)+rope+causal"]
+
+
+@pytest.mark.parametrize("spec", SINK_SPECS)
+def test_sink_sigmoid(spec):
+    check(spec)
+    check(spec, H=6, Hkv=3, T=7, S=12, pos0=3)
+
+
+@pytest.mark.parametrize("spec", ["softmax+sink+rope+causal", "sigmoid(b=-2)+alibi+causal"])
+def test_sink_sigmoid_doc_ids(spec):
+    docs = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 3, 3],
+                         [5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6]], dtype=torch.int32)
+    check(spec, T=12, S=12, doc_ids=docs)
+
+
+def test_long_attention_sink_parameter():
+    m = lt.LongAttention("softmax+sink+rope+causal", n_heads=4)
+    assert isinstance(m.sinks, torch.nn.Parameter) and m.sinks.shape == (4,)
+    assert torch.all(m.sinks == 0)  # softmax plus one at init
+    assert "sinks" in dict(m.named_parameters())
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 9, 8, generator=g) for _ in range(3))
+    opt = torch.optim.AdamW(m.parameters(), lr=0.1)
+    y = m(q, k, v)
+    (y ** 2).sum().backward()
+    assert m.sinks.grad is not None and torch.all(torch.isfinite(m.sinks.grad))
+    assert m.sinks.grad.abs().max() > 0
+    opt.step()
+    assert torch.any(m.sinks != 0)
+    with pytest.raises(ValueError, match="n_heads"):
+        lt.LongAttention("softmax+sink+rope")
+    assert lt.LongAttention("softmax+sink(fixed=0)+rope").sinks is None
+    with pytest.raises(longattn.Error, match="sink"):
+        longattn.Spec("entmax(alpha=1.5)+sink")
+    with pytest.raises(ValueError, match="row_stat"):
+        longattn.attention(q.numpy(), k.numpy(), v.numpy(), "sigmoid(b=-2)", stats=("lse",))

@@ -34,7 +34,8 @@ def test_example_loss_falls():
     assert set(evals) == {32, 512} and all(math.isfinite(v) and v < 8 for v in evals.values()), out
 
 
-@pytest.mark.parametrize("spec", ["asentmax+nape+causal", "softmax+logn(train=32)+rope+window(16)"])
+@pytest.mark.parametrize("spec", ["asentmax+nape+causal", "softmax+logn(train=32)+rope+window(16)",
+                                  "softmax+sink+rope+causal", "sigmoid(train=32)+rope+causal"])
 def test_example_runs_learnable_variants(spec):
     losses, evals, out = run(spec, 10)
     assert len(losses) >= 2 and all(math.isfinite(x) for x in losses), out

@@ -135,7 +135,9 @@ static int setup(call_t *c, const la_spec *spec, const la_shape *sh, const ref_a
     if (c->B < 1 || c->H < 1 || c->Hkv < 1 || c->T < 1 || c->S < 1 || c->D < 1 || c->H % c->Hkv)
         return ref_fail("bad shape");
     if (c->D > 1024) return ref_fail("the reference handles D <= 1024");
-    if (spec->norm != LA_NORM_SOFTMAX) {
+    if (spec->norm == LA_NORM_SIGMOID && !spec->sig_b_set && spec->train_len < 2)
+        return ref_fail("sigmoid without b needs train >= 2");
+    if (spec->norm != LA_NORM_SOFTMAX && spec->norm != LA_NORM_SIGMOID && spec->norm != LA_NORM_SIGMOID_LOGN) {
         double a = spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha;
         if (!(a > 1.0)) return ref_fail("entmax needs alpha > 1");
         if (spec->norm == LA_NORM_ASENTMAX && (!o || !o->as_beta || !o->as_gamma))
@@ -213,7 +215,8 @@ typedef struct {
     double *mult;    /* (S) dL/dS */
     double *dmds;    /* (S) d mult / d s_h */
     double *P;       /* (S) probabilities */
-    double lse;      /* softmax: log-sum-exp; entmax family: tau */
+    double lse;      /* softmax: log-sum-exp; entmax family: tau; sigmoid: sum p */
+    double psink;    /* softmax+sink: the sink's probability */
     double as_s, as_ln; /* asentmax query scale s and log n (s = 1 otherwise) */
     int as_on;       /* this row's query is scaled */
 } row_t;
@@ -278,9 +281,21 @@ static void row_logits(const call_t *c, int b, int h, int i, const double *qrow,
     double mx = -INFINITY;
     for (int j = 0; j < S; j++)
         if (r->L[j] > mx) mx = r->L[j];
+    r->psink = 0.0;
     if (r->nq == 0) {
         r->lse = -INFINITY;
         for (int j = 0; j < S; j++) r->P[j] = 0.0;
+        return;
+    }
+    if (sp->norm == LA_NORM_SIGMOID || sp->norm == LA_NORM_SIGMOID_LOGN) {
+        double bias = sp->norm == LA_NORM_SIGMOID_LOGN ? -log((double)r->nq)
+                      : sp->sig_b_set                  ? sp->sig_b
+                                                       : -log((double)sp->train_len);
+        r->lse = 0.0;
+        for (int j = 0; j < S; j++) {
+            r->P[j] = r->L[j] == -INFINITY ? 0.0 : 1.0 / (1.0 + exp(-(r->L[j] + bias)));
+            r->lse += r->P[j];
+        }
         return;
     }
     if (sp->norm != LA_NORM_SOFTMAX) {
@@ -307,10 +322,14 @@ static void row_logits(const call_t *c, int b, int h, int i, const double *qrow,
         r->lse = tau;
         return;
     }
+    double sig = sp->sink == LA_SINK_FIXED ? sp->sink_fixed : c->o && c->o->sinks ? c->o->sinks[h] : 0.0;
+    if (sp->sink != LA_SINK_NONE && sig > mx) mx = sig;
     double z = 0.0;
     for (int j = 0; j < S; j++) z += r->L[j] == -INFINITY ? 0.0 : exp(r->L[j] - mx);
+    if (sp->sink != LA_SINK_NONE) z += exp(sig - mx);
     r->lse = mx + log(z);
     for (int j = 0; j < S; j++) r->P[j] = r->L[j] == -INFINITY ? 0.0 : exp(r->L[j] - r->lse);
+    if (sp->sink != LA_SINK_NONE) r->psink = exp(sig - r->lse);
 }
 
 /* Per (b, hkv): rotated keys (S, D), in-document key positions and run starts. */
@@ -388,6 +407,9 @@ int ref_attn_forward(const la_spec *spec, const la_shape *shape, const double *q
                     if (key_mass) key_mass[((size_t)b * c.H + h) * S + j] += pj;
                 }
                 lse[ri] = w.r.lse;
+                if (w.r.psink > 0.0) ent -= w.r.psink * log(w.r.psink);
+                if ((spec->norm == LA_NORM_SIGMOID || spec->norm == LA_NORM_SIGMOID_LOGN) && w.r.nq > 0)
+                    ent = log(w.r.lse) - (-ent) / w.r.lse; /* entropy of p / M: log M - sum p log p / M */
                 if (entropy) entropy[ri] = ent;
                 if (o && o->row_support) {
                     int ns = 0;
@@ -416,6 +438,8 @@ int ref_attn_backward(const la_spec *spec, const la_shape *shape, const double *
     memset(dk, 0, sizeof(double) * (size_t)c.B * c.Hkv * S * D);
     memset(dv, 0, sizeof(double) * (size_t)c.B * c.Hkv * S * D);
     if (dlogn_s) memset(dlogn_s, 0, sizeof(double) * (size_t)c.H);
+    if (o && o->dsinks) memset(o->dsinks, 0, sizeof(double) * (size_t)c.H);
+    const int sigm = spec->norm == LA_NORM_SIGMOID || spec->norm == LA_NORM_SIGMOID_LOGN;
     double *drk = calloc((size_t)S * D, sizeof(double)); /* d loss / d rotated key (S, D) */
     double *drq = calloc((size_t)D, sizeof(double));
     double *dl = calloc((size_t)S, sizeof(double));
@@ -448,10 +472,12 @@ int ref_attn_backward(const la_spec *spec, const la_shape *shape, const double *
                     dl[j] = dp;
                     gdot_out += pj * dp;
                 }
+                /* the sink: a key of value 0, so dP_sink = 0 and dL_sink = p_sink (0 - gdot_out) */
+                if (o && o->dsinks && spec->sink == LA_SINK_LEARNED) o->dsinks[h] -= w.r.psink * gdot_out;
                 /* P = softmax(L) -> dL_j = P_j (dP_j - sum_k P_k dP_k);
                  * entmax: dL_j = u_j (dP_j - sum u dP / sum u), u = p^(2-alpha) on the support */
                 double em_a = spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha, em_q = 0.0;
-                if (spec->norm != LA_NORM_SOFTMAX) {
+                if (spec->norm != LA_NORM_SOFTMAX && !sigm) {
                     double su = 0.0, sug = 0.0;
                     for (int j = 0; j < S; j++)
                         if (w.r.P[j] > 0.0) {
@@ -463,9 +489,9 @@ int ref_attn_backward(const la_spec *spec, const la_shape *shape, const double *
                 for (int d = 0; d < D; d++) drq[d] = 0.0;
                 for (int j = 0; j < S; j++) {
                     if (w.r.L[j] == -INFINITY) continue;
-                    double dL = spec->norm == LA_NORM_SOFTMAX
-                                    ? w.r.P[j] * (dl[j] - gdot_out)
-                                    : w.r.P[j] > 0.0 ? pow(w.r.P[j], 2.0 - em_a) * (dl[j] - em_q) : 0.0;
+                    double dL = sigm                            ? dl[j] * w.r.P[j] * (1.0 - w.r.P[j])
+                                : spec->norm == LA_NORM_SOFTMAX ? w.r.P[j] * (dl[j] - gdot_out)
+                                : w.r.P[j] > 0.0 ? pow(w.r.P[j], 2.0 - em_a) * (dl[j] - em_q) : 0.0;
                     /* L = mult * S + bias -> dS = dL mult ; d s_h += dL * dmds * S */
                     if (dlogn_s && spec->xform == LA_XF_LOGN) dlogn_s[h] += dL * w.r.dmds[j] * w.r.score[j];
                     double ds = dL * w.r.mult[j] * scale; /* S = scale * rq . rk */

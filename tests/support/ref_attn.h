@@ -47,6 +47,13 @@ typedef struct {
     double *das_beta;       /* (B, H, T) written by ref_attn_backward for asentmax, or NULL */
     double *das_gamma;      /* (B, H, T) written by ref_attn_backward for asentmax, or NULL */
     double *row_support;    /* (B, H, T) written by ref_attn_forward: keys with p > 0, or NULL */
+    /* issue 31: softmax+sink: sigma_h (learned: sinks, NULL = 0; fixed: spec->sink_fixed) joins
+     * the denominator, p_ij = exp(L_ij - lse_i), lse_i = log(sum_j e^L_ij + e^sigma_h), the entropy
+     * counts the sink's -p log p; backward writes d sigma_h = sum_i p_i,sink (0 - sum_j p_ij dP_ij)
+     * into dsinks (learned only). sigmoid / sigmoid-logn: p_ij = 1/(1 + e^-(L_ij + b)), b = sig_b,
+     * -ln(train) or -ln(n_q); lse holds sum_j p_ij; entropy that of p / sum p; dL = dP p (1 - p). */
+    const double *sinks;    /* (H) or NULL */
+    double *dsinks;         /* (H) written by ref_attn_backward, or NULL */
 } ref_attn_opts;
 
 /* Forward. q (B,H,T,D), k, v (B,Hkv,S,D) -> out (B,H,T,D), lse (B,H,T); entropy (B,H,T)
