@@ -72,8 +72,9 @@ static void test_quick_json(void **st) {
     cJSON *rows = cJSON_GetObjectItem(root, "rows");
     assert_true(cJSON_IsArray(rows));
     /* quick: per T in {128, 256}: causal fwd, sinv+prope fwd, entmax-1.5 fwd, sink fwd,
-     * sigmoid fwd (issue 31), then the same five fwd+bwd; then window(64) at 1024 fwd, fwd+bwd */
-    assert_int_equal(cJSON_GetArraySize(rows), 22);
+     * sigmoid fwd (issue 31), then the same five fwd+bwd; then window(64) at 1024 fwd, fwd+bwd;
+     * then the 8 reduced-precision rows below */
+    assert_int_equal(cJSON_GetArraySize(rows), 30);
     static const char *specs[] = {"softmax+causal", "softmax+sinv(tau=10)+prope(p=0.5)+causal",
                                   "entmax(alpha=1.5)+causal", "softmax+sink+causal", "sigmoid(b=-8)+causal"};
     for (int i = 0; i < 22; i++) {
@@ -123,9 +124,9 @@ static void test_quick_json(void **st) {
     }
     /* then per T in {128, 256}: softmax+causal with bf16 inputs fwd, fwd+bwd, then f16, each
      * with its time against the float32 kernel (interleaved calls) */
-    for (int i = 14; i < 22; i++) {
+    for (int i = 22; i < 30; i++) {
         cJSON *r = cJSON_GetArrayItem(rows, i);
-        int j = i - 14, Ti = j < 4 ? 128 : 256, bwd = j % 2;
+        int j = i - 22, Ti = j < 4 ? 128 : 256, bwd = j % 2;
         assert_string_equal(cJSON_GetObjectItem(r, "spec")->valuestring, "softmax+causal");
         assert_int_equal(cJSON_GetObjectItem(r, "T")->valueint, Ti);
         assert_string_equal(cJSON_GetObjectItem(r, "pass")->valuestring, bwd ? "fwd+bwd" : "fwd");
@@ -179,7 +180,7 @@ static void test_quick_text(void **st) {
     *eol = 0;
     assert_non_null(strstr(hdr, "/sgemm"));
     assert_non_null(strstr(hdr, "/peak"));
-    /* 22 rows, each with two ratio fields "<x.xx>x" */
+    /* 30 rows, each with two ratio fields "<x.xx>x" */
     int rows = 0;
     for (char *line = eol + 1; line && *line && *line != '\n'; ) {
         char *next = strchr(line, '\n');
@@ -190,7 +191,7 @@ static void test_quick_text(void **st) {
         rows++;
         line = next ? next + 1 : NULL;
     }
-    assert_int_equal(rows, 22);
+    assert_int_equal(rows, 30);
     free(out);
 }
 
