@@ -327,7 +327,9 @@ static cJSON *study_json(const study_results *r) {
         if (st->pk_trials > 0 && st->pk_steps > 0 && v->passkey_done) {
             cJSON_AddNumberToObject(o, "finetune_loss_first", v->ft_first_bpb);
             cJSON_AddNumberToObject(o, "finetune_loss_last", v->ft_last_bpb);
-            la_json_put(o, "finetune_curve", cJSON_CreateDoubleArray(v->ft_curve, v->n_ft));
+            /* no curve (ft_curve NULL): no key, as before; la_json_put frees the array when
+             * the insertion fails, where cJSON_AddItemToObject leaked it */
+            if (v->ft_curve) la_json_put(o, "finetune_curve", cJSON_CreateDoubleArray(v->ft_curve, v->n_ft));
         }
         cJSON *log = cJSON_AddArrayToObject(o, "training");
         for (int k = 0; k < v->n_log; k++) {
