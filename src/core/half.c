@@ -27,21 +27,38 @@ static void detect(void) {
         return;
     }
 #ifdef LA_X86
-    __builtin_cpu_init();
-    g_caps.avx2 = __builtin_cpu_supports("avx2") != 0;
-    g_caps.fma = __builtin_cpu_supports("fma") != 0;
-    /* F16C has no __builtin_cpu_supports name on every GCC; AVX2 CPUs all have it, and
-     * cpuid leaf 1 ECX bit 29 says so exactly */
-    {
-        unsigned a, b, c, d;
-        __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
-        g_caps.f16c = (c >> 29) & 1;
+    /* cpuid and xgetbv directly (Intel SDM vol. 2A, CPUID leaf 7): clang 14, which builds
+     * the fuzz targets, has no __builtin_cpu_supports name for avx512fp16 or avx512bf16 */
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+    unsigned max_leaf = a;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+    int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+    g_caps.fma = (c >> 12) & 1;
+    g_caps.f16c = (c >> 29) & 1;
+    /* XCR0: the OS saves the YMM state (bits 1-2) and the AVX-512 state (bits 5-7) */
+    unsigned long long xcr0 = 0;
+    if (osxsave) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        xcr0 = ((unsigned long long)hi << 32) | lo;
     }
-    g_caps.avx512f = __builtin_cpu_supports("avx512f") != 0;
-    g_caps.avx512bw = __builtin_cpu_supports("avx512bw") != 0;
-    g_caps.avx512vl = __builtin_cpu_supports("avx512vl") != 0;
-    g_caps.avx512bf16 = g_caps.avx512f && g_caps.avx512vl && __builtin_cpu_supports("avx512bf16");
-    g_caps.avx512fp16 = g_caps.avx512f && g_caps.avx512vl && __builtin_cpu_supports("avx512fp16");
+    int ymm_os = avx && (xcr0 & 0x6) == 0x6;
+    int zmm_os = ymm_os && (xcr0 & 0xe0) == 0xe0;
+    if (!ymm_os) g_caps.fma = g_caps.f16c = 0;
+    if (max_leaf >= 7) {
+        __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+        unsigned b7 = b, d7 = d, sub = a;
+        g_caps.avx2 = ymm_os && ((b7 >> 5) & 1);
+        g_caps.avx512f = zmm_os && ((b7 >> 16) & 1);
+        g_caps.avx512bw = g_caps.avx512f && ((b7 >> 30) & 1);
+        g_caps.avx512vl = g_caps.avx512f && ((b7 >> 31) & 1);
+        g_caps.avx512fp16 = g_caps.avx512f && g_caps.avx512vl && ((d7 >> 23) & 1);
+        if (sub >= 1) {
+            __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+            g_caps.avx512bf16 = g_caps.avx512f && g_caps.avx512vl && ((a >> 5) & 1);
+        }
+    }
 #endif
     size_t o = 0;
     g_feat[0] = 0;
