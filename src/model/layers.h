@@ -30,6 +30,16 @@ typedef struct {
     float *buf;      /* NULL: float32 operands; else bf16-rounded operand copies */
     size_t cap;      /* floats in buf: >= la_mm_bf16_floats of every product */
 } la_mm_ctx;
+/* Rows [*r0, *r1) of N for thread t of nt when a product is split into row blocks, one
+ * single-threaded sgemm per block. OpenBLAS computes the rows of a call in groups of its
+ * kernel's unroll (24 for the Haswell/Zen sgemm kernel of Debian's 0.3.21, measured: a
+ * split at a multiple of 8, 16, 32 or 64 changes the last rows' bits, at 24, 48 or 96 it
+ * does not) and the rows of a call's last partial group with another code path. Block
+ * bounds at multiples of LA_MM_ROW_ALIGN (a multiple of 8, 16, 24 and 32) put every row
+ * in the same kind of group whatever nt is, so the product is bitwise the same for any
+ * thread count. */
+#define LA_MM_ROW_ALIGN 96
+void la_mm_row_block(long N, int t, int nt, int *r0, int *r1);
 /* Floats of buf one product of N rows, in -> out features needs in bf16 mode. */
 size_t la_mm_bf16_floats(size_t N, size_t in, size_t out);
 /* y (N, out) = x (N, in) W^T (+ y if accumulate) */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "model/layers.h"
 #include "model/kv_hook.h"
 #include "model/posreg.h"
 
@@ -526,7 +527,8 @@ static void sgemm_rows(float *y, int ldy, const float *x, const float *W, int T,
     if (nt > T) nt = T;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int t = 0; t < nt; t++) {
-        int r0 = (int)((long)T * t / nt), r1 = (int)((long)T * (t + 1) / nt);
+        int r0, r1;
+        la_mm_row_block(T, t, nt, &r0, &r1);
         if (r1 > r0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, n, k, 1.0f, x + (size_t)r0 * k, k, W, k, beta,
                         y + (size_t)r0 * ldy, ldy);

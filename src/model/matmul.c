@@ -11,7 +11,8 @@
  * bf16 mode (mm->buf set, issue 29): each operand is copied rounded to bf16 into mm->buf
  * and the same sgemm calls run on the copies. No bf16 GEMM here: Debian's OpenBLAS 0.3.21
  * has no sbgemm, and the CPUs this was written on have no bf16 dot product; the rounding is
- * elementwise, so results stay bitwise the same for any thread count. */
+ * elementwise, so results stay bitwise the same for any thread count (with the row
+ * blocks of la_mm_row_block). */
 #include <cblas.h>
 #include <omp.h>
 
@@ -47,6 +48,15 @@ static void round_copy(float *dst, const float *src, size_t n) {
     }
 }
 
+void la_mm_row_block(long N, int t, int nt, int *r0, int *r1) {
+    /* each bound rounded to the nearest multiple of LA_MM_ROW_ALIGN; the last is N */
+    long a = LA_MM_ROW_ALIGN;
+    long b0 = (N * t / nt + a / 2) / a * a, b1 = (N * (t + 1) / nt + a / 2) / a * a;
+    if (b0 > N) b0 = N;
+    if (b1 > N || t == nt - 1) b1 = N;
+    *r0 = (int)b0, *r1 = (int)b1;
+}
+
 /* Next 64-byte aligned block of n floats in buf after *at. */
 static float *take(const la_mm_ctx *mm, size_t *at, size_t n) {
     float *p = mm->buf + *at;
@@ -71,7 +81,8 @@ void la_mm_forward(const la_mm_ctx *mm, float *y, const float *x, const float *W
     /* y (N, out) = x (N, in) . W^T (in, out), rows of y split across threads */
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int t = 0; t < nt; t++) {
-        int n0 = (int)((long)N * t / nt), n1 = (int)((long)N * (t + 1) / nt);
+        int n0, n1;
+        la_mm_row_block(N, t, nt, &n0, &n1);
         if (n1 > n0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n1 - n0, out, in, 1.0f,
                         x + (size_t)n0 * in, in, W, in, beta, y + (size_t)n0 * out, out);
@@ -102,13 +113,15 @@ void la_mm_backward(const la_mm_ctx *mm, float *dx, float *dW, const float *dy, 
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         /* backward of y = x W^T:  dx (N, in) = dy (N, out) . W (out, in), split over rows of dx */
-        int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+        int n0, n1;
+        la_mm_row_block(N, t, T, &n0, &n1);
         if (dx && n1 > n0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n1 - n0, in, out, 1.0f,
                         dy + (size_t)n0 * out, out, W, in, beta, dx + (size_t)n0 * in, in);
         /* dW (out, in) += dy^T (out, N) . x (N, in), split over rows of dW (no reduction
          * across threads: each thread owns its rows) */
-        int o0 = (int)((long)out * t / T), o1 = (int)((long)out * (t + 1) / T);
+        int o0, o1;
+        la_mm_row_block(out, t, T, &o0, &o1);
         if (o1 > o0)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, in, N, 1.0f, dy + o0, out,
                         x, in, 1.0f, dW + (size_t)o0 * in, in);
