@@ -303,8 +303,8 @@ setup_end:
                 tc.T, tc.grad_accum, nranks,
                 tc.grad_accum % nranks ? " (--accum not a multiple of the ranks: some ranks wait)" : "");
     else if (rank0 && nranks > 1)
-        fprintf(stderr, "  %d ranks (MPI): %d groups of %d ranks sharing each sequence (--seq-parallel), micro-batches "
-                "of %d x %d, %d per step over the groups%s\n", nranks, units, tc.seq_parallel, tc.B, tc.T,
+        fprintf(stderr, "  %d ranks (MPI): %d group%s of %d ranks sharing each sequence (--seq-parallel), micro-batches "
+                "of %d x %d, %d per step over the groups%s\n", nranks, units, units > 1 ? "s" : "", tc.seq_parallel, tc.B, tc.T,
                 tc.grad_accum, tc.grad_accum % units ? " (--accum not a multiple of the groups: some wait)" : "");
     progress_ctx pc = {isatty(STDERR_FILENO), tc.steps / 50 > 0 ? tc.steps / 50 : 1, 0};
     struct sigaction sa;
