@@ -107,6 +107,20 @@ LA_API la_status la_llama_tokenizer(const la_llama *m, la_tokenizer **out);
 LA_API la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T, int max_chunk,
                                   float *logits, int all_rows);
 
+/* Sequence-parallel prefill (issue 30): one sequence of T tokens (positions 0..T-1, no cache)
+ * split over the ranks of mpirun, which all call this with the same tokens (collective;
+ * one process: the whole sequence). Each rank runs every per-token operation (norms,
+ * products, the MLP) on its zigzag share of the rows (2 pieces of whole 64-token tiles;
+ * docs/mpi.md) and each layer's attention through the ring (la_attn_sp_forward: the model's
+ * spec with its GQA and RoPE at the tokens' absolute positions; every rank ends up holding
+ * every key and value, float32). Results, complete on every rank: logits (T, V) when not
+ * NULL; nll (T) when not NULL: nll[p] = -log softmax(logits[p])[tokens[p+1]] in double
+ * (nll[T-1] = 0). Bitwise the same for any number of ranks (products are cut at multiples
+ * of 24 rows, OpenBLAS's row groups). Refused (LA_EUNSUPPORTED): position-regime methods
+ * (la_llama_set_posreg), learned attention sinks. Errors agreed by every rank; LA_EINVAL,
+ * LA_ENOMEM, the kernel's. */
+LA_API la_status la_llama_prefill_sp(la_llama *m, const int32_t *tokens, int T, float *logits, double *nll);
+
 /* ---- decoding session (infer layer, src/infer/llama_session.c) ---- */
 
 /* The model plus a KV cache (any policy: full, window, sinks, h2o, +int8) plus the step
