@@ -22,6 +22,9 @@
 #           the 1-rank run
 #   longeval  longeval on the tiny GGUF of tests/python/test_longeval.py on 2 ranks: every
 #           output equal to 1 rank (timings aside); --resume on 2 ranks after cells removed
+#   prefill  llama-logits --seq-parallel (tiny GGUF, 700 tokens, GQA) on 1 rank byte-equal to
+#           the one-chunk cache-less forward, and on 2 and 3 ranks to 1 rank; perplexity
+#           --seq-parallel on 2 ranks reports 1 rank's numbers; without the flag refused
 #   fail    a data file missing on rank 1 only (mpirun MPMD): every rank exits non-zero
 #           (not a hang) with one error naming rank 1 and the file
 #   killed  a rank killed (SIGKILL) after step 3 (stop point train-step): mpirun ends the
@@ -312,6 +315,31 @@ else
     elif ! grep -q "(resumed)" e2r.log; then cat e2r.log; bad "longeval resume" "no cell was read back"
     elif strip e2 >e2.txt && cmp -s e1.txt e2.txt; then ok "longeval --resume np=2: outputs equal to 1 rank"
     else diff e1.txt e2.txt | cut -c1-200 | head -5; bad "longeval resume" "outputs differ from the 1-rank run"; fi
+    # sequence-parallel prefill (issue 30): 700 tokens (11 tiles: uneven zigzag pieces), GQA 4/2
+    ids=$(python3 -c "import random; random.seed(3); print(','.join(str(random.randrange(300)) for _ in range(700)))")
+    L="llama-logits --model tiny.gguf --ids $ids"
+    $bin $L --chunk 700 --out lf.npy >l.log 2>&1 && $bin $L --seq-parallel --out l1.npy >>l.log 2>&1 ||
+        { cat l.log; bad "llama-logits --seq-parallel" "1-rank run failed"; }
+    if ! cmp -s lf.npy l1.npy; then bad "llama-logits --seq-parallel" "1 rank differs from the one-chunk forward"
+    else ok "llama-logits --seq-parallel on 1 rank: logits byte-equal to the one-chunk forward"; fi
+    for n in 2 3; do
+        if ! timeout $HANG $MR -np $n $bin $L --seq-parallel --out l$n.npy >l$n.log 2>&1; then
+            cat l$n.log; bad "llama-logits --seq-parallel np=$n" "run failed"
+        elif ! cmp -s l1.npy l$n.npy; then bad "llama-logits --seq-parallel np=$n" "logits differ from 1 rank"
+        else ok "llama-logits --seq-parallel np=$n: logits byte-equal to 1 rank"; fi
+    done
+    P="perplexity --model tiny.gguf --text $root/data/pydoc/val/library__multiprocessing.txt --ctx 1000 --windows 2"
+    $bin $P --seq-parallel >pp1.txt 2>pp1.log || { cat pp1.log; bad "perplexity --seq-parallel" "1-rank run failed"; }
+    if ! timeout $HANG $MR -np 2 $bin $P --seq-parallel >pp2.txt 2>pp2.log; then
+        cat pp2.log; bad "perplexity --seq-parallel np=2" "run failed"
+    elif ! diff <(sed 's/[0-9.]* tok\/s//' pp1.txt) <(sed 's/[0-9.]* tok\/s//' pp2.txt) >/dev/null || ! grep -q overall pp2.txt; then
+        cat pp1.txt pp2.txt; bad "perplexity --seq-parallel np=2" "the report differs from 1 rank"
+    else ok "perplexity --seq-parallel np=2: the report equals 1 rank's (speed aside)"; fi
+    timeout $HANG $MR -np 2 $bin $P >pp3.txt 2>pp3.log
+    rc=$?
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "add --seq-parallel" pp3.log; then
+        cat pp3.log; bad "perplexity refused" "under mpirun without --seq-parallel: exit $rc"
+    else ok "perplexity under mpirun without --seq-parallel refused, naming the flag"; fi
 fi
 
 # ---- a rank that cannot read its data (MPMD: rank 1 gets a missing path)
