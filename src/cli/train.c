@@ -311,6 +311,7 @@ setup_end:
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
+    const int step0 = la_trainer_step_count(tr);
     s = la_trainer_run(tr, on_progress, &pc);
     signal(SIGINT, SIG_DFL);
     if (pc.tty && rank0) fprintf(stderr, "\n");
@@ -329,6 +330,11 @@ setup_end:
     } else if (rank0)
         fprintf(stderr, "longattn train: done, %d steps\n", la_trainer_step_count(tr));
     if (rank0) fprintf(stderr, "  weights %s, log %s\n", ckpt, csv);
+    if (tc.seq_parallel > 1 && nranks > 1) { /* every rank: its traffic (docs/mpi.md's scaling table) */
+        int ran = la_trainer_step_count(tr) - step0;
+        fprintf(stderr, "  [rank %d] --seq-parallel: %.1f MB sent through the ring, %.2f MB per step\n",
+                la_dist_rank(), la_dist_ring_bytes() / 1e6, la_dist_ring_bytes() / 1e6 / (ran > 0 ? ran : 1));
+    }
     rc = 0;
     goto done;
 fail:

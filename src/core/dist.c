@@ -35,6 +35,9 @@ int la_dist_launched_size(void) {
     return 1;
 }
 
+static double g_ring_bytes = 0; /* sent through la_dist_ring_start to another rank */
+double la_dist_ring_bytes(void) { return g_ring_bytes; }
+
 int la_dist_rank(void) { return g_rank; }
 int la_dist_size(void) { return g_size; }
 int la_dist_world_rank(void) { return g_wrank; }
@@ -253,6 +256,7 @@ la_status la_dist_ring_start(const void *send, size_t n_send, void *recv, size_t
     if (rc != MPI_SUCCESS) return mpi_err(rc, "MPI_Irecv (ring)");
     rc = MPI_Isend(send, (int)n_send, MPI_BYTE, next, 30, g_comm, &g_ring[1]);
     if (rc != MPI_SUCCESS) return mpi_err(rc, "MPI_Isend (ring)");
+    g_ring_bytes += (double)n_send;
     g_ring_busy = 1;
     return LA_OK;
 }

@@ -76,6 +76,9 @@ void la_dist_barrier(void);
 la_status la_dist_ring_start(const void *send, size_t n_send, void *recv, size_t n_recv);
 la_status la_dist_ring_test(int *done);
 la_status la_dist_ring_wait(void);
+/* Bytes this process has sent to another rank through the ring since it started (not
+ * collective; 0 when alone): what sequence parallelism costs in traffic. */
+double la_dist_ring_bytes(void);
 
 /* Collective over all processes: cut them into groups of k consecutive ranks (world ranks
  * [g k, (g+1) k) form group g; *group = g, *n_groups = size / k). Until la_dist_group_end
