@@ -12,9 +12,9 @@
 #           each variant data-parallel) and 3 ranks with --ranks-per-variant 1 give the
 #           outputs of 1 rank; 3 ranks with groups of 2 are refused on every rank, naming
 #           both numbers and the fix
-#   seq-parallel  train --seq-parallel 2 (logn + p-RoPE + window, GQA, T = 768) on 2 ranks and
+#   seq-parallel  train --seq-parallel 2 (logn + p-RoPE + window, GQA, B = 2, T = 1000) on 2 ranks and
 #           on 4 (2 groups of 2): weights and log bitwise equal to 1 rank; refused on 3 ranks
-#           and at T = 384; a study with "seq_parallel": 2 on 2 ranks equal to 1 rank
+#           and at T = 150; a study with "seq_parallel": 2 on 2 ranks equal to 1 rank
 #   synth   synth --quick (6 cells) on 1 and 3 ranks: outputs equal, timings aside
 #   synth seeds  synth --quick --seeds 2 (4 cells) on 1 and 3 ranks: outputs equal
 #   synth-resume  synth on 2 ranks killed once each rank has stored its first cell (stop
@@ -196,7 +196,7 @@ else diff gs1.txt gs2.txt | cut -c1-200 | head -5; bad "rpv seeds np=2" "outputs
 
 # ---- seq_parallel (issue 30): groups of ranks share each training sequence
 TS="train --data corpus/train --layers 1 --d-model 16 --heads 2 --kv-heads 1 --spec softmax+logn+prope(p=0.5)+window(300)
-    --batch 1 --seq-len 768 --accum 2 --eval-every 2 --ckpt-every 1"
+    --batch 2 --seq-len 1000 --accum 2 --eval-every 2 --ckpt-every 1"
 $bin $TS --steps 3 --out p1 >p1.log 2>&1 || { cat p1.log; bad "seq-parallel" "1-rank run failed"; }
 for n in 2 4; do
     if ! timeout $HANG $MR -np $n $bin $TS --steps 3 --seq-parallel 2 --out p$n >p$n.log 2>&1; then
@@ -214,11 +214,11 @@ rc=$?
 if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat px.log; bad "seq-parallel refused" "np 3 with groups of 2: exit $rc"
 elif ! grep -q "seq_parallel is 2 but 3 ranks.*mpirun -np 4" px.log; then cat px.log; bad "seq-parallel refused" "np 3: no error naming 2, 3 and the fix"
 else ok "train --seq-parallel 2 on 3 ranks refused, naming both and the fix"; fi
-timeout $HANG $MR -np 2 $bin ${TS/--seq-len 768/--seq-len 384} --steps 1 --seq-parallel 2 --out px >px.log 2>&1
+timeout $HANG $MR -np 2 $bin ${TS/--seq-len 1000/--seq-len 150} --steps 1 --seq-parallel 2 --out px >px.log 2>&1
 rc=$?
-if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat px.log; bad "seq-parallel refused" "seq-len 384: exit $rc"
-elif ! grep -q "multiple of 768.*but it is 384" px.log; then cat px.log; bad "seq-parallel refused" "seq-len 384: no error naming 768"
-else ok "train --seq-parallel 2 at --seq-len 384 refused (a multiple of 768 needed)"; fi
+if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat px.log; bad "seq-parallel refused" "seq-len 150: exit $rc"
+elif ! grep -q "150 tokens is too short.*at least 193" px.log; then cat px.log; bad "seq-parallel refused" "seq-len 150: no error naming 193"
+else ok "train --seq-parallel 2 at --seq-len 150 refused (at least 193: 4 tiles)"; fi
 cp "$root/tests/mpi/tiny_study_sp.json" sp.json
 $bin study sp.json --ranks-per-variant 1 --seq-parallel 1 --out q1 --no-plots >q1.log 2>&1 || { cat q1.log; bad "study seq_parallel" "1-rank study failed"; }
 strip q1 >q1.txt

@@ -149,7 +149,7 @@ static void test_bad_files_have_clear_errors(void **state) {
         assert_int_equal(s.ranks_per_variant, 2);
         assert_int_equal(s.seq_parallel, 1);
     }
-    /* seq_parallel (issue 30): divides ranks_per_variant (its default), seq_len a multiple of 384 x it */
+    /* seq_parallel (issue 30): divides ranks_per_variant (its default), seq_len of 2 x it tiles */
 #define SP_OK "\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 1536, \"lr\": 0.001, \"specs\": [\"softmax\"]"
     {
         la_study s;
@@ -162,8 +162,8 @@ static void test_bad_files_have_clear_errors(void **state) {
     }
     expect_error("{" SP_OK ", \"seq_parallel\": 2, \"ranks_per_variant\": 3}", LA_EFORMAT,
                  "\"seq_parallel\" (2) must divide \"ranks_per_variant\" (3)", "multiple of 2", NULL);
-    expect_error("{" MIN_OK ", \"seq_parallel\": 2}", LA_EFORMAT, "\"seq_len\" (128) to be a multiple of 768",
-                 "use seq_len 768", NULL);
+    expect_error("{" MIN_OK ", \"seq_parallel\": 2}", LA_EFORMAT, "\"seq_len\" (128) is too short",
+                 "use seq_len >= 193", NULL);
     expect_error("{" SP_OK ", \"seq_parallel\": 0}", LA_EFORMAT, "\"seq_parallel\"", NULL, NULL);
 #undef SP_OK
     expect_error("[1, 2]", LA_EFORMAT, "one JSON object", NULL, NULL);

@@ -171,7 +171,7 @@ typedef struct {
     int seq_parallel;          /* "seq_parallel": under mpirun, this many ranks of a variant's group
                                   share each training sequence (la_train_config.seq_parallel); it
                                   must divide ranks_per_variant, which defaults to it when the file
-                                  does not give it, and seq_len must be a multiple of 384 x it.
+                                  does not give it, and seq_len must be at least 64 (2 it - 1) + 1.
                                   The numbers do not depend on it. Default 1 */
 } la_study;
 

@@ -32,7 +32,7 @@ static void usage(FILE *f) {
                                   "the file's \"ranks_per_variant\"; the numbers do not depend on it)"},
         {"--seq-parallel K", "under mpirun: K ranks of a group share each training sequence\n"
                              "(instead of the file's \"seq_parallel\"; K divides the group,\n"
-                             "seq_len a multiple of 384 K; the numbers do not depend on it)"},
+                             "seq_len at least 128 K; the numbers do not depend on it)"},
         {NULL, NULL},
     };
     cli_help(f,

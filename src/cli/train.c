@@ -43,7 +43,7 @@ static void usage(FILE *f) {
         {"--seq-len T", "training context (default 128)"},
         {"--accum N", "micro-batches per step (default 1)"},
         {"--seq-parallel K", "under mpirun: K ranks share each sequence (default 1; the\n"
-                             "sequence length must be a multiple of 384 K; docs/mpi.md)"},
+                             "sequence length at least 128 K; docs/mpi.md)"},
         {"--optimizer NAME", "adamw | muon (default adamw)"},
         {"--precision P", "f32 | bf16 (default f32): bf16 rounds every matrix-product and\n"
                           "attention operand to bf16, accumulates in float32, keeps float32\n"

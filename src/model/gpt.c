@@ -83,11 +83,13 @@ struct la_model {
     const la_sp_part *cur_sp;
 };
 
-/* The rows this process computes of N = B*T: all of them, or (sp) its two ranges of every
- * sequence; n0: first row, n: count. */
-#define FOR_ROWS(sp, N, i, n0, n)                                               \
-    for (int i = 0, n0 = 0, n = 0; i < ((sp) ? 2 * (sp)->B : 1); i++)          \
-        if ((n = (sp) ? la_sp_range((sp), i, &n0) : (n0 = 0, (int)(N))) > 0)
+/* The rows this process computes of N = B*T, as ranges [n0, n0 + n): all of them, or (sp)
+ * its two pieces of every sequence widened to whole 24-row groups (la_sp_wide_range: the
+ * products' rows take one process's sgemm path; the extra rows are never read before the
+ * gathers overwrite them). Row-wise work and products alike run on these ranges. */
+#define FOR_ROWS(sp, N, i, n0, n)                                                               \
+    for (int i = 0, n0 = 0, n = 0;                                                             \
+         (sp) ? (n = la_sp_wide_range((sp), &i, &n0)) > 0 : (i++ == 0 && (n = (int)(N)) > 0);)
 
 enum { EVAL_CHUNK = 256 };
 
@@ -629,21 +631,18 @@ void la_model_set_seq_parallel(la_model *m, int on) {
 }
 
 /* Sequence parallelism for a training forward of B x T over the current process group's
- * ranks (the trainer's sequence group): this rank's rows, or a refusal agreed by every rank.
- * T a multiple of 384 P: the 2P zigzag chunks of every rank (attn/ring.h) are then whole
- * multiples of 192 rows (three 64-row tiles, two LA_MM_ROW_ALIGN blocks, eight 24-row sgemm
- * groups), so a product over a rank's rows takes, for every row, the code path of one call
- * over all B*T rows (layers.h: la_mm_row_block), and the model stays bitwise one process's. */
+ * ranks (the trainer's sequence group): this rank's rows (attn/ring.h's zigzag pieces), or
+ * a refusal agreed by every rank. Each rank needs 2 non-empty pieces: T of at least 2P
+ * 64-row tiles. */
 static la_status sp_begin(la_model *m, int B, int T) {
     m->cur_sp = NULL;
-    int P = la_dist_size(), r = la_dist_rank(), unit = 384 * P;
+    int P = la_dist_size(), r = la_dist_rank(), min_T = LA_SP_MIN_T(P);
     if (!m->seq_parallel || P == 1) return LA_OK;
     la_status st = LA_OK;
-    if (T % unit)
-        st = la_fail(LA_EINVAL, "seq_parallel %d needs a sequence length that is a multiple of %d (384 x %d: "
-                     "each rank holds 2 pieces of every sequence, each whole 192-row blocks) but it is %d: "
-                     "use --seq-len %d (or seq_len in the study file), or a smaller seq_parallel",
-                     P, unit, P, T, (T / unit + 1) * unit);
+    if (T < min_T)
+        st = la_fail(LA_EINVAL, "seq_parallel %d: a sequence of %d tokens is too short to split over %d ranks (each "
+                     "holds 2 of its 2 x %d pieces of whole 64-token tiles); use a sequence length of at least %d, "
+                     "or a smaller seq_parallel", P, T, P, P, min_T);
     else if (m->asent)
         st = la_fail(LA_EINVAL, "seq_parallel %d: the spec %s uses ASEntmax, whose beta/gamma layer is not split "
                      "over the ranks; train it with seq_parallel 1", P, m->cfg.spec);

@@ -52,20 +52,27 @@ void la_mm_backward(const la_mm_ctx *mm, float *dx, float *dW, const float *dy, 
 
 /* Sequence parallelism (issue 30, la_model_set_seq_parallel): this rank's rows of a (B, T)
  * batch in the zigzag layout of attn/ring.h (rows [rows[0], rows[1]) and [rows[2], rows[3])
- * of every sequence). Row-wise work runs on these rows only; a product over them is cut at
- * the ranges' bounds, which the model keeps at multiples of 192 rows (whole 64-row tiles and
- * whole LA_MM_ROW_ALIGN blocks), so every row is computed by the same sgemm code path as in
- * one call over all B*T rows. */
+ * of every sequence). Row-wise work runs on these rows only. A product runs on them widened
+ * to whole 24-row groups of the B*T rows (the last clamped to B*T) and merged where they
+ * meet (la_sp_wide_range): its calls then start at multiples of 24, so every row is computed
+ * by the same sgemm code path as in one call over all B*T rows (see la_mm_row_block); the
+ * extra rows (other ranks') are computed from whatever they hold and must never be read
+ * before they are gathered. */
 typedef struct {
     int P, r, B, T;
     int rows[4];
 } la_sp_part;
+/* The shortest sequence P ranks share: 2P tiles of 64 rows (the last may be partial). */
+#define LA_SP_MIN_T(P) (64 * (2 * (P) - 1) + 1)
 /* Range i of [0, 2B): returns its length (0: empty), *n0 its first row of the B*T. */
 int la_sp_range(const la_sp_part *p, int i, int *n0);
-/* la_mm_forward on this rank's rows of y (B*T, out), x (B*T, in) */
+/* The next widened range of this rank's rows for a product, from range *i on (start with
+ * *i = 0): its length (0: no more) and *n0 its first row. */
+int la_sp_wide_range(const la_sp_part *p, int *i, int *n0);
+/* la_mm_forward on this rank's (widened) rows of y (B*T, out), x (B*T, in) */
 void la_mm_forward_rows(const la_sp_part *p, const la_mm_ctx *mm, float *y, const float *x, const float *W,
                         int in, int out, int accumulate);
-/* dx = dy W (+ dx) on this rank's rows (la_mm_backward without dW) */
+/* dx = dy W (+ dx) on this rank's (widened) rows (la_mm_backward without dW) */
 void la_mm_dx_rows(const la_sp_part *p, const la_mm_ctx *mm, float *dx, const float *dy, const float *W, int in,
                    int out, int accumulate);
 

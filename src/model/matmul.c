@@ -138,16 +138,30 @@ int la_sp_range(const la_sp_part *p, int i, int *n0) {
     return p->rows[2 * j + 1] - p->rows[2 * j];
 }
 
+int la_sp_wide_range(const la_sp_part *p, int *i, int *n0) {
+    const int N = p->B * p->T;
+    int a = -1, b = -1;
+    while (*i < 2 * p->B) { /* the ranges come in increasing row order */
+        int s, n = la_sp_range(p, *i, &s);
+        int wa = s / 24 * 24, wb = (s + n + 23) / 24 * 24 < N ? (s + n + 23) / 24 * 24 : N;
+        if (n > 0 && a >= 0 && wa > b) break; /* a gap: the next call starts there */
+        (*i)++;
+        if (n <= 0) continue;
+        if (a < 0) a = wa, b = wb;
+        else if (wb > b) b = wb;
+    }
+    *n0 = a;
+    return a < 0 ? 0 : b - a;
+}
+
 void la_mm_forward_rows(const la_sp_part *p, const la_mm_ctx *mm, float *y, const float *x, const float *W,
                         int in, int out, int accumulate) {
-    for (int i = 0, n0, n; i < 2 * p->B; i++)
-        if ((n = la_sp_range(p, i, &n0)) > 0)
-            la_mm_forward(mm, y + (size_t)n0 * out, x + (size_t)n0 * in, W, n, in, out, accumulate);
+    for (int i = 0, n0, n; (n = la_sp_wide_range(p, &i, &n0)) > 0;)
+        la_mm_forward(mm, y + (size_t)n0 * out, x + (size_t)n0 * in, W, n, in, out, accumulate);
 }
 
 void la_mm_dx_rows(const la_sp_part *p, const la_mm_ctx *mm, float *dx, const float *dy, const float *W, int in,
                    int out, int accumulate) {
-    for (int i = 0, n0, n; i < 2 * p->B; i++)
-        if ((n = la_sp_range(p, i, &n0)) > 0)
-            la_mm_backward(mm, dx + (size_t)n0 * in, NULL, dy + (size_t)n0 * out, NULL, W, n, in, out, accumulate);
+    for (int i = 0, n0, n; (n = la_sp_wide_range(p, &i, &n0)) > 0;)
+        la_mm_backward(mm, dx + (size_t)n0 * in, NULL, dy + (size_t)n0 * out, NULL, W, n, in, out, accumulate);
 }

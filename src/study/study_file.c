@@ -284,11 +284,10 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
                  s.seq_parallel, s.ranks_per_variant, s.seq_parallel);
         goto done;
     }
-    if (s.seq_parallel > 1 && s.seq_len % (384 * s.seq_parallel)) {
-        st = BAD("%s: key \"seq_parallel\" (%d) needs \"seq_len\" (%d) to be a multiple of %d (384 x %d: each rank "
-                 "holds 2 pieces of every sequence, whole 192-row blocks); use seq_len %d", where, s.seq_parallel,
-                 s.seq_len, 384 * s.seq_parallel, s.seq_parallel,
-                 (s.seq_len / (384 * s.seq_parallel) + 1) * 384 * s.seq_parallel);
+    if (s.seq_parallel > 1 && s.seq_len < 64 * (2 * s.seq_parallel - 1) + 1) {
+        st = BAD("%s: key \"seq_parallel\" (%d): \"seq_len\" (%d) is too short to split over %d ranks (each holds 2 "
+                 "of its 2 x %d pieces of whole 64-token tiles); use seq_len >= %d", where, s.seq_parallel,
+                 s.seq_len, s.seq_parallel, s.seq_parallel, 64 * (2 * s.seq_parallel - 1) + 1);
         goto done;
     }
     if ((st = get_num(root, "lr", "lr", 0, 1, 1, where, &s.lr)) != LA_OK) goto done;

@@ -66,11 +66,11 @@ static la_status check_config(const la_train_config *c) {
         "train config: eval_every=%d, ckpt_every=%d must be >= 0 and eval_batches=%d >= 1",
         c->eval_every, c->ckpt_every, c->eval_batches);
     REQ(c->seq_parallel >= 0, "train config: seq_parallel=%d must be >= 0", c->seq_parallel);
-    REQ(c->seq_parallel <= 1 || c->T % (384 * c->seq_parallel) == 0,
-        "train config: seq_parallel %d needs a sequence length that is a multiple of %d (384 x %d: each rank "
-        "holds 2 pieces of every sequence, whole 192-row blocks) but it is %d: use a sequence length of %d "
-        "(--seq-len, or seq_len in a study file) or a smaller seq_parallel", c->seq_parallel,
-        384 * c->seq_parallel, c->seq_parallel, c->T, (c->T / (384 * c->seq_parallel) + 1) * 384 * c->seq_parallel);
+    REQ(c->seq_parallel <= 1 || c->T >= 64 * (2 * c->seq_parallel - 1) + 1,
+        "train config: seq_parallel %d: a sequence of %d tokens is too short to split over %d ranks (each holds 2 "
+        "of its 2 x %d pieces of whole 64-token tiles); use a sequence length of at least %d (--seq-len, or "
+        "seq_len in a study file) or a smaller seq_parallel", c->seq_parallel, c->T, c->seq_parallel,
+        c->seq_parallel, 64 * (2 * c->seq_parallel - 1) + 1);
     REQ(memchr(c->ckpt_path, 0, sizeof c->ckpt_path) && memchr(c->csv_path, 0, sizeof c->csv_path),
         "train config: ckpt_path / csv_path not NUL-terminated");
 #undef REQ
