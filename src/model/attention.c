@@ -129,8 +129,8 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
     if (s == LA_OK && sp) {  /* every rank's rows of what the gains' and weights' gradients sum over
                               * (dq: query rows, dk, dv: key rows; the QK-norm inputs) */
         float *full[] = {sc->dqh, sc->dkh, sc->dvh, a->q_raw, a->q_rstd, a->k_raw, a->k_rstd, (float *)x};
-        int heads[] = {B * H, B * K, B * K, B, B, B, B, B}, width[] = {D, D, D, H * D, H, K * D, K, C};
-        for (int i = 0; i < 8 && s == LA_OK; i++) s = la_attn_sp_gather(full[i], heads[i], T, width[i], NULL);
+        s = la_sp_gather_all(8, full, (int[]){B * H, B * K, B * K, B, B, B, B, B}, T,
+                             (int[]){D, D, D, H * D, H, K * D, K, C});
     }
     *d->t_attn += omp_get_wtime() - t0;
     LA_PROF_LAP(LA_PROF_ATTN);

@@ -588,8 +588,7 @@ static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, 
         la_mm_backward(tm, NULL, G + o->w_fc, m->dh, a->ln2, P + o->w_fc, N, C, F, 0);
         la_mm_dx_rows(sp, tm, m->dln, m->dh, P + o->w_fc, C, F, 0);
         float *full[] = {m->dln, a->mid, a->ln2_rstd};  // for F3 (its gain's gradient sums over rows)
-        int width[] = {C, C, 1};
-        for (int i = 0; i < 3; i++) LA_TRY(la_attn_sp_gather(full[i], B, T, width[i], NULL));
+        LA_TRY(la_sp_gather_all(3, full, (int[]){B, B, B}, T, (int[]){C, C, 1}));
     } else {
         la_mlp_backward(tm, m->dln, G + o->w_fc, G + o->w_proj, m->dh, m->dres, a->ln2, a->h_pre,
                         a->h_act, P + o->w_fc, P + o->w_proj, N, C, F);
@@ -600,8 +599,7 @@ static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, 
     LA_TRY(la_attn_layer_backward(&d, &w, &g, &a->at, &m->sc, a->ln1, m->dres, m->dln));
     if (sp) {  // for F1: dln of every rank, the block input and the norm's rstd
         float *full[] = {m->dln, (float *)x_in, a->ln1_rstd};  // x_in: the previous block's output buffer
-        int width[] = {C, C, 1};
-        for (int i = 0; i < 3; i++) LA_TRY(la_attn_sp_gather(full[i], B, T, width[i], NULL));
+        LA_TRY(la_sp_gather_all(3, full, (int[]){B, B, B}, T, (int[]){C, C, 1}));
     }
     /* F1: dres += d RMSNorm(x) -> dres is now d x_in */
     la_rmsnorm_backward(m->dres, G + o->ln1_g, m->dln, x_in, a->ln1_rstd, P + o->ln1_g, N, C);
@@ -737,13 +735,11 @@ la_status la_model_backward(la_model *m) {
     if (sp) { /* sequence parallelism: every weight and gain gradient from every rank's rows, by
                * the one-process call; the products' dx of this rank's rows. From here on dres
                * holds every row (each RMSNorm backward runs on complete inputs). */
-        LA_TRY(la_attn_sp_gather(m->logits, B, T, V, NULL));
-        LA_TRY(la_attn_sp_gather(m->lnf, B, T, C, NULL));
+        float *head[] = {m->logits, m->lnf}, *full[] = {m->dln, xL, m->lnf_rstd};
+        LA_TRY(la_sp_gather_all(2, head, (int[]){B, B}, T, (int[]){V, C}));
         la_mm_backward(&m->mm, NULL, G + m->off_lm_head, m->logits, m->lnf, P + m->off_lm_head, N, C, V, 0);
         la_mm_dx_rows(sp, &m->mm, m->dln, m->logits, P + m->off_lm_head, C, V, 0);
-        float *full[] = {m->dln, xL, m->lnf_rstd};
-        int width[] = {C, C, 1};
-        for (int i = 0; i < 3; i++) LA_TRY(la_attn_sp_gather(full[i], B, T, width[i], NULL));
+        LA_TRY(la_sp_gather_all(3, full, (int[]){B, B, B}, T, (int[]){C, C, 1}));
     } else {
         la_mm_backward(&m->mm, m->dln, G + m->off_lm_head, m->logits, m->lnf,
                        P + m->off_lm_head, N, C, m->V, 0);

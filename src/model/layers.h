@@ -66,6 +66,8 @@ typedef struct {
 #define LA_SP_MIN_T(P) (64 * (2 * (P) - 1) + 1)
 /* Range i of [0, 2B): returns its length (0: empty), *n0 its first row of the B*T. */
 int la_sp_range(const la_sp_part *p, int i, int *n0);
+/* Every rank's rows of n arrays x[i] (heads[i], T, width[i]) (la_attn_sp_gather each). */
+la_status la_sp_gather_all(int n, float *const *x, const int *heads, int T, const int *width);
 /* The next widened range of this rank's rows for a product, from range *i on (start with
  * *i = 0): its length (0: no more) and *n0 its first row. */
 int la_sp_wide_range(const la_sp_part *p, int *i, int *n0);

@@ -19,7 +19,9 @@
 #include <assert.h>
 #include <string.h>
 
+#include "attn/ring.h"
 #include "core/half.h"
+#include "core/internal.h"
 #include "core/prof.h"
 #include "model/layers.h"
 
@@ -136,6 +138,11 @@ int la_sp_range(const la_sp_part *p, int i, int *n0) {
     int b = i / 2, j = i % 2;
     *n0 = b * p->T + p->rows[2 * j];
     return p->rows[2 * j + 1] - p->rows[2 * j];
+}
+
+la_status la_sp_gather_all(int n, float *const *x, const int *heads, int T, const int *width) {
+    for (int i = 0; i < n; i++) LA_TRY(la_attn_sp_gather(x[i], heads[i], T, width[i], NULL));
+    return LA_OK;
 }
 
 int la_sp_wide_range(const la_sp_part *p, int *i, int *n0) {
