@@ -4,6 +4,7 @@
  * S = Q K^T is taken with K transposed into (D, BK); P V, dS K, P^T dO and dS^T Q read
  * their A operand with strides. On AVX-512 builds a 6 x 64 register block is used. */
 #include "attn/attn_internal.h"
+#include "core/half.h"
 
 #include <math.h>
 #include <string.h>
@@ -235,13 +236,14 @@ float la_row_plogit(const float *P, const float *L, float mx, int n) {
 
 /* y = exp(x - mx), exactly 0 where x = -inf (masked). exp by range reduction
  * x = n ln2 + r, |r| <= ln2/2, Taylor polynomial of degree 7 (relative error < 1e-8 before
- * rounding), scaled by 2^n with scalef (gradual underflow to 0). */
+ * rounding), scaled by 2^n with scalef (gradual underflow to 0); the constants are core/half.h's
+ * LA_EXP_*, shared with the AVX2 la_exp_sub_f32. */
 float la_exp_sub(const float *x, float mx, float *y, int n) {
     int i = 0;
 #ifdef __AVX512F__
     const __m512 vm = _mm512_set1_ps(mx), lo = _mm512_set1_ps(-104.0f);
-    const __m512 l2e = _mm512_set1_ps(1.44269504088896341f);
-    const __m512 ln2h = _mm512_set1_ps(0.693359375f), ln2l = _mm512_set1_ps(-2.12194440e-4f);
+    const __m512 l2e = _mm512_set1_ps(LA_EXP_LOG2E);
+    const __m512 ln2h = _mm512_set1_ps(LA_EXP_LN2_HI), ln2l = _mm512_set1_ps(LA_EXP_LN2_LO);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 acc = _mm512_setzero_ps();
     for (; i < n; i += 16) {
@@ -252,12 +254,12 @@ float la_exp_sub(const float *x, float mx, float *y, int n) {
         __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(t, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         __m512 r = _mm512_fnmadd_ps(nn, ln2h, t);
         r = _mm512_fnmadd_ps(nn, ln2l, r);
-        __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+        __m512 p = _mm512_set1_ps(LA_EXP_C7);
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C6));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C5));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C4));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C3));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C2));
         p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
         p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
         p = _mm512_scalef_ps(p, nn);
