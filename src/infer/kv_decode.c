@@ -279,7 +279,10 @@ la_status la_kv_decode_attend(la_kv_cache *c, int layer, const la_spec *spec, co
         if (rotates) la_kv_rotate(qr, c->s_cs + (size_t)(n - 1) * Dz, D);
         for (int d = 0; d < D; d++) qr[d] *= f;
     }
-    const int64_t nch = (n + LA_KV_DEC_CHUNK - 1) / LA_KV_DEC_CHUNK, items = (int64_t)Hkv * nch;
+    /* a work item is one chunk of every kv head in turn: the chunk's RoPE table rows (as many
+     * bytes as an f16 key row) are then read from memory once per layer and from the L1/L2
+     * cache for the other kv heads, not once per kv head */
+    const int64_t nch = (n + LA_KV_DEC_CHUNK - 1) / LA_KV_DEC_CHUNK, items = nch;
     float *lg = c->mass; /* (H, n) logits, then probabilities when asked */
     int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
     if (nt > c->d_nthr) nt = c->d_nthr; /* per-thread buffers were sized at la_kv_new */
@@ -287,8 +290,8 @@ la_status la_kv_decode_attend(la_kv_cache *c, int layer, const la_spec *spec, co
     if (nt < 1) nt = 1;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int64_t it = 0; it < items; it++) {
-        const int hk = (int)(it / nch);
-        chunk_item(c, L, hk, it % nch, nch, n, rotates, lg + (size_t)hk * G * (size_t)n, omp_get_thread_num());
+        for (int hk = 0; hk < Hkv; hk++)
+            chunk_item(c, L, hk, it, nch, n, rotates, lg + (size_t)hk * G * (size_t)n, omp_get_thread_num());
     }
     /* merge each head's chunks in chunk order */
     for (int h = 0; h < H; h++) {
