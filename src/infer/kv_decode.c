@@ -8,12 +8,16 @@
  *     together, so each k and v row is read (and converted) once for all of them, never
  *     once per query head;
  *   - the context is split into chunks of LA_KV_DEC_CHUNK keys (a constant, independent
- *     of the thread count); a work item is one (kv head, chunk) pair: its rows are
- *     converted to float in one bulk call (F16C when the CPU has it, dispatched at run time
- *     by core/half.h; the conversion is exact, so LA_PORTABLE=1 gives bitwise the same
- *     result), rotated by their slot position (RoPE table shared with kv_stream.c), and
- *     the item's partial softmax (max m_c, sum l_c = sum exp(s - m_c), unnormalised output
- *     o_c = sum exp(s - m_c) v) is written to its own slot;
+ *     of the thread count); a work item is one chunk of every kv head in turn (the chunk's
+ *     RoPE table rows stay in the CPU caches across the kv heads); for each (kv head,
+ *     chunk) the rows are converted to float (exact), rotated by their slot position (RoPE
+ *     table shared with kv_stream.c), and the partial softmax (max m_c, sum
+ *     l_c = sum exp(s - m_c), unnormalised output o_c = sum exp(s - m_c) v) is written to
+ *     its own slot. Two implementations, chosen at run time: the AVX2 + FMA + F16C one
+ *     (chunk_fast: conversion, rotation and products fused in registers, polynomial exp)
+ *     and the portable loop (chunk_item's own body; LA_PORTABLE=1, other CPUs and shapes).
+ *     They round differently (not bitwise equal; both within the float64-reference
+ *     bound of tests/test_kv_decode.c);
  *   - the partials of each query head are merged in chunk order (flash-decoding's
  *     log-sum-exp merge: M = max m_c, Z = sum l_c e^(m_c - M), out = sum o_c e^(m_c - M) / Z),
  *     so the result is bitwise the same for any thread count and any schedule.
