@@ -313,8 +313,8 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     };
     la_workspace *ws = opts->ws;
     if (!ws) {
-        ws = *own_ws = la_workspace_new();
-        if (!ws) return la_fail(LA_ENOMEM, "attention: cannot allocate a workspace");
+        LA_TRY(la_workspace_create(own_ws));
+        ws = *own_ws;
     }
     LA_TRY(la_ws_carve(ws, req, (int)(sizeof req / sizeof req[0])));
 

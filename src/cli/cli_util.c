@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "core/internal.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -101,11 +102,7 @@ int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cl
     return -1;
 }
 
-double cli_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double cli_now(void) { return la_now_s(); }
 
 int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtype def_type, la_kv_params *kp) {
     if (la_kv_policy_parse(policy ? policy : "full", kp) != LA_OK) return cli_usage_error(cmd, "--kv: %s", la_errmsg());

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/internal.h"
 #include "longattn.h"
 
 static void usage(FILE *f) {
@@ -31,26 +32,6 @@ static void usage(FILE *f) {
              "or SentencePiece BPE). Prints one token a line: id and its text (escaped), then the\n"
              "count.",
              opts, NULL);
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *s = malloc(cap);
-    for (size_t got; s && (got = fread(s + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *p = realloc(s, cap *= 2);
-            if (!p) { free(s); s = NULL; }
-            else s = p;
-        }
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) { free(s); return NULL; }
-    *len = n;
-    return s;
 }
 
 static void print_escaped(const char *s, size_t n) {
@@ -153,11 +134,12 @@ int cli_tokenize(int argc, char **argv) {
     const char *text = prompt;
     if (prompt) {
         len = strlen(prompt);
-    } else if (!(text = owned = read_file(text_path, &len))) {
-        fprintf(stderr, "longattn tokenize: cannot read %s: %s\n", text_path, strerror(errno));
+    } else if (la_read_file(text_path, 0, &owned, &len) != LA_OK) {
+        fprintf(stderr, "longattn tokenize: %s\n", la_errmsg());
         la_tokenizer_free(t);
         return 1;
     }
+    if (owned) text = owned;
     la_token_buf b = {0};
     int rc = 0;
     if (la_tokenizer_encode(t, text, len, flags, &b) != LA_OK) {

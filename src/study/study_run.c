@@ -22,12 +22,6 @@
 #define TAG_PK 0x706b5f6576616c5fULL     /* "pk_eval_": passkey evaluation grid */
 #define TAG_MIX 0x706b5f6d69785f5fULL    /* "pk_mix__": passkey rows of pre-training batches */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 la_study_opts la_study_opts_default(void) {
     la_study_opts o;
     memset(&o, 0, sizeof o);
@@ -74,7 +68,7 @@ static double variant_flops(const la_study *st, int vocab) {
 
 static void report(tracker *tk, double flops) {
     tk->flops_done += flops;
-    double el = now_s() - tk->t0;
+    double el = la_now_s() - tk->t0;
     tk->p.elapsed_s = el;
     tk->p.eta_s = (tk->flops_done > 0 && el > 0.2)
                       ? el / tk->flops_done * fmax(0.0, tk->flops_total - tk->flops_done) : NAN;
@@ -516,7 +510,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
     if ((s = la_trainer_new(m, NULL, &tc, &tr)) != LA_OK) goto out;
     la_rng order;
     la_rng_seed(&order, st->seed ^ TAG_TRAIN);
-    double t0 = now_s(), tail_sum = 0;
+    double t0 = la_now_s(), tail_sum = 0;
     int tail_n = 0, tail_from = st->steps - (st->steps / 10 > 0 ? st->steps / 10 : 1);
     eval_ctx ec = {m, NULL};
     /* every length scores the same text: spans of the longest length, cut into windows */
@@ -589,13 +583,13 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
             tk->p.val_loss = vb;
             tk->flops_done += (double)n_val * span * tk->c_L;
         }
-        if ((s = log_row(v, step + 1, tb, vb, t_before + now_s() - t0)) != LA_OK) goto out;
+        if ((s = log_row(v, step + 1, tb, vb, t_before + la_now_s() - t0)) != LA_OK) goto out;
         report(tk, train_flops);
         if ((step + 1) % st->val_every == 0 || step + 1 == st->steps) {
             /* trainer checkpoint first, then what the loop keeps besides: a kill between the
              * two leaves steps that differ, and the variant then reruns (above) */
             if ((s = la_dist_agree(leader ? la_trainer_save(tr, ck) : LA_OK)) != LA_OK) goto out;
-            cJSON *j = side_state(step + 1, &order, &mix_rng, tail_sum, tail_n, t_before + now_s() - t0, v);
+            cJSON *j = side_state(step + 1, &order, &mix_rng, tail_sum, tail_n, t_before + la_now_s() - t0, v);
             s = j ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
             if (s == LA_OK && leader) s = la_cells_save(cells, side_key, j);
             cJSON_Delete(j);
@@ -604,12 +598,12 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
         }
     }
     v->final_train_bpb = tail_sum / tail_n;
-    v->train_s = t_before + now_s() - t0;
+    v->train_s = t_before + la_now_s() - t0;
     la_trainer_free(tr);
     tr = NULL;
 
     /* ---- validation loss at every evaluation length, buckets of L positions */
-    t0 = now_s();
+    t0 = la_now_s();
     ec.tk = tk;
     int n_eval_windows = 0;
     for (int i = 0; i < st->n_eval_lens; i++) { /* this rank's share of them (group_eval_loss) */
@@ -629,7 +623,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
             goto out;
         v->tokens[i] = (int64_t)(span / T) * T * st->eval_windows;
     }
-    v->eval_s = now_s() - t0;
+    v->eval_s = la_now_s() - t0;
     v->trained = 1;
     /* the pre-trained weights whose losses are in the table (the passkey fine-tune, scored
      * on the answer digits only, does not keep the language model) */
@@ -637,7 +631,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
 
     /* ---- passkey: fine-tune at L on the answer digits, then the exact-match grid */
     if (st->pk_trials > 0) {
-        t0 = now_s();
+        t0 = la_now_s();
         if (st->pk_steps > 0) {
             la_train_config fc = tc;
             fc.steps = st->pk_steps;
@@ -710,7 +704,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
         free(mine);
         free(counts);
         if (s != LA_OK) goto out;
-        v->passkey_s = now_s() - t0;
+        v->passkey_s = la_now_s() - t0;
     }
     v->passkey_done = 1;
     if (st->pk_trials > 0 && st->pk_steps > 0 &&
@@ -728,7 +722,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     la_study_opts opts = opts_in ? *opts_in : la_study_opts_default();
     if (summary) memset(summary, 0, sizeof *summary);
     const char *data = opts.data ? opts.data : st->data;
-    double t_start = now_s();
+    double t_start = la_now_s();
     char path[4096];
     la_docs train = {0}, val = {0};
     study_results *r = la_calloc(1, sizeof *r);
@@ -910,7 +904,7 @@ pre:
         }
         /* keep the ETA honest whatever the flop model missed for this variant */
         tk.flops_done = before + variant_flops(st, r->vocab);
-        r->wall_s = now_s() - t_start;
+        r->wall_s = la_now_s() - t_start;
         if (la_dist_world_size() == 1 && (s = la_study_write_tables(r, out_dir)) != LA_OK)
             break; /* finished variants are kept */
     }
@@ -938,7 +932,7 @@ pre:
         s = la_study_write_plots(r, out_dir, opts.gnuplot ? opts.gnuplot : "gnuplot", &plots_ok, warn, sizeof warn);
     else
         snprintf(warn, sizeof warn, "plots switched off");
-    r->wall_s = now_s() - t_start;
+    r->wall_s = la_now_s() - t_start;
     if (s == LA_OK && writer) s = la_study_write_tables(r, out_dir); /* with the final wall time */
     /* rank 0's outcome (write errors, failed variants) is every rank's */
     if (la_dist_size() > 1) {

@@ -51,12 +51,6 @@ static const char *errmsg_copy(synth_state *S) {
     return S->msg;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static la_status write_text(const char *path, const char *text) {
     la_afile af;
     LA_TRY(la_afile_open(&af, path));
@@ -260,7 +254,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     int32_t *in = la_malloc((size_t)o->batch * T * sizeof *in);
     int32_t *tg = la_malloc((size_t)o->batch * T * sizeof *tg);
     if (s == LA_OK && (!in || !tg)) s = la_fail(LA_ENOMEM, "out of memory for a %d x %d batch", o->batch, T);
-    double t0 = now_s(), ema = NAN;
+    double t0 = la_now_s(), ema = NAN;
     const uint64_t train_seed = seed * 1000003ULL + 17 * (uint64_t)p->task;
     for (int step = 0; step < o->steps && s == LA_OK; step++) {
         la_step_info info;
@@ -279,16 +273,16 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
         if (((step + 1) % 50 == 0 || step + 1 == o->steps) && S->progress) {
             la_synth_progress pr = {.event = LA_SYNTH_TRAINING, .task = p->task, .spec = spec,
                                     .step = step + 1, .steps = o->steps, .loss = ema,
-                                    .elapsed_s = now_s() - t0, .seed = seed};
+                                    .elapsed_s = la_now_s() - t0, .seed = seed};
             S->progress(S->user, &pr);
         }
     }
     r->steps = o->steps;
-    r->train_s = now_s() - t0;
+    r->train_s = la_now_s() - t0;
     r->final_loss = ema;
     free(in);
     free(tg);
-    double t1 = now_s();
+    double t1 = la_now_s();
     const uint64_t eval_seed = seed * 7919ULL + 1000 + 31 * (uint64_t)p->task;
     for (int mult = 1; mult <= o->max_mult && s == LA_OK; mult *= 2) {
         eval_point *e = &r->pt[r->n_points++];
@@ -308,7 +302,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
             S->progress(S->user, &pr);
         }
     }
-    r->eval_s = now_s() - t1;
+    r->eval_s = la_now_s() - t1;
     la_trainer_free(tr);
     la_model_free(m);
     if (s == LA_EUNSUPPORTED) return s; /* the caller skips the spec, la_errmsg() says why */
