@@ -19,7 +19,6 @@
 
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
 #define TAG_FT 0x66696e6574756e65ULL     /* "finetune": passkey fine-tune examples */
-#define TAG_PK 0x706b5f6576616c5fULL     /* "pk_eval_": passkey evaluation grid */
 #define TAG_MIX 0x706b5f6d69785f5fULL    /* "pk_mix__": passkey rows of pre-training batches */
 
 la_study_opts la_study_opts_default(void) {
@@ -434,10 +433,6 @@ static void remove_train_ckpt(const la_cells *cells, const char *key) {
     }
     snprintf(p, sizeof p, "%s/%s.json", cells->dir, side);
     unlink(p);
-}
-
-uint64_t la_study_passkey_seed(uint64_t seed, int li, int di, int k) {
-    return (seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
 }
 
 /* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>[_seed<seed>].safetensors
