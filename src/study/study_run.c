@@ -16,6 +16,7 @@
 #include "core/dist.h"
 #include "study/study_internal.h"
 #include "tasks/cells.h"
+#include "tasks/grid.h"
 
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
 #define TAG_FT 0x66696e6574756e65ULL     /* "finetune": passkey fine-tune examples */
@@ -69,8 +70,7 @@ static void report(tracker *tk, double flops) {
     tk->flops_done += flops;
     double el = la_now_s() - tk->t0;
     tk->p.elapsed_s = el;
-    tk->p.eta_s = (tk->flops_done > 0 && el > 0.2)
-                      ? el / tk->flops_done * fmax(0.0, tk->flops_total - tk->flops_done) : NAN;
+    tk->p.eta_s = el > 0.2 ? la_grid_eta(el, tk->flops_done, tk->flops_total) : NAN;
     if (tk->opts->progress) tk->opts->progress(tk->opts->user, &tk->p);
 }
 
@@ -824,11 +824,10 @@ pre:
         /* under mpirun rank 0 opens (a fresh run empties cells/) before the others join in
          * resume mode, which only checks the fingerprint: no rank deletes another's cell */
         cJSON *fp = study_fingerprint(st, data, r);
-        s = fp ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
-        if (s == LA_OK && writer) s = la_cells_open(&cells, out_dir, "study", fp, opts.resume);
-        if ((s = la_dist_agree(s)) == LA_OK && !writer) s = la_cells_open(&cells, out_dir, "study", fp, 1);
+        s = la_dist_agree(fp ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory"));
+        if (s == LA_OK) s = la_grid_open(&cells, out_dir, "study", fp, opts.resume);
         cJSON_Delete(fp);
-        if ((s = la_dist_agree(s)) != LA_OK) goto out;
+        if (s != LA_OK) goto out;
     }
     int n_resumed = 0, n_continued = 0;
     /* a variant that fails (e.g. diverges) is recorded and the others still run */

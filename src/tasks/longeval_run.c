@@ -16,6 +16,7 @@
 #include "core/internal.h"
 #include "io/gnuplot.h"
 #include "tasks/cells.h"
+#include "tasks/grid.h"
 #include "tasks/longeval_internal.h"
 
 void openblas_set_num_threads(int);
@@ -627,42 +628,12 @@ static void on_tick(void *user, double frac) {
     le_tick_state *t = user;
     if (!t->fn || frac >= 1) return; /* the cell's own line follows at frac = 1 */
     double cell_s = la_now_s() - t->ts, work = t->done + frac * t->cost;
-    double eta = work > 0 ? (t->run_s + cell_s) / work * (t->all - work) : 0;
+    double eta = work > 0 ? la_grid_eta(t->run_s + cell_s, work, t->all) : 0;
     char note[1536];
     snprintf(note, sizeof note, "cell %d/%d (%s, L = %lld): %.0f%% done (elapsed %.0f s, ETA %.0f s)", t->n_done + 1,
              t->n_mine, t->cell->method_text, (long long)t->cell->L, 100 * frac, la_now_s() - t->t0, eta);
     la_longeval_progress p = {t->n_mine, t->n_done, NULL, la_now_s() - t->t0, eta, note};
     t->fn(t->user, &p);
-}
-
-/* Collective: the cells each rank ran (owner) to rank 0, then the whole table to every
- * rank (cells are plain data). */
-static la_status share_cells(la_longeval_cell *cells, const int *owner, int nc) {
-    int N = la_dist_size(), me = la_dist_rank(), mine = 0;
-    for (int i = 0; i < nc; i++) mine += owner[i] == me;
-    size_t *counts = la_calloc((size_t)N, sizeof *counts);
-    la_longeval_cell *send = la_malloc((size_t)(mine ? mine : 1) * sizeof *send);
-    la_longeval_cell *recv = me == 0 ? la_malloc((size_t)nc * sizeof *recv) : NULL;
-    la_status st = counts && send && (me != 0 || recv) ? LA_OK : la_fail(LA_ENOMEM, "longeval: out of memory (gather)");
-    st = la_dist_agree(st);
-    if (st == LA_OK) {
-        for (int i = 0, k = 0; i < nc; i++) {
-            counts[owner[i]] += sizeof *send;
-            if (owner[i] == me) send[k++] = cells[i];
-        }
-        st = la_dist_agree(la_dist_gatherv_bytes(send, recv, counts, 0));
-    }
-    if (st == LA_OK && me == 0) { /* rank r's cells arrive in cell order, ranks in order */
-        size_t k = 0;
-        for (int r = 0; r < N; r++)
-            for (int i = 0; i < nc; i++)
-                if (owner[i] == r) cells[i] = recv[k++];
-    }
-    if (st == LA_OK) st = la_dist_agree(la_dist_bcast(cells, (size_t)nc * sizeof *cells, 0));
-    free(counts);
-    free(send);
-    free(recv);
-    return st;
 }
 
 la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn fn, void *user,
@@ -838,8 +809,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         n_done++;
         if (st == LA_OK && fn) {
             double el = la_now_s() - t0;
-            double eta = work_tokens_done > 0 && run_s > 0 ? run_s / work_tokens_done * (work_tokens_all - work_tokens_done)
-                                                           : 0;
+            double eta = work_tokens_done > 0 && run_s > 0 ? la_grid_eta(run_s, work_tokens_done, work_tokens_all) : 0;
             la_longeval_progress p = {n_mine, n_done, cell, el, eta, NULL};
             fn(user, &p);
         }
@@ -847,7 +817,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     free(cost);
     if (N > 1) { /* a rank that failed stops them all here, named; rank 0 collects */
         st = la_dist_agree(st);
-        if (st == LA_OK) st = share_cells(cells, owner, nc);
+        if (st == LA_OK) st = la_grid_gather(cells, sizeof *cells, owner, nc, 1, "longeval");
     }
     free(owner);
     if (st == LA_OK && o.out_dir && me == 0) st = write_outputs(&o, cells, c.C, &c.stream, la_now_s() - t0);
