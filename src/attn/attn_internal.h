@@ -133,7 +133,7 @@ int la_tile_class(const la_rowvis *rows, int nr, int j0, int nc);
  * to the tile; returns how many (0..2). */
 int la_row_cols(const la_rowvis *rv, int j0, int nc, int c[4]);
 
-/* ---- call context (attn.c) -------------------------------------------------------- */
+/* ---- call context (attn_ctx.c) -------------------------------------------------------- */
 
 typedef struct {
     const la_spec *spec;
@@ -410,7 +410,12 @@ extern int la_softmax_bwd_fused;
  * backward with prepared K/V tiles always, 3 the pair backward without them always, 0 the
  * dense tile products and two-pass backward. Bitwise the same. */
 extern int la_entmax_sparse;
-/* Per-thread scratch the softmax kernels need for head dimension D. */
+/* Key tiles per sweep of the fused softmax backward over the query tiles: each query
+ * tile's Q, dO and dq rows are read once per block of LA_SOFTMAX_NB key tiles instead of
+ * once per key tile (softmax.c). */
+#define LA_SOFTMAX_NB 4
+/* Per-thread scratch the softmax kernels need for head dimension D: every context gets it
+ * (attn_ctx.c; the other kernels' extra goes in la_ctx_extra.thread_bytes). */
 size_t la_softmax_scratch_bytes(int D);
 
 /* ---- entmax family on a context (entmax_attn.c) ---------------------------------- */
