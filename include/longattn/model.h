@@ -173,7 +173,7 @@ LA_API void la_model_set_threads(la_model *m, int n_threads);
  * tokens: each rank computes its zigzag share of every sequence's rows (src/attn/ring.h),
  * the attention goes through the ring, and each weight gradient is computed from every
  * rank's rows as one process computes it; loss and gradients are then bitwise one
- * process's, on every rank. T must hold 2 x ranks 64-token tiles; ASEntmax and learned sinks
+ * process's, on every rank (with OpenBLAS on one thread, as longattn runs it). T must hold 2 x ranks 64-token tiles; ASEntmax and learned sinks
  * are refused (LA_EINVAL, agreed by every rank). One rank, or la_model_eval: no effect. */
 LA_API void la_model_set_seq_parallel(la_model *m, int on);
 /* Precision of the model's matrix products and attention inputs (issue 29): LA_DTYPE_F32
