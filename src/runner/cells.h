@@ -12,8 +12,8 @@
  * compute the cell and la_cells_save it. Doubles go through la_cells_num / la_cells_get_num
  * (NaN and infinities survive as null / strings; finite values round-trip exactly because
  * cJSON prints 17 significant digits when 15 do not read back the same). */
-#ifndef LA_TASKS_CELLS_H
-#define LA_TASKS_CELLS_H
+#ifndef LA_RUNNER_CELLS_H
+#define LA_RUNNER_CELLS_H
 
 #include <cjson/cJSON.h>
 

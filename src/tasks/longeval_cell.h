@@ -1,7 +1,7 @@
-/* longeval_internal.h -- shared between longeval.c (tasks, one cell) and longeval_run.c
- * (runner, files). Experiments layer, internal. */
-#ifndef LA_TASKS_LONGEVAL_INTERNAL_H
-#define LA_TASKS_LONGEVAL_INTERNAL_H
+/* longeval_cell.h -- shared between longeval.c (tasks: one cell) and runner/longeval_run.c
+ * (the runner: files, ranks, resume). Experiments layer, not public. */
+#ifndef LA_TASKS_LONGEVAL_CELL_H
+#define LA_TASKS_LONGEVAL_CELL_H
 
 #include "longattn.h"
 

@@ -1,6 +1,6 @@
 /* Shared between the diagnose runners (diagnose_run.c, diagnose_passkey.c); not public. */
-#ifndef LA_TASKS_DIAGNOSE_INTERNAL_H
-#define LA_TASKS_DIAGNOSE_INTERNAL_H
+#ifndef LA_RUNNER_DIAGNOSE_INTERNAL_H
+#define LA_RUNNER_DIAGNOSE_INTERNAL_H
 
 #include "longattn.h"
 
