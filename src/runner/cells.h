@@ -17,7 +17,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "longattn.h" /* la_status; core/internal.h is included by the .c files (its guard does not cover all of it) */
+#include "longattn/core.h" /* la_status: the one module header it needs (issue 32: not the umbrella) */
 
 typedef struct {
     char dir[2048];  /* DIR/cells */
