@@ -1,6 +1,7 @@
 /*
  * longattn/infer.h -- inference (layer infer): KV cache with eviction policies and f32 /
- * f16 / bf16 / int8 storage, next-token sampling, incremental decoding of the GPT through a KV cache.
+ * f16 / bf16 / int8 storage, next-token sampling, one decoding session over any language model
+ * (la_lm), generation and perplexity.
  */
 #ifndef LONGATTN_INFER_H
 #define LONGATTN_INFER_H
@@ -262,37 +263,135 @@ LA_API size_t la_sample_scratch_bytes(int V);
 LA_API la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
                                  void *scratch, int32_t *token);
 
-/* ---- incremental decoding of the GPT through a KV cache ---- */
+/* ---- one decoding session over a language model (issue 32) ---- */
 
-/* A model plus a KV cache plus the buffers of one decoding step (opaque). Each
- * la_decoder_step runs T new tokens through every block exactly as la_model_forward does
- * (same layer functions, SPEC 7), except that attention is la_kv_attend over the cache:
- * the tokens' QK-normed, un-rotated k and v are appended to each layer's cache (evicting by
- * the policy) and the queries attend over the kept tokens. With the full policy the logits
- * of a token equal those of one la_model_forward over the whole prefix (tests/test_decode.c).
- * With evicting policies the kept tokens are re-indexed (StreamingLLM positions). */
-typedef struct la_decoder la_decoder;
+/* A language model (la_lm: the GPT through la_model_lm, a GGUF model through la_llama_lm)
+ * plus a KV cache of any element type and policy (opaque). Each la_session_step runs T
+ * new tokens through every block of the model exactly as its cache-less forward does
+ * (la_model_forward, la_llama_forward), except that attention goes over the cache: the
+ * tokens' (QK-normed, for the GPT) un-rotated k and v are appended to each layer's cache
+ * (evicting by the policy) and the queries attend over the kept tokens. With the full
+ * policy the logits of a token equal those of one forward over the whole prefix
+ * (tests/test_decode.c, tests/test_llama.c); with evicting policies the kept tokens sit at
+ * re-indexed positions (StreamingLLM, see the KV cache section above). Window / sinks
+ * caches with a spec la_kv_stream_exact accepts: a step of T tokens gives exactly the
+ * logits and the kept set of T steps of one token (exact chunked streaming); other
+ * evicting cases (h2o, ...) see the cache as evicted before the step. */
+typedef struct la_session la_session;
+
+/* Fill the shape fields of p (n_layers, H, Hkv, D) from the model. Errors: LA_EINVAL. */
+LA_API la_status la_lm_kv_params(const la_lm *lm, la_kv_params *p);
+
+/* Session over lm (whose model must outlive it) with the policy fields of *policy (shape
+ * fields are taken from the model; for full, policy->max_tokens is the longest stream).
+ * max_step: the most tokens one step may take, in [1, la_kv_max_chunk]. Errors: LA_EINVAL
+ * (NULL, bad policy, bad max_step), LA_ENOMEM. */
+LA_API la_status la_session_new(la_lm *lm, const la_kv_params *policy, int max_step, la_session **out);
+LA_API void la_session_free(la_session *s);
+/* Start a new stream (empties the cache, position 0). */
+LA_API void la_session_reset(la_session *s);
+LA_API la_kv_cache *la_session_cache(la_session *s);
+LA_API la_lm *la_session_lm(const la_session *s);
+LA_API int la_session_max_step(const la_session *s);
+/* Tokens appended so far (the stream position of the next token); -1 for NULL. */
+LA_API int64_t la_session_pos(const la_session *s);
+/* Make dst continue exactly where src stands (cache state and position): both sessions of
+ * the same model, policy and max_step. A fork of a shared prefix (src/infer/kv_fork.c).
+ * Errors: LA_EINVAL (NULL, different model, max_step or cache shape). */
+LA_API la_status la_session_copy(la_session *dst, const la_session *src);
+/* Run tokens (T) through the model, appending to the cache. logits: (T, V) if all_rows,
+ * else (1, V) for the last token only; may be NULL. Errors: LA_EINVAL (NULL, T outside
+ * [1, max_step], token outside the vocabulary, a full cache out of room: the message says
+ * how many tokens it holds), others from the kernel. */
+LA_API la_status la_session_step(la_session *s, const int32_t *tokens, int T, float *logits, int all_rows);
+
+/* ---- incremental decoding of the GPT (the former decoder: a la_session) ---- */
+
+/* la_decoder is a la_session over la_model_lm(m); the functions below are the la_session_*
+ * ones under their former names. One difference, kept from before issue 32: a decoder
+ * does not stream exactly -- a step of T > 1 tokens under window / sinks sees the cache as
+ * evicted before it (kv-eval --chunk); la_session_new streams exactly. */
+typedef struct la_session la_decoder;
 
 /* Fill the shape fields of p (n_layers, H, Hkv, D) from the model's config. */
 LA_API la_status la_kv_params_for_model(const la_model *m, la_kv_params *p);
 
-/* Decoder for m (which must outlive it) with the policy fields of *policy (shape fields
- * are taken from the model; for full, policy->max_tokens is the longest stream).
- * max_step: the most tokens one la_decoder_step may take, in [1, la_kv_max_chunk].
- * Errors: LA_EINVAL (NULL, bad policy, bad max_step), LA_EFORMAT (model lacks a tensor),
- * LA_ENOMEM. */
+/* Decoder for m (which must outlive it): la_session_new(la_model_lm(m), ...) without exact
+ * streaming. Errors: LA_EINVAL (NULL, bad policy, bad max_step), LA_ENOMEM. */
 LA_API la_status la_decoder_new(la_model *m, const la_kv_params *policy, int max_step, la_decoder **out);
 LA_API void la_decoder_free(la_decoder *d);
 /* Start a new stream (empties the cache). */
 LA_API void la_decoder_reset(la_decoder *d);
 LA_API la_kv_cache *la_decoder_cache(la_decoder *d);
 LA_API int la_decoder_max_step(const la_decoder *d);
-
-/* Run tokens (T) through the model, appending to the cache. logits: (T, V) if all_rows,
- * else (1, V) for the last token only; may be NULL. Errors: LA_EINVAL (NULL, T outside
- * [1, max_step], token outside the vocabulary, a full cache out of room), others from the
- * kernel. */
+/* la_session_step. */
 LA_API la_status la_decoder_step(la_decoder *d, const int32_t *tokens, int T, float *logits, int all_rows);
+
+/* ---- generation and perplexity over a session, for every model family (issue 32) ---- */
+
+typedef struct {
+    la_sample_params sample; /* default la_sample_params_default() */
+    int64_t max_new;         /* tokens to generate at most, >= 0; default 256 */
+    uint64_t seed;           /* seed of the sampler's la_rng (one uniform draw per token); default 1 */
+    int prefill_chunk;       /* prompt tokens per step, in [1, la_session_max_step]; 0 (default): max_step */
+    const int32_t *stop;     /* n_stop tokens that end generation (not emitted), or NULL */
+    int n_stop;
+    /* called with each generated token in order (may be NULL); a status other than LA_OK
+     * ends generation and is returned */
+    la_status (*on_token)(void *user, int32_t token);
+    void *user;
+} la_generate_params;
+
+typedef struct {
+    int64_t n_new;            /* tokens generated (emitted) */
+    int stopped;              /* 1 if a stop token ended generation before max_new */
+    double prefill_s, decode_s; /* wall seconds of the prompt's steps and of the generation loop */
+} la_generate_result;
+
+LA_API la_generate_params la_generate_params_default(void);
+
+/* Feed prompt (n_prompt >= 1 tokens) to the session in steps of prefill_chunk (the last
+ * row's logits only), then up to max_new times: draw a token from the logits
+ * (la_sample_token with the next uniform of la_rng seeded by seed), stop if it is a stop
+ * token, hand it to on_token, and (unless it was the last) step it through the session.
+ * The session continues from where it stands (la_session_reset it for a new stream).
+ * res may be NULL. Errors: LA_EINVAL (NULL, n_prompt < 1, max_new < 0, prefill_chunk
+ * outside [0, max_step]), LA_ENOMEM, those of la_session_step, la_sample_token and
+ * on_token. */
+LA_API la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_prompt, const la_generate_params *gp,
+                             la_generate_result *res);
+
+/* Position buckets of la_perplexity: bucket b holds window positions [2^b, 2^(b+1)). */
+#define LA_PPL_BUCKETS 32
+
+typedef struct {
+    int64_t ctx;             /* window length in tokens, >= 2 (a full cache needs max_tokens >= ctx) */
+    int chunk;               /* tokens per step, in [1, la_session_max_step]; 0 (default): max_step */
+    int64_t max_windows;     /* score at most this many windows; 0 (default): all */
+    const int *token_bytes;  /* (V) bytes each token stands for in the text, or NULL: 1 per token */
+    /* called after each window (may be NULL) */
+    void (*progress)(void *user, int64_t done, int64_t total);
+    void *user;
+} la_perplexity_params;
+
+typedef struct {
+    int64_t windows, tokens; /* windows scored, tokens scored (ctx - 1 per window) */
+    double nll, bytes;       /* summed next-token NLL (nats) and bytes of the scored tokens */
+    double seconds;          /* wall time of the windows */
+    double bucket_nll[LA_PPL_BUCKETS], bucket_bytes[LA_PPL_BUCKETS];
+    int64_t bucket_n[LA_PPL_BUCKETS];
+} la_perplexity_result;
+
+LA_API la_perplexity_params la_perplexity_params_default(void);
+
+/* Next-token NLL of ids (n tokens) over non-overlapping windows of ctx tokens (n / ctx of
+ * them, at most max_windows): each window starts from an empty cache (la_session_reset)
+ * and is fed in steps of chunk tokens with every row's logits; its first token is not
+ * scored. nll = log(sum_v exp(z_v - max z)) + max z - z_target, summed in double, overall
+ * and by the target's window position p in bucket floor(log2 p). Errors: LA_EINVAL (NULL,
+ * ctx < 2, n < ctx, chunk outside [0, max_step]), LA_ENOMEM, those of la_session_step. */
+LA_API la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_perplexity_params *pp,
+                               la_perplexity_result *res);
 
 /* ---- deprecated names: kept so existing programs compile (with a warning naming
  * the replacement); see the naming rule in longattn.h ---- */

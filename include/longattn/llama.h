@@ -1,7 +1,7 @@
 /*
  * longattn/llama.h -- pretrained Llama-family models from GGUF files (SPEC 9): the model
  * (model layer, src/model/llama.c) and a decoding session over the KV cache (infer layer,
- * src/infer/llama_session.c). Included by longattn.h.
+ * src/infer/session.c). Included by longattn.h.
  *
  * Architectures: "llama" (Llama 2/3, Mistral, SmolLM, TinyLlama) and "qwen2" (q/k/v
  * biases). Per layer, x (T, C):
@@ -99,6 +99,10 @@ LA_API const la_spec *la_llama_spec(const la_llama *m);
 /* Tokenizer from the file's tokenizer.ggml.* metadata (la_tokenizer_from_gguf). */
 LA_API la_status la_llama_tokenizer(const la_llama *m, la_tokenizer **out);
 
+/* The model as a language model (longattn/model.h): what la_session_new, la_generate and
+ * la_perplexity take. Belongs to m (no free). NULL for NULL. */
+LA_API la_lm *la_llama_lm(la_llama *m);
+
 /* Forward of T tokens (one sequence, positions 0..T-1) with attention over the T tokens
  * themselves (no cache): logits (T, V) when all_rows, else the last row (1, V).
  * Runs in chunks of max_chunk tokens (<= 0: 512) over an internal KV buffer of T tokens,
@@ -107,17 +111,11 @@ LA_API la_status la_llama_tokenizer(const la_llama *m, la_tokenizer **out);
 LA_API la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T, int max_chunk,
                                   float *logits, int all_rows);
 
-/* ---- decoding session (infer layer, src/infer/llama_session.c) ---- */
+/* ---- decoding session (infer layer: la_session over la_llama_lm, src/infer/session.c) ---- */
 
-/* The model plus a KV cache (any policy: full, window, sinks, h2o, +int8) plus the step
- * buffers. Each step appends T new tokens' (un-rotated) k and v to every layer's cache
- * and attends over the kept tokens with la_kv_attend. With the full policy the logits
- * equal la_llama_forward's over the whole prefix; with evicting policies the kept tokens
- * sit at re-indexed positions (StreamingLLM), see the KV cache section of longattn.h.
- * window / sinks caches with a spec la_kv_stream_exact accepts: a step of T tokens gives
- * exactly the logits and the kept set of T steps of one token (exact chunked streaming);
- * other evicting cases (h2o, ...) see the cache as evicted before the step. */
-typedef struct la_llama_session la_llama_session;
+/* la_llama_session is a la_session (longattn/infer.h) over la_llama_lm(m); the functions
+ * below are the la_session_* ones under their former names. */
+typedef struct la_session la_llama_session;
 
 /* Fill the shape fields of p (n_layers, H, Hkv, D) from the model. */
 LA_API la_status la_llama_kv_params(const la_llama *m, la_kv_params *p);

@@ -204,6 +204,27 @@ LA_API la_status la_model_save(const la_model *m, const char *path);
  * LA_ESPEC (bad spec in metadata), LA_ENOMEM. */
 LA_API la_status la_model_load(const char *path, la_model **out);
 
+/* ---- one language-model interface (issue 32) ---- */
+
+/* A language model seen through the interface the decoding session (la_session_new,
+ * longattn/infer.h), la_generate and la_perplexity use, whatever its family: the
+ * byte-level GPT (la_model_lm) and the GGUF Llama-family model (la_llama_lm,
+ * longattn/llama.h). Opaque; it belongs to its model (no free, valid while the model
+ * lives). Inside: the vocabulary, the context length, the KV cache's shape and the
+ * model's block forward over new tokens with the KV-cache hook (src/model/lm.h). */
+typedef struct la_lm la_lm;
+
+/* The GPT as a la_lm (NULL for NULL). */
+LA_API la_lm *la_model_lm(la_model *m);
+/* Vocabulary size V (0 for NULL). */
+LA_API int la_lm_vocab(const la_lm *lm);
+/* Trained context length: the GPT's train_len, a GGUF file's context_length (0 for NULL). */
+LA_API int64_t la_lm_context(const la_lm *lm);
+/* The attention spec the model's blocks run (NULL for NULL). */
+LA_API const la_spec *la_lm_spec(const la_lm *lm);
+/* "gpt" or "llama" (NULL for NULL). */
+LA_API const char *la_lm_family(const la_lm *lm);
+
 /* ---- deprecated names: kept so existing programs compile (with a warning naming
  * the replacement); see the naming rule in longattn.h ---- */
 

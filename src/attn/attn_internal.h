@@ -340,8 +340,10 @@ void la_key_mass_for(const la_attn_ctx *c, const float *row_stat, la_tile_probs_
 /* Tile product, the one shape every pass uses:
  *     C[i][0:N] (+)= sum_k A(i, k) * B[k][0:N]      i < M, k < K
  * with A(i, k) = A[i*sai + k*sak] (so A may be read transposed), B (K, ldb) row-major,
- * C (M, ldc). acc = 0 overwrites C, 1 accumulates. AVX-512 register-blocked kernel when
- * the build targets it, plain loops otherwise (la_mm_generic, kept for tests). */
+ * C (M, ldc). acc = 0 overwrites C, 1 accumulates. Register-blocked kernels chosen at run
+ * time (la_cpu(): AVX-512, else AVX2 + FMA), plain loops otherwise and under LA_PORTABLE=1
+ * (la_mm_generic); every kernel computes each element by the same chain of fused
+ * multiply-adds over k in increasing order, so all give bitwise the same C. */
 void la_mm(int M, int N, int K, const float *A, size_t sai, size_t sak, const float *B,
            int ldb, float *C, int ldc, int acc);
 void la_mm_generic(int M, int N, int K, const float *A, size_t sai, size_t sak,

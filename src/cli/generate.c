@@ -37,6 +37,13 @@ static void usage(FILE *f) {
     cli_help_end(f, NULL);
 }
 
+/* la_generate's on_token: the byte, streamed */
+static la_status put_byte(void *user, int32_t tok) {
+    fputc(tok, stdout);
+    fflush(stdout);
+    return LA_OK;
+}
+
 /* GGUF files (pretrained models) go to cli_generate_gguf: --model FILE, or --ckpt naming a
  * file that starts with the GGUF magic */
 static int is_gguf_request(int argc, char **argv) {
@@ -109,16 +116,14 @@ int cli_generate(int argc, char **argv) {
     /* prefill: the full cache takes the prompt in chunks; an evicting cache takes it one
      * token at a time, so that every prompt token sees exactly the policy's kept set */
     int64_t chunk = kp.policy == LA_KV_FULL ? (n_prompt < 512 ? n_prompt : 512) : 1;
-    la_decoder *d = NULL;
+    la_session *d = NULL;
     int rc = 1;
-    float *logits = malloc(sizeof(float) * 256);
-    void *scratch = malloc(la_sample_scratch_bytes(256));
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)n_prompt);
-    if (!logits || !scratch || !toks) {
+    if (!toks) {
         fprintf(stderr, "longattn generate: out of memory\n");
         goto done;
     }
-    if (la_decoder_new(m, &kp, (int)chunk, &d) != LA_OK) {
+    if (la_session_new(la_model_lm(m), &kp, (int)chunk, &d) != LA_OK) {
         fprintf(stderr, "longattn generate: %s\n", la_errmsg());
         goto done;
     }
@@ -127,42 +132,25 @@ int cli_generate(int argc, char **argv) {
         fputs(prompt, stdout);
         fflush(stdout);
     }
-    double t0 = cli_now(), t1, t2;
-    for (int i = 0; i < n_prompt; i += (int)chunk) {
-        int T = n_prompt - i < chunk ? n_prompt - i : (int)chunk;
-        if (la_decoder_step(d, toks + i, T, logits, 0) != LA_OK) {
-            fprintf(stderr, "\nlongattn generate: %s\n", la_errmsg());
-            goto done;
-        }
+    la_generate_params gp = la_generate_params_default();
+    gp.sample.temperature = temperature;
+    gp.sample.top_k = (int)top_k;
+    gp.sample.top_p = top_p;
+    gp.max_new = max_new;
+    gp.seed = (uint64_t)seed;
+    gp.on_token = put_byte;
+    la_generate_result gr;
+    if (la_generate(d, toks, n_prompt, &gp, &gr) != LA_OK) {
+        fprintf(stderr, "\nlongattn generate: %s\n", la_errmsg());
+        goto done;
     }
-    t1 = cli_now();
-    la_rng rng;
-    la_rng_seed(&rng, (uint64_t)seed);
-    la_sample_params sp = la_sample_params_default();
-    sp.temperature = temperature;
-    sp.top_k = (int)top_k;
-    sp.top_p = top_p;
-    for (long n = 0; n < max_new; n++) {
-        int32_t tok;
-        if (la_sample_token(logits, 256, &sp, la_rng_uniform(&rng), scratch, &tok) != LA_OK) {
-            fprintf(stderr, "\nlongattn generate: %s\n", la_errmsg());
-            goto done;
-        }
-        fputc(tok, stdout);
-        fflush(stdout);
-        if (n + 1 < max_new && la_decoder_step(d, &tok, 1, logits, 0) != LA_OK) {
-            fprintf(stderr, "\nlongattn generate: %s\n", la_errmsg());
-            goto done;
-        }
-    }
-    t2 = cli_now();
     fputc('\n', stdout);
     if (!quiet) {
         char pol[128];
         la_kv_policy_format(&kp, pol, sizeof pol);
-        double pre = t1 - t0;
-        double gen = t2 - t1;
-        la_kv_cache *c = la_decoder_cache(d);
+        double pre = gr.prefill_s;
+        double gen = gr.decode_s;
+        la_kv_cache *c = la_session_cache(d);
         fprintf(stderr,
                 "[generate] policy %s: prompt %d bytes in %.3f s, %ld new bytes at %.1f bytes/s; cache holds %lld tokens/layer "
                 "(%.0f bytes/token, %zu bytes allocated)\n",
@@ -171,10 +159,8 @@ int cli_generate(int argc, char **argv) {
     }
     rc = 0;
 done:
-    la_decoder_free(d);
+    la_session_free(d);
     la_model_free(m);
-    free(logits);
-    free(scratch);
     free(toks);
     return rc;
 }

@@ -58,6 +58,40 @@ static size_t utf8_complete(const char *s, size_t n) {
     return back + 1 >= need ? n : i - 1;
 }
 
+/* la_generate's on_token for a tokenizer's model: append the token, then print the decoded
+ * text of all generated tokens beyond what is out, holding back an incomplete UTF-8
+ * sequence (a character split across tokens) */
+typedef struct {
+    const la_tokenizer *tok;
+    la_token_buf *ids;   /* prompt, then the generated tokens */
+    int64_t n_prompt;
+    char *text;          /* decoded text of the generated tokens (malloc'ed) */
+    size_t printed;      /* bytes of it written to stdout */
+} text_out;
+
+static la_status put_text(void *user, int32_t t) {
+    text_out *o = user;
+    la_token_buf *ids = o->ids;
+    if (ids->n == ids->cap) {
+        int64_t nc = ids->cap * 2 + 16;
+        int32_t *ni = realloc(ids->ids, sizeof(int32_t) * (size_t)nc);
+        if (!ni) return la_fail(LA_ENOMEM, "out of memory");
+        ids->ids = ni, ids->cap = nc;
+    }
+    ids->ids[ids->n++] = t;
+    size_t len = 0;
+    free(o->text);
+    o->text = NULL;
+    LA_TRY(la_tokenizer_decode(o->tok, ids->ids + o->n_prompt, ids->n - o->n_prompt, LA_TOK_SKIP_SPECIAL, &o->text, &len));
+    size_t ok = utf8_complete(o->text, len);
+    if (ok > o->printed) {
+        fwrite(o->text + o->printed, 1, ok - o->printed, stdout);
+        fflush(stdout);
+        o->printed = ok;
+    }
+    return LA_OK;
+}
+
 const cli_opt cli_generate_gguf_opts[] = {
     {"--model FILE", "GGUF file (e.g. data/models/SmolLM2-135M-Instruct.Q4_1.gguf)"},
     {"--prompt TEXT", "prompt (UTF-8)"},
@@ -145,18 +179,11 @@ int cli_generate_gguf(int argc, char **argv) {
     if (rc) return rc;
     rc = 1;
     const la_llama_config *cfg = la_llama_get_config(m);
-    const int V = cfg->n_vocab;
     char *text = NULL, *out_text = NULL;
     const char *stop_text = NULL;
     la_token_buf ids = {0};
-    la_llama_session *s = NULL;
-    float *logits = malloc(sizeof(float) * (size_t)V);
-    void *scratch = malloc(la_sample_scratch_bytes(V));
+    la_session *s = NULL;
     FILE *idf = NULL;
-    if (!logits || !scratch) {
-        fprintf(stderr, "longattn %s: out of memory\n", cmd);
-        goto done;
-    }
     if (chat && la_chat_apply(la_tokenizer_chat_template(tok), system, prompt, &text, &stop_text) != LA_OK) {
         fprintf(stderr, "longattn %s: --chat: %s\n", cmd, la_errmsg());
         goto done;
@@ -188,77 +215,39 @@ int cli_generate_gguf(int argc, char **argv) {
     /* prefill in chunks: full and window / sinks caches exactly (window / sinks streamed,
      * kv_stream.c), h2o in la_kv_prefill_chunk's approximation (a quarter of its recent window) */
     int chunk = la_kv_prefill_chunk(la_llama_spec(m), &kp, (int)(n_prompt < pchunk ? n_prompt : pchunk));
-    if (la_llama_session_new(m, &kp, chunk, &s) != LA_OK) {
+    if (la_session_new(la_llama_lm(m), &kp, chunk, &s) != LA_OK) {
         fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
         goto done;
     }
-    int32_t stop_id = stop_text ? la_tokenizer_token_id(tok, stop_text) : -1;
-    int32_t eos = la_tokenizer_eos(tok);
+    int32_t stop[2] = {la_tokenizer_eos(tok), stop_text ? la_tokenizer_token_id(tok, stop_text) : -1};
     if (!quiet) {
         fputs(chat ? "" : prompt, stdout);
         fflush(stdout);
     }
-    double t0 = cli_now();
-    for (int64_t i = 0; i < n_prompt; i += chunk) {
-        int T = (int)(n_prompt - i < chunk ? n_prompt - i : chunk);
-        if (la_llama_session_step(s, ids.ids + i, T, logits, 0) != LA_OK) {
-            fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());
-            goto done;
-        }
-    }
-    double t1 = cli_now();
-    la_rng rng;
-    la_rng_seed(&rng, (uint64_t)seed);
-    la_sample_params sp = la_sample_params_default();
-    sp.temperature = temperature;
-    sp.top_k = (int)top_k;
-    sp.top_p = top_p;
-    size_t printed = 0;
-    long n_gen = 0;
-    for (; n_gen < max_new; n_gen++) {
-        int32_t t;
-        if (la_sample_token(logits, V, &sp, la_rng_uniform(&rng), scratch, &t) != LA_OK) {
-            fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());
-            goto done;
-        }
-        if (t == eos || t == stop_id) break;
-        /* append, then print the decoded text of all generated tokens beyond what is out,
-         * holding back an incomplete UTF-8 sequence (a character split across tokens) */
-        if (ids.n == ids.cap) {
-            int64_t nc = ids.cap * 2 + 16;
-            int32_t *ni = realloc(ids.ids, sizeof(int32_t) * (size_t)nc);
-            if (!ni) {
-                fprintf(stderr, "\nlongattn %s: out of memory\n", cmd);
-                goto done;
-            }
-            ids.ids = ni, ids.cap = nc;
-        }
-        ids.ids[ids.n++] = t;
-        size_t len = 0;
-        free(out_text);
-        out_text = NULL;
-        if (la_tokenizer_decode(tok, ids.ids + n_prompt, ids.n - n_prompt, LA_TOK_SKIP_SPECIAL, &out_text, &len) != LA_OK) {
-            fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());
-            goto done;
-        }
-        size_t ok = utf8_complete(out_text, len);
-        if (ok > printed) {
-            fwrite(out_text + printed, 1, ok - printed, stdout);
-            fflush(stdout);
-            printed = ok;
-        }
-        if (n_gen + 1 < max_new && la_llama_session_step(s, &t, 1, logits, 0) != LA_OK) {
-            fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());
-            goto done;
-        }
+    la_generate_params gp = la_generate_params_default();
+    gp.sample.temperature = temperature;
+    gp.sample.top_k = (int)top_k;
+    gp.sample.top_p = top_p;
+    gp.max_new = max_new;
+    gp.seed = (uint64_t)seed;
+    gp.stop = stop;
+    gp.n_stop = 2;
+    gp.on_token = put_text;
+    text_out to = {tok, &ids, n_prompt, NULL, 0};
+    gp.user = &to;
+    la_generate_result gr;
+    la_status gst = la_generate(s, ids.ids, n_prompt, &gp, &gr);
+    out_text = to.text;
+    if (gst != LA_OK) {
+        fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());
+        goto done;
     }
     if (out_text) {
         size_t len = strlen(out_text);
-        if (len > printed) fwrite(out_text + printed, 1, len - printed, stdout);
+        if (len > to.printed) fwrite(out_text + to.printed, 1, len - to.printed, stdout);
     }
     fputc('\n', stdout);
     fflush(stdout);
-    double t2 = cli_now();
     if (ids_out) {
         idf = fopen(ids_out, "w");
         if (!idf) {
@@ -272,24 +261,23 @@ int cli_generate_gguf(int argc, char **argv) {
     if (!quiet) {
         char pol[128];
         la_kv_policy_format(&kp, pol, sizeof pol);
-        la_kv_cache *c = la_llama_session_cache(s);
+        la_kv_cache *c = la_session_cache(s);
         fprintf(stderr,
                 "[generate] %s, kv %s: prompt %lld tokens in %.2f s (%.1f tok/s), %ld new tokens at %.1f tok/s; "
                 "weights %.1f MB, KV cache %.1f MB\n",
-                cfg->arch, pol, (long long)n_prompt, t1 - t0, n_prompt / (t1 - t0 > 0 ? t1 - t0 : 1e-9), n_gen,
-                t2 - t1 > 0 ? n_gen / (t2 - t1) : 0.0, la_llama_weight_bytes(m) / 1e6, la_kv_bytes(c) / 1e6);
+                cfg->arch, pol, (long long)n_prompt, gr.prefill_s, n_prompt / (gr.prefill_s > 0 ? gr.prefill_s : 1e-9),
+                (long)gr.n_new, gr.decode_s > 0 ? gr.n_new / gr.decode_s : 0.0, la_llama_weight_bytes(m) / 1e6,
+                la_kv_bytes(c) / 1e6);
     }
     rc = 0;
 done:
     if (idf) fclose(idf);
-    la_llama_session_free(s);
+    la_session_free(s);
     la_token_buf_free(&ids);
     la_tokenizer_free(tok);
     la_llama_free(m);
     free(text);
     free(out_text);
-    free(logits);
-    free(scratch);
     return rc;
 }
 
@@ -312,6 +300,11 @@ static char *slurp(const char *path, size_t *len) {
     fclose(f);
     if (s) s[n] = 0, *len = n;
     return s;
+}
+
+/* la_perplexity's progress: the window count on stderr */
+static void window_done(void *user, int64_t done, int64_t total) {
+    fprintf(stderr, "\r[perplexity] window %lld/%lld", (long long)done, (long long)total);
 }
 
 int cli_perplexity(int argc, char **argv) {
@@ -374,12 +367,9 @@ int cli_perplexity(int argc, char **argv) {
     rc = 1;
     const int V = la_llama_get_config(m)->n_vocab;
     la_token_buf ids = {0};
-    la_llama_session *s = NULL;
-    float *logits = NULL;
+    la_session *s = NULL;
     int *tok_bytes = NULL;
-    enum { NB = 32 };
-    double b_nll[NB] = {0}, b_bytes[NB] = {0};
-    int64_t b_n[NB] = {0};
+    la_perplexity_result pr;
     if (la_tokenizer_encode(tok, text, tlen, 0, &ids) != LA_OK) {
         fprintf(stderr, "longattn %s: %s: %s\n", cmd, text_path, la_errmsg());
         goto done;
@@ -390,11 +380,10 @@ int cli_perplexity(int argc, char **argv) {
         goto done;
     }
     if (chunk > ctx) chunk = ctx;
-    logits = malloc(sizeof(float) * (size_t)chunk * V);
     tok_bytes = malloc(sizeof(int) * (size_t)V);
     kp.max_tokens = ctx;
-    if (!logits || !tok_bytes || la_llama_session_new(m, &kp, (int)chunk, &s) != LA_OK) {
-        fprintf(stderr, "longattn %s: %s\n", cmd, logits && tok_bytes ? la_errmsg() : "out of memory");
+    if (!tok_bytes || la_session_new(la_llama_lm(m), &kp, (int)chunk, &s) != LA_OK) {
+        fprintf(stderr, "longattn %s: %s\n", cmd, tok_bytes ? la_errmsg() : "out of memory");
         goto done;
     }
     for (int32_t v = 0; v < V; v++) { /* bytes each token stands for in the text */
@@ -403,64 +392,39 @@ int cli_perplexity(int argc, char **argv) {
         tok_bytes[v] = la_tokenizer_decode(tok, &v, 1, 0, &t, &l) == LA_OK ? (int)l : 0;
         free(t);
     }
-    int64_t n_win = ids.n / ctx;
-    if (max_windows && n_win > max_windows) n_win = max_windows;
-    double t0 = cli_now();
-    for (int64_t w = 0; w < n_win; w++) {
-        la_llama_session_reset(s);
-        const int32_t *x = ids.ids + w * ctx;
-        for (int64_t i = 0; i < ctx; i += chunk) {
-            int T = (int)(ctx - i < chunk ? ctx - i : chunk);
-            if (la_llama_session_step(s, x + i, T, logits, 1) != LA_OK) {
-                fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
-                goto done;
-            }
-            for (int r = 0; r < T; r++) {
-                int64_t p = i + r; /* predicts x[p + 1] at window position p + 1 */
-                if (p + 1 >= ctx) break;
-                const float *lg = logits + (size_t)r * V;
-                float mx = lg[0];
-                for (int v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
-                double se = 0;
-                for (int v = 0; v < V; v++) se += exp((double)lg[v] - mx);
-                double nll = log(se) + mx - lg[x[p + 1]];
-                int b = 0;
-                while ((2LL << b) <= p + 1 && b < NB - 1) b++;
-                b_nll[b] += nll;
-                b_bytes[b] += tok_bytes[x[p + 1]];
-                b_n[b]++;
-            }
-        }
-        fprintf(stderr, "\r[perplexity] window %lld/%lld", (long long)(w + 1), (long long)n_win);
+    la_perplexity_params pp = la_perplexity_params_default();
+    pp.ctx = ctx;
+    pp.max_windows = max_windows;
+    pp.token_bytes = tok_bytes;
+    pp.progress = window_done;
+    if (la_perplexity(s, ids.ids, ids.n, &pp, &pr) != LA_OK) {
+        fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
+        goto done;
     }
-    double el = cli_now() - t0;
     fprintf(stderr, "\n");
     char sp[256];
     la_spec_format(la_llama_spec(m), sp, sizeof sp);
-    double nll = 0, by = 0;
-    int64_t n = 0;
-    for (int b = 0; b < NB; b++) nll += b_nll[b], by += b_bytes[b], n += b_n[b];
+    const double el = pr.seconds;
     printf("model %s  spec %s  kv %s  ctx %ld  windows %lld  tokens scored %lld (%.0f bytes)  %.1f tok/s\n", path, sp,
-           la_dtype_name(la_kv_params_type(&kp)), ctx, (long long)n_win, (long long)n, by,
-           n_win * ctx / (el > 0 ? el : 1e-9));
-    printf("overall: %.4f bits/token  %.4f bits/byte  perplexity %.3f\n", nll / n / log(2), nll / log(2) / by,
-           exp(nll / n));
+           la_dtype_name(la_kv_params_type(&kp)), ctx, (long long)pr.windows, (long long)pr.tokens, pr.bytes,
+           pr.windows * ctx / (el > 0 ? el : 1e-9));
+    printf("overall: %.4f bits/token  %.4f bits/byte  perplexity %.3f\n", pr.nll / pr.tokens / log(2),
+           pr.nll / log(2) / pr.bytes, exp(pr.nll / pr.tokens));
     printf("%-18s %10s %12s %12s\n", "positions", "tokens", "bits/token", "bits/byte");
-    for (int b = 0; b < NB; b++) {
-        if (!b_n[b]) continue;
+    for (int b = 0; b < LA_PPL_BUCKETS; b++) {
+        if (!pr.bucket_n[b]) continue;
         char r[40];
         snprintf(r, sizeof r, "[%lld, %lld)", 1LL << b, (2LL << b) < ctx ? 2LL << b : (long long)ctx);
-        printf("%-18s %10lld %12.4f %12.4f\n", r, (long long)b_n[b], b_nll[b] / b_n[b] / log(2),
-               b_nll[b] / log(2) / b_bytes[b]);
+        printf("%-18s %10lld %12.4f %12.4f\n", r, (long long)pr.bucket_n[b], pr.bucket_nll[b] / pr.bucket_n[b] / log(2),
+               pr.bucket_nll[b] / log(2) / pr.bucket_bytes[b]);
     }
     rc = 0;
 done:
-    la_llama_session_free(s);
+    la_session_free(s);
     la_token_buf_free(&ids);
     la_tokenizer_free(tok);
     la_llama_free(m);
     free(text);
-    free(logits);
     free(tok_bytes);
     return rc;
 }
@@ -540,7 +504,7 @@ int cli_llama_logits(int argc, char **argv) {
     rc = 1;
     const int V = la_llama_get_config(m)->n_vocab;
     float *lg = malloc(sizeof(float) * (size_t)T * V);
-    la_llama_session *s = NULL;
+    la_session *s = NULL;
     la_status st;
     if (!lg) {
         st = la_fail(LA_ENOMEM, "out of memory");
@@ -549,10 +513,10 @@ int cli_llama_logits(int argc, char **argv) {
     } else {
         kp.max_tokens = T;
         if (!step) step = la_kv_prefill_exact(la_llama_spec(m), &kp) ? la_kv_prefill_chunk(la_llama_spec(m), &kp, 512) : 1;
-        st = la_llama_session_new(m, &kp, (int)step, &s);
+        st = la_session_new(la_llama_lm(m), &kp, (int)step, &s);
         for (int64_t i = 0; st == LA_OK && i < T; i += step) {
             int n = (int)(T - i < step ? T - i : step);
-            st = la_llama_session_step(s, ids + i, n, lg + (size_t)i * V, 1);
+            st = la_session_step(s, ids + i, n, lg + (size_t)i * V, 1);
         }
     }
     if (st == LA_OK) {
@@ -561,7 +525,7 @@ int cli_llama_logits(int argc, char **argv) {
     }
     if (st != LA_OK) fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
     else rc = 0;
-    la_llama_session_free(s);
+    la_session_free(s);
     la_llama_free(m);
     free(lg);
     free(ids);

@@ -10,6 +10,7 @@
 #include "core/internal.h"
 #include "core/prof.h"
 #include "model/layers.h"
+#include "model/lm.h"
 
 #define NONE ((size_t)-1)
 #define LA_MAX_TENSORS_PER_LAYER 16
@@ -70,6 +71,7 @@ struct la_model {
     la_workspace *ws;
     int n_threads;  // attention threads, 0: OpenMP default
     la_model_timing timing;
+    la_lm lm;       // the model as a language model (la_model_lm)
     /* precision (la_model_set_precision): mm.buf == NULL float32; bf16 keeps the rounded
      * operand copies of the largest product of max(cap_train, cap_eval) rows in mm.buf */
     la_dtype precision;
@@ -189,6 +191,17 @@ static void init_params(la_model *m, uint64_t seed) {
     }
 }
 
+/* ---- the GPT as a la_lm (src/model/lm.h) ---- */
+
+static la_status lm_forward(void *model, const int32_t *tokens, int T, const la_model_kv_hook *hook, float *logits,
+                            int all_rows) {
+    return la_model_forward_cached(model, tokens, T, hook, logits, all_rows);
+}
+static const la_spec *lm_spec(const void *model) { return la_model_spec(model); }
+static const la_lm_ops gpt_lm_ops = {"gpt", lm_forward, lm_spec, NULL};
+
+la_lm *la_model_lm(la_model *m) { return m ? &m->lm : NULL; }
+
 la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out) {
     if (!out) return la_fail(LA_EINVAL, "la_model_new: out is NULL");
     *out = NULL;
@@ -243,6 +256,8 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     m->precision = LA_DTYPE_F32;
     m->mm.timer = &m->timing.matmul_s;
     m->sink = spec.sink == LA_SINK_LEARNED;
+    m->lm = (la_lm){.ops = &gpt_lm_ops, .model = m, .vocab = m->V, .n_ctx = c.train_len, .n_layers = m->L,
+                    .H = m->H, .Hkv = m->Hkv, .D = m->D};
     int max_t = 3 + m->L * LA_MAX_TENSORS_PER_LAYER;
     m->tensors = la_calloc(max_t, sizeof *m->tensors);
     m->names = la_calloc(max_t, sizeof *m->names);

@@ -1,7 +1,7 @@
 /* kv_hook.h -- the models' block forward over a KV cache (layer model; the interface
- * src/infer uses). The model owns the transformer block; a cache owner (the GPT decoder,
- * src/infer/decode.c; the Llama session, src/infer/llama_session.c) plugs into the
- * attention sub-layer through this hook instead of re-implementing it. */
+ * src/infer uses, through la_lm: model/lm.h). The model owns the transformer block; the
+ * cache owner (the decoding session, src/infer/session.c) plugs into the attention
+ * sub-layer through this hook instead of re-implementing it. */
 #ifndef LA_MODEL_KV_HOOK_H
 #define LA_MODEL_KV_HOOK_H
 
@@ -31,8 +31,7 @@ typedef struct {
 la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
                                   const la_model_kv_hook *hook, float *logits, int all_rows);
 
-/* The same for a Llama-family model read from GGUF (src/model/llama.c; used by
- * src/infer/llama_session.c): T new tokens (one sequence) through the embedding, every
+/* The same for a Llama-family model read from GGUF (src/model/llama.c; its la_lm forward): T new tokens (one sequence) through the embedding, every
  * block (attention through hook: qh (H, T, D), kh, vh (Hkv, T, D) un-rotated, att
  * (H, T, D)) and the head: logits (T, V) when all_rows, else the last row (1, V); logits
  * may be NULL. Uses the model's step buffers (one call at a time per model). Errors:

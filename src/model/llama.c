@@ -12,6 +12,7 @@
 #include "core/internal.h"
 #include "model/layers.h"
 #include "model/kv_hook.h"
+#include "model/lm.h"
 #include "model/posreg.h"
 
 /* one weight matrix (rows, cols), row-major, in the file's type */
@@ -57,6 +58,7 @@ struct la_llama {
     int64_t kv_cap, kv_len;
     la_workspace *ws;
     la_posreg *posreg;   /* SelfExtend / ReRoPE / DCA (src/model/posreg.c) or NULL */
+    la_lm lm;            /* the model as a language model (la_llama_lm) */
 };
 
 la_llama_params la_llama_params_default(void) {
@@ -337,6 +339,8 @@ static la_status load(la_llama *m) {
     return la_llama_spec_parse(m, NULL, &m->spec);
 }
 
+static void init_lm(la_llama *m); /* the la_lm handle, below */
+
 la_status la_llama_open(const char *path, const la_llama_params *p, la_llama **out) {
     if (!out) return la_fail(LA_EINVAL, "la_llama_open: out is NULL");
     *out = NULL;
@@ -351,6 +355,7 @@ la_status la_llama_open(const char *path, const la_llama_params *p, la_llama **o
         la_llama_free(m);
         return st;
     }
+    init_lm(m);
     *out = m;
     return LA_OK;
 }
@@ -471,6 +476,24 @@ int la_llama_is_posreg(const char *text) {
 }
 
 la_posreg *la_llama_posreg(const la_llama *m) { return m ? m->posreg : NULL; }
+
+/* ---- the model as a la_lm (src/model/lm.h) ---- */
+
+static la_status lm_forward(void *model, const int32_t *tokens, int T, const la_model_kv_hook *hook, float *logits,
+                            int all_rows) {
+    return la_llama_forward_cached(model, tokens, T, hook, logits, all_rows);
+}
+static const la_spec *lm_spec(const void *model) { return la_llama_spec(model); }
+static la_posreg *lm_posreg(const void *model) { return la_llama_posreg(model); }
+static const la_lm_ops llama_lm_ops = {"llama", lm_forward, lm_spec, lm_posreg};
+
+static void init_lm(la_llama *m) {
+    const la_llama_config *c = &m->cfg;
+    m->lm = (la_lm){.ops = &llama_lm_ops, .model = m, .vocab = c->n_vocab, .n_ctx = c->n_ctx_train,
+                    .n_layers = c->n_layer, .H = c->n_head, .Hkv = c->n_head_kv, .D = c->head_dim};
+}
+
+la_lm *la_llama_lm(la_llama *m) { return m ? &m->lm : NULL; }
 
 /* ---- forward ---- */
 

@@ -1,0 +1,119 @@
+/* generate.c -- one generation loop and one perplexity loop over a decoding session
+ * (issue 32), for every model family: `longattn generate` (byte-level checkpoints and GGUF
+ * models) and `longattn perplexity` call these; the CLI only prints. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "core/internal.h"
+
+la_generate_params la_generate_params_default(void) {
+    la_generate_params g = {.sample = la_sample_params_default(), .max_new = 256, .seed = 1};
+    return g;
+}
+
+static int is_stop(const la_generate_params *gp, int32_t t) {
+    for (int i = 0; i < gp->n_stop; i++)
+        if (gp->stop[i] == t) return 1;
+    return 0;
+}
+
+la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_prompt, const la_generate_params *gp,
+                      la_generate_result *res) {
+    if (!s || !prompt || !gp) return la_fail(LA_EINVAL, "la_generate: NULL session, prompt or params");
+    const int max_step = la_session_max_step(s);
+    if (n_prompt < 1 || gp->max_new < 0 || gp->prefill_chunk < 0 || gp->prefill_chunk > max_step ||
+        (gp->n_stop > 0 && !gp->stop))
+        return la_fail(LA_EINVAL, "la_generate: n_prompt = %lld must be >= 1, max_new = %lld >= 0, prefill_chunk = "
+                       "%d in [0, %d] (the session's max_step), stop given when n_stop > 0",
+                       (long long)n_prompt, (long long)gp->max_new, gp->prefill_chunk, max_step);
+    const int chunk = gp->prefill_chunk ? gp->prefill_chunk : max_step, V = la_lm_vocab(la_session_lm(s));
+    la_generate_result r = {0};
+    float *logits = la_malloc(sizeof(float) * (size_t)V); // (V) the last row
+    void *scratch = la_malloc(la_sample_scratch_bytes(V));
+    la_status st = logits && scratch ? LA_OK : la_fail(LA_ENOMEM, "la_generate: out of memory");
+    double t0 = omp_get_wtime(), t1 = t0;
+    for (int64_t i = 0; st == LA_OK && i < n_prompt; i += chunk)
+        st = la_session_step(s, prompt + i, (int)(n_prompt - i < chunk ? n_prompt - i : chunk), logits, 0);
+    t1 = omp_get_wtime();
+    la_rng rng;
+    la_rng_seed(&rng, gp->seed);
+    for (; st == LA_OK && r.n_new < gp->max_new; r.n_new++) {
+        int32_t t;
+        if ((st = la_sample_token(logits, V, &gp->sample, la_rng_uniform(&rng), scratch, &t)) != LA_OK) break;
+        if (is_stop(gp, t)) {
+            r.stopped = 1;
+            break;
+        }
+        if (gp->on_token && (st = gp->on_token(gp->user, t)) != LA_OK) break;
+        if (r.n_new + 1 < gp->max_new) st = la_session_step(s, &t, 1, logits, 0);
+    }
+    r.prefill_s = t1 - t0;
+    r.decode_s = omp_get_wtime() - t1;
+    if (res) *res = r;
+    free(logits);
+    free(scratch);
+    return st;
+}
+
+la_perplexity_params la_perplexity_params_default(void) {
+    la_perplexity_params p = {0};
+    return p;
+}
+
+/* logits (T, V) of window rows i .. i+T-1 -> the NLL of each next token into res */
+static void score_rows(const float *logits, int T, int V, const int32_t *x, int64_t i, int64_t ctx, const int *tb,
+                       la_perplexity_result *res) {
+    for (int r = 0; r < T; r++) {
+        int64_t p = i + r; /* predicts x[p + 1] at window position p + 1 */
+        if (p + 1 >= ctx) break;
+        const float *lg = logits + (size_t)r * V;
+        float mx = lg[0];
+        for (int v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+        double se = 0;
+        for (int v = 0; v < V; v++) se += exp((double)lg[v] - mx);
+        double nll = log(se) + mx - lg[x[p + 1]];
+        int b = 0;
+        while ((2LL << b) <= p + 1 && b < LA_PPL_BUCKETS - 1) b++;
+        res->bucket_nll[b] += nll;
+        res->bucket_bytes[b] += tb ? tb[x[p + 1]] : 1;
+        res->bucket_n[b]++;
+    }
+}
+
+la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_perplexity_params *pp,
+                        la_perplexity_result *res) {
+    if (!s || !ids || !pp || !res) return la_fail(LA_EINVAL, "la_perplexity: NULL session, ids, params or result");
+    const int max_step = la_session_max_step(s);
+    const int64_t ctx = pp->ctx;
+    if (ctx < 2 || n < ctx)
+        return la_fail(LA_EINVAL, "la_perplexity: %lld tokens and a window of ctx = %lld: ctx must be >= 2 and "
+                       "the text at least one window long", (long long)n, (long long)ctx);
+    if (pp->chunk < 0 || pp->chunk > max_step)
+        return la_fail(LA_EINVAL, "la_perplexity: chunk = %d must be in [0, %d] (the session's max_step)", pp->chunk,
+                       max_step);
+    const int chunk = pp->chunk ? pp->chunk : max_step, V = la_lm_vocab(la_session_lm(s));
+    *res = (la_perplexity_result){0};
+    float *logits = la_malloc(sizeof(float) * (size_t)chunk * V); // (chunk, V)
+    if (!logits) return la_fail(LA_ENOMEM, "la_perplexity: out of memory for the logits of %d tokens", chunk);
+    int64_t n_win = n / ctx;
+    if (pp->max_windows && n_win > pp->max_windows) n_win = pp->max_windows;
+    la_status st = LA_OK;
+    double t0 = omp_get_wtime();
+    for (int64_t w = 0; st == LA_OK && w < n_win; w++) {
+        la_session_reset(s);
+        const int32_t *x = ids + w * ctx;
+        for (int64_t i = 0; st == LA_OK && i < ctx; i += chunk) {
+            int T = (int)(ctx - i < chunk ? ctx - i : chunk);
+            if ((st = la_session_step(s, x + i, T, logits, 1)) == LA_OK)
+                score_rows(logits, T, V, x, i, ctx, pp->token_bytes, res);
+        }
+        if (st == LA_OK && pp->progress) pp->progress(pp->user, w + 1, n_win);
+    }
+    res->seconds = omp_get_wtime() - t0;
+    res->windows = n_win;
+    for (int b = 0; b < LA_PPL_BUCKETS; b++)
+        res->nll += res->bucket_nll[b], res->bytes += res->bucket_bytes[b], res->tokens += res->bucket_n[b];
+    free(logits);
+    return st;
+}
