@@ -25,7 +25,9 @@
  * process for `steps` of its own, so both see the same machine load; tokens/s of each side
  * are over all its timed steps. With --precision bf16 (issue 29) each round also times
  * `steps` of a float32 trainer of the same model and batch, so the bf16 / f32 ratio comes
- * from the same rounds. */
+ * from the same rounds, and with --python a second PyTorch process runs the same model under
+ * torch.autocast("cpu", dtype=torch.bfloat16) in the same rounds (PyTorch's bf16 mixed
+ * precision, the peer of our bf16 trainer). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +56,8 @@ static void usage(FILE *f) {
         {"--study", "the default study's size: 4 layers, d_model 128, 4 heads, T 128, B 16"},
         {"--python PY", "a Python with PyTorch: also time bench/torch_train.py, the same model\n"
                         "and step in PyTorch eager (default python3; skipped when torch does\n"
-                        "not import, or for a spec/optimizer the script does not implement)"},
+                        "not import, or for a spec/optimizer the script does not implement);\n"
+                        "with --precision bf16 also under torch.autocast bf16"},
         {"--torch-script FILE", "the PyTorch script (default: bench/torch_train.py next to the build)"},
         {"--no-torch", "do not run PyTorch"},
         {"--json", "one JSON object: tokens_per_s, step_s, attention_share, matmul_share,\n"
@@ -71,14 +74,15 @@ static void usage(FILE *f) {
 
 typedef struct {
     bench_peer io;
-    char version[64], attn[16];
+    char version[64], attn[32];
     int threads;
+    double cpu, rmin, rmax; /* CPU seconds over the timed steps; per-round time ratio range */
 } torch_peer;
 
 /* Starts `py script --layers ...` and waits for its "ready" line; 0 on success, else -1
  * and the reason in why. */
 static int peer_start(torch_peer *p, const char *py, const char *script, const la_model_config *c,
-                      int T, int B, int threads, char *why, size_t n) {
+                      int T, int B, int threads, const char *autocast, char *why, size_t n) {
     memset(p, 0, sizeof *p);
     char a[7][16];
     snprintf(a[0], 16, "%d", c->n_layer);
@@ -89,10 +93,12 @@ static int peer_start(torch_peer *p, const char *py, const char *script, const l
     snprintf(a[5], 16, "%d", threads);
     snprintf(a[6], 16, "%d", c->vocab);
     char *argv[] = {(char *)py, (char *)script, "--layers", a[0], "--d-model", a[1], "--heads", a[2],
-                    "--seq-len", a[3], "--batch", a[4], "--threads", a[5], "--vocab", a[6], NULL};
+                    "--seq-len", a[3], "--batch", a[4], "--threads", a[5], "--vocab", a[6],
+                    "--autocast", (char *)autocast, NULL};
     char line[256];
     if (bench_peer_start(&p->io, argv, line, sizeof line, why, n)) return -1;
-    if (sscanf(line, "ready %63s %15s %d", p->version, p->attn, &p->threads) != 3) {
+    p->rmin = 1e300;
+    if (sscanf(line, "ready %63s %31s %d", p->version, p->attn, &p->threads) != 3) {
         snprintf(why, n, "unexpected first line from bench/torch_train.py: %.200s", line);
         bench_peer_stop(&p->io);
         return -1;
@@ -114,6 +120,24 @@ static int peer_steps(torch_peer *p, int k, double *s, double *cpu) {
         c = e;
     }
     return sscanf(c, " cpu %lf", cpu) == 1 ? 0 : -1;
+}
+
+/* One round of k peer steps into u; the ratio of their time to ours (ours_s seconds) joins
+ * the peer's range. 0 on success; else the peer is stopped and why says what happened. */
+static int peer_round(torch_peer *p, int k, double *u, double ours_s, char *why, size_t n) {
+    double pc = 0;
+    if (peer_steps(p, k, u, &pc)) {
+        bench_peer_reason(&p->io, why, n);
+        bench_peer_stop(&p->io);
+        return -1;
+    }
+    p->cpu += pc;
+    double s = 0, ratio;
+    for (int i = 0; i < k; i++) s += u[i];
+    ratio = s / ours_s;
+    if (ratio < p->rmin) p->rmin = ratio;
+    if (ratio > p->rmax) p->rmax = ratio;
+    return 0;
 }
 
 static double cpu_now(void) {
@@ -221,9 +245,10 @@ int bench_train(int argc, char **argv) {
     int threads = omp_get_max_threads();
 
     /* PyTorch: only for the model bench/torch_train.py implements */
-    torch_peer peer;
+    torch_peer peer, peer16; /* PyTorch eager float32; with --precision bf16 also autocast bf16 */
     memset(&peer, 0, sizeof peer);
-    int have_torch = 0;
+    memset(&peer16, 0, sizeof peer16);
+    int have_torch = 0, have_t16 = 0;
     char why[600] = "", script[4096];
     if (no_torch) {
         snprintf(why, sizeof why, "--no-torch");
@@ -243,14 +268,20 @@ int bench_train(int argc, char **argv) {
             snprintf(why, sizeof why, "bench/torch_train.py has no grouped-query attention");
         else if (!script[0])
             snprintf(why, sizeof why, "bench/torch_train.py not found; pass --torch-script FILE");
-        else if (peer_start(&peer, py, script, c, T, B, threads, why, sizeof why) == 0)
+        else if (peer_start(&peer, py, script, c, T, B, threads, "none", why, sizeof why) == 0)
             have_torch = 1;
+        if (have_torch && prec == LA_DTYPE_BF16) {
+            char w16[600];
+            if (peer_start(&peer16, py, script, c, T, B, threads, "bf16", w16, sizeof w16) == 0) have_t16 = 1;
+            else if (!json) printf("(PyTorch bf16 autocast not measured: %s)\n", w16);
+        }
     }
     if (!have_torch && !json) printf("(PyTorch not measured: %s)\n", why);
 
     size_t N = (size_t)B * T;
     int32_t *tok = malloc(N * sizeof(int32_t)), *tgt = malloc(N * sizeof(int32_t));
     double *st = malloc(sizeof(double) * steps * rounds), *pt = malloc(sizeof(double) * steps * rounds);
+    double *pt16 = malloc(sizeof(double) * steps * rounds); /* PyTorch autocast bf16's steps */
     double *ft = malloc(sizeof(double) * steps * rounds); /* the float32 trainer's steps (bf16 runs) */
     la_rng r;
     la_rng_seed(&r, 7);
@@ -269,7 +300,7 @@ int bench_train(int argc, char **argv) {
     memset(la_prof_s, 0, sizeof la_prof_s);
     memset(la_prof_cpu, 0, sizeof la_prof_cpu);
 #endif
-    double round_ratio_min = 1e300, round_ratio_max = 0, our_cpu = 0, torch_cpu = 0;
+    double our_cpu = 0;
     double f32_ratio_min = 1e300, f32_ratio_max = 0;
     for (int q = 0; q < rounds && !rc; q++) {
         double *s = st + (size_t)q * steps;
@@ -291,25 +322,19 @@ int bench_train(int argc, char **argv) {
             if (ratio < f32_ratio_min) f32_ratio_min = ratio;
             if (ratio > f32_ratio_max) f32_ratio_max = ratio;
         }
-        if (have_torch && !rc) {
-            double *u = pt + (size_t)q * steps;
-            double pc = 0;
-            if (peer_steps(&peer, steps, u, &pc)) {
-                bench_peer_reason(&peer.io, why, sizeof why);
-                if (!json) printf("(PyTorch stopped: %s)\n", why);
-                bench_peer_stop(&peer.io);
-                have_torch = 0;
-            } else {
-                torch_cpu += pc;
-                double ratio = sum(u, steps) / sum(s, steps);
-                if (ratio < round_ratio_min) round_ratio_min = ratio;
-                if (ratio > round_ratio_max) round_ratio_max = ratio;
-            }
+        if (have_torch && !rc && peer_round(&peer, steps, pt + (size_t)q * steps, sum(s, steps), why, sizeof why)) {
+            if (!json) printf("(PyTorch stopped: %s)\n", why);
+            have_torch = 0;
+        }
+        if (have_t16 && !rc && peer_round(&peer16, steps, pt16 + (size_t)q * steps, sum(s, steps), why, sizeof why)) {
+            if (!json) printf("(PyTorch bf16 autocast stopped: %s)\n", why);
+            have_t16 = 0;
         }
     }
     double peak1 = bench_fma_peak(threads, 0.2, NULL), peak = peak0 > peak1 ? peak0 : peak1;
     torch_peer pinfo = peer; /* version, attention, threads: kept for the report */
     if (have_torch) bench_peer_stop(&peer.io);
+    if (have_t16) bench_peer_stop(&peer16.io);
     if (rc) {
         fprintf(stderr, "longattn bench train: %s\n", la_errmsg());
     } else {
@@ -327,6 +352,7 @@ int bench_train(int argc, char **argv) {
          * they ran this process, which a shared machine distorts much less than wall time */
         double gcpu = flops * ns / our_cpu / 1e9;
         double ttps = have_torch ? (double)N * ns / sum(pt, ns) : 0;
+        double t16tps = have_t16 ? (double)N * ns / sum(pt16, ns) : 0;
         const char *optn = opt == LA_OPT_MUON ? "muon" : "adamw";
         double f32_tps = tr32 ? (double)N * ns / sum(ft, ns) : 0;
         if (json) {
@@ -346,7 +372,7 @@ int bench_train(int argc, char **argv) {
                        "\"tokens_per_s\": %.1f, \"ratio\": %.4f, \"round_ratio_min\": %.4f, "
                        "\"round_ratio_max\": %.4f, \"tokens_per_cpu_s\": %.1f, \"cpu_ratio\": %.4f}, ",
                        pinfo.version, pinfo.attn, pinfo.threads, ttps, tps / ttps,
-                       round_ratio_min, round_ratio_max, (double)N * ns / torch_cpu, torch_cpu / our_cpu);
+                       pinfo.rmin, pinfo.rmax, (double)N * ns / pinfo.cpu, pinfo.cpu / our_cpu);
             else {
                 printf("\"torch\": null, \"torch_skipped\": \"");
                 for (const char *p = why; *p; p++)
@@ -354,6 +380,10 @@ int bench_train(int argc, char **argv) {
                     else if ((unsigned char)*p >= 0x20) putchar(*p);
                 printf("\", ");
             }
+            if (have_t16)
+                printf("\"torch_autocast_bf16\": {\"attention\": \"%s\", \"tokens_per_s\": %.1f, \"ratio\": %.4f, "
+                       "\"round_ratio_min\": %.4f, \"round_ratio_max\": %.4f, \"cpu_ratio\": %.4f}, ",
+                       peer16.attn, t16tps, tps / t16tps, peer16.rmin, peer16.rmax, peer16.cpu / our_cpu);
             printf("\"config\": {\"n_layer\": %d, \"d_model\": %d, "
                    "\"n_head\": %d, \"d_ff\": %d, \"vocab\": %d, \"T\": %d, \"B\": %d, "
                    "\"spec\": \"%s\", \"optimizer\": \"%s\", \"precision\": \"%s\", \"steps\": %d, "
@@ -391,14 +421,20 @@ int bench_train(int argc, char **argv) {
                        "%.2fx)\n", f32_tps, la_dtype_name(prec), tps / f32_tps, f32_ratio_min, f32_ratio_max);
             if (have_torch) {
                 printf("  PyTorch %s eager (%s, %d threads): %.0f tokens/s; %.0f tokens per CPU-second\n",
-                       pinfo.version, pinfo.attn, pinfo.threads, ttps, (double)N * ns / torch_cpu);
+                       pinfo.version, pinfo.attn, pinfo.threads, ttps, (double)N * ns / pinfo.cpu);
                 printf("  ours / PyTorch: %.2fx tokens/s (rounds: %.2fx .. %.2fx); %.2fx per CPU-second\n",
-                       tps / ttps, round_ratio_min, round_ratio_max, torch_cpu / our_cpu);
+                       tps / ttps, pinfo.rmin, pinfo.rmax, pinfo.cpu / our_cpu);
             }
+            if (have_t16)
+                printf("  PyTorch bf16 autocast (%s): %.0f tokens/s; ours (%s) / autocast: %.2fx tokens/s "
+                       "(rounds: %.2fx .. %.2fx); %.2fx per CPU-second\n",
+                       peer16.attn, t16tps, la_dtype_name(prec), tps / t16tps, peer16.rmin, peer16.rmax,
+                       peer16.cpu / our_cpu);
         }
     }
     free(st);
     free(pt);
+    free(pt16);
     free(ft);
     la_trainer_free(tr32);
     la_model_free(m32);

@@ -13,6 +13,11 @@ Same model as src/model/gpt.c (SPEC 7) and the same step as la_trainer_step_batc
   (lr 3e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on the embedding, LM head and
   matrices, none on the gains). Random tokens and targets.
 
+With --autocast bf16 (issue 29) the forward runs under torch.autocast("cpu",
+dtype=torch.bfloat16), PyTorch's mixed precision: products in bf16, weights, gradients and
+the optimizer in float32 (the backward follows the forward's casts, as the autocast
+documentation prescribes: backward() outside the context).
+
 Protocol (driven by `longattn bench train --python PY`): the script builds the model, runs
 one untimed step, prints `ready <torch version> <attention> <threads>` and then answers
 each line `steps N` on stdin with `seconds s_1 ... s_N cpu C` (wall time of each step, and
@@ -145,6 +150,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--autocast", choices=("none", "bf16"), default="none",
+                    help="run the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     ap.add_argument("--study", action="store_true", help="4 layers, d_model 128, 4 heads, T 128, B 16")
     ap.add_argument("--steps", type=int, default=0, help="run this many timed steps, print tokens/s, exit")
     a = ap.parse_args()
@@ -165,7 +172,8 @@ def main():
     def step():
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+            loss = model(idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -173,6 +181,8 @@ def main():
 
     step()  # untimed: allocations, first-call dispatch
     attn = "sdpa" if hasattr(F, "scaled_dot_product_attention") else "math"
+    if a.autocast == "bf16":
+        attn += "+autocast-bf16"
     if a.steps > 0:
         s = [step() for _ in range(a.steps)]
         print(f"torch {torch.__version__} ({attn}, {torch.get_num_threads()} threads): "

@@ -23,8 +23,8 @@ int main(void) {
     for (size_t i = 0; i < nk; i++) k[i] = cosf(0.23f * (float)i), v[i] = sinf(0.05f * (float)i);
 
     la_attn_opts opts = la_attn_opts_default();
-    opts.ws = la_workspace_new(); /* scratch reused across calls */
-    la_status st = la_attn_forward(&spec, &shape, q, k, v, out, lse, &opts);
+    la_status st = la_workspace_create(&opts.ws); /* scratch reused across calls */
+    if (st == LA_OK) st = la_attn_forward(&spec, &shape, q, k, v, out, lse, &opts);
     if (st == LA_OK) st = la_attn_backward(&spec, &shape, q, k, v, out, lse, dout, dq, dk, dv, &opts);
     if (st != LA_OK) {
         fprintf(stderr, "%s: %s\n", la_status_name(st), la_errmsg());

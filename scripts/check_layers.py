@@ -10,7 +10,10 @@ include a header of another folder only when that folder's layer is
   * a layer of lower rank.
 
 Two different layers of the same rank are siblings (train and infer): neither may use the
-other. Headers named *_internal.h are private to their folder (core/internal.h, the
+other. Inside one layer, folders whose rank carries a letter are ordered by it: "(6a)" is
+below "(6b)", so src/study (6b) may use src/tasks (6a) but not the reverse (issue 32: the
+experiments' generators and scorers never call the runner that uses them); folders of one
+layer without a letter may use each other. Headers named *_internal.h are private to their folder (core/internal.h, the
 library-wide base header, is the one shared internal header).
 
 Symbols come from `nm -P` on BUILD/src/*/*.o and BUILD/bench/*.o: each undefined symbol
@@ -30,12 +33,13 @@ import sys
 import tempfile
 
 TABLE_DOC = os.path.join("docs", "architecture.md")  # the page holding the layer table
-ROW = re.compile(r"^\|\s*`((?:src/[A-Za-z0-9_]+|bench))/`\s*\|\s*([a-z]+)\s*\((\d+)\)\s*\|")
+ROW = re.compile(r"^\|\s*`((?:src/[A-Za-z0-9_]+|bench))/`\s*\|\s*([a-z]+)\s*\((\d+)([a-z]?)\)\s*\|")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
 def read_table(root):
-    """folder ('src/attn', 'bench') -> (layer, rank), from docs/architecture.md's Layout table."""
+    """folder ('src/attn', 'bench') -> (layer, rank, order), from docs/architecture.md's Layout
+    table; order is the letter after the rank ('' when none): the order inside the layer."""
     path = os.path.join(root, TABLE_DOC)
     if not os.path.exists(path):
         raise SystemExit(f"{path}: missing: the layer table lives in {TABLE_DOC}, section Layout")
@@ -44,15 +48,15 @@ def read_table(root):
         for line in f:
             m = ROW.match(line)
             if m:
-                folder, layer, rank = m.group(1), m.group(2), int(m.group(3))
+                folder, layer, rank, order = m.group(1), m.group(2), int(m.group(3)), m.group(4)
                 if folder in table:
                     raise SystemExit(f"{path}: folder {folder}/ has two rows in the layer table")
-                table[folder] = (layer, rank)
+                table[folder] = (layer, rank, order)
     if not table:
         raise SystemExit(f"{path}: no layer table found (rows like '| `src/core/` | core (0) | ... |' "
                          "in the Layout section)")
     ranks = {}
-    for folder, (layer, rank) in table.items():
+    for folder, (layer, rank, _) in table.items():
         if ranks.setdefault(layer, rank) != rank:
             raise SystemExit(f"{path}: layer {layer} has two ranks ({ranks[layer]} and {rank})")
     return table
@@ -62,14 +66,19 @@ def allowed(table, user, used):
     """May a file of folder `user` depend on folder `used`?"""
     if user == used:
         return True
-    lu, ru = table[user]
-    ld, rd = table[used]
-    return lu == ld or rd < ru
+    lu, ru, ou = table[user]
+    ld, rd, od = table[used]
+    if lu == ld:
+        return not (ou and od) or od <= ou  # ordered folders of one layer: only downwards
+    return rd < ru
 
 
 def why(table, user, used):
-    lu, ru = table[user]
-    ld, rd = table[used]
+    lu, ru, ou = table[user]
+    ld, rd, od = table[used]
+    if lu == ld:
+        return (f"{user}/ ({lu} {ru}{ou}) would depend on {used}/ ({ld} {rd}{od}), a folder above "
+                f"it inside the {lu} layer (move the code down or the caller up)")
     if ru == rd:
         return f"{lu} and {ld} are sibling layers"
     return f"{lu} (rank {ru}) would depend on {ld} (rank {rd}), a layer above it"
@@ -181,6 +190,8 @@ SELF_TABLE = """## Layout
 | `src/model/` | model (1) | model |
 | `src/train/` | train (2) | trainer |
 | `src/infer/` | infer (2) | decoder |
+| `src/tasks/` | experiments (3a) | generators |
+| `src/study/` | experiments (3b) | runner |
 """
 
 
@@ -206,6 +217,9 @@ def self_test():
                             "src/model/gpt_internal.h": "#define Y 1\n",
                             "src/model/b.c": "int la_b(void){return 2;}\n"},
                            ["src/train/t.c", "model/gpt_internal.h", "private"]),
+        "folder above in its layer": ({"src/tasks/g.c": "int la_r(void);\nint la_g(void){return la_r();}\n",
+                                       "src/study/r.c": "int la_g(void);\nint la_r(void){return la_g();}\n"},
+                                      ["src/tasks/g.c", "la_r", "src/study/r.c", "inside the experiments layer"]),
         "unknown folder": ({"src/extra/x.c": "int la_x(void){return 1;}\n"},
                            ["src/extra/", "no row"]),
     }

@@ -133,10 +133,38 @@ static void test_train_run_old_callback(void **state) {
     rmdir(dir);
 }
 
+/* la_workspace_new (the pointer-returning constructor) still works beside la_workspace_create,
+ * and both give a workspace the kernel runs with; la_workspace_create refuses a NULL out. */
+static void test_workspace_constructors(void **state) {
+    (void)state;
+    la_workspace *a = la_workspace_new(), *b = NULL;
+    assert_non_null(a);
+    assert_int_equal(la_workspace_create(&b), LA_OK);
+    assert_non_null(b);
+    assert_int_equal(la_workspace_create(NULL), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "la_workspace_create"));
+    la_spec spec;
+    assert_int_equal(la_spec_parse("softmax+causal", &spec), LA_OK);
+    la_shape sh = {1, 2, 2, 8, 8, 4, LA_POS0_AUTO};
+    float q[64], k[64], v[64], o[2][64], lse[2][16];
+    for (int i = 0; i < 64; i++) q[i] = 0.1f * (float)(i % 7), k[i] = 0.05f * (float)(i % 5), v[i] = (float)i;
+    la_workspace *ws[2] = {a, b};
+    for (int w = 0; w < 2; w++) {
+        la_attn_opts op = la_attn_opts_default();
+        op.ws = ws[w];
+        op.n_threads = 1;
+        assert_int_equal(la_attn_forward(&spec, &sh, q, k, v, o[w], lse[w], &op), LA_OK);
+    }
+    assert_memory_equal(o[0], o[1], sizeof o[0]);
+    la_workspace_free(a);
+    la_workspace_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_constructors),
         cmocka_unit_test(test_getters),
+        cmocka_unit_test(test_workspace_constructors),
         cmocka_unit_test(test_train_run_old_callback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

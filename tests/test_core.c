@@ -1,4 +1,5 @@
 /* test_core.c -- atomic file writes and the deterministic RNG. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -199,10 +200,69 @@ static void test_stop_points(void **state) {
     assert_int_equal(stop_child("unit-poin", &done), 0);    /* a prefix is not the name */
 }
 
+/* la_read_file: the whole file NUL-terminated (also through a pipe, which has no size),
+ * the size limit, a missing file's message with errno kept; la_now_s never goes back. */
+static void test_read_file_and_clock(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_core_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/f.bin", dir);
+    size_t n = 40000; /* past the first 16 KiB buffer: two doublings */
+    char *want = malloc(n);
+    for (size_t i = 0; i < n; i++) want[i] = (char)(i * 7 + (i >> 9)); /* NUL bytes included */
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(want, 1, n, f), n);
+    fclose(f);
+    char *got = NULL;
+    size_t len = 0;
+    assert_int_equal(la_read_file(path, 0, &got, &len), LA_OK);
+    assert_int_equal(len, n);
+    assert_memory_equal(got, want, n);
+    assert_int_equal(got[n], '\0');
+    free(got);
+    assert_int_equal(la_read_file(path, n - 1, &got, &len), LA_EINVAL);
+    assert_null(got);
+    assert_non_null(strstr(la_errmsg(), "is larger than"));
+    assert_int_equal(la_read_file(path, n, &got, NULL), LA_OK); /* exactly the limit is allowed */
+    free(got);
+    /* an empty file: an empty string */
+    f = fopen(path, "wb");
+    fclose(f);
+    assert_int_equal(la_read_file(path, 0, &got, &len), LA_OK);
+    assert_int_equal(len, 0);
+    assert_string_equal(got, "");
+    free(got);
+    /* a pipe */
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    assert_int_equal(write(fd[1], "through a pipe", 14), 14);
+    close(fd[1]);
+    char pp[64];
+    snprintf(pp, sizeof pp, "/proc/self/fd/%d", fd[0]);
+    assert_int_equal(la_read_file(pp, 0, &got, &len), LA_OK);
+    assert_int_equal(len, 14);
+    assert_string_equal(got, "through a pipe");
+    free(got);
+    close(fd[0]);
+    remove(path);
+    assert_int_equal(la_read_file(path, 0, &got, &len), LA_EIO);
+    assert_int_equal(errno, ENOENT);
+    assert_null(got);
+    assert_non_null(strstr(la_errmsg(), "cannot open"));
+    assert_non_null(strstr(la_errmsg(), path));
+    rmdir(dir);
+    free(want);
+    double t0 = la_now_s(), t1 = la_now_s();
+    assert_true(t0 > 0 && t1 >= t0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_atomic_write_replaces_whole),
         cmocka_unit_test(test_stop_points),
+        cmocka_unit_test(test_read_file_and_clock),
         cmocka_unit_test(test_atomic_write_missing_dir_is_clear_error),
         cmocka_unit_test(test_atomic_write_injected_failures),
         cmocka_unit_test(test_rng_reproducible_and_uniform),

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <cblas.h>
 #include <omp.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -170,15 +171,16 @@ static void test_gradients(void **st) {
     check_gradients("entmax(alpha=1.5)+alibi+window(8)");
 }
 
-/* parameters after 4 bf16 AdamW steps with t threads (products large enough to be split
- * over threads: N = 512 rows, d_ff 256) */
-static float *train_params(int threads, size_t *P) {
+/* parameters after 4 AdamW steps with t threads (products large enough to be split over
+ * threads: N = 512 rows, d_ff 256; main() runs OpenBLAS on one thread, as the CLI does, so
+ * the model splits them into row blocks itself) */
+static float *train_params(int threads, la_dtype precision, size_t *P) {
     omp_set_num_threads(threads);
     la_model *m = model("softmax+rope+causal", 64, 5);
     la_data *d = data();
     la_train_config c = la_train_config_default();
     c.steps = 4, c.B = 8, c.T = 64, c.warmup = 1, c.lr = 3e-3, c.n_threads = threads;
-    c.precision = LA_DTYPE_BF16;
+    c.precision = precision;
     la_trainer *tr;
     assert_int_equal(la_trainer_new(m, d, &c, &tr), LA_OK);
     la_step_info info;
@@ -195,13 +197,17 @@ static float *train_params(int threads, size_t *P) {
 static void test_threads_bitwise(void **st) {
     (void)st;
     int keep = omp_get_max_threads();
-    size_t P1, P2, P3;
-    float *a = train_params(1, &P1), *b = train_params(2, &P2), *c = train_params(3, &P3);
+    const la_dtype prec[2] = {LA_DTYPE_BF16, LA_DTYPE_F32};
+    for (int q = 0; q < 2; q++) {
+        size_t P1, P2, P3;
+        float *a = train_params(1, prec[q], &P1), *b = train_params(2, prec[q], &P2),
+              *c = train_params(3, prec[q], &P3);
+        assert_true(P1 == P2 && P2 == P3);
+        assert_memory_equal(a, b, sizeof(float) * P1);
+        assert_memory_equal(a, c, sizeof(float) * P1);
+        free(a), free(b), free(c);
+    }
     omp_set_num_threads(keep);
-    assert_true(P1 == P2 && P2 == P3);
-    assert_memory_equal(a, b, sizeof(float) * P1);
-    assert_memory_equal(a, c, sizeof(float) * P1);
-    free(a), free(b), free(c);
 }
 
 /* 100 AdamW steps of the same run in f32 and bf16 (same weights, same batches). Bound:
@@ -280,6 +286,10 @@ static void test_config(void **st) {
 }
 
 int main(void) {
+    /* one BLAS thread, as the CLI runs it (cli.h): large products are then split into row
+     * blocks over OpenMP threads by model/matmul.c, the path test_threads_bitwise checks;
+     * with a multi-threaded OpenBLAS no split happens and that test would prove nothing */
+    openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_gradients),

@@ -155,8 +155,13 @@ typedef struct {
 } la_shape;
 
 /* Reusable scratch memory for the kernels (opaque). It grows to the largest request and
- * is then reused without allocating, so a training loop pays page faults once. */
+ * is then reused without allocating, so a training loop pays page faults once.
+ * la_workspace_create: a new empty workspace in *out (LA_ENOMEM naming the size when the
+ * allocation fails, LA_EINVAL for out NULL), like every other constructor of the API.
+ * la_workspace_new: the same returning the pointer (NULL when out of memory); kept so that
+ * existing callers compile. Release either with la_workspace_free. */
 typedef struct la_workspace la_workspace;
+LA_API la_status la_workspace_create(la_workspace **out);
 LA_API la_workspace *la_workspace_new(void);
 LA_API void la_workspace_free(la_workspace *ws);
 

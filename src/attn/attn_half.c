@@ -63,8 +63,8 @@ static la_status cvt_inputs(cvt_call *cc, la_dtype t, const la_shape *s, const l
     size_t nq = (size_t)s->B * s->H * s->T * s->D, nk = (size_t)s->B * s->Hkv * s->S * s->D;
     size_t n[4] = {nq, nk, nk, nq};
     if (!cc->o.ws) {
-        cc->o.ws = cc->own = la_workspace_new();
-        if (!cc->own) return la_fail(LA_ENOMEM, "%s: cannot allocate a workspace", fn);
+        LA_TRY(la_workspace_create(&cc->own));
+        cc->o.ws = cc->own;
     }
     la_ws_req req[4];
     for (int i = 0; i < n_in; i++) req[i] = (la_ws_req){(void **)&cc->x[i], sizeof(float) * n[i]};

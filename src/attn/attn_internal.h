@@ -133,7 +133,7 @@ int la_tile_class(const la_rowvis *rows, int nr, int j0, int nc);
  * to the tile; returns how many (0..2). */
 int la_row_cols(const la_rowvis *rv, int j0, int nc, int c[4]);
 
-/* ---- call context (attn.c) -------------------------------------------------------- */
+/* ---- call context (attn_ctx.c) -------------------------------------------------------- */
 
 typedef struct {
     const la_spec *spec;
@@ -340,8 +340,10 @@ void la_key_mass_for(const la_attn_ctx *c, const float *row_stat, la_tile_probs_
 /* Tile product, the one shape every pass uses:
  *     C[i][0:N] (+)= sum_k A(i, k) * B[k][0:N]      i < M, k < K
  * with A(i, k) = A[i*sai + k*sak] (so A may be read transposed), B (K, ldb) row-major,
- * C (M, ldc). acc = 0 overwrites C, 1 accumulates. AVX-512 register-blocked kernel when
- * the build targets it, plain loops otherwise (la_mm_generic, kept for tests). */
+ * C (M, ldc). acc = 0 overwrites C, 1 accumulates. Register-blocked kernels chosen at run
+ * time (la_cpu(): AVX-512, else AVX2 + FMA), plain loops otherwise and under LA_PORTABLE=1
+ * (la_mm_generic); every kernel computes each element by the same chain of fused
+ * multiply-adds over k in increasing order, so all give bitwise the same C. */
 void la_mm(int M, int N, int K, const float *A, size_t sai, size_t sak, const float *B,
            int ldb, float *C, int ldc, int acc);
 void la_mm_generic(int M, int N, int K, const float *A, size_t sai, size_t sak,
@@ -408,7 +410,12 @@ extern int la_softmax_bwd_fused;
  * backward with prepared K/V tiles always, 3 the pair backward without them always, 0 the
  * dense tile products and two-pass backward. Bitwise the same. */
 extern int la_entmax_sparse;
-/* Per-thread scratch the softmax kernels need for head dimension D. */
+/* Key tiles per sweep of the fused softmax backward over the query tiles: each query
+ * tile's Q, dO and dq rows are read once per block of LA_SOFTMAX_NB key tiles instead of
+ * once per key tile (softmax.c). */
+#define LA_SOFTMAX_NB 4
+/* Per-thread scratch the softmax kernels need for head dimension D: every context gets it
+ * (attn_ctx.c; the other kernels' extra goes in la_ctx_extra.thread_bytes). */
 size_t la_softmax_scratch_bytes(int D);
 
 /* ---- entmax family on a context (entmax_attn.c) ---------------------------------- */

@@ -188,32 +188,28 @@ static const float *tile_L(const em_t *e, em_scratch *s, int b, int h, int i0, i
 enum { R_M, R_T, R_LO, R_HI, R_F, R_DF, R_N, R_S1, R_S2, R_CMIN, R_AN, R_AS1, R_AS2, R_ACMIN,
        R_WID, R_DONE, R_FLO, R_DFLO, R_FHI, R_DFHI, R_SLOW, R_COUNT };
 
-static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, float *out,
-                            float *row_stat) {
-    const la_attn_ctx *c = e->c;
-    const int D = c->D, T = c->T, S = c->S;
-    const int i0 = qt * LA_BQ, nr = T - i0 < LA_BQ ? T - i0 : LA_BQ;
-    const la_rowvis *rows = c->rows + (size_t)b * T + i0;
-    const int hkv = h / c->group;
-    double *M = s->rowd + R_M * LA_BQ, *t = s->rowd + R_T * LA_BQ;
-    double *lo = s->rowd + R_LO * LA_BQ, *hi = s->rowd + R_HI * LA_BQ;
-    double *f = s->rowd + R_F * LA_BQ, *df = s->rowd + R_DF * LA_BQ;
-    double *N = s->rowd + R_N * LA_BQ, *S1 = s->rowd + R_S1 * LA_BQ, *S2 = s->rowd + R_S2 * LA_BQ;
-    double *cmin = s->rowd + R_CMIN * LA_BQ;
-    double *aN = s->rowd + R_AN * LA_BQ, *aS1 = s->rowd + R_AS1 * LA_BQ;
-    double *aS2 = s->rowd + R_AS2 * LA_BQ, *acmin = s->rowd + R_ACMIN * LA_BQ;
-    double *wid = s->rowd + R_WID * LA_BQ, *done = s->rowd + R_DONE * LA_BQ;
-    double *flo = s->rowd + R_FLO * LA_BQ, *dflo = s->rowd + R_DFLO * LA_BQ;
-    double *fhi = s->rowd + R_FHI * LA_BQ, *dfhi = s->rowd + R_DFHI * LA_BQ;
-    double *slow = s->rowd + R_SLOW * LA_BQ;
-    const double am1 = e->am1;
+#define EM_ROW(s, k) ((s)->rowd + (size_t)(k) * LA_BQ)
 
+/* One query tile of the entmax-family forward, in its four phases (issue 32: one function of
+ * 254 lines before): the logits and row maxima, the starting point of each row's
+ * threshold, the threshold passes (each: f(t) over the tiles, then every row's bracket and
+ * next point), the output pass. The row state lives in s->rowd (EM_ROW) between them. */
+typedef struct {
+    int b, h, hkv, i0, nr;
+    const la_rowvis *rows; /* (nr) the tile's rows */
+} em_qtile;
+
+/* pass 1: logits, row maxima M, per-tile row maxima of the visible tiles (cls[kt] = -1 for
+ * the others, which every later pass skips) */
+static void em_fwd_logits(const em_t *e, em_scratch *s, const em_qtile *tq, int qt) {
+    const la_attn_ctx *c = e->c;
+    const int b = tq->b, h = tq->h, hkv = tq->hkv, i0 = tq->i0, nr = tq->nr;
+    const la_rowvis *rows = tq->rows;
+    double *M = EM_ROW(s, R_M);
     la_load_q(c, b, h, i0, nr, s->qb);
     la_row_factors(c, h, rows, nr, s->cr);
     for (int r = 0; r < nr; r++) M[r] = -INFINITY;
 
-    /* pass 1: logits, row maxima, per-tile row maxima of the visible tiles (cls[kt] = -1
-     * for the others, which every later pass skips) */
     memset(s->cls, -1, (size_t)c->nkt);
     la_kiter ki;
     la_ktile tv;
@@ -242,7 +238,19 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
             if (m > M[r]) M[r] = m;
         }
     }
+}
 
+/* the starting point of each row's threshold and its bracket; returns the rows to solve */
+static int em_fwd_start(const em_t *e, em_scratch *s, const em_qtile *tq) {
+    const la_attn_ctx *c = e->c;
+    const int nr = tq->nr;
+    const la_rowvis *rows = tq->rows;
+    const double am1 = e->am1;
+    const double *M = EM_ROW(s, R_M);
+    double *t = EM_ROW(s, R_T), *lo = EM_ROW(s, R_LO), *hi = EM_ROW(s, R_HI);
+    double *wid = EM_ROW(s, R_WID), *done = EM_ROW(s, R_DONE), *aN = EM_ROW(s, R_AN);
+    double *dflo = EM_ROW(s, R_DFLO), *fhi = EM_ROW(s, R_FHI), *dfhi = EM_ROW(s, R_DFHI);
+    double *slow = EM_ROW(s, R_SLOW);
     /* pass 2..: thresholds. Starting point: the root of f restricted to the per-tile row
      * maxima. Dropping entries only lowers f, so that root is a lower bound of the true one
      * and usually close to it (the big entries are tile maxima); a small margin keeps it
@@ -273,103 +281,141 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
         slow[r] = 0, dflo[r] = 0, dfhi[r] = 0, fhi[r] = 0;
         if (!done[r]) active++;
     }
-    for (int pass = 0; pass < 200 && active > 0; pass++) {
+    return active;
+}
+
+/* f(t) = sum_x [am1 (l_x - M) - t]_+^(1/am1) - 1 at each unfinished row's point t, its
+ * derivative, and the sums of the closed forms (count, sum, sum of squares, minimum of
+ * the entries above t), over the tiles that can hold such entries */
+static void em_fwd_eval_f(const em_t *e, em_scratch *s, const em_qtile *tq) {
+    const la_attn_ctx *c = e->c;
+    const int b = tq->b, h = tq->h, i0 = tq->i0, nr = tq->nr, S = c->S;
+    const double am1 = e->am1;
+    const double *M = EM_ROW(s, R_M), *t = EM_ROW(s, R_T), *done = EM_ROW(s, R_DONE);
+    double *f = EM_ROW(s, R_F), *df = EM_ROW(s, R_DF);
+    double *N = EM_ROW(s, R_N), *S1 = EM_ROW(s, R_S1), *S2 = EM_ROW(s, R_S2);
+    double *cmin = EM_ROW(s, R_CMIN);
+    for (int r = 0; r < nr; r++) {
+        f[r] = -1.0, df[r] = 0.0, N[r] = 0.0, S1[r] = 0.0, S2[r] = 0.0, cmin[r] = INFINITY;
+    }
+    for (int kt = 0; kt < c->nkt; kt++) {
+        if (s->cls[kt] <= 0) continue;
+        const float *tm = s->tmax + (size_t)kt * LA_BQ;
+        int need = 0;
+        for (int r = 0; r < nr && !need; r++)
+            need = !done[r] && am1 * ((double)tm[r] - M[r]) - t[r] > 0.0;
+        if (!need) continue;
+        int ld, nc = S - kt * LA_BK < LA_BK ? S - kt * LA_BK : LA_BK;
+        const float *Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 0);
         for (int r = 0; r < nr; r++) {
-            f[r] = -1.0, df[r] = 0.0, N[r] = 0.0, S1[r] = 0.0, S2[r] = 0.0, cmin[r] = INFINITY;
-        }
-        for (int kt = 0; kt < c->nkt; kt++) {
-            if (s->cls[kt] <= 0) continue;
-            const float *tm = s->tmax + (size_t)kt * LA_BQ;
-            int need = 0;
-            for (int r = 0; r < nr && !need; r++)
-                need = !done[r] && am1 * ((double)tm[r] - M[r]) - t[r] > 0.0;
-            if (!need) continue;
-            int ld, nc = S - kt * LA_BK < LA_BK ? S - kt * LA_BK : LA_BK;
-            const float *Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 0);
-            for (int r = 0; r < nr; r++) {
-                if (done[r] || !(am1 * ((double)tm[r] - M[r]) - t[r] > 0.0)) continue;
-                const float *l = Lt + (size_t)r * ld;
-                double fr = 0, gr = 0, n_ = 0, s1 = 0, s2 = 0, cm = cmin[r];
-                const double mr = M[r], tr = t[r];
-                /* only logits above a float bound just under the row's threshold can have
-                 * x > 0 (a few per row and tile in a long sparse row): the exact test in
-                 * double runs on those, in increasing x */
-                const float lt = em_float_below(mr + tr / am1);
-                int nx = la_gt_cols(l, nc, lt, s->idx);
-                for (int q = 0; q < nx; q++) {
-                    double cc = am1 * ((double)l[s->idx[q]] - mr);
-                    double xx = cc - tr;
-                    if (xx > 0.0) {
-                        double g = em_powm1(e, xx);
-                        fr += g * xx;
-                        gr += g;
-                        n_ += 1;
-                        s1 += cc;
-                        s2 += cc * cc;
-                        cm = cc < cm ? cc : cm;
-                    }
+            if (done[r] || !(am1 * ((double)tm[r] - M[r]) - t[r] > 0.0)) continue;
+            const float *l = Lt + (size_t)r * ld;
+            double fr = 0, gr = 0, n_ = 0, s1 = 0, s2 = 0, cm = cmin[r];
+            const double mr = M[r], tr = t[r];
+            /* only logits above a float bound just under the row's threshold can have
+             * x > 0 (a few per row and tile in a long sparse row): the exact test in
+             * double runs on those, in increasing x */
+            const float lt = em_float_below(mr + tr / am1);
+            int nx = la_gt_cols(l, nc, lt, s->idx);
+            for (int q = 0; q < nx; q++) {
+                double cc = am1 * ((double)l[s->idx[q]] - mr);
+                double xx = cc - tr;
+                if (xx > 0.0) {
+                    double g = em_powm1(e, xx);
+                    fr += g * xx;
+                    gr += g;
+                    n_ += 1;
+                    s1 += cc;
+                    s2 += cc * cc;
+                    cm = cc < cm ? cc : cm;
                 }
-                f[r] += fr, df[r] -= e->r * gr, N[r] += n_, S1[r] += s1, S2[r] += s2, cmin[r] = cm;
             }
+            f[r] += fr, df[r] -= e->r * gr, N[r] += n_, S1[r] += s1, S2[r] += s2, cmin[r] = cm;
         }
-        /* update each row's bracket and choose its next point */
-        for (int r = 0; r < nr; r++) {
-            if (done[r]) continue;
-            double fr = f[r];
-            if (fr == 0.0) { done[r] = 1; active--; continue; }
-            /* progress of the monotone side: |f| there should at least halve per step */
-            if (fr > 0.0) {
-                if (e->r >= 1.0) slow[r] = (dflo[r] < 0.0 && fr > 0.5 * flo[r]) ? slow[r] + 1 : 0;
-                lo[r] = t[r], flo[r] = fr, dflo[r] = df[r];
-                aN[r] = N[r], aS1[r] = S1[r], aS2[r] = S2[r], acmin[r] = cmin[r];
-            } else {
-                if (e->r < 1.0) slow[r] = (dfhi[r] < 0.0 && fr < 0.5 * fhi[r]) ? slow[r] + 1 : 0;
-                hi[r] = t[r], fhi[r] = fr, dfhi[r] = df[r];
+    }
+}
+
+/* every unfinished row: its bracket from f at its point, then its next point (closed form,
+ * Newton from the monotone side, or bisection); returns the rows still unfinished */
+static int em_fwd_update(const em_t *e, em_scratch *s, const em_qtile *tq, int pass, int active) {
+    const int nr = tq->nr;
+    double *t = EM_ROW(s, R_T), *lo = EM_ROW(s, R_LO), *hi = EM_ROW(s, R_HI);
+    const double *f = EM_ROW(s, R_F), *df = EM_ROW(s, R_DF);
+    const double *N = EM_ROW(s, R_N), *S1 = EM_ROW(s, R_S1), *S2 = EM_ROW(s, R_S2);
+    const double *cmin = EM_ROW(s, R_CMIN);
+    double *aN = EM_ROW(s, R_AN), *aS1 = EM_ROW(s, R_AS1);
+    double *aS2 = EM_ROW(s, R_AS2), *acmin = EM_ROW(s, R_ACMIN);
+    double *wid = EM_ROW(s, R_WID), *done = EM_ROW(s, R_DONE);
+    double *flo = EM_ROW(s, R_FLO), *dflo = EM_ROW(s, R_DFLO);
+    double *fhi = EM_ROW(s, R_FHI), *dfhi = EM_ROW(s, R_DFHI);
+    double *slow = EM_ROW(s, R_SLOW);
+    /* update each row's bracket and choose its next point */
+    for (int r = 0; r < nr; r++) {
+        if (done[r]) continue;
+        double fr = f[r];
+        if (fr == 0.0) { done[r] = 1; active--; continue; }
+        /* progress of the monotone side: |f| there should at least halve per step */
+        if (fr > 0.0) {
+            if (e->r >= 1.0) slow[r] = (dflo[r] < 0.0 && fr > 0.5 * flo[r]) ? slow[r] + 1 : 0;
+            lo[r] = t[r], flo[r] = fr, dflo[r] = df[r];
+            aN[r] = N[r], aS1[r] = S1[r], aS2[r] = S2[r], acmin[r] = cmin[r];
+        } else {
+            if (e->r < 1.0) slow[r] = (dfhi[r] < 0.0 && fr < 0.5 * fhi[r]) ? slow[r] + 1 : 0;
+            hi[r] = t[r], fhi[r] = fr, dfhi[r] = df[r];
+        }
+        if (pass == 0 && t[r] == -1.0 && fr <= 0.0) { /* one-hot at -1 */
+            done[r] = 1;
+            active--;
+            continue;
+        }
+        /* closed form on the set above lo (alpha = 2, 1.5): exact once consistent */
+        if (e->rk && aN[r] > 0) {
+            double k = aN[r], mean = aS1[r] / k, tc;
+            if (e->rk == 1) tc = (aS1[r] - 1.0) / k;
+            else {
+                double m2 = aS2[r] - aS1[r] * mean;
+                double delta = (1.0 - m2) / k;
+                tc = mean - sqrt(delta > 0.0 ? delta : 0.0);
             }
-            if (pass == 0 && t[r] == -1.0 && fr <= 0.0) { /* one-hot at -1 */
+            if (tc > lo[r] && tc <= hi[r] && acmin[r] >= tc) {
+                t[r] = tc;
                 done[r] = 1;
                 active--;
                 continue;
             }
-            /* closed form on the set above lo (alpha = 2, 1.5): exact once consistent */
-            if (e->rk && aN[r] > 0) {
-                double k = aN[r], mean = aS1[r] / k, tc;
-                if (e->rk == 1) tc = (aS1[r] - 1.0) / k;
-                else {
-                    double m2 = aS2[r] - aS1[r] * mean;
-                    double delta = (1.0 - m2) / k;
-                    tc = mean - sqrt(delta > 0.0 ? delta : 0.0);
-                }
-                if (tc > lo[r] && tc <= hi[r] && acmin[r] >= tc) {
-                    t[r] = tc;
-                    done[r] = 1;
-                    active--;
-                    continue;
-                }
-            }
-            double width = hi[r] - lo[r];
-            double mid = lo[r] + 0.5 * width;
-            if (!(mid > lo[r] && mid < hi[r]) || fabs(fr) <= 1e-14) {
-                done[r] = 1; /* converged: keep the last evaluated point */
-                active--;
-                continue;
-            }
-            /* Newton from the side where it is monotone: f is convex for alpha <= 2 (r >= 1),
-             * so the step from lo lands in (lo, root]; concave for alpha > 2, step from hi.
-             * (For sparsemax the step from lo is the closed form on the set above lo, i.e.
-             * Michelot's support shrinking.) Bisection when that side has no evaluation yet,
-             * the step leaves the bracket, or |f| on that side failed to halve twice in a row. */
-            double next = mid;
-            if (e->r >= 1.0 && dflo[r] < 0.0) next = lo[r] - flo[r] / dflo[r];
-            else if (dfhi[r] < 0.0 && fhi[r] < 0.0) next = hi[r] - fhi[r] / dfhi[r];
-            if (!(next > lo[r] && next < hi[r]) || slow[r] >= 2) next = mid, slow[r] = 0;
-            wid[r] = width;
-            t[r] = next;
         }
+        double width = hi[r] - lo[r];
+        double mid = lo[r] + 0.5 * width;
+        if (!(mid > lo[r] && mid < hi[r]) || fabs(fr) <= 1e-14) {
+            done[r] = 1; /* converged: keep the last evaluated point */
+            active--;
+            continue;
+        }
+        /* Newton from the side where it is monotone: f is convex for alpha <= 2 (r >= 1),
+         * so the step from lo lands in (lo, root]; concave for alpha > 2, step from hi.
+         * (For sparsemax the step from lo is the closed form on the set above lo, i.e.
+         * Michelot's support shrinking.) Bisection when that side has no evaluation yet,
+         * the step leaves the bracket, or |f| on that side failed to halve twice in a row. */
+        double next = mid;
+        if (e->r >= 1.0 && dflo[r] < 0.0) next = lo[r] - flo[r] / dflo[r];
+        else if (dfhi[r] < 0.0 && fhi[r] < 0.0) next = hi[r] - fhi[r] / dfhi[r];
+        if (!(next > lo[r] && next < hi[r]) || slow[r] >= 2) next = mid, slow[r] = 0;
+        wid[r] = width;
+        t[r] = next;
     }
+    return active;
+}
 
+/* output pass: p = [am1 (l - M) - t]_+^(1/am1), out = p V, the row statistic, support and
+ * entropy */
+static void em_fwd_output(const em_t *e, em_scratch *s, const em_qtile *tq, float *out, float *row_stat) {
+    const la_attn_ctx *c = e->c;
+    const int b = tq->b, h = tq->h, hkv = tq->hkv, i0 = tq->i0, nr = tq->nr, D = c->D, T = c->T, S = c->S;
+    const la_rowvis *rows = tq->rows;
+    const double am1 = e->am1;
+    const double *M = EM_ROW(s, R_M), *t = EM_ROW(s, R_T);
     /* output pass */
-    double *supp = s->rowd + R_N * LA_BQ, *ent = s->rowd + R_S1 * LA_BQ;
+    double *supp = EM_ROW(s, R_N), *ent = EM_ROW(s, R_S1);
     for (int r = 0; r < nr; r++) supp[r] = 0, ent[r] = 0;
     memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
     const float *vbase = c->v + ((size_t)b * c->Hkv + hkv) * (size_t)S * D;
@@ -442,6 +488,22 @@ static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, 
         if (c->opts->row_support) c->opts->row_support[rbase + r] = (float)supp[r];
         if (c->opts->row_entropy) c->opts->row_entropy[rbase + r] = (float)ent[r];
     }
+}
+
+
+static void em_forward_tile(const em_t *e, em_scratch *s, int b, int h, int qt, float *out,
+                            float *row_stat) {
+    const la_attn_ctx *c = e->c;
+    const int i0 = qt * LA_BQ;
+    const em_qtile tq = {b, h, h / c->group, i0, c->T - i0 < LA_BQ ? c->T - i0 : LA_BQ,
+                        c->rows + (size_t)b * c->T + i0};
+    em_fwd_logits(e, s, &tq, qt);
+    int active = em_fwd_start(e, s, &tq);
+    for (int pass = 0; pass < 200 && active > 0; pass++) {
+        em_fwd_eval_f(e, s, &tq);
+        active = em_fwd_update(e, s, &tq, pass, active);
+    }
+    em_fwd_output(e, s, &tq, out, row_stat);
 }
 
 static la_status em_init(em_t *e, const la_attn_ctx *c, double alpha) {

@@ -87,15 +87,7 @@ typedef struct {
     double *m, *l, *s2, *gs;       /* (BQ) */
 } scratch;
 
-/* Key tiles per sweep of the fused backward over the query tiles: each query tile's Q, dO
- * and dq rows are read once per block of NB key tiles instead of once per key tile. */
-#define NB 4
-
-size_t la_softmax_scratch_bytes(int D) {
-    size_t f = (size_t)4 * LA_BQ * D + (size_t)NB * (3 * LA_BK * D + 2 * D * LA_BK) +
-               (size_t)4 * LA_BQ * LA_BK + 3 * LA_BQ;
-    return f * sizeof(float) + 4 * LA_BQ * sizeof(double) + 16 * 64;
-}
+#define NB LA_SOFTMAX_NB
 
 static scratch get_scratch(const la_attn_ctx *c, int tid) {
     char *p = la_ctx_scratch(c, tid);

@@ -2,12 +2,15 @@
  * One product shape covers the forward and backward passes:
  *     C[i][0:N] (+)= sum_k A(i, k) B[k][0:N]
  * S = Q K^T is taken with K transposed into (D, BK); P V, dS K, P^T dO and dS^T Q read
- * their A operand with strides. On AVX-512 builds a 6 x 64 register block is used. */
+ * their A operand with strides. la_mm picks a register-blocked kernel at run time (6 x 64
+ * on AVX-512, 6 x 16 on AVX2 + FMA), each bitwise equal to la_mm_generic; the other helpers
+ * below use AVX-512 when the build targets it. */
 #include "attn/attn_internal.h"
+#include "core/half.h"
 
 #include <math.h>
 #include <string.h>
-#ifdef __AVX512F__
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 
@@ -24,9 +27,15 @@ void la_mm_generic(int M, int N, int K, const float *A, size_t sai, size_t sak,
     }
 }
 
-#ifdef __AVX512F__
-/* MI rows x NV vectors of 16 columns; the last vector uses mask lm. */
-static inline __attribute__((always_inline)) void
+#if defined(__x86_64__) || defined(__i386__)
+#define LA_TILE_X86 1
+/* Register-blocked kernels, chosen at run time (la_cpu(); LA_PORTABLE=1 takes
+ * la_mm_generic). Each keeps one accumulator per C element, starts it from C (acc) or +0
+ * (as la_mm_generic's memset) and applies the fused multiply-adds over k in increasing order:
+ * per element the same chain as la_mm_generic, so all three give bitwise the same C. */
+
+/* AVX-512: MI rows x NV vectors of 16 columns; the last vector uses mask lm. */
+static inline __attribute__((always_inline, target("avx512f"))) void
 mm_block(const int MI, const int NV, int K, const float *A, size_t sai, size_t sak,
          const float *B, int ldb, float *C, int ldc, int acc, __mmask16 lm) {
     __m512 c[6][4];
@@ -64,11 +73,10 @@ mm_block(const int MI, const int NV, int K, const float *A, size_t sai, size_t s
     case 2: mm_block(2, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                 \
     default: mm_block(1, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
     }
-#endif
 
-void la_mm(int M, int N, int K, const float *A, size_t sai, size_t sak, const float *B,
-           int ldb, float *C, int ldc, int acc) {
-#ifdef __AVX512F__
+__attribute__((target("avx512f"))) static void mm_avx512(int M, int N, int K, const float *A, size_t sai,
+                                                         size_t sak, const float *B, int ldb, float *C, int ldc,
+                                                         int acc) {
     for (int n0 = 0; n0 < N; n0 += 64) {
         int nn = N - n0 < 64 ? N - n0 : 64;
         int nv = (nn + 15) / 16;
@@ -87,9 +95,82 @@ void la_mm(int M, int N, int K, const float *A, size_t sai, size_t sak, const fl
             }
         }
     }
-#else
-    la_mm_generic(M, N, K, A, sai, sak, B, ldb, C, ldc, acc);
+}
+#undef MM_ROWS
+
+/* AVX2 + FMA: MI (<= 6) rows x NV (<= 2) vectors of 8 columns (12 accumulators, 2 B
+ * vectors and the broadcast A value: 15 of the 16 ymm registers); the last vector loads
+ * and stores through mask lm (lanes past N are neither read nor written). */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+mm_block8(const int MI, const int NV, int K, const float *A, size_t sai, size_t sak, const float *B, int ldb,
+          float *C, int ldc, int acc, __m256i lm) {
+    const __m256i all = _mm256_set1_epi32(-1);
+    __m256 c[6][2];
+    for (int i = 0; i < MI; i++)
+        for (int v = 0; v < NV; v++)
+            c[i][v] = acc ? _mm256_maskload_ps(C + (size_t)i * ldc + 8 * v, v == NV - 1 ? lm : all)
+                          : _mm256_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        const float *b = B + (size_t)k * ldb;
+        __m256 bv[2];
+        for (int v = 0; v < NV; v++) bv[v] = _mm256_maskload_ps(b + 8 * v, v == NV - 1 ? lm : all);
+        const float *a = A + k * sak;
+        for (int i = 0; i < MI; i++) {
+            const __m256 av = _mm256_broadcast_ss(a + i * sai);
+            for (int v = 0; v < NV; v++) c[i][v] = _mm256_fmadd_ps(av, bv[v], c[i][v]);
+        }
+    }
+    for (int i = 0; i < MI; i++)
+        for (int v = 0; v < NV; v++) _mm256_maskstore_ps(C + (size_t)i * ldc + 8 * v, v == NV - 1 ? lm : all, c[i][v]);
+}
+
+#define MM_ROWS8(NV)                                                                         \
+    switch (mi) {                                                                            \
+    case 6: mm_block8(6, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
+    case 5: mm_block8(5, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
+    case 4: mm_block8(4, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
+    case 3: mm_block8(3, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
+    case 2: mm_block8(2, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
+    default: mm_block8(1, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;               \
+    }
+
+__attribute__((target("avx2,fma"))) static void mm_avx2(int M, int N, int K, const float *A, size_t sai,
+                                                        size_t sak, const float *B, int ldb, float *C, int ldc,
+                                                        int acc) {
+    for (int n0 = 0; n0 < N; n0 += 16) {
+        const int nn = N - n0 < 16 ? N - n0 : 16, nv = (nn + 7) / 8, rem = nn - 8 * (nv - 1);
+        /* lane l of the last vector is live when l < rem */
+        const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int i0 = 0; i0 < M; i0 += 6) {
+            const int mi = M - i0 < 6 ? M - i0 : 6;
+            const float *a = A + i0 * sai;
+            const float *b = B + n0;
+            float *c = C + (size_t)i0 * ldc + n0;
+            if (nv == 2) {
+                MM_ROWS8(2)
+            } else {
+                MM_ROWS8(1)
+            }
+        }
+    }
+}
+#undef MM_ROWS8
 #endif
+
+void la_mm(int M, int N, int K, const float *A, size_t sai, size_t sak, const float *B,
+           int ldb, float *C, int ldc, int acc) {
+#ifdef LA_TILE_X86
+    const la_cpu_caps *cpu = la_cpu();
+    if (cpu->avx512f) {
+        mm_avx512(M, N, K, A, sai, sak, B, ldb, C, ldc, acc);
+        return;
+    }
+    if (cpu->avx2 && cpu->fma) {
+        mm_avx2(M, N, K, A, sai, sak, B, ldb, C, ldc, acc);
+        return;
+    }
+#endif
+    la_mm_generic(M, N, K, A, sai, sak, B, ldb, C, ldc, acc);
 }
 
 void la_mm_rows(const la_rowvis *rows, int M, int j0, int n, int D, const float *P, int ldp,
@@ -235,13 +316,14 @@ float la_row_plogit(const float *P, const float *L, float mx, int n) {
 
 /* y = exp(x - mx), exactly 0 where x = -inf (masked). exp by range reduction
  * x = n ln2 + r, |r| <= ln2/2, Taylor polynomial of degree 7 (relative error < 1e-8 before
- * rounding), scaled by 2^n with scalef (gradual underflow to 0). */
+ * rounding), scaled by 2^n with scalef (gradual underflow to 0); the constants are core/half.h's
+ * LA_EXP_*, shared with the AVX2 la_exp_sub_f32. */
 float la_exp_sub(const float *x, float mx, float *y, int n) {
     int i = 0;
 #ifdef __AVX512F__
     const __m512 vm = _mm512_set1_ps(mx), lo = _mm512_set1_ps(-104.0f);
-    const __m512 l2e = _mm512_set1_ps(1.44269504088896341f);
-    const __m512 ln2h = _mm512_set1_ps(0.693359375f), ln2l = _mm512_set1_ps(-2.12194440e-4f);
+    const __m512 l2e = _mm512_set1_ps(LA_EXP_LOG2E);
+    const __m512 ln2h = _mm512_set1_ps(LA_EXP_LN2_HI), ln2l = _mm512_set1_ps(LA_EXP_LN2_LO);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 acc = _mm512_setzero_ps();
     for (; i < n; i += 16) {
@@ -252,12 +334,12 @@ float la_exp_sub(const float *x, float mx, float *y, int n) {
         __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(t, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         __m512 r = _mm512_fnmadd_ps(nn, ln2h, t);
         r = _mm512_fnmadd_ps(nn, ln2l, r);
-        __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+        __m512 p = _mm512_set1_ps(LA_EXP_C7);
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C6));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C5));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C4));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C3));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C2));
         p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
         p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
         p = _mm512_scalef_ps(p, nn);

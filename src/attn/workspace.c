@@ -4,8 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+la_status la_workspace_create(la_workspace **out) {
+    if (!out) return la_fail(LA_EINVAL, "la_workspace_create: out is NULL");
+    *out = la_calloc(1, sizeof **out);
+    if (!*out) return la_fail(LA_ENOMEM, "la_workspace_create: out of memory (%zu bytes)", sizeof **out);
+    return LA_OK;
+}
+
 la_workspace *la_workspace_new(void) {
-    la_workspace *ws = la_calloc(1, sizeof *ws);
+    la_workspace *ws = NULL;
+    (void)la_workspace_create(&ws);
     return ws;
 }
 

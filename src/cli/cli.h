@@ -27,6 +27,44 @@ typedef struct {
     const char *opt;
     const char *text;
 } cli_opt;
+/* One row of a command's option table that both prints its --help and parses its
+ * arguments (cli_parse; issue 32: the commands converted so far use it, the others a
+ * cli_opt table for the help and a loop of their own). OPT and TEXT as in cli_opt; KIND
+ * says what the option takes and DEST where it goes (a table with DEST pointers is a local
+ * array of the command). Write the rows with the macros below:
+ *   CLI_A_STR   a value, stored as the argument string (const char **DEST)
+ *   CLI_A_LONG  an integer in [LO, HI] (long *DEST); else "OPT expects an integer in [LO,
+ *               HI], got 'x'"
+ *   CLI_A_FLAG  no value; sets int *DEST to 1
+ *   CLI_A_FN    a value handed to FN(cmd, opt, value, DEST), which stores it or returns the
+ *               usage error's 2
+ *   CLI_A_GROUP a group heading; CLI_A_END ends the table */
+typedef enum { CLI_HEADING = 0, CLI_STR, CLI_LONG, CLI_FLAG, CLI_FN } cli_kind;
+typedef int (*cli_opt_fn)(const char *cmd, const char *opt, const char *val, void *dest);
+typedef struct {
+    const char *opt;
+    const char *text;
+    cli_kind kind;
+    void *dest;
+    long lo, hi;
+    cli_opt_fn fn;
+} cli_arg;
+#define CLI_A_STR(opt, text, dest) {opt, text, CLI_STR, dest, 0, 0, NULL}
+#define CLI_A_LONG(opt, text, dest, lo, hi) {opt, text, CLI_LONG, dest, lo, hi, NULL}
+#define CLI_A_FLAG(opt, text, dest) {opt, text, CLI_FLAG, dest, 0, 0, NULL}
+#define CLI_A_FN(opt, text, fn, dest) {opt, text, CLI_FN, dest, 0, 0, fn}
+#define CLI_A_GROUP(text) {NULL, text, CLI_HEADING, NULL, 0, 0, NULL}
+#define CLI_A_END {NULL, NULL, CLI_HEADING, NULL, 0, 0, NULL}
+/* What a command's --help says around its option table. */
+typedef struct {
+    const char *usage, *about, *notes;
+} cli_doc;
+/* Parse argv[1..argc) by the table ARGS of command CMD: --help (or -h) prints the help
+ * (the layout of cli_help, from DOC and the rows of ARGS) to stdout. Returns -1 when every
+ * argument was taken (go on), 0 after --help (exit 0), else the usage error's 2: "option
+ * '--x' needs a value (or is unknown)" for a last argument without its value, "option
+ * '--x' needs a value, got the option '--y'", "unknown option '--x'", or the row's own. */
+int cli_parse(const char *cmd, const cli_doc *doc, const cli_arg *args, int argc, char **argv);
 /* Print a command's --help in the one layout every command uses (tests/python/
  * test_cli_help.py checks it, tests/python/test_documentation.py reads the options):
  *

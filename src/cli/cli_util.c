@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "core/internal.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -33,17 +34,21 @@ void cli_help_begin(FILE *f, const char *usage, const char *about) {
     fprintf(f, "\noptions:\n");
 }
 
-void cli_help_rows(FILE *f, const cli_opt *opts, int first) {
+/* one row of a --help table: a group heading when opt is NULL (no blank line before it
+ * when it opens the first table) */
+static void help_row(FILE *f, const char *opt, const char *text, int opens) {
     enum { COL = 24, W = COL - 4 }; /* the description column; the widest OPT on one line */
-    for (const cli_opt *o = opts; o && (o->opt || o->text); o++) {
-        if (!o->opt) {
-            fprintf(f, first && o == opts ? "%s\n" : "\n%s\n", o->text); /* a group's heading */
-            continue;
-        }
-        if ((int)strlen(o->opt) > W) fprintf(f, "  %s\n%*s", o->opt, COL, "");
-        else fprintf(f, "  %-*s  ", W, o->opt);
-        put_indented(f, o->text, COL);
+    if (!opt) {
+        fprintf(f, opens ? "%s\n" : "\n%s\n", text); /* a group's heading */
+        return;
     }
+    if ((int)strlen(opt) > W) fprintf(f, "  %s\n%*s", opt, COL, "");
+    else fprintf(f, "  %-*s  ", W, opt);
+    put_indented(f, text, COL);
+}
+
+void cli_help_rows(FILE *f, const cli_opt *opts, int first) {
+    for (const cli_opt *o = opts; o && (o->opt || o->text); o++) help_row(f, o->opt, o->text, first && o == opts);
 }
 
 void cli_help_end(FILE *f, const char *notes) {
@@ -56,6 +61,45 @@ void cli_help(FILE *f, const char *usage, const char *about, const cli_opt *opts
     cli_help_begin(f, usage, about);
     cli_help_rows(f, opts, 1);
     cli_help_end(f, notes);
+}
+
+/* the row of ARGS whose option (the first word of its OPT) is A; NULL when none */
+static const cli_arg *find_arg(const cli_arg *args, const char *a) {
+    for (const cli_arg *o = args; o->opt || o->text; o++) {
+        if (!o->opt) continue;
+        size_t n = strcspn(o->opt, " ");
+        if (!strncmp(o->opt, a, n) && a[n] == '\0') return o;
+    }
+    return NULL;
+}
+
+int cli_parse(const char *cmd, const cli_doc *doc, const cli_arg *args, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            cli_help_begin(stdout, doc->usage, doc->about);
+            for (const cli_arg *o = args; o->opt || o->text; o++) help_row(stdout, o->opt, o->text, o == args);
+            cli_help_end(stdout, doc->notes);
+            return 0;
+        }
+        const cli_arg *o = find_arg(args, a);
+        if (o && o->kind == CLI_FLAG) {
+            *(int *)o->dest = 1;
+            continue;
+        }
+        /* as the hand-written loops did: the value first, then whether the option exists */
+        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
+        const char *val = argv[++i];
+        if (val[0] == '-' && val[1] == '-')
+            return cli_usage_error(cmd, "option '%s' needs a value, got the option '%s'", a, val);
+        if (!o) return cli_usage_error(cmd, "unknown option '%s'", a);
+        int rc = 0;
+        if (o->kind == CLI_STR) *(const char **)o->dest = val;
+        else if (o->kind == CLI_LONG) rc = cli_opt_long(cmd, a, val, o->lo, o->hi, o->dest);
+        else rc = o->fn(cmd, a, val, o->dest);
+        if (rc) return rc;
+    }
+    return -1;
 }
 
 int cli_parse_int(const char *s, long long lo, long long hi, long long *out) {
@@ -101,11 +145,7 @@ int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cl
     return -1;
 }
 
-double cli_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double cli_now(void) { return la_now_s(); }
 
 int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtype def_type, la_kv_params *kp) {
     if (la_kv_policy_parse(policy ? policy : "full", kp) != LA_OK) return cli_usage_error(cmd, "--kv: %s", la_errmsg());

@@ -43,31 +43,42 @@ static int parse_grid(const char *s, double *out, int cap) {
     return n;
 }
 
-static int parse_int(const char *s, long lo, long hi, int *out) {
-    long long v;
-    if (cli_parse_int(s, lo, hi, &v)) return -1;
-    *out = (int)v;
+static const cli_doc DOC = {
+    "longattn critical [options]",
+    "One attention step on unit tokens x_i = sqrt(rho) z_0 + sqrt(1-rho) z_i (Gaussian,\n"
+    "normalised), scores beta <x_i,x_j> with beta = gamma log n (Chen et al. 2025); reports\n"
+    "the mean pairwise angle after/before over a (rho, gamma) grid.",
+    NULL,
+};
+
+/* --rho / --gamma: a grid (a,b,c or lo:hi:step) into the grid_opt DEST */
+typedef struct {
+    double *v;
+    int *n;
+    double lo, hi; /* lo <= v, and v < hi when hi > lo */
+} grid_opt;
+
+static int grid_arg(const char *cmd, const char *opt, const char *val, void *dest) {
+    const grid_opt *g = dest;
+    int n = parse_grid(val, g->v, MAX_GRID);
+    if (n < 1) return cli_usage_error(cmd, "%s wants a,b,c or lo:hi:step (at most %d values), got '%s'", opt, MAX_GRID, val);
+    for (int k = 0; k < n; k++) {
+        if (g->hi > g->lo && !(g->v[k] >= g->lo && g->v[k] < g->hi))
+            return cli_usage_error(cmd, "%s values must be in [%g, %g), got %g", opt, g->lo, g->hi, g->v[k]);
+        if (!(g->hi > g->lo) && !(g->v[k] >= g->lo))
+            return cli_usage_error(cmd, "%s values must be >= %g, got %g", opt, g->lo, g->v[k]);
+    }
+    *g->n = n;
     return 0;
 }
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--n N", "tokens (default 1024)"},
-        {"--d D", "dimension (default 256)"},
-        {"--draws K", "token sets averaged per rho (default 1)"},
-        {"--seed S", "random seed (default 1)"},
-        {"--rho LIST", "values in [0,1): a,b,c or lo:hi:step (default 0.1:0.9:0.1)"},
-        {"--gamma LIST", "values >= 0 (default 0.25:10:0.25)"},
-        {"--out DIR", "output folder (default runs/critical): critical.csv, critical.gp,\n"
-                      "critical.png (needs gnuplot), simplex.csv"},
-        {"--no-plot", "write the CSV and the gnuplot script but do not run gnuplot"},
-        {NULL, NULL},
-    };
-    cli_help(f, "longattn critical [options]",
-             "One attention step on unit tokens x_i = sqrt(rho) z_0 + sqrt(1-rho) z_i (Gaussian,\n"
-             "normalised), scores beta <x_i,x_j> with beta = gamma log n (Chen et al. 2025); reports\n"
-             "the mean pairwise angle after/before over a (rho, gamma) grid.",
-             opts, NULL);
+/* --seed: any unsigned 64-bit integer */
+static int seed_arg(const char *cmd, const char *opt, const char *val, void *dest) {
+    char *end;
+    unsigned long long v = strtoull(val, &end, 10);
+    if (*end || !*val) return cli_usage_error(cmd, "%s wants a non-negative integer, got '%s'", opt, val);
+    *(uint64_t *)dest = v;
+    return 0;
 }
 
 int cli_critical(int argc, char **argv) {
@@ -76,44 +87,25 @@ int cli_critical(int argc, char **argv) {
     int n_rho = parse_grid("0.1:0.9:0.1", rhos, MAX_GRID);
     int n_gamma = parse_grid("0.25:10:0.25", gammas, MAX_GRID);
     const char *out = "runs/critical";
-    int plot = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--no-plot")) {
-            plot = 0;
-            continue;
-        }
-        if (!v) return cli_usage_error("critical", "option '%s' needs a value (or is unknown)", a);
-        i++;
-        if (!strcmp(a, "--n")) {
-            if (parse_int(v, 2, 1 << 16, &p.n)) return cli_usage_error("critical", "--n wants an integer in 2..65536, got '%s'", v);
-        } else if (!strcmp(a, "--d")) {
-            if (parse_int(v, 1, 1 << 16, &p.d)) return cli_usage_error("critical", "--d wants an integer in 1..65536, got '%s'", v);
-        } else if (!strcmp(a, "--draws")) {
-            if (parse_int(v, 1, 10000, &p.draws)) return cli_usage_error("critical", "--draws wants an integer in 1..10000, got '%s'", v);
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            p.seed = strtoull(v, &end, 10);
-            if (*end || !*v) return cli_usage_error("critical", "--seed wants a non-negative integer, got '%s'", v);
-        } else if (!strcmp(a, "--rho")) {
-            n_rho = parse_grid(v, rhos, MAX_GRID);
-            if (n_rho < 1) return cli_usage_error("critical", "--rho wants a,b,c or lo:hi:step (at most %d values), got '%s'", MAX_GRID, v);
-            for (int k = 0; k < n_rho; k++)
-                if (!(rhos[k] >= 0 && rhos[k] < 1)) return cli_usage_error("critical", "--rho values must be in [0, 1), got %g", rhos[k]);
-        } else if (!strcmp(a, "--gamma")) {
-            n_gamma = parse_grid(v, gammas, MAX_GRID);
-            if (n_gamma < 1) return cli_usage_error("critical", "--gamma wants a,b,c or lo:hi:step (at most %d values), got '%s'", MAX_GRID, v);
-            for (int k = 0; k < n_gamma; k++)
-                if (!(gammas[k] >= 0)) return cli_usage_error("critical", "--gamma values must be >= 0, got %g", gammas[k]);
-        } else if (!strcmp(a, "--out")) {
-            out = v;
-        } else {
-            return cli_usage_error("critical", "unknown option '%s'", a);
-        }
-    }
+    int no_plot = 0;
+    long n = p.n, d = p.d, draws = p.draws;
+    grid_opt rho_g = {rhos, &n_rho, 0, 1}, gamma_g = {gammas, &n_gamma, 0, 0};
+    const cli_arg args[] = {
+        CLI_A_LONG("--n N", "tokens (default 1024)", &n, 2, 1 << 16),
+        CLI_A_LONG("--d D", "dimension (default 256)", &d, 1, 1 << 16),
+        CLI_A_LONG("--draws K", "token sets averaged per rho (default 1)", &draws, 1, 10000),
+        CLI_A_FN("--seed S", "random seed (default 1)", seed_arg, &p.seed),
+        CLI_A_FN("--rho LIST", "values in [0,1): a,b,c or lo:hi:step (default 0.1:0.9:0.1)", grid_arg, &rho_g),
+        CLI_A_FN("--gamma LIST", "values >= 0 (default 0.25:10:0.25)", grid_arg, &gamma_g),
+        CLI_A_STR("--out DIR", "output folder (default runs/critical): critical.csv, critical.gp,\n"
+                               "critical.png (needs gnuplot), simplex.csv", &out),
+        CLI_A_FLAG("--no-plot", "write the CSV and the gnuplot script but do not run gnuplot", &no_plot),
+        CLI_A_END,
+    };
+    int rc = cli_parse("critical", &DOC, args, argc, argv);
+    if (rc >= 0) return rc;
+    p.n = (int)n, p.d = (int)d, p.draws = (int)draws;
+    const int plot = !no_plot;
     la_critical_cell *cells = calloc((size_t)n_rho * n_gamma, sizeof *cells);
     if (!cells) return 1;
     fprintf(stderr, "longattn critical: n=%d d=%d draws=%d, %d rho x %d gamma ...\n", p.n, p.d, p.draws, n_rho, n_gamma);

@@ -7,31 +7,21 @@
 #include "cli/cli.h"
 #include "longattn.h"
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--ckpt FILE", "model weights (from `longattn train` or `longattn study`)"},
-        {"--passkey-ckpt F", "score the passkey with these weights instead (e.g. the study's\n"
-                             "passkey_<i>_<spec>.safetensors, fine-tuned on the task); same\n"
-                             "model config and spec as --ckpt. Losses always use --ckpt"},
-        {"--data DIR", "text documents; DIR/val is used when it exists"},
-        {"--out DIR", "output folder (default runs/kv-eval): kv_eval.md, kv_eval.csv, kv_eval.png"},
-        {"--lens A,B,...", "context lengths (default L,2L,4L,8L,16L; L = the model's train_len)"},
-        {"--policies P;Q;..", "cache policies separated by ';' (default, with L the training length:\n"
-                              "full; window(L); sinks(4,L-4); h2o(L/2,L/2); int8; sinks(4,L-4)+int8)"},
-        {"--windows N", "validation windows per length (default 4)"},
-        {"--trials N", "passkey examples per length, depths spread over [0.1, 0.9] (default 6; 0 = off)"},
-        {"--chunk N", "tokens per decoding step under evicting policies (default 1 = exact\n"
-                      "streaming; larger is faster: queries of a chunk share its eviction)"},
-        {"--seed S", "windows and passkeys (default 1)"},
-        {"--kv-type TYPE", "element type of policies that name none: f32 | f16 | bf16 | int8 |\n"
-                           "int8(group=g) (default f32)"},
-        {NULL, NULL},
-    };
-    cli_help(f, "longattn kv-eval --ckpt FILE --data DIR [options]",
-             "Evaluate a byte-level checkpoint decoded through the KV cache under several policies:\n"
-             "validation loss (bits per byte) and passkey accuracy at each length, and the cache size.",
-             opts, NULL);
+/* --kv-type: checked here, handed to la_kv_eval_run as written */
+static int kv_type_opt(const char *cmd, const char *opt, const char *val, void *dest) {
+    (void)opt;
+    la_kv_params kp = la_kv_params_default();
+    if (la_kv_type_parse(val, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
+    *(const char **)dest = val;
+    return 0;
 }
+
+static const cli_doc DOC = {
+    "longattn kv-eval --ckpt FILE --data DIR [options]",
+    "Evaluate a byte-level checkpoint decoded through the KV cache under several policies:\n"
+    "validation loss (bits per byte) and passkey accuracy at each length, and the cache size.",
+    NULL,
+};
 
 static void on_progress(void *user, const la_kv_eval_progress *p) {
     (void)user;
@@ -48,38 +38,30 @@ int cli_kv_eval(int argc, char **argv) {
     const char *cmd = "kv-eval", *ckpt = NULL, *pk_ckpt = NULL, *data = NULL, *out = "runs/kv-eval", *lens_s = NULL, *pols_s = NULL,
                *kv_type = NULL;
     long windows = 4, trials = 6, chunk_opt = 1, seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
-        const char *val = argv[++i];
-        if (val[0] == '-' && val[1] == '-')
-            return cli_usage_error(cmd, "option '%s' needs a value, got the option '%s'", a, val);
-        if (!strcmp(a, "--ckpt")) ckpt = val;
-        else if (!strcmp(a, "--passkey-ckpt")) pk_ckpt = val;
-        else if (!strcmp(a, "--data")) data = val;
-        else if (!strcmp(a, "--out")) out = val;
-        else if (!strcmp(a, "--lens")) lens_s = val;
-        else if (!strcmp(a, "--policies")) pols_s = val;
-        else if (!strcmp(a, "--kv-type")) {
-            la_kv_params kp = la_kv_params_default();
-            if (la_kv_type_parse(val, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
-            kv_type = val;
-        }
-        else if (!strcmp(a, "--windows") || !strcmp(a, "--trials") || !strcmp(a, "--chunk") || !strcmp(a, "--seed")) {
-            long long v;
-            long lo = !strcmp(a, "--trials") || !strcmp(a, "--seed") ? 0 : 1;
-            if (cli_parse_int(val, lo, 1000000, &v))
-                return cli_usage_error(cmd, "%s expects an integer in [%ld, 1000000], got '%s'", a, lo, val);
-            if (!strcmp(a, "--windows")) windows = v;
-            else if (!strcmp(a, "--trials")) trials = v;
-            else if (!strcmp(a, "--chunk")) chunk_opt = v;
-            else seed = v;
-        } else return cli_usage_error(cmd, "unknown option '%s'", a);
-    }
+    const cli_arg args[] = {
+        CLI_A_STR("--ckpt FILE", "model weights (from `longattn train` or `longattn study`)", &ckpt),
+        CLI_A_STR("--passkey-ckpt F", "score the passkey with these weights instead (e.g. the study's\n"
+                                      "passkey_<i>_<spec>.safetensors, fine-tuned on the task); same\n"
+                                      "model config and spec as --ckpt. Losses always use --ckpt", &pk_ckpt),
+        CLI_A_STR("--data DIR", "text documents; DIR/val is used when it exists", &data),
+        CLI_A_STR("--out DIR", "output folder (default runs/kv-eval): kv_eval.md, kv_eval.csv, kv_eval.png", &out),
+        CLI_A_STR("--lens A,B,...", "context lengths (default L,2L,4L,8L,16L; L = the model's train_len)", &lens_s),
+        CLI_A_STR("--policies P;Q;..", "cache policies separated by ';' (default, with L the training length:\n"
+                                       "full; window(L); sinks(4,L-4); h2o(L/2,L/2); int8; sinks(4,L-4)+int8)",
+                  &pols_s),
+        CLI_A_LONG("--windows N", "validation windows per length (default 4)", &windows, 1, 1000000),
+        CLI_A_LONG("--trials N", "passkey examples per length, depths spread over [0.1, 0.9] (default 6; 0 = off)",
+                   &trials, 0, 1000000),
+        CLI_A_LONG("--chunk N", "tokens per decoding step under evicting policies (default 1 = exact\n"
+                                "streaming; larger is faster: queries of a chunk share its eviction)",
+                   &chunk_opt, 1, 1000000),
+        CLI_A_LONG("--seed S", "windows and passkeys (default 1)", &seed, 0, 1000000),
+        CLI_A_FN("--kv-type TYPE", "element type of policies that name none: f32 | f16 | bf16 | int8 |\n"
+                                   "int8(group=g) (default f32)", kv_type_opt, &kv_type),
+        CLI_A_END,
+    };
+    int rc = cli_parse(cmd, &DOC, args, argc, argv);
+    if (rc >= 0) return rc;
     if (!ckpt) return cli_usage_error(cmd, "--ckpt FILE is required");
     if (!data) return cli_usage_error(cmd, "--data DIR is required");
     la_kv_eval_opts o = la_kv_eval_opts_default();

@@ -9,47 +9,22 @@
 #include "core/dist.h"
 #include "longattn.h"
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--model FILE", "GGUF model (llama / qwen2)"},
-        {"--study FILE", "study file (default studies/longeval.json when it exists;\n"
-                         "studies/longeval-full.json: every method at 0.5C-4C;\n"
-                         "studies/longeval-long.json: the same plus 8C)"},
-        {"--methods \"a;b\"", "methods separated by ';': a spec, or 'spec | kv-policy'; {s} = L/C,\n"
-                            "{C} = C; 'as-trained' = the model's own RoPE; selfextend(G,W),\n"
-                            "rerope(W), leaky-rerope(W,k), dca(C): position-regime methods"},
-        {"--lengths A,B", "lengths as multiples of C (e.g. 0.5,1,2,4)"},
-        {"--depths A,B", "needle depths in [0,1]"},
-        {"--trials N", "examples per depth and document (0: no retrieval)"},
-        {"--distractors N", "multi-key distractor needles (-1: no multi-key)"},
-        {"--buckets N", "perplexity position buckets"},
-        {"--chunk N", "prefill chunk (default 512)"},
-        {"--exact-stream", "evicting KV policies step one token at a time (exact, slow)"},
-        {"--kv-type TYPE", "KV element type of methods whose policy names none: f32 | f16 | bf16 |\n"
-                           "int8 | int8(group=g) (default f16, the GGUF default; f32 for position-\n"
-                           "regime methods; study key kv_type)"},
-        {"--haystack MODE", "retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
-                            "Jaggi's repeated \"The grass is green. ...\"; the study files' choice)"},
-        {"--documents N", "documents scored and used as haystacks, in name order (default 6;\n"
-                          "0: every document of the folder, at most 16)"},
-        {"--no-share", "prefill every retrieval example from its first token (the unshared\n"
-                       "computation: the same results, slower; for checking and timing)"},
-        {"--resamples N", "bootstrap resamples of the perplexity differences (>= 1000, default 2000)"},
-        {"--train-ctx N", "override C (default: the file's context_length)"},
-        {"--docs DIR", "text documents (default data/longdocs; data/pydoc/val when absent)"},
-        {"--out DIR", "output folder (default runs/longeval)"},
-        {"--resume", "skip cells already stored in DIR/cells"},
-        {"--threads N", "OpenMP / BLAS threads"},
-        {"--seed S", "seed of the haystacks, needles and keys"},
-        {NULL, NULL},
-    };
-    cli_help(f, "longattn longeval --model FILE.gguf [options]",
-             "Perplexity by position, passkey and RULER multi-key retrieval for each method x length\n"
-             "(lengths are multiples of the model's trained context C).",
-             opts,
-             "Under mpirun (mpirun -np N longattn longeval ...) the method x length cells are spread\n"
-             "over the ranks by estimated cost (L^2); each rank shows its own cells, rank 0 writes\n"
-             "the files, the same as one process's (timings aside).");
+static const cli_doc DOC = {
+    "longattn longeval --model FILE.gguf [options]",
+    "Perplexity by position, passkey and RULER multi-key retrieval for each method x length\n"
+    "(lengths are multiples of the model's trained context C).",
+    "Under mpirun (mpirun -np N longattn longeval ...) the method x length cells are spread\n"
+    "over the ranks by estimated cost (L^2); each rank shows its own cells, rank 0 writes\n"
+    "the files, the same as one process's (timings aside).",
+};
+
+/* --haystack text|filler into int *dest (1: filler) */
+static int haystack_opt(const char *cmd, const char *opt, const char *val, void *dest) {
+    (void)opt;
+    if (strcmp(val, "text") && strcmp(val, "filler"))
+        return cli_usage_error(cmd, "--haystack must be 'text' or 'filler' (got '%s')", val);
+    *(int *)dest = !strcmp(val, "filler");
+    return 0;
 }
 
 static void on_progress(void *user, const la_longeval_progress *p) {
@@ -90,41 +65,43 @@ int cli_longeval(int argc, char **argv) {
                *seed = NULL, *docs = NULL, *kv_type = NULL;
     int resume = 0, exact = 0, filler = -1, no_share = 0;
     const char *ndocs = NULL, *resamples = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--resume")) { resume = 1; continue; }
-        if (!strcmp(a, "--exact-stream")) { exact = 1; continue; }
-        if (!strcmp(a, "--no-share")) { no_share = 1; continue; }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
-        const char *val = argv[++i];
-        if (!strcmp(a, "--model")) o.model = val;
-        else if (!strcmp(a, "--study")) study = val;
-        else if (!strcmp(a, "--methods")) methods = val;
-        else if (!strcmp(a, "--lengths")) lengths = val;
-        else if (!strcmp(a, "--depths")) depths = val;
-        else if (!strcmp(a, "--trials")) trials = val;
-        else if (!strcmp(a, "--distractors")) distr = val;
-        else if (!strcmp(a, "--buckets")) buckets = val;
-        else if (!strcmp(a, "--chunk")) chunk = val;
-        else if (!strcmp(a, "--train-ctx")) tctx = val;
-        else if (!strcmp(a, "--threads")) threads = val;
-        else if (!strcmp(a, "--seed")) seed = val;
-        else if (!strcmp(a, "--docs")) docs = val;
-        else if (!strcmp(a, "--kv-type")) kv_type = val;
-        else if (!strcmp(a, "--documents")) ndocs = val;
-        else if (!strcmp(a, "--resamples")) resamples = val;
-        else if (!strcmp(a, "--haystack")) {
-            if (strcmp(val, "text") && strcmp(val, "filler"))
-                return cli_usage_error(cmd, "--haystack must be 'text' or 'filler' (got '%s')", val);
-            filler = !strcmp(val, "filler");
-        }
-        else if (!strcmp(a, "--out")) o.out_dir = val;
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
-    }
+    const cli_arg args[] = {
+        CLI_A_STR("--model FILE", "GGUF model (llama / qwen2)", &o.model),
+        CLI_A_STR("--study FILE", "study file (default studies/longeval.json when it exists;\n"
+                                  "studies/longeval-full.json: every method at 0.5C-4C;\n"
+                                  "studies/longeval-long.json: the same plus 8C)", &study),
+        CLI_A_STR("--methods \"a;b\"", "methods separated by ';': a spec, or 'spec | kv-policy'; {s} = L/C,\n"
+                                     "{C} = C; 'as-trained' = the model's own RoPE; selfextend(G,W),\n"
+                                     "rerope(W), leaky-rerope(W,k), dca(C): position-regime methods", &methods),
+        CLI_A_STR("--lengths A,B", "lengths as multiples of C (e.g. 0.5,1,2,4)", &lengths),
+        CLI_A_STR("--depths A,B", "needle depths in [0,1]", &depths),
+        CLI_A_STR("--trials N", "examples per depth and document (0: no retrieval)", &trials),
+        CLI_A_STR("--distractors N", "multi-key distractor needles (-1: no multi-key)", &distr),
+        CLI_A_STR("--buckets N", "perplexity position buckets", &buckets),
+        CLI_A_STR("--chunk N", "prefill chunk (default 512)", &chunk),
+        CLI_A_FLAG("--exact-stream", "evicting KV policies step one token at a time (exact, slow)", &exact),
+        CLI_A_STR("--kv-type TYPE", "KV element type of methods whose policy names none: f32 | f16 | bf16 |\n"
+                                    "int8 | int8(group=g) (default f16, the GGUF default; f32 for position-\n"
+                                    "regime methods; study key kv_type)", &kv_type),
+        CLI_A_FN("--haystack MODE", "retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
+                                    "Jaggi's repeated \"The grass is green. ...\"; the study files' choice)",
+                 haystack_opt, &filler),
+        CLI_A_STR("--documents N", "documents scored and used as haystacks, in name order (default 6;\n"
+                                   "0: every document of the folder, at most 16)", &ndocs),
+        CLI_A_FLAG("--no-share", "prefill every retrieval example from its first token (the unshared\n"
+                                 "computation: the same results, slower; for checking and timing)", &no_share),
+        CLI_A_STR("--resamples N", "bootstrap resamples of the perplexity differences (>= 1000, default 2000)",
+                  &resamples),
+        CLI_A_STR("--train-ctx N", "override C (default: the file's context_length)", &tctx),
+        CLI_A_STR("--docs DIR", "text documents (default data/longdocs; data/pydoc/val when absent)", &docs),
+        CLI_A_STR("--out DIR", "output folder (default runs/longeval)", &o.out_dir),
+        CLI_A_FLAG("--resume", "skip cells already stored in DIR/cells", &resume),
+        CLI_A_STR("--threads N", "OpenMP / BLAS threads", &threads),
+        CLI_A_STR("--seed S", "seed of the haystacks, needles and keys", &seed),
+        CLI_A_END,
+    };
+    int prc = cli_parse(cmd, &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
     if (!o.model) return cli_usage_error(cmd, "--model FILE.gguf is required");
     if (!study) {
         FILE *f = fopen("studies/longeval.json", "r");

@@ -8,50 +8,18 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/internal.h"
 #include "longattn.h"
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--model FILE.gguf", "the GGUF file whose tokenizer is used"},
-        {"--text FILE", "tokenize this file"},
-        {"--prompt TEXT", "tokenize this text"},
-        {"--ids", "print only the ids, space-separated, on one line"},
-        {"--add-special", "add BOS/EOS as the file asks (tokenizer.ggml.add_bos_token, ...)"},
-        {"--no-parse-special", "control tokens written in the text (<|im_start|>) are plain text\n"
-                               "(default: they become their ids, as Hugging Face tokenizers do)"},
-        {"--decode IDS", "print the text of the ids instead"},
-        {"--skip-special", "with --decode: leave control tokens out"},
-        {NULL, NULL},
-    };
-    cli_help(f,
-             "longattn tokenize --model FILE.gguf (--text FILE | --prompt TEXT) [--ids]\n"
-             "                  [--add-special] [--no-parse-special]\n"
-             "longattn tokenize --model FILE.gguf --decode \"ID ID ...\" [--skip-special]",
-             "Tokenize with the tokenizer stored in the GGUF file (tokenizer.ggml.*: byte-level BPE\n"
-             "or SentencePiece BPE). Prints one token a line: id and its text (escaped), then the\n"
-             "count.",
-             opts, NULL);
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *s = malloc(cap);
-    for (size_t got; s && (got = fread(s + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *p = realloc(s, cap *= 2);
-            if (!p) { free(s); s = NULL; }
-            else s = p;
-        }
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) { free(s); return NULL; }
-    *len = n;
-    return s;
-}
+static const cli_doc DOC = {
+    "longattn tokenize --model FILE.gguf (--text FILE | --prompt TEXT) [--ids]\n"
+    "                  [--add-special] [--no-parse-special]\n"
+    "longattn tokenize --model FILE.gguf --decode \"ID ID ...\" [--skip-special]",
+    "Tokenize with the tokenizer stored in the GGUF file (tokenizer.ggml.*: byte-level BPE\n"
+    "or SentencePiece BPE). Prints one token a line: id and its text (escaped), then the\n"
+    "count.",
+    NULL,
+};
 
 static void print_escaped(const char *s, size_t n) {
     putchar('"');
@@ -108,29 +76,27 @@ static int run_decode(la_tokenizer *t, const char *list, int flags) {
 
 int cli_tokenize(int argc, char **argv) {
     const char *model = NULL, *text_path = NULL, *prompt = NULL, *decode = NULL;
-    int ids_only = 0, flags = LA_TOK_PARSE_SPECIAL, dflags = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); return 0; }
-        else if (strcmp(a, "--model") == 0 && has) model = argv[++i];
-        else if (strcmp(a, "--text") == 0 && has) text_path = argv[++i];
-        else if (strcmp(a, "--prompt") == 0 && has) prompt = argv[++i];
-        else if (strcmp(a, "--decode") == 0 && has) decode = argv[++i];
-        else if (strcmp(a, "--ids") == 0) ids_only = 1;
-        else if (strcmp(a, "--add-special") == 0) flags |= LA_TOK_ADD_SPECIAL;
-        else if (strcmp(a, "--no-parse-special") == 0) flags &= ~LA_TOK_PARSE_SPECIAL;
-        else if (strcmp(a, "--skip-special") == 0) dflags |= LA_TOK_SKIP_SPECIAL;
-        else {
-            usage(stderr);
-            return cli_usage_error("tokenize", "unknown option or missing value: %s", a);
-        }
-    }
-    if (!model) { usage(stderr); return cli_usage_error("tokenize", "--model FILE.gguf is required"); }
-    if (!!text_path + !!prompt + !!decode != 1) {
-        usage(stderr);
+    int ids_only = 0, add_special = 0, no_parse_special = 0, skip_special = 0;
+    const cli_arg args[] = {
+        CLI_A_STR("--model FILE.gguf", "the GGUF file whose tokenizer is used", &model),
+        CLI_A_STR("--text FILE", "tokenize this file", &text_path),
+        CLI_A_STR("--prompt TEXT", "tokenize this text", &prompt),
+        CLI_A_FLAG("--ids", "print only the ids, space-separated, on one line", &ids_only),
+        CLI_A_FLAG("--add-special", "add BOS/EOS as the file asks (tokenizer.ggml.add_bos_token, ...)", &add_special),
+        CLI_A_FLAG("--no-parse-special", "control tokens written in the text (<|im_start|>) are plain text\n"
+                                         "(default: they become their ids, as Hugging Face tokenizers do)",
+                   &no_parse_special),
+        CLI_A_STR("--decode IDS", "print the text of the ids instead", &decode),
+        CLI_A_FLAG("--skip-special", "with --decode: leave control tokens out", &skip_special),
+        CLI_A_END,
+    };
+    int prc = cli_parse("tokenize", &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
+    const int flags = (add_special ? LA_TOK_ADD_SPECIAL : 0) | (no_parse_special ? 0 : LA_TOK_PARSE_SPECIAL);
+    const int dflags = skip_special ? LA_TOK_SKIP_SPECIAL : 0;
+    if (!model) return cli_usage_error("tokenize", "--model FILE.gguf is required");
+    if (!!text_path + !!prompt + !!decode != 1)
         return cli_usage_error("tokenize", "give exactly one of --text FILE, --prompt TEXT, --decode IDS");
-    }
     la_gguf *g;
     la_tokenizer *t;
     if (la_gguf_open(model, &g) != LA_OK) {
@@ -153,11 +119,12 @@ int cli_tokenize(int argc, char **argv) {
     const char *text = prompt;
     if (prompt) {
         len = strlen(prompt);
-    } else if (!(text = owned = read_file(text_path, &len))) {
-        fprintf(stderr, "longattn tokenize: cannot read %s: %s\n", text_path, strerror(errno));
+    } else if (la_read_file(text_path, 0, &owned, &len) != LA_OK) {
+        fprintf(stderr, "longattn tokenize: %s\n", la_errmsg());
         la_tokenizer_free(t);
         return 1;
     }
+    if (owned) text = owned;
     la_token_buf b = {0};
     int rc = 0;
     if (la_tokenizer_encode(t, text, len, flags, &b) != LA_OK) {

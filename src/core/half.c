@@ -2,6 +2,7 @@
  * (see half.h for the rounding contract). */
 #include "core/half.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -245,6 +246,58 @@ void la_cvt_f16_to_f32(float *dst, const uint16_t *src, size_t n) {
     }
 #endif
     for (size_t i = 0; i < n; i++) dst[i] = la_f16_to_f32_s(src[i]);
+}
+
+#ifdef LA_X86
+__attribute__((target("avx2,fma"))) static float exp_sub_avx2(const float *x, float mx, float *y, size_t n) {
+    const __m256 vm = _mm256_set1_ps(mx), lo = _mm256_set1_ps(-87.33654f);
+    __m256 acc = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 t = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        __m256 keep = _mm256_cmp_ps(t, lo, _CMP_GE_OQ); /* below: 2^n is no normal float */
+        t = _mm256_max_ps(t, lo);
+        __m256 nn = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(LA_EXP_LOG2E)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(LA_EXP_LN2_HI), t);
+        r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(LA_EXP_LN2_LO), r);
+        __m256 p = _mm256_set1_ps(LA_EXP_C7);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C6));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C5));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C4));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C3));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C2));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+        /* 2^n for n in [-126, 127]: the exponent field built directly */
+        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+        p = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+        _mm256_storeu_ps(y + i, p);
+        acc = _mm256_add_ps(acc, p);
+    }
+    /* fixed order: (0+4, 1+5, 2+6, 3+7) pairwise, then the scalar tail */
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float s = _mm_cvtss_f32(h);
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - mx);
+        s += y[i];
+    }
+    return s;
+}
+#endif
+
+float la_exp_sub_f32(const float *x, float mx, float *y, size_t n) {
+#ifdef LA_X86
+    if (la_cpu()->avx2 && la_cpu()->fma) return exp_sub_avx2(x, mx, y, n);
+#endif
+    float s = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        y[i] = expf(x[i] - mx);
+        s += y[i];
+    }
+    return s;
 }
 
 void la_round_bf16(float *x, size_t n) {

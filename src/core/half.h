@@ -57,6 +57,28 @@ void la_cvt_f16_to_f32(float *dst, const uint16_t *src, size_t n);
 void la_round_bf16(float *x, size_t n);
 void la_round_f16(float *x, size_t n);
 
+/* exp for the kernels: x = n ln2 + r, |r| <= ln2/2 (ln2 split in two for an exact
+ * reduction), a Taylor polynomial of degree 7 in r (relative error < 1e-8 before rounding),
+ * scaled by 2^n. The constants are shared by every vector implementation (attn/tile.c's
+ * AVX-512 la_exp_sub and la_exp_sub_f32's AVX2 path below) so the ISAs compute the same
+ * formula. */
+#define LA_EXP_LOG2E 1.44269504088896341f
+#define LA_EXP_LN2_HI 0.693359375f
+#define LA_EXP_LN2_LO (-2.12194440e-4f)
+#define LA_EXP_C7 (1.0f / 5040.0f)
+#define LA_EXP_C6 (1.0f / 720.0f)
+#define LA_EXP_C5 (1.0f / 120.0f)
+#define LA_EXP_C4 (1.0f / 24.0f)
+#define LA_EXP_C3 (1.0f / 6.0f)
+#define LA_EXP_C2 0.5f
+
+/* y[i] = exp(x[i] - mx) for i < n (x[i] <= mx, no NaN), returns the float32 sum of the y.
+ * AVX2 + FMA where the CPU has them (la_cpu()): the polynomial above, eight lanes summed
+ * in a fixed order, results below 2^-126 (x - mx < -87.3) flushed to 0; otherwise
+ * (LA_PORTABLE=1) expf and a sequential sum. The two paths differ by a few ulp per element
+ * (measured in tests/test_half.c); each is deterministic. */
+float la_exp_sub_f32(const float *x, float mx, float *y, size_t n);
+
 /* Bytes of one element of t (la_dtype, public: include/longattn/core.h). */
 size_t la_dtype_size(la_dtype t);
 

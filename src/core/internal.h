@@ -99,6 +99,16 @@ void la_afile_fail_at(la_afile_step step, int nth);
  * variant's result saved), "synth-cell", "longeval-cell" (a cell's result saved). */
 void la_test_point(const char *name);
 
+/* ---- whole files and the clock (src/core/read_file.c) ----
+ * la_read_file: the whole of path (a regular file, a pipe or /dev/stdin) in *out, with a
+ * NUL after the last byte (not counted in *len; len may be NULL); release with free().
+ * max_bytes > 0 refuses a longer file (LA_EINVAL "'path' is larger than N bytes"); 0: no
+ * limit. Errors: LA_EIO "cannot open 'path': <system error>" (errno kept from fopen),
+ * LA_EIO on a read error, LA_ENOMEM; *out is then NULL.
+ * la_now_s: CLOCK_MONOTONIC in seconds (wall-clock durations, progress and ETA). */
+la_status la_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+double la_now_s(void);
+
 /* ---- deterministic random numbers (src/core/rng.c) ----
  * xoshiro256** seeded through splitmix64: same seed, same stream on every machine. */
 typedef struct { uint64_t s[4]; } la_rng;

@@ -8,12 +8,16 @@
  *     together, so each k and v row is read (and converted) once for all of them, never
  *     once per query head;
  *   - the context is split into chunks of LA_KV_DEC_CHUNK keys (a constant, independent
- *     of the thread count); a work item is one (kv head, chunk) pair: its rows are
- *     converted to float in one bulk call (F16C when the CPU has it, dispatched at run time
- *     by core/half.h; the conversion is exact, so LA_PORTABLE=1 gives bitwise the same
- *     result), rotated by their slot position (RoPE table shared with kv_stream.c), and
- *     the item's partial softmax (max m_c, sum l_c = sum exp(s - m_c), unnormalised output
- *     o_c = sum exp(s - m_c) v) is written to its own slot;
+ *     of the thread count); a work item is one chunk of every kv head in turn (the chunk's
+ *     RoPE table rows stay in the CPU caches across the kv heads); for each (kv head,
+ *     chunk) the rows are converted to float (exact), rotated by their slot position (RoPE
+ *     table shared with kv_stream.c), and the partial softmax (max m_c, sum
+ *     l_c = sum exp(s - m_c), unnormalised output o_c = sum exp(s - m_c) v) is written to
+ *     its own slot. Two implementations, chosen at run time: the AVX2 + FMA + F16C one
+ *     (chunk_fast: conversion, rotation and products fused in registers, polynomial exp)
+ *     and the portable loop (chunk_item's own body; LA_PORTABLE=1, other CPUs and shapes).
+ *     They round differently (not bitwise equal; both within the float64-reference
+ *     bound of tests/test_kv_decode.c);
  *   - the partials of each query head are merged in chunk order (flash-decoding's
  *     log-sum-exp merge: M = max m_c, Z = sum l_c e^(m_c - M), out = sum o_c e^(m_c - M) / Z),
  *     so the result is bitwise the same for any thread count and any schedule.
@@ -26,6 +30,11 @@
 #include <string.h>
 
 #include "infer/kv_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LA_KVD_X86 1
+#endif
 
 int la_kv_decode_ok(const la_kv_cache *c, const la_spec *spec, const la_attn_opts *opts) {
     if (!c || !spec) return 0;
@@ -57,6 +66,138 @@ static inline float dot8(const float *restrict a, const float *restrict b, int D
     return s;
 }
 
+#ifdef LA_KVD_X86
+/* ---- AVX2 + FMA + F16C path (chosen at run time, la_cpu()) ----------------------------
+ * The same work item fused: each key row is loaded once, converted (exact: F16C for f16, a
+ * 16-bit shift for bf16), rotated in registers and multiplied with the G queries of its
+ * group; exp is la_exp_sub_f32's polynomial; values are loaded once per 16 columns for the
+ * G heads. Compared with the portable loop it rounds differently (fused multiply-adds,
+ * another summation order, the polynomial exp): within the tests' float32 bounds, not
+ * bitwise. Each item is still computed by one thread in a fixed order, so the result does not
+ * depend on the thread count. */
+#define KVD_T __attribute__((target("avx2,fma,f16c")))
+#define KVD_IN static inline __attribute__((always_inline)) KVD_T
+
+/* 8 elements of a row of storage type ty (f32, f16, bf16) at element offset i, as float */
+KVD_IN __m256 kvd_load(const void *base, size_t i, la_kv_storage ty) {
+    if (ty == LA_KV_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
+    if (ty == LA_KV_BF16) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)base + i)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+    return _mm256_loadu_ps((const float *)base + i);
+}
+
+/* lanes summed in a fixed order: (0+4, 1+5, 2+6, 3+7), then pairs */
+KVD_IN float kvd_hsum(__m256 a) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+#define KVD_AHEAD 8 /* rows */
+
+/* logits of the G queries qg (G, D) against rows [0, m) of k (row stride D elements), key j
+ * rotated by table row cs + j * D when cs, into lg[g * ldl + j] */
+KVD_IN void kvd_logits(const int G, const void *k, const void *v, la_kv_storage ty, int64_t m, const float *cs,
+                       const float *qg, int D, float *lg, int64_t ldl) {
+    const int half = D / 2;
+    const size_t rowb = (size_t)D * la_kv_elt_size(ty);
+    for (int64_t j = 0; j < m; j++) {
+        /* software prefetch: the key row KVD_AHEAD rows on and this row's value row (read by
+         * kvd_pv after the exp), so that the loads of the cache overlap the arithmetic */
+        for (size_t b = 0; b < rowb; b += 64) {
+            _mm_prefetch((const char *)k + (size_t)(j + KVD_AHEAD) * rowb + b, _MM_HINT_T0);
+            _mm_prefetch((const char *)v + (size_t)j * rowb + b, _MM_HINT_T0);
+        }
+        __m256 acc[8];
+        for (int g = 0; g < G; g++) acc[g] = _mm256_setzero_ps();
+        const size_t r = (size_t)j * (size_t)D;
+        if (cs) {
+            const float *c = cs + r;
+            for (int b = 0; b < half; b += 8) {
+                /* la_kv_rotate: (a, b) -> (a cos - b sin, a sin + b cos), pairs (k, k + D/2) */
+                const __m256 ka = kvd_load(k, r + (size_t)b, ty), kb = kvd_load(k, r + (size_t)(b + half), ty);
+                const __m256 co = _mm256_loadu_ps(c + b), si = _mm256_loadu_ps(c + half + b);
+                const __m256 ra = _mm256_fmsub_ps(ka, co, _mm256_mul_ps(kb, si));
+                const __m256 rb = _mm256_fmadd_ps(ka, si, _mm256_mul_ps(kb, co));
+                for (int g = 0; g < G; g++) {
+                    acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + b), ra, acc[g]);
+                    acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + half + b), rb, acc[g]);
+                }
+            }
+        } else {
+            for (int b = 0; b < D; b += 8) {
+                const __m256 kv = kvd_load(k, r + (size_t)b, ty);
+                for (int g = 0; g < G; g++) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + b), kv, acc[g]);
+            }
+        }
+        for (int g = 0; g < G; g++) lg[(size_t)g * ldl + j] = kvd_hsum(acc[g]);
+    }
+}
+
+/* o[g] (D) = sum_j p[g * CH + j] v_j over rows [0, m) of v, 16 columns at a time */
+KVD_IN void kvd_pv(const int G, const void *v, la_kv_storage ty, int64_t m, const float *p, int D, float *o) {
+    for (int d0 = 0; d0 < D; d0 += 16) {
+        __m256 a0[6], a1[6];
+        for (int g = 0; g < G; g++) a0[g] = a1[g] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < m; j++) {
+            const size_t r = (size_t)j * (size_t)D + (size_t)d0;
+            const __m256 v0 = kvd_load(v, r, ty), v1 = kvd_load(v, r + 8, ty);
+            for (int g = 0; g < G; g++) {
+                const __m256 pj = _mm256_broadcast_ss(p + (size_t)g * LA_KV_DEC_CHUNK + j);
+                a0[g] = _mm256_fmadd_ps(pj, v0, a0[g]);
+                a1[g] = _mm256_fmadd_ps(pj, v1, a1[g]);
+            }
+        }
+        for (int g = 0; g < G; g++) {
+            _mm256_storeu_ps(o + (size_t)g * D + d0, a0[g]);
+            _mm256_storeu_ps(o + (size_t)g * D + d0 + 8, a1[g]);
+        }
+    }
+}
+
+#define KVD_BY_G(call)                                                                              \
+    switch (G) {                                                                                    \
+    case 1: call(1); break;                                                                         \
+    case 2: call(2); break;                                                                         \
+    case 3: call(3); break;                                                                         \
+    case 4: call(4); break;                                                                         \
+    case 5: call(5); break;                                                                         \
+    default: call(6); break;                                                                        \
+    }
+
+/* the whole item on rows k, v (contiguous, m rows) of type ty */
+KVD_T static void chunk_fast(la_kv_cache *c, const void *k, const void *v, la_kv_storage ty, int64_t m,
+                             const float *cs, const float *qg, float *restrict lg, int64_t ldl, float *pb,
+                             float *o, float *pm, float *pl) {
+    const int D = c->p.D, G = c->p.H / c->p.Hkv;
+#define KVD_LOGITS(g_) kvd_logits(g_, k, v, ty, m, cs, qg, D, lg, ldl)
+    KVD_BY_G(KVD_LOGITS)
+#undef KVD_LOGITS
+    for (int g = 0; g < G; g++) {
+        const float *s = lg + (size_t)g * ldl;
+        float mx = s[0];
+        for (int64_t j = 1; j < m; j++) mx = s[j] > mx ? s[j] : mx;
+        pm[g] = mx;
+        pl[g] = la_exp_sub_f32(s, mx, pb + (size_t)g * LA_KV_DEC_CHUNK, (size_t)m);
+    }
+#define KVD_PV(g_) kvd_pv(g_, v, ty, m, pb, D, o)
+    KVD_BY_G(KVD_PV)
+#undef KVD_PV
+}
+
+/* 1 if this cache's items take the AVX2 path: the CPU has AVX2, FMA and F16C (and
+ * LA_PORTABLE is unset), D a multiple of 16 (whole vectors in each RoPE half), G <= 6
+ * (the accumulators fit in registers) */
+static int fast_ok(const la_kv_cache *c) {
+    const la_cpu_caps *cpu = la_cpu();
+    const int G = c->p.H / c->p.Hkv;
+    return cpu->avx2 && cpu->fma && cpu->f16c && c->p.D % 16 == 0 && G >= 1 && G <= 6;
+}
+#endif
+
 /* One work item: kv head hk, keys [j0, j0 + m). Logits of query head g into lg + g * n
  * (the (G, n) block of this kv head), partials into slot (hk, ci). */
 static void chunk_item(la_kv_cache *c, const la_kv_layer *L, int hk, int64_t ci, int64_t nch, int64_t n, int rotates,
@@ -66,6 +207,25 @@ static void chunk_item(la_kv_cache *c, const la_kv_layer *L, int hk, int64_t ci,
     const int64_t j0 = ci * CH, m = n - j0 < CH ? n - j0 : CH;
     float *kb = c->d_kb + (size_t)tid * CH * Dz, *vb = c->d_vb + (size_t)tid * CH * Dz;
     float *pb = c->d_p + (size_t)tid * G * CH;
+#ifdef LA_KVD_X86
+    if (fast_ok(c)) {
+        const size_t slot = ((size_t)hk * nch + ci) * G;
+        const float *cs = rotates ? c->s_cs + (size_t)j0 * Dz : NULL;
+        const void *k = kb, *v = vb;
+        la_kv_storage ty = c->p.storage;
+        if (ty == LA_KV_INT8) { /* dequantised into the buffers first, then read as float */
+            la_kv_rows_f32(c, L, 0, (size_t)hk, (size_t)j0, (size_t)m, kb);
+            la_kv_rows_f32(c, L, 1, (size_t)hk, (size_t)j0, (size_t)m, vb);
+            ty = LA_KV_F32;
+        } else {
+            const size_t off = ((size_t)hk * (size_t)c->cap + (size_t)j0) * Dz * la_kv_elt_size(ty);
+            k = (const char *)L->k + off, v = (const char *)L->v + off;
+        }
+        chunk_fast(c, k, v, ty, m, cs, c->d_q + (size_t)hk * G * Dz, lg + j0, n, pb, c->d_o + slot * Dz,
+                   c->d_m + slot, c->d_l + slot);
+        return;
+    }
+#endif
     /* keys: converted (exact) and rotated by their slot */
     la_kv_rows_f32(c, L, 0, (size_t)hk, (size_t)j0, (size_t)m, kb);
     if (rotates)
@@ -123,7 +283,10 @@ la_status la_kv_decode_attend(la_kv_cache *c, int layer, const la_spec *spec, co
         if (rotates) la_kv_rotate(qr, c->s_cs + (size_t)(n - 1) * Dz, D);
         for (int d = 0; d < D; d++) qr[d] *= f;
     }
-    const int64_t nch = (n + LA_KV_DEC_CHUNK - 1) / LA_KV_DEC_CHUNK, items = (int64_t)Hkv * nch;
+    /* a work item is one chunk of every kv head in turn: the chunk's RoPE table rows (as many
+     * bytes as an f16 key row) are then read from memory once per layer and from the L1/L2
+     * cache for the other kv heads, not once per kv head */
+    const int64_t nch = (n + LA_KV_DEC_CHUNK - 1) / LA_KV_DEC_CHUNK, items = nch;
     float *lg = c->mass; /* (H, n) logits, then probabilities when asked */
     int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
     if (nt > c->d_nthr) nt = c->d_nthr; /* per-thread buffers were sized at la_kv_new */
@@ -131,8 +294,8 @@ la_status la_kv_decode_attend(la_kv_cache *c, int layer, const la_spec *spec, co
     if (nt < 1) nt = 1;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
     for (int64_t it = 0; it < items; it++) {
-        const int hk = (int)(it / nch);
-        chunk_item(c, L, hk, it % nch, nch, n, rotates, lg + (size_t)hk * G * (size_t)n, omp_get_thread_num());
+        for (int hk = 0; hk < Hkv; hk++)
+            chunk_item(c, L, hk, it, nch, n, rotates, lg + (size_t)hk * G * (size_t)n, omp_get_thread_num());
     }
     /* merge each head's chunks in chunk order */
     for (int h = 0; h < H; h++) {

@@ -103,7 +103,7 @@ static la_status ensure(la_posreg *r, int G, int T, int S, int D, int64_t n_unit
         LA_TRY(la_spec_parse("softmax+nope+full", &r->full));
         snprintf(w, sizeof w, "softmax+nope+window(%lld)", (long long)(r->W > 0 ? r->W : 1));
         LA_TRY(la_spec_parse(w, &r->window));
-        if (!(r->ws = la_workspace_new())) return la_fail(LA_ENOMEM, "posreg: out of memory");
+        LA_TRY(la_workspace_create(&r->ws));
     }
     if ((int64_t)G * T > r->cap_qT) {
         free(r->qr), free(r->ob), free(r->lse), free(r->lacc);

@@ -354,29 +354,16 @@ done:
 
 la_status la_study_load(const char *path, la_study *out) {
     if (!path || !out) return la_fail(LA_EINVAL, "la_study_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return la_fail(LA_EIO, "cannot open study file '%s': %s (the default ones are studies/default.json "
-                       "and studies/quick.json)", path, strerror(errno));
-    size_t cap = 1 << 14, n = 0;
-    char *buf = la_malloc(cap);
-    la_status st = LA_OK;
-    for (;;) {
-        if (!buf) { st = la_fail(LA_ENOMEM, "reading '%s': out of memory", path); break; }
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (ferror(f)) { st = la_fail(LA_EIO, "reading '%s' failed: %s", path, strerror(errno)); break; }
-        if (feof(f)) break;
-        if (cap > (1u << 24)) { st = BAD("%s: larger than 16 MiB; is this really a study file?", path); break; }
-        char *nb = la_realloc(buf, cap *= 2);
-        if (!nb) free(buf);
-        buf = nb;
-    }
-    fclose(f);
-    if (st == LA_OK) {
-        buf[n] = '\0';
-        if (strlen(buf) != n) st = BAD("%s: contains a NUL byte; a study file is JSON text", path);
-        else st = la_study_parse(buf, path, out);
-    }
+    char *buf;
+    size_t n;
+    la_status st = la_read_file(path, 1u << 24, &buf, &n);
+    if (st == LA_EINVAL) return BAD("%s: larger than 16 MiB; is this really a study file?", path);
+    if (st == LA_EIO)
+        return la_fail(st, "study file: %s (the default ones are studies/default.json and studies/quick.json)",
+                       la_errmsg());
+    if (st != LA_OK) return st;
+    if (strlen(buf) != n) st = BAD("%s: contains a NUL byte; a study file is JSON text", path);
+    else st = la_study_parse(buf, path, out);
     free(buf);
     return st;
 }

@@ -16,17 +16,11 @@
 #include "core/dist.h"
 #include "study/study_internal.h"
 #include "tasks/cells.h"
+#include "tasks/grid.h"
 
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
 #define TAG_FT 0x66696e6574756e65ULL     /* "finetune": passkey fine-tune examples */
-#define TAG_PK 0x706b5f6576616c5fULL     /* "pk_eval_": passkey evaluation grid */
 #define TAG_MIX 0x706b5f6d69785f5fULL    /* "pk_mix__": passkey rows of pre-training batches */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 la_study_opts la_study_opts_default(void) {
     la_study_opts o;
@@ -74,10 +68,9 @@ static double variant_flops(const la_study *st, int vocab) {
 
 static void report(tracker *tk, double flops) {
     tk->flops_done += flops;
-    double el = now_s() - tk->t0;
+    double el = la_now_s() - tk->t0;
     tk->p.elapsed_s = el;
-    tk->p.eta_s = (tk->flops_done > 0 && el > 0.2)
-                      ? el / tk->flops_done * fmax(0.0, tk->flops_total - tk->flops_done) : NAN;
+    tk->p.eta_s = el > 0.2 ? la_grid_eta(el, tk->flops_done, tk->flops_total) : NAN;
     if (tk->opts->progress) tk->opts->progress(tk->opts->user, &tk->p);
 }
 
@@ -442,10 +435,6 @@ static void remove_train_ckpt(const la_cells *cells, const char *key) {
     unlink(p);
 }
 
-uint64_t la_study_passkey_seed(uint64_t seed, int li, int di, int k) {
-    return (seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
-}
-
 /* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>[_seed<seed>].safetensors
  * (atomic; the seed only in studies of several seeds), for kv-eval, generate and diagnose. */
 static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const la_study *st) {
@@ -516,7 +505,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
     if ((s = la_trainer_new(m, NULL, &tc, &tr)) != LA_OK) goto out;
     la_rng order;
     la_rng_seed(&order, st->seed ^ TAG_TRAIN);
-    double t0 = now_s(), tail_sum = 0;
+    double t0 = la_now_s(), tail_sum = 0;
     int tail_n = 0, tail_from = st->steps - (st->steps / 10 > 0 ? st->steps / 10 : 1);
     eval_ctx ec = {m, NULL};
     /* every length scores the same text: spans of the longest length, cut into windows */
@@ -589,13 +578,13 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
             tk->p.val_loss = vb;
             tk->flops_done += (double)n_val * span * tk->c_L;
         }
-        if ((s = log_row(v, step + 1, tb, vb, t_before + now_s() - t0)) != LA_OK) goto out;
+        if ((s = log_row(v, step + 1, tb, vb, t_before + la_now_s() - t0)) != LA_OK) goto out;
         report(tk, train_flops);
         if ((step + 1) % st->val_every == 0 || step + 1 == st->steps) {
             /* trainer checkpoint first, then what the loop keeps besides: a kill between the
              * two leaves steps that differ, and the variant then reruns (above) */
             if ((s = la_dist_agree(leader ? la_trainer_save(tr, ck) : LA_OK)) != LA_OK) goto out;
-            cJSON *j = side_state(step + 1, &order, &mix_rng, tail_sum, tail_n, t_before + now_s() - t0, v);
+            cJSON *j = side_state(step + 1, &order, &mix_rng, tail_sum, tail_n, t_before + la_now_s() - t0, v);
             s = j ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
             if (s == LA_OK && leader) s = la_cells_save(cells, side_key, j);
             cJSON_Delete(j);
@@ -604,12 +593,12 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
         }
     }
     v->final_train_bpb = tail_sum / tail_n;
-    v->train_s = t_before + now_s() - t0;
+    v->train_s = t_before + la_now_s() - t0;
     la_trainer_free(tr);
     tr = NULL;
 
     /* ---- validation loss at every evaluation length, buckets of L positions */
-    t0 = now_s();
+    t0 = la_now_s();
     ec.tk = tk;
     int n_eval_windows = 0;
     for (int i = 0; i < st->n_eval_lens; i++) { /* this rank's share of them (group_eval_loss) */
@@ -629,7 +618,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
             goto out;
         v->tokens[i] = (int64_t)(span / T) * T * st->eval_windows;
     }
-    v->eval_s = now_s() - t0;
+    v->eval_s = la_now_s() - t0;
     v->trained = 1;
     /* the pre-trained weights whose losses are in the table (the passkey fine-tune, scored
      * on the answer digits only, does not keep the language model) */
@@ -637,7 +626,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
 
     /* ---- passkey: fine-tune at L on the answer digits, then the exact-match grid */
     if (st->pk_trials > 0) {
-        t0 = now_s();
+        t0 = la_now_s();
         if (st->pk_steps > 0) {
             la_train_config fc = tc;
             fc.steps = st->pk_steps;
@@ -710,7 +699,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
         free(mine);
         free(counts);
         if (s != LA_OK) goto out;
-        v->passkey_s = now_s() - t0;
+        v->passkey_s = la_now_s() - t0;
     }
     v->passkey_done = 1;
     if (st->pk_trials > 0 && st->pk_steps > 0 &&
@@ -728,7 +717,7 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     la_study_opts opts = opts_in ? *opts_in : la_study_opts_default();
     if (summary) memset(summary, 0, sizeof *summary);
     const char *data = opts.data ? opts.data : st->data;
-    double t_start = now_s();
+    double t_start = la_now_s();
     char path[4096];
     la_docs train = {0}, val = {0};
     study_results *r = la_calloc(1, sizeof *r);
@@ -835,11 +824,10 @@ pre:
         /* under mpirun rank 0 opens (a fresh run empties cells/) before the others join in
          * resume mode, which only checks the fingerprint: no rank deletes another's cell */
         cJSON *fp = study_fingerprint(st, data, r);
-        s = fp ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
-        if (s == LA_OK && writer) s = la_cells_open(&cells, out_dir, "study", fp, opts.resume);
-        if ((s = la_dist_agree(s)) == LA_OK && !writer) s = la_cells_open(&cells, out_dir, "study", fp, 1);
+        s = la_dist_agree(fp ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory"));
+        if (s == LA_OK) s = la_grid_open(&cells, out_dir, "study", fp, opts.resume);
         cJSON_Delete(fp);
-        if ((s = la_dist_agree(s)) != LA_OK) goto out;
+        if (s != LA_OK) goto out;
     }
     int n_resumed = 0, n_continued = 0;
     /* a variant that fails (e.g. diverges) is recorded and the others still run */
@@ -910,7 +898,7 @@ pre:
         }
         /* keep the ETA honest whatever the flop model missed for this variant */
         tk.flops_done = before + variant_flops(st, r->vocab);
-        r->wall_s = now_s() - t_start;
+        r->wall_s = la_now_s() - t_start;
         if (la_dist_world_size() == 1 && (s = la_study_write_tables(r, out_dir)) != LA_OK)
             break; /* finished variants are kept */
     }
@@ -938,7 +926,7 @@ pre:
         s = la_study_write_plots(r, out_dir, opts.gnuplot ? opts.gnuplot : "gnuplot", &plots_ok, warn, sizeof warn);
     else
         snprintf(warn, sizeof warn, "plots switched off");
-    r->wall_s = now_s() - t_start;
+    r->wall_s = la_now_s() - t_start;
     if (s == LA_OK && writer) s = la_study_write_tables(r, out_dir); /* with the final wall time */
     /* rank 0's outcome (write errors, failed variants) is every rank's */
     if (la_dist_size() > 1) {

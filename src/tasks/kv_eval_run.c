@@ -19,12 +19,6 @@
 #define MAX_POL LA_KV_EVAL_MAX_POLICIES
 #define MAX_LEN LA_KV_EVAL_MAX_LENS
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 la_kv_eval_opts la_kv_eval_opts_default(void) {
     la_kv_eval_opts o;
     memset(&o, 0, sizeof o);
@@ -300,7 +294,7 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
         st = la_fail(LA_ENOMEM, "la_kv_eval_run: out of memory");
         goto done;
     }
-    double t_start = now_s();
+    double t_start = la_now_s();
     for (int p = 0; p < np; p++) {
         la_kv_params *kp = &res[p].kp;
         /* the full cache is exact in chunks (causal attention over the whole prefix);
@@ -348,7 +342,7 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
                 la_kv_eval_progress pr = {.event = LA_KV_EVAL_POINT, .policy = res[p].name, .len = T, .bits = bits,
                                           .hits = hits, .n_passkey = n_pk, .digit_hits = digit_hits,
                                           .n_digits = n_pk * LA_PASSKEY_DIGITS,
-                                          .cache_tokens = res[p].cache_tokens[i], .elapsed_s = now_s() - t_start};
+                                          .cache_tokens = res[p].cache_tokens[i], .elapsed_s = la_now_s() - t_start};
                 progress(user, &pr);
             }
         }

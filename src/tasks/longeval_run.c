@@ -16,6 +16,7 @@
 #include "core/internal.h"
 #include "io/gnuplot.h"
 #include "tasks/cells.h"
+#include "tasks/grid.h"
 #include "tasks/longeval_internal.h"
 
 void openblas_set_num_threads(int);
@@ -53,34 +54,6 @@ la_longeval_opts la_longeval_opts_default(void) {
     return o;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *slurp(const char *path, la_status *st) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *st = la_fail(LA_EIO, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = la_malloc((size_t)n + 1);
-    if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        fclose(f);
-        *st = la_fail(LA_EIO, "cannot read '%s'", path);
-        return NULL;
-    }
-    b[n] = '\0';
-    fclose(f);
-    *st = LA_OK;
-    return b;
-}
-
 static la_status num_array(const cJSON *a, const char *key, const char *path, double *out, int *n, double lo,
                            double hi) {
     if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > LA_LONGEVAL_MAX)
@@ -107,9 +80,9 @@ static la_status int_key(const cJSON *root, const char *key, const char *path, i
 
 la_status la_longeval_load(const char *path, la_longeval_opts *o) {
     if (!path || !o) return la_fail(LA_EINVAL, "la_longeval_load: NULL argument");
-    la_status st;
-    char *text = slurp(path, &st);
-    if (!text) return st;
+    char *text;
+    la_status st = la_read_file(path, 0, &text, NULL);
+    if (st != LA_OK) return st;
     cJSON *root = cJSON_Parse(text);
     free(text);
     if (!cJSON_IsObject(root)) {
@@ -260,9 +233,9 @@ static la_status cell_read(const char *path, const la_longeval_opts *o, la_longe
     *found = 0;
     struct stat sb;
     if (stat(path, &sb) != 0) return LA_OK;
-    la_status st;
-    char *text = slurp(path, &st);
-    if (!text) return st;
+    char *text;
+    la_status st = la_read_file(path, 0, &text, NULL);
+    if (st != LA_OK) return st;
     cJSON *j = cJSON_Parse(text);
     free(text);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "method");
@@ -650,48 +623,17 @@ typedef struct {
     const la_longeval_cell *cell;
 } le_tick_state;
 
-static double now_s(void);
 
 static void on_tick(void *user, double frac) {
     le_tick_state *t = user;
     if (!t->fn || frac >= 1) return; /* the cell's own line follows at frac = 1 */
-    double cell_s = now_s() - t->ts, work = t->done + frac * t->cost;
-    double eta = work > 0 ? (t->run_s + cell_s) / work * (t->all - work) : 0;
+    double cell_s = la_now_s() - t->ts, work = t->done + frac * t->cost;
+    double eta = work > 0 ? la_grid_eta(t->run_s + cell_s, work, t->all) : 0;
     char note[1536];
     snprintf(note, sizeof note, "cell %d/%d (%s, L = %lld): %.0f%% done (elapsed %.0f s, ETA %.0f s)", t->n_done + 1,
-             t->n_mine, t->cell->method_text, (long long)t->cell->L, 100 * frac, now_s() - t->t0, eta);
-    la_longeval_progress p = {t->n_mine, t->n_done, NULL, now_s() - t->t0, eta, note};
+             t->n_mine, t->cell->method_text, (long long)t->cell->L, 100 * frac, la_now_s() - t->t0, eta);
+    la_longeval_progress p = {t->n_mine, t->n_done, NULL, la_now_s() - t->t0, eta, note};
     t->fn(t->user, &p);
-}
-
-/* Collective: the cells each rank ran (owner) to rank 0, then the whole table to every
- * rank (cells are plain data). */
-static la_status share_cells(la_longeval_cell *cells, const int *owner, int nc) {
-    int N = la_dist_size(), me = la_dist_rank(), mine = 0;
-    for (int i = 0; i < nc; i++) mine += owner[i] == me;
-    size_t *counts = la_calloc((size_t)N, sizeof *counts);
-    la_longeval_cell *send = la_malloc((size_t)(mine ? mine : 1) * sizeof *send);
-    la_longeval_cell *recv = me == 0 ? la_malloc((size_t)nc * sizeof *recv) : NULL;
-    la_status st = counts && send && (me != 0 || recv) ? LA_OK : la_fail(LA_ENOMEM, "longeval: out of memory (gather)");
-    st = la_dist_agree(st);
-    if (st == LA_OK) {
-        for (int i = 0, k = 0; i < nc; i++) {
-            counts[owner[i]] += sizeof *send;
-            if (owner[i] == me) send[k++] = cells[i];
-        }
-        st = la_dist_agree(la_dist_gatherv_bytes(send, recv, counts, 0));
-    }
-    if (st == LA_OK && me == 0) { /* rank r's cells arrive in cell order, ranks in order */
-        size_t k = 0;
-        for (int r = 0; r < N; r++)
-            for (int i = 0; i < nc; i++)
-                if (owner[i] == r) cells[i] = recv[k++];
-    }
-    if (st == LA_OK) st = la_dist_agree(la_dist_bcast(cells, (size_t)nc * sizeof *cells, 0));
-    free(counts);
-    free(send);
-    free(recv);
-    return st;
 }
 
 la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn fn, void *user,
@@ -821,7 +763,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     int *owner = st == LA_OK ? la_calloc((size_t)nc, sizeof *owner) : NULL;
     double *cost = st == LA_OK ? la_calloc((size_t)nc, sizeof *cost) : NULL;
     if (st == LA_OK && (!owner || !cost)) st = la_fail(LA_ENOMEM, "longeval: out of memory");
-    double t0 = now_s(), work_tokens_done = 0, work_tokens_all = 0, run_s = 0;
+    double t0 = la_now_s(), work_tokens_done = 0, work_tokens_all = 0, run_s = 0;
     for (int i = 0; st == LA_OK && i < nc; i++) {
         int64_t L = (int64_t)llround(o.lengths[i % o.n_lengths] * (double)c.C);
         cost[i] = (double)L * L; /* attention dominates at long L: cost ~ L^2 per prefill */
@@ -847,13 +789,13 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
             st = cell_read(path, &o, cell, &found);
         }
         if (st == LA_OK && !found) {
-            double ts = now_s();
+            double ts = la_now_s();
             le_tick_state tk = {fn, user, t0, ts, run_s, work_tokens_done, work_tokens_all, cost[i], n_mine, n_done, cell};
             c.tick = on_tick;
             c.tick_user = &tk;
             st = le_cell_run(&c, &o, mi, li, cell);
             c.tick = NULL;
-            cell->seconds = now_s() - ts;
+            cell->seconds = la_now_s() - ts;
             run_s += cell->seconds;
             if (st == LA_OK && o.out_dir) {
                 cJSON *j = cell_json(&o, cell);
@@ -866,9 +808,8 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         work_tokens_done += Lc * Lc;
         n_done++;
         if (st == LA_OK && fn) {
-            double el = now_s() - t0;
-            double eta = work_tokens_done > 0 && run_s > 0 ? run_s / work_tokens_done * (work_tokens_all - work_tokens_done)
-                                                           : 0;
+            double el = la_now_s() - t0;
+            double eta = work_tokens_done > 0 && run_s > 0 ? la_grid_eta(run_s, work_tokens_done, work_tokens_all) : 0;
             la_longeval_progress p = {n_mine, n_done, cell, el, eta, NULL};
             fn(user, &p);
         }
@@ -876,10 +817,10 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     free(cost);
     if (N > 1) { /* a rank that failed stops them all here, named; rank 0 collects */
         st = la_dist_agree(st);
-        if (st == LA_OK) st = share_cells(cells, owner, nc);
+        if (st == LA_OK) st = la_grid_gather(cells, sizeof *cells, owner, nc, 1, "longeval");
     }
     free(owner);
-    if (st == LA_OK && o.out_dir && me == 0) st = write_outputs(&o, cells, c.C, &c.stream, now_s() - t0);
+    if (st == LA_OK && o.out_dir && me == 0) st = write_outputs(&o, cells, c.C, &c.stream, la_now_s() - t0);
     if (N > 1) st = la_dist_agree(st); /* rank 0's write status is every rank's */
     if (st == LA_OK && o.out_dir && me == 0) {
         char dir_abs[4096];
@@ -899,7 +840,7 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
             char note[256];
             snprintf(note, sizeof note, "gnuplot exited %d: no PNGs (see %s/gnuplot.log; plots.gp redraws them)", rc,
                      o.out_dir);
-            la_longeval_progress p = {nc, nc, NULL, now_s() - t0, 0, note};
+            la_longeval_progress p = {nc, nc, NULL, la_now_s() - t0, 0, note};
             fn(user, &p);
         }
     }

@@ -110,3 +110,13 @@ int la_passkey_exact(const int32_t *pred, const int32_t *tokens, const la_passke
         if (pred[info->answer_pos - 1 + i] != tokens[info->answer_pos + i]) return 0;
     return 1;
 }
+
+/* The passkey grid's example seeds live here, beside the generator, and not in the study
+ * runner: the study and `diagnose --passkey` both rebuild the same examples from them, and
+ * tasks/ must not call up into study/ (docs/architecture.md). The name keeps its public
+ * spelling (experiments.h). */
+#define TAG_PK 0x706b5f6576616c5fULL /* "pk_eval_": passkey evaluation grid */
+
+uint64_t la_study_passkey_seed(uint64_t seed, int li, int di, int k) {
+    return (seed ^ TAG_PK) + ((uint64_t)li * LA_STUDY_MAX_DEPTHS + (uint64_t)di) * 1000003u + (uint64_t)k;
+}

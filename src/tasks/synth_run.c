@@ -18,6 +18,7 @@
 #include "io/files.h"
 #include "io/gnuplot.h"
 #include "tasks/cells.h"
+#include "tasks/grid.h"
 
 #define MAX_TASKS 8
 #define MAX_SPECS 16
@@ -49,12 +50,6 @@ typedef struct {
 static const char *errmsg_copy(synth_state *S) {
     snprintf(S->msg, sizeof S->msg, "%s", la_errmsg());
     return S->msg;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static la_status write_text(const char *path, const char *text) {
@@ -260,7 +255,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     int32_t *in = la_malloc((size_t)o->batch * T * sizeof *in);
     int32_t *tg = la_malloc((size_t)o->batch * T * sizeof *tg);
     if (s == LA_OK && (!in || !tg)) s = la_fail(LA_ENOMEM, "out of memory for a %d x %d batch", o->batch, T);
-    double t0 = now_s(), ema = NAN;
+    double t0 = la_now_s(), ema = NAN;
     const uint64_t train_seed = seed * 1000003ULL + 17 * (uint64_t)p->task;
     for (int step = 0; step < o->steps && s == LA_OK; step++) {
         la_step_info info;
@@ -279,16 +274,16 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
         if (((step + 1) % 50 == 0 || step + 1 == o->steps) && S->progress) {
             la_synth_progress pr = {.event = LA_SYNTH_TRAINING, .task = p->task, .spec = spec,
                                     .step = step + 1, .steps = o->steps, .loss = ema,
-                                    .elapsed_s = now_s() - t0, .seed = seed};
+                                    .elapsed_s = la_now_s() - t0, .seed = seed};
             S->progress(S->user, &pr);
         }
     }
     r->steps = o->steps;
-    r->train_s = now_s() - t0;
+    r->train_s = la_now_s() - t0;
     r->final_loss = ema;
     free(in);
     free(tg);
-    double t1 = now_s();
+    double t1 = la_now_s();
     const uint64_t eval_seed = seed * 7919ULL + 1000 + 31 * (uint64_t)p->task;
     for (int mult = 1; mult <= o->max_mult && s == LA_OK; mult *= 2) {
         eval_point *e = &r->pt[r->n_points++];
@@ -308,7 +303,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
             S->progress(S->user, &pr);
         }
     }
-    r->eval_s = now_s() - t1;
+    r->eval_s = la_now_s() - t1;
     la_trainer_free(tr);
     la_model_free(m);
     if (s == LA_EUNSUPPORTED) return s; /* the caller skips the spec, la_errmsg() says why */
@@ -824,34 +819,6 @@ static int compact(synth_state *S, const synth_cell *cells, int n, char **specs,
     return nr;
 }
 
-/* Collective: every rank's cells (state and result, plain data) to rank 0. */
-static la_status gather_cells(synth_cell *cells, const int *owner, int nc) {
-    int N = la_dist_size(), me = la_dist_rank(), mine = 0;
-    for (int c = 0; c < nc; c++) mine += owner[c] == me;
-    size_t *counts = la_calloc((size_t)N, sizeof *counts);
-    synth_cell *send = la_malloc((size_t)(mine ? mine : 1) * sizeof *send);
-    synth_cell *recv = me == 0 ? la_malloc((size_t)(nc ? nc : 1) * sizeof *recv) : NULL;
-    la_status s = counts && send && (me != 0 || recv) ? LA_OK : la_fail(LA_ENOMEM, "synth: out of memory (gather)");
-    s = la_dist_agree(s);
-    if (s == LA_OK) {
-        for (int c = 0, k = 0; c < nc; c++) {
-            counts[owner[c]] += sizeof *send;
-            if (owner[c] == me) send[k++] = cells[c];
-        }
-        s = la_dist_gatherv_bytes(send, recv, counts, 0);
-    }
-    if (s == LA_OK && me == 0) { /* rank r's cells arrive in cell order, ranks in order */
-        size_t k = 0;
-        for (int r = 0; r < N; r++)
-            for (int c = 0; c < nc; c++)
-                if (owner[c] == r) cells[c] = recv[k++];
-    }
-    free(counts);
-    free(send);
-    free(recv);
-    return s;
-}
-
 la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, void *user, int *n_runs) {
     if (n_runs) *n_runs = 0;
     LA_TRY(la_synth_validate(o));
@@ -901,12 +868,8 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     la_cells store;
     cJSON *fp = st == LA_OK ? synth_fingerprint(o) : NULL;
     if (st == LA_OK && !fp) st = la_fail(LA_ENOMEM, "la_synth_run: out of memory");
-    if (st == LA_OK && me == 0) st = la_cells_open(&store, o->out, "synth", fp, o->resume);
-    if (N > 1) {
-        st = la_dist_agree(st);
-        if (st == LA_OK && me != 0) st = la_cells_open(&store, o->out, "synth", fp, 1);
-        st = la_dist_agree(st);
-    }
+    if (N > 1) st = la_dist_agree(st);
+    if (st == LA_OK) st = la_grid_open(&store, o->out, "synth", fp, o->resume);
     cJSON_Delete(fp);
     for (int c = 0; c < nc && st == LA_OK; c++) {
         if (owner[c] != me) continue;
@@ -952,7 +915,7 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
         /* a failing rank stops every rank here, named; then rank 0 collects the cells and
          * writes, and its write status is every rank's */
         st = la_dist_agree(st);
-        if (st == LA_OK) st = la_dist_agree(gather_cells(cells, owner, nc));
+        if (st == LA_OK) st = la_dist_agree(la_grid_gather(cells, sizeof *cells, owner, nc, 0, "synth"));
         la_status w = LA_OK;
         if (st == LA_OK && me == 0) {
             nr = compact(S, cells, nc, specs, ns, nk, rs);

@@ -7,36 +7,21 @@
 #include "train/data_internal.h"
 
 la_status la_data_text_read_file(const char *path, doc_list *dl) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return la_fail(LA_EIO, "cannot seek in %s: %s", path, strerror(errno));
-    }
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (n <= 0) {  // empty files contribute no document
-        fclose(f);
+    char *bytes;
+    size_t n;
+    LA_TRY(la_read_file(path, 0, &bytes, &n));
+    if (n == 0) {  // empty files contribute no document
+        free(bytes);
         return LA_OK;
     }
-    uint8_t *bytes = la_malloc((size_t)n);
-    uint16_t *tok = la_malloc((size_t)n * sizeof(uint16_t));
-    if (!bytes || !tok) {
+    uint16_t *tok = la_malloc(n * sizeof(uint16_t));
+    if (!tok) {
         free(bytes);
-        free(tok);
-        fclose(f);
-        return la_fail(LA_ENOMEM, "out of memory reading %s (%ld bytes)", path, n);
+        return la_fail(LA_ENOMEM, "out of memory reading %s (%zu bytes)", path, n);
     }
-    size_t got = fread(bytes, 1, (size_t)n, f);
-    fclose(f);
-    if (got != (size_t)n) {
-        free(bytes);
-        free(tok);
-        return la_fail(LA_EIO, "%s: read %zu of %ld bytes", path, got, n);
-    }
-    for (long i = 0; i < n; i++) tok[i] = bytes[i];
+    for (size_t i = 0; i < n; i++) tok[i] = (uint8_t)bytes[i];
     free(bytes);
-    la_status s = la_data_doc_list_add(dl, tok, n, 0);
+    la_status s = la_data_doc_list_add(dl, tok, (int64_t)n, 0);
     if (s != LA_OK) free(tok);
     return s;
 }

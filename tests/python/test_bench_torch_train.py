@@ -59,3 +59,23 @@ def test_same_loss_and_gradients(build_dir, tmp_path, L, C, H, T, B):
         g = params[tt.torch_name(name)].grad
         got = 0.0 if g is None else math.sqrt(float((g.double() ** 2).sum()))
         assert got == pytest.approx(ours[name], rel=2e-4, abs=1e-7), name
+
+
+def test_bench_train_times_pytorch_autocast_bf16(build_dir):
+    """`bench train --precision bf16 --python PY` runs a second PyTorch process under
+    torch.autocast bf16 in the same rounds and reports it (issue 29): the JSON carries its
+    rate and ratio, its attention field says autocast, and every round gave a ratio."""
+    import json
+    import sys
+
+    out = subprocess.run([str(pathlib.Path(build_dir) / "longattn"), "bench", "train", "--precision", "bf16", "--python", sys.executable,
+                          "--layers", "1", "--d-model", "32", "--heads", "2", "--seq-len", "16",
+                          "--batch", "2", "--steps", "1", "--rounds", "2", "--json"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    r = json.loads(out)
+    assert r["torch"] is not None and "autocast" not in r["torch"]["attention"]
+    a = r["torch_autocast_bf16"]
+    assert a["attention"].endswith("+autocast-bf16")
+    assert a["tokens_per_s"] > 0 and a["ratio"] > 0
+    assert 0 < a["round_ratio_min"] <= a["round_ratio_max"]
+    assert r["config"]["precision"] == "bf16"

@@ -50,6 +50,48 @@ def test_rejects_kernel_calling_model(tmp_path):
     assert "src/attn/kern.c" in line[0] and "la_model_hook" in line[0] and "src/model/gpt.c" in line[0]
 
 
+def test_rejects_tasks_calling_study(tmp_path):
+    # issue 32: tasks/diagnose_passkey.c called la_study_passkey_seed of study/study_run.c.
+    # tasks (6a) and study (6b) are one layer ordered by the letter: study -> tasks is fine,
+    # tasks -> study is refused
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "architecture.md").write_text(
+        "## Layout\n| folder | layer (rank) | holds |\n|---|---|---|\n"
+        "| `src/core/` | core (0) | base |\n"
+        "| `src/tasks/` | experiments (6a) | generators |\n"
+        "| `src/study/` | experiments (6b) | runner |\n")
+    files = {
+        "src/tasks/diagnose_passkey.c": "unsigned long la_study_passkey_seed(int);\n"
+                                        "unsigned long la_diag_pk(int x){return la_study_passkey_seed(x);}\n",
+        "src/study/study_run.c": "unsigned long la_passkey_make(int);\n"
+                                 "unsigned long la_study_passkey_seed(int x){return x + 1;}\n"
+                                 "unsigned long la_study_run(int x){return la_passkey_make(x);}\n",
+        "src/tasks/passkey.c": "unsigned long la_passkey_make(int x){return x;}\n",
+    }
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        o = tmp_path / "build" / (rel[:-2] + ".o")
+        o.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cc", "-c", rel, "-o", str(o)], cwd=tmp_path, check=True)
+    r = run(tmp_path)
+    assert r.returncode == 1, r.stdout
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
+    assert len(line) == 1, r.stdout  # study -> tasks (la_passkey_make) is allowed
+    assert "src/tasks/diagnose_passkey.c" in line[0] and "la_study_passkey_seed" in line[0]
+    assert "inside the experiments layer" in line[0]
+    # the same tree with the seed moved down into tasks/ passes
+    (tmp_path / "src/study/study_run.c").write_text(
+        "unsigned long la_passkey_make(int);\nunsigned long la_study_run(int x){return la_passkey_make(x);}\n")
+    (tmp_path / "src/tasks/passkey.c").write_text(
+        "unsigned long la_passkey_make(int x){return x;}\nunsigned long la_study_passkey_seed(int x){return x + 1;}\n")
+    for rel in ("src/study/study_run.c", "src/tasks/passkey.c"):
+        subprocess.run(["cc", "-c", rel, "-o", str(tmp_path / "build" / (rel[:-2] + ".o"))], cwd=tmp_path, check=True)
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stdout
+
+
 def test_rejects_private_header(tmp_path):
     make_tree(tmp_path, {
         "src/attn/k_internal.h": "#define K 1\n",

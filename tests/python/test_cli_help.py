@@ -78,8 +78,8 @@ def source_options(path):
 
 
 # literals that are not options of the command but arguments the code passes to another
-# program: bench train starts bench/torch_train.py with --threads and --vocab
-PASSED_ON = {("bench", "train"): {"--threads", "--vocab"}}
+# program: bench train starts bench/torch_train.py with --threads, --vocab and --autocast
+PASSED_ON = {("bench", "train"): {"--threads", "--vocab", "--autocast"}}
 
 
 def test_help_lists_every_option_the_source_accepts(prog):

@@ -367,10 +367,13 @@ def test_generate_chunked_prefill_and_kv_types(build_dir, tmp_path):
 
 
 @pytest.mark.parametrize("kv_type", ["f16", "bf16", "int8"])
-def test_decode_kernel_portable_is_bitwise(build_dir, tmp_path, monkeypatch, kv_type):
-    """The decode kernel's only run-time dispatch is the f16 / bf16 conversion (F16C where the
-    CPU has it), which is exact: LA_PORTABLE=1 (the portable path CI runs) gives the same bits.
-    Also: the reduced cache stays close to the f32 one (logits within 5 % of their range)."""
+def test_decode_kernel_portable_is_close(build_dir, tmp_path, monkeypatch, kv_type):
+    """The decode kernel has an AVX2 + FMA + F16C path chosen at run time (fused conversion,
+    rotation and products, a polynomial exp): LA_PORTABLE=1 (the portable loop CI runs) gives
+    logits within 1e-4 of their range (float32 roundings of the attention, ~1e-6 relative,
+    which can flip the rounding of a later layer's k / v to the cache type: measured 2.4e-5
+    f16, 7.2e-4 bf16, 1.0e-6 int8 against a range of ~10; on a CPU without AVX2 both runs
+    are the portable path and equal). Also: the reduced cache stays close to the f32 one (within 5 % of the range)."""
     path = tmp_path / "m.gguf"
     write_model(path, "llama", QT.F32, tied=False, seed=11)
     ids = [int(i) for i in np.random.default_rng(3).integers(0, 300, size=40)]
@@ -379,7 +382,9 @@ def test_decode_kernel_portable_is_bitwise(build_dir, tmp_path, monkeypatch, kv_
     fast = c_logits(build_dir, tmp_path, path, ids, *args)
     monkeypatch.setenv("LA_PORTABLE", "1")
     portable = c_logits(build_dir, tmp_path, path, ids, *args)
-    assert np.array_equal(fast, portable)
+    err = np.abs(fast - portable).max()
+    print(f"decode kernel {kv_type}: AVX2 vs portable max |logit difference| {err:.2e}")
+    assert err <= 1e-4 * (portable.max() - portable.min()), err
     f32 = c_logits(build_dir, tmp_path, path, ids, "--kv", "full", "--kv-type", "f32", "--step", "1")
     assert 0 < np.abs(fast - f32).max() < 0.05 * (f32.max() - f32.min())
 
