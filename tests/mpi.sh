@@ -12,6 +12,9 @@
 #           each variant data-parallel) and 3 ranks with --ranks-per-variant 1 give the
 #           outputs of 1 rank; 3 ranks with groups of 2 are refused on every rank, naming
 #           both numbers and the fix
+#   seq-parallel  train --seq-parallel 2 (logn + p-RoPE + window, GQA, B = 2, T = 1000) on 2 ranks and
+#           on 4 (2 groups of 2): weights and log bitwise equal to 1 rank; refused on 3 ranks
+#           and at T = 150; a study with "seq_parallel": 2 on 2 ranks equal to 1 rank
 #   synth   synth --quick (6 cells) on 1 and 3 ranks: outputs equal, timings aside
 #   synth seeds  synth --quick --seeds 2 (4 cells) on 1 and 3 ranks: outputs equal
 #   synth-resume  synth on 2 ranks killed once each rank has stored its first cell (stop
@@ -19,6 +22,9 @@
 #           the 1-rank run
 #   longeval  longeval on the tiny GGUF of tests/python/test_longeval.py on 2 ranks: every
 #           output equal to 1 rank (timings aside); --resume on 2 ranks after cells removed
+#   prefill  llama-logits --seq-parallel (tiny GGUF, 700 tokens, GQA) on 1 rank byte-equal to
+#           the one-chunk cache-less forward, and on 2 and 3 ranks to 1 rank; perplexity
+#           --seq-parallel on 2 ranks reports 1 rank's numbers; without the flag refused
 #   fail    a data file missing on rank 1 only (mpirun MPMD): every rank exits non-zero
 #           (not a hang) with one error naming rank 1 and the file
 #   killed  a rank killed (SIGKILL) after step 3 (stop point train-step): mpirun ends the
@@ -188,6 +194,42 @@ elif strip gs2 >gs2.txt && cmp -s gs1.txt gs2.txt && [ "$(ls gs1)" = "$(ls gs2)"
     ok "rpv --seeds 2 np=2 (one group of 2): 6 cells, every output equal to 1 rank (timings aside)"
 else diff gs1.txt gs2.txt | cut -c1-200 | head -5; bad "rpv seeds np=2" "outputs differ from the 1-rank run"; fi
 
+# ---- seq_parallel (issue 30): groups of ranks share each training sequence
+TS="train --data corpus/train --layers 1 --d-model 16 --heads 2 --kv-heads 1 --spec softmax+logn+prope(p=0.5)+window(300)
+    --batch 2 --seq-len 1000 --accum 2 --eval-every 2 --ckpt-every 1"
+$bin $TS --steps 3 --out p1 >p1.log 2>&1 || { cat p1.log; bad "seq-parallel" "1-rank run failed"; }
+for n in 2 4; do
+    if ! timeout $HANG $MR -np $n $bin $TS --steps 3 --seq-parallel 2 --out p$n >p$n.log 2>&1; then
+        cat p$n.log; bad "seq-parallel np=$n" "run failed"
+    elif ! grep -q "$((n / 2)) group.* of 2 ranks sharing each sequence" p$n.log; then
+        cat p$n.log; bad "seq-parallel np=$n" "the run does not say it shares sequences"
+    elif ! cmp -s p1/model.safetensors p$n/model.safetensors; then
+        bad "seq-parallel np=$n" "weights differ from the 1-rank run"
+    elif ! diff <(cut -d, -f1-5 p1/log.csv) <(cut -d, -f1-5 p$n/log.csv) >/dev/null; then
+        bad "seq-parallel np=$n" "log (loss, val_loss, grad_norm) differs"
+    else ok "train --seq-parallel 2 np=$n ($((n / 2)) x 2 ranks): weights and log bitwise equal to 1 rank"; fi
+done
+timeout $HANG $MR -np 3 $bin $TS --steps 1 --seq-parallel 2 --out px >px.log 2>&1
+rc=$?
+if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat px.log; bad "seq-parallel refused" "np 3 with groups of 2: exit $rc"
+elif ! grep -q "seq_parallel is 2 but 3 ranks.*mpirun -np 4" px.log; then cat px.log; bad "seq-parallel refused" "np 3: no error naming 2, 3 and the fix"
+else ok "train --seq-parallel 2 on 3 ranks refused, naming both and the fix"; fi
+timeout $HANG $MR -np 2 $bin ${TS/--seq-len 1000/--seq-len 150} --steps 1 --seq-parallel 2 --out px >px.log 2>&1
+rc=$?
+if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat px.log; bad "seq-parallel refused" "seq-len 150: exit $rc"
+elif ! grep -q "150 tokens is too short.*at least 193" px.log; then cat px.log; bad "seq-parallel refused" "seq-len 150: no error naming 193"
+else ok "train --seq-parallel 2 at --seq-len 150 refused (at least 193: 4 tiles)"; fi
+cp "$root/tests/mpi/tiny_study_sp.json" sp.json
+$bin study sp.json --ranks-per-variant 1 --seq-parallel 1 --out q1 --no-plots >q1.log 2>&1 || { cat q1.log; bad "study seq_parallel" "1-rank study failed"; }
+strip q1 >q1.txt
+if ! timeout $HANG $MR -np 2 $bin study sp.json --out q2 --no-plots >q2.log 2>&1; then
+    cat q2.log; bad "study seq_parallel np=2" "run failed"
+elif ! grep -q "2 ranks of a group share each training sequence" q2.log; then
+    cat q2.log; bad "study seq_parallel np=2" "the run does not say it shares sequences"
+elif strip q2 >q2.txt && cmp -s q1.txt q2.txt && [ "$(ls q1)" = "$(ls q2)" ]; then
+    ok "study \"seq_parallel\": 2 np=2: every output equal to 1 rank (timings aside)"
+else diff q1.txt q2.txt | cut -c1-200 | head -5; bad "study seq_parallel np=2" "outputs differ from the 1-rank run"; fi
+
 # ---- study --seeds: (variant, seed) cells over ranks
 $bin study study.json --seeds 2 --out sd1 --no-plots >sd1.log 2>&1 || { cat sd1.log; bad "study seeds" "1-rank study failed"; }
 strip sd1 >sd1.txt
@@ -273,6 +315,31 @@ else
     elif ! grep -q "(resumed)" e2r.log; then cat e2r.log; bad "longeval resume" "no cell was read back"
     elif strip e2 >e2.txt && cmp -s e1.txt e2.txt; then ok "longeval --resume np=2: outputs equal to 1 rank"
     else diff e1.txt e2.txt | cut -c1-200 | head -5; bad "longeval resume" "outputs differ from the 1-rank run"; fi
+    # sequence-parallel prefill (issue 30): 700 tokens (11 tiles: uneven zigzag pieces), GQA 4/2
+    ids=$(python3 -c "import random; random.seed(3); print(','.join(str(random.randrange(300)) for _ in range(700)))")
+    L="llama-logits --model tiny.gguf --ids $ids"
+    $bin $L --chunk 700 --out lf.npy >l.log 2>&1 && $bin $L --seq-parallel --out l1.npy >>l.log 2>&1 ||
+        { cat l.log; bad "llama-logits --seq-parallel" "1-rank run failed"; }
+    if ! cmp -s lf.npy l1.npy; then bad "llama-logits --seq-parallel" "1 rank differs from the one-chunk forward"
+    else ok "llama-logits --seq-parallel on 1 rank: logits byte-equal to the one-chunk forward"; fi
+    for n in 2 3; do
+        if ! timeout $HANG $MR -np $n $bin $L --seq-parallel --out l$n.npy >l$n.log 2>&1; then
+            cat l$n.log; bad "llama-logits --seq-parallel np=$n" "run failed"
+        elif ! cmp -s l1.npy l$n.npy; then bad "llama-logits --seq-parallel np=$n" "logits differ from 1 rank"
+        else ok "llama-logits --seq-parallel np=$n: logits byte-equal to 1 rank"; fi
+    done
+    P="perplexity --model tiny.gguf --text $root/data/pydoc/val/library__multiprocessing.txt --ctx 1000 --windows 2"
+    $bin $P --seq-parallel >pp1.txt 2>pp1.log || { cat pp1.log; bad "perplexity --seq-parallel" "1-rank run failed"; }
+    if ! timeout $HANG $MR -np 2 $bin $P --seq-parallel >pp2.txt 2>pp2.log; then
+        cat pp2.log; bad "perplexity --seq-parallel np=2" "run failed"
+    elif ! diff <(sed 's/[0-9.]* tok\/s//' pp1.txt) <(sed 's/[0-9.]* tok\/s//' pp2.txt) >/dev/null || ! grep -q overall pp2.txt; then
+        cat pp1.txt pp2.txt; bad "perplexity --seq-parallel np=2" "the report differs from 1 rank"
+    else ok "perplexity --seq-parallel np=2: the report equals 1 rank's (speed aside)"; fi
+    timeout $HANG $MR -np 2 $bin $P >pp3.txt 2>pp3.log
+    rc=$?
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "add --seq-parallel" pp3.log; then
+        cat pp3.log; bad "perplexity refused" "under mpirun without --seq-parallel: exit $rc"
+    else ok "perplexity under mpirun without --seq-parallel refused, naming the flag"; fi
 fi
 
 # ---- a rank that cannot read its data (MPMD: rank 1 gets a missing path)

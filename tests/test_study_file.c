@@ -147,7 +147,25 @@ static void test_bad_files_have_clear_errors(void **state) {
         assert_int_equal(la_study_parse("{" MIN_OK ", \"accum\": 2, \"ranks_per_variant\": 2}", "g.json", &s), LA_OK);
         assert_int_equal(s.accum, 2);
         assert_int_equal(s.ranks_per_variant, 2);
+        assert_int_equal(s.seq_parallel, 1);
     }
+    /* seq_parallel (issue 30): divides ranks_per_variant (its default), seq_len of 2 x it tiles */
+#define SP_OK "\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 1536, \"lr\": 0.001, \"specs\": [\"softmax\"]"
+    {
+        la_study s;
+        assert_int_equal(la_study_parse("{" SP_OK ", \"seq_parallel\": 2}", "sp.json", &s), LA_OK);
+        assert_int_equal(s.seq_parallel, 2);
+        assert_int_equal(s.ranks_per_variant, 2);
+        assert_int_equal(la_study_parse("{" SP_OK ", \"seq_parallel\": 2, \"ranks_per_variant\": 4}", "sp.json", &s),
+                         LA_OK);
+        assert_int_equal(s.ranks_per_variant, 4);
+    }
+    expect_error("{" SP_OK ", \"seq_parallel\": 2, \"ranks_per_variant\": 3}", LA_EFORMAT,
+                 "\"seq_parallel\" (2) must divide \"ranks_per_variant\" (3)", "multiple of 2", NULL);
+    expect_error("{" MIN_OK ", \"seq_parallel\": 2}", LA_EFORMAT, "\"seq_len\" (128) is too short",
+                 "use seq_len >= 193", NULL);
+    expect_error("{" SP_OK ", \"seq_parallel\": 0}", LA_EFORMAT, "\"seq_parallel\"", NULL, NULL);
+#undef SP_OK
     expect_error("[1, 2]", LA_EFORMAT, "one JSON object", NULL, NULL);
     /* syntax error: line and column of the fault */
     expect_error("{\n  \"data\": \"d\",\n  \"steps\": 100,,\n}", LA_EFORMAT, "bad.json:3:", "not valid JSON", NULL);

@@ -580,6 +580,18 @@ static void test_schedule(void **st) {
     bad = c;
     bad.B = 0;
     assert_int_equal(la_trainer_new(m, NULL, &bad, &tr), LA_EINVAL);
+    /* seq_parallel (issue 30): T of at least 2k tiles of 64, then k dividing the ranks (1 here) */
+    bad = c;
+    bad.seq_parallel = 2;
+    bad.T = 192;
+    assert_int_equal(la_trainer_new(m, NULL, &bad, &tr), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "at least 193"));
+    bad.T = 193;
+    assert_int_equal(la_trainer_new(m, NULL, &bad, &tr), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "seq_parallel is 2 but 1 rank was started"));
+    bad.seq_parallel = 1; /* 1 (like 0) is no sequence parallelism */
+    assert_int_equal(la_trainer_new(m, NULL, &bad, &tr), LA_OK);
+    la_trainer_free(tr);
     la_model_free(m);
 }
 

@@ -168,6 +168,11 @@ typedef struct {
     la_dtype precision;        /* "precision": "f32" (default) or "bf16": the trainer's precision
                                   (la_train_config.precision) for pre-training and fine-tuning;
                                   evaluations run the same model precision */
+    int seq_parallel;          /* "seq_parallel": under mpirun, this many ranks of a variant's group
+                                  share each training sequence (la_train_config.seq_parallel); it
+                                  must divide ranks_per_variant, which defaults to it when the file
+                                  does not give it, and seq_len must be at least 64 (2 it - 1) + 1.
+                                  The numbers do not depend on it. Default 1 */
 } la_study;
 
 /* Parse study-file text. where names the source in messages (a file name). Every key is
@@ -207,6 +212,7 @@ typedef struct {
                                       out_dir finished (out_dir/cells/); refused (LA_EINVAL naming the
                                       setting) when the study or options differ. 0: start afresh */
     int ranks_per_variant;         /* > 0: instead of the study's "ranks_per_variant" */
+    int seq_parallel;              /* > 0: instead of the study's "seq_parallel" */
 } la_study_opts;
 
 LA_API la_study_opts la_study_opts_default(void);

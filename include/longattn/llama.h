@@ -111,6 +111,20 @@ LA_API la_lm *la_llama_lm(la_llama *m);
 LA_API la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T, int max_chunk,
                                   float *logits, int all_rows);
 
+/* Sequence-parallel prefill (issue 30): one sequence of T tokens (positions 0..T-1, no cache)
+ * split over the ranks of mpirun, which all call this with the same tokens (collective;
+ * one process: the whole sequence). Each rank runs every per-token operation (norms,
+ * products, the MLP) on its zigzag share of the rows (2 pieces of whole 64-token tiles;
+ * docs/mpi.md) and each layer's attention through the ring (la_attn_sp_forward: the model's
+ * spec with its GQA and RoPE at the tokens' absolute positions; every rank ends up holding
+ * every key and value, float32). Results, complete on every rank: logits (T, V) when not
+ * NULL; nll (T) when not NULL: nll[p] = -log softmax(logits[p])[tokens[p+1]] in double
+ * (nll[T-1] = 0). Bitwise the same for any number of ranks (products are cut at multiples
+ * of 24 rows, OpenBLAS's row groups; with OpenBLAS on one thread, as longattn runs it). Refused (LA_EUNSUPPORTED): position-regime methods
+ * (la_llama_set_posreg), learned attention sinks. Errors agreed by every rank; LA_EINVAL,
+ * LA_ENOMEM, the kernel's. */
+LA_API la_status la_llama_prefill_sp(la_llama *m, const int32_t *tokens, int T, float *logits, double *nll);
+
 /* ---- decoding session (infer layer: la_session over la_llama_lm, src/infer/session.c) ---- */
 
 /* la_llama_session is a la_session (longattn/infer.h) over la_llama_lm(m); the functions

@@ -167,6 +167,15 @@ LA_API la_status la_model_diagnose_rows(la_model *m, const int32_t *tokens, int 
  * means the OpenMP default. Calls with under ~2M multiply-adds always use one thread.
  * la_trainer_new applies la_train_config.n_threads when it is > 0. */
 LA_API void la_model_set_threads(la_model *m, int n_threads);
+/* Sequence parallelism (issue 30; off by default): with on != 0, la_model_forward (with
+ * targets) and la_model_backward run as one call of every rank of the current MPI process
+ * group (the trainer's sequence group of "seq_parallel" ranks), which all pass the same
+ * tokens: each rank computes its zigzag share of every sequence's rows (src/attn/ring.h),
+ * the attention goes through the ring, and each weight gradient is computed from every
+ * rank's rows as one process computes it; loss and gradients are then bitwise one
+ * process's, on every rank (with OpenBLAS on one thread, as longattn runs it). T must hold 2 x ranks 64-token tiles; ASEntmax and learned sinks
+ * are refused (LA_EINVAL, agreed by every rank). One rank, or la_model_eval: no effect. */
+LA_API void la_model_set_seq_parallel(la_model *m, int on);
 /* Precision of the model's matrix products and attention inputs (issue 29): LA_DTYPE_F32
  * (default) or LA_DTYPE_BF16. bf16: every operand of a forward and backward matrix product
  * (activations, weights, output gradients) is rounded to bf16 (nearest even) and the

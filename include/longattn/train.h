@@ -119,6 +119,13 @@ typedef struct {
                              inputs in bf16 with float32 accumulation, float32 master weights,
                              gradients and optimizer state (la_model_set_precision, applied by
                              la_trainer_new) */
+    int seq_parallel;     /* ranks per sequence (issue 30): 0 or 1 (default) none; k > 1 under MPI:
+                             groups of k consecutive ranks share each micro-batch, every rank
+                             holding its share of every sequence (la_model_set_seq_parallel);
+                             the groups split the micro-batches like data-parallel ranks. The
+                             weights stay bitwise one process's. T must be at least
+                             64 (2k - 1) + 1 (2k tiles of 64) and k must divide the ranks
+                             (la_trainer_new checks both). */
 } la_train_config;
 
 LA_API la_train_config la_train_config_default(void);

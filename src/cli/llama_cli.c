@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "core/dist.h"
 #include "core/internal.h"
 
 /* strict option values through cli_parse_int / cli_parse_num (usage error naming the option) */
@@ -307,11 +308,54 @@ static void window_done(void *user, int64_t done, int64_t total) {
     fprintf(stderr, "\r[perplexity] window %lld/%lld", (long long)done, (long long)total);
 }
 
+/* --seq-parallel (issue 30) under mpirun: a rank that fails before the prefill (a file it
+ * cannot read) tells the others here, once, so that no rank waits in the ring; the ranks
+ * that got through call it once with ok = 1 before the first prefill. 1: go on. */
+static int sp_setup_agree(int seqpar, int ok) {
+    if (!seqpar) return ok;
+    return la_dist_agree(ok ? LA_OK : la_fail(LA_EIO, "%s", la_errmsg())) == LA_OK && ok;
+}
+
+/* perplexity --seq-parallel: each window one prefill over the ranks (la_llama_prefill_sp),
+ * its token losses bucketed as la_perplexity buckets them. */
+static la_status sp_perplexity(la_llama *m, const int32_t *ids, int64_t n, const la_perplexity_params *pp,
+                               la_perplexity_result *res) {
+    *res = (la_perplexity_result){0};
+    const int64_t ctx = pp->ctx;
+    int64_t n_win = n / ctx;
+    if (pp->max_windows && n_win > pp->max_windows) n_win = pp->max_windows;
+    double *nll = malloc(sizeof(double) * (size_t)ctx), t0 = cli_now();
+    la_status st = la_dist_agree(nll ? LA_OK : la_fail(LA_ENOMEM, "out of memory for %lld token losses", (long long)ctx));
+    for (int64_t w = 0; st == LA_OK && w < n_win; w++) {
+        const int32_t *x = ids + w * ctx;
+        if ((st = la_llama_prefill_sp(m, x, (int)ctx, NULL, nll)) != LA_OK) break;
+        for (int64_t p = 0; p + 1 < ctx; p++) { /* nll[p]: the target x[p + 1] at window position p + 1 */
+            int b = 0;
+            while ((2LL << b) <= p + 1 && b < LA_PPL_BUCKETS - 1) b++;
+            res->bucket_nll[b] += nll[p];
+            res->bucket_bytes[b] += pp->token_bytes ? pp->token_bytes[x[p + 1]] : 1;
+            res->bucket_n[b]++;
+        }
+        if (pp->progress) pp->progress(pp->user, w + 1, n_win);
+    }
+    res->seconds = cli_now() - t0;
+    res->windows = n_win;
+    for (int b = 0; b < LA_PPL_BUCKETS; b++)
+        res->nll += res->bucket_nll[b], res->bytes += res->bucket_bytes[b], res->tokens += res->bucket_n[b];
+    free(nll);
+    return st;
+}
+
 int cli_perplexity(int argc, char **argv) {
     const char *cmd = "perplexity", *path = NULL, *text_path = NULL, *spec = NULL, *kv_type = NULL;
     long ctx = 0, max_windows = 0, chunk = 256;
+    int seqpar = 0, chunk_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--seq-parallel")) {
+            seqpar = 1;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             static const cli_opt opts[] = {
                 {"--model FILE.gguf", "GGUF model (llama / qwen2)"},
@@ -322,10 +366,13 @@ int cli_perplexity(int argc, char **argv) {
                 {"--chunk C", "prefill chunk (default 256)"},
                 {"--kv-type TYPE", "element type of the KV cache: f32 | f16 | bf16 | int8 | int8(group=g)\n"
                                    "(default f16, the GGUF default; see docs/kv-cache.md)"},
+                {"--seq-parallel", "under mpirun: each window is one prefill split over the ranks (no\n"
+                                   "cache, float32 keys and values; the same numbers on any number of\n"
+                                   "ranks; not with --chunk or --kv-type; docs/mpi.md)"},
                 {NULL, NULL},
             };
             cli_help(stdout, "longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec SPEC] [--windows K]\n"
-                             "                    [--chunk C] [--kv-type TYPE]",
+                             "                    [--chunk C] [--kv-type TYPE] [--seq-parallel]",
                      "Bits per token and per byte of a GGUF model on a text, over non-overlapping windows of N\n"
                      "tokens (each window starts from an empty context; its first token is not scored), overall\n"
                      "and by position bucket [2^k, 2^(k+1)) within the window.",
@@ -341,13 +388,19 @@ int cli_perplexity(int argc, char **argv) {
         else if (!strcmp(a, "--kv-type")) kv_type = val;
         else if (!strcmp(a, "--ctx")) rc = cli_opt_long(cmd, a, val, 2, 1L << 26, &ctx);
         else if (!strcmp(a, "--windows")) rc = cli_opt_long(cmd, a, val, 1, 1L << 30, &max_windows);
-        else if (!strcmp(a, "--chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 16, &chunk);
+        else if (!strcmp(a, "--chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 16, &chunk), chunk_set = 1;
         else return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
     if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
     if (!text_path) return cli_usage_error(cmd, "--text FILE is required");
     if (!ctx) return cli_usage_error(cmd, "--ctx N is required");
+    if (la_dist_size() > 1 && !seqpar)
+        return cli_usage_error(cmd, "started as %d processes: add --seq-parallel to split each window over them, "
+                               "or run without mpirun", la_dist_size());
+    if (seqpar && (chunk_set || kv_type))
+        return cli_usage_error(cmd, "--seq-parallel prefills each window at once without a cache (float32 keys "
+                               "and values); drop %s", chunk_set ? "--chunk" : "--kv-type");
     la_kv_params kp = la_kv_params_default();
     int urc = cli_kv_params(cmd, NULL, kv_type, gguf_kv_default(spec), &kp);
     if (urc) return urc;
@@ -355,15 +408,19 @@ int cli_perplexity(int argc, char **argv) {
     char *text = slurp(text_path, &tlen);
     if (!text) {
         fprintf(stderr, "longattn %s: cannot read '%s': %s\n", cmd, text_path, strerror(errno));
+        la_fail(LA_EIO, "cannot read '%s': %s", text_path, strerror(errno));
+        sp_setup_agree(seqpar, 0);
         return 1;
     }
     la_llama *m = NULL;
     la_tokenizer *tok = NULL;
     int rc = open_model(cmd, path, spec, &m, &tok);
     if (rc) {
+        sp_setup_agree(seqpar, 0);
         free(text);
         return rc;
     }
+    const int rank0 = la_dist_rank() == 0;
     rc = 1;
     const int V = la_llama_get_config(m)->n_vocab;
     la_token_buf ids = {0};
@@ -372,18 +429,26 @@ int cli_perplexity(int argc, char **argv) {
     la_perplexity_result pr;
     if (la_tokenizer_encode(tok, text, tlen, 0, &ids) != LA_OK) {
         fprintf(stderr, "longattn %s: %s: %s\n", cmd, text_path, la_errmsg());
+        sp_setup_agree(seqpar, 0);
         goto done;
     }
     if (ids.n < ctx) {
         fprintf(stderr, "longattn %s: %s has %lld tokens, fewer than one window of --ctx %ld\n", cmd, text_path,
                 (long long)ids.n, ctx);
+        la_fail(LA_EINVAL, "%s has %lld tokens, fewer than one window", text_path, (long long)ids.n);
+        sp_setup_agree(seqpar, 0);
         goto done;
     }
     if (chunk > ctx) chunk = ctx;
     tok_bytes = malloc(sizeof(int) * (size_t)V);
     kp.max_tokens = ctx;
-    if (!tok_bytes || la_session_new(la_llama_lm(m), &kp, (int)chunk, &s) != LA_OK) {
+    if (!tok_bytes || (!seqpar && la_session_new(la_llama_lm(m), &kp, (int)chunk, &s) != LA_OK)) {
         fprintf(stderr, "longattn %s: %s\n", cmd, tok_bytes ? la_errmsg() : "out of memory");
+        sp_setup_agree(seqpar, 0);
+        goto done;
+    }
+    if (!sp_setup_agree(seqpar, 1)) { /* --seq-parallel: every rank can start, or none does */
+        if (rank0) fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
         goto done;
     }
     for (int32_t v = 0; v < V; v++) { /* bytes each token stands for in the text */
@@ -396,17 +461,19 @@ int cli_perplexity(int argc, char **argv) {
     pp.ctx = ctx;
     pp.max_windows = max_windows;
     pp.token_bytes = tok_bytes;
-    pp.progress = window_done;
-    if (la_perplexity(s, ids.ids, ids.n, &pp, &pr) != LA_OK) {
-        fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
+    pp.progress = rank0 ? window_done : NULL;
+    if ((seqpar ? sp_perplexity(m, ids.ids, ids.n, &pp, &pr) : la_perplexity(s, ids.ids, ids.n, &pp, &pr)) != LA_OK) {
+        if (rank0) fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
         goto done;
     }
+    rc = 0;
+    if (!rank0) goto done; /* --seq-parallel: rank 0 prints */
     fprintf(stderr, "\n");
     char sp[256];
     la_spec_format(la_llama_spec(m), sp, sizeof sp);
     const double el = pr.seconds;
     printf("model %s  spec %s  kv %s  ctx %ld  windows %lld  tokens scored %lld (%.0f bytes)  %.1f tok/s\n", path, sp,
-           la_dtype_name(la_kv_params_type(&kp)), ctx, (long long)pr.windows, (long long)pr.tokens, pr.bytes,
+           seqpar ? "none (--seq-parallel, f32)" : la_dtype_name(la_kv_params_type(&kp)), ctx, (long long)pr.windows, (long long)pr.tokens, pr.bytes,
            pr.windows * ctx / (el > 0 ? el : 1e-9));
     printf("overall: %.4f bits/token  %.4f bits/byte  perplexity %.3f\n", pr.nll / pr.tokens / log(2),
            pr.nll / log(2) / pr.bytes, exp(pr.nll / pr.tokens));
@@ -435,8 +502,13 @@ int cli_llama_logits(int argc, char **argv) {
     const char *cmd = "llama-logits", *path = NULL, *ids_s = NULL, *out = NULL, *spec = NULL, *policy = NULL,
                *kv_type = NULL;
     long step = 0, chunk = 0;
+    int seqpar = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--seq-parallel")) {
+            seqpar = 1;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             static const cli_opt opts[] = {
                 {"--model FILE.gguf", "GGUF model (llama / qwen2)"},
@@ -449,11 +521,13 @@ int cli_llama_logits(int argc, char **argv) {
                 {"--step N", "with --kv: tokens fed per session step (default: the largest chunk that is\n"
                              "exact, la_kv_prefill_chunk: 512 for full, w for window / sinks, 1 for h2o)"},
                 {"--chunk N", "without --kv: the forward's chunk (default 512)"},
+                {"--seq-parallel", "under mpirun: one prefill split over the ranks (no cache; the same\n"
+                                   "logits on any number of ranks; not with --kv or --chunk)"},
                 {NULL, NULL},
             };
             cli_help(stdout,
                      "longattn llama-logits --model F.gguf --ids 1,2,3 --out X.npy [--spec S]\n"
-                     "                      [--kv POLICY [--kv-type TYPE] --step N | --chunk N]",
+                     "                      [--kv POLICY [--kv-type TYPE] --step N | --chunk N | --seq-parallel]",
                      "Logits (T, V) float32 of every position (for the tests): the cache-less forward in\n"
                      "chunks of --chunk tokens, or with --kv a decoding session fed --step tokens at a time.",
                      opts, NULL);
@@ -475,6 +549,11 @@ int cli_llama_logits(int argc, char **argv) {
     }
     if (!path || !ids_s || !out) return cli_usage_error(cmd, "--model, --ids and --out are required");
     if (kv_type && !policy) return cli_usage_error(cmd, "--kv-type needs --kv POLICY (the cache-less forward has no cache)");
+    if (la_dist_size() > 1 && !seqpar)
+        return cli_usage_error(cmd, "started as %d processes: add --seq-parallel to split the prefill over them, "
+                               "or run without mpirun", la_dist_size());
+    if (seqpar && (policy || chunk))
+        return cli_usage_error(cmd, "--seq-parallel is one prefill without a cache; drop %s", policy ? "--kv" : "--chunk");
     la_kv_params kp = la_kv_params_default();
     if (policy) {
         int urc = cli_kv_params(cmd, policy, kv_type, gguf_kv_default(spec), &kp);
@@ -497,9 +576,11 @@ int cli_llama_logits(int argc, char **argv) {
     }
     la_llama *m = NULL;
     int rc = open_model(cmd, path, spec, &m, NULL);
-    if (rc) {
+    if (!sp_setup_agree(seqpar, rc == 0)) { /* --seq-parallel: a rank that cannot load stops every rank */
+        if (!rc) fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
+        la_llama_free(m);
         free(ids);
-        return rc;
+        return rc ? rc : 1;
     }
     rc = 1;
     const int V = la_llama_get_config(m)->n_vocab;
@@ -508,6 +589,8 @@ int cli_llama_logits(int argc, char **argv) {
     la_status st;
     if (!lg) {
         st = la_fail(LA_ENOMEM, "out of memory");
+    } else if (seqpar) {
+        st = T > INT32_MAX ? la_fail(LA_EINVAL, "too many ids") : la_llama_prefill_sp(m, ids, (int)T, lg, NULL);
     } else if (!policy) {
         st = la_llama_forward(m, ids, T, (int)chunk, lg, 1);
     } else {
@@ -519,7 +602,7 @@ int cli_llama_logits(int argc, char **argv) {
             st = la_session_step(s, ids + i, n, lg + (size_t)i * V, 1);
         }
     }
-    if (st == LA_OK) {
+    if (st == LA_OK && la_dist_rank() == 0) { /* --seq-parallel: every rank holds the logits; rank 0 writes */
         int64_t shape[2] = {T, V};
         st = la_npy_write_f32(out, lg, 2, shape);
     }

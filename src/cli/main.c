@@ -20,8 +20,8 @@ static const la_cli_cmd commands[] = {
     {"tokenize", "tokenize a text with a GGUF model's tokenizer (ids and pieces), or decode ids", cli_tokenize, 0},
     {"kv-eval", "KV cache policies: validation loss and passkey accuracy up to 16x the training length", cli_kv_eval, 0},
     {"longeval", "long-context evaluation of a GGUF model: methods x lengths, perplexity, passkey, multi-key", cli_longeval, 1},
-    {"perplexity", "bits per token / byte of a GGUF model on a text, by position bucket", cli_perplexity, 0},
-    {"llama-logits", "(tests) logits of a GGUF model for token ids, as .npy", cli_llama_logits, 0},
+    {"perplexity", "bits per token / byte of a GGUF model on a text, by position bucket", cli_perplexity, 1},
+    {"llama-logits", "(tests) logits of a GGUF model for token ids, as .npy", cli_llama_logits, 1},
     {NULL, NULL, NULL, 0},
 };
 
@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
             if (la_dist_size() > 1 && !c->ranks) {
                 if (la_dist_rank() == 0)
                     fprintf(stderr, "longattn %s: runs as one process; under mpirun only train, study, "
-                            "synth, longeval and attn --seq-parallel split their work over the ranks (started as %d processes)\n",
+                            "synth, longeval and attn / perplexity / llama-logits --seq-parallel split their work over the ranks (started as %d processes)\n",
                             c->name, la_dist_size());
                 la_dist_finalize();
                 return 2;

@@ -30,11 +30,14 @@ static void usage(FILE *f) {
         {"--ranks-per-variant K", "under mpirun: groups of K ranks train one variant each,\n"
                                   "data-parallel over the study's \"accum\" micro-batches (instead of\n"
                                   "the file's \"ranks_per_variant\"; the numbers do not depend on it)"},
+        {"--seq-parallel K", "under mpirun: K ranks of a group share each training sequence\n"
+                             "(instead of the file's \"seq_parallel\"; K divides the group,\n"
+                             "seq_len at least 128 K; the numbers do not depend on it)"},
         {NULL, NULL},
     };
     cli_help(f,
              "longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots] [--resume]\n"
-             "               [--ranks-per-variant K] [--seeds N]",
+             "               [--ranks-per-variant K] [--seq-parallel K] [--seeds N]",
              "Train every attention variant of STUDY_FILE (default studies/default.json) at the same\n"
              "length L with the same data and seed, then report validation loss at each evaluation length\n"
              "(L, 4L, 16L by default) and passkey retrieval accuracy after a short fine-tune at L.",
@@ -107,7 +110,7 @@ static void find_preset(const char *name, char *buf, size_t n) {
 
 int cli_study(int argc, char **argv) {
     const char *file = NULL, *out = NULL, *data = NULL;
-    int quick = 0, threads = 0, plots = 1, resume = 0, rpv = 0, seeds = 0;
+    int quick = 0, threads = 0, plots = 1, resume = 0, rpv = 0, seeds = 0, sp = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -115,16 +118,16 @@ int cli_study(int argc, char **argv) {
         else if (!strcmp(a, "--no-plots")) plots = 0;
         else if (!strcmp(a, "--resume")) resume = 1;
         else if (!strcmp(a, "--out") || !strcmp(a, "--threads") || !strcmp(a, "--data") ||
-                 !strcmp(a, "--ranks-per-variant") || !strcmp(a, "--seeds")) {
+                 !strcmp(a, "--ranks-per-variant") || !strcmp(a, "--seeds") || !strcmp(a, "--seq-parallel")) {
             if (i + 1 >= argc) return cli_usage_error("study", "%s needs a value", a);
             const char *val = argv[++i];
             if (!strcmp(a, "--out")) out = val;
             else if (!strcmp(a, "--data")) data = val;
-            else if (!strcmp(a, "--ranks-per-variant")) {
+            else if (!strcmp(a, "--ranks-per-variant") || !strcmp(a, "--seq-parallel")) {
                 long long t;
                 if (cli_parse_int(val, 1, 65536, &t))
-                    return cli_usage_error("study", "--ranks-per-variant wants a whole number from 1 to 65536 (got '%s')", val);
-                rpv = (int)t;
+                    return cli_usage_error("study", "%s wants a whole number from 1 to 65536 (got '%s')", a, val);
+                *(a[2] == 'r' ? &rpv : &sp) = (int)t;
             }
             else if (!strcmp(a, "--seeds")) {
                 long long n;
@@ -180,7 +183,9 @@ int cli_study(int argc, char **argv) {
             fprintf(stderr, " per rank, %d ranks (MPI) in groups of %d: each group trains its variants "
                     "data-parallel, variants split over groups by estimated cost; rank 0 shows its own "
                     "progress and writes the results", la_dist_size(), k);
-        else if (la_dist_size() > 1)
+        if (la_dist_size() > 1 && (sp > 0 ? sp : st.seq_parallel) > 1)
+            fprintf(stderr, "; %d ranks of a group share each training sequence", sp > 0 ? sp : st.seq_parallel);
+        else if (la_dist_size() > 1 && k == 1)
             fprintf(stderr, " per rank, %d ranks (MPI): variants split by estimated cost; rank 0 shows its own "
                     "progress and writes the results", la_dist_size());
         fprintf(stderr, ")\n");
@@ -195,6 +200,7 @@ int cli_study(int argc, char **argv) {
     opts.data = data;
     opts.resume = resume;
     opts.ranks_per_variant = rpv;
+    opts.seq_parallel = sp;
     if (!plots) opts.gnuplot = "";
     la_study_summary sum;
     la_status s = la_study_run(&st, out, &opts, &sum);

@@ -42,6 +42,8 @@ static void usage(FILE *f) {
         {"--batch B", "sequences per micro-batch (default 16)"},
         {"--seq-len T", "training context (default 128)"},
         {"--accum N", "micro-batches per step (default 1)"},
+        {"--seq-parallel K", "under mpirun: K ranks share each sequence (default 1; the\n"
+                             "sequence length at least 128 K; docs/mpi.md)"},
         {"--optimizer NAME", "adamw | muon (default adamw)"},
         {"--precision P", "f32 | bf16 (default f32): bf16 rounds every matrix-product and\n"
                           "attention operand to bf16, accumulates in float32, keeps float32\n"
@@ -69,7 +71,9 @@ static void usage(FILE *f) {
              opts,
              "Data parallel: mpirun -np R longattn train ... splits the --accum micro-batches of\n"
              "each step over R ranks (weights bitwise equal to one process; --resume with any R;\n"
-             "rank 0 writes the log and checkpoints). See docs/mpi.md.");
+             "rank 0 writes the log and checkpoints). With --seq-parallel K, groups of K ranks\n"
+             "share each micro-batch, each rank holding its share of every sequence (still\n"
+             "bitwise one process). See docs/mpi.md.");
 }
 
 typedef struct {
@@ -129,7 +133,7 @@ int cli_train(int argc, char **argv) {
     la_train_config tc = la_train_config_default();
     la_data_config dc = la_data_config_default();
     const char *data_path = NULL, *out = "runs/train";
-    int resume = 0, steps_set = 0, min_lr_set = 0;
+    int resume = 0, steps_set = 0, min_lr_set = 0, seq_parallel = 1;
     const char *fixed_opt = NULL; /* last option given that a checkpoint fixes */
     tc.eval_every = 50;
     tc.ckpt_every = 100;
@@ -168,6 +172,7 @@ int cli_train(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) r = parse_int(cmd, a, v, 1, &tc.B);
         else if (!strcmp(a, "--seq-len")) r = parse_int(cmd, a, v, 2, &tc.T);
         else if (!strcmp(a, "--accum")) r = parse_int(cmd, a, v, 1, &tc.grad_accum);
+        else if (!strcmp(a, "--seq-parallel")) r = parse_int(cmd, a, v, 1, &seq_parallel);
         else if (!strcmp(a, "--warmup")) r = parse_int(cmd, a, v, 0, &tc.warmup);
         else if (!strcmp(a, "--eval-every")) r = parse_int(cmd, a, v, 0, &tc.eval_every);
         else if (!strcmp(a, "--ckpt-every")) r = parse_int(cmd, a, v, 0, &tc.ckpt_every);
@@ -196,6 +201,7 @@ int cli_train(int argc, char **argv) {
         if (r) return r;
     }
     if (!min_lr_set) tc.min_lr = tc.lr / 10;
+    tc.seq_parallel = seq_parallel;
     if (resume && fixed_opt)
         return cli_usage_error(cmd, "--resume continues the run with the model, optimiser and data settings of its "
                                     "checkpoint; %s cannot change them (only --steps, --eval-every, --ckpt-every and "
@@ -225,6 +231,7 @@ int cli_train(int argc, char **argv) {
             goto setup_end;
         }
         if (steps_set) tc.steps = new_steps;
+        tc.seq_parallel = seq_parallel; /* where the numbers are computed, not what they are */
         /* data path and split fraction recorded by the first run (data.txt) */
         static char saved[1024];
         double saved_vf = dc.val_fraction;
@@ -290,15 +297,21 @@ setup_end:
             la_data_num_docs(data, LA_SPLIT_VAL), tc.optimizer == LA_OPT_MUON ? "muon" : "adamw",
             tc.steps, la_trainer_step_count(tr), tc.B, tc.T, tc.grad_accum, tc.lr, out);
     if (rank0 && tc.precision != LA_DTYPE_F32) fprintf(stderr, "  %s\n", cli_precision_note(tc.precision));
-    if (rank0 && nranks > 1)
+    int units = nranks / (tc.seq_parallel > 1 ? tc.seq_parallel : 1); /* data-parallel units */
+    if (rank0 && nranks > 1 && units == nranks)
         fprintf(stderr, "  %d ranks (MPI): micro-batches of %d x %d, %d per step over %d ranks%s\n", nranks, tc.B,
                 tc.T, tc.grad_accum, nranks,
                 tc.grad_accum % nranks ? " (--accum not a multiple of the ranks: some ranks wait)" : "");
+    else if (rank0 && nranks > 1)
+        fprintf(stderr, "  %d ranks (MPI): %d group%s of %d ranks sharing each sequence (--seq-parallel), micro-batches "
+                "of %d x %d, %d per step over the groups%s\n", nranks, units, units > 1 ? "s" : "", tc.seq_parallel, tc.B, tc.T,
+                tc.grad_accum, tc.grad_accum % units ? " (--accum not a multiple of the groups: some wait)" : "");
     progress_ctx pc = {isatty(STDERR_FILENO), tc.steps / 50 > 0 ? tc.steps / 50 : 1, 0};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
+    const int step0 = la_trainer_step_count(tr);
     s = la_trainer_run(tr, on_progress, &pc);
     signal(SIGINT, SIG_DFL);
     if (pc.tty && rank0) fprintf(stderr, "\n");
@@ -317,6 +330,11 @@ setup_end:
     } else if (rank0)
         fprintf(stderr, "longattn train: done, %d steps\n", la_trainer_step_count(tr));
     if (rank0) fprintf(stderr, "  weights %s, log %s\n", ckpt, csv);
+    if (tc.seq_parallel > 1 && nranks > 1) { /* every rank: its traffic (docs/mpi.md's scaling table) */
+        int ran = la_trainer_step_count(tr) - step0;
+        fprintf(stderr, "  [rank %d] --seq-parallel: %.1f MB sent through the ring, %.2f MB per step\n",
+                la_dist_rank(), la_dist_ring_bytes() / 1e6, la_dist_ring_bytes() / 1e6 / (ran > 0 ? ran : 1));
+    }
     rc = 0;
     goto done;
 fail:

@@ -35,6 +35,9 @@ int la_dist_launched_size(void) {
     return 1;
 }
 
+static double g_ring_bytes = 0; /* sent through la_dist_ring_start to another rank */
+double la_dist_ring_bytes(void) { return g_ring_bytes; }
+
 int la_dist_rank(void) { return g_rank; }
 int la_dist_size(void) { return g_size; }
 int la_dist_world_rank(void) { return g_wrank; }
@@ -93,6 +96,7 @@ la_status la_dist_init(int *argc, char ***argv) {
 
 void la_dist_finalize(void) {
     if (!g_mpi) return;
+    la_dist_seq_end();
     if (g_group != MPI_COMM_NULL) MPI_Comm_free(&g_group);
     MPI_Finalize();
     g_mpi = 0;
@@ -252,6 +256,7 @@ la_status la_dist_ring_start(const void *send, size_t n_send, void *recv, size_t
     if (rc != MPI_SUCCESS) return mpi_err(rc, "MPI_Irecv (ring)");
     rc = MPI_Isend(send, (int)n_send, MPI_BYTE, next, 30, g_comm, &g_ring[1]);
     if (rc != MPI_SUCCESS) return mpi_err(rc, "MPI_Isend (ring)");
+    g_ring_bytes += (double)n_send;
     g_ring_busy = 1;
     return LA_OK;
 }
@@ -305,6 +310,48 @@ void la_dist_group_end(void) {
     g_rank = g_wrank;
     g_size = g_wsize;
     g_base = 0;
+}
+
+/* sequence groups: a communicator inside the current one, swapped in by la_dist_seq_enter */
+static MPI_Comm g_seq = MPI_COMM_NULL, g_saved_comm = MPI_COMM_NULL;
+static int g_seq_rank = 0, g_seq_size = 1, g_seq_base = 0;
+static int g_saved_rank = 0, g_saved_size = 1, g_saved_base = 0, g_in_seq = 0;
+
+la_status la_dist_seq_begin(int k, int *seq, int *n_seq) {
+    if (k < 1 || g_size % k)
+        return la_fail(LA_EINVAL, "seq_parallel %d does not divide the %d ranks %s: start a multiple of %d ranks "
+                       "(mpirun -np %d) or set seq_parallel to a divisor of %d", k, g_size,
+                       g_comm == MPI_COMM_WORLD || !g_mpi ? "started" : "of this group", k,
+                       k * (g_size / k + 1), g_size);
+    if (g_seq != MPI_COMM_NULL) return la_fail(LA_EINVAL, "la_dist_seq_begin: sequence groups exist already");
+    *seq = g_rank / k;
+    *n_seq = g_size / k;
+    if (!g_mpi) return LA_OK;
+    int rc = MPI_Comm_split(g_comm, *seq, g_rank, &g_seq);
+    if (rc != MPI_SUCCESS) return mpi_err(rc, "MPI_Comm_split (sequence groups)");
+    MPI_Comm_set_errhandler(g_seq, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(g_seq, &g_seq_rank);
+    MPI_Comm_size(g_seq, &g_seq_size);
+    g_seq_base = g_base + *seq * k;
+    return LA_OK;
+}
+
+void la_dist_seq_enter(void) {
+    if (g_seq == MPI_COMM_NULL || g_in_seq) return;
+    g_saved_comm = g_comm, g_saved_rank = g_rank, g_saved_size = g_size, g_saved_base = g_base;
+    g_comm = g_seq, g_rank = g_seq_rank, g_size = g_seq_size, g_base = g_seq_base;
+    g_in_seq = 1;
+}
+
+void la_dist_seq_leave(void) {
+    if (!g_in_seq) return;
+    g_comm = g_saved_comm, g_rank = g_saved_rank, g_size = g_saved_size, g_base = g_saved_base;
+    g_in_seq = 0;
+}
+
+void la_dist_seq_end(void) {
+    la_dist_seq_leave();
+    if (g_seq != MPI_COMM_NULL) MPI_Comm_free(&g_seq);
 }
 
 void la_dist_abort(int code, const char *msg) {
@@ -384,6 +431,19 @@ la_status la_dist_group_begin(int k, int *group, int *n_groups) {
 }
 
 void la_dist_group_end(void) {}
+
+la_status la_dist_seq_begin(int k, int *seq, int *n_seq) {
+    if (k != 1)
+        return la_fail(LA_EINVAL, "seq_parallel %d does not divide the 1 rank started: start a multiple of %d "
+                       "ranks (mpirun -np %d, in a build with MPI) or set seq_parallel to 1", k, k, k);
+    *seq = 0;
+    *n_seq = 1;
+    return LA_OK;
+}
+
+void la_dist_seq_enter(void) {}
+void la_dist_seq_leave(void) {}
+void la_dist_seq_end(void) {}
 
 void la_dist_abort(int code, const char *msg) {
     fprintf(stderr, "longattn: %s\n", msg);

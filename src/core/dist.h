@@ -76,6 +76,9 @@ void la_dist_barrier(void);
 la_status la_dist_ring_start(const void *send, size_t n_send, void *recv, size_t n_recv);
 la_status la_dist_ring_test(int *done);
 la_status la_dist_ring_wait(void);
+/* Bytes this process has sent to another rank through the ring since it started (not
+ * collective; 0 when alone): what sequence parallelism costs in traffic. */
+double la_dist_ring_bytes(void);
 
 /* Collective over all processes: cut them into groups of k consecutive ranks (world ranks
  * [g k, (g+1) k) form group g; *group = g, *n_groups = size / k). Until la_dist_group_end
@@ -85,6 +88,20 @@ la_status la_dist_ring_wait(void);
  * not divide the number of processes (the message names both and the fix), LA_EIO. */
 la_status la_dist_group_begin(int k, int *group, int *n_groups);
 void la_dist_group_end(void);
+/* Sequence groups (issue 30, training with "seq_parallel": k): inside the current group (or
+ * the world), consecutive runs of k ranks share one sequence. la_dist_seq_begin is
+ * collective over the current group and creates them (errors: LA_EINVAL when k does not
+ * divide the group's size, naming both and the fix; LA_EIO); la_dist_seq_enter /
+ * la_dist_seq_leave (not collective: every rank of a sequence group calls them at the same
+ * points) switch la_dist_rank/size and every collective above to this rank's sequence group
+ * and back, so that the ring (src/attn/ring.c) runs inside it while the trainer's gradient
+ * exchange runs over the whole group; la_dist_seq_end frees them (collective again).
+ * *seq = this rank's sequence group, *n_seq = their number (size / k). One process: only
+ * k = 1. */
+la_status la_dist_seq_begin(int k, int *seq, int *n_seq);
+void la_dist_seq_enter(void);
+void la_dist_seq_leave(void);
+void la_dist_seq_end(void);
 /* Stop every rank now (MPI_Abort) after printing msg with this rank's number to stderr;
  * alone: exit(code). Last resort of a program (never called by the library). */
 void la_dist_abort(int code, const char *msg) __attribute__((noreturn));

@@ -9,6 +9,7 @@
 
 #include "core/half.h"
 #include "core/internal.h"
+#include "attn/ring.h"
 #include "core/prof.h"
 #include "model/layers.h"
 
@@ -32,9 +33,16 @@ la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_
                              const float *x, float *out) {
     int B = d->B, T = d->T, N = B * T, C = d->C, H = d->H, K = d->Hkv, D = d->D;
     const la_mm_ctx *tm = d->mm;
-    la_mm_forward(tm, a->q_raw, x, w->wq, N, C, H * D, 0);           // A1: q = a Wq^T
-    la_mm_forward(tm, a->k_raw, x, w->wk, N, C, K * D, 0);           // A2: k = a Wk^T
-    la_mm_forward(tm, a->v_raw, x, w->wv, N, C, K * D, 0);           // A3: v = a Wv^T
+    if (d->sp) {  // sequence parallelism: this rank's rows (A1-A3, A10); the row-wise A5-A7, A9
+                  // also run on the other rows (scratch, never read: the ring zeroes them)
+        la_mm_forward_rows(d->sp, tm, a->q_raw, x, w->wq, C, H * D, 0);
+        la_mm_forward_rows(d->sp, tm, a->k_raw, x, w->wk, C, K * D, 0);
+        la_mm_forward_rows(d->sp, tm, a->v_raw, x, w->wv, C, K * D, 0);
+    } else {
+        la_mm_forward(tm, a->q_raw, x, w->wq, N, C, H * D, 0);           // A1: q = a Wq^T
+        la_mm_forward(tm, a->k_raw, x, w->wk, N, C, K * D, 0);           // A2: k = a Wk^T
+        la_mm_forward(tm, a->v_raw, x, w->wv, N, C, K * D, 0);           // A3: v = a Wv^T
+    }
     if (d->spec->norm == LA_NORM_ASENTMAX)  // A4: ASEntmax beta, gamma (B, H, T), entmax work's layer
         LA_TRY(la_asentmax_params_forward(x, B, T, C, H, w->as_wb, w->as_bb, w->as_wg, w->as_bg,
                                           d->spec->as_gamma_range, a->as_beta, a->as_gamma));
@@ -60,6 +68,8 @@ la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_
         op.n_threads = d->n_threads;
         op.ws = NULL;
         s = d->kv->append_attend(d->kv->ctx, d->layer, d->spec, a->qh, a->kh, a->vh, T, a->att, &op);
+    } else if (d->sp) {  // A8 over the ranks: k, v return complete, att this rank's rows
+        s = la_attn_sp_forward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, &op, NULL);
     } else {
         s = la_attn_forward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, &op);  // A8
     }
@@ -67,7 +77,8 @@ la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_
     LA_PROF_LAP(LA_PROF_ATTN);
     if (s != LA_OK) return s;
     la_permute_bhtd_to_bthd(a->y, a->att, B, T, H, D);                       // A9: y (N, H*D)
-    la_mm_forward(tm, out, a->y, w->wo, N, H * D, C, 1);                     // A10: out += y Wo^T
+    if (d->sp) la_mm_forward_rows(d->sp, tm, out, a->y, w->wo, H * D, C, 1);
+    else la_mm_forward(tm, out, a->y, w->wo, N, H * D, C, 1);                // A10: out += y Wo^T
     return LA_OK;
 }
 
@@ -86,8 +97,15 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
                               const float *dout, float *dx) {
     int B = d->B, T = d->T, N = B * T, C = d->C, H = d->H, K = d->Hkv, D = d->D;
     const la_mm_ctx *tm = d->mm;
+    const la_sp_part *sp = d->sp;
     /* A10: dy = dout Wo, dWo += dout^T y */
-    la_mm_backward(tm, sc->dy, g->wo, dout, a->y, w->wo, N, H * D, C, 0);
+    if (sp) {  // dWo from every rank's rows of y (as one process: the same sgemm), dy of this rank's
+        LA_TRY(la_attn_sp_gather(a->y, B, T, H * D, NULL));
+        la_mm_backward(tm, NULL, g->wo, dout, a->y, w->wo, N, H * D, C, 0);
+        la_mm_dx_rows(sp, tm, sc->dy, dout, w->wo, H * D, C, 0);
+    } else {
+        la_mm_backward(tm, sc->dy, g->wo, dout, a->y, w->wo, N, H * D, C, 0);
+    }
     /* A9: back to (B, H, T, D) */
     la_permute_bthd_to_bhtd(sc->datt, sc->dy, B, T, H, D);
     if (d->mm->buf) la_round_bf16(sc->datt, (size_t)N * H * D);  // bf16: dO tiles in bf16 too
@@ -104,8 +122,16 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
     }
     LA_PROF_LAP(LA_PROF_OTHER);
     double t0 = omp_get_wtime();
-    la_status s = la_attn_backward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat,
-                                   sc->datt, sc->dqh, sc->dkh, sc->dvh, &op);
+    la_status s = sp ? la_attn_sp_backward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat, sc->datt,
+                                           sc->dqh, sc->dkh, sc->dvh, &op, NULL)
+                     : la_attn_backward(d->spec, &sh, a->qh, a->kh, a->vh, a->att, a->row_stat,
+                                        sc->datt, sc->dqh, sc->dkh, sc->dvh, &op);
+    if (s == LA_OK && sp) {  /* every rank's rows of what the gains' and weights' gradients sum over
+                              * (dq: query rows, dk, dv: key rows; the QK-norm inputs) */
+        float *full[] = {sc->dqh, sc->dkh, sc->dvh, a->q_raw, a->q_rstd, a->k_raw, a->k_rstd, (float *)x};
+        s = la_sp_gather_all(8, full, (int[]){B * H, B * K, B * K, B, B, B, B, B}, T,
+                             (int[]){D, D, D, H * D, H, K * D, K, C});
+    }
     *d->t_attn += omp_get_wtime() - t0;
     LA_PROF_LAP(LA_PROF_ATTN);
     if (s != LA_OK) return s;
@@ -118,9 +144,14 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
     la_qknorm_backward(sc->dk_raw, g->k_norm_g, sc->dkh, a->k_raw, a->k_rstd, w->k_norm_g, B, T, K, D);
     la_qknorm_backward(sc->dq_raw, g->q_norm_g, sc->dqh, a->q_raw, a->q_rstd, w->q_norm_g, B, T, H, D);
     /* A1, A2, A3: dx = dq Wq + dk Wk + dv Wv; dW += d(q|k|v)^T x */
-    la_mm_backward(tm, dx, g->wq, sc->dq_raw, x, w->wq, N, C, H * D, 0);
-    la_mm_backward(tm, dx, g->wk, sc->dk_raw, x, w->wk, N, C, K * D, 1);
-    la_mm_backward(tm, dx, g->wv, sc->dv_raw, x, w->wv, N, C, K * D, 1);
+    la_mm_backward(tm, sp ? NULL : dx, g->wq, sc->dq_raw, x, w->wq, N, C, H * D, 0);
+    la_mm_backward(tm, sp ? NULL : dx, g->wk, sc->dk_raw, x, w->wk, N, C, K * D, 1);
+    la_mm_backward(tm, sp ? NULL : dx, g->wv, sc->dv_raw, x, w->wv, N, C, K * D, 1);
+    if (sp) {  // dx of this rank's rows, the same sums in the same order
+        la_mm_dx_rows(sp, tm, dx, sc->dq_raw, w->wq, C, H * D, 0);
+        la_mm_dx_rows(sp, tm, dx, sc->dk_raw, w->wk, C, K * D, 1);
+        la_mm_dx_rows(sp, tm, dx, sc->dv_raw, w->wv, C, K * D, 1);
+    }
     if (asent)  // A4: dx += through beta, gamma; their weights' gradients accumulate
         LA_TRY(la_asentmax_params_backward(x, B, T, C, H, w->as_wb, w->as_wg,
                                            d->spec->as_gamma_range, a->as_beta, a->as_gamma,

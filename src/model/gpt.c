@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/ring.h"
+#include "core/dist.h"
 #include "core/internal.h"
 #include "core/prof.h"
 #include "model/layers.h"
@@ -76,7 +78,20 @@ struct la_model {
      * operand copies of the largest product of max(cap_train, cap_eval) rows in mm.buf */
     la_dtype precision;
     la_mm_ctx mm;
+    /* sequence parallelism (la_model_set_seq_parallel): asked for; this rank's rows during a
+     * training forward / backward over several ranks (else NULL) */
+    int seq_parallel;
+    la_sp_part sp;
+    const la_sp_part *cur_sp;
 };
+
+/* The rows this process computes of N = B*T, as ranges [n0, n0 + n): all of them, or (sp)
+ * its two pieces of every sequence widened to whole 24-row groups (la_sp_wide_range: the
+ * products' rows take one process's sgemm path; the extra rows are never read before the
+ * gathers overwrite them). Row-wise work and products alike run on these ranges. */
+#define FOR_ROWS(sp, N, i, n0, n)                                                               \
+    for (int i = 0, n0 = 0, n = 0;                                                             \
+         (sp) ? (n = la_sp_wide_range((sp), &i, &n0)) > 0 : (i++ == 0 && (n = (int)(N)) > 0);)
 
 enum { EVAL_CHUNK = 256 };
 
@@ -472,6 +487,7 @@ static la_status ensure_train(la_model *m, size_t N) {
         return la_fail(LA_ENOMEM, "model: cannot allocate %.1f MB of training activations for "
                        "%zu tokens; use a smaller batch or sequence",
                        cv.used * 4.0 / 1e6, N);
+    memset(blk, 0, cv.used * sizeof(float) + 64);  // sequence parallelism leaves other ranks' rows unset
     m->train_block = blk;
     carver cv2 = {blk, 0};
     carve_train(&cv2, m, N);
@@ -527,7 +543,7 @@ static attn_weights weights_at(const la_model *m, float *base, const layer_off *
 
 static attn_dims dims_of(la_model *m, int B, int T) {
     attn_dims d = {&m->spec, B, T, m->C, m->H, m->Hkv, m->D, m->ws, m->n_threads,
-                   &m->mm, &m->timing.attn_s, NULL, 0};
+                   &m->mm, &m->timing.attn_s, NULL, 0, m->cur_sp};
     return d;
 }
 
@@ -544,17 +560,23 @@ static la_status block_forward(la_model *m, int l, acts *a, const float *x_in, f
     d.kv = kv;
     d.layer = l;
     attn_weights w = weights_at(m, m->params, o);
-    la_rmsnorm_forward(a->ln1, a->ln1_rstd, x_in, P + o->ln1_g, N, C);         // F1: a = RMSNorm(x)
+    const la_sp_part *sp = m->cur_sp;  // NULL: all N rows; else this rank's (row-wise: any split)
+    size_t C_ = (size_t)C, F_ = (size_t)F;
+    FOR_ROWS(sp, N, i, n0, n)
+    la_rmsnorm_forward(a->ln1 + n0 * C_, a->ln1_rstd + n0, x_in + n0 * C_, P + o->ln1_g, n, C);  // F1: a = RMSNorm(x)
     LA_PROF_LAP(LA_PROF_OTHER);
-    if (mid != x_in) memcpy(mid, x_in, sizeof(float) * (size_t)N * C);
+    if (mid != x_in) FOR_ROWS(sp, N, i, n0, n) memcpy(mid + n0 * C_, x_in + n0 * C_, sizeof(float) * n * C_);
     LA_PROF_LAP(LA_PROF_RESID);
     LA_TRY(la_attn_layer_forward(&d, &w, &a->at, a->ln1, mid));               // F2: mid = x + attn(a)
     float *ln2 = a->ln2 ? a->ln2 : a->ln1;
-    la_rmsnorm_forward(ln2, a->ln2_rstd, mid, P + o->ln2_g, N, C);             // F3: RMSNorm(mid)
+    FOR_ROWS(sp, N, i, n0, n)
+    la_rmsnorm_forward(ln2 + n0 * C_, a->ln2_rstd + n0, mid + n0 * C_, P + o->ln2_g, n, C);  // F3: RMSNorm(mid)
     LA_PROF_LAP(LA_PROF_OTHER);
-    if (x_out != mid) memcpy(x_out, mid, sizeof(float) * (size_t)N * C);
+    if (x_out != mid) FOR_ROWS(sp, N, i, n0, n) memcpy(x_out + n0 * C_, mid + n0 * C_, sizeof(float) * n * C_);
     LA_PROF_LAP(LA_PROF_RESID);
-    la_mlp_forward(tm, x_out, a->h_pre, a->h_act, ln2, P + o->w_fc, P + o->w_proj, N, C, F);  // F4
+    FOR_ROWS(sp, N, i, n0, n)  // F4
+    la_mlp_forward(tm, x_out + n0 * C_, a->h_pre + n0 * F_, a->h_act + n0 * F_, ln2 + n0 * C_, P + o->w_fc,
+                   P + o->w_proj, n, C, F);
     return LA_OK;
 }
 
@@ -567,13 +589,33 @@ static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, 
     const la_mm_ctx *tm = &m->mm;
     attn_dims d = dims_of(m, B, T);
     attn_weights w = weights_at(m, m->params, o), g = weights_at(m, m->grads, o);
+    const la_sp_part *sp = m->cur_sp;
     /* F4: x_out = mid + MLP(ln2): dln2, dWfc, dWproj; the identity path keeps dres */
-    la_mlp_backward(tm, m->dln, G + o->w_fc, G + o->w_proj, m->dh, m->dres, a->ln2, a->h_pre,
-                 a->h_act, P + o->w_fc, P + o->w_proj, N, C, F);
-    /* F3: dres += d RMSNorm(mid) -> dres is now d mid */
+    if (sp) { /* la_mlp_backward cut in two: each weight gradient from every rank's rows (the
+               * one-process sgemm), dh and dln of this rank's rows; dres is complete here */
+        LA_TRY(la_attn_sp_gather(a->h_act, B, T, F, NULL));
+        la_mm_backward(tm, NULL, G + o->w_proj, m->dres, a->h_act, P + o->w_proj, N, F, C, 0);
+        la_mm_dx_rows(sp, tm, m->dh, m->dres, P + o->w_proj, F, C, 0);
+        FOR_ROWS(sp, N, i, n0, n)
+        la_mlp_act_backward(m->dh + (size_t)n0 * F, a->h_pre + (size_t)n0 * F, (size_t)n * F);
+        LA_TRY(la_attn_sp_gather(m->dh, B, T, F, NULL));
+        LA_TRY(la_attn_sp_gather(a->ln2, B, T, C, NULL));
+        la_mm_backward(tm, NULL, G + o->w_fc, m->dh, a->ln2, P + o->w_fc, N, C, F, 0);
+        la_mm_dx_rows(sp, tm, m->dln, m->dh, P + o->w_fc, C, F, 0);
+        float *full[] = {m->dln, a->mid, a->ln2_rstd};  // for F3 (its gain's gradient sums over rows)
+        LA_TRY(la_sp_gather_all(3, full, (int[]){B, B, B}, T, (int[]){C, C, 1}));
+    } else {
+        la_mlp_backward(tm, m->dln, G + o->w_fc, G + o->w_proj, m->dh, m->dres, a->ln2, a->h_pre,
+                        a->h_act, P + o->w_fc, P + o->w_proj, N, C, F);
+    }
+    /* F3: dres += d RMSNorm(mid) -> dres is now d mid (sp: every row, from complete inputs) */
     la_rmsnorm_backward(m->dres, G + o->ln2_g, m->dln, a->mid, a->ln2_rstd, P + o->ln2_g, N, C);
     /* F2: mid = x + attn(a): d a into dln; the identity path keeps dres */
     LA_TRY(la_attn_layer_backward(&d, &w, &g, &a->at, &m->sc, a->ln1, m->dres, m->dln));
+    if (sp) {  // for F1: dln of every rank, the block input and the norm's rstd
+        float *full[] = {m->dln, (float *)x_in, a->ln1_rstd};  // x_in: the previous block's output buffer
+        LA_TRY(la_sp_gather_all(3, full, (int[]){B, B, B}, T, (int[]){C, C, 1}));
+    }
     /* F1: dres += d RMSNorm(x) -> dres is now d x_in */
     la_rmsnorm_backward(m->dres, G + o->ln1_g, m->dln, x_in, a->ln1_rstd, P + o->ln1_g, N, C);
     return LA_OK;
@@ -597,6 +639,36 @@ static la_status check_tokens(const la_model *m, const int32_t *tokens, const in
 
 /* ---- the whole model ---- */
 
+void la_model_set_seq_parallel(la_model *m, int on) {
+    if (m) m->seq_parallel = on != 0;
+}
+
+/* Sequence parallelism for a training forward of B x T over the current process group's
+ * ranks (the trainer's sequence group): this rank's rows (attn/ring.h's zigzag pieces), or
+ * a refusal agreed by every rank. Each rank needs 2 non-empty pieces: T of at least 2P
+ * 64-row tiles. */
+static la_status sp_begin(la_model *m, int B, int T) {
+    m->cur_sp = NULL;
+    int P = la_dist_size(), r = la_dist_rank(), min_T = LA_SP_MIN_T(P);
+    if (!m->seq_parallel || P == 1) return LA_OK;
+    la_status st = LA_OK;
+    if (T < min_T)
+        st = la_fail(LA_EINVAL, "seq_parallel %d: a sequence of %d tokens is too short to split over %d ranks (each "
+                     "holds 2 of its 2 x %d pieces of whole 64-token tiles); use a sequence length of at least %d, "
+                     "or a smaller seq_parallel", P, T, P, P, min_T);
+    else if (m->asent)
+        st = la_fail(LA_EINVAL, "seq_parallel %d: the spec %s uses ASEntmax, whose beta/gamma layer is not split "
+                     "over the ranks; train it with seq_parallel 1", P, m->cfg.spec);
+    else if (m->sink)
+        st = la_fail(LA_EINVAL, "seq_parallel %d: the spec %s has learned sink logits, whose gradient the "
+                     "ring's backward does not compute; train it with seq_parallel 1", P, m->cfg.spec);
+    LA_TRY(la_dist_agree(st));
+    m->sp = (la_sp_part){.P = P, .r = r, .B = B, .T = T};
+    la_attn_sp_rows(T, P, r, m->sp.rows);
+    m->cur_sp = &m->sp;
+    return LA_OK;
+}
+
 la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *targets, int B,
                            int T, float *mean_loss, float *loss_per_token) {
     if (!m) return la_fail(LA_EINVAL, "la_model_forward: model is NULL");
@@ -605,26 +677,43 @@ la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *ta
     LA_TRY(check_tokens(m, tokens, targets, B, T));
     double t_start = omp_get_wtime();
     size_t N = (size_t)B * T;
-    LA_TRY(ensure_train(m, N));
-    LA_TRY(mm_reserve(m));
-    int C = m->C;
+    LA_TRY(sp_begin(m, B, T));
+    const la_sp_part *sp = m->cur_sp;
+    la_status st = ensure_train(m, N);
+    if (st == LA_OK) st = mm_reserve(m);
+    if (sp) st = la_dist_agree(st);  // every rank of the sequence stops together
+    LA_TRY(st);
+    int C = m->C, V = m->V;
+    size_t C_ = (size_t)C, V_ = (size_t)V;
     const float *P = m->params;
     memcpy(m->tokens, tokens, N * sizeof(int32_t));
-    la_embed_forward(m->res0, tokens, P + m->off_wte, (int)N, C);  // x = wte[tokens]
+    FOR_ROWS(sp, N, i, n0, n) la_embed_forward(m->res0 + n0 * C_, tokens + n0, P + m->off_wte, n, C);  // x = wte[tokens]
     const float *x = m->res0;
     for (int l = 0; l < m->L; l++) {
         acts *a = &m->ta[l];
         LA_TRY(block_forward(m, l, a, x, a->mid, a->res_out, B, T, NULL));
         x = a->res_out;
     }
-    la_rmsnorm_forward(m->lnf, m->lnf_rstd, x, P + m->off_lnf_g, (int)N, C);              // final norm
-    la_mm_forward(&m->mm, m->logits, m->lnf, P + m->off_lm_head, (int)N, C, m->V, 0);  // logits
-    m->logits_valid = 1;
+    FOR_ROWS(sp, N, i, n0, n) {
+        la_rmsnorm_forward(m->lnf + n0 * C_, m->lnf_rstd + n0, x + n0 * C_, P + m->off_lnf_g, n, C);  // final norm
+        la_mm_forward(&m->mm, m->logits + n0 * V_, m->lnf + n0 * C_, P + m->off_lm_head, n, C, V, 0);  // logits
+    }
+    m->logits_valid = !sp;  // sp: this rank's rows only
     m->fB = B;
     m->fT = T;
     double sum = 0;
     int64_t cnt = 0;
-    if (targets) {
+    if (targets && sp) { /* each rank's token losses, gathered, summed as la_xent_forward sums them */
+        memcpy(m->targets, targets, N * sizeof(int32_t));
+        double part;
+        FOR_ROWS(sp, N, i, n0, n)
+        la_xent_forward(m->loss + n0, m->lse + n0, m->logits + n0 * V_, targets + n0, n, V, &part);
+        LA_TRY(la_attn_sp_gather(m->loss, B, T, 1, NULL));
+        for (size_t i = 0; i < N; i++)
+            if (targets[i] >= 0) sum += m->loss[i], cnt++;
+        if (loss_per_token) memcpy(loss_per_token, m->loss, N * sizeof(float));
+        m->can_backward = cnt > 0 ? 2 : 1;
+    } else if (targets) {
         memcpy(m->targets, targets, N * sizeof(int32_t));
         cnt = la_xent_forward(m->loss, m->lse, m->logits, targets, (int)N, m->V, &sum);
         if (loss_per_token) memcpy(loss_per_token, m->loss, N * sizeof(float));
@@ -652,11 +741,24 @@ la_status la_model_backward(la_model *m) {
     int64_t cnt = 0;
     for (int i = 0; i < N; i++) cnt += m->targets[i] >= 0;
     /* mean loss = sum / cnt */
-    la_xent_backward(m->logits, m->lse, m->targets, N, m->V, 1.0f / (float)cnt);
+    const la_sp_part *sp = m->cur_sp;
+    int V = m->V;
+    FOR_ROWS(sp, N, i, n0, n)
+    la_xent_backward(m->logits + (size_t)n0 * V, m->lse + n0, m->targets + n0, n, V, 1.0f / (float)cnt);
     m->logits_valid = 0;
-    const float *xL = m->L ? m->ta[m->L - 1].res_out : m->res0;
-    la_mm_backward(&m->mm, m->dln, G + m->off_lm_head, m->logits, m->lnf,
-                P + m->off_lm_head, N, C, m->V, 0);
+    float *xL = m->L ? m->ta[m->L - 1].res_out : m->res0;
+    if (sp) { /* sequence parallelism: every weight and gain gradient from every rank's rows, by
+               * the one-process call; the products' dx of this rank's rows. From here on dres
+               * holds every row (each RMSNorm backward runs on complete inputs). */
+        float *head[] = {m->logits, m->lnf}, *full[] = {m->dln, xL, m->lnf_rstd};
+        LA_TRY(la_sp_gather_all(2, head, (int[]){B, B}, T, (int[]){V, C}));
+        la_mm_backward(&m->mm, NULL, G + m->off_lm_head, m->logits, m->lnf, P + m->off_lm_head, N, C, V, 0);
+        la_mm_dx_rows(sp, &m->mm, m->dln, m->logits, P + m->off_lm_head, C, V, 0);
+        LA_TRY(la_sp_gather_all(3, full, (int[]){B, B, B}, T, (int[]){C, C, 1}));
+    } else {
+        la_mm_backward(&m->mm, m->dln, G + m->off_lm_head, m->logits, m->lnf,
+                       P + m->off_lm_head, N, C, m->V, 0);
+    }
     LA_PROF_LAP(LA_PROF_OTHER);
     memset(m->dres, 0, sizeof(float) * (size_t)N * C);
     LA_PROF_LAP(LA_PROF_RESID);
@@ -666,6 +768,7 @@ la_status la_model_backward(la_model *m) {
         LA_TRY(block_backward(m, l, &m->ta[l], x_in, B, T));
     }
     la_embed_backward(G + m->off_wte, m->dres, m->tokens, N, C);
+    m->cur_sp = NULL;
     m->timing.total_s += omp_get_wtime() - t_start;
     return LA_OK;
 }
@@ -675,6 +778,7 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
                         float *last_logits) {
     if (!m) return la_fail(LA_EINVAL, "la_model_eval: model is NULL");
     m->can_backward = 0;
+    m->cur_sp = NULL;
     m->logits_valid = 0;
     LA_TRY(check_tokens(m, tokens, targets, B, T));
     double t_start = omp_get_wtime();
@@ -720,6 +824,7 @@ la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
     if (!m || !hook || !hook->append_attend)
         return la_fail(LA_EINVAL, "la_model_forward_cached: NULL model or KV hook");
     m->can_backward = 0;
+    m->cur_sp = NULL;
     m->logits_valid = 0;
     LA_TRY(check_tokens(m, tokens, NULL, 1, T));
     double t_start = omp_get_wtime();
@@ -748,6 +853,7 @@ la_status la_model_diagnose_rows(la_model *m, const int32_t *tokens, int T, cons
     if (!m) return la_fail(LA_EINVAL, "la_model_diagnose: model is NULL");
     if (!diag) return la_fail(LA_EINVAL, "la_model_diagnose: diag is NULL (n_layer * n_head accumulators)");
     m->can_backward = 0;
+    m->cur_sp = NULL;
     m->logits_valid = 0;
     LA_TRY(check_tokens(m, tokens, NULL, 1, T));
     for (int i = 0; i < m->L * m->H; i++) {

@@ -50,9 +50,38 @@ void la_mm_sgemm_rows(float *y, int ldy, const float *x, const float *W, int N, 
 /* y (N, out) = x (N, in) W^T (+ y if accumulate) */
 void la_mm_forward(const la_mm_ctx *mm, float *y, const float *x, const float *W, int N, int in,
                    int out, int accumulate);
-/* dx (N, in) (+)= dy (N, out) W ;  dW (out, in) += dy^T x.  dx may be NULL. */
+/* dx (N, in) (+)= dy (N, out) W ;  dW (out, in) += dy^T x.  dx may be NULL; dW may be NULL
+ * (then x is not read). */
 void la_mm_backward(const la_mm_ctx *mm, float *dx, float *dW, const float *dy, const float *x,
                     const float *W, int N, int in, int out, int accumulate_dx);
+
+/* Sequence parallelism (issue 30, la_model_set_seq_parallel): this rank's rows of a (B, T)
+ * batch in the zigzag layout of attn/ring.h (rows [rows[0], rows[1]) and [rows[2], rows[3])
+ * of every sequence). Row-wise work runs on these rows only. A product runs on them widened
+ * to whole 24-row groups of the B*T rows (the last clamped to B*T) and merged where they
+ * meet (la_sp_wide_range): its calls then start at multiples of 24, so every row is computed
+ * by the same sgemm code path as in one call over all B*T rows (see la_mm_row_block); the
+ * extra rows (other ranks') are computed from whatever they hold and must never be read
+ * before they are gathered. */
+typedef struct {
+    int P, r, B, T;
+    int rows[4];
+} la_sp_part;
+/* The shortest sequence P ranks share: 2P tiles of 64 rows (the last may be partial). */
+#define LA_SP_MIN_T(P) (64 * (2 * (P) - 1) + 1)
+/* Range i of [0, 2B): returns its length (0: empty), *n0 its first row of the B*T. */
+int la_sp_range(const la_sp_part *p, int i, int *n0);
+/* Every rank's rows of n arrays x[i] (heads[i], T, width[i]) (la_attn_sp_gather each). */
+la_status la_sp_gather_all(int n, float *const *x, const int *heads, int T, const int *width);
+/* The next widened range of this rank's rows for a product, from range *i on (start with
+ * *i = 0): its length (0: no more) and *n0 its first row. */
+int la_sp_wide_range(const la_sp_part *p, int *i, int *n0);
+/* la_mm_forward on this rank's (widened) rows of y (B*T, out), x (B*T, in) */
+void la_mm_forward_rows(const la_sp_part *p, const la_mm_ctx *mm, float *y, const float *x, const float *W,
+                        int in, int out, int accumulate);
+/* dx = dy W (+ dx) on this rank's (widened) rows (la_mm_backward without dW) */
+void la_mm_dx_rows(const la_sp_part *p, const la_mm_ctx *mm, float *dx, const float *dy, const float *W, int in,
+                   int out, int accumulate);
 
 /* ---- rmsnorm.c: y = x / sqrt(mean(x^2) + eps) * g over the last dimension C ---- */
 /* x, y: (N, C); g: (C); rstd: (N) saved for backward */
@@ -69,6 +98,8 @@ void la_mlp_forward(const la_mm_ctx *mm, float *y, float *h_pre, float *h_act, c
 void la_mlp_backward(const la_mm_ctx *mm, float *dx, float *dw_fc, float *dw_proj, float *dh,
                   const float *dy, const float *x, const float *h_pre, const float *h_act,
                   const float *w_fc, const float *w_proj, int N, int C, int F);
+/* dh (n) *= d relu(h_pre)^2 / d h_pre: the activation's backward (F2) alone */
+void la_mlp_act_backward(float *dh, const float *h_pre, size_t n);
 
 /* ---- qknorm.c: per-head RMSNorm over D with a shared gain, fused with the
  * (B, T, H, D) -> (B, H, T, D) permutation the attention kernel wants ---- */
@@ -119,13 +150,16 @@ typedef struct {
     double *t_attn;               // timer (seconds, accumulated)
     const la_model_kv_hook *kv;   // NULL: attend over the T tokens; else over kv's cache (B = 1)
     int layer;                    // block index, passed to kv
+    const la_sp_part *sp;         // NULL; else sequence parallelism: this rank's rows only,
+                                  // the attention through the ring (attn/ring.h)
 } attn_dims;
 
 /* x (N, C) normalised block input -> out (N, C) += attention(x) Wo^T. With d->kv the
  * attention goes through the hook (a->row_stat is then not written). */
 la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_acts *a,
                              const float *x, float *out);
-/* dout (N, C) -> dx (N, C) OVERWRITTEN; gradients g accumulated. */
+/* dout (N, C) -> dx (N, C) OVERWRITTEN; gradients g accumulated. With d->sp: dout complete
+ * (every rank's rows), dx this rank's rows; the activations' other rows are gathered. */
 la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn_weights *g,
                               const attn_acts *a, attn_scratch *sc, const float *x,
                               const float *dout, float *dx);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/ring.h"
+#include "core/dist.h"
 #include "core/internal.h"
 #include "model/layers.h"
 #include "model/kv_hook.h"
@@ -705,4 +707,138 @@ la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T, int ma
         m->kv_len += n;
     }
     return LA_OK;
+}
+
+/* ---- sequence-parallel prefill (issue 30) ---- */
+
+/* This rank's rows of T (attn/ring.h's zigzag layout) as at most 2 ranges [lo, hi), each
+ * widened to multiples of 24 rows (the last to T) and merged where they meet. A product
+ * over a widened range computes each row in the same kind of OpenBLAS row group as one
+ * call over all T rows (layers.h: la_mm_row_block): the groups start at multiples of 24
+ * and only the rows past T's last multiple of 24 take the tail path, in both. The extra
+ * rows (other ranks') are computed from whatever those rows hold and never read. */
+static int sp_wide_ranges(int T, int P, int r, int lo[2], int hi[2]) {
+    int rows[4], n = 0;
+    la_attn_sp_rows(T, P, r, rows);
+    for (int j = 0; j < 2; j++) {
+        if (rows[2 * j + 1] <= rows[2 * j]) continue;
+        int a = rows[2 * j] / 24 * 24, b = (rows[2 * j + 1] + 23) / 24 * 24;
+        if (b > T) b = T;
+        if (n && a <= hi[n - 1]) hi[n - 1] = b > hi[n - 1] ? b : hi[n - 1];
+        else lo[n] = a, hi[n] = b, n++;
+    }
+    return n;
+}
+
+static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, const int *hi, float *row_stat) {
+    const la_llama_config *c = &m->cfg;
+    const llayer *w = &m->ly[l];
+    const int C = c->n_embd, H = c->n_head, K = c->n_head_kv, D = c->head_dim, F = c->n_ff;
+    for (int i = 0; i < nr; i++) { /* this rank's rows: as block() on rows [a, a + n) */
+        const int a = lo[i], n = hi[i] - lo[i];
+        rmsnorm(m->xn + (size_t)a * C, m->x + (size_t)a * C, w->attn_norm, n, C, c->rms_eps);  // n = RMSNorm(x) g
+        LA_TRY(matmul(m, &w->wq, m->xn + (size_t)a * C, n, m->q + (size_t)a * H * D, 0));       // q (T, H*D)
+        LA_TRY(matmul(m, &w->wk, m->xn + (size_t)a * C, n, m->k + (size_t)a * K * D, 0));       // k (T, K*D)
+        LA_TRY(matmul(m, &w->wv, m->xn + (size_t)a * C, n, m->v + (size_t)a * K * D, 0));       // v (T, K*D)
+        add_bias(m->q + (size_t)a * H * D, w->bq, n, H * D);
+        add_bias(m->k + (size_t)a * K * D, w->bk, n, K * D);
+        add_bias(m->v + (size_t)a * K * D, w->bv, n, K * D);
+    }
+    to_heads(m->qh, m->q, T, H, D);  // (H, T, D): every row (the other ranks' are scratch)
+    to_heads(m->kh, m->k, T, K, D);  // (K, T, D)
+    to_heads(m->vh, m->v, T, K, D);
+    la_attn_opts op = la_attn_opts_default();
+    op.ws = m->ws;
+    la_shape sh = {.B = 1, .H = H, .Hkv = K, .T = T, .S = T, .D = D, .pos0 = 0};
+    double t0 = omp_get_wtime();
+    /* the ring: every rank receives every k, v row; att (H, T, D) this rank's rows */
+    LA_TRY(la_attn_sp_forward(&m->spec, &sh, m->qh, m->kh, m->vh, m->att, row_stat, &op, NULL));
+    m->t_attn += omp_get_wtime() - t0;
+    from_heads(m->y, m->att, T, H, D);  // (T, H*D)
+    for (int i = 0; i < nr; i++) {
+        const int a = lo[i], n = hi[i] - lo[i];
+        LA_TRY(matmul(m, &w->wo, m->y + (size_t)a * H * D, n, m->x + (size_t)a * C, 1));       // x += Wo y
+        rmsnorm(m->xn + (size_t)a * C, m->x + (size_t)a * C, w->ffn_norm, n, C, c->rms_eps);
+        LA_TRY(matmul(m, &w->wg, m->xn + (size_t)a * C, n, m->gate + (size_t)a * F, 0));       // (T, F)
+        LA_TRY(matmul(m, &w->wu, m->xn + (size_t)a * C, n, m->up + (size_t)a * F, 0));         // (T, F)
+        for (size_t j = (size_t)a * F; j < (size_t)(a + n) * F; j++) {
+            float g = m->gate[j];
+            m->gate[j] = g / (1.0f + expf(-g)) * m->up[j];                                    // silu(g) * u
+        }
+        LA_TRY(matmul(m, &w->wd, m->gate + (size_t)a * F, n, m->x + (size_t)a * C, 1));       // x += Wdown h
+    }
+    return LA_OK;
+}
+
+/* Rows [a, a + n) of the head: logits (n, V) into lg, and their nll when wanted. */
+static la_status sp_head(la_llama *m, const int32_t *tokens, int T, int a, int n, float *lg, double *nll) {
+    const la_llama_config *c = &m->cfg;
+    const int C = c->n_embd, V = c->n_vocab;
+    rmsnorm(m->xn + (size_t)a * C, m->x + (size_t)a * C, m->out_norm, n, C, c->rms_eps);
+    LA_TRY(matmul(m, &m->output, m->xn + (size_t)a * C, n, lg, 0));  // logits (n, V)
+    for (int i = 0; nll && i < n; i++) { /* as longattn perplexity scores a row */
+        const int p = a + i;
+        const float *z = lg + (size_t)i * V;
+        if (p + 1 >= T) {
+            nll[p] = 0;
+            continue;
+        }
+        float mx = z[0];
+        for (int v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+        double se = 0;
+        for (int v = 0; v < V; v++) se += exp((double)z[v] - mx);
+        nll[p] = log(se) + mx - z[tokens[p + 1]];
+    }
+    return LA_OK;
+}
+
+la_status la_llama_prefill_sp(la_llama *m, const int32_t *tokens, int T, float *logits, double *nll) {
+    la_status st = LA_OK;
+    if (!m || !tokens) st = la_fail(LA_EINVAL, "la_llama_prefill_sp: NULL model or tokens");
+    else if (T < 2) st = la_fail(LA_EINVAL, "la_llama_prefill_sp: T = %d must be >= 2", T);
+    else if (m->posreg)
+        st = la_fail(LA_EUNSUPPORTED, "sequence-parallel prefill: the position-regime methods (SelfExtend, ReRoPE, "
+                     "DCA) have their own attention, which the ring does not run; use a spec string");
+    else if (m->cfg.attn_sinks)
+        st = la_fail(LA_EUNSUPPORTED, "sequence-parallel prefill: this model's learned attention sinks "
+                     "(blk.N.attn_sinks) are not supported by the ring yet; run it on one process");
+    else if (m->p.gemm_min > 24)
+        st = la_fail(LA_EINVAL, "sequence-parallel prefill: gemm_min %d > 24 would send a rank's short pieces to "
+                     "the matrix-vector path; use gemm_min <= 24", m->p.gemm_min);
+    for (int t = 0; st == LA_OK && t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= m->cfg.n_vocab)
+            st = la_fail(LA_EINVAL, "token %d at index %d is outside the vocabulary [0, %d)", tokens[t], t,
+                         m->cfg.n_vocab);
+    LA_TRY(la_dist_agree(st));
+    const la_llama_config *c = &m->cfg;
+    const int C = c->n_embd, V = c->n_vocab, P = la_dist_size(), r = la_dist_rank();
+    float *row_stat = NULL, *lg = NULL;
+    int lo[2], hi[2], nr = sp_wide_ranges(T, P, r, lo, hi);
+    enum { HEAD_ROWS = 240 }; /* logits computed in pieces of this many rows (a multiple of 24) */
+    if ((st = ensure_buf(m, T)) == LA_OK && !m->ws && !(m->ws = la_workspace_new()))
+        st = la_fail(LA_ENOMEM, "llama: out of memory for the workspace");
+    if (st == LA_OK && !(row_stat = la_malloc(sizeof(float) * (size_t)c->n_head * T)))
+        st = la_fail(LA_ENOMEM, "sequence-parallel prefill: out of memory");
+    if (st == LA_OK && !logits && !(lg = la_malloc(sizeof(float) * (size_t)HEAD_ROWS * V)))
+        st = la_fail(LA_ENOMEM, "sequence-parallel prefill: out of memory for %d rows of logits", HEAD_ROWS);
+    if (st == LA_OK) { /* every row's embedding (the tokens are on every rank; other rows are never read) */
+        memset(m->buf, 0, sizeof(float) * (size_t)T * C * 2);
+        for (int i = 0; i < nr && st == LA_OK; i++)
+            for (int t = lo[i]; t < hi[i] && st == LA_OK; t++)  // x = tok_embd[token]
+                st = la_ggml_dequant(m->tok_embd.type, m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
+                                     m->x + (size_t)t * C, C);
+    }
+    if ((st = la_dist_agree(st)) == LA_OK)
+        for (int l = 0; l < c->n_layer && st == LA_OK; l++) st = sp_block(m, l, T, nr, lo, hi, row_stat);
+    for (int i = 0; i < nr && st == LA_OK; i++)
+        for (int a = lo[i]; a < hi[i] && st == LA_OK; a += HEAD_ROWS) {
+            int n = hi[i] - a < HEAD_ROWS ? hi[i] - a : HEAD_ROWS;
+            st = sp_head(m, tokens, T, a, n, logits ? logits + (size_t)a * V : lg, nll);
+        }
+    /* every rank's rows (own rows are exact; the widened extra rows are overwritten) */
+    if ((st = la_dist_agree(st)) == LA_OK && logits) st = la_attn_sp_gather(logits, 1, T, V, NULL);
+    if (st == LA_OK && nll) st = la_attn_sp_gather((float *)nll, 1, T, 2, NULL); /* doubles as float pairs */
+    free(row_stat);
+    free(lg);
+    return st;
 }

@@ -19,7 +19,9 @@
 #include <assert.h>
 #include <string.h>
 
+#include "attn/ring.h"
 #include "core/half.h"
+#include "core/internal.h"
 #include "core/prof.h"
 #include "model/layers.h"
 
@@ -104,13 +106,13 @@ void la_mm_backward(const la_mm_ctx *mm, float *dx, float *dW, const float *dy, 
         size_t at = 0;
         float *dyr = take(mm, &at, (size_t)N * out), *xr = take(mm, &at, (size_t)N * in);
         round_copy(dyr, dy, (size_t)N * out);
-        round_copy(xr, x, (size_t)N * in);
+        if (dW) round_copy(xr, x, (size_t)N * in);
         if (dx) {
             float *wr = take(mm, &at, (size_t)out * in);
             round_copy(wr, W, (size_t)out * in);
             W = wr;
         }
-        dy = dyr, x = xr;
+        dy = dyr, x = dW ? xr : x;
     }
     int nt = mm_threads((double)N * in * out);
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -126,10 +128,51 @@ void la_mm_backward(const la_mm_ctx *mm, float *dx, float *dW, const float *dy, 
          * across threads: each thread owns its rows) */
         int o0, o1;
         la_mm_row_block(out, t, T, &o0, &o1);
-        if (o1 > o0)
+        if (dW && o1 > o0)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, in, N, 1.0f, dy + o0, out,
                         x, in, 1.0f, dW + (size_t)o0 * in, in);
     }
     *mm->timer += omp_get_wtime() - t0;
     LA_PROF_LAP(LA_PROF_MATMUL);
+}
+
+/* ---- sequence parallelism (issue 30): products over this rank's rows only ---- */
+
+int la_sp_range(const la_sp_part *p, int i, int *n0) {
+    int b = i / 2, j = i % 2;
+    *n0 = b * p->T + p->rows[2 * j];
+    return p->rows[2 * j + 1] - p->rows[2 * j];
+}
+
+la_status la_sp_gather_all(int n, float *const *x, const int *heads, int T, const int *width) {
+    for (int i = 0; i < n; i++) LA_TRY(la_attn_sp_gather(x[i], heads[i], T, width[i], NULL));
+    return LA_OK;
+}
+
+int la_sp_wide_range(const la_sp_part *p, int *i, int *n0) {
+    const int N = p->B * p->T;
+    int a = -1, b = -1;
+    while (*i < 2 * p->B) { /* the ranges come in increasing row order */
+        int s, n = la_sp_range(p, *i, &s);
+        int wa = s / 24 * 24, wb = (s + n + 23) / 24 * 24 < N ? (s + n + 23) / 24 * 24 : N;
+        if (n > 0 && a >= 0 && wa > b) break; /* a gap: the next call starts there */
+        (*i)++;
+        if (n <= 0) continue;
+        if (a < 0) a = wa, b = wb;
+        else if (wb > b) b = wb;
+    }
+    *n0 = a;
+    return a < 0 ? 0 : b - a;
+}
+
+void la_mm_forward_rows(const la_sp_part *p, const la_mm_ctx *mm, float *y, const float *x, const float *W,
+                        int in, int out, int accumulate) {
+    for (int i = 0, n0, n; (n = la_sp_wide_range(p, &i, &n0)) > 0;)
+        la_mm_forward(mm, y + (size_t)n0 * out, x + (size_t)n0 * in, W, n, in, out, accumulate);
+}
+
+void la_mm_dx_rows(const la_sp_part *p, const la_mm_ctx *mm, float *dx, const float *dy, const float *W, int in,
+                   int out, int accumulate) {
+    for (int i = 0, n0, n; (n = la_sp_wide_range(p, &i, &n0)) > 0;)
+        la_mm_backward(mm, dx + (size_t)n0 * in, NULL, dy + (size_t)n0 * out, NULL, W, n, in, out, accumulate);
 }

@@ -215,7 +215,7 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     int eval_given = 0, pk_lens_given = 0;
     static const char *const keys[] = {"name", "data", "model", "steps", "batch", "seq_len", "lr", "warmup",
                                        "seed", "seeds", "eval_lens", "eval_windows", "val_every", "passkey", "specs",
-                                       "accum", "ranks_per_variant", "precision", NULL};
+                                       "accum", "ranks_per_variant", "seq_parallel", "precision", NULL};
     if (!cJSON_IsObject(root)) {
         st = BAD("%s: the study file must be one JSON object {...}", where);
         goto done;
@@ -275,6 +275,21 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     if ((st = get_int(root, "ranks_per_variant", "ranks_per_variant", 1, 1 << 16, 0, where, &s.ranks_per_variant)) !=
         LA_OK)
         goto done;
+    s.seq_parallel = 1;
+    if ((st = get_int(root, "seq_parallel", "seq_parallel", 1, 1 << 16, 0, where, &s.seq_parallel)) != LA_OK) goto done;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "ranks_per_variant")) s.ranks_per_variant = s.seq_parallel;
+    if (s.ranks_per_variant % s.seq_parallel) {
+        st = BAD("%s: key \"seq_parallel\" (%d) must divide \"ranks_per_variant\" (%d): the ranks sharing a sequence "
+                 "are part of one variant's group; use a ranks_per_variant that is a multiple of %d", where,
+                 s.seq_parallel, s.ranks_per_variant, s.seq_parallel);
+        goto done;
+    }
+    if (s.seq_parallel > 1 && s.seq_len < 64 * (2 * s.seq_parallel - 1) + 1) {
+        st = BAD("%s: key \"seq_parallel\" (%d): \"seq_len\" (%d) is too short to split over %d ranks (each holds 2 "
+                 "of its 2 x %d pieces of whole 64-token tiles); use seq_len >= %d", where, s.seq_parallel,
+                 s.seq_len, s.seq_parallel, s.seq_parallel, 64 * (2 * s.seq_parallel - 1) + 1);
+        goto done;
+    }
     if ((st = get_num(root, "lr", "lr", 0, 1, 1, where, &s.lr)) != LA_OK) goto done;
     s.precision = LA_DTYPE_F32;
     if ((it = cJSON_GetObjectItemCaseSensitive(root, "precision"))) {

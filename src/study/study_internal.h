@@ -43,6 +43,7 @@ typedef struct {
     int64_t train_tokens, val_tokens;
     int train_docs, val_docs;
     int n_threads;
+    int seq_parallel;          // ranks sharing each training sequence (la_train_config.seq_parallel)
     /* cells: v[vi * st->n_seeds + k] is spec vi with seed st->seed + k */
     study_variant v[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS];
     double wall_s;

@@ -502,6 +502,7 @@ static la_status run_variant(const la_study *st, int vi, study_variant *v, const
     tc.seed = st->seed;
     tc.n_threads = r->n_threads;
     tc.precision = st->precision;
+    tc.seq_parallel = r->seq_parallel; /* where the numbers are computed, not what they are */
     if ((s = la_trainer_new(m, NULL, &tc, &tr)) != LA_OK) goto out;
     la_rng order;
     la_rng_seed(&order, st->seed ^ TAG_TRAIN);
@@ -785,13 +786,30 @@ pre:
                     rpv, rpv * (W / rpv + 1), W);
         goto out;
     }
-    if (st->accum < rpv) {
+    /* seq_parallel: sp ranks of a group share each sequence, so a group has rpv / sp units
+     * that split the micro-batches */
+    const int sp = opts.seq_parallel > 0 ? opts.seq_parallel : st->seq_parallel;
+    if (rpv % sp) {
+        s = la_fail(LA_EINVAL, "seq_parallel is %d but ranks_per_variant is %d: the ranks sharing a sequence are part of "
+                    "one variant's group; make ranks_per_variant a multiple of %d, or lower seq_parallel (one process: "
+                    "longattn study --ranks-per-variant 1 --seq-parallel 1)", sp, rpv, sp);
+        goto out;
+    }
+    if (st->accum < rpv / sp && sp == 1) {
         s = la_fail(LA_EINVAL, "ranks_per_variant is %d but \"accum\" is %d: each rank of a group trains a block of "
                     "a step's accum micro-batches, so %d rank%s would have nothing to do; set \"accum\" to a "
                     "multiple of %d (it must divide \"batch\" %d; the numbers depend on accum, not on the ranks)",
                     rpv, st->accum, rpv - st->accum, rpv - st->accum > 1 ? "s" : "", rpv, st->batch);
         goto out;
     }
+    if (st->accum < rpv / sp) {
+        s = la_fail(LA_EINVAL, "ranks_per_variant is %d with seq_parallel %d (%d sets of ranks sharing a sequence) but "
+                    "\"accum\" is %d: each set trains a block of a step's accum micro-batches, so %d would have "
+                    "nothing to do; set \"accum\" to a multiple of %d (it must divide \"batch\" %d)", rpv, sp,
+                    rpv / sp, st->accum, rpv / sp - st->accum, rpv / sp, st->batch);
+        goto out;
+    }
+    r->seq_parallel = sp;
     const int n_groups = W / rpv, group = me / rpv;
     /* cells: spec vi with seed index k is cell vi * n_seeds + k, each run (and spread over
      * the groups, and resumed) on its own */

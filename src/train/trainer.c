@@ -65,14 +65,36 @@ static la_status check_config(const la_train_config *c) {
     REQ(c->eval_every >= 0 && c->eval_batches >= 1 && c->ckpt_every >= 0,
         "train config: eval_every=%d, ckpt_every=%d must be >= 0 and eval_batches=%d >= 1",
         c->eval_every, c->ckpt_every, c->eval_batches);
+    REQ(c->seq_parallel >= 0, "train config: seq_parallel=%d must be >= 0", c->seq_parallel);
+    REQ(c->seq_parallel <= 1 || c->T >= 64 * (2 * c->seq_parallel - 1) + 1,
+        "train config: seq_parallel %d: a sequence of %d tokens is too short to split over %d ranks (each holds 2 "
+        "of its 2 x %d pieces of whole 64-token tiles); use a sequence length of at least %d (--seq-len, or "
+        "seq_len in a study file) or a smaller seq_parallel", c->seq_parallel, c->T, c->seq_parallel,
+        c->seq_parallel, 64 * (2 * c->seq_parallel - 1) + 1);
     REQ(memchr(c->ckpt_path, 0, sizeof c->ckpt_path) && memchr(c->csv_path, 0, sizeof c->csv_path),
         "train config: ckpt_path / csv_path not NUL-terminated");
 #undef REQ
     return LA_OK;
 }
 
+/* The sequence groups, at the first step (collective over the current group: every rank
+ * steps together, whereas la_trainer_new may be reached by some ranks only when another
+ * failed before it). */
+static la_status sp_groups(la_trainer *tr) {
+    if (tr->sp_k == 1 || tr->sp_on) return LA_OK;
+    int seq, n_seq;
+    LA_TRY(la_dist_agree(la_dist_seq_begin(tr->sp_k, &seq, &n_seq)));
+    la_model_set_seq_parallel(tr->m, 1);
+    tr->sp_on = 1;
+    return LA_OK;
+}
+
 void la_trainer_free(la_trainer *tr) {
     if (!tr) return;
+    if (tr->sp_on) {
+        la_model_set_seq_parallel(tr->m, 0);
+        la_dist_seq_end();
+    }
     free(tr->adam_m);
     free(tr->adam_v);
     free(tr->mom);
@@ -132,6 +154,16 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
         return la_fail(LA_ENOMEM, "trainer: cannot allocate optimizer state for %zu parameters", np);
     }
     if (data) la_data_seed(data, cfg->seed);
+    tr->sp_k = cfg->seq_parallel > 1 ? cfg->seq_parallel : 1;
+    if (tr->sp_k > 1 && la_dist_size() % tr->sp_k) { /* the same answer on every rank: no collective */
+        int k = tr->sp_k, n = la_dist_size();
+        tr->sp_k = 1;
+        la_trainer_free(tr);
+        return la_fail(LA_EINVAL, "seq_parallel is %d but %d rank%s %s: start a multiple of %d ranks (mpirun -np %d) "
+                       "or set seq_parallel to a divisor of %d (--seq-parallel N; 1 on one process)", k, n,
+                       n == 1 ? "" : "s", n == 1 ? "was started" : "were started (or are in this group)", k,
+                       k * (n / k + 1), n);
+    }
     if (cfg->n_threads > 0) la_model_set_threads(m, cfg->n_threads);
     la_status ps = la_model_set_precision(m, cfg->precision);
     if (ps != LA_OK) {
@@ -241,6 +273,19 @@ static void my_block(int n, int r, int N, int *lo, int *hi) {
     *hi = (int)((long long)n * (r + 1) / N);
 }
 
+/* Sequence parallelism (seq_parallel k): the ranks form N / k sequence groups of k; group g
+ * computes micro-batch block g of N / k (every rank of it holds the same gradients after each
+ * micro-batch: la_model_set_seq_parallel), and only its first rank sends them to the
+ * exchange below, so the fold sees each micro-batch once, in order. k = 1: rank r, block r. */
+static void compute_block(const la_trainer *tr, int q, int N, int *lo, int *hi) {
+    my_block(tr->cfg.grad_accum, q / tr->sp_k, N / tr->sp_k, lo, hi);
+}
+
+static void send_block(const la_trainer *tr, int q, int N, int *lo, int *hi) {
+    compute_block(tr, q, N, lo, hi);
+    if (q % tr->sp_k) *hi = *lo;
+}
+
 /* Element range [*o, *o + *n) of parameter slice q of N. */
 static void slice(size_t P, int q, int N, size_t *o, size_t *n) {
     *o = P * (size_t)q / (size_t)N;
@@ -258,7 +303,7 @@ static la_status dp_buffers(la_trainer *tr) {
     if (tr->dp_send) return LA_OK;
     size_t P = tr->P, o, n, mine_n;
     slice(P, me, N, &o, &mine_n);
-    my_block(A, me, N, &lo, &hi);
+    send_block(tr, me, N, &lo, &hi);
     int nm = hi - lo;
     if ((double)(nm > 0 ? nm : 1) * P > 2147483647.0 || (double)A * mine_n > 2147483647.0)
         return la_fail(LA_EINVAL, "trainer: %d micro-batch gradients of %zu parameters exceed one MPI exchange "
@@ -287,7 +332,7 @@ static la_status dp_buffers(la_trainer *tr) {
         int l2, h2;
         slice(P, q, N, &o, &n);
         send[q] = (int)(nm * n);          /* my micro-batches' slice q, to rank q */
-        my_block(A, q, N, &l2, &h2);
+        send_block(tr, q, N, &l2, &h2);
         recv[q] = (int)((h2 - l2) * mine_n); /* rank q's micro-batches' slice me, from rank q */
         loss[q] = h2 - l2;
     }
@@ -363,7 +408,9 @@ static la_status dp_step(la_trainer *tr, micro_fn micro, const void *ctx, la_ste
     int B = c->B, T = c->T, A = c->grad_accum, N = la_dist_size(), lo, hi;
     size_t P = tr->P;
     float *g = la_model_grads(tr->m);
-    my_block(A, la_dist_rank(), N, &lo, &hi);
+    compute_block(tr, la_dist_rank(), N, &lo, &hi);
+    int sends = la_dist_rank() % tr->sp_k == 0; /* this rank's gradients go to the exchange */
+    LA_TRY(sp_groups(tr));
     la_status s = dp_buffers(tr);
     double loss_sum = 0;
     double t_comm = 0;
@@ -374,10 +421,13 @@ static la_status dp_step(la_trainer *tr, micro_fn micro, const void *ctx, la_ste
         if (s != LA_OK || !mine) continue;
         la_model_zero_grad(tr->m);
         float l = 0;
+        if (tr->sp_k > 1) la_dist_seq_enter(); /* the model's collectives: this sequence group */
         s = la_model_forward(tr->m, inp, tgt, B, T, &l, NULL);
         if (s == LA_OK) s = la_model_backward(tr->m);
+        if (tr->sp_k > 1) la_dist_seq_leave();
         if (s != LA_OK) break;
         if (N > 1) { /* slice q of this gradient goes to rank q: packed by rank, then micro-batch */
+            if (!sends) continue; /* seq_parallel: the group's first rank sends the same gradients */
             int nm = hi - lo;
             for (int q = 0; q < N; q++) {
                 size_t o, n;
@@ -448,10 +498,14 @@ la_status la_trainer_step_batch(la_trainer *tr, const int32_t *tokens, const int
     if (!targets) return la_fail(LA_EINVAL, "la_trainer_step_batch: targets must not be NULL");
     double t0 = omp_get_wtime();
     LA_PROF_START();
+    LA_TRY(sp_groups(tr));
     la_model_zero_grad(tr->m);
     float l;
-    LA_TRY(la_model_forward(tr->m, tokens, targets, B, T, &l, NULL));
-    LA_TRY(la_model_backward(tr->m));
+    if (tr->sp_k > 1) la_dist_seq_enter(); /* seq_parallel: this batch over the sequence group */
+    la_status s = la_model_forward(tr->m, tokens, targets, B, T, &l, NULL);
+    if (s == LA_OK) s = la_model_backward(tr->m);
+    if (tr->sp_k > 1) la_dist_seq_leave();
+    LA_TRY(s);
     return apply_update(tr, l, 1, info, t0);
 }
 

@@ -32,6 +32,8 @@ struct la_trainer {
     float *dp_loss;   // (n_mine) this rank's micro-batch losses, then (grad_accum) all of them
     float *dp_lossall;
     int *dp_counts;   // (4 N) per rank: floats sent, floats received, losses, slice length
+    int sp_k;         // ranks per sequence (seq_parallel; 1: none)
+    int sp_on;        // the sequence groups exist (la_dist_seq_begin at the first step)
 };
 
 /* Train config <-> JSON text (stored in checkpoints). to_json returns malloc'ed text. */
