@@ -744,9 +744,9 @@ static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, cons
         add_bias(m->k + (size_t)a * K * D, w->bk, n, K * D);
         add_bias(m->v + (size_t)a * K * D, w->bv, n, K * D);
     }
-    to_heads(m->qh, m->q, T, H, D);  // (H, T, D): every row (the other ranks' are scratch)
-    to_heads(m->kh, m->k, T, K, D);  // (K, T, D)
-    to_heads(m->vh, m->v, T, K, D);
+    la_permute_bthd_to_bhtd(m->qh, m->q, 1, T, H, D);  // (H, T, D): every row (the other ranks' are scratch)
+    la_permute_bthd_to_bhtd(m->kh, m->k, 1, T, K, D);  // (K, T, D)
+    la_permute_bthd_to_bhtd(m->vh, m->v, 1, T, K, D);
     la_attn_opts op = la_attn_opts_default();
     op.ws = m->ws;
     la_shape sh = {.B = 1, .H = H, .Hkv = K, .T = T, .S = T, .D = D, .pos0 = 0};
@@ -754,7 +754,7 @@ static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, cons
     /* the ring: every rank receives every k, v row; att (H, T, D) this rank's rows */
     LA_TRY(la_attn_sp_forward(&m->spec, &sh, m->qh, m->kh, m->vh, m->att, row_stat, &op, NULL));
     m->t_attn += omp_get_wtime() - t0;
-    from_heads(m->y, m->att, T, H, D);  // (T, H*D)
+    la_permute_bhtd_to_bthd(m->y, m->att, 1, T, H, D);  // (T, H*D)
     for (int i = 0; i < nr; i++) {
         const int a = lo[i], n = hi[i] - lo[i];
         LA_TRY(matmul(m, &w->wo, m->y + (size_t)a * H * D, n, m->x + (size_t)a * C, 1));       // x += Wo y
