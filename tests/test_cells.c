@@ -1,4 +1,4 @@
-/* test_cells.c -- per-cell result persistence (src/tasks/cells.c), the base of `study` and
+/* test_cells.c -- per-cell result persistence (src/runner/cells.c), the base of `study` and
  * `synth` --resume: doubles survive a save/load bit for bit (NaN, infinities, subnormals,
  * random bit patterns), a fresh run forgets old cells, a resume keeps them, and a resume
  * with other settings is refused with a message naming the setting. */
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "core/internal.h"
-#include "tasks/cells.h"
+#include "runner/cells.h"
 
 static char dir[256];
 

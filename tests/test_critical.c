@@ -235,7 +235,7 @@ static void test_bad_arguments(void **st) {
     assert_non_null(strstr(la_errmsg(), "rho"));
 }
 
-/* la_critical_run (src/tasks/critical_run.c): the grid it returns equals la_critical_grid's,
+/* la_critical_run (src/runner/critical_run.c): the grid it returns equals la_critical_grid's,
  * its CSV has one row per cell, no plot without the flag; bad arguments are LA_EINVAL. */
 static void test_run_writes_files(void **state) {
     (void)state;

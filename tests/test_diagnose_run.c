@@ -1,5 +1,5 @@
 /* test_diagnose_run.c -- the diagnostics experiments as library calls
- * (src/tasks/diagnose_run.c): la_diagnose_gaussian_run returns the same accumulators as
+ * (src/runner/diagnose_run.c): la_diagnose_gaussian_run returns the same accumulators as
  * la_diag_gaussian and writes its files; la_diagnose_ckpt_run calls on_start before the
  * diagnosis, returns n_layer * n_head accumulators and writes its files; errors are
  * statuses naming the problem, with nothing left allocated; la_diagnose_passkey_run gives

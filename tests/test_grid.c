@@ -1,4 +1,4 @@
-/* test_grid.c -- the grid runner's shared steps (src/tasks/grid.c) in one process: the
+/* test_grid.c -- the grid runner's shared steps (src/runner/grid.c) in one process: the
  * cell store opened fresh and resumed through la_grid_open, la_grid_gather leaving a
  * one-process table as it is, and the ETA. The multi-rank paths (rank 0 opening first, the
  * gather in cell order) are run by tests/mpi.sh: study, synth, synth-resume and longeval
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "core/internal.h"
-#include "tasks/grid.h"
+#include "runner/grid.h"
 
 static void test_open_fresh_then_resume(void **state) {
     (void)state;

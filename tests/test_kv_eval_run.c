@@ -1,5 +1,5 @@
 /* test_kv_eval_run.c -- the KV-cache policy evaluation as a library call (la_kv_eval_run,
- * src/tasks/kv_eval_run.c): one progress point per (policy, length) through the callback,
+ * src/runner/kv_eval_run.c): one progress point per (policy, length) through the callback,
  * the output files, and errors as statuses (LA_EINVAL for bad options, LA_ESPEC for a
  * policy that does not parse) before anything is written. */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /* test_synth_run.c -- the synthetic-task runner as a library call (la_synth_run,
- * src/tasks/synth_run.c): progress arrives through the callback (and the runner writes
+ * src/runner/synth_run.c): progress arrives through the callback (and the runner writes
  * nothing to stdout), the output files exist, option errors are LA_EINVAL naming the
  * problem before anything is trained, and a missing gnuplot is an LA_EIO that leaves the
  * tables written. */

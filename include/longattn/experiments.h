@@ -247,7 +247,7 @@ typedef struct {
  * bars of one sample std over the seeds: loss_vs_length.png, passkey_vs_length.png,
  * loss_by_position.png, finetune_loss.png, passkey_<i>.png (one heatmap per spec).
  * Losses are bits per byte for text data (bits per token for shards). summary may be NULL.
- * Each finished variant is also saved in out_dir/cells/ (tasks/cells.h) as it finishes;
+ * Each finished variant is also saved in out_dir/cells/ (runner/cells.h) as it finishes;
  * with opts->resume the variants an interrupted run saved are loaded instead of rerun, and
  * the files above come out as those of an uninterrupted run (timings aside).
  * Errors: LA_EINVAL (NULL; a resume whose settings differ), LA_EIO (data or output folder), LA_ESHAPE (a validation
@@ -482,7 +482,7 @@ LA_API la_critical_params la_critical_params_default(void);
 LA_API la_status la_critical_grid(const la_critical_params *p, const double *rhos, int n_rho,
                                   const double *gammas, int n_gamma, la_critical_cell *cells);
 
-/* The experiment behind `longattn critical` (src/tasks/critical_run.c): la_critical_grid,
+/* The experiment behind `longattn critical` (src/runner/critical_run.c): la_critical_grid,
  * then into folder out (created) critical.csv (one row per cell), simplex.csv (the closed
  * form at n = 1e3..1e12 against the theorem's limit, per rho) and critical.gp (heat map
  * script); with plot, gnuplot draws critical.png: *gnuplot_exit (may be NULL) receives its
@@ -516,7 +516,7 @@ LA_API la_status la_diag_gaussian(const la_spec *spec, int64_t N, int draws, uin
 /* write their files, report through callbacks and never print)             */
 /* ======================================================================== */
 
-/* ---- synthetic tasks (src/tasks/synth_run.c) ---- */
+/* ---- synthetic tasks (src/runner/synth_run.c) ---- */
 
 /* One train-then-evaluate grid: a small GPT per task x attention spec, trained at content
  * lengths min_len..max_len, then exact-match accuracy at 1x, 2x, 4x, ... max_mult x
@@ -607,7 +607,7 @@ LA_API la_status la_synth_validate(const la_synth_opts *o);
 LA_API la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, void *user,
                        int *n_runs);
 
-/* ---- KV-cache policy evaluation (src/tasks/kv_eval_run.c) ---- */
+/* ---- KV-cache policy evaluation (src/runner/kv_eval_run.c) ---- */
 
 #define LA_KV_EVAL_MAX_LENS 12
 #define LA_KV_EVAL_MAX_POLICIES 12
@@ -663,7 +663,7 @@ typedef void (*la_kv_eval_progress_fn)(void *user, const la_kv_eval_progress *p)
  * documents (the message names the file), LA_EIO (output files), LA_ENOMEM. */
 LA_API la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progress, void *user);
 
-/* ---- attention diagnostics (src/tasks/diagnose_run.c) ---- */
+/* ---- attention diagnostics (src/runner/diagnose_run.c) ---- */
 
 /* ---- checkpoint mode: la_model_diagnose of a byte-level model on N bytes of a text ---- */
 typedef struct {

@@ -1,5 +1,5 @@
 /* critical.c -- `longattn critical`: the critical attention scaling simulation of Chen et
- * al. 2025. The library (la_critical_run, src/tasks/critical_run.c) computes the
+ * al. 2025. The library (la_critical_run, src/runner/critical_run.c) computes the
  * (rho, gamma) grid and writes critical.csv, simplex.csv and the gnuplot heat map; this
  * file parses the options, calls it and prints the per-rho summary. */
 #include <errno.h>

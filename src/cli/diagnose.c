@@ -1,6 +1,6 @@
 /* diagnose.c -- `longattn diagnose`: attention mass and entropy per distance range
  * [t, t*delta). The library runs both modes and writes their files (la_diagnose_ckpt_run,
- * la_diagnose_gaussian_run: src/tasks/diagnose_run.c; accumulator: src/attn/diag_stats.c);
+ * la_diagnose_gaussian_run: src/runner/diagnose_run.c; accumulator: src/attn/diag_stats.c);
  * this file parses the options, calls them and prints the tables.
  *   --gaussian   the scale-invariance check under the Gaussian model of Anson et al. 2025:
  *                logits N(0,1) i.i.d. per key for a query at position N, transformed by each

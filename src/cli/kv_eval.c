@@ -1,5 +1,5 @@
 /* kv_eval.c -- `longattn kv-eval`: KV-cache policy evaluation (la_kv_eval_run,
- * src/tasks/kv_eval_run.c): parse the options, run it with a progress printer. */
+ * src/runner/kv_eval_run.c): parse the options, run it with a progress printer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -237,7 +237,7 @@ int cli_generate_gguf(int argc, char **argv) {
     text_out to = {tok, &ids, n_prompt, NULL, 0};
     gp.user = &to;
     la_generate_result gr;
-    la_status gst = la_generate(s, ids.ids, n_prompt, &gp, &gr);
+    la_status gst = la_generate(s, ids.ids, n_prompt, &gp, &gr); /* reads the prompt before put_text grows ids */
     out_text = to.text;
     if (gst != LA_OK) {
         fprintf(stderr, "\nlongattn %s: %s\n", cmd, la_errmsg());

@@ -1,5 +1,5 @@
 /* longeval.c -- `longattn longeval --model FILE.gguf`: long-context evaluation of a
- * pretrained model (la_longeval_run, src/tasks/longeval_run.c). Parses, calls, prints. */
+ * pretrained model (la_longeval_run, src/runner/longeval_run.c). Parses, calls, prints. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* synth.c -- `longattn synth`: the synthetic-task experiment (la_synth_run,
- * src/tasks/synth_run.c): parse the options, run it with a progress printer, print
+ * src/runner/synth_run.c): parse the options, run it with a progress printer, print
  * results.md. */
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,6 @@
  * (issue 32), for every model family: `longattn generate` (byte-level checkpoints and GGUF
  * models) and `longattn perplexity` call these; the CLI only prints. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 
 #include "core/internal.h"
@@ -32,10 +31,10 @@ la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_prompt, co
     float *logits = la_malloc(sizeof(float) * (size_t)V); // (V) the last row
     void *scratch = la_malloc(la_sample_scratch_bytes(V));
     la_status st = logits && scratch ? LA_OK : la_fail(LA_ENOMEM, "la_generate: out of memory");
-    double t0 = omp_get_wtime(), t1 = t0;
+    double t0 = la_now_s(), t1 = t0;
     for (int64_t i = 0; st == LA_OK && i < n_prompt; i += chunk)
         st = la_session_step(s, prompt + i, (int)(n_prompt - i < chunk ? n_prompt - i : chunk), logits, 0);
-    t1 = omp_get_wtime();
+    t1 = la_now_s();
     la_rng rng;
     la_rng_seed(&rng, gp->seed);
     for (; st == LA_OK && r.n_new < gp->max_new; r.n_new++) {
@@ -49,7 +48,7 @@ la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_prompt, co
         if (r.n_new + 1 < gp->max_new) st = la_session_step(s, &t, 1, logits, 0);
     }
     r.prefill_s = t1 - t0;
-    r.decode_s = omp_get_wtime() - t1;
+    r.decode_s = la_now_s() - t1;
     if (res) *res = r;
     free(logits);
     free(scratch);
@@ -99,7 +98,7 @@ la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_p
     int64_t n_win = n / ctx;
     if (pp->max_windows && n_win > pp->max_windows) n_win = pp->max_windows;
     la_status st = LA_OK;
-    double t0 = omp_get_wtime();
+    double t0 = la_now_s();
     for (int64_t w = 0; st == LA_OK && w < n_win; w++) {
         la_session_reset(s);
         const int32_t *x = ids + w * ctx;
@@ -110,7 +109,7 @@ la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_p
         }
         if (st == LA_OK && pp->progress) pp->progress(pp->user, w + 1, n_win);
     }
-    res->seconds = omp_get_wtime() - t0;
+    res->seconds = la_now_s() - t0;
     res->windows = n_win;
     for (int b = 0; b < LA_PPL_BUCKETS; b++)
         res->nll += res->bucket_nll[b], res->bytes += res->bucket_bytes[b], res->tokens += res->bucket_n[b];

@@ -42,6 +42,11 @@ typedef struct {
 void la_mm_row_block(long N, int t, int nt, int *r0, int *r1);
 /* Floats of buf one product of N rows, in -> out features needs in bf16 mode. */
 size_t la_mm_bf16_floats(size_t N, size_t in, size_t out);
+/* y (N, out) with row stride ldy (>= out) = x (N, in) W^T + beta y, float32 operands: the
+ * row-block split of la_mm_forward (one single-threaded sgemm per block of la_mm_row_block
+ * when OpenBLAS runs on one thread and the product is large), without timer or bf16 (the
+ * GGUF model's prefill products, src/model/llama.c, use it on dequantized weight rows). */
+void la_mm_sgemm_rows(float *y, int ldy, const float *x, const float *W, int N, int in, int out, float beta);
 /* y (N, out) = x (N, in) W^T (+ y if accumulate) */
 void la_mm_forward(const la_mm_ctx *mm, float *y, const float *x, const float *W, int N, int in,
                    int out, int accumulate);

@@ -545,21 +545,6 @@ static la_status ensure_scratch(la_llama *m) {
     return LA_OK;
 }
 
-/* y (T, ldy) (+)= x (T, k) W^T (W: (n, k)), T rows split over OpenMP threads when
- * OpenBLAS runs single-threaded (as model/matmul.c does) */
-static void sgemm_rows(float *y, int ldy, const float *x, const float *W, int T, int n, int k, float beta) {
-    int nt = (double)T * n * k >= 4e6 && openblas_get_num_threads() == 1 && !omp_in_parallel() ? omp_get_max_threads() : 1;
-    if (nt > T) nt = T;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        int r0, r1;
-        la_mm_row_block(T, t, nt, &r0, &r1);
-        if (r1 > r0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, n, k, 1.0f, x + (size_t)r0 * k, k, W, k, beta,
-                        y + (size_t)r0 * ldy, ldy);
-    }
-}
-
 /* y (T, w->rows) (+)= x (T, w->cols) W^T */
 static la_status matmul(la_llama *m, const lw *w, const float *x, int T, float *y, int accumulate) {
     double t0 = omp_get_wtime();
@@ -572,21 +557,25 @@ static la_status matmul(la_llama *m, const lw *w, const float *x, int T, float *
                 for (int64_t r = 0; r < R; r++) y[(size_t)t * R + r] += dst[r];
         }
     } else if (w->f32) {
-        sgemm_rows(y, (int)R, x, w->f32, T, (int)R, (int)K, accumulate ? 1.0f : 0.0f);
+        la_mm_sgemm_rows(y, (int)R, x, w->f32, T, (int)K, (int)R, accumulate ? 1.0f : 0.0f);
     } else {
         LA_TRY(ensure_scratch(m));
         int64_t chunk = (int64_t)(m->scratch_floats / (size_t)K);
         for (int64_t r0 = 0; r0 < R; r0 += chunk) {
             int64_t n = R - r0 < chunk ? R - r0 : chunk;
             dequant_rows(w, r0, n, m->scratch);
-            sgemm_rows(y + r0, (int)R, x, m->scratch, T, (int)n, (int)K, accumulate ? 1.0f : 0.0f);
+            la_mm_sgemm_rows(y + r0, (int)R, x, m->scratch, T, (int)K, (int)n, accumulate ? 1.0f : 0.0f);
         }
     }
     m->t_mm += omp_get_wtime() - t0;
     return LA_OK;
 }
 
-/* y (N, C) = x / sqrt(mean(x^2) + eps) * g */
+/* y (N, C) = x / sqrt(mean(x^2) + eps) * g. Not la_rmsnorm_forward (model/layers.h): that
+ * one sums x^2 in float (vectorised) with the GPT's fixed eps 1e-6; this one sums in double
+ * with the file's eps. The two differ in the last bits, so sharing one would change every
+ * GGUF output (issue 32 keeps them byte-identical); the products and permutations are the
+ * model layer's (la_mm_sgemm_rows, la_permute_*). */
 static void rmsnorm(float *y, const float *x, const float *g, int N, int C, float eps) {
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C;
@@ -596,19 +585,6 @@ static void rmsnorm(float *y, const float *x, const float *g, int N, int C, floa
         float r = (float)(1.0 / sqrt(ss / C + eps));
         for (int i = 0; i < C; i++) yr[i] = xr[i] * r * g[i];
     }
-}
-
-/* (T, Hh*D) -> (Hh, T, D) */
-static void to_heads(float *dst, const float *src, int T, int Hh, int D) {
-    for (int t = 0; t < T; t++)
-        for (int h = 0; h < Hh; h++)
-            memcpy(dst + ((size_t)h * T + t) * D, src + ((size_t)t * Hh + h) * D, sizeof(float) * (size_t)D);
-}
-
-static void from_heads(float *dst, const float *src, int T, int Hh, int D) {
-    for (int t = 0; t < T; t++)
-        for (int h = 0; h < Hh; h++)
-            memcpy(dst + ((size_t)t * Hh + h) * D, src + ((size_t)h * T + t) * D, sizeof(float) * (size_t)D);
 }
 
 static void add_bias(float *x, const float *b, int T, int n) {
@@ -628,16 +604,16 @@ static la_status block(la_llama *m, int l, int T, const la_model_kv_hook *hook) 
     add_bias(m->q, w->bq, T, H * D);
     add_bias(m->k, w->bk, T, K * D);
     add_bias(m->v, w->bv, T, K * D);
-    to_heads(m->qh, m->q, T, H, D);                                        // (H, T, D)
-    to_heads(m->kh, m->k, T, K, D);                                        // (K, T, D)
-    to_heads(m->vh, m->v, T, K, D);
+    la_permute_bthd_to_bhtd(m->qh, m->q, 1, T, H, D);                      // (H, T, D)
+    la_permute_bthd_to_bhtd(m->kh, m->k, 1, T, K, D);                      // (K, T, D)
+    la_permute_bthd_to_bhtd(m->vh, m->v, 1, T, K, D);
     la_attn_opts op = la_attn_opts_default();
     op.ws = m->ws;
     op.sinks = w->sinks; /* (H) or NULL */
     double t0 = omp_get_wtime();
     LA_TRY(hook->append_attend(hook->ctx, l, &m->spec, m->qh, m->kh, m->vh, T, m->att, &op));  // att (H, T, D)
     m->t_attn += omp_get_wtime() - t0;
-    from_heads(m->y, m->att, T, H, D);                                     // (T, H*D)
+    la_permute_bhtd_to_bthd(m->y, m->att, 1, T, H, D);                     // (T, H*D)
     LA_TRY(matmul(m, &w->wo, m->y, T, m->x, 1));                           // x += Wo y
     rmsnorm(m->xn, m->x, w->ffn_norm, T, C, c->rms_eps);
     LA_TRY(matmul(m, &w->wg, m->xn, T, m->gate, 0));                       // (T, F)
@@ -768,9 +744,9 @@ static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, cons
         add_bias(m->k + (size_t)a * K * D, w->bk, n, K * D);
         add_bias(m->v + (size_t)a * K * D, w->bv, n, K * D);
     }
-    to_heads(m->qh, m->q, T, H, D);  // (H, T, D): every row (the other ranks' are scratch)
-    to_heads(m->kh, m->k, T, K, D);  // (K, T, D)
-    to_heads(m->vh, m->v, T, K, D);
+    la_permute_bthd_to_bhtd(m->qh, m->q, 1, T, H, D);  // (H, T, D): every row (the other ranks' are scratch)
+    la_permute_bthd_to_bhtd(m->kh, m->k, 1, T, K, D);  // (K, T, D)
+    la_permute_bthd_to_bhtd(m->vh, m->v, 1, T, K, D);
     la_attn_opts op = la_attn_opts_default();
     op.ws = m->ws;
     la_shape sh = {.B = 1, .H = H, .Hkv = K, .T = T, .S = T, .D = D, .pos0 = 0};
@@ -778,7 +754,7 @@ static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, cons
     /* the ring: every rank receives every k, v row; att (H, T, D) this rank's rows */
     LA_TRY(la_attn_sp_forward(&m->spec, &sh, m->qh, m->kh, m->vh, m->att, row_stat, &op, NULL));
     m->t_attn += omp_get_wtime() - t0;
-    from_heads(m->y, m->att, T, H, D);  // (T, H*D)
+    la_permute_bhtd_to_bthd(m->y, m->att, 1, T, H, D);  // (T, H*D)
     for (int i = 0; i < nr; i++) {
         const int a = lo[i], n = hi[i] - lo[i];
         LA_TRY(matmul(m, &w->wo, m->y + (size_t)a * H * D, n, m->x + (size_t)a * C, 1));       // x += Wo y

@@ -59,6 +59,19 @@ void la_mm_row_block(long N, int t, int nt, int *r0, int *r1) {
     *r0 = (int)b0, *r1 = (int)b1;
 }
 
+void la_mm_sgemm_rows(float *y, int ldy, const float *x, const float *W, int N, int in, int out, float beta) {
+    int nt = mm_threads((double)N * in * out);
+    /* y (N, out) = x (N, in) . W^T (in, out), rows of y split across threads */
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int t = 0; t < nt; t++) {
+        int n0, n1;
+        la_mm_row_block(N, t, nt, &n0, &n1);
+        if (n1 > n0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n1 - n0, out, in, 1.0f,
+                        x + (size_t)n0 * in, in, W, in, beta, y + (size_t)n0 * ldy, ldy);
+    }
+}
+
 /* Next 64-byte aligned block of n floats in buf after *at. */
 static float *take(const la_mm_ctx *mm, size_t *at, size_t n) {
     float *p = mm->buf + *at;
@@ -79,16 +92,7 @@ void la_mm_forward(const la_mm_ctx *mm, float *y, const float *x, const float *W
         round_copy(wr, W, (size_t)out * in);
         x = xr, W = wr;
     }
-    int nt = mm_threads((double)N * in * out);
-    /* y (N, out) = x (N, in) . W^T (in, out), rows of y split across threads */
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-    for (int t = 0; t < nt; t++) {
-        int n0, n1;
-        la_mm_row_block(N, t, nt, &n0, &n1);
-        if (n1 > n0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n1 - n0, out, in, 1.0f,
-                        x + (size_t)n0 * in, in, W, in, beta, y + (size_t)n0 * out, out);
-    }
+    la_mm_sgemm_rows(y, out, x, W, N, in, out, beta);
     *mm->timer += omp_get_wtime() - t0;
     LA_PROF_LAP(LA_PROF_MATMUL);
 }

@@ -15,8 +15,8 @@
 #include "io/files.h"
 #include "core/dist.h"
 #include "study/study_internal.h"
-#include "tasks/cells.h"
-#include "tasks/grid.h"
+#include "runner/cells.h"
+#include "runner/grid.h"
 
 #define TAG_TRAIN 0x747261696e5f6f72ULL  /* "train_or": training window order */
 #define TAG_FT 0x66696e6574756e65ULL     /* "finetune": passkey fine-tune examples */
@@ -180,7 +180,7 @@ static la_status log_row(study_variant *v, int step, double train_bpb, double va
     return LA_OK;
 }
 
-/* ---- resume: a finished variant is one cell (tasks/cells.h) ---- */
+/* ---- resume: a finished variant is one cell (runner/cells.h) ---- */
 
 /* Everything that decides a variant's numbers: a --resume with other settings is refused. */
 static cJSON *study_fingerprint(const la_study *st, const char *data, const study_results *r) {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "tasks/longeval_internal.h"
+#include "tasks/longeval_cell.h"
 
 /* ---- examples ---- */
 

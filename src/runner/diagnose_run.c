@@ -15,7 +15,7 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
-#include "tasks/diagnose_internal.h"
+#include "runner/diagnose_internal.h"
 
 /* gnuplot on script gp, its messages dropped; returns its exit status */
 static int run_gnuplot(const char *gp) {

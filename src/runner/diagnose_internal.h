@@ -1,8 +1,8 @@
 /* Shared between the diagnose runners (diagnose_run.c, diagnose_passkey.c); not public. */
-#ifndef LA_TASKS_DIAGNOSE_INTERNAL_H
-#define LA_TASKS_DIAGNOSE_INTERNAL_H
+#ifndef LA_RUNNER_DIAGNOSE_INTERNAL_H
+#define LA_RUNNER_DIAGNOSE_INTERNAL_H
 
-#include "longattn.h"
+#include "longattn/experiments.h" /* its module header (issue 32: not the umbrella) */
 
 /* Load a `longattn train` / `study` checkpoint that must be byte-level (vocab 256), as both
  * diagnose modes feed bytes. `why` completes the error "... so it needs a byte-level model"

@@ -1,14 +1,14 @@
 /* grid.h -- the collective steps every experiment grid runner shares (study, synth,
  * longeval; issue 32): open the resumable cell store on every rank, gather the cells the
  * ranks ran to rank 0 in cell order, and the ETA from the work done so far. The cells
- * themselves are stored by tasks/cells.h; cells are assigned to ranks by la_dist_assign
+ * themselves are stored by runner/cells.h; cells are assigned to ranks by la_dist_assign
  * (core/dist.h). Not public. */
-#ifndef LA_TASKS_GRID_H
-#define LA_TASKS_GRID_H
+#ifndef LA_RUNNER_GRID_H
+#define LA_RUNNER_GRID_H
 
 #include <stddef.h>
 
-#include "tasks/cells.h"
+#include "runner/cells.h"
 
 /* Collective: la_cells_open on every rank. Rank 0 opens first (a fresh run empties
  * cells/), then the others join in resume mode, which only checks the fingerprint: no rank

@@ -5,7 +5,7 @@
 
 #include "core/dist.h"
 #include "core/internal.h"
-#include "tasks/grid.h"
+#include "runner/grid.h"
 
 la_status la_grid_open(la_cells *c, const char *out_dir, const char *what, const cJSON *fingerprint, int resume) {
     const int me = la_dist_rank();

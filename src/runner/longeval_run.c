@@ -15,9 +15,9 @@
 #include "core/dist.h"
 #include "core/internal.h"
 #include "io/gnuplot.h"
-#include "tasks/cells.h"
-#include "tasks/grid.h"
-#include "tasks/longeval_internal.h"
+#include "runner/cells.h"
+#include "runner/grid.h"
+#include "tasks/longeval_cell.h"
 
 void openblas_set_num_threads(int);
 

@@ -1,9 +1,10 @@
-/* longeval_internal.h -- shared between longeval.c (tasks, one cell) and longeval_run.c
- * (runner, files). Experiments layer, internal. */
-#ifndef LA_TASKS_LONGEVAL_INTERNAL_H
-#define LA_TASKS_LONGEVAL_INTERNAL_H
+/* longeval_cell.h -- shared between longeval.c (tasks: one cell) and runner/longeval_run.c
+ * (the runner: files, ranks, resume). Experiments layer, not public. */
+#ifndef LA_TASKS_LONGEVAL_CELL_H
+#define LA_TASKS_LONGEVAL_CELL_H
 
-#include "longattn.h"
+#include "longattn/llama.h"    /* la_llama, la_llama_session */
+#include "longattn/longeval.h" /* its module header (issue 32: not the umbrella) */
 
 /* Default documents (scripts/prepare_longdocs.sh: the KJV's six divisions, each longer
  * than 8C tokens of SmolLM2) and the folder used when they were never prepared. */

@@ -12,12 +12,12 @@
  * compute the cell and la_cells_save it. Doubles go through la_cells_num / la_cells_get_num
  * (NaN and infinities survive as null / strings; finite values round-trip exactly because
  * cJSON prints 17 significant digits when 15 do not read back the same). */
-#ifndef LA_TASKS_CELLS_H
-#define LA_TASKS_CELLS_H
+#ifndef LA_RUNNER_CELLS_H
+#define LA_RUNNER_CELLS_H
 
 #include <cjson/cJSON.h>
 
-#include "longattn.h" /* la_status; core/internal.h is included by the .c files (its guard does not cover all of it) */
+#include "longattn/core.h" /* la_status: the one module header it needs (issue 32: not the umbrella) */
 
 typedef struct {
     char dir[2048];  /* DIR/cells */

@@ -10,7 +10,7 @@
 
 #include "io/files.h"
 #include "core/internal.h"
-#include "tasks/cells.h"
+#include "runner/cells.h"
 
 la_status la_json_write_atomic(const char *path, const cJSON *obj) {
     char *text = cJSON_Print(obj);

@@ -17,8 +17,8 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
-#include "tasks/cells.h"
-#include "tasks/grid.h"
+#include "runner/cells.h"
+#include "runner/grid.h"
 
 #define MAX_TASKS 8
 #define MAX_SPECS 16
@@ -634,7 +634,7 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
     return rc != LA_OK ? rc : plot_rc;
 }
 
-/* ---- resume: a finished task x spec run is one cell (tasks/cells.h) ---- */
+/* ---- resume: a finished task x spec run is one cell (runner/cells.h) ---- */
 
 /* Every option that decides the numbers (all but out and resume). */
 static cJSON *synth_fingerprint(const la_synth_opts *o) {

@@ -16,7 +16,7 @@
 
 #include "core/internal.h"
 #include "io/files.h"
-#include "tasks/diagnose_internal.h"
+#include "runner/diagnose_internal.h"
 
 /* key spans: each digit place of the needle on its own (1st statement: spans 0..4, 2nd:
  * 5..9), then the whole needle (span 10) */
