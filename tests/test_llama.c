@@ -102,11 +102,15 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
 }
 
 /* ---- full policy: every step size gives the cache-less forward's logits ---- */
-static void test_full_cache_equals_forward(void **state) {
-    (void)state;
+static void full_cache_equals_forward(const char *spec_text) {
     tiny_cfg c = {"llama", 2, 64, 4, 2, 128, 50, 0, 0};
     char path[64];
     la_llama *m = open_tiny(&c, 1, path);
+    if (spec_text) {
+        la_spec sp;
+        assert_int_equal(la_llama_spec_parse(m, spec_text, &sp), LA_OK);
+        assert_int_equal(la_llama_set_spec(m, &sp), LA_OK);
+    }
     const int N = 30, V = c.V;
     int32_t tok[30];
     la_rng r;
@@ -140,6 +144,16 @@ static void test_full_cache_equals_forward(void **state) {
     free(got);
     la_llama_free(m);
     unlink(path);
+}
+
+static void test_full_cache_equals_forward(void **state) {
+    (void)state;
+    full_cache_equals_forward(NULL);
+    /* ALiBi and NaPE slopes depend on a head's index among all H query heads: the
+     * cache-less forward (one kernel call per kv head) and the session must both give
+     * every head its own slope (2 kv heads of 2 query heads each here) */
+    full_cache_equals_forward("softmax+alibi+causal");
+    full_cache_equals_forward("softmax+nape+causal");
 }
 
 /* ---- evicting policies: the last token's logits equal a fresh forward of the tokens the

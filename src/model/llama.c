@@ -58,6 +58,8 @@ struct la_llama {
     /* la_llama_forward's own KV buffer: (K, kv_cap, D) each */
     float *kvk, *kvv, *kv_stat;
     int64_t kv_cap, kv_len;
+    float *kvc;          /* ALiBi / NaPE: contiguous (K, len, D) copies of k and v, 2 K kvc_cap D */
+    int64_t kvc_cap;
     la_workspace *ws;
     la_posreg *posreg;   /* SelfExtend / ReRoPE / DCA (src/model/posreg.c) or NULL */
     la_lm lm;            /* the model as a language model (la_llama_lm) */
@@ -104,6 +106,7 @@ void la_llama_free(la_llama *m) {
     free(m->kvk);
     free(m->kvv);
     free(m->kv_stat);
+    free(m->kvc);
     la_workspace_free(m->ws);
     la_gguf_close(m->g);
     free(m);
@@ -660,6 +663,25 @@ static la_status own_append_attend(void *ctx, int layer, const la_spec *spec, co
     for (int h = 0; h < K; h++) {
         memcpy(kl + ((size_t)h * cap + len0) * D, kh + (size_t)h * T * D, sizeof(float) * (size_t)T * D);
         memcpy(vl + ((size_t)h * cap + len0) * D, vh + (size_t)h * T * D, sizeof(float) * (size_t)T * D);
+    }
+    if (!m->posreg && K > 1 && (spec->pos == LA_POS_ALIBI || spec->pos == LA_POS_NAPE)) {
+        /* ALiBi / NaPE slopes depend on a head's index among all H query heads (SPEC §3), which
+         * a call over one kv head's G query heads would renumber 0..G-1: one call over every
+         * head instead, on contiguous (K, len, D) copies of the buffer's keys and values */
+        if (m->kvc_cap < cap) {
+            free(m->kvc);
+            m->kvc_cap = 0;
+            m->kvc = la_malloc(sizeof(float) * 2 * (size_t)K * (size_t)cap * D);
+            if (!m->kvc) return la_fail(LA_ENOMEM, "llama: out of memory for the ALiBi key/value copies");
+            m->kvc_cap = cap;
+        }
+        float *kc = m->kvc, *vc = m->kvc + (size_t)K * len * D; // (K, len, D) each
+        for (int h = 0; h < K; h++) {
+            memcpy(kc + (size_t)h * len * D, kl + (size_t)h * cap * D, sizeof(float) * (size_t)len * D);
+            memcpy(vc + (size_t)h * len * D, vl + (size_t)h * cap * D, sizeof(float) * (size_t)len * D);
+        }
+        la_shape sh = {.B = 1, .H = H, .Hkv = K, .T = T, .S = (int)len, .D = D, .pos0 = LA_POS0_AUTO};
+        return la_attn_forward(spec, &sh, qh, kc, vc, att, m->kv_stat, op);
     }
     /* one kernel call per kv head: its G query heads over its contiguous (len, D) keys */
     la_attn_opts o = *op;
