@@ -114,6 +114,8 @@ typedef struct {
     double *temperature, *top_p;
 } cli_sampling;
 int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cli_sampling *s);
+/* la_generate's parameters with the sampling options' values (both `generate` forms) */
+la_generate_params cli_sampling_params(const cli_sampling *s);
 /* The KV cache parameters of --kv POLICY (NULL: full) and --kv-type TYPE (NULL: none): the
  * type from TYPE, else from a type term of POLICY, else def. Giving both is a usage error.
  * 0 on success, else the usage error's 2. Shape fields of *kp are left alone. */

@@ -136,6 +136,16 @@ int cli_opt_num(const char *cmd, const char *opt, const char *s, double lo, doub
     return 0;
 }
 
+la_generate_params cli_sampling_params(const cli_sampling *s) {
+    la_generate_params gp = la_generate_params_default();
+    gp.sample.temperature = *s->temperature;
+    gp.sample.top_k = (int)*s->top_k;
+    gp.sample.top_p = *s->top_p;
+    gp.max_new = *s->max_new;
+    gp.seed = (uint64_t)*s->seed;
+    return gp;
+}
+
 int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cli_sampling *s) {
     if (!strcmp(opt, "--max-new")) return cli_opt_long(cmd, opt, val, 0, 1L << 24, s->max_new);
     if (!strcmp(opt, "--top-k")) return cli_opt_long(cmd, opt, val, 0, 1L << 30, s->top_k);

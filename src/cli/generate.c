@@ -132,12 +132,7 @@ int cli_generate(int argc, char **argv) {
         fputs(prompt, stdout);
         fflush(stdout);
     }
-    la_generate_params gp = la_generate_params_default();
-    gp.sample.temperature = temperature;
-    gp.sample.top_k = (int)top_k;
-    gp.sample.top_p = top_p;
-    gp.max_new = max_new;
-    gp.seed = (uint64_t)seed;
+    la_generate_params gp = cli_sampling_params(&samp);
     gp.on_token = put_byte;
     la_generate_result gr;
     if (la_generate(d, toks, n_prompt, &gp, &gr) != LA_OK) {

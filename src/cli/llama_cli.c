@@ -225,12 +225,7 @@ int cli_generate_gguf(int argc, char **argv) {
         fputs(chat ? "" : prompt, stdout);
         fflush(stdout);
     }
-    la_generate_params gp = la_generate_params_default();
-    gp.sample.temperature = temperature;
-    gp.sample.top_k = (int)top_k;
-    gp.sample.top_p = top_p;
-    gp.max_new = max_new;
-    gp.seed = (uint64_t)seed;
+    la_generate_params gp = cli_sampling_params(&samp);
     gp.stop = stop;
     gp.n_stop = 2;
     gp.on_token = put_text;
