@@ -279,25 +279,6 @@ done:
 
 /* ---- perplexity ---- */
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *s = malloc(cap + 1);
-    while (s) {
-        size_t r = fread(s + n, 1, cap - n, f);
-        n += r;
-        if (n < cap) break;
-        cap *= 2;
-        char *ns = realloc(s, cap + 1);
-        if (!ns) free(s);
-        s = ns;
-    }
-    fclose(f);
-    if (s) s[n] = 0, *len = n;
-    return s;
-}
-
 /* la_perplexity's progress: the window count on stderr */
 static void window_done(void *user, int64_t done, int64_t total) {
     fprintf(stderr, "\r[perplexity] window %lld/%lld", (long long)done, (long long)total);
@@ -400,10 +381,9 @@ int cli_perplexity(int argc, char **argv) {
     int urc = cli_kv_params(cmd, NULL, kv_type, gguf_kv_default(spec), &kp);
     if (urc) return urc;
     size_t tlen = 0;
-    char *text = slurp(text_path, &tlen);
-    if (!text) {
-        fprintf(stderr, "longattn %s: cannot read '%s': %s\n", cmd, text_path, strerror(errno));
-        la_fail(LA_EIO, "cannot read '%s': %s", text_path, strerror(errno));
+    char *text = NULL;
+    if (la_read_file(text_path, 0, &text, &tlen) != LA_OK) {
+        fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
         sp_setup_agree(seqpar, 0);
         return 1;
     }
