@@ -35,19 +35,14 @@ static int setup(void **st) {
         snprintf(g_dir, sizeof g_dir, "/tmp/la_allocfail_XXXXXX");
         assert_non_null(mkdtemp(g_dir));
     }
-    char p[128];
-    snprintf(p, sizeof p, "%s/text.txt", g_dir);
-    FILE *f = fopen(p, "wb");
-    for (int i = 0; i < 40; i++) fputs("the quick brown fox jumps over the lazy dog. ", f);
-    fclose(f);
+    assert_int_equal(la_test_write_repeated(g_dir, "text.txt", 40), 0);
     return 0;
 }
 
 static int teardown(void **st) {
     (void)st;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd);
+    la_test_rmtree(g_dir);
+    return 0;
 }
 
 static la_model_config tiny(const char *spec) {

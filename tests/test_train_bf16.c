@@ -31,26 +31,21 @@
 
 #include "longattn.h"
 #include "train/trainer_internal.h" /* la_train_config_to_json / _from_json */
+#include "support/test_corpus.h"
 
 static char g_dir[64];
 
 static int setup(void **st) {
     (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/la_bf16_XXXXXX");
-    assert_non_null(mkdtemp(g_dir));
-    char p[128];
-    snprintf(p, sizeof p, "%s/text.txt", g_dir);
-    FILE *f = fopen(p, "wb");
-    for (int i = 0; i < 80; i++) fputs("the quick brown fox jumps over the lazy dog. ", f);
-    fclose(f);
+    assert_int_equal(la_test_mkdtemp("la_bf16_", g_dir, sizeof g_dir), 0);
+    assert_int_equal(la_test_write_repeated(g_dir, "text.txt", 80), 0);
     return 0;
 }
 
 static int teardown(void **st) {
     (void)st;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd);
+    la_test_rmtree(g_dir);
+    return 0;
 }
 
 static la_model *model(const char *spec, int d_model, int seed) {

@@ -92,4 +92,13 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
     return remove(path);
 }
 
+int la_test_write_repeated(const char *dir, const char *name, int reps) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    if (!f) return -1;
+    for (int i = 0; i < reps; i++) fputs("the quick brown fox jumps over the lazy dog. ", f);
+    return fclose(f) ? -1 : 0;
+}
+
 void la_test_rmtree(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }

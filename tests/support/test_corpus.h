@@ -18,6 +18,10 @@ int la_test_write_corpus(const char *dir, int n_docs, const int *sizes, uint64_t
 int la_test_write_split_corpus(const char *root, int n_train, int train_base, int train_step, uint64_t train_seed,
                                int n_val, const int *val_sizes, uint64_t val_seed);
 
+/* Write dir/name holding the sentence "the quick brown fox jumps over the lazy dog. "
+ * repeated reps times: a small repeated text a byte model learns quickly. 0 on success. */
+int la_test_write_repeated(const char *dir, const char *name, int reps);
+
 /* The whole file at path, NUL-terminated (malloc'd; free it), its length in *len (may be
  * NULL); NULL when it cannot be opened or read. */
 char *la_test_read_file(const char *path, size_t *len);
