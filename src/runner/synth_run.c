@@ -819,6 +819,64 @@ static int compact(synth_state *S, const synth_cell *cells, int n, char **specs,
     return nr;
 }
 
+/* The grid's callbacks (la_grid_run): cell c is (task i, spec j, seed k),
+ * c = (i * ns + j) * nk + k. */
+typedef struct {
+    synth_state *S;
+    char **tasks, **specs;
+    int ns, nk, N;
+    synth_cell *cells;
+    run_result *rs;
+    int nr;
+    la_task t; /* the current cell's task, params and seed (set by cell_begin) */
+    la_task_params p;
+    uint64_t seed;
+} synth_grid;
+
+static void cell_begin(void *user, int c, char *key, size_t n) {
+    synth_grid *G = user;
+    const int i = c / (G->ns * G->nk), j = (c / G->nk) % G->ns;
+    G->seed = G->S->o->seed + (uint64_t)(c % G->nk);
+    la_task_from_name(G->tasks[i], &G->t);
+    G->p = task_params(G->S->o, G->t);
+    cell_key(G->t, j, G->specs[j], G->nk > 1, G->seed, key, n);
+}
+
+static la_status cell_restore(void *user, int c, const cJSON *saved, const char *key) {
+    synth_grid *G = user;
+    return run_from_json(saved, G->t, G->specs[(c / G->nk) % G->ns], G->seed, key, &G->cells[c].r);
+}
+
+static la_status cell_run(void *user, int c, const char *key) {
+    synth_grid *G = user;
+    (void)key;
+    return run_one(G->S, &G->p, G->specs[(c / G->nk) % G->ns], G->seed, &G->cells[c].r);
+}
+
+static cJSON *cell_to_json(void *user, int c) { return run_to_json(&((synth_grid *)user)->cells[c].r); }
+
+static la_status cell_done(void *user, int c, la_status st, int restored) {
+    synth_grid *G = user;
+    synth_state *S = G->S;
+    (void)restored;
+    if (st == LA_EUNSUPPORTED) { /* a normaliser this build lacks: say so, go on */
+        G->cells[c].state = CELL_SKIPPED;
+        if (S->progress) {
+            la_synth_progress pr = {.event = LA_SYNTH_SKIPPED, .task = G->t, .spec = G->specs[(c / G->nk) % G->ns],
+                                    .message = errmsg_copy(S), .seed = G->seed};
+            S->progress(S->user, &pr);
+        }
+        return LA_OK;
+    }
+    if (st == LA_OK) G->cells[c].state = CELL_DONE;
+    if (G->N == 1) { /* partial results survive an interruption */
+        G->nr = compact(S, G->cells, c + 1, G->specs, G->ns, G->nk, G->rs);
+        la_status w = write_results(S, G->rs, G->nr);
+        if (st == LA_OK) st = w;
+    }
+    return st;
+}
+
 la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, void *user, int *n_runs) {
     if (n_runs) *n_runs = 0;
     LA_TRY(la_synth_validate(o));
@@ -842,11 +900,9 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
      * la_dist_assign gives it (estimated cost: training tokens + evaluation tokens), rank 0
      * gathers them and writes what one process writes, in cell order */
     const int nc = nt * ns * nk, N = la_dist_size(), me = la_dist_rank();
-    int *owner = la_calloc((size_t)nc, sizeof *owner);
     synth_cell *cells = la_calloc((size_t)nc, sizeof *cells);
-    la_status st = owner && cells ? LA_OK : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
-    double *cost = st == LA_OK ? la_calloc((size_t)nc, sizeof *cost) : NULL;
-    if (st == LA_OK && !cost) st = la_fail(LA_ENOMEM, "la_synth_run: out of memory");
+    double *cost = la_calloc((size_t)nc, sizeof *cost);
+    la_status st = cells && cost ? LA_OK : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
     for (int c = 0; c < nc && st == LA_OK; c++) {
         la_task t;
         la_task_from_name(tasks[c / (ns * nk)], &t);
@@ -858,64 +914,32 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
         }
         cost[c] = (double)o->steps * o->batch * (p.min_len + p.max_len) + eval;
     }
-    if (st == LA_OK) la_dist_assign(cost, nc, N, owner);
+    la_grid g = {0};
+    if (st == LA_OK) st = la_grid_init(&g, "synth", cost, nc, N, me);
     free(cost);
-    int nr = 0;
     /* finished cells are saved in out/cells/ as they finish (by the rank that ran them),
      * and those of an interrupted run are loaded instead of rerun (o->resume), whatever the
-     * number of ranks then and now: under mpirun rank 0 opens the store first (a fresh run
-     * empties it), then the others join in resume mode, which only checks the fingerprint */
+     * number of ranks then and now */
     la_cells store;
     cJSON *fp = st == LA_OK ? synth_fingerprint(o) : NULL;
     if (st == LA_OK && !fp) st = la_fail(LA_ENOMEM, "la_synth_run: out of memory");
     if (N > 1) st = la_dist_agree(st);
     if (st == LA_OK) st = la_grid_open(&store, o->out, "synth", fp, o->resume);
     cJSON_Delete(fp);
-    for (int c = 0; c < nc && st == LA_OK; c++) {
-        if (owner[c] != me) continue;
-        const int i = c / (ns * nk), j = (c / nk) % ns;
-        const uint64_t seed = o->seed + (uint64_t)(c % nk);
-        la_task t;
-        la_task_from_name(tasks[i], &t);
-        la_task_params p = task_params(o, t);
-        char key[LA_SPEC_TEXT_MAX + 96];
-        cell_key(t, j, specs[j], nk > 1, seed, key, sizeof key);
-        cJSON *saved = NULL;
-        if ((st = la_cells_load(&store, key, &saved)) != LA_OK) break;
-        if (saved) { /* finished before the interruption */
-            st = run_from_json(saved, t, specs[j], seed, key, &cells[c].r);
-            cJSON_Delete(saved);
-        } else {
-            st = run_one(S, &p, specs[j], seed, &cells[c].r);
-            if (st == LA_OK) { /* persisted as it finishes */
-                cJSON *jr = run_to_json(&cells[c].r);
-                st = jr ? la_cells_save(&store, key, jr) : la_fail(LA_ENOMEM, "la_synth_run: out of memory");
-                cJSON_Delete(jr);
-                if (st == LA_OK) la_test_point("synth-cell");
-            }
-        }
-        if (st == LA_EUNSUPPORTED) { /* a normaliser this build lacks: say so, go on */
-            st = LA_OK;
-            cells[c].state = CELL_SKIPPED;
-            if (progress) {
-                la_synth_progress pr = {.event = LA_SYNTH_SKIPPED, .task = t, .spec = specs[j],
-                                        .message = errmsg_copy(S), .seed = seed};
-                progress(user, &pr);
-            }
-            continue;
-        }
-        if (st == LA_OK) cells[c].state = CELL_DONE;
-        if (N == 1) { /* partial results survive an interruption */
-            nr = compact(S, cells, c + 1, specs, ns, nk, rs);
-            la_status w = write_results(S, rs, nr);
-            if (st == LA_OK) st = w;
-        }
+    synth_grid G = {.S = S, .tasks = tasks, .specs = specs, .ns = ns, .nk = nk, .N = N, .cells = cells, .rs = rs};
+    if (st == LA_OK) {
+        g.store = &store;
+        g.test_point = "synth-cell";
+        const la_grid_fns fns = {.begin = cell_begin, .restore = cell_restore, .run = cell_run,
+                                 .to_json = cell_to_json, .done = cell_done};
+        st = la_grid_run(&g, &fns, &G);
     }
+    int nr = G.nr;
     if (N > 1) {
         /* a failing rank stops every rank here, named; then rank 0 collects the cells and
          * writes, and its write status is every rank's */
         st = la_dist_agree(st);
-        if (st == LA_OK) st = la_dist_agree(la_grid_gather(cells, sizeof *cells, owner, nc, 0, "synth"));
+        if (st == LA_OK) st = la_dist_agree(la_grid_gather(cells, sizeof *cells, g.owner, nc, 0, "synth"));
         la_status w = LA_OK;
         if (st == LA_OK && me == 0) {
             nr = compact(S, cells, nc, specs, ns, nk, rs);
@@ -924,16 +948,14 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
         }
         if (st == LA_OK) st = la_dist_agree(w);
         if (n_runs) *n_runs = me == 0 ? nr : 0;
-        free(owner);
-        free(cells);
-        free(rs);
-        free(S);
-        return st;
+    } else if (st == LA_OK && nr) {
+        st = write_plots(o, rs, nr, tasks, nt);
+        if (n_runs) *n_runs = nr;
+    } else if (n_runs) {
+        *n_runs = nr;
     }
-    free(owner);
+    la_grid_free(&g);
     free(cells);
-    if (st == LA_OK && nr) st = write_plots(o, rs, nr, tasks, nt);
-    if (n_runs) *n_runs = nr;
     free(rs);
     free(S);
     return st;
