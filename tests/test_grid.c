@@ -100,7 +100,7 @@ static void toy_stored(void *u, int c, const char *key) {
     toy_note(u, 's');
     ((toy *)u)->stored++;
 }
-static la_status toy_done(void *u, int c, la_status cs, int restored) {
+static la_status toy_done(void *u, int c, const char *key, la_status cs, int restored) {
     toy *t = u;
     toy_note(t, 'd');
     t->done++;

@@ -107,7 +107,7 @@ la_status la_grid_run(la_grid *g, const la_grid_fns *f, void *user) {
             }
         }
         g->done += g->cost[c];
-        s = f->done ? f->done(user, c, cs, restored) : cs;
+        s = f->done ? f->done(user, c, key, cs, restored) : cs;
     }
 #undef AGREE
     return s;

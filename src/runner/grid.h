@@ -60,7 +60,7 @@ typedef struct {
     void (*stored)(void *user, int c, const char *key);
     /* last, with the run's status (LA_OK when restored); returns the status the loop goes
      * on with: LA_OK continues, anything else stops it and is la_grid_run's */
-    la_status (*done)(void *user, int c, la_status cs, int restored);
+    la_status (*done)(void *user, int c, const char *key, la_status cs, int restored);
 } la_grid_fns;
 
 /* Cells assigned to n_units units by cost (NULL: equal costs); unit is this process's. */

@@ -855,10 +855,9 @@ static la_status cell_run(void *user, int c, const char *key) {
 
 static cJSON *cell_to_json(void *user, int c) { return run_to_json(&((synth_grid *)user)->cells[c].r); }
 
-static la_status cell_done(void *user, int c, la_status st, int restored) {
+static la_status cell_done(void *user, int c, const char *key, la_status st, int restored) {
     synth_grid *G = user;
     synth_state *S = G->S;
-    (void)restored;
     if (st == LA_EUNSUPPORTED) { /* a normaliser this build lacks: say so, go on */
         G->cells[c].state = CELL_SKIPPED;
         if (S->progress) {

@@ -712,6 +712,94 @@ out:
     return s;
 }
 
+/* ---- the cells on the grid runner (la_grid_run): cell c is spec vi = c / n_seeds with
+ * seed index k = c % n_seeds ---- */
+typedef struct {
+    const la_study *st;
+    la_study cell_st; /* the study as a one-seed study of the current cell's seed */
+    study_results *r;
+    tracker *tk;
+    la_grid *g;
+    la_cells *cells;
+    const la_docs *train, *val;
+    const char *out_dir;
+    int32_t *batch, *inp, *tgt, *ex, *pred;
+    int leader, n_resumed, n_continued, n_bad;
+    double t_start;
+    la_status first_bad; /* the first variant that failed, and its message */
+    char first_msg[1024];
+} study_grid;
+
+static void cell_begin(void *user, int c, char *key, size_t n) {
+    study_grid *G = user;
+    const int vi = c / G->st->n_seeds, k = c % G->st->n_seeds;
+    G->cell_st.seed = G->st->seed + (uint64_t)k;
+    G->tk->p.spec_index = vi;
+    G->tk->p.spec = G->st->specs[vi];
+    G->tk->p.seed_index = k;
+    G->tk->p.seed = G->cell_st.seed;
+    G->tk->p.loss = G->tk->p.val_loss = NAN;
+    variant_key(G->st, vi, k, key, n);
+}
+
+/* finished before the interruption: its numbers, not a rerun */
+static la_status cell_restore(void *user, int c, const cJSON *saved, const char *key) {
+    study_grid *G = user;
+    G->r->v[c].seed = G->cell_st.seed;
+    return variant_from_json(G->st, saved, key, &G->r->v[c]);
+}
+
+static la_status cell_run(void *user, int c, const char *key) {
+    study_grid *G = user;
+    int resumed_step = 0;
+    /* file names (weights) carry the seed when the study has several */
+    G->cell_st.n_seeds = G->st->n_seeds;
+    la_status vs = run_variant(&G->cell_st, c / G->st->n_seeds, &G->r->v[c], G->train, G->val, G->out_dir, G->cells,
+                               key, &resumed_step, G->r, G->tk, G->batch, G->inp, G->tgt, G->ex, G->pred);
+    G->cell_st.n_seeds = 1;
+    if (resumed_step) G->n_continued++;
+    /* failures inside are the whole group's (its collectives agree); anything that hit one
+     * rank only still fails the variant on all of them */
+    if (la_dist_size() > 1 && la_dist_any(vs != LA_OK) && vs == LA_OK)
+        vs = la_fail(LA_EIO, "another rank of this variant's group failed (see its message)");
+    return vs;
+}
+
+static cJSON *cell_to_json(void *user, int c) {
+    study_grid *G = user;
+    return variant_to_json(G->st, &G->r->v[c]);
+}
+
+static void cell_stored(void *user, int c, const char *key) {
+    study_grid *G = user;
+    if (G->leader) remove_train_ckpt(G->cells, key);
+}
+
+static la_status cell_done(void *user, int c, const char *key, la_status vs, int restored) {
+    study_grid *G = user;
+    study_results *r = G->r;
+    if (restored) {
+        G->n_resumed++;
+        if (G->leader) remove_train_ckpt(G->cells, key); /* killed between saving the result and this */
+    }
+    if (vs != LA_OK) {
+        snprintf(r->v[c].error, sizeof r->v[c].error, "%s", la_errmsg());
+        r->v[c].status = vs;
+        r->v[c].seed = G->cell_st.seed;
+        if (!G->n_bad++) {
+            G->first_bad = vs;
+            snprintf(G->first_msg, sizeof G->first_msg, "variant %d (%s, seed %llu) failed: %s",
+                     c / G->st->n_seeds + 1, G->st->specs[c / G->st->n_seeds], (unsigned long long)G->cell_st.seed,
+                     r->v[c].error);
+        }
+    }
+    /* keep the ETA honest whatever the flop model missed for this variant */
+    G->tk->flops_done = G->g->done;
+    r->wall_s = la_now_s() - G->t_start;
+    if (la_dist_world_size() == 1) return la_study_write_tables(r, G->out_dir); /* finished variants are kept */
+    return LA_OK;
+}
+
 la_status la_study_run(const la_study *st, const char *out_dir, const la_study_opts *opts_in,
                        la_study_summary *summary) {
     if (!st || !out_dir) return la_fail(LA_EINVAL, "la_study_run: NULL argument");
@@ -724,6 +812,8 @@ la_status la_study_run(const la_study *st, const char *out_dir, const la_study_o
     study_results *r = la_calloc(1, sizeof *r);
     if (!r) return la_fail(LA_ENOMEM, "study: out of memory");
     int32_t *batch = NULL, *inp = NULL, *tgt = NULL, *ex = NULL, *pred = NULL;
+    la_grid g;
+    memset(&g, 0, sizeof g);
     la_status s;
 
     snprintf(path, sizeof path, "%s/train", data);
@@ -814,13 +904,12 @@ pre:
     /* cells: spec vi with seed index k is cell vi * n_seeds + k, each run (and spread over
      * the groups, and resumed) on its own */
     const int n_cells = la_study_n_cells(st), n_seeds = st->n_seeds;
-    int owner[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS]; /* group of cell c */
-    int sender[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS]; /* its rank 0 */
+    int sender[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS]; /* rank 0 of the group of cell c */
     {
         double cost[LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS];
         for (int c = 0; c < n_cells; c++) cost[c] = variant_flops(st, r->vocab);
-        la_dist_assign(cost, n_cells, n_groups, owner);
-        for (int c = 0; c < n_cells; c++) sender[c] = owner[c] * rpv;
+        if ((s = la_dist_agree(la_grid_init(&g, "study", cost, n_cells, n_groups, group))) != LA_OK) goto out;
+        for (int c = 0; c < n_cells; c++) sender[c] = g.owner[c] * rpv;
     }
 
     tracker tk;
@@ -830,9 +919,7 @@ pre:
     tk.t0 = t_start;
     tk.vocab = r->vocab;
     tk.c_L = flops_per_token(st, r->vocab, L);
-    tk.flops_total = 0; /* this rank's share */
-    for (int c = 0; c < n_cells; c++)
-        if (owner[c] == group) tk.flops_total += variant_flops(st, r->vocab);
+    tk.flops_total = g.total; /* this group's share */
     tk.p.n_specs = st->n_specs;
     tk.p.n_seeds = n_seeds;
     tk.p.loss = tk.p.val_loss = NAN;
@@ -847,79 +934,25 @@ pre:
         cJSON_Delete(fp);
         if (s != LA_OK) goto out;
     }
-    int n_resumed = 0, n_continued = 0;
-    /* a variant that fails (e.g. diverges) is recorded and the others still run */
-    la_status first_bad = LA_OK;
-    char first_msg[1024] = "";
-    int n_bad = 0;
     /* from here to la_dist_group_end the collectives (the trainer's, la_dist_agree) are
      * the group's; a group that fails leaves its loop and meets the others below */
     int gi, ng;
     if ((s = la_dist_agree(la_dist_group_begin(rpv, &gi, &ng))) != LA_OK) goto out;
-    const int leader = la_dist_rank() == 0;
-    la_study cell_st = *st; /* the study as a one-seed study of the cell's seed */
-    cell_st.n_seeds = 1;
-    for (int c = 0; c < n_cells; c++) {
-        if (owner[c] != group) continue;
-        const int vi = c / n_seeds, k = c % n_seeds;
-        cell_st.seed = st->seed + (uint64_t)k;
-        tk.p.spec_index = vi;
-        tk.p.spec = st->specs[vi];
-        tk.p.seed_index = k;
-        tk.p.seed = cell_st.seed;
-        tk.p.loss = tk.p.val_loss = NAN;
-        double before = tk.flops_done;
-        char key[200];
-        variant_key(st, vi, k, key, sizeof key);
-        cJSON *saved = NULL;
-        if ((s = la_dist_agree(la_cells_load(&cells, key, &saved))) != LA_OK) break;
-        la_status vs;
-        if (saved) { /* finished before the interruption: its numbers, not a rerun */
-            r->v[c].seed = cell_st.seed;
-            s = la_dist_agree(variant_from_json(st, saved, key, &r->v[c]));
-            cJSON_Delete(saved);
-            if (s != LA_OK) break;
-            vs = LA_OK;
-            n_resumed++;
-            if (leader) remove_train_ckpt(&cells, key); /* killed between saving the result and this */
-        } else {
-            int resumed_step = 0;
-            /* file names (weights) carry the seed when the study has several */
-            cell_st.n_seeds = n_seeds;
-            vs = run_variant(&cell_st, vi, &r->v[c], &train, &val, out_dir, &cells, key, &resumed_step, r, &tk, batch,
-                             inp, tgt, ex, pred);
-            cell_st.n_seeds = 1;
-            if (resumed_step) n_continued++;
-            /* failures inside are the whole group's (its collectives agree); anything that
-             * hit one rank only still fails the variant on all of them */
-            if (la_dist_size() > 1 && la_dist_any(vs != LA_OK) && vs == LA_OK)
-                vs = la_fail(LA_EIO, "another rank of this variant's group failed (see its message)");
-            if (vs == LA_OK) { /* persisted as it finishes: an interruption later does not lose it */
-                cJSON *j = leader ? variant_to_json(st, &r->v[c]) : NULL;
-                s = j || !leader ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory");
-                if (s == LA_OK && leader) s = la_cells_save(&cells, key, j);
-                cJSON_Delete(j);
-                if ((s = la_dist_agree(s)) != LA_OK) break;
-                if (leader) remove_train_ckpt(&cells, key);
-                la_test_point("study-cell");
-            }
-        }
-        if (vs != LA_OK) {
-            snprintf(r->v[c].error, sizeof r->v[c].error, "%s", la_errmsg());
-            r->v[c].status = vs;
-            r->v[c].seed = cell_st.seed;
-            if (!n_bad++) {
-                first_bad = vs;
-                snprintf(first_msg, sizeof first_msg, "variant %d (%s, seed %llu) failed: %s", vi + 1, st->specs[vi],
-                         (unsigned long long)cell_st.seed, r->v[c].error);
-            }
-        }
-        /* keep the ETA honest whatever the flop model missed for this variant */
-        tk.flops_done = before + variant_flops(st, r->vocab);
-        r->wall_s = la_now_s() - t_start;
-        if (la_dist_world_size() == 1 && (s = la_study_write_tables(r, out_dir)) != LA_OK)
-            break; /* finished variants are kept */
-    }
+    /* a variant that fails (e.g. diverges) is recorded and the others still run */
+    study_grid G = {.st = st, .cell_st = *st, .r = r, .tk = &tk, .g = &g, .cells = &cells, .train = &train,
+                    .val = &val, .out_dir = out_dir, .batch = batch, .inp = inp, .tgt = tgt, .ex = ex,
+                    .pred = pred, .leader = la_dist_rank() == 0, .t_start = t_start};
+    G.cell_st.n_seeds = 1; /* the study as a one-seed study of the cell's seed */
+    g.store = &cells;
+    g.collective = 1; /* a group of rpv ranks runs each cell */
+    g.test_point = "study-cell";
+    const la_grid_fns fns = {.begin = cell_begin, .restore = cell_restore, .run = cell_run,
+                             .to_json = cell_to_json, .stored = cell_stored, .done = cell_done};
+    s = la_grid_run(&g, &fns, &G);
+    int n_resumed = G.n_resumed, n_continued = G.n_continued, n_bad = G.n_bad;
+    la_status first_bad = G.first_bad;
+    char first_msg[1024];
+    snprintf(first_msg, sizeof first_msg, "%s", G.first_msg);
     la_dist_group_end();
     /* every group is here: one that failed stops them all, named */
     if ((s = la_dist_agree(s)) != LA_OK) goto out;
@@ -967,6 +1000,7 @@ pre:
         snprintf(summary->warning, sizeof summary->warning, "%s", warn);
     }
 out:
+    la_grid_free(&g);
     for (int c = 0; c < LA_STUDY_MAX_SPECS * LA_STUDY_MAX_SEEDS; c++) {
         for (int i = 0; i < LA_STUDY_MAX_LENS; i++) {
             free(r->v[c].bucket[i]);
