@@ -15,6 +15,7 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
+#include "runner/grid.h"
 
 #define MAX_POL LA_KV_EVAL_MAX_POLICIES
 #define MAX_LEN LA_KV_EVAL_MAX_LENS
@@ -162,6 +163,92 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
     return LA_OK;
 }
 
+/* ---- the cells on the grid runner (la_grid_run): policy p at length i is cell p * nl + i ---- */
+typedef struct {
+    pol_result *res;
+    const int *lens;
+    int nl;
+    la_model *m, *mp; /* mp: passkey weights (NULL: m) */
+    const la_docs *docs;
+    loss_ctx *lc, *lp; /* lp: the passkey decoder */
+    int32_t *tok, *pred;
+    long windows, trials, chunk_opt;
+    uint64_t seed;
+    la_kv_eval_progress_fn progress;
+    void *user;
+    double t_start;
+    int hits, n_pk, digit_hits; /* the current cell's passkey counts */
+    char msg[1200];
+} kv_grid;
+
+static la_status cell_run(void *user, int c, const char *key) {
+    kv_grid *G = user;
+    const int p = c / G->nl, i = c % G->nl;
+    la_kv_params *kp = &G->res[p].kp;
+    loss_ctx *lc = G->lc, *lp = G->lp;
+    la_status st;
+    if (i == 0) { /* a policy's first length: its decoders */
+        /* the full cache is exact in chunks (causal attention over the whole prefix);
+         * evicting caches stream token by token unless --chunk says otherwise */
+        int64_t chunk = kp->policy == LA_KV_FULL ? 256 : G->chunk_opt;
+        if (chunk > la_kv_max_chunk(kp)) chunk = la_kv_max_chunk(kp);
+        lc->chunk = (int)chunk;
+        lp->chunk = lc->chunk;
+        if ((st = la_decoder_new(G->m, kp, lc->chunk, &lc->d)) != LA_OK ||
+            (G->mp && (st = la_decoder_new(G->mp, kp, lp->chunk, &lp->d)) != LA_OK)) {
+            snprintf(G->msg, sizeof G->msg, "%s", la_errmsg());
+            return la_fail(st, "policy '%s': %s", G->res[p].name, G->msg);
+        }
+    }
+    const int T = G->lens[i];
+    double bits = NAN;
+    st = la_eval_loss(cached_loss, lc, G->docs, T, 0, (int)G->windows, (uint64_t)G->seed, T, &bits, NULL, NULL);
+    if (st != LA_OK) {
+        snprintf(G->msg, sizeof G->msg, "%s", la_errmsg());
+        return la_fail(st, "policy '%s', length %d: %s", G->res[p].name, T, G->msg);
+    }
+    G->res[p].loss[i] = bits;
+    int hits = 0, n_pk = 0, digit_hits = 0;
+    for (int tr = 0; tr < G->trials && T >= la_passkey_min_len(); tr++) {
+        double depth = G->trials > 1 ? 0.1 + 0.8 * tr / (G->trials - 1) : 0.5;
+        la_passkey info;
+        if ((st = la_passkey_make(G->docs, T, depth, (uint64_t)G->seed * 1000003u + (uint64_t)tr * 7919u + (uint64_t)T,
+                                  G->tok, &info)) != LA_OK ||
+            (st = cached_argmax(G->mp ? lp : lc, G->tok, T, G->pred)) != LA_OK) {
+            snprintf(G->msg, sizeof G->msg, "%s", la_errmsg());
+            return la_fail(st, "passkey at length %d: %s", T, G->msg);
+        }
+        hits += la_passkey_exact(G->pred, G->tok, &info);
+        for (int k = 0; k < LA_PASSKEY_DIGITS; k++) digit_hits += G->pred[info.answer_pos - 1 + k] == G->tok[info.answer_pos + k];
+        n_pk++;
+    }
+    G->res[p].acc[i] = n_pk ? (double)hits / n_pk : NAN;
+    G->res[p].digit_acc[i] = n_pk ? (double)digit_hits / (n_pk * LA_PASSKEY_DIGITS) : NAN;
+    int64_t budget = la_kv_budget(kp);
+    G->res[p].cache_tokens[i] = (kp->policy == LA_KV_FULL || budget > T) ? T : budget;
+    G->hits = hits, G->n_pk = n_pk, G->digit_hits = digit_hits;
+    return LA_OK;
+}
+
+static la_status cell_done(void *user, int c, const char *key, la_status st, int restored) {
+    kv_grid *G = user;
+    const int p = c / G->nl, i = c % G->nl;
+    if (st != LA_OK) return st;
+    if (G->progress) {
+        la_kv_eval_progress pr = {.event = LA_KV_EVAL_POINT, .policy = G->res[p].name, .len = G->lens[i],
+                                  .bits = G->res[p].loss[i], .hits = G->hits, .n_passkey = G->n_pk,
+                                  .digit_hits = G->digit_hits, .n_digits = G->n_pk * LA_PASSKEY_DIGITS,
+                                  .cache_tokens = G->res[p].cache_tokens[i], .elapsed_s = la_now_s() - G->t_start};
+        G->progress(G->user, &pr);
+    }
+    if (i == G->nl - 1) { /* the policy's last length */
+        la_decoder_free(G->lc->d);
+        la_decoder_free(G->lp->d);
+        G->lc->d = G->lp->d = NULL;
+    }
+    return LA_OK;
+}
+
 la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progress, void *user) {
     if (!o) return la_fail(LA_EINVAL, "la_kv_eval_run: NULL options");
     if (!o->ckpt) return la_fail(LA_EINVAL, "kv-eval: a checkpoint (ckpt) is required");
@@ -294,61 +381,18 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
         st = la_fail(LA_ENOMEM, "la_kv_eval_run: out of memory");
         goto done;
     }
-    double t_start = la_now_s();
-    for (int p = 0; p < np; p++) {
-        la_kv_params *kp = &res[p].kp;
-        /* the full cache is exact in chunks (causal attention over the whole prefix);
-         * evicting caches stream token by token unless --chunk says otherwise */
-        int64_t chunk = kp->policy == LA_KV_FULL ? 256 : chunk_opt;
-        if (chunk > la_kv_max_chunk(kp)) chunk = la_kv_max_chunk(kp);
-        lc.chunk = (int)chunk;
-        lp.chunk = lc.chunk;
-        if ((st = la_decoder_new(m, kp, lc.chunk, &lc.d)) != LA_OK ||
-            (mp && (st = la_decoder_new(mp, kp, lp.chunk, &lp.d)) != LA_OK)) {
-            snprintf(msg, sizeof msg, "%s", la_errmsg());
-            st = la_fail(st, "policy '%s': %s", res[p].name, msg);
-            goto done;
-        }
-        for (int i = 0; i < nl; i++) {
-            const int T = lens[i];
-            double bits = NAN;
-            st = la_eval_loss(cached_loss, &lc, &docs, T, 0, (int)windows, (uint64_t)seed, T, &bits, NULL, NULL);
-            if (st != LA_OK) {
-                snprintf(msg, sizeof msg, "%s", la_errmsg());
-                st = la_fail(st, "policy '%s', length %d: %s", res[p].name, T, msg);
-                goto done;
-            }
-            res[p].loss[i] = bits;
-            int hits = 0, n_pk = 0, digit_hits = 0;
-            for (int tr = 0; tr < trials && T >= la_passkey_min_len(); tr++) {
-                double depth = trials > 1 ? 0.1 + 0.8 * tr / (trials - 1) : 0.5;
-                la_passkey info;
-                if ((st = la_passkey_make(&docs, T, depth, (uint64_t)seed * 1000003u + (uint64_t)tr * 7919u + (uint64_t)T,
-                                          tok, &info)) != LA_OK ||
-                    (st = cached_argmax(mp ? &lp : &lc, tok, T, pred)) != LA_OK) {
-                    snprintf(msg, sizeof msg, "%s", la_errmsg());
-                    st = la_fail(st, "passkey at length %d: %s", T, msg);
-                    goto done;
-                }
-                hits += la_passkey_exact(pred, tok, &info);
-                for (int k = 0; k < LA_PASSKEY_DIGITS; k++) digit_hits += pred[info.answer_pos - 1 + k] == tok[info.answer_pos + k];
-                n_pk++;
-            }
-            res[p].acc[i] = n_pk ? (double)hits / n_pk : NAN;
-            res[p].digit_acc[i] = n_pk ? (double)digit_hits / (n_pk * LA_PASSKEY_DIGITS) : NAN;
-            int64_t budget = la_kv_budget(kp);
-            res[p].cache_tokens[i] = (kp->policy == LA_KV_FULL || budget > T) ? T : budget;
-            if (progress) {
-                la_kv_eval_progress pr = {.event = LA_KV_EVAL_POINT, .policy = res[p].name, .len = T, .bits = bits,
-                                          .hits = hits, .n_passkey = n_pk, .digit_hits = digit_hits,
-                                          .n_digits = n_pk * LA_PASSKEY_DIGITS,
-                                          .cache_tokens = res[p].cache_tokens[i], .elapsed_s = la_now_s() - t_start};
-                progress(user, &pr);
-            }
-        }
-        la_decoder_free(lc.d);
-        la_decoder_free(lp.d);
-        lc.d = lp.d = NULL;
+    {
+        /* cells: policy p at length i is cell p * nl + i, run in that order (one process,
+         * nothing stored: every run computes them all) */
+        kv_grid G = {.res = res, .lens = lens, .nl = nl, .m = m, .mp = mp, .docs = &docs, .lc = &lc, .lp = &lp,
+                     .tok = tok, .pred = pred, .windows = windows, .trials = trials, .chunk_opt = chunk_opt,
+                     .seed = seed, .progress = progress, .user = user, .t_start = la_now_s()};
+        la_grid g;
+        if ((st = la_grid_init(&g, "kv-eval", NULL, np * nl, 1, 0)) != LA_OK) goto done;
+        const la_grid_fns fns = {.run = cell_run, .done = cell_done};
+        st = la_grid_run(&g, &fns, &G);
+        la_grid_free(&g);
+        if (st != LA_OK) goto done;
     }
     {
         int plotted = 0, gp_exit = 0;
