@@ -17,6 +17,7 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "runner/diagnose_internal.h"
+#include "runner/grid.h"
 
 /* key spans: each digit place of the needle on its own (1st statement: spans 0..4, 2nd:
  * 5..9), then the whole needle (span 10) */
@@ -69,6 +70,73 @@ static la_status check_opts(const la_diagnose_passkey_opts *o) {
     return LA_OK;
 }
 
+/* ---- the examples on the grid runner (la_grid_run): example e of length li is cell
+ * li * per_len + e (depth e / trials, trial e % trials); one process, nothing stored ---- */
+typedef struct {
+    const la_diagnose_passkey_opts *o;
+    la_diagnose_passkey_result *r;
+    la_model *m;
+    const la_docs *val;
+    int32_t *ex, *pred;
+    double *mass, *nright, *nwrong;
+    la_diag **diag;
+    la_afile *af;
+    int LH, NH, per_len;
+} pk_grid;
+
+static la_status cell_run(void *user, int c, const char *key) {
+    pk_grid *G = user;
+    const la_diagnose_passkey_opts *o = G->o;
+    la_diagnose_passkey_result *r = G->r;
+    const int NR = LA_DIAG_PK_ROWS, LH = G->LH, NH = G->NH, per_len = G->per_len;
+    const int li = c / per_len, e = c % per_len, T = o->lens[li];
+    const int di = e / o->trials, k = e % o->trials;
+    int32_t *ex = G->ex;
+    double *mass = G->mass;
+    la_passkey pk;
+    la_status st;
+    if ((st = la_passkey_make(G->val, T, o->depths[di], la_study_passkey_seed(o->seed, li, di, k), ex, &pk)) != LA_OK)
+        return st;
+    if ((st = la_model_eval(G->m, ex, NULL, 1, T, NULL, NULL, G->pred, NULL)) != LA_OK) return st;
+    const int right = la_passkey_exact(G->pred, ex, &pk);
+    r->correct[li] += right;
+    int rows[LA_DIAG_PK_ROWS];
+    int64_t span[2 * NSPAN];
+    for (int x = 0; x < NR; x++) rows[x] = pk.answer_pos - 1 + x; /* predict digits x = 0..4 */
+    if ((st = digit_spans(ex, &pk, span)) != LA_OK) return st;
+    span[2 * (NSPAN - 1)] = pk.needle_pos, span[2 * (NSPAN - 1) + 1] = pk.needle_pos + pk.needle_len;
+    la_diag_rows sel = {rows, NR, span, NSPAN, mass};
+    if ((st = la_model_diagnose_rows(G->m, ex, T, &sel, G->diag)) != LA_OK) return st;
+    for (int x = 0; x < NR; x++) {
+        double vis = rows[x] + 1; /* causal: keys 0..row */
+        r->uniform_digits[li] += 2.0 * LA_PASSKEY_DIGITS / vis / (NR * per_len);
+        r->uniform_target[li] += 2.0 / vis / (NR * per_len);
+        r->uniform_needle[li] += pk.needle_len / vis / (NR * per_len);
+    }
+    for (int i = 0; i < LH; i++) {
+        double da = 0, na = 0, ta = 0, dq = 0;
+        for (int x = 0; x < NR; x++) {
+            const double *mm = mass + ((size_t)i * NR + x) * NSPAN;
+            double dg = 0, vis = rows[x] + 1;
+            for (int sx = 0; sx < 2 * LA_PASSKEY_DIGITS; sx++) dg += mm[sx];
+            double tg = mm[x] + mm[LA_PASSKEY_DIGITS + x]; /* digit x, both places */
+            da += dg / NR, na += mm[NSPAN - 1] / NR, ta += tg / NR;
+            if (x == 0) dq = dg; /* row 0: the question's last byte */
+            fprintf(G->af->f, "%d,%g,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", T,
+                    o->depths[di], pk.depth, k, pk.key, pk.needle_pos, pk.needle_len, pk.answer_pos, right, i / NH,
+                    i % NH, x, vis, dg, tg, mm[NSPAN - 1], 2.0 * LA_PASSKEY_DIGITS / vis, 2.0 / vis,
+                    pk.needle_len / vis);
+        }
+        size_t at = (size_t)li * LH + i;
+        r->digits_ans[at] += da / per_len, r->needle_ans[at] += na / per_len, r->target_ans[at] += ta / per_len;
+        r->digits_q[at] += dq / per_len, r->needle_q[at] += mass[((size_t)i * NR) * NSPAN + NSPAN - 1] / per_len;
+        if (right) r->digits_right[at] += da, G->nright[at]++;
+        else r->digits_wrong[at] += da, G->nwrong[at]++;
+    }
+    for (int i = 0; i < LH; i++) la_diag_reset(G->diag[i]);
+    return LA_OK;
+}
+
 la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose_passkey_result *r) {
     if (!o || !r) return la_fail(LA_EINVAL, "la_diagnose_passkey_run: NULL options or result");
     memset(r, 0, sizeof *r);
@@ -114,49 +182,14 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
     if (o->threads > 0) la_model_set_threads(m, o->threads);
     double t0 = omp_get_wtime();
     const int per_len = o->n_depths * o->trials;
-    for (int li = 0; li < o->n_lens && st == LA_OK; li++) {
-        const int T = o->lens[li];
-        for (int e = 0; e < per_len && st == LA_OK; e++) {
-            const int di = e / o->trials, k = e % o->trials;
-            la_passkey pk;
-            if ((st = la_passkey_make(&val, T, o->depths[di], la_study_passkey_seed(o->seed, li, di, k), ex, &pk)) != LA_OK) break;
-            if ((st = la_model_eval(m, ex, NULL, 1, T, NULL, NULL, pred, NULL)) != LA_OK) break;
-            const int right = la_passkey_exact(pred, ex, &pk);
-            r->correct[li] += right;
-            int rows[LA_DIAG_PK_ROWS];
-            int64_t span[2 * NSPAN];
-            for (int x = 0; x < NR; x++) rows[x] = pk.answer_pos - 1 + x; /* predict digits x = 0..4 */
-            if ((st = digit_spans(ex, &pk, span)) != LA_OK) break;
-            span[2 * (NSPAN - 1)] = pk.needle_pos, span[2 * (NSPAN - 1) + 1] = pk.needle_pos + pk.needle_len;
-            la_diag_rows sel = {rows, NR, span, NSPAN, mass};
-            if ((st = la_model_diagnose_rows(m, ex, T, &sel, diag)) != LA_OK) break;
-            for (int x = 0; x < NR; x++) {
-                double vis = rows[x] + 1; /* causal: keys 0..row */
-                r->uniform_digits[li] += 2.0 * LA_PASSKEY_DIGITS / vis / (NR * per_len);
-                r->uniform_target[li] += 2.0 / vis / (NR * per_len);
-                r->uniform_needle[li] += pk.needle_len / vis / (NR * per_len);
-            }
-            for (int i = 0; i < LH; i++) {
-                double da = 0, na = 0, ta = 0, dq = 0;
-                for (int x = 0; x < NR; x++) {
-                    const double *mm = mass + ((size_t)i * NR + x) * NSPAN;
-                    double dg = 0, vis = rows[x] + 1;
-                    for (int sx = 0; sx < 2 * LA_PASSKEY_DIGITS; sx++) dg += mm[sx];
-                    double tg = mm[x] + mm[LA_PASSKEY_DIGITS + x]; /* digit x, both places */
-                    da += dg / NR, na += mm[NSPAN - 1] / NR, ta += tg / NR;
-                    if (x == 0) dq = dg; /* row 0: the question's last byte */
-                    fprintf(af.f, "%d,%g,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", T,
-                            o->depths[di], pk.depth, k, pk.key, pk.needle_pos, pk.needle_len, pk.answer_pos, right,
-                            i / NH, i % NH, x, vis, dg, tg, mm[NSPAN - 1], 2.0 * LA_PASSKEY_DIGITS / vis, 2.0 / vis,
-                            pk.needle_len / vis);
-                }
-                size_t at = (size_t)li * LH + i;
-                r->digits_ans[at] += da / per_len, r->needle_ans[at] += na / per_len, r->target_ans[at] += ta / per_len;
-                r->digits_q[at] += dq / per_len, r->needle_q[at] += mass[((size_t)i * NR) * NSPAN + NSPAN - 1] / per_len;
-                if (right) r->digits_right[at] += da, nright[at]++;
-                else r->digits_wrong[at] += da, nwrong[at]++;
-            }
-            for (int i = 0; i < LH; i++) la_diag_reset(diag[i]);
+    if (st == LA_OK) { /* cells: example e of length li is cell li * per_len + e, in that order */
+        pk_grid G = {.o = o, .r = r, .m = m, .val = &val, .ex = ex, .pred = pred, .mass = mass, .nright = nright,
+                     .nwrong = nwrong, .diag = diag, .af = &af, .LH = LH, .NH = NH, .per_len = per_len};
+        la_grid g;
+        if ((st = la_grid_init(&g, "diagnose", NULL, o->n_lens * per_len, 1, 0)) == LA_OK) {
+            const la_grid_fns fns = {.run = cell_run};
+            st = la_grid_run(&g, &fns, &G);
+            la_grid_free(&g);
         }
     }
     r->seconds = omp_get_wtime() - t0;

@@ -16,6 +16,7 @@
 #include "io/files.h"
 #include "io/gnuplot.h"
 #include "runner/diagnose_internal.h"
+#include "runner/grid.h"
 
 /* gnuplot on script gp, its messages dropped; returns its exit status */
 static int run_gnuplot(const char *gp) {
@@ -217,6 +218,29 @@ la_status la_diagnose_ckpt_run(const la_diagnose_ckpt_opts *o, la_diagnose_start
     return st;
 }
 
+/* The Gaussian model's cells (la_grid_run): spec k is cell k. */
+typedef struct {
+    const char *const *specs;
+    const la_spec *parsed;
+    int64_t N;
+    int draws;
+    double delta;
+    uint64_t seed;
+    la_diag **diag;
+    char msg[1024];
+} gauss_grid;
+
+static la_status gauss_cell(void *user, int k, const char *key) {
+    gauss_grid *G = user;
+    la_status st = la_diag_new(G->N, G->delta, 1, &G->diag[k]);
+    if (st == LA_OK) st = la_diag_gaussian(&G->parsed[k], G->N, G->draws, G->seed, G->diag[k]);
+    if (st != LA_OK) {
+        snprintf(G->msg, sizeof G->msg, "%s", la_errmsg());
+        st = la_fail(st, "%s: %s: %s", G->specs[k], la_status_name(st), G->msg);
+    }
+    return st;
+}
+
 la_status la_diagnose_gaussian_run(const char *const *specs, int n_specs, int64_t N, int draws, double delta,
                                    uint64_t seed, const char *out, int plot, la_diag **diag, int *gnuplot_exit) {
     if (gnuplot_exit) *gnuplot_exit = -1;
@@ -225,15 +249,15 @@ la_status la_diagnose_gaussian_run(const char *const *specs, int n_specs, int64_
     for (int k = 0; k < n_specs; k++) diag[k] = NULL;
     la_spec *parsed = la_calloc((size_t)n_specs, sizeof *parsed);
     if (!parsed) return la_fail(LA_ENOMEM, "la_diagnose_gaussian_run: out of memory");
-    char msg[1024];
     la_status st = LA_OK;
     for (int k = 0; k < n_specs && st == LA_OK; k++) st = la_spec_parse(specs[k], &parsed[k]);
-    for (int k = 0; k < n_specs && st == LA_OK; k++) {
-        st = la_diag_new(N, delta, 1, &diag[k]);
-        if (st == LA_OK) st = la_diag_gaussian(&parsed[k], N, draws, seed, diag[k]);
-        if (st != LA_OK) {
-            snprintf(msg, sizeof msg, "%s", la_errmsg());
-            st = la_fail(st, "%s: %s: %s", specs[k], la_status_name(st), msg);
+    if (st == LA_OK) { /* cells: one per spec, in order */
+        gauss_grid G = {specs, parsed, N, draws, delta, seed, diag, ""};
+        la_grid g;
+        if ((st = la_grid_init(&g, "diagnose", NULL, n_specs, 1, 0)) == LA_OK) {
+            const la_grid_fns fns = {.run = gauss_cell};
+            st = la_grid_run(&g, &fns, &G);
+            la_grid_free(&g);
         }
     }
     free(parsed);
