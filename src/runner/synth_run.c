@@ -19,6 +19,7 @@
 #include "io/gnuplot.h"
 #include "runner/cells.h"
 #include "runner/grid.h"
+#include "runner/report.h"
 
 #define MAX_TASKS 8
 #define MAX_SPECS 16
@@ -50,18 +51,6 @@ typedef struct {
 static const char *errmsg_copy(synth_state *S) {
     snprintf(S->msg, sizeof S->msg, "%s", la_errmsg());
     return S->msg;
-}
-
-static la_status write_text(const char *path, const char *text) {
-    la_afile af;
-    LA_TRY(la_afile_open(&af, path));
-    fputs(text, af.f);
-    return la_afile_commit(&af);
-}
-
-static la_status write_sbuf(const char *path, const la_sbuf *b) {
-    if (b->oom) return la_fail(LA_ENOMEM, "out of memory formatting %s", path);
-    return write_text(path, b->s ? b->s : "");
 }
 
 la_synth_opts la_synth_opts_default(void) {
@@ -361,16 +350,18 @@ static void seed_group_at(const run_result *rs, int nr, int first, int n_seeds, 
     }
 }
 
-/* The length columns of a markdown table after its first cells: " ID (L) | 2x (2L) | ...",
- * then the alignment row, which starts with align (the first cells') */
-static void md_len_columns(la_sbuf *md, const la_synth_opts *o, int maxp, const char *align) {
+/* A markdown table whose first n columns are named by first (aligned left, the rest
+ * right), then one column per length: "ID (L)", "2x (2L)", ... (maxp of them). */
+static la_status md_table(la_table *t, const char *const *first, int n, const la_synth_opts *o, int maxp) {
+    char names[MAX_MULTS + 8][32], align[MAX_MULTS + 8 + 1];
+    const char *head[MAX_MULTS + 8];
+    for (int j = 0; j < n; j++) head[j] = first[j], align[j] = j < 2 ? 'l' : 'r';
     for (int j = 0, m = 1; j < maxp; j++, m *= 2) {
-        if (m == 1) la_sbuf_printf(md, " ID (%d) |", o->max_len);
-        else la_sbuf_printf(md, " %dx (%d) |", m, m * o->max_len);
+        if (m == 1) snprintf(names[j], sizeof names[j], "ID (%d)", o->max_len);
+        else snprintf(names[j], sizeof names[j], "%dx (%d)", m, m * o->max_len);
+        head[n + j] = names[j], align[n + j] = 'r';
     }
-    la_sbuf_printf(md, "\n%s", align);
-    for (int j = 0; j < maxp; j++) la_sbuf_printf(md, "---:|");
-    la_sbuf_printf(md, "\n");
+    return la_table_init(t, n + maxp, head, align);
 }
 
 static const char *fmt_acc(const eval_point *e, char *buf, size_t n) {
@@ -381,23 +372,33 @@ static const char *fmt_acc(const eval_point *e, char *buf, size_t n) {
 
 static la_status write_results(const synth_state *S, const run_result *rs, int nr) {
     const la_synth_opts *o = S->o;
-    char path[1200];
     la_status rc = LA_OK;
     /* CSV: one row per run x length */
-    la_sbuf csv = {0};
-    la_sbuf_printf(&csv, "task,spec,mult,content_len,tokens,n,correct,exact_match,train_steps,train_s,final_loss,seed\n");
+    static const char *const csv_head[] = {"task", "spec", "mult", "content_len", "tokens", "n", "correct",
+                                           "exact_match", "train_steps", "train_s", "final_loss", "seed"};
+    la_table t;
+    LA_TRY(la_table_init(&t, 12, csv_head, NULL));
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < rs[i].n_points; j++) {
             const eval_point *e = &rs[i].pt[j];
-            char acc[32];
-            if (e->n) snprintf(acc, sizeof acc, "%.4f", (double)e->correct / e->n);
-            else acc[0] = '\0';
-            la_sbuf_printf(&csv, "%s,\"%s\",%d,%d,%d,%d,%d,%s,%d,%.1f,%.5f,%llu\n", la_task_name(rs[i].task),
-                           rs[i].spec, e->mult, e->content_len, e->tokens, e->n, e->correct, acc, rs[i].steps,
-                           rs[i].train_s, rs[i].final_loss, (unsigned long long)rs[i].seed);
+            la_table_add(&t, "%s", la_task_name(rs[i].task));
+            la_table_add_quoted(&t, rs[i].spec);
+            la_table_add(&t, "%d", e->mult);
+            la_table_add(&t, "%d", e->content_len);
+            la_table_add(&t, "%d", e->tokens);
+            la_table_add(&t, "%d", e->n);
+            la_table_add(&t, "%d", e->correct);
+            if (e->n) la_table_add(&t, "%.4f", (double)e->correct / e->n);
+            else la_table_add(&t, "%s", "");
+            la_table_add(&t, "%d", rs[i].steps);
+            la_table_add(&t, "%.1f", rs[i].train_s);
+            la_table_add(&t, "%.5f", rs[i].final_loss);
+            la_table_add(&t, "%llu", (unsigned long long)rs[i].seed);
         }
-    snprintf(path, sizeof path, "%s/results.csv", o->out);
-    if (rc == LA_OK) rc = write_sbuf(path, &csv);
+    la_sbuf csv = {0};
+    la_table_csv(&t, &csv);
+    la_table_free(&t);
+    rc = la_report_write(o->out, "results.csv", &csv);
     free(csv.s);
 
     /* Markdown: one row per run, one column per length */
@@ -405,46 +406,60 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     int maxp = 0;
     for (int i = 0; i < nr; i++) maxp = rs[i].n_points > maxp ? rs[i].n_points : maxp;
     const int nk = o->seeds; /* validated: >= 1 */
-    la_sbuf_printf(&md, "| task | spec |%s steps | train s | final loss |", nk > 1 ? " seed |" : "");
-    md_len_columns(&md, o, maxp, nk > 1 ? "|---|---|---:|---:|---:|---:|" : "|---|---|---:|---:|---:|");
+    static const char *const head1[] = {"task", "spec", "steps", "train s", "final loss"};
+    static const char *const head1_seed[] = {"task", "spec", "seed", "steps", "train s", "final loss"};
+    la_table t1;
+    if ((rc = md_table(&t1, nk > 1 ? head1_seed : head1, nk > 1 ? 6 : 5, o, maxp)) != LA_OK) return rc;
     for (int i = 0; i < nr; i++) {
-        la_sbuf_printf(&md, "| %s | `%s` |", la_task_name(rs[i].task), rs[i].spec);
-        if (nk > 1) la_sbuf_printf(&md, " %llu |", (unsigned long long)rs[i].seed);
-        la_sbuf_printf(&md, " %d | %.0f | %.4f |", rs[i].steps, rs[i].train_s, rs[i].final_loss);
+        la_table_add(&t1, "%s", la_task_name(rs[i].task));
+        la_table_add(&t1, "`%s`", rs[i].spec);
+        if (nk > 1) la_table_add(&t1, "%llu", (unsigned long long)rs[i].seed);
+        la_table_add(&t1, "%d", rs[i].steps);
+        la_table_add(&t1, "%.0f", rs[i].train_s);
+        la_table_add(&t1, "%.4f", rs[i].final_loss);
         for (int j = 0; j < maxp; j++) {
             char acc[32] = "";
             if (j < rs[i].n_points) fmt_acc(&rs[i].pt[j], acc, sizeof acc);
-            la_sbuf_printf(&md, " %s |", acc);
+            la_table_add(&t1, "%s", acc);
         }
-        la_sbuf_printf(&md, "\n");
     }
+    la_table_md(&t1, &md);
+    la_table_free(&t1);
     la_sbuf_printf(&md, "\nExact match (whole target right) on %d examples per length (fewer above 16x); "
                    "columns: multiple of the training length (content tokens); '-' = skipped (too long).\n",
               o->eval_n);
     if (nk > 1) { /* one row per task x spec over its seeds */
-        la_sbuf_printf(&md, "\nOver the seeds (%llu..%llu):\n\n| task | spec | seeds | learned |",
-                       (unsigned long long)o->seed, (unsigned long long)(o->seed + (uint64_t)nk - 1));
-        md_len_columns(&md, o, maxp, "|---|---|---:|---:|");
+        la_sbuf_printf(&md, "\nOver the seeds (%llu..%llu):\n\n", (unsigned long long)o->seed,
+                       (unsigned long long)(o->seed + (uint64_t)nk - 1));
+        static const char *const head2[] = {"task", "spec", "seeds", "learned"};
+        la_table t2;
+        if ((rc = md_table(&t2, head2, 4, o, maxp)) != LA_OK) {
+            free(md.s);
+            return rc;
+        }
         seed_group g;
         for (int i = 0; i < nr; i += g.n) {
             seed_group_at(rs, nr, i, nk, &g);
-            la_sbuf_printf(&md, "| %s | `%s` | %d | %d |", la_task_name(rs[i].task), rs[i].spec, g.n, g.learned);
+            la_table_add(&t2, "%s", la_task_name(rs[i].task));
+            la_table_add(&t2, "`%s`", rs[i].spec);
+            la_table_add(&t2, "%d", g.n);
+            la_table_add(&t2, "%d", g.learned);
             for (int j = 0; j < maxp; j++) {
-                if (j == 0 && isfinite(g.all_mean[0])) la_sbuf_printf(&md, " %.2f ± %.2f |", g.all_mean[0], g.all_sd[0]);
-                else if (j == 0) la_sbuf_printf(&md, " - |");
-                else if (!g.learned) la_sbuf_printf(&md, " not learned |");
-                else if (!g.n_at[j]) la_sbuf_printf(&md, " - |");
-                else la_sbuf_printf(&md, " %.2f ± %.2f |", g.mean[j], g.sd[j]);
+                if (j == 0 && isfinite(g.all_mean[0])) la_table_add(&t2, "%.2f ± %.2f", g.all_mean[0], g.all_sd[0]);
+                else if (j == 0) la_table_add(&t2, "-");
+                else if (!g.learned) la_table_add(&t2, "not learned");
+                else if (!g.n_at[j]) la_table_add(&t2, "-");
+                else la_table_add(&t2, "%.2f ± %.2f", g.mean[j], g.sd[j]);
             }
-            la_sbuf_printf(&md, "\n");
         }
+        la_table_md(&t2, &md);
+        la_table_free(&t2);
         la_sbuf_printf(&md, "\nlearned: seeds whose exact match at 1x (ID) is at least %.1f. ID: mean ± sample std "
                        "over all the seeds; longer lengths: over the seeds that learned the task (\"not learned\" "
                        "when none did).\n", LEARNED_MIN);
     }
     if (*S->skipped) la_sbuf_printf(&md, "\nSkipped (not built into this library): %s\n", S->skipped);
-    snprintf(path, sizeof path, "%s/results.md", o->out);
-    if (rc == LA_OK) rc = write_sbuf(path, &md);
+    if (rc == LA_OK) rc = la_report_write(o->out, "results.md", &md);
     free(md.s);
 
     /* JSON */
@@ -545,10 +560,7 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
         }
     }
     root = la_json_end(saved_json, root);
-    char *js = root ? cJSON_Print(root) : NULL;
-    snprintf(path, sizeof path, "%s/results.json", o->out);
-    if (rc == LA_OK) rc = js ? write_text(path, js) : la_fail(LA_ENOMEM, "synth: out of memory building %s", path);
-    free(js);
+    if (rc == LA_OK) rc = la_report_write_json(o->out, "results.json", root, 0);
     cJSON_Delete(root);
     return rc;
 }
@@ -595,7 +607,7 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
             }
             la_sbuf_printf(&d, "\n");
         }
-        rc = write_sbuf(dat, &d);
+        rc = la_report_write(NULL, dat, &d);
         free(d.s);
         la_sbuf g = {0};
         la_sbuf_printf(&g,
@@ -612,7 +624,7 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
         else
             la_sbuf_printf(&g, "plot for [i=2:%d] '%s' using 1:i with linespoints lw 2 title columnheader(i)\n",
                            ns + 1, dat);
-        if (rc == LA_OK) rc = write_sbuf(gp, &g);
+        if (rc == LA_OK) rc = la_report_write(NULL, gp, &g);
         free(g.s);
         if (rc != LA_OK) break;
         /* gnuplot's messages go to a log next to the script, quoted on failure, then removed */

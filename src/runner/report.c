@@ -1,0 +1,111 @@
+/* report.c -- tables as CSV and markdown, and the runners' atomic file writes (report.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/cells.h"
+#include "runner/report.h"
+
+la_status la_table_init(la_table *t, int n_cols, const char *const *header, const char *align) {
+    memset(t, 0, sizeof *t);
+    t->n_cols = n_cols;
+    t->align = la_malloc((size_t)n_cols + 1);
+    if (!t->align) return la_fail(LA_ENOMEM, "out of memory for a table");
+    for (int j = 0; j < n_cols; j++) t->align[j] = align ? align[j] : j ? 'r' : 'l';
+    t->align[n_cols] = '\0';
+    for (int j = 0; j < n_cols; j++) la_table_add(t, "%s", header[j]);
+    return t->oom ? la_fail(LA_ENOMEM, "out of memory for a table") : LA_OK;
+}
+
+void la_table_free(la_table *t) {
+    for (int i = 0; i < t->n_cells; i++) free(t->cell[i]);
+    free(t->cell);
+    free(t->align);
+    memset(t, 0, sizeof *t);
+}
+
+static void add_cell(la_table *t, char *s) {
+    if (s && t->n_cells == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        char **c = realloc(t->cell, (size_t)cap * sizeof *c);
+        if (c) t->cell = c, t->cap = cap;
+    }
+    if (!s || t->n_cells == t->cap) {
+        free(s);
+        t->oom = 1;
+        return;
+    }
+    t->cell[t->n_cells++] = s;
+}
+
+void la_table_add(la_table *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *s = n >= 0 ? la_malloc((size_t)n + 1) : NULL;
+    if (s) vsnprintf(s, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    va_end(ap);
+    add_cell(t, s);
+}
+
+void la_table_add_quoted(la_table *t, const char *s) {
+    la_sbuf b = {0};
+    la_sbuf_printf(&b, "\"");
+    for (const char *p = s; *p; p++) {
+        if (*p == '"') la_sbuf_printf(&b, "\"");
+        la_sbuf_printf(&b, "%c", *p);
+    }
+    la_sbuf_printf(&b, "\"");
+    if (b.oom) {
+        free(b.s);
+        b.s = NULL;
+    }
+    add_cell(t, b.s);
+}
+
+void la_table_csv(const la_table *t, la_sbuf *out) {
+    for (int i = 0; i < t->n_cells; i++)
+        la_sbuf_printf(out, "%s%s", t->cell[i], (i + 1) % t->n_cols ? "," : "\n");
+}
+
+void la_table_md(const la_table *t, la_sbuf *out) {
+    for (int i = 0; i < t->n_cells; i++) {
+        la_sbuf_printf(out, "%s%s%s", i % t->n_cols ? " " : "| ", t->cell[i], (i + 1) % t->n_cols ? " |" : " |\n");
+        if (i + 1 == t->n_cols) { /* after the header: the alignment row */
+            la_sbuf_printf(out, "|");
+            for (int j = 0; j < t->n_cols; j++) la_sbuf_printf(out, "%s", t->align[j] == 'r' ? "---:|" : "---|");
+            la_sbuf_printf(out, "\n");
+        }
+    }
+}
+
+la_status la_report_write(const char *dir, const char *name, const la_sbuf *out) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s%s%s", dir ? dir : "", dir ? "/" : "", name);
+    if (out->oom) return la_fail(LA_ENOMEM, "out of memory formatting %s", path);
+    la_afile af;
+    LA_TRY(la_afile_open(&af, path));
+    fputs(out->s ? out->s : "", af.f);
+    return la_afile_commit(&af);
+}
+
+la_status la_report_write_json(const char *dir, const char *name, const cJSON *root, int newline) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (newline && root) return la_json_write_atomic(path, root); /* the cell store's writer */
+    char *text = root ? cJSON_Print(root) : NULL;
+    if (!text) return la_fail(LA_ENOMEM, "out of memory formatting %s", path);
+    la_afile af;
+    la_status s = la_afile_open(&af, path);
+    if (s == LA_OK) {
+        fputs(text, af.f);
+        if (newline) fputc('\n', af.f);
+        s = la_afile_commit(&af);
+    }
+    free(text);
+    return s;
+}
