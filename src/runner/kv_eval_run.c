@@ -16,6 +16,7 @@
 #include "io/files.h"
 #include "io/gnuplot.h"
 #include "runner/grid.h"
+#include "runner/report.h"
 
 #define MAX_POL LA_KV_EVAL_MAX_POLICIES
 #define MAX_LEN LA_KV_EVAL_MAX_LENS
@@ -89,42 +90,66 @@ typedef struct {
  * *plotted = 0 when gnuplot failed (the tables are written). */
 static la_status write_outputs(const char *out, pol_result *res, int np, const int *lens, int nl, int L, int trials,
                                int windows, const char *ckpt, const char *pk_ckpt, int *plotted, int *gp_exit) {
-    char path[1200];
-    la_afile af;
-    snprintf(path, sizeof path, "%s/kv_eval.csv", out);
-    LA_TRY(la_afile_open(&af, path));
-    fprintf(af.f, "policy,len,len_over_train,val_bits_per_byte,passkey_acc,passkey_digit_acc,passkey_trials,kv_bytes_per_token,cache_tokens,cache_bytes\n");
+    static const char *const csv_head[] = {"policy", "len", "len_over_train", "val_bits_per_byte", "passkey_acc",
+                                           "passkey_digit_acc", "passkey_trials", "kv_bytes_per_token",
+                                           "cache_tokens", "cache_bytes"};
+    la_table t;
+    LA_TRY(la_table_init(&t, 10, csv_head, NULL));
     for (int p = 0; p < np; p++)
         for (int i = 0; i < nl; i++) {
             double bpt = la_kv_bytes_per_token(&res[p].kp);
-            fprintf(af.f, "\"%s\",%d,%g,%.4f,%.4f,%.4f,%d,%.0f,%lld,%.0f\n", res[p].name, lens[i], (double)lens[i] / L,
-                    res[p].loss[i], res[p].acc[i], res[p].digit_acc[i], trials, bpt, (long long)res[p].cache_tokens[i],
-                    bpt * (double)res[p].cache_tokens[i]);
+            la_table_add_quoted(&t, res[p].name);
+            la_table_add(&t, "%d", lens[i]);
+            la_table_add(&t, "%g", (double)lens[i] / L);
+            la_table_add(&t, "%.4f", res[p].loss[i]);
+            la_table_add(&t, "%.4f", res[p].acc[i]);
+            la_table_add(&t, "%.4f", res[p].digit_acc[i]);
+            la_table_add(&t, "%d", trials);
+            la_table_add(&t, "%.0f", bpt);
+            la_table_add(&t, "%lld", (long long)res[p].cache_tokens[i]);
+            la_table_add(&t, "%.0f", bpt * (double)res[p].cache_tokens[i]);
         }
-    LA_TRY(la_afile_commit(&af));
+    la_sbuf b = {0};
+    la_table_csv(&t, &b);
+    la_table_free(&t);
+    la_status st = la_report_write(out, "kv_eval.csv", &b);
+    free(b.s);
+    if (st != LA_OK) return st;
 
-    snprintf(path, sizeof path, "%s/kv_eval.md", out);
-    LA_TRY(la_afile_open(&af, path));
-    fprintf(af.f, "KV cache policies on `%s` (train_len L = %d; %d validation windows and %d passkey examples per length).\n"
-                  "Cells: validation bits per byte / passkey accuracy (whole key) / passkey digit accuracy (teacher-forced\n"
-                  "greedy, per digit; chance is about 0.1). Cache = KiB of k/v held at the longest length (all layers).\n\n",
-            ckpt, L, windows, trials);
-    if (pk_ckpt) fprintf(af.f, "Passkey columns from the fine-tuned weights `%s`.\n\n", pk_ckpt);
-    fprintf(af.f, "| policy | bytes/token |");
-    for (int i = 0; i < nl; i++) fprintf(af.f, " %d (%gL) |", lens[i], (double)lens[i] / L);
-    fprintf(af.f, " cache KiB @%d |\n|---|---:|", lens[nl - 1]);
-    for (int i = 0; i < nl; i++) fprintf(af.f, "---:|");
-    fprintf(af.f, "---:|\n");
+    /* markdown: a row per policy, a column per length */
+    la_sbuf md = {0};
+    la_sbuf_printf(&md, "KV cache policies on `%s` (train_len L = %d; %d validation windows and %d passkey examples per length).\n"
+                   "Cells: validation bits per byte / passkey accuracy (whole key) / passkey digit accuracy (teacher-forced\n"
+                   "greedy, per digit; chance is about 0.1). Cache = KiB of k/v held at the longest length (all layers).\n\n",
+                   ckpt, L, windows, trials);
+    if (pk_ckpt) la_sbuf_printf(&md, "Passkey columns from the fine-tuned weights `%s`.\n\n", pk_ckpt);
+    char names[MAX_LEN + 1][48];
+    const char *head[MAX_LEN + 3] = {"policy", "bytes/token"};
+    for (int i = 0; i < nl; i++) {
+        snprintf(names[i], sizeof names[i], "%d (%gL)", lens[i], (double)lens[i] / L);
+        head[2 + i] = names[i];
+    }
+    snprintf(names[nl], sizeof names[nl], "cache KiB @%d", lens[nl - 1]);
+    head[2 + nl] = names[nl];
+    if ((st = la_table_init(&t, nl + 3, head, NULL)) != LA_OK) {
+        free(md.s);
+        return st;
+    }
     for (int p = 0; p < np; p++) {
         double bpt = la_kv_bytes_per_token(&res[p].kp);
-        fprintf(af.f, "| `%s` | %.0f |", res[p].name, bpt);
+        la_table_add(&t, "`%s`", res[p].name);
+        la_table_add(&t, "%.0f", bpt);
         for (int i = 0; i < nl; i++) {
-            if (trials > 0) fprintf(af.f, " %.3f / %.2f / %.2f |", res[p].loss[i], res[p].acc[i], res[p].digit_acc[i]);
-            else fprintf(af.f, " %.3f |", res[p].loss[i]);
+            if (trials > 0) la_table_add(&t, "%.3f / %.2f / %.2f", res[p].loss[i], res[p].acc[i], res[p].digit_acc[i]);
+            else la_table_add(&t, "%.3f", res[p].loss[i]);
         }
-        fprintf(af.f, " %.1f |\n", bpt * (double)res[p].cache_tokens[nl - 1] / 1024.0);
+        la_table_add(&t, "%.1f", bpt * (double)res[p].cache_tokens[nl - 1] / 1024.0);
     }
-    LA_TRY(la_afile_commit(&af));
+    la_table_md(&t, &md);
+    la_table_free(&t);
+    st = la_report_write(out, "kv_eval.md", &md);
+    free(md.s);
+    if (st != LA_OK) return st;
 
     /* gnuplot: loss and passkey accuracy against length, one line per policy */
     char dat[1200], gp[1200], png[1200], tmp_png[1300];
@@ -132,6 +157,7 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
     snprintf(gp, sizeof gp, "%s/kv_eval.gp", out);
     snprintf(png, sizeof png, "%s/kv_eval.png", out);
     snprintf(tmp_png, sizeof tmp_png, "%s/kv_eval.png.tmp", out);
+    la_afile af;
     LA_TRY(la_afile_open(&af, dat));
     for (int p = 0; p < np; p++) {
         fprintf(af.f, "# %s\n", res[p].name);
