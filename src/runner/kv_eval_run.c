@@ -109,11 +109,7 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
             la_table_add(&t, "%lld", (long long)res[p].cache_tokens[i]);
             la_table_add(&t, "%.0f", bpt * (double)res[p].cache_tokens[i]);
         }
-    la_sbuf b = {0};
-    la_table_csv(&t, &b);
-    la_table_free(&t);
-    la_status st = la_report_write(out, "kv_eval.csv", &b);
-    free(b.s);
+    la_status st = la_table_write_csv(&t, out, "kv_eval.csv");
     if (st != LA_OK) return st;
 
     /* markdown: a row per policy, a column per length */

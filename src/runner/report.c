@@ -68,11 +68,13 @@ void la_table_add_quoted(la_table *t, const char *s) {
 }
 
 void la_table_csv(const la_table *t, la_sbuf *out) {
+    if (t->oom) out->oom = 1;
     for (int i = 0; i < t->n_cells; i++)
         la_sbuf_printf(out, "%s%s", t->cell[i], (i + 1) % t->n_cols ? "," : "\n");
 }
 
 void la_table_md(const la_table *t, la_sbuf *out) {
+    if (t->oom) out->oom = 1;
     for (int i = 0; i < t->n_cells; i++) {
         la_sbuf_printf(out, "%s%s%s", i % t->n_cols ? " " : "| ", t->cell[i], (i + 1) % t->n_cols ? " |" : " |\n");
         if (i + 1 == t->n_cols) { /* after the header: the alignment row */
@@ -81,6 +83,15 @@ void la_table_md(const la_table *t, la_sbuf *out) {
             la_sbuf_printf(out, "\n");
         }
     }
+}
+
+la_status la_table_write_csv(la_table *t, const char *dir, const char *name) {
+    la_sbuf b = {0};
+    la_table_csv(t, &b);
+    la_table_free(t);
+    la_status s = la_report_write(dir, name, &b);
+    free(b.s);
+    return s;
 }
 
 la_status la_report_write(const char *dir, const char *name, const la_sbuf *out) {

@@ -29,6 +29,9 @@ void la_table_add_quoted(la_table *t, const char *s);
  * table ("| a | b |", the alignment row, then the rows). */
 void la_table_csv(const la_table *t, la_sbuf *out);
 void la_table_md(const la_table *t, la_sbuf *out);
+/* Write the table as CSV to dir/name (la_report_write), then free it (also on failure);
+ * a table that ran out of memory fails with LA_ENOMEM. */
+la_status la_table_write_csv(la_table *t, const char *dir, const char *name);
 
 /* dir/name (dir NULL: the path name) holds out's text (none: the empty file), written
  * atomically; out->oom fails with LA_ENOMEM naming the file. */

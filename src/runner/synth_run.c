@@ -395,11 +395,7 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
             la_table_add(&t, "%.5f", rs[i].final_loss);
             la_table_add(&t, "%llu", (unsigned long long)rs[i].seed);
         }
-    la_sbuf csv = {0};
-    la_table_csv(&t, &csv);
-    la_table_free(&t);
-    rc = la_report_write(o->out, "results.csv", &csv);
-    free(csv.s);
+    rc = la_table_write_csv(&t, o->out, "results.csv");
 
     /* Markdown: one row per run, one column per length */
     la_sbuf md = {0};

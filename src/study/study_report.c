@@ -15,6 +15,7 @@
 
 #include "io/gnuplot.h"
 #include "study/study_internal.h"
+#include "runner/report.h"
 
 void la_study_slug(const char *spec, char *buf, size_t n) {
     size_t j = 0;
@@ -33,16 +34,6 @@ static la_status open_out(la_afile *af, const char *dir, const char *name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     return la_afile_open(af, path);
-}
-
-/* CSV field: quoted, since spec strings hold commas, e.g. "yarn(s=4,train=128)". */
-static void csv_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
 }
 
 study_stat la_study_stat(const double *x, int n) {
@@ -139,110 +130,154 @@ static int pk_hidden(const la_study *st, const variant_agg *a, int li) {
     return a->has_pk && !a->learned && li > la_study_pk_ref_len(st);
 }
 
-static void csv_stat(FILE *f, const study_stat *x) {
-    if (x->n < 1 || isnan(x->mean)) fprintf(f, ",,,,\n");
-    else fprintf(f, ",%.6f,%.6f,%.6f,%.6f\n", x->mean, x->std, x->min, x->max);
+/* the four cells mean, std, min, max (empty when there is no value) */
+static void csv_stat(la_table *t, const study_stat *x) {
+    for (int k = 0; k < 4; k++) {
+        const double v[4] = {x->mean, x->std, x->min, x->max};
+        if (x->n < 1 || isnan(x->mean)) la_table_add(t, "%s", "");
+        else la_table_add(t, "%.6f", v[k]);
+    }
+}
+
+/* the first cells of a row: the spec (quoted) and the seed */
+static void spec_seed(la_table *t, const char *spec, uint64_t seed) {
+    la_table_add_quoted(t, spec);
+    la_table_add(t, "%llu", (unsigned long long)seed);
 }
 
 static la_status write_csvs(const study_results *r, const char *dir) {
     const la_study *st = r->st;
     const char *unit = r->is_bytes ? "bpb" : "bpt";
     const int ns = st->n_seeds;
-    la_afile af;
     int max_b = 0;
     for (int i = 0; i < st->n_eval_lens; i++) {
         int nb = (st->eval_lens[i] + st->seq_len - 1) / st->seq_len;
         if (nb > max_b) max_b = nb;
     }
+    la_table t;
     /* per cell (variant x seed): the raw numbers */
-    LA_TRY(open_out(&af, dir, "results.csv"));
-    fprintf(af.f, "spec,seed,eval_len,loss_%s,windows,tokens", unit);
-    for (int b = 0; b < max_b; b++) fprintf(af.f, ",pos_%d", b * st->seq_len);
-    fputc('\n', af.f);
+    char (*names)[32] = la_malloc((size_t)(1 + max_b) * sizeof *names);
+    const char **head = la_malloc((size_t)(6 + max_b) * sizeof *head);
+    la_status s = names && head ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory for results.csv");
+    if (s == LA_OK) {
+        const char *first[6] = {"spec", "seed", "eval_len", names[0], "windows", "tokens"};
+        memcpy(head, first, sizeof first);
+        snprintf(names[0], sizeof names[0], "loss_%s", unit);
+        for (int b = 0; b < max_b; b++) {
+            snprintf(names[1 + b], sizeof names[1 + b], "pos_%d", b * st->seq_len);
+            head[6 + b] = names[1 + b];
+        }
+        s = la_table_init(&t, 6 + max_b, head, NULL);
+    }
+    free(names);
+    free(head);
+    LA_TRY(s);
     for (int c = 0; c < la_study_n_cells(st); c++) {
         const study_variant *v = &r->v[c];
         if (!v->trained) continue;
         for (int i = 0; i < st->n_eval_lens; i++) {
-            csv_str(af.f, st->specs[c / ns]);
-            fprintf(af.f, ",%llu,%d,%.6f,%d,%lld", (unsigned long long)v->seed, st->eval_lens[i], v->loss[i],
-                    st->eval_windows, (long long)v->tokens[i]);
+            spec_seed(&t, st->specs[c / ns], v->seed);
+            la_table_add(&t, "%d", st->eval_lens[i]);
+            la_table_add(&t, "%.6f", v->loss[i]);
+            la_table_add(&t, "%d", st->eval_windows);
+            la_table_add(&t, "%lld", (long long)v->tokens[i]);
             for (int b = 0; b < max_b; b++) {
-                if (b < v->n_bucket[i]) fprintf(af.f, ",%.6f", v->bucket[i][b]);
-                else fputc(',', af.f);
+                if (b < v->n_bucket[i]) la_table_add(&t, "%.6f", v->bucket[i][b]);
+                else la_table_add(&t, "%s", "");
             }
-            fputc('\n', af.f);
         }
     }
-    LA_TRY(la_afile_commit(&af));
+    LA_TRY(la_table_write_csv(&t, dir, "results.csv"));
 
-    LA_TRY(open_out(&af, dir, "passkey.csv"));
-    fprintf(af.f, "spec,seed,length,depth,trials,correct,passkey_acc\n");
+    static const char *const pk_head[] = {"spec", "seed", "length", "depth", "trials", "correct", "passkey_acc"};
+    LA_TRY(la_table_init(&t, 7, pk_head, NULL));
     for (int c = 0; c < la_study_n_cells(st) && st->pk_trials > 0; c++) {
         const study_variant *v = &r->v[c];
         if (!v->passkey_done) continue;
         for (int li = 0; li < st->n_pk_lens; li++)
             for (int di = 0; di < st->n_pk_depths; di++) {
-                csv_str(af.f, st->specs[c / ns]);
-                fprintf(af.f, ",%llu,%d,%g,%d,%d,%.4f\n", (unsigned long long)v->seed, st->pk_lens[li],
-                        st->pk_depths[di], st->pk_trials, v->correct[li][di], (double)v->correct[li][di] / st->pk_trials);
+                spec_seed(&t, st->specs[c / ns], v->seed);
+                la_table_add(&t, "%d", st->pk_lens[li]);
+                la_table_add(&t, "%g", st->pk_depths[di]);
+                la_table_add(&t, "%d", st->pk_trials);
+                la_table_add(&t, "%d", v->correct[li][di]);
+                la_table_add(&t, "%.4f", (double)v->correct[li][di] / st->pk_trials);
             }
     }
-    LA_TRY(la_afile_commit(&af));
+    LA_TRY(la_table_write_csv(&t, dir, "passkey.csv"));
 
-    LA_TRY(open_out(&af, dir, "training.csv"));
-    fprintf(af.f, "spec,seed,step,train_loss_%s,val_loss_%s,elapsed_s\n", unit, unit);
+    char tr_name[32], val_name[32];
+    snprintf(tr_name, sizeof tr_name, "train_loss_%s", unit);
+    snprintf(val_name, sizeof val_name, "val_loss_%s", unit);
+    const char *const tr_head[] = {"spec", "seed", "step", tr_name, val_name, "elapsed_s"};
+    LA_TRY(la_table_init(&t, 6, tr_head, NULL));
     for (int c = 0; c < la_study_n_cells(st); c++) {
         const study_variant *v = &r->v[c];
         for (int k = 0; k < v->n_log; k++) {
-            csv_str(af.f, st->specs[c / ns]);
-            fprintf(af.f, ",%llu,%d,%.6f,", (unsigned long long)v->seed, v->log[k].step, v->log[k].train_bpb);
-            if (!isnan(v->log[k].val_bpb)) fprintf(af.f, "%.6f", v->log[k].val_bpb);
-            fprintf(af.f, ",%.3f\n", v->log[k].elapsed_s);
+            spec_seed(&t, st->specs[c / ns], v->seed);
+            la_table_add(&t, "%d", v->log[k].step);
+            la_table_add(&t, "%.6f", v->log[k].train_bpb);
+            if (!isnan(v->log[k].val_bpb)) la_table_add(&t, "%.6f", v->log[k].val_bpb);
+            else la_table_add(&t, "%s", "");
+            la_table_add(&t, "%.3f", v->log[k].elapsed_s);
         }
     }
-    LA_TRY(la_afile_commit(&af));
+    LA_TRY(la_table_write_csv(&t, dir, "training.csv"));
 
     /* the passkey fine-tune, step by step: loss on the five answer digits */
-    LA_TRY(open_out(&af, dir, "finetune.csv"));
-    fprintf(af.f, "spec,seed,step,answer_loss_bits_per_digit\n");
+    static const char *const ft_head[] = {"spec", "seed", "step", "answer_loss_bits_per_digit"};
+    LA_TRY(la_table_init(&t, 4, ft_head, NULL));
     for (int c = 0; c < la_study_n_cells(st); c++) {
         const study_variant *v = &r->v[c];
         for (int k = 0; k < v->n_ft; k++) {
-            csv_str(af.f, st->specs[c / ns]);
-            fprintf(af.f, ",%llu,%d,%.6f\n", (unsigned long long)v->seed, k + 1, v->ft_curve[k]);
+            spec_seed(&t, st->specs[c / ns], v->seed);
+            la_table_add(&t, "%d", k + 1);
+            la_table_add(&t, "%.6f", v->ft_curve[k]);
         }
     }
-    LA_TRY(la_afile_commit(&af));
+    LA_TRY(la_table_write_csv(&t, dir, "finetune.csv"));
 
     /* per variant over its seeds: mean, sample std, min, max (what results.md shows) */
-    LA_TRY(open_out(&af, dir, "summary.csv"));
-    fprintf(af.f, "spec,seeds,metric,length,mean,std,min,max\n");
+    static const char *const sum_head[] = {"spec", "seeds", "metric", "length", "mean", "std", "min", "max"};
+    LA_TRY(la_table_init(&t, 8, sum_head, NULL));
     for (int vi = 0; vi < st->n_specs; vi++) {
         variant_agg a;
         aggregate(r, vi, &a);
         if (!a.n_trained) continue;
-        csv_str(af.f, st->specs[vi]);
-        fprintf(af.f, ",%d,train_loss_%s,%d", a.n_trained, unit, st->seq_len);
-        csv_stat(af.f, &a.train);
+        la_table_add_quoted(&t, st->specs[vi]);
+        la_table_add(&t, "%d", a.n_trained);
+        la_table_add(&t, "%s", tr_name);
+        la_table_add(&t, "%d", st->seq_len);
+        csv_stat(&t, &a.train);
         for (int i = 0; i < st->n_eval_lens; i++) {
-            csv_str(af.f, st->specs[vi]);
-            fprintf(af.f, ",%d,val_loss_%s,%d", a.n_trained, unit, st->eval_lens[i]);
-            csv_stat(af.f, &a.loss[i]);
+            la_table_add_quoted(&t, st->specs[vi]);
+            la_table_add(&t, "%d", a.n_trained);
+            la_table_add(&t, "%s", val_name);
+            la_table_add(&t, "%d", st->eval_lens[i]);
+            csv_stat(&t, &a.loss[i]);
         }
         if (!a.has_pk) continue;
         for (int i = 0; i < st->n_pk_lens; i++) {
-            csv_str(af.f, st->specs[vi]);
-            fprintf(af.f, ",%d,passkey_acc,%d", a.n_pk, st->pk_lens[i]);
-            if (pk_hidden(st, &a, i)) fprintf(af.f, ",not learned,,,\n");
-            else csv_stat(af.f, &a.pk[i]);
+            la_table_add_quoted(&t, st->specs[vi]);
+            la_table_add(&t, "%d", a.n_pk);
+            la_table_add(&t, "passkey_acc");
+            la_table_add(&t, "%d", st->pk_lens[i]);
+            if (!pk_hidden(st, &a, i)) {
+                csv_stat(&t, &a.pk[i]);
+                continue;
+            }
+            la_table_add(&t, "not learned");
+            for (int k = 0; k < 3; k++) la_table_add(&t, "%s", "");
         }
         if (st->pk_steps > 0) {
-            csv_str(af.f, st->specs[vi]);
-            fprintf(af.f, ",%d,finetune_answer_loss_bits_per_digit,%d", a.n_pk, st->seq_len);
-            csv_stat(af.f, &a.ft);
+            la_table_add_quoted(&t, st->specs[vi]);
+            la_table_add(&t, "%d", a.n_pk);
+            la_table_add(&t, "finetune_answer_loss_bits_per_digit");
+            la_table_add(&t, "%d", st->seq_len);
+            csv_stat(&t, &a.ft);
         }
     }
-    return la_afile_commit(&af);
+    return la_table_write_csv(&t, dir, "summary.csv");
 }
 
 static cJSON *int_array(const int *a, int n) {
@@ -546,25 +581,14 @@ static char *study_markdown(const study_results *r) {
 la_status la_study_write_tables(const study_results *r, const char *dir) {
     LA_TRY(write_csvs(r, dir));
     cJSON *root = study_json(r);
-    char *text = root ? cJSON_Print(root) : NULL;
+    if (!root) return la_fail(LA_ENOMEM, "study: out of memory for results.json");
+    la_status s = la_report_write_json(dir, "results.json", root, 1);
     cJSON_Delete(root);
-    if (!text) return la_fail(LA_ENOMEM, "study: out of memory for results.json");
-    la_afile af;
-    la_status s = open_out(&af, dir, "results.json");
-    if (s == LA_OK) {
-        fputs(text, af.f);
-        fputc('\n', af.f);
-        s = la_afile_commit(&af);
-    }
-    free(text);
     if (s != LA_OK) return s;
     char *md = study_markdown(r);
     if (!md) return la_fail(LA_ENOMEM, "study: out of memory for results.md");
-    s = open_out(&af, dir, "results.md");
-    if (s == LA_OK) {
-        fputs(md, af.f);
-        s = la_afile_commit(&af);
-    }
+    la_sbuf b = {md, 0, 0, 0};
+    s = la_report_write(dir, "results.md", &b);
     free(md);
     return s;
 }
