@@ -99,15 +99,9 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
         for (int i = 0; i < nl; i++) {
             double bpt = la_kv_bytes_per_token(&res[p].kp);
             la_table_add_quoted(&t, res[p].name);
-            la_table_add(&t, "%d", lens[i]);
-            la_table_add(&t, "%g", (double)lens[i] / L);
-            la_table_add(&t, "%.4f", res[p].loss[i]);
-            la_table_add(&t, "%.4f", res[p].acc[i]);
-            la_table_add(&t, "%.4f", res[p].digit_acc[i]);
-            la_table_add(&t, "%d", trials);
-            la_table_add(&t, "%.0f", bpt);
-            la_table_add(&t, "%lld", (long long)res[p].cache_tokens[i]);
-            la_table_add(&t, "%.0f", bpt * (double)res[p].cache_tokens[i]);
+            la_table_row(&t, "%d\t%g\t%.4f\t%.4f\t%.4f\t%d\t%.0f\t%lld\t%.0f", lens[i], (double)lens[i] / L,
+                         res[p].loss[i], res[p].acc[i], res[p].digit_acc[i], trials, bpt,
+                         (long long)res[p].cache_tokens[i], bpt * (double)res[p].cache_tokens[i]);
         }
     la_status st = la_table_write_csv(&t, out, "kv_eval.csv");
     if (st != LA_OK) return st;
@@ -133,8 +127,7 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
     }
     for (int p = 0; p < np; p++) {
         double bpt = la_kv_bytes_per_token(&res[p].kp);
-        la_table_add(&t, "`%s`", res[p].name);
-        la_table_add(&t, "%.0f", bpt);
+        la_table_row(&t, "`%s`\t%.0f", res[p].name, bpt);
         for (int i = 0; i < nl; i++) {
             if (trials > 0) la_table_add(&t, "%.3f / %.2f / %.2f", res[p].loss[i], res[p].acc[i], res[p].digit_acc[i]);
             else la_table_add(&t, "%.3f", res[p].loss[i]);

@@ -39,17 +39,40 @@ static void add_cell(la_table *t, char *s) {
     t->cell[t->n_cells++] = s;
 }
 
-void la_table_add(la_table *t, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+static char *vformat(const char *fmt, va_list ap) {
     va_list ap2;
     va_copy(ap2, ap);
     int n = vsnprintf(NULL, 0, fmt, ap);
     char *s = n >= 0 ? la_malloc((size_t)n + 1) : NULL;
     if (s) vsnprintf(s, (size_t)n + 1, fmt, ap2);
     va_end(ap2);
+    return s;
+}
+
+void la_table_add(la_table *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_cell(t, vformat(fmt, ap));
     va_end(ap);
-    add_cell(t, s);
+}
+
+void la_table_row(la_table *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *row = vformat(fmt, ap);
+    va_end(ap);
+    if (!row) {
+        t->oom = 1;
+        return;
+    }
+    for (char *p = row;;) {
+        char *e = strchr(p, '\t');
+        if (e) *e = '\0';
+        la_table_add(t, "%s", p);
+        if (!e) break;
+        p = e + 1;
+    }
+    free(row);
 }
 
 void la_table_add_quoted(la_table *t, const char *s) {

@@ -23,6 +23,9 @@ la_status la_table_init(la_table *t, int n_cols, const char *const *header, cons
 void la_table_free(la_table *t);
 /* The next cell, row by row, formatted by fmt. */
 void la_table_add(la_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The next cells, formatted by fmt together and split at its tabs ("%d\t%.4f": two
+ * cells; the values must hold no tab). */
+void la_table_row(la_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The next cell: s as a quoted CSV field (quotes doubled; spec strings hold commas). */
 void la_table_add_quoted(la_table *t, const char *s);
 /* Append the table to out: as CSV (header line, then one line per row) or as a markdown

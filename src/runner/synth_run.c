@@ -381,19 +381,13 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < rs[i].n_points; j++) {
             const eval_point *e = &rs[i].pt[j];
+            char acc[32] = "";
+            if (e->n) snprintf(acc, sizeof acc, "%.4f", (double)e->correct / e->n);
             la_table_add(&t, "%s", la_task_name(rs[i].task));
             la_table_add_quoted(&t, rs[i].spec);
-            la_table_add(&t, "%d", e->mult);
-            la_table_add(&t, "%d", e->content_len);
-            la_table_add(&t, "%d", e->tokens);
-            la_table_add(&t, "%d", e->n);
-            la_table_add(&t, "%d", e->correct);
-            if (e->n) la_table_add(&t, "%.4f", (double)e->correct / e->n);
-            else la_table_add(&t, "%s", "");
-            la_table_add(&t, "%d", rs[i].steps);
-            la_table_add(&t, "%.1f", rs[i].train_s);
-            la_table_add(&t, "%.5f", rs[i].final_loss);
-            la_table_add(&t, "%llu", (unsigned long long)rs[i].seed);
+            la_table_row(&t, "%d\t%d\t%d\t%d\t%d\t%s\t%d\t%.1f\t%.5f\t%llu", e->mult, e->content_len, e->tokens,
+                         e->n, e->correct, acc, rs[i].steps, rs[i].train_s, rs[i].final_loss,
+                         (unsigned long long)rs[i].seed);
         }
     rc = la_table_write_csv(&t, o->out, "results.csv");
 
@@ -407,12 +401,9 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     la_table t1;
     if ((rc = md_table(&t1, nk > 1 ? head1_seed : head1, nk > 1 ? 6 : 5, o, maxp)) != LA_OK) return rc;
     for (int i = 0; i < nr; i++) {
-        la_table_add(&t1, "%s", la_task_name(rs[i].task));
-        la_table_add(&t1, "`%s`", rs[i].spec);
+        la_table_row(&t1, "%s\t`%s`", la_task_name(rs[i].task), rs[i].spec);
         if (nk > 1) la_table_add(&t1, "%llu", (unsigned long long)rs[i].seed);
-        la_table_add(&t1, "%d", rs[i].steps);
-        la_table_add(&t1, "%.0f", rs[i].train_s);
-        la_table_add(&t1, "%.4f", rs[i].final_loss);
+        la_table_row(&t1, "%d\t%.0f\t%.4f", rs[i].steps, rs[i].train_s, rs[i].final_loss);
         for (int j = 0; j < maxp; j++) {
             char acc[32] = "";
             if (j < rs[i].n_points) fmt_acc(&rs[i].pt[j], acc, sizeof acc);
@@ -436,10 +427,7 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
         seed_group g;
         for (int i = 0; i < nr; i += g.n) {
             seed_group_at(rs, nr, i, nk, &g);
-            la_table_add(&t2, "%s", la_task_name(rs[i].task));
-            la_table_add(&t2, "`%s`", rs[i].spec);
-            la_table_add(&t2, "%d", g.n);
-            la_table_add(&t2, "%d", g.learned);
+            la_table_row(&t2, "%s\t`%s`\t%d\t%d", la_task_name(rs[i].task), rs[i].spec, g.n, g.learned);
             for (int j = 0; j < maxp; j++) {
                 if (j == 0 && isfinite(g.all_mean[0])) la_table_add(&t2, "%.2f ± %.2f", g.all_mean[0], g.all_sd[0]);
                 else if (j == 0) la_table_add(&t2, "-");

@@ -132,11 +132,8 @@ static int pk_hidden(const la_study *st, const variant_agg *a, int li) {
 
 /* the four cells mean, std, min, max (empty when there is no value) */
 static void csv_stat(la_table *t, const study_stat *x) {
-    for (int k = 0; k < 4; k++) {
-        const double v[4] = {x->mean, x->std, x->min, x->max};
-        if (x->n < 1 || isnan(x->mean)) la_table_add(t, "%s", "");
-        else la_table_add(t, "%.6f", v[k]);
-    }
+    if (x->n < 1 || isnan(x->mean)) la_table_row(t, "\t\t\t");
+    else la_table_row(t, "%.6f\t%.6f\t%.6f\t%.6f", x->mean, x->std, x->min, x->max);
 }
 
 /* the first cells of a row: the spec (quoted) and the seed */
@@ -177,10 +174,8 @@ static la_status write_csvs(const study_results *r, const char *dir) {
         if (!v->trained) continue;
         for (int i = 0; i < st->n_eval_lens; i++) {
             spec_seed(&t, st->specs[c / ns], v->seed);
-            la_table_add(&t, "%d", st->eval_lens[i]);
-            la_table_add(&t, "%.6f", v->loss[i]);
-            la_table_add(&t, "%d", st->eval_windows);
-            la_table_add(&t, "%lld", (long long)v->tokens[i]);
+            la_table_row(&t, "%d\t%.6f\t%d\t%lld", st->eval_lens[i], v->loss[i], st->eval_windows,
+                         (long long)v->tokens[i]);
             for (int b = 0; b < max_b; b++) {
                 if (b < v->n_bucket[i]) la_table_add(&t, "%.6f", v->bucket[i][b]);
                 else la_table_add(&t, "%s", "");
@@ -197,11 +192,8 @@ static la_status write_csvs(const study_results *r, const char *dir) {
         for (int li = 0; li < st->n_pk_lens; li++)
             for (int di = 0; di < st->n_pk_depths; di++) {
                 spec_seed(&t, st->specs[c / ns], v->seed);
-                la_table_add(&t, "%d", st->pk_lens[li]);
-                la_table_add(&t, "%g", st->pk_depths[di]);
-                la_table_add(&t, "%d", st->pk_trials);
-                la_table_add(&t, "%d", v->correct[li][di]);
-                la_table_add(&t, "%.4f", (double)v->correct[li][di] / st->pk_trials);
+                la_table_row(&t, "%d\t%g\t%d\t%d\t%.4f", st->pk_lens[li], st->pk_depths[di], st->pk_trials,
+                             v->correct[li][di], (double)v->correct[li][di] / st->pk_trials);
             }
     }
     LA_TRY(la_table_write_csv(&t, dir, "passkey.csv"));
@@ -215,11 +207,9 @@ static la_status write_csvs(const study_results *r, const char *dir) {
         const study_variant *v = &r->v[c];
         for (int k = 0; k < v->n_log; k++) {
             spec_seed(&t, st->specs[c / ns], v->seed);
-            la_table_add(&t, "%d", v->log[k].step);
-            la_table_add(&t, "%.6f", v->log[k].train_bpb);
-            if (!isnan(v->log[k].val_bpb)) la_table_add(&t, "%.6f", v->log[k].val_bpb);
-            else la_table_add(&t, "%s", "");
-            la_table_add(&t, "%.3f", v->log[k].elapsed_s);
+            char val_s[32] = "";
+            if (!isnan(v->log[k].val_bpb)) snprintf(val_s, sizeof val_s, "%.6f", v->log[k].val_bpb);
+            la_table_row(&t, "%d\t%.6f\t%s\t%.3f", v->log[k].step, v->log[k].train_bpb, val_s, v->log[k].elapsed_s);
         }
     }
     LA_TRY(la_table_write_csv(&t, dir, "training.csv"));
@@ -231,8 +221,7 @@ static la_status write_csvs(const study_results *r, const char *dir) {
         const study_variant *v = &r->v[c];
         for (int k = 0; k < v->n_ft; k++) {
             spec_seed(&t, st->specs[c / ns], v->seed);
-            la_table_add(&t, "%d", k + 1);
-            la_table_add(&t, "%.6f", v->ft_curve[k]);
+            la_table_row(&t, "%d\t%.6f", k + 1, v->ft_curve[k]);
         }
     }
     LA_TRY(la_table_write_csv(&t, dir, "finetune.csv"));
@@ -245,35 +234,23 @@ static la_status write_csvs(const study_results *r, const char *dir) {
         aggregate(r, vi, &a);
         if (!a.n_trained) continue;
         la_table_add_quoted(&t, st->specs[vi]);
-        la_table_add(&t, "%d", a.n_trained);
-        la_table_add(&t, "%s", tr_name);
-        la_table_add(&t, "%d", st->seq_len);
+        la_table_row(&t, "%d\t%s\t%d", a.n_trained, tr_name, st->seq_len);
         csv_stat(&t, &a.train);
         for (int i = 0; i < st->n_eval_lens; i++) {
             la_table_add_quoted(&t, st->specs[vi]);
-            la_table_add(&t, "%d", a.n_trained);
-            la_table_add(&t, "%s", val_name);
-            la_table_add(&t, "%d", st->eval_lens[i]);
+            la_table_row(&t, "%d\t%s\t%d", a.n_trained, val_name, st->eval_lens[i]);
             csv_stat(&t, &a.loss[i]);
         }
         if (!a.has_pk) continue;
         for (int i = 0; i < st->n_pk_lens; i++) {
             la_table_add_quoted(&t, st->specs[vi]);
-            la_table_add(&t, "%d", a.n_pk);
-            la_table_add(&t, "passkey_acc");
-            la_table_add(&t, "%d", st->pk_lens[i]);
-            if (!pk_hidden(st, &a, i)) {
-                csv_stat(&t, &a.pk[i]);
-                continue;
-            }
-            la_table_add(&t, "not learned");
-            for (int k = 0; k < 3; k++) la_table_add(&t, "%s", "");
+            la_table_row(&t, "%d\tpasskey_acc\t%d", a.n_pk, st->pk_lens[i]);
+            if (pk_hidden(st, &a, i)) la_table_row(&t, "not learned\t\t\t");
+            else csv_stat(&t, &a.pk[i]);
         }
         if (st->pk_steps > 0) {
             la_table_add_quoted(&t, st->specs[vi]);
-            la_table_add(&t, "%d", a.n_pk);
-            la_table_add(&t, "finetune_answer_loss_bits_per_digit");
-            la_table_add(&t, "%d", st->seq_len);
+            la_table_row(&t, "%d\tfinetune_answer_loss_bits_per_digit\t%d", a.n_pk, st->seq_len);
             csv_stat(&t, &a.ft);
         }
     }

@@ -1,0 +1,95 @@
+/* test_report.c -- the runners' report writer (src/runner/report.c): a table written as
+ * CSV and as a markdown table byte for byte, quoting, rows split at tabs, empty cells, and
+ * the atomic file writes (text and JSON, with and without the final newline). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "core/internal.h"
+#include "runner/report.h"
+
+static void test_csv_and_markdown(void **state) {
+    (void)state;
+    static const char *const head[] = {"spec", "len", "acc"};
+    la_table t;
+    assert_int_equal(la_table_init(&t, 3, head, "llr"), LA_OK);
+    la_table_add_quoted(&t, "yarn(s=4,train=128) \"q\"");
+    la_table_row(&t, "%d\t%.2f", 128, 0.5);
+    la_table_add(&t, "%s", "softmax");
+    la_table_row(&t, "%d\t", 256); /* an empty last cell */
+    la_sbuf csv = {0}, md = {0};
+    la_table_csv(&t, &csv);
+    la_table_md(&t, &md);
+    assert_string_equal(csv.s, "spec,len,acc\n\"yarn(s=4,train=128) \"\"q\"\"\",128,0.50\nsoftmax,256,\n");
+    assert_string_equal(md.s, "| spec | len | acc |\n|---|---|---:|\n| \"yarn(s=4,train=128) \"\"q\"\"\" | 128 | 0.50 |\n"
+                              "| softmax | 256 |  |\n");
+    free(csv.s);
+    free(md.s);
+    la_table_free(&t);
+    /* default alignment: the first column left, the others right */
+    assert_int_equal(la_table_init(&t, 2, head, NULL), LA_OK);
+    la_sbuf h = {0};
+    la_table_md(&t, &h);
+    assert_string_equal(h.s, "| spec | len |\n|---|---:|\n");
+    free(h.s);
+    la_table_free(&t);
+}
+
+static void test_files(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_report_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const char *const head[] = {"a", "b"};
+    la_table t;
+    assert_int_equal(la_table_init(&t, 2, head, NULL), LA_OK);
+    la_table_row(&t, "%d\t%d", 1, 2);
+    assert_int_equal(la_table_write_csv(&t, dir, "t.csv"), LA_OK);
+    assert_null(t.cell); /* freed */
+    char path[256], buf[256];
+    snprintf(path, sizeof path, "%s/t.csv", dir);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    assert_string_equal(buf, "a,b\n1,2\n");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "x", 1);
+    for (int nl = 0; nl < 2; nl++) {
+        assert_int_equal(la_report_write_json(dir, "r.json", o, nl), LA_OK);
+        snprintf(path, sizeof path, "%s/r.json", dir);
+        f = fopen(path, "rb");
+        assert_non_null(f);
+        n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        fclose(f);
+        assert_string_equal(buf, nl ? "{\n\t\"x\":\t1\n}\n" : "{\n\t\"x\":\t1\n}");
+    }
+    cJSON_Delete(o);
+    /* a text that ran out of memory is not written */
+    la_sbuf bad = {0};
+    bad.oom = 1;
+    assert_int_equal(la_report_write(dir, "bad.md", &bad), LA_ENOMEM);
+    snprintf(path, sizeof path, "%s/bad.md", dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    /* an empty text is the empty file */
+    la_sbuf empty = {0};
+    assert_int_equal(la_report_write(NULL, path, &empty), LA_OK);
+    assert_int_equal(access(path, F_OK), 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_csv_and_markdown),
+        cmocka_unit_test(test_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
