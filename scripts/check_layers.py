@@ -11,8 +11,10 @@ include a header of another folder only when that folder's layer is
 
 Two different layers of the same rank are siblings (train and infer): neither may use the
 other. Inside one layer, folders whose rank carries a letter are ordered by it: "(6a)" is
-below "(6b)", so src/study (6b) may use src/tasks (6a) but not the reverse (issue 32: the
-experiments' generators and scorers never call the runner that uses them); folders of one
+below "(6b)", below "(6c)": src/study (6c) may use src/runner (6b) and src/tasks (6a),
+src/runner may use src/tasks, never the reverse (issue 32: the experiments' generators and
+scorers never call the runners that use them, and the grid runner and report writer never
+call the study that runs on them); folders of one
 layer without a letter may use each other. Headers named *_internal.h are private to their folder (core/internal.h, the
 library-wide base header, is the one shared internal header).
 
@@ -191,7 +193,8 @@ SELF_TABLE = """## Layout
 | `src/train/` | train (2) | trainer |
 | `src/infer/` | infer (2) | decoder |
 | `src/tasks/` | experiments (3a) | generators |
-| `src/study/` | experiments (3b) | runner |
+| `src/runner/` | experiments (3b) | grid runner |
+| `src/study/` | experiments (3c) | study |
 """
 
 
@@ -220,6 +223,9 @@ def self_test():
         "folder above in its layer": ({"src/tasks/g.c": "int la_r(void);\nint la_g(void){return la_r();}\n",
                                        "src/study/r.c": "int la_g(void);\nint la_r(void){return la_g();}\n"},
                                       ["src/tasks/g.c", "la_r", "src/study/r.c", "inside the experiments layer"]),
+        "runner calling study": ({"src/runner/grid.c": "int la_study_x(void);\nint la_grid(void){return la_study_x();}\n",
+                                  "src/study/s.c": "int la_grid(void);\nint la_study_x(void){return la_grid();}\n"},
+                                 ["src/runner/grid.c", "la_study_x", "src/study/s.c", "inside the experiments layer"]),
         "unknown folder": ({"src/extra/x.c": "int la_x(void){return 1;}\n"},
                            ["src/extra/", "no row"]),
     }

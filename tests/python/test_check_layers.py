@@ -92,6 +92,43 @@ def test_rejects_tasks_calling_study(tmp_path):
     assert r.returncode == 0, r.stdout
 
 
+def test_rejects_runner_calling_study(tmp_path):
+    # issue 32: the grid runner (runner, 6b) is below the study (6c) that runs on it:
+    # study -> runner is fine, runner -> study is refused, naming the file and the symbol
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "architecture.md").write_text(
+        "## Layout\n| folder | layer (rank) | holds |\n|---|---|---|\n"
+        "| `src/core/` | core (0) | base |\n"
+        "| `src/tasks/` | experiments (6a) | generators |\n"
+        "| `src/runner/` | experiments (6b) | grid runner |\n"
+        "| `src/study/` | experiments (6c) | study |\n")
+    files = {
+        "src/runner/grid.c": "int la_study_write_tables(int);\n"
+                             "int la_grid_run(int x){return la_study_write_tables(x);}\n",
+        "src/study/study_run.c": "int la_grid_run(int);\nint la_study_write_tables(int x){return x;}\n"
+                                 "int la_study_run(int x){return la_grid_run(x);}\n",
+    }
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        o = tmp_path / "build" / (rel[:-2] + ".o")
+        o.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cc", "-c", rel, "-o", str(o)], cwd=tmp_path, check=True)
+    r = run(tmp_path)
+    assert r.returncode == 1, r.stdout
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
+    assert len(line) == 1, r.stdout  # study -> runner (la_grid_run) is allowed
+    assert "src/runner/grid.c" in line[0] and "la_study_write_tables" in line[0]
+    assert "inside the experiments layer" in line[0]
+    # without the upward call the tree passes
+    (tmp_path / "src/runner/grid.c").write_text("int la_grid_run(int x){return x;}\n")
+    subprocess.run(["cc", "-c", "src/runner/grid.c", "-o", str(tmp_path / "build/src/runner/grid.o")],
+                   cwd=tmp_path, check=True)
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stdout
+
+
 def test_rejects_private_header(tmp_path):
     make_tree(tmp_path, {
         "src/attn/k_internal.h": "#define K 1\n",
