@@ -213,7 +213,7 @@ static la_status lm_forward(void *model, const int32_t *tokens, int T, const la_
     return la_model_forward_cached(model, tokens, T, hook, logits, all_rows);
 }
 static const la_spec *lm_spec(const void *model) { return la_model_spec(model); }
-static const la_lm_ops gpt_lm_ops = {"gpt", lm_forward, lm_spec, NULL};
+static const la_lm_ops gpt_lm_ops = {"gpt", lm_forward, lm_spec, NULL, NULL};
 
 la_lm *la_model_lm(la_model *m) { return m ? &m->lm : NULL; }
 
