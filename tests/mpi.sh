@@ -14,7 +14,8 @@
 #           both numbers and the fix
 #   seq-parallel  train --seq-parallel 2 (logn + p-RoPE + window, GQA, B = 2, T = 1000) on 2 ranks and
 #           on 4 (2 groups of 2): weights and log bitwise equal to 1 rank; refused on 3 ranks
-#           and at T = 150; a study with "seq_parallel": 2 on 2 ranks equal to 1 rank
+#           and at T = 150; a study with "seq_parallel": 2 on 2 ranks equal to 1 rank; a learned
+#           sink and sigmoid rows trained with --seq-parallel 2 on 2 ranks equal to 1 rank
 #   synth   synth --quick (6 cells) on 1 and 3 ranks: outputs equal, timings aside
 #   synth seeds  synth --quick --seeds 2 (4 cells) on 1 and 3 ranks: outputs equal
 #   synth-resume  synth on 2 ranks killed once each rank has stored its first cell (stop
@@ -211,6 +212,19 @@ for n in 2 4; do
     elif ! diff <(cut -d, -f1-5 p1/log.csv) <(cut -d, -f1-5 p$n/log.csv) >/dev/null; then
         bad "seq-parallel np=$n" "log (loss, val_loss, grad_norm) differs"
     else ok "train --seq-parallel 2 np=$n ($((n / 2)) x 2 ranks): weights and log bitwise equal to 1 rank"; fi
+done
+# issue 31's normalisers in sequence-parallel training: a learned sink (its gradient from every
+# row, on every rank of the group) and sigmoid rows; 2 ranks bitwise equal to 1
+for sk in "softmax+sink+rope+causal" "sigmoid(train=1000)+alibi+causal"; do
+    TK=${TS/softmax+logn+prope(p=0.5)+window(300)/$sk}
+    $bin $TK --steps 3 --out pk1 >pk1.log 2>&1 || { cat pk1.log; bad "seq-parallel $sk" "1-rank run failed"; }
+    if ! timeout $HANG $MR -np 2 $bin $TK --steps 3 --seq-parallel 2 --out pk2 >pk2.log 2>&1; then
+        cat pk2.log; bad "seq-parallel $sk np=2" "run failed"
+    elif ! cmp -s pk1/model.safetensors pk2/model.safetensors; then bad "seq-parallel $sk np=2" "weights differ from 1 rank"
+    elif ! diff <(cut -d, -f1-5 pk1/log.csv) <(cut -d, -f1-5 pk2/log.csv) >/dev/null; then
+        bad "seq-parallel $sk np=2" "log (loss, val_loss, grad_norm) differs"
+    else ok "train --seq-parallel 2 np=2 with $sk: weights and log bitwise equal to 1 rank"; fi
+    rm -rf pk1 pk2
 done
 timeout $HANG $MR -np 3 $bin $TS --steps 1 --seq-parallel 2 --out px >px.log 2>&1
 rc=$?

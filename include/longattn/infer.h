@@ -314,7 +314,7 @@ LA_API la_status la_session_step(la_session *s, const int32_t *tokens, int T, fl
  * any number of ranks; not bitwise the chunked la_session_step prefill (another summation
  * order). Needs the full policy with room for T tokens (any element type: the cache
  * converts as la_kv_append does) and a model family with such a prefill (the Llama model;
- * LA_EUNSUPPORTED for the GPT, position-regime methods, learned sinks). Errors agreed by
+ * LA_EUNSUPPORTED for the GPT and position-regime methods). Errors agreed by
  * every rank: LA_EINVAL (NULL, T < 2, a session not at position 0, another policy, no
  * room), LA_EUNSUPPORTED, LA_ENOMEM, the kernel's. */
 LA_API la_status la_session_prefill_sp(la_session *s, const int32_t *tokens, int T, float *last, double *nll);

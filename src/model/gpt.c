@@ -659,9 +659,6 @@ static la_status sp_begin(la_model *m, int B, int T) {
     else if (m->asent)
         st = la_fail(LA_EINVAL, "seq_parallel %d: the spec %s uses ASEntmax, whose beta/gamma layer is not split "
                      "over the ranks; train it with seq_parallel 1", P, m->cfg.spec);
-    else if (m->sink)
-        st = la_fail(LA_EINVAL, "seq_parallel %d: the spec %s has learned sink logits, whose gradient the "
-                     "ring's backward does not compute; train it with seq_parallel 1", P, m->cfg.spec);
     LA_TRY(la_dist_agree(st));
     m->sp = (la_sp_part){.P = P, .r = r, .B = B, .T = T};
     la_attn_sp_rows(T, P, r, m->sp.rows);

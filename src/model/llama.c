@@ -776,6 +776,7 @@ static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, cons
     la_permute_bthd_to_bhtd(m->vh, m->v, 1, T, K, D);
     la_attn_opts op = la_attn_opts_default();
     op.ws = m->ws;
+    op.sinks = w->sinks; /* (H) or NULL: gpt-oss's learned sink logits, as block() */
     la_shape sh = {.B = 1, .H = H, .Hkv = K, .T = T, .S = T, .D = D, .pos0 = 0};
     double t0 = omp_get_wtime();
     /* the ring: every rank receives every k, v row; att (H, T, D) this rank's rows */
@@ -842,9 +843,6 @@ la_status la_llama_prefill_sp_keep(la_llama *m, const int32_t *tokens, int T, fl
     else if (m->posreg)
         st = la_fail(LA_EUNSUPPORTED, "sequence-parallel prefill: the position-regime methods (SelfExtend, ReRoPE, "
                      "DCA) have their own attention, which the ring does not run; use a spec string");
-    else if (m->cfg.attn_sinks)
-        st = la_fail(LA_EUNSUPPORTED, "sequence-parallel prefill: this model's learned attention sinks "
-                     "(blk.N.attn_sinks) are not supported by the ring yet; run it on one process");
     else if (m->p.gemm_min > 24)
         st = la_fail(LA_EINVAL, "sequence-parallel prefill: gemm_min %d > 24 would send a rank's short pieces to "
                      "the matrix-vector path; use gemm_min <= 24", m->p.gemm_min);
