@@ -1,5 +1,5 @@
 /* test_report.c -- the runners' report writer (src/runner/report.c): a table written as
- * CSV and as a markdown table byte for byte, quoting, rows split at tabs, empty cells, and
+ * CSV and as a markdown table byte for byte, quoting, rows split at tabs, empty cells, a header given as one CSV line, and
  * the atomic file writes (text and JSON, with and without the final newline). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,6 +37,15 @@ static void test_csv_and_markdown(void **state) {
     la_table_md(&t, &h);
     assert_string_equal(h.s, "| spec | len |\n|---|---:|\n");
     free(h.s);
+    la_table_free(&t);
+    /* the header as one CSV line */
+    assert_int_equal(la_table_begin(&t, "layer,head,mass", NULL), LA_OK);
+    assert_int_equal(t.n_cols, 3);
+    la_table_row(&t, "%d\t%d\t%.2f", 0, 1, 0.25);
+    la_sbuf c2 = {0};
+    la_table_csv(&t, &c2);
+    assert_string_equal(c2.s, "layer,head,mass\n0,1,0.25\n");
+    free(c2.s);
     la_table_free(&t);
 }
 

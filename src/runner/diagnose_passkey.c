@@ -18,6 +18,7 @@
 #include "io/files.h"
 #include "runner/diagnose_internal.h"
 #include "runner/grid.h"
+#include "runner/report.h"
 
 /* key spans: each digit place of the needle on its own (1st statement: spans 0..4, 2nd:
  * 5..9), then the whole needle (span 10) */
@@ -202,20 +203,21 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
         if (st == LA_OK) st = la_afile_commit(&af);
         else la_afile_abort(&af);
     }
-    snprintf(path, sizeof path, "%s/passkey_summary.csv", o->out);
-    if (st == LA_OK && (st = la_afile_open(&af, path)) == LA_OK) {
-        fprintf(af.f, "length,examples,correct,passkey_acc,layer,head,mass_digits_answer,mass_target_answer,"
-                      "mass_needle_answer,mass_digits_qlast,mass_needle_qlast,mass_digits_right,mass_digits_wrong,"
-                      "uniform_digits,uniform_target,uniform_needle\n");
+    la_table t;
+    if (st == LA_OK &&
+        (st = la_table_begin(&t, "length,examples,correct,passkey_acc,layer,head,mass_digits_answer,mass_target_answer,"
+                             "mass_needle_answer,mass_digits_qlast,mass_needle_qlast,mass_digits_right,"
+                             "mass_digits_wrong,uniform_digits,uniform_target,uniform_needle", NULL)) == LA_OK) {
         for (int li = 0; li < o->n_lens; li++)
             for (int i = 0; i < LH; i++) {
                 size_t at = (size_t)li * LH + i;
-                fprintf(af.f, "%d,%d,%d,%.4f,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", o->lens[li],
-                        per_len, r->correct[li], (double)r->correct[li] / per_len, i / NH, i % NH, r->digits_ans[at],
-                        r->target_ans[at], r->needle_ans[at], r->digits_q[at], r->needle_q[at], r->digits_right[at],
-                        r->digits_wrong[at], r->uniform_digits[li], r->uniform_target[li], r->uniform_needle[li]);
+                la_table_row(&t, "%d\t%d\t%d\t%.4f\t%d\t%d\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g",
+                             o->lens[li], per_len, r->correct[li], (double)r->correct[li] / per_len, i / NH, i % NH,
+                             r->digits_ans[at], r->target_ans[at], r->needle_ans[at], r->digits_q[at], r->needle_q[at],
+                             r->digits_right[at], r->digits_wrong[at], r->uniform_digits[li], r->uniform_target[li],
+                             r->uniform_needle[li]);
             }
-        st = la_afile_commit(&af);
+        st = la_table_write_csv(&t, o->out, "passkey_summary.csv");
     }
     for (int i = 0; diag && i < LH; i++) la_diag_free(diag[i]);
     free(diag), free(ex), free(pred), free(mass), free(nright), free(nwrong);

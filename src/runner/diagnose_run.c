@@ -17,6 +17,7 @@
 #include "io/gnuplot.h"
 #include "runner/diagnose_internal.h"
 #include "runner/grid.h"
+#include "runner/report.h"
 
 /* gnuplot on script gp, its messages dropped; returns its exit status */
 static int run_gnuplot(const char *gp) {
@@ -75,18 +76,18 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
     snprintf(gp, sizeof gp, "%s/diagnose.gp", o->out);
     snprintf(png, sizeof png, "%s/diagnose.png", o->out);
     la_afile af;
-    LA_TRY(la_afile_open(&af, csv));
-    fprintf(af.f, "layer,head,range_lo,range_hi,rows,keys,mass,mass_se,entropy,entropy_se\n");
+    la_table t;
+    LA_TRY(la_table_begin(&t, "layer,head,range_lo,range_hi,rows,keys,mass,mass_se,entropy,entropy_se", NULL));
     for (int i = 0; i < L * H; i++)
         for (int rg = 0; rg < la_diag_num_ranges(d[i]); rg++) {
             la_diag_result res;
             la_diag_get(d[i], rg, &res);
             if (!res.rows) continue;
-            fprintf(af.f, "%d,%d,%lld,%lld,%lld,%.6g,%.8g,%.4g,%.8g,%.4g\n", i / H, i % H, (long long)res.lo,
-                    (long long)res.hi, (long long)res.rows, res.keys, res.mass, res.mass_se,
-                    res.entropy_rows ? res.entropy : NAN, res.entropy_rows ? res.entropy_se : NAN);
+            la_table_row(&t, "%d\t%d\t%lld\t%lld\t%lld\t%.6g\t%.8g\t%.4g\t%.8g\t%.4g", i / H, i % H, (long long)res.lo,
+                         (long long)res.hi, (long long)res.rows, res.keys, res.mass, res.mass_se,
+                         res.entropy_rows ? res.entropy : NAN, res.entropy_rows ? res.entropy_se : NAN);
         }
-    LA_TRY(la_afile_commit(&af));
+    LA_TRY(la_table_write_csv(&t, NULL, csv));
     /* issue 31: a softmax+sink model's sink mass per layer and head, by the span of the rows
      * (how far back they see: the query position under causal patterns) */
     int64_t sink_rows = 0;
@@ -97,10 +98,7 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
             sink_rows += n;
         }
     if (sink_rows > 0) {
-        char sk[4200];
-        snprintf(sk, sizeof sk, "%s/sinks.csv", o->out);
-        LA_TRY(la_afile_open(&af, sk));
-        fprintf(af.f, "layer,head,span_lo,span_hi,rows,sink_mass,sink_mass_se\n");
+        LA_TRY(la_table_begin(&t, "layer,head,span_lo,span_hi,rows,sink_mass,sink_mass_se", NULL));
         for (int i = 0; i < L * H; i++)
             for (int rg = 0; rg < la_diag_num_ranges(d[i]); rg++) {
                 int64_t n = 0, lo, hi;
@@ -108,21 +106,20 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
                 la_diag_get_sink(d[i], rg, &n, &m, &se);
                 if (!n) continue;
                 la_diag_get_range_edges(d[i], rg, &lo, &hi);
-                fprintf(af.f, "%d,%d,%lld,%lld,%lld,%.8g,%.4g\n", i / H, i % H, (long long)lo, (long long)hi,
-                        (long long)n, m, se);
+                la_table_row(&t, "%d\t%d\t%lld\t%lld\t%lld\t%.8g\t%.4g", i / H, i % H, (long long)lo, (long long)hi,
+                             (long long)n, m, se);
             }
-        LA_TRY(la_afile_commit(&af));
+        LA_TRY(la_table_write_csv(&t, o->out, "sinks.csv"));
     }
-    LA_TRY(la_afile_open(&af, sum));
     const int64_t lo_min = (int64_t)ceil(o->delta);
-    fprintf(af.f, "layer,head,mass_ratio,entropy_slope,ranges_used\n");
+    LA_TRY(la_table_begin(&t, "layer,head,mass_ratio,entropy_slope,ranges_used", NULL));
     for (int i = 0; i < L * H; i++) {
         double ratio, slope;
         int used = 0;
         la_diag_summary(d[i], lo_min, &ratio, &slope, &used);
-        fprintf(af.f, "%d,%d,%.6g,%.6g,%d\n", i / H, i % H, ratio, slope, used);
+        la_table_row(&t, "%d\t%d\t%.6g\t%.6g\t%d", i / H, i % H, ratio, slope, used);
     }
-    LA_TRY(la_afile_commit(&af));
+    LA_TRY(la_table_write_csv(&t, NULL, sum));
     LA_TRY(la_afile_open(&af, gp));
     /* two rows of panels (mass, entropy), one column per layer, one line per head */
     fprintf(af.f,
@@ -267,18 +264,22 @@ la_status la_diagnose_gaussian_run(const char *const *specs, int n_specs, int64_
     snprintf(gp, sizeof gp, "%s/gaussian.gp", out);
     snprintf(png, sizeof png, "%s/gaussian.png", out);
     la_afile af;
-    if (st == LA_OK && (st = la_afile_open(&af, csv)) == LA_OK) {
-        fprintf(af.f, "spec_id,spec,lo,hi,complete,rows,keys,mass,mass_se,entropy,entropy_se,log_keys\n");
+    la_table t;
+    if (st == LA_OK &&
+        (st = la_table_begin(&t, "spec_id,spec,lo,hi,complete,rows,keys,mass,mass_se,entropy,entropy_se,log_keys",
+                             NULL)) == LA_OK) {
         for (int k = 0; k < n_specs; k++)
             for (int r = 0; r < la_diag_num_ranges(diag[k]); r++) {
                 la_diag_result res;
                 la_diag_get(diag[k], r, &res);
                 int complete = res.hi - 1 <= N;
-                fprintf(af.f, "%d,\"%s\",%lld,%lld,%d,%lld,%.0f,%.8g,%.4g,%.8g,%.4g,%.8g\n", k, specs[k],
-                        (long long)res.lo, (long long)res.hi, complete, (long long)res.rows, res.keys, res.mass,
-                        res.mass_se, res.entropy, res.entropy_se, log(res.keys));
+                la_table_add(&t, "%d", k);
+                la_table_add_quoted(&t, specs[k]);
+                la_table_row(&t, "%lld\t%lld\t%d\t%lld\t%.0f\t%.8g\t%.4g\t%.8g\t%.4g\t%.8g", (long long)res.lo,
+                             (long long)res.hi, complete, (long long)res.rows, res.keys, res.mass, res.mass_se,
+                             res.entropy, res.entropy_se, log(res.keys));
             }
-        st = la_afile_commit(&af);
+        st = la_table_write_csv(&t, NULL, csv);
     }
     if (st == LA_OK && (st = la_afile_open(&af, gp)) == LA_OK) {
         /* line titles: gnuplot's word() splits on spaces, and spec strings have none */

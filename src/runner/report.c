@@ -18,6 +18,25 @@ la_status la_table_init(la_table *t, int n_cols, const char *const *header, cons
     return t->oom ? la_fail(LA_ENOMEM, "out of memory for a table") : LA_OK;
 }
 
+la_status la_table_begin(la_table *t, const char *header_csv, const char *align) {
+    int n = 1;
+    for (const char *p = header_csv; *p; p++) n += *p == ',';
+    char *buf = la_malloc(strlen(header_csv) + 1);
+    const char **head = la_malloc((size_t)n * sizeof *head);
+    la_status s = buf && head ? LA_OK : la_fail(LA_ENOMEM, "out of memory for a table");
+    if (s == LA_OK) {
+        strcpy(buf, header_csv);
+        int k = 0;
+        head[k++] = buf;
+        for (char *p = buf; *p; p++)
+            if (*p == ',') *p = '\0', head[k++] = p + 1;
+        s = la_table_init(t, n, head, align);
+    }
+    free(buf);
+    free(head);
+    return s;
+}
+
 void la_table_free(la_table *t) {
     for (int i = 0; i < t->n_cells; i++) free(t->cell[i]);
     free(t->cell);

@@ -20,6 +20,8 @@ typedef struct {
 /* A table of n_cols columns named by the header cells (n_cols strings) and aligned by
  * align (n_cols letters 'l' / 'r'; NULL: the first column left, the others right). */
 la_status la_table_init(la_table *t, int n_cols, const char *const *header, const char *align);
+/* The same with the header as one CSV line ("a,b,c": n_cols from its commas). */
+la_status la_table_begin(la_table *t, const char *header_csv, const char *align);
 void la_table_free(la_table *t);
 /* The next cell, row by row, formatted by fmt. */
 void la_table_add(la_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
