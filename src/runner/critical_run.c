@@ -9,12 +9,12 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
+#include "runner/report.h"
 
 /* simplex.csv: closed form at growing n against the theorem's limits */
 static la_status write_simplex(const char *path, const double *rhos, int n_rho) {
-    la_afile af;
-    LA_TRY(la_afile_open(&af, path));
-    fprintf(af.f, "rho,gamma_over_crit,gamma,n,inner_product,limit\n");
+    la_table t;
+    LA_TRY(la_table_begin(&t, "rho,gamma_over_crit,gamma,n,inner_product,limit", NULL));
     static const double kappas[] = {0.5, 0.9, 1.0, 1.1, 1.5}, ns[] = {1e3, 1e6, 1e9, 1e12};
     for (int a = 0; a < n_rho; a++)
         for (int k = 0; k < 5; k++)
@@ -22,13 +22,13 @@ static la_status write_simplex(const char *path, const double *rhos, int n_rho) 
                 double g = kappas[k] / (1 - rhos[a]), ip;
                 la_status s = la_critical_simplex_ip(ns[j], rhos[a], g, &ip);
                 if (s != LA_OK) {
-                    la_afile_abort(&af);
+                    la_table_free(&t);
                     return s;
                 }
-                fprintf(af.f, "%.4g,%.2f,%.17g,%.0f,%.17g,%.17g\n", rhos[a], kappas[k], g, ns[j], ip,
-                        la_critical_simplex_limit(rhos[a], g));
+                la_table_row(&t, "%.4g\t%.2f\t%.17g\t%.0f\t%.17g\t%.17g", rhos[a], kappas[k], g, ns[j], ip,
+                             la_critical_simplex_limit(rhos[a], g));
             }
-    return la_afile_commit(&af);
+    return la_table_write_csv(&t, NULL, path);
 }
 
 la_status la_critical_run(const la_critical_params *p, const double *rhos, int n_rho, const double *gammas,
@@ -42,19 +42,20 @@ la_status la_critical_run(const la_critical_params *p, const double *rhos, int n
     snprintf(gp, sizeof gp, "%s/critical.gp", out);
     snprintf(png, sizeof png, "%s/critical.png", out);
     snprintf(sx, sizeof sx, "%s/simplex.csv", out);
-    la_afile af;
-    LA_TRY(la_afile_open(&af, csv));
-    fprintf(af.f, "rho,gamma,gamma_crit,beta,angle_before,angle_after,angle_ratio,ip_before,ip_after,simplex_ip,simplex_limit\n");
+    la_table t;
+    LA_TRY(la_table_begin(&t, "rho,gamma,gamma_crit,beta,angle_before,angle_after,angle_ratio,ip_before,ip_after,"
+                              "simplex_ip,simplex_limit", NULL));
     for (int k = 0; k < n_rho * n_gamma; k++) {
         const la_critical_cell *c = &cells[k];
-        fprintf(af.f, "%.6g,%.6g,%.6g,%.6g,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", c->rho, c->gamma, c->gamma_crit, c->beta,
-                c->angle_before, c->angle_after, c->angle_ratio, c->ip_before, c->ip_after, c->simplex_ip,
-                la_critical_simplex_limit(c->rho, c->gamma));
+        la_table_row(&t, "%.6g\t%.6g\t%.6g\t%.6g\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f", c->rho, c->gamma,
+                     c->gamma_crit, c->beta, c->angle_before, c->angle_after, c->angle_ratio, c->ip_before, c->ip_after,
+                     c->simplex_ip, la_critical_simplex_limit(c->rho, c->gamma));
     }
-    LA_TRY(la_afile_commit(&af));
+    LA_TRY(la_table_write_csv(&t, NULL, csv));
     LA_TRY(write_simplex(sx, rhos, n_rho));
     double rlo = rhos[0], rhi = rhos[n_rho - 1], glo = gammas[0], ghi = gammas[n_gamma - 1];
     double dr = n_rho > 1 ? (rhi - rlo) / (n_rho - 1) : 0.1, dg = n_gamma > 1 ? (ghi - glo) / (n_gamma - 1) : 0.1;
+    la_afile af;
     LA_TRY(la_afile_open(&af, gp));
     fprintf(af.f,
             "# gnuplot script written by `longattn critical`; paths are relative to the folder longattn ran in\n"
