@@ -49,6 +49,7 @@ static const cli_doc DOC = {
     "normalised), scores beta <x_i,x_j> with beta = gamma log n (Chen et al. 2025); reports\n"
     "the mean pairwise angle after/before over a (rho, gamma) grid.",
     NULL,
+    0,
 };
 
 /* --rho / --gamma: a grid (a,b,c or lo:hi:step) into the grid_opt DEST */
@@ -90,7 +91,7 @@ int cli_critical(int argc, char **argv) {
     int no_plot = 0;
     long n = p.n, d = p.d, draws = p.draws;
     grid_opt rho_g = {rhos, &n_rho, 0, 1}, gamma_g = {gammas, &n_gamma, 0, 0};
-    const cli_arg args[] = {
+    cli_arg args[] = {
         CLI_A_LONG("--n N", "tokens (default 1024)", &n, 2, 1 << 16),
         CLI_A_LONG("--d D", "dimension (default 256)", &d, 1, 1 << 16),
         CLI_A_LONG("--draws K", "token sets averaged per rho (default 1)", &draws, 1, 10000),

@@ -16,6 +16,7 @@ static const cli_doc DOC = {
     "Under mpirun (mpirun -np N longattn longeval ...) the method x length cells are spread\n"
     "over the ranks by estimated cost (L^2); each rank shows its own cells, rank 0 writes\n"
     "the files, the same as one process's (timings aside).",
+    0,
 };
 
 /* --haystack text|filler into int *dest (1: filler) */
@@ -65,7 +66,7 @@ int cli_longeval(int argc, char **argv) {
                *seed = NULL, *docs = NULL, *kv_type = NULL;
     int resume = 0, exact = 0, filler = -1, no_share = 0;
     const char *ndocs = NULL, *resamples = NULL;
-    const cli_arg args[] = {
+    cli_arg args[] = {
         CLI_A_STR("--model FILE", "GGUF model (llama / qwen2)", &o.model),
         CLI_A_STR("--study FILE", "study file (default studies/longeval.json when it exists;\n"
                                   "studies/longeval-full.json: every method at 0.5C-4C;\n"
