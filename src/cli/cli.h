@@ -122,24 +122,12 @@ int cli_precision_arg(const char *cmd, const char *opt, const char *val, void *d
 enum { CLI_GGUF_ROWS = 20 };
 void cli_generate_gguf_rows(cli_arg *rows);
 
-/* (bench/ until converted) a --help row without parsing and its printer */
-typedef struct {
-    const char *opt;
-    const char *text;
-} cli_opt;
-void cli_help(FILE *f, const char *usage, const char *about, const cli_opt *opts, const char *notes);
-
 /* Print "longattn <cmd>: <msg>" and the --help hint to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Strict parsers: the whole string is one decimal integer / finite number in [lo, hi].
  * 0 on success (*out set), -1 otherwise (*out untouched); they print nothing. */
 int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int cli_parse_num(const char *s, double lo, double hi, double *out);
-/* The same for the value S of option OPT, reporting a bad value as a usage error naming the
- * option and the range ("--top-p expects a number in [1e-09, 1], got 'x'"): 0 on success,
- * else cli_usage_error's 2. */
-int cli_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
-int cli_opt_num(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
 /* One line saying which bf16 path runs on this CPU and what it costs (issue 29); "" for f32. */
 const char *cli_precision_note(la_dtype p);
 /* The sampling options both `generate` forms take (--max-new, --temperature, --top-k,

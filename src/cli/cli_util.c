@@ -63,12 +63,6 @@ void cli_print_help(FILE *f, const cli_doc *doc, const cli_arg *args) {
     help_end(f, doc->notes);
 }
 
-void cli_help(FILE *f, const char *usage, const char *about, const cli_opt *opts, const char *notes) {
-    help_begin(f, usage, about);
-    for (const cli_opt *o = opts; o->opt || o->text; o++) help_row(f, o->opt, o->text, o == opts);
-    help_end(f, notes);
-}
-
 /* length of the option of row O (the first word of its OPT) */
 static size_t opt_len(const cli_arg *o) { return strcspn(o->opt, " "); }
 
@@ -99,14 +93,23 @@ static int unknown_option(const char *cmd, const cli_arg *args, const char *a) {
     return cli_usage_error(cmd, "unknown option '%s'; valid:%s --help", a, valid);
 }
 
+/* VAL as an integer in [LO, HI] into *OUT, or the usage error naming option OPT */
+static int opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
+    long long v;
+    if (cli_parse_int(val, lo, hi, &v))
+        return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, val);
+    *out = (long)v;
+    return 0;
+}
+
 /* VAL into row O (not a flag): 0, or the usage error's 2 */
 static int take_value(const char *cmd, const cli_arg *o, const char *opt, const char *val) {
     switch (o->kind) {
     case CLI_STR: *(const char **)o->dest = val; return 0;
-    case CLI_LONG: return cli_opt_long(cmd, opt, val, o->lo, o->hi, o->dest);
+    case CLI_LONG: return opt_long(cmd, opt, val, o->lo, o->hi, o->dest);
     case CLI_INT: {
         long v = 0;
-        int rc = cli_opt_long(cmd, opt, val, o->lo, o->hi, &v);
+        int rc = opt_long(cmd, opt, val, o->lo, o->hi, &v);
         if (!rc) *(int *)o->dest = (int)v;
         return rc;
     }
@@ -195,20 +198,6 @@ int cli_parse_num(const char *s, double lo, double hi, double *out) {
     double v = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(v) || !(v >= lo && v <= hi)) return -1;
     *out = v;
-    return 0;
-}
-
-int cli_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
-    long long v;
-    if (cli_parse_int(s, lo, hi, &v))
-        return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
-    *out = (long)v;
-    return 0;
-}
-
-int cli_opt_num(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
-    if (cli_parse_num(s, lo, hi, out))
-        return cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
     return 0;
 }
 
