@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "longattn.h"
 #include "longattn/core.h"
+#include "longattn/infer.h" /* la_generate_params, la_kv_params */
 
 typedef int (*la_cli_fn)(int argc, char **argv);
 
