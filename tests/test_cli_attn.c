@@ -15,6 +15,7 @@
 
 #include "core/half.h"
 #include "core/internal.h"
+#include "longattn.h"
 
 static char dir[64];
 static const char *bin;

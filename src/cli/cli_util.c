@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "core/internal.h"
+#include "longattn.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "core/dist.h"
 #include "core/internal.h"
+#include "longattn.h"
 
 /* open model (+ spec) and tokenizer, printing the error */
 static int open_model(const char *cmd, const char *path, const char *spec, la_llama **m, la_tokenizer **tok) {
