@@ -14,7 +14,8 @@
 #           both numbers and the fix
 #   seq-parallel  train --seq-parallel 2 (logn + p-RoPE + window, GQA, B = 2, T = 1000) on 2 ranks and
 #           on 4 (2 groups of 2): weights and log bitwise equal to 1 rank; refused on 3 ranks
-#           and at T = 150; a study with "seq_parallel": 2 on 2 ranks equal to 1 rank
+#           and at T = 150; a study with "seq_parallel": 2 on 2 ranks equal to 1 rank; a learned
+#           sink and sigmoid rows trained with --seq-parallel 2 on 2 ranks equal to 1 rank
 #   synth   synth --quick (6 cells) on 1 and 3 ranks: outputs equal, timings aside
 #   synth seeds  synth --quick --seeds 2 (4 cells) on 1 and 3 ranks: outputs equal
 #   synth-resume  synth on 2 ranks killed once each rank has stored its first cell (stop
@@ -24,7 +25,10 @@
 #           output equal to 1 rank (timings aside); --resume on 2 ranks after cells removed
 #   prefill  llama-logits --seq-parallel (tiny GGUF, 700 tokens, GQA) on 1 rank byte-equal to
 #           the one-chunk cache-less forward, and on 2 and 3 ranks to 1 rank; perplexity
-#           --seq-parallel on 2 ranks reports 1 rank's numbers; without the flag refused
+#           --seq-parallel on 2 ranks reports 1 rank's numbers; without the flag refused;
+#           longeval --seq-parallel on 2 ranks equal to 1 rank, an evicting method refused
+#   smollm2  perplexity --seq-parallel of the default model (2048 tokens) on 2 ranks reports 1
+#           rank's numbers (skipped, visibly, when the model was not fetched)
 #   fail    a data file missing on rank 1 only (mpirun MPMD): every rank exits non-zero
 #           (not a hang) with one error naming rank 1 and the file
 #   killed  a rank killed (SIGKILL) after step 3 (stop point train-step): mpirun ends the
@@ -209,6 +213,19 @@ for n in 2 4; do
         bad "seq-parallel np=$n" "log (loss, val_loss, grad_norm) differs"
     else ok "train --seq-parallel 2 np=$n ($((n / 2)) x 2 ranks): weights and log bitwise equal to 1 rank"; fi
 done
+# issue 31's normalisers in sequence-parallel training: a learned sink (its gradient from every
+# row, on every rank of the group) and sigmoid rows; 2 ranks bitwise equal to 1
+for sk in "softmax+sink+rope+causal" "sigmoid(train=1000)+alibi+causal"; do
+    TK=${TS/softmax+logn+prope(p=0.5)+window(300)/$sk}
+    $bin $TK --steps 3 --out pk1 >pk1.log 2>&1 || { cat pk1.log; bad "seq-parallel $sk" "1-rank run failed"; }
+    if ! timeout $HANG $MR -np 2 $bin $TK --steps 3 --seq-parallel 2 --out pk2 >pk2.log 2>&1; then
+        cat pk2.log; bad "seq-parallel $sk np=2" "run failed"
+    elif ! cmp -s pk1/model.safetensors pk2/model.safetensors; then bad "seq-parallel $sk np=2" "weights differ from 1 rank"
+    elif ! diff <(cut -d, -f1-5 pk1/log.csv) <(cut -d, -f1-5 pk2/log.csv) >/dev/null; then
+        bad "seq-parallel $sk np=2" "log (loss, val_loss, grad_norm) differs"
+    else ok "train --seq-parallel 2 np=2 with $sk: weights and log bitwise equal to 1 rank"; fi
+    rm -rf pk1 pk2
+done
 timeout $HANG $MR -np 3 $bin $TS --steps 1 --seq-parallel 2 --out px >px.log 2>&1
 rc=$?
 if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat px.log; bad "seq-parallel refused" "np 3 with groups of 2: exit $rc"
@@ -340,6 +357,46 @@ else
     if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "add --seq-parallel" pp3.log; then
         cat pp3.log; bad "perplexity refused" "under mpirun without --seq-parallel: exit $rc"
     else ok "perplexity under mpirun without --seq-parallel refused, naming the flag"; fi
+    # longeval --seq-parallel: every cell on both ranks together, each prefill over the ranks
+    # (la_session_prefill_sp) and the greedy answers from the filled cache: np 2 equal to np 1
+    ES="${E/;as-trained|sinks(4,60)/} --seq-parallel"
+    $bin $ES --out es1 >es1.log 2>&1 || { cat es1.log; bad "longeval --seq-parallel" "1-rank run failed"; }
+    strip es1 >es1.txt
+    if ! timeout $HANG $MR -np 2 $bin $ES --out es2 >es2.log 2>&1; then cat es2.log; bad "longeval --seq-parallel np=2" "run failed"
+    elif ! grep -q '"seq_parallel":[[:space:]]*1' es2/cells/m0_l0.json; then bad "longeval --seq-parallel np=2" "cells do not record seq_parallel"
+    elif strip es2 >es2.txt && cmp -s es1.txt es2.txt && [ "$(ls es1)" = "$(ls es2)" ]; then
+        ok "longeval --seq-parallel np=2: every output equal to 1 rank (timings aside)"
+    else diff es1.txt es2.txt | cut -c1-200 | head -5; bad "longeval --seq-parallel np=2" "outputs differ from the 1-rank run"; fi
+    rm -f es2/results.json es2/cells/m0_l1.json # resume: rank 0 reads the cells, the ranks run the rest together
+    if ! timeout $HANG $MR -np 2 $bin $ES --out es2 --resume >es2r.log 2>&1; then cat es2r.log; bad "longeval --seq-parallel resume" "run failed"
+    elif [ "$(grep -c '(resumed)' es2r.log)" -ne 3 ]; then cat es2r.log; bad "longeval --seq-parallel resume" "not 3 cells read back"
+    elif strip es2 >es2.txt && cmp -s es1.txt es2.txt; then ok "longeval --seq-parallel --resume np=2: outputs equal to 1 rank"
+    else diff es1.txt es2.txt | cut -c1-200 | head -5; bad "longeval --seq-parallel resume" "outputs differ from the 1-rank run"; fi
+    if $bin ${ES/ --seq-parallel/} --out es2 --resume >es2x.log 2>&1 || ! grep -q "without --seq-parallel" es2x.log; then
+        cat es2x.log; bad "longeval resume across --seq-parallel" "cells of a --seq-parallel run taken by a chunked one"
+    else ok "longeval --resume refuses the cells of a --seq-parallel run without it, naming the flag"; fi
+    timeout $HANG $MR -np 2 $bin $E --seq-parallel --out es3 >es3.log 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "as-trained|sinks(4,60)' evicts" es3.log; then
+        cat es3.log; bad "longeval --seq-parallel refused" "an evicting method: exit $rc"
+    else ok "longeval --seq-parallel with an evicting KV method refused, naming it"; fi
+fi
+
+# ---- the default model (SmolLM2-135M, scripts/fetch_model.sh): perplexity of 2048 tokens,
+# one prefill split over 2 ranks, reports 1 rank's numbers
+SM="$root/data/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ ! -f "$SM" ]; then
+    echo "skip mpi smollm2 perplexity --seq-parallel: $SM not fetched (scripts/fetch_model.sh)"
+else
+    P="perplexity --model $SM --text $root/data/pydoc/val/library__multiprocessing.txt --ctx 2048 --windows 1"
+    export OMP_NUM_THREADS=1 # one thread per rank: 2 ranks on 2 cores
+    $bin $P --seq-parallel >sm1.txt 2>sm1.log || { cat sm1.log; bad "smollm2 perplexity --seq-parallel" "1-rank run failed"; }
+    if ! timeout $HANG $MR -np 2 $bin $P --seq-parallel >sm2.txt 2>sm2.log; then
+        cat sm2.log; bad "smollm2 perplexity --seq-parallel np=2" "run failed"
+    elif ! diff <(sed 's/[0-9.]* tok\/s//' sm1.txt) <(sed 's/[0-9.]* tok\/s//' sm2.txt) >/dev/null || ! grep -q overall sm2.txt; then
+        cat sm1.txt sm2.txt; bad "smollm2 perplexity --seq-parallel np=2" "the report differs from 1 rank"
+    else ok "smollm2 perplexity --seq-parallel np=2 (2048 tokens): the report equals 1 rank's (speed aside)"; fi
+    unset OMP_NUM_THREADS
 fi
 
 # ---- a rank that cannot read its data (MPMD: rank 1 gets a missing path)

@@ -19,7 +19,9 @@
 #include <cmocka.h>
 #include <math.h>
 
+#include "core/half.h"
 #include "core/internal.h"
+#include "infer/kv_internal.h"
 #include "longattn.h"
 #include "support/gguf_writer.h"
 
@@ -272,6 +274,105 @@ static void test_spec_theta_default(void **state) {
     unlink(path);
 }
 
+/* ---- sequence-parallel prefill into a session (issue 30), one process ----
+ * la_session_prefill_sp runs the T prompt tokens in one pass (the ring of one rank) and
+ * leaves every layer's keys and values in the cache. Float32 cache: its last row's logits
+ * and nll, and the logits of the steps after it, equal the cache-less forward over the
+ * whole stream within TOL (only summation orders differ). Float16 cache: it holds exactly
+ * the float16 rounding of the float32 cache's rows (bitwise: the same ring, then
+ * la_kv_append's conversion). Bitwise equality over ranks is tests/mpi.sh's (longeval
+ * --seq-parallel np 1 vs np 2). */
+static void test_session_prefill_sp(void **state) {
+    (void)state;
+    tiny_cfg c = {"llama", 2, 64, 4, 2, 128, 50, 0, 0};
+    char path[64];
+    la_llama *m = open_tiny(&c, 7, path);
+    enum { T = 150, X = 3, N = T + X };
+    const int V = c.V;
+    int32_t tok[N];
+    la_rng r;
+    la_rng_seed(&r, 9);
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)la_rng_below(&r, (uint64_t)V);
+    float *ref = malloc(sizeof(float) * N * V), *got = malloc(sizeof(float) * (X + 1) * V);
+    double *nll = malloc(sizeof(double) * T);
+    assert_int_equal(la_llama_forward(m, tok, N, 0, ref, 1), LA_OK);
+    la_llama_session *s[2] = {NULL, NULL};
+    const char *types[] = {"f32", "f16"};
+    for (int ty = 0; ty < 2; ty++) {
+        la_kv_params kp = la_kv_params_default();
+        assert_int_equal(la_kv_type_parse(types[ty], &kp), LA_OK);
+        kp.max_tokens = N;
+        assert_int_equal(la_llama_session_new(m, &kp, 64, &s[ty]), LA_OK);
+        la_status st = la_session_prefill_sp(s[ty], tok, T, got, nll);
+        if (st != LA_OK) fprintf(stderr, "%s\n", la_errmsg());
+        assert_int_equal(st, LA_OK);
+        assert_int_equal(la_llama_session_pos(s[ty]), T);
+    }
+    /* the f16 cache: the f16 rounding of the f32 cache's rows, every layer, head, token */
+    const la_kv_cache *c32 = la_llama_session_cache(s[0]), *c16 = la_llama_session_cache(s[1]);
+    const int D = c.C / c.H;
+    uint16_t h[64];
+    for (int l = 0; l < c.L; l++) {
+        assert_int_equal(c32->layers[l].len, T);
+        assert_int_equal(c16->layers[l].len, T);
+        for (int kv = 0; kv < 2; kv++)
+            for (int hh = 0; hh < c.K; hh++)
+                for (int t = 0; t < T; t++) {
+                    const float *a = (const float *)(kv ? c32->layers[l].v : c32->layers[l].k) +
+                                     ((size_t)hh * c32->cap + t) * D;
+                    const uint16_t *b = (const uint16_t *)(kv ? c16->layers[l].v : c16->layers[l].k) +
+                                        ((size_t)hh * c16->cap + t) * D;
+                    la_cvt_f32_to_f16(h, a, (size_t)D);
+                    assert_memory_equal(h, b, sizeof(uint16_t) * (size_t)D);
+                }
+    }
+    /* the f32 session against the cache-less forward: last row, nll, the steps after */
+    assert_int_equal(la_session_prefill_sp(s[0], tok, T, NULL, NULL), LA_EINVAL); /* not empty: refused */
+    assert_non_null(strstr(la_errmsg(), "la_session_reset"));
+    la_session_reset(s[0]);
+    assert_int_equal(la_session_prefill_sp(s[0], tok, T, got, nll), LA_OK);
+    for (int x = 1; x <= X; x++)
+        assert_int_equal(la_llama_session_step(s[0], tok + T + x - 1, 1, got + (size_t)x * V, 0), LA_OK);
+    double e = max_abs_diff(got, ref + (size_t)(T - 1) * V, (size_t)(X + 1) * V);
+    if (e >= TOL) fprintf(stderr, "f32 cache: max diff %g\n", e);
+    assert_true(e < TOL);
+    for (int p = 0; p + 1 < T; p++) { /* nll[p] = -log softmax(logits[p])[tok[p+1]] */
+        const float *z = ref + (size_t)p * V;
+        double mx = z[0], se = 0;
+        for (int v = 1; v < V; v++) mx = fmax(mx, z[v]);
+        for (int v = 0; v < V; v++) se += exp(z[v] - mx);
+        assert_true(fabs(nll[p] - (log(se) + mx - z[tok[p + 1]])) < TOL);
+    }
+    assert_true(nll[T - 1] == 0);
+    la_llama_session_free(s[0]);
+    la_llama_session_free(s[1]);
+    /* an evicting policy is refused */
+    la_kv_params kp = la_kv_params_default();
+    assert_int_equal(la_kv_policy_parse("sinks(4,60)", &kp), LA_OK);
+    la_llama_session *w = NULL;
+    assert_int_equal(la_llama_session_new(m, &kp, 16, &w), LA_OK);
+    assert_int_equal(la_session_prefill_sp(w, tok, T, NULL, NULL), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "full KV policy"));
+    la_llama_session_free(w);
+    /* the GPT has no sequence-parallel prefill */
+    la_model_config gc = la_model_config_default();
+    la_model *g = NULL;
+    assert_int_equal(la_model_new(&gc, 1, &g), LA_OK);
+    la_kv_params gp = la_kv_params_default();
+    gp.max_tokens = 64;
+    la_decoder *d = NULL;
+    assert_int_equal(la_decoder_new(g, &gp, 8, &d), LA_OK);
+    assert_int_equal(la_session_prefill_sp(d, tok, 8, NULL, NULL), LA_EUNSUPPORTED);
+    assert_non_null(strstr(la_errmsg(), "gpt"));
+    la_decoder_free(d);
+    la_model_free(g);
+    free(ref);
+    free(got);
+    free(nll);
+    la_llama_free(m);
+    unlink(path);
+}
+
 /* ---- chat templates ---- */
 static void test_chat_templates(void **state) {
     (void)state;
@@ -311,6 +412,7 @@ int main(void) {
         cmocka_unit_test(test_metadata_errors),
         cmocka_unit_test(test_spec_theta_default),
         cmocka_unit_test(test_chat_templates),
+        cmocka_unit_test(test_session_prefill_sp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

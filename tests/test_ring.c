@@ -8,7 +8,8 @@
  *     support, dq, dk, dv, and d logn_s from the ranks' per-tile partial sums added in the
  *     one-process order. Softmax with RoPE, p-RoPE, ALiBi, NAPE, YaRN, dynamic NTK, logn,
  *     qwen-logn, sinv, temp; causal, window, sinks, global+window, full; packed documents;
- *     GQA; B = 2; T not a multiple of 64;
+ *     GQA; B = 2; T not a multiple of 64; a learned sink (d sinks on every rank), softmax-
+ *     plus-one, sigmoid rows with a fixed b and the per-row -ln n variant (issue 31);
  *   - the same rows against the float64 reference (tests/support/ref_attn.c), so the
  *     assembled result is right and not only equal: |err| <= 2e-5 forward, 5e-4 backward
  *     relative to the largest reference entry (float32 accumulation over <= 300 keys of
@@ -76,6 +77,13 @@ static const rcase cases[] = {
     {"softmax+rope+causal", 2, 2, 1, 250, 16, 1},
     {"softmax+logn+alibi+full", 1, 2, 1, 150, 8, 1},
     {"softmax+nope+causal", 1, 1, 1, 64, 8, 0},
+    /* issue 31's normalisers: a learned sink (its gradient from every row, after the ring),
+     * softmax-plus-one, sigmoid rows (fixed b and the per-row -ln n variant) */
+    {"softmax+sink+rope+causal", 1, 4, 2, 300, 16, 0},
+    {"softmax+sink+sinv(tau=10)+prope(p=0.25)+causal", 2, 2, 1, 270, 16, 1},
+    {"softmax+sink(fixed=0)+alibi+window(w=100)", 1, 2, 1, 257, 8, 0},
+    {"sigmoid(b=-4)+rope+causal", 1, 2, 1, 260, 16, 0},
+    {"sigmoid-logn+nape+window(w=90)", 2, 2, 2, 230, 8, 1},
     /* the entmax family: every rank holds every key, so each row's threshold is the
      * one-process kernel's over the whole row */
     {"entmax(alpha=1.5)+rope+causal", 1, 2, 1, 260, 16, 0},
@@ -142,8 +150,12 @@ static void run_case(const rcase *tc) {
         asb[i] = 0.3f + 0.001f * (float)(i % 97), asg[i] = 0.5f + 0.002f * (float)(i % 53);
         asbd[i] = asb[i], asgd[i] = asg[i];
     }
-    int as = spec.norm == LA_NORM_ASENTMAX;
+    int as = spec.norm == LA_NORM_ASENTMAX, sk = spec.sink == LA_SINK_LEARNED;
+    float sinks[16], ds1[16], ds2[16];
+    double sinksd[16], dsr[16];
+    for (int h = 0; h < H; h++) sinks[h] = -0.5f + 0.4f * (float)h, sinksd[h] = sinks[h];
     la_attn_opts o = la_attn_opts_default();
+    if (sk) o.sinks = sinks;
     o.doc_ids = docs;
     if (as) o.as_beta = asb, o.as_gamma = asg;
     o.logn_s = spec.xform == LA_XF_LOGN ? logn_s : NULL;
@@ -161,8 +173,10 @@ static void run_case(const rcase *tc) {
     float *db2 = malloc(sizeof(float) * nr), *dg2 = malloc(sizeof(float) * nr);
     float *tdb = malloc(sizeof(float) * nr), *tdg = malloc(sizeof(float) * nr);
     if (as) o.das_beta = db1, o.das_gamma = dg1;
+    if (sk) o.dsinks = ds1;
     assert_int_equal(la_attn_backward(&spec, &sh, q, k, v, out1, lse1, g, dq1, dk1, dv1, &o), LA_OK);
     o.das_beta = o.das_gamma = NULL;
+    o.dsinks = NULL;
     int nqt = (T + 63) / 64;
     for (int P = 2; P <= 5; P++) {
         float *out2 = malloc(sizeof(float) * nq), *lse2 = malloc(sizeof(float) * nr);
@@ -191,9 +205,11 @@ static void run_case(const rcase *tc) {
             orank.row_entropy = orank.row_support = NULL;
             orank.dlogn_s = dl2; /* asks for the parts */
             if (as) orank.das_beta = tdb, orank.das_gamma = tdg;
+            if (sk) orank.dsinks = ds2, memset(ds2, 0x5A, sizeof ds2);
             memset(tp, 0x5A, sizeof(double) * (size_t)B * H * nqt);
             assert_int_equal(la_attn_sp_backward_rank(&spec, &sh, q, k, v, out1, lse1, g, tq, tk, tv, tp, &orank, P, r),
                              LA_OK);
+            if (sk) assert_memory_equal(ds1, ds2, sizeof(float) * (size_t)H); /* every rank: the whole gradient */
             copy_rows(dq2, tq, B * H, T, D, rw);
             copy_rows(dk2, tk, B * Hkv, T, D, rw);
             copy_rows(dv2, tv, B * Hkv, T, D, rw);
@@ -227,13 +243,19 @@ static void run_case(const rcase *tc) {
             double ls[16];
             for (int h = 0; h < H; h++) ls[h] = logn_s[h];
             ref_attn_opts ro_ = {.doc_ids = docs, .logn_s = spec.xform == LA_XF_LOGN ? ls : NULL,
-                                 .as_beta = as ? asbd : NULL, .as_gamma = as ? asgd : NULL};
+                                 .as_beta = as ? asbd : NULL, .as_gamma = as ? asgd : NULL,
+                                 .sinks = sk ? sinksd : NULL, .dsinks = sk ? dsr : NULL};
             assert_int_equal(ref_attn_forward(&spec, &sh, qd, kd, vd, &ro_, ro, rl, NULL, NULL), 0);
             assert_int_equal(ref_attn_backward(&spec, &sh, qd, kd, vd, &ro_, gd, rq, rk, rv, NULL), 0);
             double e1 = max_rel(out2, ro, nq), e2 = max_rel(lse2, rl, nr);
             double e3 = max_rel(dq2, rq, nq), e4 = max_rel(dk2, rk, nk), e5 = max_rel(dv2, rv, nk);
             if (e1 > 2e-5 || e2 > 2e-5 || e3 > 5e-4 || e4 > 5e-4 || e5 > 5e-4)
                 fail_msg("%s: vs float64 out %.2g lse %.2g dq %.2g dk %.2g dv %.2g", tc->spec, e1, e2, e3, e4, e5);
+            if (sk) { /* a sum over every row of the batch: relative to the largest entry */
+                double mx = 0, e6 = 0;
+                for (int h = 0; h < H; h++) mx = fmax(mx, fabs(dsr[h])), e6 = fmax(e6, fabs(ds1[h] - dsr[h]));
+                if (e6 > 5e-4 * fmax(mx, 1e-3)) fail_msg("%s: d sinks vs float64 %.2g (largest %.2g)", tc->spec, e6, mx);
+            }
             free(qd), free(kd), free(vd), free(gd), free(ro), free(rl), free(rq), free(rk), free(rv);
         }
         free(out2), free(lse2), free(ent2), free(sup2), free(dq2), free(dk2), free(dv2);
@@ -255,7 +277,9 @@ static void run_case(const rcase *tc) {
         assert_memory_equal(lse1, lse2, sizeof(float) * nr);
         assert_true(st.bytes_sent == 0 && st.steps == 0);
         o2.dlogn_s = dl2;
+        if (sk) o2.dsinks = ds2, memset(ds2, 0x5A, sizeof ds2);
         assert_int_equal(la_attn_sp_backward(&spec, &sh, q2, k2, v2, out2, lse2, g2, dq2, dk2, dv2, &o2, &st), LA_OK);
+        if (sk) assert_memory_equal(ds1, ds2, sizeof(float) * (size_t)H);
         assert_memory_equal(dq1, dq2, sizeof(float) * nq);
         assert_memory_equal(dk1, dk2, sizeof(float) * nk);
         assert_memory_equal(dv1, dv2, sizeof(float) * nk);

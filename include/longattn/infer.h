@@ -304,6 +304,20 @@ LA_API la_status la_session_copy(la_session *dst, const la_session *src);
  * [1, max_step], token outside the vocabulary, a full cache out of room: the message says
  * how many tokens it holds), others from the kernel. */
 LA_API la_status la_session_step(la_session *s, const int32_t *tokens, int T, float *logits, int all_rows);
+/* Sequence-parallel prefill into an empty session (issue 30; collective: under mpirun every
+ * rank calls it with the same tokens, one process runs the whole sequence): T tokens at
+ * positions 0..T-1 in one pass whose attention goes around the ring of ranks (the model's
+ * prefill_sp: la_llama_prefill_sp), leaving every layer's keys and values in the session's
+ * cache on every rank, so that la_session_step continues the stream at position T (a
+ * greedy answer after a long prompt). last: the logits (V) of row T - 1, nll (T) as
+ * la_llama_prefill_sp; each may be NULL. The same on every rank and bitwise the same for
+ * any number of ranks; not bitwise the chunked la_session_step prefill (another summation
+ * order). Needs the full policy with room for T tokens (any element type: the cache
+ * converts as la_kv_append does) and a model family with such a prefill (the Llama model;
+ * LA_EUNSUPPORTED for the GPT and position-regime methods). Errors agreed by
+ * every rank: LA_EINVAL (NULL, T < 2, a session not at position 0, another policy, no
+ * room), LA_EUNSUPPORTED, LA_ENOMEM, the kernel's. */
+LA_API la_status la_session_prefill_sp(la_session *s, const int32_t *tokens, int T, float *last, double *nll);
 
 /* ---- incremental decoding of the GPT (the former decoder: a la_session) ---- */
 

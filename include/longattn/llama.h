@@ -121,7 +121,7 @@ LA_API la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T,
  * NULL; nll (T) when not NULL: nll[p] = -log softmax(logits[p])[tokens[p+1]] in double
  * (nll[T-1] = 0). Bitwise the same for any number of ranks (products are cut at multiples
  * of 24 rows, OpenBLAS's row groups; with OpenBLAS on one thread, as longattn runs it). Refused (LA_EUNSUPPORTED): position-regime methods
- * (la_llama_set_posreg), learned attention sinks. Errors agreed by every rank; LA_EINVAL,
+ * (la_llama_set_posreg); learned sinks (blk.N.attn_sinks) go through the ring. Errors agreed by every rank; LA_EINVAL,
  * LA_ENOMEM, the kernel's. */
 LA_API la_status la_llama_prefill_sp(la_llama *m, const int32_t *tokens, int T, float *logits, double *nll);
 

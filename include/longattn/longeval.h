@@ -76,6 +76,11 @@ typedef struct {
     int resamples;          /* bootstrap resamples of the perplexity differences (default 2000) */
     const char *kv_type;    /* KV element type of every cell whose method names none (la_kv_type_parse:
                                f32, f16, bf16, int8, int8(group=g)); NULL: la_llama_default_kv_type() */
+    int seq_parallel;       /* 1 (issue 30): under mpirun every rank runs every cell together and each
+                               prefill of L tokens is one pass split over the ranks (la_session_prefill_sp):
+                               no shared prefixes; methods with an evicting KV policy or a position
+                               regime are refused. Results bitwise the same for any number of ranks,
+                               not bitwise those of the chunked prefill */
 } la_longeval_opts;
 
 /* As studies/longeval.json: docs data/longdocs (data/pydoc/val when absent), 6 documents,

@@ -394,6 +394,14 @@ void la_sigmoid_probs(const void *arg, const la_rowvis *rows, const float *L, in
 /* Forward of sigmoid attention: out = sum_j sigmoid(L_ij + b) v_j, row_stat = the row's
  * mass sum_j p_ij (LA_ROW_EMPTY without visible keys). */
 la_status la_sigmoid_forward(const la_attn_ctx *c, float *out, float *row_stat);
+/* D_i = dO_i . o_i of one row of D: the fused multiply-add chain of the backward's dP tile
+ * product (la_softmax_backward; ring.c for the sink gradient, the same bits). */
+static inline float la_row_delta(const float *o, const float *g, int D) {
+    float acc = 0.0f;
+    for (int d = 0; d < D; d++) acc = fmaf(g[d], o[d], acc);
+    return acc;
+}
+
 /* d loss / d sink logit of each head into dsinks (H), after la_softmax_backward (c->rowbuf
  * holds D_i): dsigma_h = -sum_{b, i} exp(sigma_h - lse_i) D_i, summed in a fixed order. */
 void la_sink_backward(const la_attn_ctx *c, const float *row_stat, float *dsinks);

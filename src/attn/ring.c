@@ -58,7 +58,7 @@ static int own_tile(const int t[4], int kt) { return (kt >= t[0] && kt < t[1]) |
 
 static la_status sp_check(const la_spec *spec, const la_shape *s, const la_attn_opts *opts) {
     if (!spec || !s) return la_fail(LA_EINVAL, "sequence-parallel attention: spec and shape must not be NULL");
-    if ((unsigned)spec->norm > LA_NORM_ASENTMAX)
+    if ((unsigned)spec->norm > LA_NORM_SIGMOID_LOGN)
         return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
     if (s->T != s->S)
         return la_fail(LA_ESHAPE, "sequence-parallel attention splits one sequence's self-attention: T = %d "
@@ -74,22 +74,43 @@ static la_status sp_check(const la_spec *spec, const la_shape *s, const la_attn_
 
 static const la_ctx_extra sp_bwd_extra = {.rowbuf = 1, .rowgs = 1};
 
+/* 1 for the entmax family (entmax_attn.c's context and kernels); softmax and sigmoid rows
+ * (with or without a sink) share the tile context of attn_ctx.c, as in attn.c */
+static int sp_em(const la_spec *spec) {
+    return spec->norm == LA_NORM_ENTMAX || spec->norm == LA_NORM_SPARSEMAX || spec->norm == LA_NORM_ASENTMAX;
+}
+
 /* The call context as la_attn_forward / la_attn_backward build it (softmax or entmax). */
 static la_status sp_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *s, const float *q, const float *k,
                         const float *v, const la_attn_opts *opts, int backward, la_workspace **own) {
-    if (spec->norm != LA_NORM_SOFTMAX) return la_entmax_ctx(c, spec, s, q, k, v, opts, backward, own);
+    if (sp_em(spec)) return la_entmax_ctx(c, spec, s, q, k, v, opts, backward, own);
     return la_attn_ctx_init(c, spec, s, q, k, v, opts, backward ? &sp_bwd_extra : NULL, own);
 }
 
 static la_status sp_fwd(const la_attn_ctx *c, float *out, float *row_stat) {
-    return c->spec->norm != LA_NORM_SOFTMAX ? la_entmax_ctx_forward(c, out, row_stat)
-                                            : la_softmax_forward(c, out, row_stat);
+    if (sp_em(c->spec)) return la_entmax_ctx_forward(c, out, row_stat);
+    return c->sigmoid ? la_sigmoid_forward(c, out, row_stat) : la_softmax_forward(c, out, row_stat);
 }
 
 static la_status sp_bwd(const la_attn_ctx *c, const float *out, const float *row_stat, const float *dout, float *dq,
                         float *dk, float *dv) {
-    return c->spec->norm != LA_NORM_SOFTMAX ? la_entmax_ctx_backward(c, row_stat, dout, dq, dk, dv)
-                                            : la_softmax_backward(c, out, row_stat, dout, dq, dk, dv);
+    return sp_em(c->spec) ? la_entmax_ctx_backward(c, row_stat, dout, dq, dk, dv)
+                          : la_softmax_backward(c, out, row_stat, dout, dq, dk, dv); /* sigmoid rows too */
+}
+
+/* d loss / d sink logit (opts->dsinks, H) once every row's out, dout and row_stat are at
+ * hand: D_i of every row (la_row_delta, the kernel's own chain) and la_sink_backward's sum
+ * in its fixed (batch, row) order, so every rank writes the one-process value; zero where
+ * the spec has no learned sink (as attn.c). */
+static void sp_dsinks(const la_attn_ctx *c, const float *out, const float *row_stat, const float *dout,
+                      float *dsinks) {
+    if (c->spec->sink != LA_SINK_LEARNED || sp_em(c->spec)) {
+        memset(dsinks, 0, sizeof(float) * (size_t)c->H);
+        return;
+    }
+    const long n = (long)c->B * c->H * c->T;
+    for (long i = 0; i < n; i++) c->rowbuf[i] = la_row_delta(out + (size_t)i * c->D, dout + (size_t)i * c->D, c->D);
+    la_sink_backward(c, row_stat, dsinks);
 }
 
 /* ---- the ring ------------------------------------------------------------------------ */
@@ -359,7 +380,7 @@ la_status la_attn_sp_backward_rank(const la_spec *spec, const la_shape *shape, c
         sp_tiles(c.nqt, P, r, t);
         c.qsel = sel, c.ksel = sel + nq;
         memset(c.part, 0, sizeof(double) * nq);
-        if (spec->norm == LA_NORM_SOFTMAX) {
+        if (!sp_em(spec)) {
             select_q(&c, t, -1, 0, 1, sel);
             select_k(&c, t, -1, sel + nq);
             st = sp_bwd(&c, out, row_stat, dout, dq, dk, dv);
@@ -378,6 +399,7 @@ la_status la_attn_sp_backward_rank(const la_spec *spec, const la_shape *shape, c
             if (st == LA_OK && spec->norm == LA_NORM_ASENTMAX) la_entmax_ctx_as_map(&c, q, dq);
         }
         if (st == LA_OK && part) memcpy(part, c.part, sizeof(double) * nq);
+        if (st == LA_OK && o.dsinks) sp_dsinks(&c, out, row_stat, dout, o.dsinks); /* complete inputs here */
     }
     free(sel);
     la_workspace_free(own);
@@ -516,7 +538,7 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
     la_workspace *own = NULL;
     uint8_t *sel = NULL;
     int P = la_dist_size(), r = la_dist_rank(), t[4];
-    const int em = spec->norm != LA_NORM_SOFTMAX;
+    const int em = sp_em(spec);
     size_t nq = 0, nk = 0;
     st = sp_ring_init(&g, &un, s.B * s.Hkv, S);
     if (st == LA_OK) zero_others(&g);
@@ -588,6 +610,8 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
         }
         if (st == LA_OK) la_sum_parts(&c, opts->dlogn_s);
     }
+    /* d sink logits: every rank now holds every row's out, dout and row_stat */
+    if (st == LA_OK && opts && opts->dsinks) sp_dsinks(&c, out, row_stat, dout, opts->dsinks);
 out:
     free(sel);
     free(g.sbuf);

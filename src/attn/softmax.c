@@ -299,12 +299,7 @@ static void rowgrad_delta(const la_attn_ctx *c, const float *out, const float *d
     const int D = c->D;
     const long n = (long)c->B * c->H * c->T;
 #pragma omp for schedule(static)
-    for (long i = 0; i < n; i++) {
-        const float *o = out + (size_t)i * D, *g = dout + (size_t)i * D;
-        float acc = 0.0f;
-        for (int d = 0; d < D; d++) acc = fmaf(g[d], o[d], acc);
-        delta[i] = acc;
-    }
+    for (long i = 0; i < n; i++) delta[i] = la_row_delta(out + (size_t)i * D, dout + (size_t)i * D, D);
 }
 
 /* Load lse and D_i (from rowgrad_delta) of a query tile; returns its dO rows. */

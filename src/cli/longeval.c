@@ -15,7 +15,8 @@ static const cli_doc DOC = {
     "(lengths are multiples of the model's trained context C).",
     "Under mpirun (mpirun -np N longattn longeval ...) the method x length cells are spread\n"
     "over the ranks by estimated cost (L^2); each rank shows its own cells, rank 0 writes\n"
-    "the files, the same as one process's (timings aside).",
+    "the files, the same as one process's (timings aside). With --seq-parallel the ranks run\n"
+    "every cell together instead, each prefill split over them (ring attention, docs/mpi.md).",
     0,
 };
 
@@ -29,13 +30,14 @@ static int haystack_opt(const char *cmd, const char *opt, const char *val, void 
 }
 
 static void on_progress(void *user, const la_longeval_progress *p) {
-    (void)user;
+    const int seqpar = *(const int *)user;
+    if (seqpar && la_dist_rank() != 0) return; /* every rank runs the same cells: rank 0 tells */
     if (p->note) {
         if (la_dist_rank() == 0) fprintf(stderr, "longattn longeval: %s\n", p->note);
         return;
     }
     const la_longeval_cell *c = p->cell;
-    if (la_dist_size() > 1) fprintf(stderr, "[rank %d]", la_dist_rank()); /* each rank runs its own cells */
+    if (la_dist_size() > 1 && !seqpar) fprintf(stderr, "[rank %d]", la_dist_rank()); /* each rank its own cells */
     fprintf(stderr, "[longeval %d/%d] %-32s L %6lld: %.4f bits/byte, passkey %d/%d, multi-key %d/%d%s (%.0f s; "
                     "elapsed %.0f s, ETA %.0f s)\n",
             p->n_done, p->n_cells, c->method_text, (long long)c->L, c->ppl_bits_byte, c->passkey_hits, c->passkey_n,
@@ -96,6 +98,9 @@ int cli_longeval(int argc, char **argv) {
         CLI_A_STR("--docs DIR", "text documents (default data/longdocs; data/pydoc/val when absent)", &o.docs),
         CLI_A_STR("--out DIR", "output folder (default runs/longeval)", &o.out_dir),
         CLI_A_FLAG("--resume", "skip cells already stored in DIR/cells", &resume),
+        CLI_A_FLAG("--seq-parallel", "under mpirun: every prefill is one pass split over the ranks\n"
+                                     "(no shared prefixes; not with evicting KV policies or\n"
+                                     "selfextend / rerope / dca)", &o.seq_parallel),
         CLI_A_INT("--threads N", "OpenMP / BLAS threads", &o.threads, 1, 1024),
         CLI_A_LONG("--seed S", "seed of the haystacks, needles and keys", &seed, 0, 1L << 30),
         CLI_A_END,
@@ -145,7 +150,7 @@ int cli_longeval(int argc, char **argv) {
     la_longeval_cell *cells = calloc((size_t)nc, sizeof *cells);
     if (!cells) return 1;
     double t0 = cli_now();
-    la_status st = la_longeval_run(&o, on_progress, NULL, cells);
+    la_status st = la_longeval_run(&o, on_progress, &o.seq_parallel, cells);
     if (st != LA_OK) {
         if (la_dist_rank() == 0) fprintf(stderr, "longattn longeval: %s\n", la_errmsg()); /* the same on every rank */
         free(cells);

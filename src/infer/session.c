@@ -9,6 +9,7 @@
  * session (la_decoder_*, la_llama_session_*) are thin wrappers at the end. */
 #include <stdlib.h>
 
+#include "core/dist.h"
 #include "infer/kv_internal.h"
 #include "model/lm.h"
 #include "model/posreg.h"
@@ -169,6 +170,35 @@ la_status la_session_step(la_session *s, const int32_t *tokens, int T, float *lo
     LA_TRY(s->lm->ops->forward(s->lm->model, tokens, T, &s->hook, logits, all_rows));
     s->pos += T;
     return LA_OK;
+}
+
+/* the sequence-parallel prefill's keys and values -> the cache, as they are */
+static la_status keep_append(void *ctx, int layer, const float *kh, const float *vh, int T) {
+    return la_kv_append(((la_session *)ctx)->c, layer, kh, vh, T);
+}
+
+la_status la_session_prefill_sp(la_session *s, const int32_t *tokens, int T, float *last, double *nll) {
+    la_status st = LA_OK;
+    const la_kv_params *p = s ? la_kv_get_params(s->c) : NULL;
+    if (!s || !tokens) st = la_fail(LA_EINVAL, "la_session_prefill_sp: NULL session or tokens");
+    else if (!s->lm->ops->prefill_sp)
+        st = la_fail(LA_EUNSUPPORTED, "la_session_prefill_sp: the %s model has no sequence-parallel prefill (the "
+                     "Llama model has); step it with la_session_step", s->lm->ops->family);
+    else if (s->pos != 0)
+        st = la_fail(LA_EINVAL, "la_session_prefill_sp: the session holds %lld tokens; it fills an empty one (call "
+                     "la_session_reset first)", (long long)s->pos);
+    else if (p->policy != LA_KV_FULL)
+        st = la_fail(LA_EINVAL, "la_session_prefill_sp: needs the full KV policy (the prefill keeps every token; "
+                     "window / sinks / h2o evict while streaming)");
+    else if (T > p->max_tokens)
+        st = la_fail(LA_EINVAL, "la_session_prefill_sp: %d tokens do not fit in the cache's max_tokens = %lld", T,
+                     (long long)p->max_tokens);
+    LA_TRY(la_dist_agree(st));
+    la_model_kv_keep keep = {keep_append, s};
+    st = s->lm->ops->prefill_sp(s->lm->model, tokens, T, &keep, last, nll);
+    if (st == LA_OK) s->pos = T;
+    else la_session_reset(s); /* no half-filled cache */
+    return st;
 }
 
 /* ---- the former sessions, kept as thin wrappers (no public signature changed) ---- */

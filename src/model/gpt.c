@@ -213,7 +213,7 @@ static la_status lm_forward(void *model, const int32_t *tokens, int T, const la_
     return la_model_forward_cached(model, tokens, T, hook, logits, all_rows);
 }
 static const la_spec *lm_spec(const void *model) { return la_model_spec(model); }
-static const la_lm_ops gpt_lm_ops = {"gpt", lm_forward, lm_spec, NULL};
+static const la_lm_ops gpt_lm_ops = {"gpt", lm_forward, lm_spec, NULL, NULL};
 
 la_lm *la_model_lm(la_model *m) { return m ? &m->lm : NULL; }
 
@@ -659,9 +659,6 @@ static la_status sp_begin(la_model *m, int B, int T) {
     else if (m->asent)
         st = la_fail(LA_EINVAL, "seq_parallel %d: the spec %s uses ASEntmax, whose beta/gamma layer is not split "
                      "over the ranks; train it with seq_parallel 1", P, m->cfg.spec);
-    else if (m->sink)
-        st = la_fail(LA_EINVAL, "seq_parallel %d: the spec %s has learned sink logits, whose gradient the "
-                     "ring's backward does not compute; train it with seq_parallel 1", P, m->cfg.spec);
     LA_TRY(la_dist_agree(st));
     m->sp = (la_sp_part){.P = P, .r = r, .B = B, .T = T};
     la_attn_sp_rows(T, P, r, m->sp.rows);

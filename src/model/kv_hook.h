@@ -23,6 +23,14 @@ typedef struct {
     void *ctx;
 } la_model_kv_hook;
 
+/* What a sequence-parallel prefill (issue 30) hands the cache owner after each layer's
+ * ring, instead of attending through it: the keys and values kh, vh (Hkv, T, D) of the
+ * whole sequence (every rank's rows; positions not applied), to append as they are. */
+typedef struct {
+    la_status (*append)(void *ctx, int layer, const float *kh, const float *vh, int T);
+    void *ctx;
+} la_model_kv_keep;
+
 /* T new tokens (one sequence) through the embedding, every block (the same block forward
  * as la_model_forward / la_model_eval, attention through hook) and the head: logits
  * (T, V) when all_rows, else only the last row (1, V); logits may be NULL. Uses the
@@ -39,6 +47,12 @@ la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
  * LA_EINVAL (NULL, T < 1, token outside the vocabulary), LA_ENOMEM, the hook's. */
 la_status la_llama_forward_cached(la_llama *m, const int32_t *tokens, int T, const la_model_kv_hook *hook,
                                   float *logits, int all_rows);
+
+/* la_llama_prefill_sp (include/longattn/llama.h) that also hands each layer's keys and
+ * values to keep (NULL: none) and writes the last row's logits (V) into last (NULL: not
+ * wanted) on every rank; logits (T, V) and nll as there, each may be NULL. Collective. */
+la_status la_llama_prefill_sp_keep(la_llama *m, const int32_t *tokens, int T, float *logits, float *last,
+                                   double *nll, const la_model_kv_keep *keep);
 
 /* The model's position-regime method (src/model/posreg.c) or NULL. */
 struct la_posreg *la_llama_posreg(const la_llama *m);

@@ -490,7 +490,11 @@ static la_status lm_forward(void *model, const int32_t *tokens, int T, const la_
 }
 static const la_spec *lm_spec(const void *model) { return la_llama_spec(model); }
 static la_posreg *lm_posreg(const void *model) { return la_llama_posreg(model); }
-static const la_lm_ops llama_lm_ops = {"llama", lm_forward, lm_spec, lm_posreg};
+static la_status lm_prefill_sp(void *model, const int32_t *tokens, int T, const la_model_kv_keep *keep, float *last,
+                               double *nll) {
+    return la_llama_prefill_sp_keep(model, tokens, T, NULL, last, nll, keep);
+}
+static const la_lm_ops llama_lm_ops = {"llama", lm_forward, lm_spec, lm_posreg, lm_prefill_sp};
 
 static void init_lm(la_llama *m) {
     const la_llama_config *c = &m->cfg;
@@ -752,7 +756,8 @@ static int sp_wide_ranges(int T, int P, int r, int lo[2], int hi[2]) {
     return n;
 }
 
-static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, const int *hi, float *row_stat) {
+static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, const int *hi, float *row_stat,
+                          const la_model_kv_keep *keep) {
     const la_llama_config *c = &m->cfg;
     const llayer *w = &m->ly[l];
     const int C = c->n_embd, H = c->n_head, K = c->n_head_kv, D = c->head_dim, F = c->n_ff;
@@ -771,11 +776,13 @@ static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, cons
     la_permute_bthd_to_bhtd(m->vh, m->v, 1, T, K, D);
     la_attn_opts op = la_attn_opts_default();
     op.ws = m->ws;
+    op.sinks = w->sinks; /* (H) or NULL: gpt-oss's learned sink logits, as block() */
     la_shape sh = {.B = 1, .H = H, .Hkv = K, .T = T, .S = T, .D = D, .pos0 = 0};
     double t0 = omp_get_wtime();
     /* the ring: every rank receives every k, v row; att (H, T, D) this rank's rows */
     LA_TRY(la_attn_sp_forward(&m->spec, &sh, m->qh, m->kh, m->vh, m->att, row_stat, &op, NULL));
     m->t_attn += omp_get_wtime() - t0;
+    if (keep) LA_TRY(keep->append(keep->ctx, l, m->kh, m->vh, T)); /* kh, vh (K, T, D): every rank's rows now */
     la_permute_bhtd_to_bthd(m->y, m->att, 1, T, H, D);  // (T, H*D)
     for (int i = 0; i < nr; i++) {
         const int a = lo[i], n = hi[i] - lo[i];
@@ -814,16 +821,28 @@ static la_status sp_head(la_llama *m, const int32_t *tokens, int T, int a, int n
     return LA_OK;
 }
 
+/* The rank whose own (not widened) rows hold row t of T over P ranks. */
+static int sp_row_owner(int T, int P, int t) {
+    for (int r = 0; r < P; r++) {
+        int rows[4];
+        la_attn_sp_rows(T, P, r, rows);
+        if ((t >= rows[0] && t < rows[1]) || (t >= rows[2] && t < rows[3])) return r;
+    }
+    return 0;
+}
+
 la_status la_llama_prefill_sp(la_llama *m, const int32_t *tokens, int T, float *logits, double *nll) {
+    return la_llama_prefill_sp_keep(m, tokens, T, logits, NULL, nll, NULL);
+}
+
+la_status la_llama_prefill_sp_keep(la_llama *m, const int32_t *tokens, int T, float *logits, float *last,
+                                   double *nll, const la_model_kv_keep *keep) {
     la_status st = LA_OK;
     if (!m || !tokens) st = la_fail(LA_EINVAL, "la_llama_prefill_sp: NULL model or tokens");
     else if (T < 2) st = la_fail(LA_EINVAL, "la_llama_prefill_sp: T = %d must be >= 2", T);
     else if (m->posreg)
         st = la_fail(LA_EUNSUPPORTED, "sequence-parallel prefill: the position-regime methods (SelfExtend, ReRoPE, "
                      "DCA) have their own attention, which the ring does not run; use a spec string");
-    else if (m->cfg.attn_sinks)
-        st = la_fail(LA_EUNSUPPORTED, "sequence-parallel prefill: this model's learned attention sinks "
-                     "(blk.N.attn_sinks) are not supported by the ring yet; run it on one process");
     else if (m->p.gemm_min > 24)
         st = la_fail(LA_EINVAL, "sequence-parallel prefill: gemm_min %d > 24 would send a rank's short pieces to "
                      "the matrix-vector path; use gemm_min <= 24", m->p.gemm_min);
@@ -851,15 +870,20 @@ la_status la_llama_prefill_sp(la_llama *m, const int32_t *tokens, int T, float *
                                      m->x + (size_t)t * C, C);
     }
     if ((st = la_dist_agree(st)) == LA_OK)
-        for (int l = 0; l < c->n_layer && st == LA_OK; l++) st = sp_block(m, l, T, nr, lo, hi, row_stat);
+        for (int l = 0; l < c->n_layer && st == LA_OK; l++) st = sp_block(m, l, T, nr, lo, hi, row_stat, keep);
+    const int last_owner = sp_row_owner(T, P, T - 1);
     for (int i = 0; i < nr && st == LA_OK; i++)
         for (int a = lo[i]; a < hi[i] && st == LA_OK; a += HEAD_ROWS) {
             int n = hi[i] - a < HEAD_ROWS ? hi[i] - a : HEAD_ROWS;
-            st = sp_head(m, tokens, T, a, n, logits ? logits + (size_t)a * V : lg, nll);
+            float *out = logits ? logits + (size_t)a * V : lg;
+            st = sp_head(m, tokens, T, a, n, out, nll);
+            if (st == LA_OK && last && r == last_owner && a + n == T) /* row T - 1, computed by its owner */
+                memcpy(last, out + (size_t)(n - 1) * V, sizeof(float) * (size_t)V);
         }
     /* every rank's rows (own rows are exact; the widened extra rows are overwritten) */
     if ((st = la_dist_agree(st)) == LA_OK && logits) st = la_attn_sp_gather(logits, 1, T, V, NULL);
     if (st == LA_OK && nll) st = la_attn_sp_gather((float *)nll, 1, T, 2, NULL); /* doubles as float pairs */
+    if (st == LA_OK && last && P > 1) st = la_dist_bcast(last, sizeof(float) * (size_t)V, last_owner);
     free(row_stat);
     free(lg);
     return st;

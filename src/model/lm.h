@@ -24,6 +24,11 @@ typedef struct {
     const la_spec *(*spec)(const void *model);
     /* the model's position-regime method (src/model/posreg.c) or NULL; NULL function: none */
     struct la_posreg *(*posreg)(const void *model);
+    /* sequence-parallel prefill (issue 30; collective under mpirun) of T tokens at positions
+     * 0..T-1 that hands every layer's keys and values to keep (la_llama_prefill_sp_keep);
+     * NULL function: the family has none */
+    la_status (*prefill_sp)(void *model, const int32_t *tokens, int T, const la_model_kv_keep *keep, float *last,
+                            double *nll);
 } la_lm_ops;
 
 struct la_lm {

@@ -199,6 +199,7 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
     }
     cJSON_AddNumberToObject(j, "seconds", c->seconds);
     cJSON_AddNumberToObject(j, "shared_prefix", c->shared);
+    if (o->seq_parallel) cJSON_AddNumberToObject(j, "seq_parallel", 1);
     cJSON_AddNumberToObject(j, "prefill_tokens", c->prefill_tokens);
     cJSON_AddNumberToObject(j, "n_docs", c->n_docs);
     cJSON *docs = cJSON_AddArrayToObject(j, "docs"); /* per document: per bucket bits, bytes, predictions */
@@ -241,10 +242,11 @@ static la_status cell_read(const char *path, const la_longeval_opts *o, la_longe
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "method");
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(j, "spec");
     if (!cJSON_IsString(m) || !cJSON_IsString(sp) || strcmp(m->valuestring, c->method_text) ||
-        jnum(j, "L") != (double)c->L) {
+        jnum(j, "L") != (double)c->L || (jnum(j, "seq_parallel") == 1) != (o->seq_parallel != 0)) {
         cJSON_Delete(j);
-        return la_fail(LA_EFORMAT, "--resume: %s is not this run's cell (method '%s', L = %lld); use another --out "
-                       "or delete it", path, c->method_text, (long long)c->L);
+        return la_fail(LA_EFORMAT, "--resume: %s is not this run's cell (method '%s', L = %lld%s); use another --out "
+                       "or delete it", path, c->method_text, (long long)c->L,
+                       o->seq_parallel ? ", --seq-parallel" : ", without --seq-parallel");
     }
     snprintf(c->spec, sizeof c->spec, "%s", sp->valuestring);
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(j, "kv");
@@ -463,6 +465,7 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     cJSON_AddNumberToObject(root, "trials", o->trials);
     cJSON_AddNumberToObject(root, "distractors", o->distractors);
     cJSON_AddNumberToObject(root, "seed", (double)o->seed);
+    if (o->seq_parallel) cJSON_AddNumberToObject(root, "seq_parallel", 1); /* absent: the chunked prefill */
     cJSON *dp = cJSON_AddArrayToObject(root, "depths");
     for (int d = 0; d < o->n_depths; d++) la_json_push(dp, cJSON_CreateNumber(o->depths[d]));
     cJSON *arr = cJSON_AddArrayToObject(root, "cells");
@@ -687,6 +690,10 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
             int hk;
             char pr[96];
             st = le_method_parse(c.m, o.methods[m], c.C, L, &sp, &kv, &hk, pr);
+            if (st == LA_OK && o.seq_parallel && (*pr || (hk && kv.policy != LA_KV_FULL)))
+                st = la_fail(LA_EUNSUPPORTED, "longeval --seq-parallel: method '%s' %s; the prefill over the ranks "
+                             "keeps every token with the model's own attention: drop the method or --seq-parallel",
+                             o.methods[m], *pr ? "has its own position regimes" : "evicts from its KV cache");
         }
     }
     /* the long documents (scripts/prepare_longdocs.sh) unless they were never prepared:
@@ -751,7 +758,9 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         snprintf(note, sizeof note, "C = %lld; %d cells; %d documents of %s (perplexity: each one's first L tokens; "
                  "retrieval: %d examples per cell, %s)", (long long)c.C, nc, c.n_docs, o.docs,
                  o.trials > 0 ? c.n_docs * o.n_depths * o.trials * (o.distractors < 0 ? 1 : 2) : 0,
-                 o.no_share ? "each prefilled from its start" : "continued from forks of a shared prefix");
+                 o.seq_parallel ? "each prefilled from its start in one pass over the ranks"
+                 : o.no_share   ? "each prefilled from its start"
+                                : "continued from forks of a shared prefix");
         la_longeval_progress p = {nc, 0, NULL, 0, 0, note};
         fn(user, &p);
     }
@@ -768,13 +777,16 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         int64_t L = (int64_t)llround(o.lengths[i % o.n_lengths] * (double)c.C);
         cost[i] = (double)L * L; /* attention dominates at long L: cost ~ L^2 per prefill */
     }
-    if (st == LA_OK) la_dist_assign(cost, nc, N, owner);
+    /* --seq-parallel: every rank runs every cell with the others (one sequence over the ranks) */
+    const int sp = o.seq_parallel;
+    if (st == LA_OK) la_dist_assign(cost, nc, sp ? 1 : N, owner);
+    const int mine = sp ? 0 : me; /* the owner this rank runs the cells of */
     for (int i = 0; st == LA_OK && i < nc; i++)
-        if (owner[i] == me) work_tokens_all += cost[i];
+        if (owner[i] == mine) work_tokens_all += cost[i];
     int n_mine = 0, n_done = 0;
-    for (int i = 0; st == LA_OK && i < nc; i++) n_mine += owner[i] == me;
+    for (int i = 0; st == LA_OK && i < nc; i++) n_mine += owner[i] == mine;
     for (int i = 0; st == LA_OK && i < nc; i++) {
-        if (owner[i] != me) continue;
+        if (owner[i] != mine) continue;
         int mi = i / o.n_lengths, li = i % o.n_lengths;
         la_longeval_cell *cell = &cells[i];
         char path[4200];
@@ -786,7 +798,11 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
             cell->length = li;
             snprintf(cell->method_text, sizeof cell->method_text, "%s", o.methods[mi]);
             cell->L = (int64_t)llround(o.lengths[li] * (double)c.C);
-            st = cell_read(path, &o, cell, &found);
+            if (!sp || me == 0) st = cell_read(path, &o, cell, &found);
+            if (sp && N > 1) { /* rank 0 read it; every rank skips it or runs it together */
+                st = la_dist_agree(st);
+                if (st == LA_OK) st = la_dist_bcast(&found, sizeof found, 0);
+            }
         }
         if (st == LA_OK && !found) {
             double ts = la_now_s();
@@ -797,12 +813,14 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
             c.tick = NULL;
             cell->seconds = la_now_s() - ts;
             run_s += cell->seconds;
-            if (st == LA_OK && o.out_dir) {
+            if (sp && N > 1) st = la_dist_agree(st);
+            if (st == LA_OK && o.out_dir && (!sp || me == 0)) {
                 cJSON *j = cell_json(&o, cell);
                 st = la_json_write_atomic(path, j);
                 cJSON_Delete(j);
                 if (st == LA_OK) la_test_point("longeval-cell");
             }
+            if (sp && N > 1) st = la_dist_agree(st); /* rank 0's write: every rank goes on or stops */
         }
         double Lc = (double)cell->L;
         work_tokens_done += Lc * Lc;
@@ -817,7 +835,8 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     free(cost);
     if (N > 1) { /* a rank that failed stops them all here, named; rank 0 collects */
         st = la_dist_agree(st);
-        if (st == LA_OK) st = la_grid_gather(cells, sizeof *cells, owner, nc, 1, "longeval");
+        if (st == LA_OK && !sp) st = la_grid_gather(cells, sizeof *cells, owner, nc, 1, "longeval");
+        else if (st == LA_OK) st = la_dist_bcast(cells, sizeof *cells * (size_t)nc, 0); /* rank 0's, read back too */
     }
     free(owner);
     if (st == LA_OK && o.out_dir && me == 0) st = write_outputs(&o, cells, c.C, &c.stream, la_now_s() - t0);

@@ -341,6 +341,80 @@ static void score_ppl(const le_ctx *c, const la_longeval_opts *o, int k, int64_t
     }
 }
 
+/* The examples of haystack group t of document k (n_kinds x depths, in ex): each one's
+ * tokens, answer and in ->fork its plain prefix (the haystack up to its first needle, not
+ * yet put on the step grid); *off the group's haystack offset. */
+static la_status make_group(const le_ctx *c, const la_longeval_opts *o, int k, int64_t L, int t, int with_ppl,
+                            const int32_t *hay, int64_t n_hay, le_ex *ex, int n_kinds, int64_t *off) {
+    const int nd = o->n_depths;
+    uint64_t g = mix(mix(mix(o->seed, (uint64_t)L), (uint64_t)k + 1), (uint64_t)t + 1);
+    /* a seeded start that leaves L tokens before the stream wraps (when it can) */
+    int64_t span = n_hay > L ? n_hay - L + 1 : 1;
+    *off = with_ppl ? 0 : (int64_t)(mix(g, 0x6f6666ULL) % (uint64_t)span);
+    for (int kind = 0; kind < n_kinds; kind++)
+        for (int di = 0; di < nd; di++) {
+            le_ex *e = &ex[kind * nd + di];
+            int64_t at;
+            e->kind = kind;
+            e->di = di;
+            LA_TRY(le_example(c->tok, hay, n_hay, *off, kind, L, o->depths[di], o->distractors,
+                              mix(mix(g, (uint64_t)di + 1), (uint64_t)kind + 1), e->tok, e->ans, &at, &e->fork));
+        }
+    return LA_OK;
+}
+
+/* Example e of group t of document k answered cont (greedy), first token's logit top. */
+static void score_example(const la_longeval_opts *o, la_longeval_cell *cell, int k, int t, const le_ex *e,
+                          const char *cont, float top) {
+    int hit = la_longeval_match(cont, e->ans);
+    int idx = (k * o->n_depths + e->di) * o->trials + t;
+    if (e->kind == 0) {
+        cell->passkey_hits += hit, cell->passkey_n++, cell->depth_hits[e->di] += hit;
+        cell->pk_hit[idx] = (unsigned char)hit, cell->pk_top[idx] = top;
+    } else {
+        cell->multikey_hits += hit, cell->multikey_n++, cell->depth_mk_hits[e->di] += hit;
+        cell->mk_hit[idx] = (unsigned char)hit, cell->mk_top[idx] = top;
+    }
+}
+
+/* --seq-parallel (issue 30): each prefill is one pass of all L tokens split over the ranks
+ * (la_session_prefill_sp), which every rank calls together: the perplexity text (the
+ * document's first L tokens), then every retrieval example from its first token (a pass
+ * over the ranks has no fork point: no shared prefix), each answered greedily on every rank
+ * from the filled cache. The groups and examples are run_doc's. */
+static la_status run_doc_sp(le_ctx *c, const la_longeval_opts *o, int k, int64_t L, la_longeval_cell *cell,
+                            double *nll, float *last, le_ex *ex, int n_kinds) {
+    const le_stream *d = &c->docs[k];
+    const int32_t *hay = o->filler ? c->hay : d->tokens;
+    const int64_t n_hay = o->filler ? c->n_hay : d->n;
+    const int nex = n_kinds * o->n_depths;
+    if (L > INT32_MAX) return la_fail(LA_EINVAL, "longeval --seq-parallel: L = %lld is too long", (long long)L);
+    int32_t *toks = la_malloc(sizeof(int32_t) * (size_t)L);
+    if (!toks) return la_fail(LA_ENOMEM, "longeval: out of memory for L = %lld", (long long)L);
+    for (int64_t i = 0; i < L; i++) toks[i] = d->tokens[i % d->n];
+    la_session_reset(c->sess);
+    la_status st = la_session_prefill_sp(c->sess, toks, (int)L, NULL, nll);
+    free(toks);
+    c->work_tokens += (double)L;
+    if (st == LA_OK) score_ppl(c, o, k, L, nll, cell);
+    for (int t = 0; t < o->trials && st == LA_OK; t++) {
+        int64_t off;
+        st = make_group(c, o, k, L, t, !o->filler && t == 0, hay, n_hay, ex, n_kinds, &off);
+        for (int i = 0; i < nex && st == LA_OK; i++) {
+            char *cont = NULL;
+            float top = 0;
+            la_session_reset(c->work);
+            st = la_session_prefill_sp(c->work, ex[i].tok, (int)L, last, NULL);
+            c->work_tokens += (double)L;
+            if (st == LA_OK) st = greedy(c, c->work, last, (int)strlen(ex[i].ans) + 2, &cont, &top);
+            if (st == LA_OK) score_example(o, cell, k, t, &ex[i], cont, top);
+            free(cont);
+        }
+    }
+    if (c->tick) c->tick(c->tick_user, (k + 1.0) / c->n_docs);
+    return st;
+}
+
 /* The haystack groups of document k: group t (trial) reads hay from offset 0 for t = 0 on a
  * text haystack (the document's start: the perplexity text itself, so that prefill is
  * shared with the perplexity one) and from a seeded offset otherwise. Every example of a
@@ -355,22 +429,12 @@ static la_status run_doc(le_ctx *c, const la_longeval_opts *o, int k, int64_t L,
     int ppl_done = 0;
     for (int t = 0; t < o->trials && st == LA_OK; t++) {
         const int with_ppl = !o->filler && t == 0; /* this group's main prefill is the perplexity text */
-        uint64_t g = mix(mix(mix(o->seed, (uint64_t)L), (uint64_t)k + 1), (uint64_t)t + 1);
-        /* a seeded start that leaves L tokens before the stream wraps (when it can) */
-        int64_t span = n_hay > L ? n_hay - L + 1 : 1;
-        int64_t off = with_ppl ? 0 : (int64_t)(mix(g, 0x6f6666ULL) % (uint64_t)span);
-        int64_t maxfork = 0;
-        for (int kind = 0; kind < n_kinds && st == LA_OK; kind++)
-            for (int di = 0; di < nd && st == LA_OK; di++) {
-                le_ex *e = &ex[kind * nd + di];
-                int64_t at, plain;
-                e->kind = kind;
-                e->di = di;
-                st = le_example(c->tok, hay, n_hay, off, kind, L, o->depths[di], o->distractors,
-                                mix(mix(g, (uint64_t)di + 1), (uint64_t)kind + 1), e->tok, e->ans, &at, &plain);
-                e->fork = share ? plain / c->step * c->step : 0;
-                if (e->fork > maxfork) maxfork = e->fork;
-            }
+        int64_t off, maxfork = 0;
+        st = make_group(c, o, k, L, t, with_ppl, hay, n_hay, ex, n_kinds, &off);
+        for (int i = 0; i < nex && st == LA_OK; i++) {
+            ex[i].fork = share ? ex[i].fork / c->step * c->step : 0;
+            if (ex[i].fork > maxfork) maxfork = ex[i].fork;
+        }
         if (st != LA_OK) break;
         qsort(ex, (size_t)nex, sizeof *ex, ex_cmp);
         /* the main prefill: the haystack from off (wrapping), as far as the last fork point
@@ -400,17 +464,7 @@ static la_status run_doc(le_ctx *c, const la_longeval_opts *o, int k, int64_t L,
             char *cont = NULL;
             float top = 0;
             if (st == LA_OK) st = greedy(c, c->work, last, (int)strlen(e->ans) + 2, &cont, &top);
-            if (st == LA_OK) {
-                int hit = la_longeval_match(cont, e->ans);
-                int idx = (k * nd + e->di) * o->trials + t;
-                if (e->kind == 0) {
-                    cell->passkey_hits += hit, cell->passkey_n++, cell->depth_hits[e->di] += hit;
-                    cell->pk_hit[idx] = (unsigned char)hit, cell->pk_top[idx] = top;
-                } else {
-                    cell->multikey_hits += hit, cell->multikey_n++, cell->depth_mk_hits[e->di] += hit;
-                    cell->mk_hit[idx] = (unsigned char)hit, cell->mk_top[idx] = top;
-                }
-            }
+            if (st == LA_OK) score_example(o, cell, k, t, e, cont, top);
             free(cont);
         }
         if (st == LA_OK && with_ppl && share) {
@@ -467,7 +521,7 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
     if (has_kv && kv.policy != LA_KV_FULL && o->exact_stream) step = 1;
     c->step = step;
     c->work_tokens = 0;
-    const int share = !o->no_share;
+    const int share = !o->no_share && !o->seq_parallel;
     cell->shared = share;
     cell->n_docs = c->n_docs;
     const int n_kinds = o->trials > 0 ? (o->distractors < 0 ? 1 : 2) : 0;
@@ -482,7 +536,9 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
     for (int i = 0; st == LA_OK && i < n_kinds * o->n_depths; i++)
         if (!(ex[i].tok = la_malloc(sizeof(int32_t) * (size_t)L)))
             st = la_fail(LA_ENOMEM, "longeval: out of memory for the examples of L = %lld", (long long)L);
-    for (int k = 0; k < c->n_docs && st == LA_OK; k++) st = run_doc(c, o, k, L, cell, nll, last, ex, n_kinds, share);
+    for (int k = 0; k < c->n_docs && st == LA_OK; k++)
+        st = o->seq_parallel ? run_doc_sp(c, o, k, L, cell, nll, last, ex, n_kinds)
+                             : run_doc(c, o, k, L, cell, nll, last, ex, n_kinds, share);
     if (st == LA_OK) { /* totals over documents */
         int nb = o->buckets;
         double tot = 0, totb = 0, totn = 0;
