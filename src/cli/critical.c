@@ -73,15 +73,6 @@ static int grid_arg(const char *cmd, const char *opt, const char *val, void *des
     return 0;
 }
 
-/* --seed: any unsigned 64-bit integer */
-static int seed_arg(const char *cmd, const char *opt, const char *val, void *dest) {
-    char *end;
-    unsigned long long v = strtoull(val, &end, 10);
-    if (*end || !*val) return cli_usage_error(cmd, "%s wants a non-negative integer, got '%s'", opt, val);
-    *(uint64_t *)dest = v;
-    return 0;
-}
-
 int cli_critical(int argc, char **argv) {
     la_critical_params p = la_critical_params_default();
     static double rhos[MAX_GRID], gammas[MAX_GRID];
@@ -95,7 +86,7 @@ int cli_critical(int argc, char **argv) {
         CLI_A_LONG("--n N", "tokens (default 1024)", &n, 2, 1 << 16),
         CLI_A_LONG("--d D", "dimension (default 256)", &d, 1, 1 << 16),
         CLI_A_LONG("--draws K", "token sets averaged per rho (default 1)", &draws, 1, 10000),
-        CLI_A_FN("--seed S", "random seed (default 1)", seed_arg, &p.seed),
+        CLI_A_U64("--seed S", "random seed (default 1)", &p.seed),
         CLI_A_FN("--rho LIST", "values in [0,1): a,b,c or lo:hi:step (default 0.1:0.9:0.1)", grid_arg, &rho_g),
         CLI_A_FN("--gamma LIST", "values >= 0 (default 0.25:10:0.25)", grid_arg, &gamma_g),
         CLI_A_STR("--out DIR", "output folder (default runs/critical): critical.csv, critical.gp,\n"
