@@ -31,6 +31,7 @@
  * than softmax at T = 16384, forward and forward+backward (issue 20). */
 #include <cblas.h>
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <malloc.h>
 #include <math.h>
 #include <stdio.h>
@@ -523,29 +524,16 @@ static int eval_targets(const bench_state *st, const int *Ts, int nT, int T_win,
     return n;
 }
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--threads N", "threads for sgemm and the kernel (default 2)"},
-        {"--json", "print one JSON object {sgemm_gflops, fma_peak_gflops, rows[...], targets[...]}"},
-        {"--max-t N", "only the sizes T <= N (N >= 1024; the window row at T = min(65536, N)):\n"
-                      "a shorter run of the same rows"},
-        {"--quick", "small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
-                    "a smoke test of the benchmark itself, not a measurement"},
-        {"--peers", "also time PyTorch's scaled_dot_product_attention and FlexAttention on\n"
-                    "every softmax+causal row, right after it (bench/torch_attn.py), and print\n"
-                    "their time / ours; needs --python PY with torch importable"},
-        {"--python PY", "the Python that --peers runs (default python3)"},
-        {NULL, NULL},
-    };
-    cli_help(f, "longattn bench attn [--threads N] [--json] [--quick] [--max-t N] [--peers [--python PY]]",
-             "sgemm GFLOP/s (1024^3), the measured FMA peak, and attention forward / forward+backward GFLOP/s at\n"
-             "B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
-             "T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory;\n"
-             "entmax(alpha=1.5)+causal at T in {1024, 4096, 16384} with its support statistics;\n"
-             "softmax+sink+causal and sigmoid(b=-8)+causal at the same T, with their time ratio to\n"
-             "softmax+causal.",
-             opts, NULL);
-}
+static const cli_doc DOC = {
+    "longattn bench attn [--threads N] [--json] [--quick] [--max-t N] [--peers [--python PY]]",
+    "sgemm GFLOP/s (1024^3), the measured FMA peak, and attention forward / forward+backward GFLOP/s at\n"
+    "B=1 H=8 D=64: softmax+causal and softmax+sinv(tau=10)+prope(p=0.5)+causal at\n"
+    "T in {1024, 4096, 16384}, softmax+window(512) at T=65536, with extra memory;\n"
+    "entmax(alpha=1.5)+causal at T in {1024, 4096, 16384} with its support statistics;\n"
+    "softmax+sink+causal and sigmoid(b=-8)+causal at the same T, with their time ratio to\n"
+    "softmax+causal.",
+    NULL, 0,
+};
 
 int bench_attn(int argc, char **argv) {
     bench_state *st = calloc(1, sizeof *st);
@@ -554,35 +542,23 @@ int bench_attn(int argc, char **argv) {
     int peers = 0;
     long max_t = 0; /* --max-t: 0 = every size */
     const char *py = "python3";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) st->json = 1;
-        else if (!strcmp(argv[i], "--quick")) st->quick = 1;
-        else if (!strcmp(argv[i], "--peers")) peers = 1;
-        else if (!strcmp(argv[i], "--python") && i + 1 < argc) py = argv[++i];
-        else if (!strcmp(argv[i], "--max-t") && i + 1 < argc) {
-            char *end;
-            max_t = strtol(argv[++i], &end, 10);
-            if (*end || max_t < 1024) {
-                free(st);
-                return cli_usage_error("bench attn", "--max-t wants an integer >= 1024, got '%s'", argv[i]);
-            }
-        }
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            char *end;
-            long n = strtol(argv[++i], &end, 10);
-            if (*end || n < 1 || n > 1024) {
-                free(st);
-                return cli_usage_error("bench attn", "--threads wants an integer in 1..1024, got '%s'", argv[i]);
-            }
-            st->threads = (int)n;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            free(st);
-            return 0;
-        } else {
-            free(st);
-            return cli_usage_error("bench attn", "unknown option '%s' (valid: --threads N, --json, --quick, --peers, --python PY, --max-t N)", argv[i]);
-        }
+    cli_arg args[] = {
+        CLI_A_INT("--threads N", "threads for sgemm and the kernel (default 2)", &st->threads, 1, 1024),
+        CLI_A_FLAG("--json", "print one JSON object {sgemm_gflops, fma_peak_gflops, rows[...], targets[...]}", &st->json),
+        CLI_A_LONG("--max-t N", "only the sizes T <= N (N >= 1024; the window row at T = min(65536, N)):\n"
+                                "a shorter run of the same rows", &max_t, 1024, LONG_MAX),
+        CLI_A_FLAG("--quick", "small sizes (sgemm 256^3, T in {128, 256}, window(64) at T=1024):\n"
+                              "a smoke test of the benchmark itself, not a measurement", &st->quick),
+        CLI_A_FLAG("--peers", "also time PyTorch's scaled_dot_product_attention and FlexAttention on\n"
+                              "every softmax+causal row, right after it (bench/torch_attn.py), and print\n"
+                              "their time / ours; needs --python PY with torch importable", &peers),
+        CLI_A_STR("--python PY", "the Python that --peers runs (default python3)", &py),
+        CLI_A_END,
+    };
+    int prc = cli_parse("bench attn", &DOC, args, argc, argv);
+    if (prc >= 0) {
+        free(st);
+        return prc;
     }
     /* big buffers are mmapped and handed back on free, so each row's baseline is honest */
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);

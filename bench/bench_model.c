@@ -69,63 +69,38 @@ static double decode_weight_bytes(const la_llama *m) {
     return b;
 }
 
+static const cli_doc DOC = {
+    "longattn bench model [--model FILE.gguf] [--lens 512,4096,16384] [--threads 2]\n"
+    "                     [--decode-tokens 16] [--python PY | --no-llama-cpp] [--keep-f32]\n"
+    "                     [--kv-type TYPE]",
+    "Prefill tok/s at each length, decode tok/s at that context, peak memory; llama.cpp\n"
+    "(llama-cpp-python importable by PY) on the same file and threads, interleaved, with ratios.\n"
+    "Decode rows also give the bytes read per token (weights + KV cache) and that traffic as a\n"
+    "fraction of the streaming read bandwidth measured in the same run.",
+    NULL, 0,
+};
+
 int bench_model(int argc, char **argv) {
-    const char *model = "data/models/SmolLM2-135M-Instruct.Q4_1.gguf", *py = "python3";
+    const char *model = "data/models/SmolLM2-135M-Instruct.Q4_1.gguf", *py = "python3", *lens_s = NULL;
     int lens[8] = {512, 4096, 16384}, nlen = 3, threads = 2, k = 16, no_ref = 0, keep_f32 = 0;
     const char *kv_type = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            static const cli_opt opts[] = {
-                {"--model FILE.gguf", "the model (default data/models/SmolLM2-135M-Instruct.Q4_1.gguf)"},
-                {"--lens A,B,...", "context lengths (default 512,4096,16384)"},
-                {"--threads N", "threads for both (default 2)"},
-                {"--decode-tokens K", "tokens decoded one by one at each length (default 16)"},
-                {"--python PY", "a Python that imports llama_cpp (llama-cpp-python; default python3)"},
-                {"--no-llama-cpp", "do not run llama.cpp"},
-                {"--keep-f32", "dequantize every weight matrix to float32 at load for prefill\n"
-                                 "(faster prefill, ~4 bytes per parameter more memory)"},
-                {"--kv-type TYPE", "KV cache element type: f32 | f16 | bf16 | int8 | int8(group=g)\n"
-                                   "(default f16, the GGUF default)"},
-                {NULL, NULL},
-            };
-            cli_help(stdout,
-                     "longattn bench model [--model FILE.gguf] [--lens 512,4096,16384] [--threads 2]\n"
-                     "                     [--decode-tokens 16] [--python PY | --no-llama-cpp] [--keep-f32]\n"
-                     "                     [--kv-type TYPE]",
-                     "Prefill tok/s at each length, decode tok/s at that context, peak memory; llama.cpp\n"
-                     "(llama-cpp-python importable by PY) on the same file and threads, interleaved, with ratios.\n"
-                     "Decode rows also give the bytes read per token (weights + KV cache) and that traffic as a\n"
-                     "fraction of the streaming read bandwidth measured in the same run.",
-                     opts, NULL);
-            return 0;
-        }
-        if (!strcmp(a, "--no-llama-cpp")) { no_ref = 1; continue; }
-        if (!strcmp(a, "--keep-f32")) { keep_f32 = 1; continue; }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "longattn bench model: option '%s' needs a value (or is unknown)\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--python")) py = v;
-        else if (!strcmp(a, "--kv-type")) kv_type = v;
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
-        else if (!strcmp(a, "--decode-tokens")) k = atoi(v);
-        else if (!strcmp(a, "--lens")) {
-            if ((nlen = parse_list(v, lens, 8)) < 1) {
-                fprintf(stderr, "longattn bench model: --lens expects a list like 512,4096\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "longattn bench model: unknown option '%s'\n", a);
-            return 2;
-        }
-    }
-    if (threads < 1 || k < 1) {
-        fprintf(stderr, "longattn bench model: --threads and --decode-tokens must be >= 1\n");
-        return 2;
-    }
+    cli_arg args[] = {
+        CLI_A_STR("--model FILE.gguf", "the model (default data/models/SmolLM2-135M-Instruct.Q4_1.gguf)", &model),
+        CLI_A_STR("--lens A,B,...", "context lengths (default 512,4096,16384)", &lens_s),
+        CLI_A_INT("--threads N", "threads for both (default 2)", &threads, 1, 1024),
+        CLI_A_INT("--decode-tokens K", "tokens decoded one by one at each length (default 16)", &k, 1, 1 << 20),
+        CLI_A_STR("--python PY", "a Python that imports llama_cpp (llama-cpp-python; default python3)", &py),
+        CLI_A_FLAG("--no-llama-cpp", "do not run llama.cpp", &no_ref),
+        CLI_A_FLAG("--keep-f32", "dequantize every weight matrix to float32 at load for prefill\n"
+                                 "(faster prefill, ~4 bytes per parameter more memory)", &keep_f32),
+        CLI_A_STR("--kv-type TYPE", "KV cache element type: f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                                    "(default f16, the GGUF default)", &kv_type),
+        CLI_A_END,
+    };
+    int prc = cli_parse("bench model", &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
+    if (lens_s && (nlen = parse_list(lens_s, lens, 8)) < 1)
+        return cli_usage_error("bench model", "--lens expects a list like 512,4096, got '%s'", lens_s);
     la_kv_params kv0 = la_kv_params_default();
     if (cli_kv_params("bench model", NULL, kv_type, la_llama_default_kv_type(), &kv0)) return 2;
     omp_set_num_threads(threads);

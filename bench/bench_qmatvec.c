@@ -17,19 +17,12 @@
 #include "core/internal.h"
 #include "longattn.h"
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--cols N", "row length (default 4096; a multiple of 256)"},
-        {"--mb N", "MiB of weights per matrix (default 64)"},
-        {"--reps N", "timed repetitions, the best reported (default 9)"},
-        {"--quick", "--mb 8 --reps 3 (a smoke run)"},
-        {"--json", "one JSON object per line per type"},
-        {NULL, NULL},
-    };
-    cli_help(f, "longattn bench qmatvec [options]",
-             "Quantized matrix x vector (the decode path): GB/s of weights against memcpy bandwidth.",
-             opts, "OMP_NUM_THREADS sets the threads (rows are split over them).");
-}
+static const cli_doc DOC = {
+    "longattn bench qmatvec [options]",
+    "Quantized matrix x vector (the decode path): GB/s of weights against memcpy bandwidth.",
+    "OMP_NUM_THREADS sets the threads (rows are split over them).",
+    0,
+};
 
 /* Best of reps (after a warm-up that pages in and starts the threads): on a shared machine
  * other processes only ever add time, so the minimum is the most repeatable figure. */
@@ -74,21 +67,21 @@ static la_status run_sgemv(void *p) {
 }
 
 int bench_qmatvec(int argc, char **argv) {
-    int64_t cols = 4096, mb = 64;
-    int reps = 9, json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--quick")) { mb = 8; reps = 3; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "longattn bench qmatvec: %s needs a value\n", a); return 2; }
-        long v = atol(argv[++i]);
-        if (v < 1) { fprintf(stderr, "longattn bench qmatvec: %s expects a positive integer\n", a); return 2; }
-        if (!strcmp(a, "--cols")) cols = v;
-        else if (!strcmp(a, "--mb")) mb = v;
-        else if (!strcmp(a, "--reps")) reps = v > 64 ? 64 : (int)v;
-        else { fprintf(stderr, "longattn bench qmatvec: unknown option '%s'\n", a); usage(stderr); return 2; }
-    }
+    long cols = 4096, mb = 64;
+    int reps = 9, json = 0, quick = 0;
+    /* --quick first, so that --mb and --reps change it wherever they stand */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--quick")) mb = 8, reps = 3;
+    cli_arg args[] = {
+        CLI_A_LONG("--cols N", "row length (default 4096; a multiple of 256)", &cols, 256, 1L << 30),
+        CLI_A_LONG("--mb N", "MiB of weights per matrix (default 64)", &mb, 1, 1L << 20),
+        CLI_A_INT("--reps N", "timed repetitions, the best reported (default 9)", &reps, 1, 64),
+        CLI_A_FLAG("--quick", "--mb 8 --reps 3 (a smoke run)", &quick),
+        CLI_A_FLAG("--json", "one JSON object per line per type", &json),
+        CLI_A_END,
+    };
+    int prc = cli_parse("bench qmatvec", &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
     if (cols % 256) { fprintf(stderr, "longattn bench qmatvec: --cols must be a multiple of 256\n"); return 2; }
     static const uint32_t types[] = {LA_GGML_F32, LA_GGML_F16, LA_GGML_BF16, LA_GGML_Q8_0,
                                      LA_GGML_Q4_0, LA_GGML_Q4_1, LA_GGML_Q5_0, LA_GGML_Q5_1,

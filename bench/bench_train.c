@@ -40,35 +40,12 @@
 #include "core/prof.h"
 #include "longattn.h"
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--layers N", "transformer blocks (default 4)"},
-        {"--d-model N", "model width (default 256)"},
-        {"--heads N", "attention heads (default 8)"},
-        {"--seq-len T", "sequence length (default 256)"},
-        {"--batch B", "sequences per step (default 8)"},
-        {"--spec TEXT", "attention spec (default softmax+rope+causal)"},
-        {"--steps N", "timed steps per round (default 5)"},
-        {"--rounds R", "rounds of interleaved timing, ours then PyTorch's (default 3)"},
-        {"--optimizer NAME", "adamw | muon (default adamw)"},
-        {"--precision P", "f32 | bf16 trainer precision (default f32); bf16 also times a float32\n"
-                          "trainer of the same model in the same rounds and reports bf16 / f32"},
-        {"--study", "the default study's size: 4 layers, d_model 128, 4 heads, T 128, B 16"},
-        {"--python PY", "a Python with PyTorch: also time bench/torch_train.py, the same model\n"
-                        "and step in PyTorch eager (default python3; skipped when torch does\n"
-                        "not import, or for a spec/optimizer the script does not implement);\n"
-                        "with --precision bf16 also under torch.autocast bf16"},
-        {"--torch-script FILE", "the PyTorch script (default: bench/torch_train.py next to the build)"},
-        {"--no-torch", "do not run PyTorch"},
-        {"--json", "one JSON object: tokens_per_s, step_s, attention_share, matmul_share,\n"
-                   "flops_per_step, gflops, fma_peak_gflops, peak_fraction, torch{...}, config"},
-        {NULL, NULL},
-    };
-    cli_help(f, "longattn bench train [options]",
-             "GPT training throughput (tokens/s) and where a step's time goes; OMP_NUM_THREADS sets\n"
-             "the threads.",
-             opts, NULL);
-}
+static const cli_doc DOC = {
+    "longattn bench train [options]",
+    "GPT training throughput (tokens/s) and where a step's time goes; OMP_NUM_THREADS sets\n"
+    "the threads.",
+    NULL, 0,
+};
 
 /* ---- the PyTorch process (bench/torch_train.py's line protocol, bench_peer) ---- */
 
@@ -173,40 +150,40 @@ int bench_train(int argc, char **argv) {
     const char *py = "python3", *script_opt = NULL;
     la_optimizer opt = LA_OPT_ADAMW;
     la_dtype prec = LA_DTYPE_F32;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--no-torch")) { no_torch = 1; continue; }
-        if (!strcmp(a, "--study")) {
-            mc.n_layer = 4; mc.d_model = 128; mc.n_head = 4; T = 128; B = 16;
-            continue;
-        }
-        if (i + 1 >= argc) { fprintf(stderr, "longattn bench train: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        int x = atoi(v);
-        if (!strcmp(a, "--spec")) snprintf(mc.spec, sizeof mc.spec, "%s", v);
-        else if (!strcmp(a, "--python")) py = v;
-        else if (!strcmp(a, "--torch-script")) script_opt = v;
-        else if (!strcmp(a, "--precision")) {
-            if (cli_precision_opt("bench train", v, &prec)) return 2;
-        }
-        else if (!strcmp(a, "--optimizer")) {
-            if (!strcmp(v, "muon")) opt = LA_OPT_MUON;
-            else if (strcmp(v, "adamw")) { fprintf(stderr, "longattn bench train: --optimizer adamw|muon\n"); return 2; }
-        } else if (x < 1) { fprintf(stderr, "longattn bench train: %s expects a positive integer\n", a); return 2; }
-        else if (!strcmp(a, "--layers")) mc.n_layer = x;
-        else if (!strcmp(a, "--d-model")) mc.d_model = x;
-        else if (!strcmp(a, "--heads")) mc.n_head = x;
-        else if (!strcmp(a, "--seq-len")) T = x;
-        else if (!strcmp(a, "--batch")) B = x;
-        else if (!strcmp(a, "--steps")) steps = x;
-        else if (!strcmp(a, "--rounds")) rounds = x;
-        else { fprintf(stderr, "longattn bench train: unknown option '%s'\n", a); usage(stderr); return 2; }
-    }
+    const char *spec = NULL;
+    int study = 0;
+    /* --study first, so that the other options change its sizes wherever they stand */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--study")) mc.n_layer = 4, mc.d_model = 128, mc.n_head = 4, T = 128, B = 16;
+    enum { MAXI = 1 << 30 };
+    cli_arg args[] = {
+        CLI_A_INT("--layers N", "transformer blocks (default 4)", &mc.n_layer, 1, MAXI),
+        CLI_A_INT("--d-model N", "model width (default 256)", &mc.d_model, 1, MAXI),
+        CLI_A_INT("--heads N", "attention heads (default 8)", &mc.n_head, 1, MAXI),
+        CLI_A_INT("--seq-len T", "sequence length (default 256)", &T, 1, MAXI),
+        CLI_A_INT("--batch B", "sequences per step (default 8)", &B, 1, MAXI),
+        CLI_A_STR("--spec TEXT", "attention spec (default softmax+rope+causal)", &spec),
+        CLI_A_INT("--steps N", "timed steps per round (default 5)", &steps, 1, MAXI),
+        CLI_A_INT("--rounds R", "rounds of interleaved timing, ours then PyTorch's (default 3)", &rounds, 1, MAXI),
+        CLI_A_FN("--optimizer NAME", "adamw | muon (default adamw)", cli_optimizer_arg, &opt),
+        CLI_A_FN("--precision P", "f32 | bf16 trainer precision (default f32); bf16 also times a float32\n"
+                                  "trainer of the same model in the same rounds and reports bf16 / f32",
+                 cli_precision_arg, &prec),
+        CLI_A_FLAG("--study", "the default study's size: 4 layers, d_model 128, 4 heads, T 128, B 16", &study),
+        CLI_A_STR("--python PY", "a Python with PyTorch: also time bench/torch_train.py, the same model\n"
+                                 "and step in PyTorch eager (default python3; skipped when torch does\n"
+                                 "not import, or for a spec/optimizer the script does not implement);\n"
+                                 "with --precision bf16 also under torch.autocast bf16", &py),
+        CLI_A_STR("--torch-script FILE", "the PyTorch script (default: bench/torch_train.py next to the build)",
+                  &script_opt),
+        CLI_A_FLAG("--no-torch", "do not run PyTorch", &no_torch),
+        CLI_A_FLAG("--json", "one JSON object: tokens_per_s, step_s, attention_share, matmul_share,\n"
+                             "flops_per_step, gflops, fma_peak_gflops, peak_fraction, torch{...}, config", &json),
+        CLI_A_END,
+    };
+    int prc = cli_parse("bench train", &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
+    if (spec) snprintf(mc.spec, sizeof mc.spec, "%s", spec);
     mc.train_len = T;
     la_model *m = NULL;
     la_trainer *tr = NULL;

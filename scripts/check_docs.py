@@ -208,7 +208,7 @@ class Program:
 
 
 def parse_help(text):
-    """(options listed, layout problems) of a --help text in the one layout (cli_help):
+    """(options listed, layout problems) of a --help text in the one layout (cli_print_help):
     usage line(s), then text at column 0, then 'options:' and rows: '  --opt ARG' with the
     description at column 24 (or on the next line when OPT is long), continuation lines at
     column 24, group headings and notes at column 0."""

@@ -15,6 +15,7 @@
 
 #include "core/half.h"
 #include "core/internal.h"
+#include "longattn.h"
 
 static char dir[64];
 static const char *bin;
@@ -303,7 +304,7 @@ static void test_bad_spec_and_options(void **state) {
     snprintf(a, sizeof a, "--spec causal --q %s --k %s --v %s --out %s --threads 0", P("oq.npy"), P("oq.npy"),
              P("oq.npy"), P("oo.npy"));
     expect_fail(a, 2, "--threads", NULL, NULL);
-    expect_fail("--spec causal --q", 2, "option --q needs a value", NULL, NULL);
+    expect_fail("--spec causal --q", 2, "option '--q' needs a value", NULL, NULL);
     expect_fail("--q a --q b", 2, "given twice", NULL, NULL);
     /* --help succeeds and documents the options */
     assert_int_equal(run_attn("--help"), 0);

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "core/internal.h"
+#include "longattn.h"
 #include "support/test_corpus.h"
 
 static void write_file(const char *dir, const char *name, const void *data, size_t n) {

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "core/internal.h"
+#include "longattn.h"
 
 /* ---- a little GGUF writer that records where each field is ---- */
 typedef struct {

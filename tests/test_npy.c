@@ -15,6 +15,7 @@
 #include <math.h>
 
 #include "core/internal.h"
+#include "longattn.h"
 
 static char dir[64];
 

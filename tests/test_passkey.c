@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "core/internal.h"
+#include "longattn.h"
 #include "support/test_corpus.h"
 
 static char dir[256];

@@ -17,6 +17,7 @@
 #define la_qmatvec la_qmatvec_portable
 #define la_gguf_matvec la_gguf_matvec_portable
 #include "model/qmatvec.c"
+#include "longattn.h"
 #undef la_qmatvec
 #undef la_gguf_matvec
 la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,

@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "core/internal.h"
+#include "longattn.h"
 
 /* Field-by-field equality, doubles compared bit for bit (padding is not compared). */
 static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }

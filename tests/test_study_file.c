@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "core/internal.h"
+#include "longattn.h"
 
 #define MIN_OK "\"data\": \"d\", \"steps\": 100, \"batch\": 4, \"seq_len\": 128, \"lr\": 0.001, " \
                "\"specs\": [\"softmax+rope\"]"

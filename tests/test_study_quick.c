@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/internal.h"
+#include "longattn.h"
 #include "support/test_corpus.h"
 
 static char dir[256];

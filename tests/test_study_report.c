@@ -13,6 +13,7 @@
 
 #include "study/study_internal.h"
 #include "support/test_corpus.h"
+#include "longattn.h"
 
 static la_study st;
 static study_results *res;

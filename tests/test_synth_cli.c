@@ -216,9 +216,9 @@ static void test_bad_options(void **state) {
     assert_int_equal(run("synth --muon-lr -1", out, sizeof out), 2);
     assert_non_null(strstr(out, "--muon-lr"));
     assert_int_equal(run("synth --inline-share 1", out, sizeof out), 2);
-    assert_non_null(strstr(out, "--inline-share wants a number in [0, 1)"));
+    assert_non_null(strstr(out, "--inline-share expects a number in [0, 1)"));
     assert_int_equal(run("synth --seeds 0", out, sizeof out), 2);
-    assert_non_null(strstr(out, "--seeds wants an integer in [1, 16]"));
+    assert_non_null(strstr(out, "--seeds expects an integer in [1, 16]"));
     assert_int_equal(run("synth --seeds 17", out, sizeof out), 2);
     assert_int_equal(run("synth --preset bogus", out, sizeof out), 2);
     assert_non_null(strstr(out, "unknown synth preset 'bogus' (known: mq-contrast)"));

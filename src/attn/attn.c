@@ -5,6 +5,7 @@
  * backward), sigmoid.c and entmax_attn.c (the entmax family). */
 #include "attn/attn_internal.h"
 #include "attn/entmax_internal.h"
+#include "longattn/attn.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,6 +5,7 @@
  * entmax_attn.c, keystat.c, attn_diag.c and ring.c build on. It calls no kernel: the
  * kernels use it, and attn.c dispatches to the kernels. */
 #include "attn/attn_internal.h"
+#include "longattn/attn.h"
 
 #include <math.h>
 #include <omp.h>

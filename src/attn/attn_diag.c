@@ -29,6 +29,7 @@
 
 #include "attn/attn_internal.h"
 #include "attn/entmax_internal.h"
+#include "longattn/attn.h"
 
 #define DG_CHUNKS 16
 

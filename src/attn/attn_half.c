@@ -18,6 +18,7 @@
  */
 #include "attn/attn_internal.h"
 #include "core/half.h"
+#include "longattn/attn.h"
 
 #include <omp.h>
 #include <stdint.h>

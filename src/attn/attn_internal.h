@@ -27,6 +27,7 @@
 #define LA_ATTN_INTERNAL_H
 
 #include "core/internal.h"
+#include "longattn/attn.h"
 
 #include <math.h>
 

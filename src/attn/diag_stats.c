@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "longattn/attn.h"
 
 struct la_diag {
     int64_t max_dist;

@@ -45,6 +45,7 @@
 
 #include "attn/attn_internal.h"
 #include "attn/entmax_internal.h"
+#include "longattn/attn.h"
 
 /* Strip budget: logits of one query tile against its key span are cached per thread when
  * LA_BQ * span * 4 bytes is at most this (8 MiB: S <= 32768 keys). */

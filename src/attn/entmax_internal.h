@@ -3,7 +3,7 @@
 #ifndef LA_ENTMAX_INTERNAL_H
 #define LA_ENTMAX_INTERNAL_H
 
-#include "longattn.h"
+#include "longattn/attn.h"
 
 /* Which exact algorithm a row uses. */
 enum { LA_ENTMAX_BISECT = 0, LA_ENTMAX_SPARSEMAX = 1, LA_ENTMAX_15 = 2 };

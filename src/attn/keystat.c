@@ -6,6 +6,7 @@
  * sum of each key is formed by one task in a fixed order, so it is bitwise the same for
  * any thread count, and no T x S buffer is needed. */
 #include "attn/attn_internal.h"
+#include "longattn/attn.h"
 
 #include <assert.h>
 #include <omp.h>

@@ -2,6 +2,7 @@
  * sees, as at most two key ranges per row. No T x S mask is ever built: tiles are
  * classified from the row ranges, and fully masked tiles are skipped. */
 #include "attn/attn_internal.h"
+#include "longattn/attn.h"
 
 #include <math.h>
 

@@ -3,6 +3,7 @@
  * positions past 2^20 keep full float accuracy. */
 #define _GNU_SOURCE /* sincos */
 #include "attn/attn_internal.h"
+#include "longattn/attn.h"
 
 #include <math.h>
 #include <omp.h>

@@ -42,7 +42,7 @@
 #ifndef LA_ATTN_RING_H
 #define LA_ATTN_RING_H
 
-#include "longattn.h"
+#include "longattn/attn.h"
 
 /* Rows [rows[0], rows[1]) and [rows[2], rows[3]) of a length-T sequence held by rank r of
  * P (the zigzag layout above; either range may be empty when T has fewer than 2P tiles). */

@@ -27,6 +27,7 @@
  * the same sum). dq, dk and dv need nothing new: P and D_i already include the sink.
  */
 #include "attn/attn_internal.h"
+#include "longattn/attn.h"
 
 #include <omp.h>
 #include <string.h>

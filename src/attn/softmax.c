@@ -31,6 +31,7 @@
  * default build compiles the laps away.
  */
 #include "attn/attn_internal.h"
+#include "longattn/attn.h"
 
 #include <math.h>
 #include <omp.h>

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "longattn/attn.h"
 
 /* CAT_SINK (issue 31) prints right after the normaliser it modifies: softmax+sink+rope. */
 enum { CAT_NORM = 0, CAT_SINK, CAT_XF, CAT_POS, CAT_PAT, N_CAT };

@@ -1,5 +1,6 @@
 /* workspace.c -- grow-only scratch arena reused across attention calls. */
 #include "attn/attn_internal.h"
+#include "longattn/attn.h"
 
 #include <stdlib.h>
 #include <string.h>

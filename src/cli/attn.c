@@ -32,40 +32,22 @@
 
 #define CMD "attn"
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--spec SPEC", "attention spec string, e.g. 'softmax+sinv(tau=10)+prope(p=0.5)+causal'"},
-        {"--q FILE", "queries, shape (B, H, T, D) or (H, T, D) meaning B = 1"},
-        {"--k FILE", "keys, shape (B, Hkv, S, D) or (Hkv, S, D); H % Hkv == 0"},
-        {"--v FILE", "values, the shape of --k"},
-        {"--out FILE", "output (same shape as q); lse.npy (row log-sum-exp, shape of q without D;\n"
-                       "-inf for a row with no visible key) is written next to it"},
-        {"--dout FILE", "gradient of the loss w.r.t. out (shape of q): also writes dq.npy, dk.npy,\n"
-                        "dv.npy (and dlogn_s.npy with logn) in the folder of --out"},
-        {"--pos0 N", "position of query 0 (default S - T: the last query sees the last key)"},
-        {"--doc-ids FILE", "float32 holding integer document ids, shape (B, S): packed sequences;\n"
-                           "no query sees another document, positions restart at each document"},
-        {"--logn-s FILE", "per-head s_h of logn, shape (H,)"},
-        {"--stats", "also write entropy.npy (row entropy, nats) and key_mass.npy (B, H, S)"},
-        {"--threads N", "OpenMP threads (default: OpenMP's choice)"},
-        {"--dtype T", "element type of q, k, v (and dout) in the kernel: f32 (default), f16 or\n"
-                      "bf16. The .npy files stay float32 and are rounded to T (nearest even),\n"
-                      "as if stored in it; products accumulate in float32, and out, lse and\n"
-                      "the gradients are float32 (la_attn_forward_typed)"},
-        {"--seq-parallel", "split the sequence over the ranks of mpirun (T = S, pos0 0; not with\n"
-                           "--stats): each rank computes its zigzag rows, K/V travel around the ring;\n"
-                           "outputs bitwise equal to one process; each rank prints its time, bytes\n"
-                           "sent and time blocked to stderr. Alone: one rank"},
-        {NULL, NULL},
-    };
-    cli_help(f,
-             "longattn attn --spec SPEC --q q.npy --k k.npy --v v.npy --out out.npy\n"
-             "              [--dout dout.npy] [--pos0 N] [--doc-ids docs.npy]\n"
-             "              [--logn-s s.npy] [--stats] [--threads N] [--dtype T]\n"
-             "              [--seq-parallel]",
-             "Runs the fused attention kernel on float32 .npy files (np.save(path, x.astype(np.float32))).\n"
-             "Every option also takes the form --opt=VALUE.",
-             opts, "Exit status: 0 ok, 1 runtime error (files), 2 bad usage (options, spec).");
+static const cli_doc DOC = {
+    "longattn attn --spec SPEC --q q.npy --k k.npy --v v.npy --out out.npy\n"
+    "              [--dout dout.npy] [--pos0 N] [--doc-ids docs.npy]\n"
+    "              [--logn-s s.npy] [--stats] [--threads N] [--dtype T]\n"
+    "              [--seq-parallel]",
+    "Runs the fused attention kernel on float32 .npy files (np.save(path, x.astype(np.float32))).\n"
+    "Every option also takes the form --opt=VALUE.",
+    "Exit status: 0 ok, 1 runtime error (files), 2 bad usage (options, spec).",
+    1,
+};
+
+/* an option's value, which may be given once (const char **DEST) */
+static int once_arg(const char *cmd, const char *opt, const char *val, void *dest) {
+    if (*(const char **)dest) return cli_usage_error(cmd, "option %s given twice", opt);
+    *(const char **)dest = val;
+    return 0;
 }
 
 typedef struct {
@@ -127,42 +109,35 @@ int cli_attn(int argc, char **argv) {
     const char *spec_s = NULL, *qp = NULL, *kp = NULL, *vp = NULL, *outp = NULL, *doutp = NULL, *docp = NULL,
                *lognp = NULL, *pos0_s = NULL, *thr_s = NULL, *dtype_s = NULL;
     int stats = 0, seqpar = 0, agreed = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--stats")) {
-            stats = 1;
-            continue;
-        }
-        if (!strcmp(a, "--seq-parallel")) {
-            seqpar = 1;
-            continue;
-        }
-        static const char *names[] = {"--spec", "--q", "--k", "--v", "--out", "--dout", "--doc-ids", "--logn-s",
-                                      "--pos0", "--threads", "--dtype"};
-        const char **slots[] = {&spec_s, &qp, &kp, &vp, &outp, &doutp, &docp, &lognp, &pos0_s, &thr_s, &dtype_s};
-        int hit = -1;
-        const char *val = NULL;
-        for (int n = 0; n < (int)(sizeof names / sizeof names[0]); n++) {
-            size_t l = strlen(names[n]);
-            if (!strncmp(a, names[n], l) && (a[l] == '\0' || a[l] == '=')) {
-                hit = n;
-                if (a[l] == '=') val = a + l + 1;
-                else if (i + 1 < argc) val = argv[++i];
-                else return cli_usage_error(CMD, "option %s needs a value", names[n]);
-                break;
-            }
-        }
-        if (hit < 0)
-            return cli_usage_error(CMD, "unknown option '%s'; valid: --spec --q --k --v --out --dout --pos0 "
-                                        "--doc-ids --logn-s --stats --threads --dtype --seq-parallel --help",
-                                   a);
-        if (*slots[hit]) return cli_usage_error(CMD, "option %s given twice", names[hit]);
-        *slots[hit] = val;
-    }
+    cli_arg args[] = {
+        CLI_A_FN("--spec SPEC", "attention spec string, e.g. 'softmax+sinv(tau=10)+prope(p=0.5)+causal'", once_arg,
+                 &spec_s),
+        CLI_A_FN("--q FILE", "queries, shape (B, H, T, D) or (H, T, D) meaning B = 1", once_arg, &qp),
+        CLI_A_FN("--k FILE", "keys, shape (B, Hkv, S, D) or (Hkv, S, D); H % Hkv == 0", once_arg, &kp),
+        CLI_A_FN("--v FILE", "values, the shape of --k", once_arg, &vp),
+        CLI_A_FN("--out FILE", "output (same shape as q); lse.npy (row log-sum-exp, shape of q without D;\n"
+                               "-inf for a row with no visible key) is written next to it", once_arg, &outp),
+        CLI_A_FN("--dout FILE", "gradient of the loss w.r.t. out (shape of q): also writes dq.npy, dk.npy,\n"
+                                "dv.npy (and dlogn_s.npy with logn) in the folder of --out", once_arg, &doutp),
+        CLI_A_FN("--pos0 N", "position of query 0 (default S - T: the last query sees the last key)", once_arg, &pos0_s),
+        CLI_A_FN("--doc-ids FILE", "float32 holding integer document ids, shape (B, S): packed sequences;\n"
+                                   "no query sees another document, positions restart at each document",
+                 once_arg, &docp),
+        CLI_A_FN("--logn-s FILE", "per-head s_h of logn, shape (H,)", once_arg, &lognp),
+        CLI_A_FLAG("--stats", "also write entropy.npy (row entropy, nats) and key_mass.npy (B, H, S)", &stats),
+        CLI_A_FN("--threads N", "OpenMP threads (default: OpenMP's choice)", once_arg, &thr_s),
+        CLI_A_FN("--dtype T", "element type of q, k, v (and dout) in the kernel: f32 (default), f16 or\n"
+                              "bf16. The .npy files stay float32 and are rounded to T (nearest even),\n"
+                              "as if stored in it; products accumulate in float32, and out, lse and\n"
+                              "the gradients are float32 (la_attn_forward_typed)", once_arg, &dtype_s),
+        CLI_A_FLAG("--seq-parallel", "split the sequence over the ranks of mpirun (T = S, pos0 0; not with\n"
+                                     "--stats): each rank computes its zigzag rows, K/V travel around the ring;\n"
+                                     "outputs bitwise equal to one process; each rank prints its time, bytes\n"
+                                     "sent and time blocked to stderr. Alone: one rank", &seqpar),
+        CLI_A_END,
+    };
+    int prc = cli_parse(CMD, &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
     if (!spec_s || !qp || !kp || !vp || !outp)
         return cli_usage_error(CMD, "missing required option %s",
                                !spec_s ? "--spec SPEC" : !qp ? "--q q.npy" : !kp ? "--k k.npy" : !vp ? "--v v.npy"

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "longattn.h"
 #include "longattn/core.h"
+#include "longattn/infer.h" /* la_generate_params, la_kv_params */
 
 typedef int (*la_cli_fn)(int argc, char **argv);
 
@@ -20,53 +20,78 @@ typedef struct {
 } la_cli_cmd;
 
 /* ---- src/cli/cli_util.c: helpers shared by the subcommands ---- */
-/* One row of a command's --help: OPT is the option as typed ("--spec SPEC", "--stats"),
- * TEXT its description ('\n' starts a continuation line). A row with OPT NULL is a group
- * heading (TEXT "model options:"). A table ends with the row {NULL, NULL}. */
-typedef struct {
-    const char *opt;
-    const char *text;
-} cli_opt;
-/* One row of a command's option table that both prints its --help and parses its
- * arguments (cli_parse; issue 32: the commands converted so far use it, the others a
- * cli_opt table for the help and a loop of their own). OPT and TEXT as in cli_opt; KIND
- * says what the option takes and DEST where it goes (a table with DEST pointers is a local
- * array of the command). Write the rows with the macros below:
+/* One row of a command's option table, which both prints its --help and parses its
+ * arguments (cli_parse; every command has one). OPT is the option as typed ("--spec SPEC",
+ * "--stats": the first word is the option), TEXT its description ('\n' starts a
+ * continuation line); KIND says what the option takes and DEST where it goes (a table with
+ * DEST pointers is a local array of the command). Write the rows with the macros below:
  *   CLI_A_STR   a value, stored as the argument string (const char **DEST)
  *   CLI_A_LONG  an integer in [LO, HI] (long *DEST); else "OPT expects an integer in [LO,
  *               HI], got 'x'"
+ *   CLI_A_INT   the same into an int (int *DEST)
+ *   CLI_A_NUM   a finite number in [LO, HI] (double *DEST); CLI_A_NUM_X with ENDS
+ *               CLI_OPEN_LO / CLI_OPEN_HI leaves that bound out ("in (0, 1]"; HI = HUGE_VAL:
+ *               "a number > 0")
+ *   CLI_A_U64   any non-negative 64-bit integer (uint64_t *DEST; seeds)
  *   CLI_A_FLAG  no value; sets int *DEST to 1
  *   CLI_A_FN    a value handed to FN(cmd, opt, value, DEST), which stores it or returns the
  *               usage error's 2
- *   CLI_A_GROUP a group heading; CLI_A_END ends the table */
-typedef enum { CLI_HEADING = 0, CLI_STR, CLI_LONG, CLI_FLAG, CLI_FN } cli_kind;
+ *   CLI_A_ALSO  a row of the help only, not parsed: an option listed again under a second
+ *               mode (parsed by its first row), or one of another form of the command
+ *   CLI_A_POS   the arguments that are not options (cli_pos *DEST, at most DEST->cap; TEXT
+ *               names them in the error for more); not printed. Without this row an
+ *               argument that is not an option is a usage error
+ *   CLI_A_GROUP a group heading; CLI_A_END ends the table
+ * cli_parse writes into GIVEN of a row the argv index where its option was last given (0:
+ * not given; cli_given reads it), so a table is not const. */
+typedef enum { CLI_END = 0, CLI_HEADING, CLI_ALSO, CLI_POS, CLI_STR, CLI_LONG, CLI_INT, CLI_NUM, CLI_U64, CLI_FLAG, CLI_FN } cli_kind;
+enum { CLI_OPEN_LO = 1, CLI_OPEN_HI = 2 };
 typedef int (*cli_opt_fn)(const char *cmd, const char *opt, const char *val, void *dest);
 typedef struct {
     const char *opt;
     const char *text;
     cli_kind kind;
     void *dest;
-    long lo, hi;
+    long lo, hi;     /* CLI_LONG, CLI_INT */
+    double flo, fhi; /* CLI_NUM */
+    int ends;        /* CLI_NUM: CLI_OPEN_LO | CLI_OPEN_HI */
     cli_opt_fn fn;
+    int given;
 } cli_arg;
-#define CLI_A_STR(opt, text, dest) {opt, text, CLI_STR, dest, 0, 0, NULL}
-#define CLI_A_LONG(opt, text, dest, lo, hi) {opt, text, CLI_LONG, dest, lo, hi, NULL}
-#define CLI_A_FLAG(opt, text, dest) {opt, text, CLI_FLAG, dest, 0, 0, NULL}
-#define CLI_A_FN(opt, text, fn, dest) {opt, text, CLI_FN, dest, 0, 0, fn}
-#define CLI_A_GROUP(text) {NULL, text, CLI_HEADING, NULL, 0, 0, NULL}
-#define CLI_A_END {NULL, NULL, CLI_HEADING, NULL, 0, 0, NULL}
-/* What a command's --help says around its option table. */
+typedef struct {
+    const char **v; /* the arguments, in order */
+    int cap, n;
+} cli_pos;
+/* DEST, which must have type T (a compile error otherwise) */
+#define CLI_DEST(dest, T) _Generic((dest), T: (dest))
+#define CLI_A_STR(opt, text, dest) {opt, text, CLI_STR, CLI_DEST(dest, const char **), 0, 0, 0, 0, 0, NULL, 0}
+#define CLI_A_LONG(opt, text, dest, lo, hi) {opt, text, CLI_LONG, CLI_DEST(dest, long *), lo, hi, 0, 0, 0, NULL, 0}
+#define CLI_A_INT(opt, text, dest, lo, hi) {opt, text, CLI_INT, CLI_DEST(dest, int *), lo, hi, 0, 0, 0, NULL, 0}
+#define CLI_A_NUM(opt, text, dest, lo, hi) {opt, text, CLI_NUM, CLI_DEST(dest, double *), 0, 0, lo, hi, 0, NULL, 0}
+#define CLI_A_NUM_X(opt, text, dest, lo, hi, ends) {opt, text, CLI_NUM, CLI_DEST(dest, double *), 0, 0, lo, hi, ends, NULL, 0}
+#define CLI_A_U64(opt, text, dest) {opt, text, CLI_U64, CLI_DEST(dest, uint64_t *), 0, 0, 0, 0, 0, NULL, 0}
+#define CLI_A_FLAG(opt, text, dest) {opt, text, CLI_FLAG, CLI_DEST(dest, int *), 0, 0, 0, 0, 0, NULL, 0}
+#define CLI_A_FN(opt, text, fn, dest) {opt, text, CLI_FN, dest, 0, 0, 0, 0, 0, fn, 0}
+#define CLI_A_ALSO(opt, text) {opt, text, CLI_ALSO, NULL, 0, 0, 0, 0, 0, NULL, 0}
+#define CLI_A_POS(text, dest) {NULL, text, CLI_POS, CLI_DEST(dest, cli_pos *), 0, 0, 0, 0, 0, NULL, 0}
+#define CLI_A_GROUP(text) {NULL, text, CLI_HEADING, NULL, 0, 0, 0, 0, 0, NULL, 0}
+#define CLI_A_END {NULL, NULL, CLI_END, NULL, 0, 0, 0, 0, 0, NULL, 0}
+/* What a command's --help says around its option table. EQ: 1 if the options also take
+ * the form --opt=VALUE. */
 typedef struct {
     const char *usage, *about, *notes;
+    int eq;
 } cli_doc;
 /* Parse argv[1..argc) by the table ARGS of command CMD: --help (or -h) prints the help
- * (the layout of cli_help, from DOC and the rows of ARGS) to stdout. Returns -1 when every
- * argument was taken (go on), 0 after --help (exit 0), else the usage error's 2: "option
- * '--x' needs a value (or is unknown)" for a last argument without its value, "option
- * '--x' needs a value, got the option '--y'", "unknown option '--x'", or the row's own. */
-int cli_parse(const char *cmd, const cli_doc *doc, const cli_arg *args, int argc, char **argv);
-/* Print a command's --help in the one layout every command uses (tests/python/
- * test_cli_help.py checks it, tests/python/test_documentation.py reads the options):
+ * (cli_print_help) to stdout. Returns -1 when every argument was taken (go on), 0 after
+ * --help (exit 0), else the usage error's 2: "unknown option '--x'; valid: ..." (the
+ * table's options), "option '--x' needs a value", "option '--x' needs a value, got the
+ * option '--y'" (a value never starts with "--"), "option '--x' takes no value", an
+ * argument that is not an option without a CLI_A_POS row or beyond its cap, or the row's
+ * own. */
+int cli_parse(const char *cmd, const cli_doc *doc, cli_arg *args, int argc, char **argv);
+/* A command's --help in the one layout every command uses (tests/python/test_cli_help.py
+ * checks it, tests/python/test_documentation.py reads the options):
  *
  *   usage: longattn CMD ...            USAGE: its lines separated by '\n'; the first gets
  *          longattn CMD ...            "usage: ", the others are aligned under it
@@ -76,20 +101,26 @@ int cli_parse(const char *cmd, const cli_doc *doc, const cli_arg *args, int argc
  *   options:
  *     --opt ARG             text       one row per option, the text at column 24 (on the
  *                           more text  next line when OPT is longer than 20 characters);
+ *   heading:                           a group heading (no blank line before it when it
+ *     --opt ARG             text       opens the table)
  *     --help                ...        --help is added at the end
  *
  *   NOTES                              (optional) paragraphs after the options
  *
  * ABOUT and NOTES may be NULL; they are printed as given (end them without '\n'). */
-void cli_help(FILE *f, const char *usage, const char *about, const cli_opt *opts, const char *notes);
-/* cli_help in three parts, for a help made of several tables: begin (usage, about,
- * "options:"), rows (FIRST: 1 for the first table after "options:"), end (--help, notes). */
-void cli_help_begin(FILE *f, const char *usage, const char *about);
-void cli_help_rows(FILE *f, const cli_opt *opts, int first);
-void cli_help_end(FILE *f, const char *notes);
-/* the options of `longattn generate --model FILE.gguf` (src/cli/llama_cli.c), which
- * `longattn generate --help` lists too */
-extern const cli_opt cli_generate_gguf_opts[];
+void cli_print_help(FILE *f, const cli_doc *doc, const cli_arg *args);
+/* the argv index where OPT (its first word, "--steps") was last given in the cli_parse of
+ * ARGS; 0 when it was not given */
+int cli_given(const cli_arg *args, const char *opt);
+/* Value parsers of the cli_opt_fn kind shared by commands: --optimizer adamw|muon into a
+ * la_optimizer, --precision f32|bf16 into a la_dtype. */
+int cli_optimizer_arg(const char *cmd, const char *opt, const char *val, void *dest);
+int cli_precision_arg(const char *cmd, const char *opt, const char *val, void *dest);
+/* the rows of `longattn generate --model FILE.gguf` (src/cli/llama_cli.c) as CLI_A_ALSO
+ * rows, which `longattn generate --help` lists too; ROWS holds CLI_GGUF_ROWS rows (the
+ * last CLI_A_END) */
+enum { CLI_GGUF_ROWS = 20 };
+void cli_generate_gguf_rows(cli_arg *rows);
 
 /* Print "longattn <cmd>: <msg>" and the --help hint to stderr and return 2 (usage error). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -97,23 +128,21 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * 0 on success (*out set), -1 otherwise (*out untouched); they print nothing. */
 int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int cli_parse_num(const char *s, double lo, double hi, double *out);
-/* Training precision option (--precision f32|bf16): 0 and *out set, else cli_usage_error's 2. */
-int cli_precision_opt(const char *cmd, const char *val, la_dtype *out);
 /* One line saying which bf16 path runs on this CPU and what it costs (issue 29); "" for f32. */
 const char *cli_precision_note(la_dtype p);
-/* The same for the value S of option OPT, reporting a bad value as a usage error naming the
- * option and the range ("--top-p expects a number in [1e-09, 1], got 'x'"): 0 on success,
- * else cli_usage_error's 2. */
-int cli_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
-int cli_opt_num(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
-/* The sampling options both `generate` forms take (--max-new, --top-k, --seed, --temperature,
- * --top-p), written into the caller's variables. cli_sampling_opt returns -1 when OPT is
- * not one of them, else 0 or the usage error's 2 for a bad VAL. */
+/* The sampling options both `generate` forms take (--max-new, --temperature, --top-k,
+ * --top-p, --seed), written into the caller's variables: CLI_A_SAMPLING(S, ...) are their
+ * five rows with each form's help texts. */
 typedef struct {
     long *max_new, *top_k, *seed;
     double *temperature, *top_p;
 } cli_sampling;
-int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cli_sampling *s);
+#define CLI_A_SAMPLING(s, max_new_text, temperature_text, top_k_text, top_p_text, seed_text) \
+    CLI_A_LONG("--max-new N", max_new_text, (s)->max_new, 0, 1L << 24), \
+    CLI_A_NUM("--temperature T", temperature_text, (s)->temperature, 0, 1e6), \
+    CLI_A_LONG("--top-k K", top_k_text, (s)->top_k, 0, 1L << 30), \
+    CLI_A_NUM("--top-p P", top_p_text, (s)->top_p, 1e-9, 1), \
+    CLI_A_LONG("--seed S", seed_text, (s)->seed, 0, 0x7fffffffL)
 /* la_generate's parameters with the sampling options' values (both `generate` forms) */
 la_generate_params cli_sampling_params(const cli_sampling *s);
 /* The KV cache parameters of --kv POLICY (NULL: full) and --kv-type TYPE (NULL: none): the

@@ -1,5 +1,5 @@
-/* cli_util.c -- helpers shared by the subcommands: usage errors, strict number parsing,
- * a monotonic clock and a growable string buffer. */
+/* cli_util.c -- helpers shared by the subcommands: the option tables (cli_parse) and their
+ * --help, usage errors, strict number parsing, the KV cache options and a monotonic clock. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "core/internal.h"
+#include "longattn.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -27,15 +28,8 @@ static void put_indented(FILE *f, const char *s, int ind) {
     fprintf(f, "%s\n", s);
 }
 
-void cli_help_begin(FILE *f, const char *usage, const char *about) {
-    fprintf(f, "usage: ");
-    put_indented(f, usage, 7);
-    if (about) fprintf(f, "\n%s\n", about);
-    fprintf(f, "\noptions:\n");
-}
-
 /* one row of a --help table: a group heading when opt is NULL (no blank line before it
- * when it opens the first table) */
+ * when it opens the table) */
 static void help_row(FILE *f, const char *opt, const char *text, int opens) {
     enum { COL = 24, W = COL - 4 }; /* the description column; the widest OPT on one line */
     if (!opt) {
@@ -47,56 +41,142 @@ static void help_row(FILE *f, const char *opt, const char *text, int opens) {
     put_indented(f, text, COL);
 }
 
-void cli_help_rows(FILE *f, const cli_opt *opts, int first) {
-    for (const cli_opt *o = opts; o && (o->opt || o->text); o++) help_row(f, o->opt, o->text, first && o == opts);
+static void help_begin(FILE *f, const char *usage, const char *about) {
+    fprintf(f, "usage: ");
+    put_indented(f, usage, 7);
+    if (about) fprintf(f, "\n%s\n", about);
+    fprintf(f, "\noptions:\n");
 }
 
-void cli_help_end(FILE *f, const char *notes) {
-    static const cli_opt help[] = {{"--help", "print this help and exit"}, {NULL, NULL}};
-    cli_help_rows(f, help, 0);
+static void help_end(FILE *f, const char *notes) {
+    help_row(f, "--help", "print this help and exit", 0);
     if (notes) fprintf(f, "\n%s\n", notes);
 }
 
-void cli_help(FILE *f, const char *usage, const char *about, const cli_opt *opts, const char *notes) {
-    cli_help_begin(f, usage, about);
-    cli_help_rows(f, opts, 1);
-    cli_help_end(f, notes);
+void cli_print_help(FILE *f, const cli_doc *doc, const cli_arg *args) {
+    help_begin(f, doc->usage, doc->about);
+    int first = 1;
+    for (const cli_arg *o = args; o->kind != CLI_END; o++) {
+        if (o->kind == CLI_POS) continue;
+        help_row(f, o->opt, o->text, first);
+        first = 0;
+    }
+    help_end(f, doc->notes);
 }
 
-/* the row of ARGS whose option (the first word of its OPT) is A; NULL when none */
-static const cli_arg *find_arg(const cli_arg *args, const char *a) {
-    for (const cli_arg *o = args; o->opt || o->text; o++) {
-        if (!o->opt) continue;
-        size_t n = strcspn(o->opt, " ");
-        if (!strncmp(o->opt, a, n) && a[n] == '\0') return o;
-    }
+/* length of the option of row O (the first word of its OPT) */
+static size_t opt_len(const cli_arg *o) { return strcspn(o->opt, " "); }
+
+/* the parsed row of ARGS whose option is the N bytes at A; NULL when none */
+static cli_arg *find_arg(cli_arg *args, const char *a, size_t n) {
+    for (cli_arg *o = args; o->kind != CLI_END; o++)
+        if (o->opt && o->kind != CLI_ALSO && o->kind != CLI_POS && opt_len(o) == n && !strncmp(o->opt, a, n))
+            return o;
     return NULL;
 }
 
-int cli_parse(const char *cmd, const cli_doc *doc, const cli_arg *args, int argc, char **argv) {
+int cli_given(const cli_arg *args, const char *opt) {
+    for (const cli_arg *o = args; o->kind != CLI_END; o++)
+        if (o->opt && o->given && opt_len(o) == strlen(opt) && !strncmp(o->opt, opt, opt_len(o))) return o->given;
+    return 0;
+}
+
+/* "unknown option" naming the table's options */
+static int unknown_option(const char *cmd, const cli_arg *args, const char *a) {
+    char valid[2048] = "";
+    size_t k = 0;
+    for (const cli_arg *o = args; o->kind != CLI_END && k < sizeof valid; o++) {
+        if (!o->opt || o->kind == CLI_ALSO || o->kind == CLI_POS) continue;
+        int dup = 0; /* an option listed twice (two modes) is named once */
+        for (const cli_arg *p = args; p < o && !dup; p++) dup = p->opt && p->kind != CLI_ALSO && opt_len(p) == opt_len(o) && !strncmp(p->opt, o->opt, opt_len(o));
+        if (!dup) k += (size_t)snprintf(valid + k, sizeof valid - k, " %.*s", (int)opt_len(o), o->opt);
+    }
+    return cli_usage_error(cmd, "unknown option '%s'; valid:%s --help", a, valid);
+}
+
+/* VAL as an integer in [LO, HI] into *OUT, or the usage error naming option OPT */
+static int opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
+    long long v;
+    if (cli_parse_int(val, lo, hi, &v))
+        return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, val);
+    *out = (long)v;
+    return 0;
+}
+
+/* VAL into row O (not a flag): 0, or the usage error's 2 */
+static int take_value(const char *cmd, const cli_arg *o, const char *opt, const char *val) {
+    switch (o->kind) {
+    case CLI_STR: *(const char **)o->dest = val; return 0;
+    case CLI_LONG: return opt_long(cmd, opt, val, o->lo, o->hi, o->dest);
+    case CLI_INT: {
+        long v = 0;
+        int rc = opt_long(cmd, opt, val, o->lo, o->hi, &v);
+        if (!rc) *(int *)o->dest = (int)v;
+        return rc;
+    }
+    case CLI_NUM: {
+        double v = 0;
+        int lo_out = o->ends & CLI_OPEN_LO, hi_out = o->ends & CLI_OPEN_HI;
+        if (cli_parse_num(val, o->flo, o->fhi, &v) || (lo_out && v == o->flo) || (hi_out && v == o->fhi)) {
+            if (isinf(o->fhi)) return cli_usage_error(cmd, "%s expects a number %s %g, got '%s'", opt, lo_out ? ">" : ">=", o->flo, val);
+            return cli_usage_error(cmd, "%s expects a number in %c%g, %g%c, got '%s'", opt, lo_out ? '(' : '[', o->flo,
+                                   o->fhi, hi_out ? ')' : ']', val);
+        }
+        *(double *)o->dest = v;
+        return 0;
+    }
+    case CLI_U64: {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(val, &end, 10);
+        if (errno || *end || !(*val >= '0' && *val <= '9'))
+            return cli_usage_error(cmd, "%s expects a non-negative integer, got '%s'", opt, val);
+        *(uint64_t *)o->dest = v;
+        return 0;
+    }
+    case CLI_FN: return o->fn(cmd, opt, val, o->dest);
+    default: return cli_usage_error(cmd, "option '%s' cannot take a value", opt); /* not reached */
+    }
+}
+
+int cli_parse(const char *cmd, const cli_doc *doc, cli_arg *args, int argc, char **argv) {
+    cli_pos *pos = NULL;
+    const char *pos_name = NULL;
+    for (cli_arg *o = args; o->kind != CLI_END; o++) {
+        o->given = 0;
+        if (o->kind == CLI_POS) pos = o->dest, pos_name = o->text, pos->n = 0;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            cli_help_begin(stdout, doc->usage, doc->about);
-            for (const cli_arg *o = args; o->opt || o->text; o++) help_row(stdout, o->opt, o->text, o == args);
-            cli_help_end(stdout, doc->notes);
+            cli_print_help(stdout, doc, args);
             return 0;
         }
-        const cli_arg *o = find_arg(args, a);
-        if (o && o->kind == CLI_FLAG) {
+        if (a[0] != '-' || !a[1]) { /* not an option */
+            if (!pos) return cli_usage_error(cmd, "unexpected argument '%s' (options start with --)", a);
+            if (pos->n == pos->cap) {
+                if (pos->cap == 1) return cli_usage_error(cmd, "give one %s (got '%s' and '%s')", pos_name, pos->v[0], a);
+                return cli_usage_error(cmd, "too many arguments ('%s'; at most %d: %s)", a, pos->cap, pos_name);
+            }
+            pos->v[pos->n++] = a;
+            continue;
+        }
+        const char *eq = doc->eq ? strchr(a, '=') : NULL; /* --opt=VALUE */
+        char opt[128];
+        snprintf(opt, sizeof opt, "%.*s", (int)(eq ? (size_t)(eq - a) : strlen(a)), a);
+        cli_arg *o = find_arg(args, opt, strlen(opt));
+        if (!o) return unknown_option(cmd, args, opt);
+        o->given = i;
+        if (o->kind == CLI_FLAG) {
+            if (eq) return cli_usage_error(cmd, "option '%s' takes no value", opt);
             *(int *)o->dest = 1;
             continue;
         }
-        /* as the hand-written loops did: the value first, then whether the option exists */
-        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
-        const char *val = argv[++i];
-        if (val[0] == '-' && val[1] == '-')
-            return cli_usage_error(cmd, "option '%s' needs a value, got the option '%s'", a, val);
-        if (!o) return cli_usage_error(cmd, "unknown option '%s'", a);
-        int rc = 0;
-        if (o->kind == CLI_STR) *(const char **)o->dest = val;
-        else if (o->kind == CLI_LONG) rc = cli_opt_long(cmd, a, val, o->lo, o->hi, o->dest);
-        else rc = o->fn(cmd, a, val, o->dest);
+        const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!val) return cli_usage_error(cmd, "option '%s' needs a value", opt);
+        if (!eq && val[0] == '-' && val[1] == '-')
+            return cli_usage_error(cmd, "option '%s' needs a value, got the option '%s'", opt, val);
+        int rc = take_value(cmd, o, opt, val);
         if (rc) return rc;
     }
     return -1;
@@ -122,20 +202,6 @@ int cli_parse_num(const char *s, double lo, double hi, double *out) {
     return 0;
 }
 
-int cli_opt_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out) {
-    long long v;
-    if (cli_parse_int(s, lo, hi, &v))
-        return cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
-    *out = (long)v;
-    return 0;
-}
-
-int cli_opt_num(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
-    if (cli_parse_num(s, lo, hi, out))
-        return cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
-    return 0;
-}
-
 la_generate_params cli_sampling_params(const cli_sampling *s) {
     la_generate_params gp = la_generate_params_default();
     gp.sample.temperature = *s->temperature;
@@ -144,15 +210,6 @@ la_generate_params cli_sampling_params(const cli_sampling *s) {
     gp.max_new = *s->max_new;
     gp.seed = (uint64_t)*s->seed;
     return gp;
-}
-
-int cli_sampling_opt(const char *cmd, const char *opt, const char *val, const cli_sampling *s) {
-    if (!strcmp(opt, "--max-new")) return cli_opt_long(cmd, opt, val, 0, 1L << 24, s->max_new);
-    if (!strcmp(opt, "--top-k")) return cli_opt_long(cmd, opt, val, 0, 1L << 30, s->top_k);
-    if (!strcmp(opt, "--seed")) return cli_opt_long(cmd, opt, val, 0, 0x7fffffffL, s->seed);
-    if (!strcmp(opt, "--temperature")) return cli_opt_num(cmd, opt, val, 0, 1e6, s->temperature);
-    if (!strcmp(opt, "--top-p")) return cli_opt_num(cmd, opt, val, 1e-9, 1, s->top_p);
-    return -1;
 }
 
 double cli_now(void) { return la_now_s(); }
@@ -170,11 +227,18 @@ int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtyp
     return 0;
 }
 
-int cli_precision_opt(const char *cmd, const char *val, la_dtype *out) {
+int cli_precision_arg(const char *cmd, const char *opt, const char *val, void *dest) {
     la_dtype t;
     if (la_dtype_parse(val, &t) != LA_OK || (t != LA_DTYPE_F32 && t != LA_DTYPE_BF16))
-        return cli_usage_error(cmd, "--precision must be f32 or bf16, got '%s'", val);
-    *out = t;
+        return cli_usage_error(cmd, "%s must be f32 or bf16, got '%s'", opt, val);
+    *(la_dtype *)dest = t;
+    return 0;
+}
+
+int cli_optimizer_arg(const char *cmd, const char *opt, const char *val, void *dest) {
+    if (!strcmp(val, "adamw")) *(la_optimizer *)dest = LA_OPT_ADAMW;
+    else if (!strcmp(val, "muon")) *(la_optimizer *)dest = LA_OPT_MUON;
+    else return cli_usage_error(cmd, "%s must be adamw or muon, got '%s'", opt, val);
     return 0;
 }
 

@@ -49,6 +49,7 @@ static const cli_doc DOC = {
     "normalised), scores beta <x_i,x_j> with beta = gamma log n (Chen et al. 2025); reports\n"
     "the mean pairwise angle after/before over a (rho, gamma) grid.",
     NULL,
+    0,
 };
 
 /* --rho / --gamma: a grid (a,b,c or lo:hi:step) into the grid_opt DEST */
@@ -72,15 +73,6 @@ static int grid_arg(const char *cmd, const char *opt, const char *val, void *des
     return 0;
 }
 
-/* --seed: any unsigned 64-bit integer */
-static int seed_arg(const char *cmd, const char *opt, const char *val, void *dest) {
-    char *end;
-    unsigned long long v = strtoull(val, &end, 10);
-    if (*end || !*val) return cli_usage_error(cmd, "%s wants a non-negative integer, got '%s'", opt, val);
-    *(uint64_t *)dest = v;
-    return 0;
-}
-
 int cli_critical(int argc, char **argv) {
     la_critical_params p = la_critical_params_default();
     static double rhos[MAX_GRID], gammas[MAX_GRID];
@@ -90,11 +82,11 @@ int cli_critical(int argc, char **argv) {
     int no_plot = 0;
     long n = p.n, d = p.d, draws = p.draws;
     grid_opt rho_g = {rhos, &n_rho, 0, 1}, gamma_g = {gammas, &n_gamma, 0, 0};
-    const cli_arg args[] = {
+    cli_arg args[] = {
         CLI_A_LONG("--n N", "tokens (default 1024)", &n, 2, 1 << 16),
         CLI_A_LONG("--d D", "dimension (default 256)", &d, 1, 1 << 16),
         CLI_A_LONG("--draws K", "token sets averaged per rho (default 1)", &draws, 1, 10000),
-        CLI_A_FN("--seed S", "random seed (default 1)", seed_arg, &p.seed),
+        CLI_A_U64("--seed S", "random seed (default 1)", &p.seed),
         CLI_A_FN("--rho LIST", "values in [0,1): a,b,c or lo:hi:step (default 0.1:0.9:0.1)", grid_arg, &rho_g),
         CLI_A_FN("--gamma LIST", "values >= 0 (default 0.25:10:0.25)", grid_arg, &gamma_g),
         CLI_A_STR("--out DIR", "output folder (default runs/critical): critical.csv, critical.gp,\n"

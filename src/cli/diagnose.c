@@ -26,66 +26,31 @@
 
 static const char *DEFAULT_SPECS[] = {"softmax+causal", "softmax+logn(train=4096)+causal", "softmax+sinv(tau=10)+causal"};
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {NULL, "checkpoint mode (per layer and head of a trained byte-level model):"},
-        {"--ckpt PATH", "model.safetensors written by `longattn train` or `longattn study`"},
-        {"--text PATH", "text file, or a folder: the first file (name order, non-hidden) with\n"
-                        "at least offset + N bytes"},
-        {"--n N", "tokens (bytes) of context (default 16384, at most 65536)"},
-        {"--offset K", "skip the first K bytes of the text (default 0)"},
-        {"--delta X", "range ratio (default 10)"},
-        {"--threads N", "attention threads (default: OpenMP default)"},
-        {"--out DIR", "output folder (default runs/diagnose): diagnose.csv (layer, head,\n"
-                      "range_lo, range_hi, rows, keys, mass, mass_se, entropy, entropy_se),\n"
-                      "summary.csv (per layer and head: mass ratio, entropy slope),\n"
-                      "diagnose.gp, diagnose.png"},
-        {"--no-plot", "do not run gnuplot"},
-        {NULL, "The summary uses the complete ranges with t >= delta: mass max/min and the slope of\n"
-               "entropy against log t (uniform attention: 1).\n"
-               "\n"
-               "passkey mode (where the rows that predict a passkey's answer attend; with --ckpt,\n"
-               "--threads and --out as above):"},
-        {"--passkey LENS", "example lengths, e.g. 128,512,2048 (the study's passkey \"lens\")"},
-        {"--data DIR", "corpus folder holding val/ for the haystacks (default data/pydoc)"},
-        {"--depths D,..", "needle depths in [0,1] (default 0,0.25,0.5,0.75,1)"},
-        {"--trials K", "examples per length and depth (default 10)"},
-        {"--seed S", "the study cell's seed (default 1337): with the study's lens, depths\n"
-                     "(same order) and data the examples are exactly the ones it scored"},
-        {NULL, "Per example: greedy exact match, and per layer and head the attention mass of the\n"
-               "five rows that predict the answer digits (the first is the question's last byte)\n"
-               "on the needle's key digits (both places, 10 bytes), on the digit the row must\n"
-               "output (its 2 places) and on the whole needle sentence, next to uniform\n"
-               "attention's share (span / visible keys). Writes\n"
-               "passkey_needle.csv (every example, layer, head and row) and passkey_summary.csv\n"
-               "(per length, layer and head) into --out.\n"
-               "\n"
-               "Gaussian-model mode (no checkpoint): a query at position N whose base logits are\n"
-               "i.i.d. N(0,1), under each spec's logit transform:"},
-        {"--gaussian", "select this mode"},
-        {"--n N", "query position / context (default 65536; keys at distances 0..N)"},
-        {"--draws K", "independent rows averaged (default 1000)"},
-        {"--delta X", "range ratio (default 10)"},
-        {"--seed S", "random seed (default 1)"},
-        {"--spec SPEC", "a spec to diagnose (repeatable; default: softmax+causal,\n"
-                        "softmax+logn(train=4096)+causal, softmax+sinv(tau=10)+causal)"},
-        {"--out DIR", "output folder (default runs/diagnose): gaussian.csv, gaussian.gp,\n"
-                      "gaussian.png"},
-        {"--no-plot", "do not run gnuplot"},
-        {NULL, NULL},
-    };
-    cli_help(f,
-             "longattn diagnose --ckpt MODEL --text FILE|DIR [options]\n"
-             "longattn diagnose --ckpt MODEL --passkey LENS [--data DIR] [--depths D,..]\n"
-             "                  [--trials K] [--seed S] [--threads N] [--out DIR]\n"
-             "longattn diagnose --gaussian [options]",
-             "Attention mass and entropy (renormalised within the range) per distance range\n"
-             "[t, t*delta) (Anson et al. 2025, scale-invariant attention: total attention per\n"
-             "range roughly constant and entropy growing slower than log t).",
-             opts,
-             "Gaussian-model checks, over the complete ranges with t >= delta: total attention per\n"
-             "range roughly constant (max/min <= 2) and entropy growing slower than log t (slope of\n"
-             "entropy against log t <= 0.5; uniform attention has slope 1).");
+static const cli_doc DOC = {
+    "longattn diagnose --ckpt MODEL --text FILE|DIR [options]\n"
+    "longattn diagnose --ckpt MODEL --passkey LENS [--data DIR] [--depths D,..]\n"
+    "                  [--trials K] [--seed S] [--threads N] [--out DIR]\n"
+    "longattn diagnose --gaussian [options]",
+    "Attention mass and entropy (renormalised within the range) per distance range\n"
+    "[t, t*delta) (Anson et al. 2025, scale-invariant attention: total attention per\n"
+    "range roughly constant and entropy growing slower than log t).",
+    "Gaussian-model checks, over the complete ranges with t >= delta: total attention per\n"
+    "range roughly constant (max/min <= 2) and entropy growing slower than log t (slope of\n"
+    "entropy against log t <= 0.5; uniform attention has slope 1).",
+    0,
+};
+
+/* --spec (repeatable) into a spec_list */
+typedef struct {
+    const char *v[MAX_SPECS];
+    int n;
+} spec_list;
+
+static int spec_arg(const char *cmd, const char *opt, const char *val, void *dest) {
+    spec_list *l = dest;
+    if (l->n == MAX_SPECS) return cli_usage_error(cmd, "at most %d %s options", MAX_SPECS, opt);
+    l->v[l->n++] = val;
+    return 0;
 }
 
 /* ---- checkpoint mode: la_diagnose_ckpt_run, then the per layer and head table ---- */
@@ -199,74 +164,68 @@ static int run_passkey(const la_diagnose_passkey_opts *o) {
 }
 
 int cli_diagnose(int argc, char **argv) {
-    int gaussian = 0, plot = 1, draws = 1000, n_specs = 0, n_set = 0, threads = 0;
-    long long N = 65536, offset = 0;
+    int gaussian = 0, no_plot = 0, threads = 0, draws = 1000;
+    long N = 65536, offset = 0, trials = 10;
     double delta = 10;
-    unsigned long long seed = 1;
-    const char *specs[MAX_SPECS], *out = "runs/diagnose", *ckpt = NULL, *text = NULL;
+    uint64_t seed = 1;
+    spec_list sl = {{NULL}, 0};
+    const char *out = "runs/diagnose", *ckpt = NULL, *text = NULL;
     const char *pk_lens = NULL, *pk_depths = NULL, *data = "data/pydoc";
-    long long trials = 10;
-    int seed_set = 0, delta_set = 0, offset_set = 0, draws_set = 0, trials_set = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--gaussian")) {
-            gaussian = 1;
-            continue;
-        } else if (!strcmp(a, "--no-plot")) {
-            plot = 0;
-            continue;
-        }
-        if (!v) return cli_usage_error("diagnose", "option '%s' needs a value (or is unknown)", a);
-        i++;
-        if (!strcmp(a, "--n")) {
-            if (cli_parse_int(v, 1, 1LL << 30, &N)) return cli_usage_error("diagnose", "--n wants an integer in 1..2^30, got '%s'", v);
-            n_set = 1;
-        } else if (!strcmp(a, "--offset")) {
-            if (cli_parse_int(v, 0, LLONG_MAX, &offset)) return cli_usage_error("diagnose", "--offset wants an integer >= 0, got '%s'", v);
-            offset_set = 1;
-        } else if (!strcmp(a, "--threads")) {
-            long long k;
-            if (cli_parse_int(v, 1, 4096, &k)) return cli_usage_error("diagnose", "--threads wants an integer >= 1, got '%s'", v);
-            threads = (int)k;
-        } else if (!strcmp(a, "--passkey")) {
-            pk_lens = v;
-        } else if (!strcmp(a, "--depths")) {
-            pk_depths = v;
-        } else if (!strcmp(a, "--data")) {
-            data = v;
-        } else if (!strcmp(a, "--trials")) {
-            if (cli_parse_int(v, 1, 100000, &trials)) return cli_usage_error("diagnose", "--trials wants an integer in 1..100000, got '%s'", v);
-            trials_set = 1;
-        } else if (!strcmp(a, "--ckpt")) {
-            ckpt = v;
-        } else if (!strcmp(a, "--text")) {
-            text = v;
-        } else if (!strcmp(a, "--draws")) {
-            long long k;
-            if (cli_parse_int(v, 1, 10000000, &k)) return cli_usage_error("diagnose", "--draws wants an integer >= 1, got '%s'", v);
-            draws = (int)k;
-            draws_set = 1;
-        } else if (!strcmp(a, "--delta")) {
-            if (cli_parse_num(v, nextafter(1.0, 2.0), HUGE_VAL, &delta)) return cli_usage_error("diagnose", "--delta wants a number > 1, got '%s'", v);
-            delta_set = 1;
-        } else if (!strcmp(a, "--seed")) {
-            seed = strtoull(v, &end, 10);
-            if (*end || !*v || *v == '-') return cli_usage_error("diagnose", "--seed wants a non-negative integer, got '%s'", v);
-            seed_set = 1;
-        } else if (!strcmp(a, "--spec")) {
-            if (n_specs == MAX_SPECS) return cli_usage_error("diagnose", "at most %d --spec options", MAX_SPECS);
-            specs[n_specs++] = v;
-        } else if (!strcmp(a, "--out")) {
-            out = v;
-        } else {
-            return cli_usage_error("diagnose", "unknown option '%s'", a);
-        }
-    }
-    if (!pk_lens && (pk_depths || trials_set || strcmp(data, "data/pydoc")))
+    cli_arg args[] = {
+        CLI_A_GROUP("checkpoint mode (per layer and head of a trained byte-level model):"),
+        CLI_A_STR("--ckpt PATH", "model.safetensors written by `longattn train` or `longattn study`", &ckpt),
+        CLI_A_STR("--text PATH", "text file, or a folder: the first file (name order, non-hidden) with\n"
+                                 "at least offset + N bytes", &text),
+        CLI_A_LONG("--n N", "tokens (bytes) of context (default 16384, at most 65536)", &N, 1, 1L << 30),
+        CLI_A_LONG("--offset K", "skip the first K bytes of the text (default 0)", &offset, 0, LONG_MAX),
+        CLI_A_NUM_X("--delta X", "range ratio (default 10)", &delta, 1, HUGE_VAL, CLI_OPEN_LO),
+        CLI_A_INT("--threads N", "attention threads (default: OpenMP default)", &threads, 1, 4096),
+        CLI_A_STR("--out DIR", "output folder (default runs/diagnose): diagnose.csv (layer, head,\n"
+                               "range_lo, range_hi, rows, keys, mass, mass_se, entropy, entropy_se),\n"
+                               "summary.csv (per layer and head: mass ratio, entropy slope),\n"
+                               "diagnose.gp, diagnose.png", &out),
+        CLI_A_FLAG("--no-plot", "do not run gnuplot", &no_plot),
+        CLI_A_GROUP("The summary uses the complete ranges with t >= delta: mass max/min and the slope of\n"
+                    "entropy against log t (uniform attention: 1).\n"
+                    "\n"
+                    "passkey mode (where the rows that predict a passkey's answer attend; with --ckpt,\n"
+                    "--threads and --out as above):"),
+        CLI_A_STR("--passkey LENS", "example lengths, e.g. 128,512,2048 (the study's passkey \"lens\")", &pk_lens),
+        CLI_A_STR("--data DIR", "corpus folder holding val/ for the haystacks (default data/pydoc)", &data),
+        CLI_A_STR("--depths D,..", "needle depths in [0,1] (default 0,0.25,0.5,0.75,1)", &pk_depths),
+        CLI_A_LONG("--trials K", "examples per length and depth (default 10)", &trials, 1, 100000),
+        CLI_A_U64("--seed S", "the study cell's seed (default 1337): with the study's lens, depths\n"
+                              "(same order) and data the examples are exactly the ones it scored", &seed),
+        CLI_A_GROUP("Per example: greedy exact match, and per layer and head the attention mass of the\n"
+                    "five rows that predict the answer digits (the first is the question's last byte)\n"
+                    "on the needle's key digits (both places, 10 bytes), on the digit the row must\n"
+                    "output (its 2 places) and on the whole needle sentence, next to uniform\n"
+                    "attention's share (span / visible keys). Writes\n"
+                    "passkey_needle.csv (every example, layer, head and row) and passkey_summary.csv\n"
+                    "(per length, layer and head) into --out.\n"
+                    "\n"
+                    "Gaussian-model mode (no checkpoint): a query at position N whose base logits are\n"
+                    "i.i.d. N(0,1), under each spec's logit transform:"),
+        CLI_A_FLAG("--gaussian", "select this mode", &gaussian),
+        CLI_A_ALSO("--n N", "query position / context (default 65536; keys at distances 0..N)"),
+        CLI_A_INT("--draws K", "independent rows averaged (default 1000)", &draws, 1, 10000000),
+        CLI_A_ALSO("--delta X", "range ratio (default 10)"),
+        CLI_A_ALSO("--seed S", "random seed (default 1)"),
+        CLI_A_FN("--spec SPEC", "a spec to diagnose (repeatable; default: softmax+causal,\n"
+                                "softmax+logn(train=4096)+causal, softmax+sinv(tau=10)+causal)", spec_arg, &sl),
+        CLI_A_ALSO("--out DIR", "output folder (default runs/diagnose): gaussian.csv, gaussian.gp,\n"
+                                "gaussian.png"),
+        CLI_A_ALSO("--no-plot", "do not run gnuplot"),
+        CLI_A_END,
+    };
+    int prc = cli_parse("diagnose", &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
+    const int plot = !no_plot, n_set = cli_given(args, "--n") > 0, offset_set = cli_given(args, "--offset") > 0,
+              delta_set = cli_given(args, "--delta") > 0, draws_set = cli_given(args, "--draws") > 0,
+              trials_set = cli_given(args, "--trials") > 0, seed_set = cli_given(args, "--seed") > 0;
+    int n_specs = sl.n;
+    const char **specs = sl.v;
+    if (!pk_lens && (pk_depths || trials_set || cli_given(args, "--data")))
         return cli_usage_error("diagnose", "--depths, --trials and --data belong to the passkey mode (--passkey LENS)");
     if (pk_lens) {
         if (gaussian || text)
@@ -322,7 +281,7 @@ int cli_diagnose(int argc, char **argv) {
         fprintf(stderr, "longattn diagnose: %s\n", la_errmsg());
         return 1;
     }
-    printf("Gaussian model: query at position N=%lld, base logits N(0,1), %d draws, delta=%g\n", N, draws, delta);
+    printf("Gaussian model: query at position N=%lld, base logits N(0,1), %d draws, delta=%g\n", (long long)N, draws, delta);
     printf("checks over complete ranges with t >= %g: mass max/min <= 2, entropy slope vs log t <= 0.5\n\n", delta);
     for (int k = 0; k < n_specs; k++) {
         printf("%s\n  %-16s %6s %10s %10s %10s %10s\n", specs[k], "range", "keys", "mass", "+-se", "entropy", "log(keys)");

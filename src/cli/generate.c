@@ -8,34 +8,13 @@
 #include "cli/cli.h"
 #include "core/internal.h"
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--ckpt FILE", "model weights (safetensors from la_model_save / longattn train)"},
-        {"--prompt TEXT", "prompt (bytes); it is echoed before the continuation"},
-        {"--max-new N", "bytes to generate (default 200)"},
-        {"--temperature T", "sampling temperature, 0 = greedy (default 0.8)"},
-        {"--top-k K", "keep the K most likely bytes, 0 = off (default 0)"},
-        {"--top-p P", "nucleus sampling mass in (0, 1], 1 = off (default 0.95)"},
-        {"--seed S", "random seed of the sampler (default 1)"},
-        {"--policy SPEC", "KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
-                          "optionally +TYPE (default full)"},
-        {"--kv-type TYPE", "element type of the cached k/v rows: f32 | f16 | bf16 | int8 | int8(group=g)\n"
-                           "(default f32 for checkpoints; see docs/kv-cache.md)"},
-        {"--quiet", "do not print the prompt nor the summary on stderr"},
-        {NULL, NULL},
-    };
-    cli_help_begin(f,
-             "longattn generate --ckpt FILE --prompt TEXT [options]\n"
-             "longattn generate --model FILE.gguf --prompt TEXT [--chat] ...",
-             "Generate text from a byte-level checkpoint (written by `longattn train`), streaming it\n"
-             "to stdout, with incremental decoding through a KV cache.");
-    cli_help_rows(f, opts, 1);
-    static const cli_opt gguf_heading[] = {
-        {NULL, "pretrained GGUF models (--model; alone: longattn generate --model x --help):"}, {NULL, NULL}};
-    cli_help_rows(f, gguf_heading, 0);
-    cli_help_rows(f, cli_generate_gguf_opts, 0);
-    cli_help_end(f, NULL);
-}
+static const cli_doc DOC = {
+    "longattn generate --ckpt FILE --prompt TEXT [options]\n"
+    "longattn generate --model FILE.gguf --prompt TEXT [--chat] ...",
+    "Generate text from a byte-level checkpoint (written by `longattn train`), streaming it\n"
+    "to stdout, with incremental decoding through a KV cache.",
+    NULL, 0,
+};
 
 /* la_generate's on_token: the byte, streamed */
 static la_status put_byte(void *user, int32_t tok) {
@@ -68,31 +47,25 @@ int cli_generate(int argc, char **argv) {
     double temperature = 0.8, top_p = 0.95;
     const cli_sampling samp = {&max_new, &top_k, &seed, &temperature, &top_p};
     int quiet = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
-        const char *val = argv[++i];
-        int rc = cli_sampling_opt(cmd, a, val, &samp);
-        if (rc >= 0) {
-            if (rc) return rc;
-            continue;
-        }
-        rc = 0;
-        if (!strcmp(a, "--ckpt")) ckpt = val;
-        else if (!strcmp(a, "--prompt")) prompt = val;
-        else if (!strcmp(a, "--policy")) policy = val;
-        else if (!strcmp(a, "--kv-type")) kv_type = val;
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (rc) return rc;
-    }
+    const cli_arg own[] = { /* this form's rows and a heading; then the GGUF form's, listed in the help only */
+        CLI_A_STR("--ckpt FILE", "model weights (safetensors from la_model_save / longattn train)", &ckpt),
+        CLI_A_STR("--prompt TEXT", "prompt (bytes); it is echoed before the continuation", &prompt),
+        CLI_A_SAMPLING(&samp, "bytes to generate (default 200)", "sampling temperature, 0 = greedy (default 0.8)",
+                       "keep the K most likely bytes, 0 = off (default 0)",
+                       "nucleus sampling mass in (0, 1], 1 = off (default 0.95)", "random seed of the sampler (default 1)"),
+        CLI_A_STR("--policy SPEC", "KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
+                                   "optionally +TYPE (default full)", &policy),
+        CLI_A_STR("--kv-type TYPE", "element type of the cached k/v rows: f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                                    "(default f32 for checkpoints; see docs/kv-cache.md)", &kv_type),
+        CLI_A_FLAG("--quiet", "do not print the prompt nor the summary on stderr", &quiet),
+        CLI_A_GROUP("pretrained GGUF models (--model; alone: longattn generate --model x --help):"),
+    };
+    enum { OWN = sizeof own / sizeof own[0] };
+    cli_arg args[OWN + CLI_GGUF_ROWS];
+    memcpy(args, own, sizeof own);
+    cli_generate_gguf_rows(args + OWN);
+    int rc = cli_parse(cmd, &DOC, args, argc, argv);
+    if (rc >= 0) return rc;
     if (!ckpt) return cli_usage_error(cmd, "--ckpt FILE is required");
     if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (at least one byte)");
 
@@ -117,7 +90,7 @@ int cli_generate(int argc, char **argv) {
      * token at a time, so that every prompt token sees exactly the policy's kept set */
     int64_t chunk = kp.policy == LA_KV_FULL ? (n_prompt < 512 ? n_prompt : 512) : 1;
     la_session *d = NULL;
-    int rc = 1;
+    rc = 1;
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)n_prompt);
     if (!toks) {
         fprintf(stderr, "longattn generate: out of memory\n");

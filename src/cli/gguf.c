@@ -12,23 +12,17 @@
 #include "cli/cli.h"
 #include "longattn.h"
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--json", "info: print all of it, arrays in full, as JSON (64-bit integers exact)"},
-        {"--full", "info: print arrays in full (default: their first 8 elements)"},
-        {NULL, NULL},
-    };
-    cli_help(f,
-             "longattn gguf info FILE [--json] [--full]\n"
-             "longattn gguf dequant FILE TENSOR OUT.npy\n"
-             "longattn gguf types",
-             "info      print the header, every metadata key (type and value) and every tensor\n"
-             "          (type, dims fastest first, data offset, bytes)\n"
-             "dequant   write tensor TENSOR dequantized to float32 as OUT.npy, dims slowest first\n"
-             "types     the ggml tensor types longattn knows: id, name, values and bytes per block,\n"
-             "          and whether it dequantizes them",
-             opts, NULL);
-}
+static const cli_doc DOC = {
+    "longattn gguf info FILE [--json] [--full]\n"
+    "longattn gguf dequant FILE TENSOR OUT.npy\n"
+    "longattn gguf types",
+    "info      print the header, every metadata key (type and value) and every tensor\n"
+    "          (type, dims fastest first, data offset, bytes)\n"
+    "dequant   write tensor TENSOR dequantized to float32 as OUT.npy, dims slowest first\n"
+    "types     the ggml tensor types longattn knows: id, name, values and bytes per block,\n"
+    "          and whether it dequantizes them",
+    NULL, 0,
+};
 
 static void print_elem(const la_gguf_kv *kv, uint64_t i) {
     int t = kv->type == LA_GGUF_ARR ? (int)kv->arr_type : (int)kv->type;
@@ -182,16 +176,23 @@ static int cmd_dequant(const la_gguf *g, const char *name, const char *out) {
 }
 
 int cli_gguf(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    const char *pos[4] = {NULL};
+    cli_pos args_pos = {pos, 4, 0};
+    int json = 0, full = 0;
+    cli_arg args[] = {
+        CLI_A_POS("the subcommand and its FILE TENSOR OUT.npy", &args_pos),
+        CLI_A_FLAG("--json", "info: print all of it, arrays in full, as JSON (64-bit integers exact)", &json),
+        CLI_A_FLAG("--full", "info: print arrays in full (default: their first 8 elements)", &full),
+        CLI_A_END,
+    };
+    if (argc < 2) { /* no subcommand: the help on stderr, a usage error */
+        cli_print_help(stderr, &DOC, args);
+        return 2;
     }
-    const char *sub = argv[1];
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
+    int prc = cli_parse("gguf", &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
+    if (args_pos.n == 0) return cli_usage_error("gguf", "give a subcommand (info, dequant, types)");
+    const char *sub = pos[0];
     if (!strcmp(sub, "types")) {
         printf("%-4s %-8s %-6s %-6s %s\n", "id", "name", "block", "bytes", "dequantize");
         for (uint32_t t = 0; t < 64; t++)
@@ -203,18 +204,10 @@ int cli_gguf(int argc, char **argv) {
     }
     int info = !strcmp(sub, "info"), deq = !strcmp(sub, "dequant");
     if (!info && !deq) return cli_usage_error("gguf", "unknown subcommand '%s' (info, dequant, types)", sub);
-    const char *path = NULL, *pos[3] = {0};
-    int json = 0, full = 0, npos = 0;
-    for (int i = 2; i < argc; i++) {
-        if (info && !strcmp(argv[i], "--json")) json = 1;
-        else if (info && !strcmp(argv[i], "--full")) full = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) return cli_usage_error("gguf", "unknown option '%s'", argv[i]);
-        else if (npos < 3) pos[npos++] = argv[i];
-        else return cli_usage_error("gguf", "too many arguments ('%s')", argv[i]);
-    }
-    if (npos != (info ? 1 : 3))
+    if (!info && (json || full)) return cli_usage_error("gguf", "--json and --full belong to gguf info");
+    if (args_pos.n - 1 != (info ? 1 : 3))
         return cli_usage_error("gguf", "%s needs %s", sub, info ? "FILE" : "FILE TENSOR OUT.npy");
-    path = pos[0];
+    const char *path = pos[1];
     la_gguf *g;
     if (la_gguf_open(path, &g) != LA_OK) {
         fprintf(stderr, "longattn gguf: %s\n", la_errmsg());
@@ -223,7 +216,7 @@ int cli_gguf(int argc, char **argv) {
     int rc = 0;
     if (info && json) rc = print_json(g);
     else if (info) print_info(g, path, full);
-    else rc = cmd_dequant(g, pos[1], pos[2]);
+    else rc = cmd_dequant(g, pos[2], pos[3]);
     la_gguf_close(g);
     return rc;
 }

@@ -21,6 +21,7 @@ static const cli_doc DOC = {
     "Evaluate a byte-level checkpoint decoded through the KV cache under several policies:\n"
     "validation loss (bits per byte) and passkey accuracy at each length, and the cache size.",
     NULL,
+    0,
 };
 
 static void on_progress(void *user, const la_kv_eval_progress *p) {
@@ -38,7 +39,7 @@ int cli_kv_eval(int argc, char **argv) {
     const char *cmd = "kv-eval", *ckpt = NULL, *pk_ckpt = NULL, *data = NULL, *out = "runs/kv-eval", *lens_s = NULL, *pols_s = NULL,
                *kv_type = NULL;
     long windows = 4, trials = 6, chunk_opt = 1, seed = 1;
-    const cli_arg args[] = {
+    cli_arg args[] = {
         CLI_A_STR("--ckpt FILE", "model weights (from `longattn train` or `longattn study`)", &ckpt),
         CLI_A_STR("--passkey-ckpt F", "score the passkey with these weights instead (e.g. the study's\n"
                                       "passkey_<i>_<spec>.safetensors, fine-tuned on the task); same\n"

@@ -13,8 +13,8 @@
 #include "cli/cli.h"
 #include "core/dist.h"
 #include "core/internal.h"
+#include "longattn.h"
 
-/* strict option values through cli_parse_int / cli_parse_num (usage error naming the option) */
 /* open model (+ spec) and tokenizer, printing the error */
 static int open_model(const char *cmd, const char *path, const char *spec, la_llama **m, la_tokenizer **tok) {
     *m = NULL;
@@ -93,75 +93,71 @@ static la_status put_text(void *user, int32_t t) {
     return LA_OK;
 }
 
-const cli_opt cli_generate_gguf_opts[] = {
-    {"--model FILE", "GGUF file (e.g. data/models/SmolLM2-135M-Instruct.Q4_1.gguf)"},
-    {"--prompt TEXT", "prompt (UTF-8)"},
-    {"--chat", "wrap the prompt in the model's chat template (ChatML, Llama 2, Llama 3)"},
-    {"--system TEXT", "system message for --chat (default: the template's own, if any)"},
-    {"--max-new N", "tokens to generate (default 256); stops earlier at EOS / end of turn"},
-    {"--temperature T", "sampling temperature, 0 = greedy (default 0 = greedy)"},
-    {"--top-k K", "keep the K most likely tokens, 0 = off (default 0)"},
-    {"--top-p P", "nucleus mass in (0, 1], 1 = off (default 1)"},
-    {"--seed S", "sampler seed (default 1)"},
-    {"--kv POLICY", "KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
-                    "optionally +TYPE (default full)"},
-    {"--policy POLICY", "the same as --kv"},
-    {"--kv-type TYPE", "element type of the cached k/v rows: f32 | f16 | bf16 | int8 | int8(group=g)\n"
-                       "(default f16 for GGUF models; see docs/kv-cache.md)"},
-    {"--prefill-chunk N", "prompt tokens per prefill step, at most (default 512; 1: token by token).\n"
-                          "Exact for full, window and sinks caches; h2o in chunks of a quarter of\n"
-                          "its recent window (an approximation, docs/kv-cache.md)"},
-    {"--ctx N", "full cache: the longest stream, prompt included (default: the model's\n"
-                "trained context); a longer prompt is an error"},
-    {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal; theta\n"
-                    "defaults to the file's RoPE base)"},
-    {"--quiet", "no prompt echo, no summary on stderr"},
-    {"--ids-out FILE", "write the prompt and generated token ids (one line each, for tests)"},
-    {NULL, NULL},
+static const cli_doc GGUF_DOC = {
+    "longattn generate --model FILE.gguf --prompt TEXT [options]",
+    "Generate text with a pretrained GGUF model (llama, qwen2), streaming it to stdout: prefill\n"
+    "through the attention kernel, then decoding through the KV cache.",
+    NULL, 0,
 };
 
-static void usage_model(FILE *f) {
-    cli_help(f, "longattn generate --model FILE.gguf --prompt TEXT [options]",
-             "Generate text with a pretrained GGUF model (llama, qwen2), streaming it to stdout: prefill\n"
-             "through the attention kernel, then decoding through the KV cache.",
-             cli_generate_gguf_opts, NULL);
+/* the options of generate --model, with their defaults */
+typedef struct {
+    const char *path, *prompt, *policy, *spec, *system, *ids_out, *kv_type;
+    long max_new, top_k, seed, ctx, pchunk;
+    double temperature, top_p;
+    int quiet, chat;
+    cli_sampling samp;
+} gguf_gen;
+
+/* the option table of generate --model into ROWS (CLI_GGUF_ROWS rows), pointing into G */
+static void gguf_gen_table(gguf_gen *g, cli_arg *rows) {
+    g->samp = (cli_sampling){&g->max_new, &g->top_k, &g->seed, &g->temperature, &g->top_p};
+    const cli_arg t[] = {
+        CLI_A_STR("--model FILE", "GGUF file (e.g. data/models/SmolLM2-135M-Instruct.Q4_1.gguf)", &g->path),
+        CLI_A_STR("--prompt TEXT", "prompt (UTF-8)", &g->prompt),
+        CLI_A_FLAG("--chat", "wrap the prompt in the model's chat template (ChatML, Llama 2, Llama 3)", &g->chat),
+        CLI_A_STR("--system TEXT", "system message for --chat (default: the template's own, if any)", &g->system),
+        CLI_A_SAMPLING(&g->samp, "tokens to generate (default 256); stops earlier at EOS / end of turn",
+                       "sampling temperature, 0 = greedy (default 0 = greedy)",
+                       "keep the K most likely tokens, 0 = off (default 0)", "nucleus mass in (0, 1], 1 = off (default 1)",
+                       "sampler seed (default 1)"),
+        CLI_A_STR("--kv POLICY", "KV cache policy: full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]),\n"
+                                 "optionally +TYPE (default full)", &g->policy),
+        CLI_A_STR("--policy POLICY", "the same as --kv", &g->policy),
+        CLI_A_STR("--kv-type TYPE", "element type of the cached k/v rows: f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                                    "(default f16 for GGUF models; see docs/kv-cache.md)", &g->kv_type),
+        CLI_A_LONG("--prefill-chunk N", "prompt tokens per prefill step, at most (default 512; 1: token by token).\n"
+                                        "Exact for full, window and sinks caches; h2o in chunks of a quarter of\n"
+                                        "its recent window (an approximation, docs/kv-cache.md)", &g->pchunk, 1, 1L << 16),
+        CLI_A_LONG("--ctx N", "full cache: the longest stream, prompt included (default: the model's\n"
+                              "trained context); a longer prompt is an error", &g->ctx, 1, 1L << 30),
+        CLI_A_STR("--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal; theta\n"
+                                 "defaults to the file's RoPE base)", &g->spec),
+        CLI_A_FLAG("--quiet", "no prompt echo, no summary on stderr", &g->quiet),
+        CLI_A_STR("--ids-out FILE", "write the prompt and generated token ids (one line each, for tests)", &g->ids_out),
+        CLI_A_END,
+    };
+    _Static_assert(sizeof t / sizeof t[0] <= CLI_GGUF_ROWS, "raise CLI_GGUF_ROWS");
+    memcpy(rows, t, sizeof t);
+}
+
+void cli_generate_gguf_rows(cli_arg *rows) {
+    gguf_gen g;
+    gguf_gen_table(&g, rows);
+    for (cli_arg *r = rows; r->kind != CLI_END; r++) *r = (cli_arg)CLI_A_ALSO(r->opt, r->text);
 }
 
 int cli_generate_gguf(int argc, char **argv) {
-    const char *cmd = "generate", *path = NULL, *prompt = NULL, *policy = "full", *spec = NULL, *system = NULL,
-               *ids_out = NULL, *kv_type = NULL;
-    long max_new = 256, top_k = 0, seed = 1, ctx = 0, pchunk = 512;
-    double temperature = 0, top_p = 1;
-    const cli_sampling samp = {&max_new, &top_k, &seed, &temperature, &top_p};
-    int quiet = 0, chat = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_model(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
-        if (!strcmp(a, "--chat")) { chat = 1; continue; }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
-        const char *val = argv[++i];
-        int rc = cli_sampling_opt(cmd, a, val, &samp);
-        if (rc >= 0) {
-            if (rc) return rc;
-            continue;
-        }
-        rc = 0;
-        if (!strcmp(a, "--model")) path = val;
-        else if (!strcmp(a, "--prompt")) prompt = val;
-        else if (!strcmp(a, "--system")) system = val;
-        else if (!strcmp(a, "--kv") || !strcmp(a, "--policy")) policy = val;
-        else if (!strcmp(a, "--kv-type")) kv_type = val;
-        else if (!strcmp(a, "--spec")) spec = val;
-        else if (!strcmp(a, "--ids-out")) ids_out = val;
-        else if (!strcmp(a, "--ctx")) rc = cli_opt_long(cmd, a, val, 1, 1L << 30, &ctx);
-        else if (!strcmp(a, "--prefill-chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 16, &pchunk);
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (rc) return rc;
-    }
+    const char *cmd = "generate";
+    gguf_gen g = {.policy = "full", .max_new = 256, .seed = 1, .pchunk = 512, .top_p = 1};
+    cli_arg args[CLI_GGUF_ROWS];
+    gguf_gen_table(&g, args);
+    int prc = cli_parse(cmd, &GGUF_DOC, args, argc, argv);
+    if (prc >= 0) return prc;
+    const char *path = g.path, *prompt = g.prompt, *policy = g.policy, *spec = g.spec, *system = g.system,
+               *ids_out = g.ids_out, *kv_type = g.kv_type;
+    const long ctx = g.ctx, pchunk = g.pchunk;
+    const int quiet = g.quiet, chat = g.chat;
     if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
     if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (not empty)");
     la_kv_params kp = la_kv_params_default();
@@ -209,8 +205,8 @@ int cli_generate_gguf(int argc, char **argv) {
                     cmd, (long long)n_prompt, (long long)cap, (long long)cfg->n_ctx_train);
             goto done;
         }
-        if (n_prompt + max_new < cap) cap = n_prompt + max_new;
-        if (max_new > cap - n_prompt) max_new = cap - n_prompt;
+        if (n_prompt + g.max_new < cap) cap = n_prompt + g.max_new;
+        if (g.max_new > cap - n_prompt) g.max_new = cap - n_prompt; /* what la_generate gets */
         kp.max_tokens = cap;
     }
     /* prefill in chunks: full and window / sinks caches exactly (window / sinks streamed,
@@ -225,7 +221,7 @@ int cli_generate_gguf(int argc, char **argv) {
         fputs(chat ? "" : prompt, stdout);
         fflush(stdout);
     }
-    la_generate_params gp = cli_sampling_params(&samp);
+    la_generate_params gp = cli_sampling_params(&g.samp);
     gp.stop = stop;
     gp.n_stop = 2;
     gp.on_token = put_text;
@@ -322,52 +318,36 @@ static la_status sp_perplexity(la_llama *m, const int32_t *ids, int64_t n, const
     return st;
 }
 
+static const cli_doc PPL_DOC = {
+    "longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec SPEC] [--windows K]\n"
+    "                    [--chunk C] [--kv-type TYPE] [--seq-parallel]",
+    "Bits per token and per byte of a GGUF model on a text, over non-overlapping windows of N\n"
+    "tokens (each window starts from an empty context; its first token is not scored), overall\n"
+    "and by position bucket [2^k, 2^(k+1)) within the window.",
+    NULL, 0,
+};
+
 int cli_perplexity(int argc, char **argv) {
     const char *cmd = "perplexity", *path = NULL, *text_path = NULL, *spec = NULL, *kv_type = NULL;
     long ctx = 0, max_windows = 0, chunk = 256;
-    int seqpar = 0, chunk_set = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--seq-parallel")) {
-            seqpar = 1;
-            continue;
-        }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            static const cli_opt opts[] = {
-                {"--model FILE.gguf", "GGUF model (llama / qwen2)"},
-                {"--text FILE", "the text to score"},
-                {"--ctx N", "window length in tokens"},
-                {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal)"},
-                {"--windows K", "score at most K windows (default all)"},
-                {"--chunk C", "prefill chunk (default 256)"},
-                {"--kv-type TYPE", "element type of the KV cache: f32 | f16 | bf16 | int8 | int8(group=g)\n"
-                                   "(default f16, the GGUF default; see docs/kv-cache.md)"},
-                {"--seq-parallel", "under mpirun: each window is one prefill split over the ranks (no\n"
-                                   "cache, float32 keys and values; the same numbers on any number of\n"
-                                   "ranks; not with --chunk or --kv-type; docs/mpi.md)"},
-                {NULL, NULL},
-            };
-            cli_help(stdout, "longattn perplexity --model FILE.gguf --text FILE --ctx N [--spec SPEC] [--windows K]\n"
-                             "                    [--chunk C] [--kv-type TYPE] [--seq-parallel]",
-                     "Bits per token and per byte of a GGUF model on a text, over non-overlapping windows of N\n"
-                     "tokens (each window starts from an empty context; its first token is not scored), overall\n"
-                     "and by position bucket [2^k, 2^(k+1)) within the window.",
-                     opts, NULL);
-            return 0;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
-        const char *val = argv[++i];
-        int rc = 0;
-        if (!strcmp(a, "--model")) path = val;
-        else if (!strcmp(a, "--text")) text_path = val;
-        else if (!strcmp(a, "--spec")) spec = val;
-        else if (!strcmp(a, "--kv-type")) kv_type = val;
-        else if (!strcmp(a, "--ctx")) rc = cli_opt_long(cmd, a, val, 2, 1L << 26, &ctx);
-        else if (!strcmp(a, "--windows")) rc = cli_opt_long(cmd, a, val, 1, 1L << 30, &max_windows);
-        else if (!strcmp(a, "--chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 16, &chunk), chunk_set = 1;
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (rc) return rc;
-    }
+    int seqpar = 0;
+    cli_arg args[] = {
+        CLI_A_STR("--model FILE.gguf", "GGUF model (llama / qwen2)", &path),
+        CLI_A_STR("--text FILE", "the text to score", &text_path),
+        CLI_A_LONG("--ctx N", "window length in tokens", &ctx, 2, 1L << 26),
+        CLI_A_STR("--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal)", &spec),
+        CLI_A_LONG("--windows K", "score at most K windows (default all)", &max_windows, 1, 1L << 30),
+        CLI_A_LONG("--chunk C", "prefill chunk (default 256)", &chunk, 1, 1L << 16),
+        CLI_A_STR("--kv-type TYPE", "element type of the KV cache: f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                                    "(default f16, the GGUF default; see docs/kv-cache.md)", &kv_type),
+        CLI_A_FLAG("--seq-parallel", "under mpirun: each window is one prefill split over the ranks (no\n"
+                                     "cache, float32 keys and values; the same numbers on any number of\n"
+                                     "ranks; not with --chunk or --kv-type; docs/mpi.md)", &seqpar),
+        CLI_A_END,
+    };
+    int prc = cli_parse(cmd, &PPL_DOC, args, argc, argv);
+    if (prc >= 0) return prc;
+    const int chunk_set = cli_given(args, "--chunk") > 0;
     if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
     if (!text_path) return cli_usage_error(cmd, "--text FILE is required");
     if (!ctx) return cli_usage_error(cmd, "--ctx N is required");
@@ -473,55 +453,37 @@ done:
 
 /* ---- raw logits for the tests ---- */
 
+static const cli_doc LOGITS_DOC = {
+    "longattn llama-logits --model F.gguf --ids 1,2,3 --out X.npy [--spec S]\n"
+    "                      [--kv POLICY [--kv-type TYPE] --step N | --chunk N | --seq-parallel]",
+    "Logits (T, V) float32 of every position (for the tests): the cache-less forward in\n"
+    "chunks of --chunk tokens, or with --kv a decoding session fed --step tokens at a time.",
+    NULL, 0,
+};
+
 int cli_llama_logits(int argc, char **argv) {
     const char *cmd = "llama-logits", *path = NULL, *ids_s = NULL, *out = NULL, *spec = NULL, *policy = NULL,
                *kv_type = NULL;
     long step = 0, chunk = 0;
     int seqpar = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--seq-parallel")) {
-            seqpar = 1;
-            continue;
-        }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            static const cli_opt opts[] = {
-                {"--model FILE.gguf", "GGUF model (llama / qwen2)"},
-                {"--ids 1,2,3", "token ids"},
-                {"--out X.npy", "the logits (T, V), float32"},
-                {"--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal)"},
-                {"--kv POLICY", "decode through a KV cache with this policy instead of the cache-less forward"},
-                {"--kv-type TYPE", "with --kv: the cache's element type, f32 | f16 | bf16 | int8 | int8(group=g)\n"
-                                   "(default f16, the GGUF default)"},
-                {"--step N", "with --kv: tokens fed per session step (default: the largest chunk that is\n"
-                             "exact, la_kv_prefill_chunk: 512 for full, w for window / sinks, 1 for h2o)"},
-                {"--chunk N", "without --kv: the forward's chunk (default 512)"},
-                {"--seq-parallel", "under mpirun: one prefill split over the ranks (no cache; the same\n"
-                                   "logits on any number of ranks; not with --kv or --chunk)"},
-                {NULL, NULL},
-            };
-            cli_help(stdout,
-                     "longattn llama-logits --model F.gguf --ids 1,2,3 --out X.npy [--spec S]\n"
-                     "                      [--kv POLICY [--kv-type TYPE] --step N | --chunk N | --seq-parallel]",
-                     "Logits (T, V) float32 of every position (for the tests): the cache-less forward in\n"
-                     "chunks of --chunk tokens, or with --kv a decoding session fed --step tokens at a time.",
-                     opts, NULL);
-            return 0;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "option '%s' needs a value (or is unknown)", a);
-        const char *val = argv[++i];
-        int rc = 0;
-        if (!strcmp(a, "--model")) path = val;
-        else if (!strcmp(a, "--ids")) ids_s = val;
-        else if (!strcmp(a, "--out")) out = val;
-        else if (!strcmp(a, "--spec")) spec = val;
-        else if (!strcmp(a, "--kv")) policy = val;
-        else if (!strcmp(a, "--kv-type")) kv_type = val;
-        else if (!strcmp(a, "--step")) rc = cli_opt_long(cmd, a, val, 1, 1L << 20, &step);
-        else if (!strcmp(a, "--chunk")) rc = cli_opt_long(cmd, a, val, 1, 1L << 20, &chunk);
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (rc) return rc;
-    }
+    cli_arg args[] = {
+        CLI_A_STR("--model FILE.gguf", "GGUF model (llama / qwen2)", &path),
+        CLI_A_STR("--ids 1,2,3", "token ids", &ids_s),
+        CLI_A_STR("--out X.npy", "the logits (T, V), float32", &out),
+        CLI_A_STR("--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal)", &spec),
+        CLI_A_STR("--kv POLICY", "decode through a KV cache with this policy instead of the cache-less forward", &policy),
+        CLI_A_STR("--kv-type TYPE", "with --kv: the cache's element type, f32 | f16 | bf16 | int8 | int8(group=g)\n"
+                                    "(default f16, the GGUF default)", &kv_type),
+        CLI_A_LONG("--step N", "with --kv: tokens fed per session step (default: the largest chunk that is\n"
+                               "exact, la_kv_prefill_chunk: 512 for full, w for window / sinks, 1 for h2o)",
+                   &step, 1, 1L << 20),
+        CLI_A_LONG("--chunk N", "without --kv: the forward's chunk (default 512)", &chunk, 1, 1L << 20),
+        CLI_A_FLAG("--seq-parallel", "under mpirun: one prefill split over the ranks (no cache; the same\n"
+                                     "logits on any number of ranks; not with --kv or --chunk)", &seqpar),
+        CLI_A_END,
+    };
+    int prc = cli_parse(cmd, &LOGITS_DOC, args, argc, argv);
+    if (prc >= 0) return prc;
     if (!path || !ids_s || !out) return cli_usage_error(cmd, "--model, --ids and --out are required");
     if (kv_type && !policy) return cli_usage_error(cmd, "--kv-type needs --kv POLICY (the cache-less forward has no cache)");
     if (la_dist_size() > 1 && !seqpar)

@@ -17,6 +17,7 @@ static const cli_doc DOC = {
     "over the ranks by estimated cost (L^2); each rank shows its own cells, rank 0 writes\n"
     "the files, the same as one process's (timings aside). With --seq-parallel the ranks run\n"
     "every cell together instead, each prefill split over them (ring attention, docs/mpi.md).",
+    0,
 };
 
 /* --haystack text|filler into int *dest (1: filler) */
@@ -62,12 +63,10 @@ int cli_longeval(int argc, char **argv) {
     const char *cmd = "longeval", *study = NULL, *methods = NULL, *lengths = NULL, *depths = NULL;
     la_longeval_opts o = la_longeval_opts_default();
     o.out_dir = "runs/longeval";
-    long long v;
-    const char *trials = NULL, *distr = NULL, *buckets = NULL, *chunk = NULL, *tctx = NULL, *threads = NULL,
-               *seed = NULL, *docs = NULL, *kv_type = NULL;
+    const char *kv_type = NULL;
     int resume = 0, exact = 0, filler = -1, no_share = 0;
-    const char *ndocs = NULL, *resamples = NULL;
-    const cli_arg args[] = {
+    long seed = 0;
+    cli_arg args[] = {
         CLI_A_STR("--model FILE", "GGUF model (llama / qwen2)", &o.model),
         CLI_A_STR("--study FILE", "study file (default studies/longeval.json when it exists;\n"
                                   "studies/longeval-full.json: every method at 0.5C-4C;\n"
@@ -77,10 +76,10 @@ int cli_longeval(int argc, char **argv) {
                                      "rerope(W), leaky-rerope(W,k), dca(C): position-regime methods", &methods),
         CLI_A_STR("--lengths A,B", "lengths as multiples of C (e.g. 0.5,1,2,4)", &lengths),
         CLI_A_STR("--depths A,B", "needle depths in [0,1]", &depths),
-        CLI_A_STR("--trials N", "examples per depth and document (0: no retrieval)", &trials),
-        CLI_A_STR("--distractors N", "multi-key distractor needles (-1: no multi-key)", &distr),
-        CLI_A_STR("--buckets N", "perplexity position buckets", &buckets),
-        CLI_A_STR("--chunk N", "prefill chunk (default 512)", &chunk),
+        CLI_A_INT("--trials N", "examples per depth and document (0: no retrieval)", &o.trials, 0, 1000),
+        CLI_A_INT("--distractors N", "multi-key distractor needles (-1: no multi-key)", &o.distractors, -1, 20),
+        CLI_A_INT("--buckets N", "perplexity position buckets", &o.buckets, 1, LA_LONGEVAL_MAX),
+        CLI_A_INT("--chunk N", "prefill chunk (default 512)", &o.chunk, 1, 65536),
         CLI_A_FLAG("--exact-stream", "evicting KV policies step one token at a time (exact, slow)", &exact),
         CLI_A_STR("--kv-type TYPE", "KV element type of methods whose policy names none: f32 | f16 | bf16 |\n"
                                     "int8 | int8(group=g) (default f16, the GGUF default; f32 for position-\n"
@@ -88,21 +87,22 @@ int cli_longeval(int argc, char **argv) {
         CLI_A_FN("--haystack MODE", "retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
                                     "Jaggi's repeated \"The grass is green. ...\"; the study files' choice)",
                  haystack_opt, &filler),
-        CLI_A_STR("--documents N", "documents scored and used as haystacks, in name order (default 6;\n"
-                                   "0: every document of the folder, at most 16)", &ndocs),
+        CLI_A_INT("--documents N", "documents scored and used as haystacks, in name order (default 6;\n"
+                                   "0: every document of the folder, at most 16)", &o.n_docs, 0,
+                  LA_LONGEVAL_MAX_DOCS),
         CLI_A_FLAG("--no-share", "prefill every retrieval example from its first token (the unshared\n"
                                  "computation: the same results, slower; for checking and timing)", &no_share),
-        CLI_A_STR("--resamples N", "bootstrap resamples of the perplexity differences (>= 1000, default 2000)",
-                  &resamples),
-        CLI_A_STR("--train-ctx N", "override C (default: the file's context_length)", &tctx),
-        CLI_A_STR("--docs DIR", "text documents (default data/longdocs; data/pydoc/val when absent)", &docs),
+        CLI_A_INT("--resamples N", "bootstrap resamples of the perplexity differences (>= 1000, default 2000)",
+                  &o.resamples, 1000, 1000000),
+        CLI_A_LONG("--train-ctx N", "override C (default: the file's context_length)", &o.train_ctx, 2, 1L << 30),
+        CLI_A_STR("--docs DIR", "text documents (default data/longdocs; data/pydoc/val when absent)", &o.docs),
         CLI_A_STR("--out DIR", "output folder (default runs/longeval)", &o.out_dir),
         CLI_A_FLAG("--resume", "skip cells already stored in DIR/cells", &resume),
         CLI_A_FLAG("--seq-parallel", "under mpirun: every prefill is one pass split over the ranks\n"
                                      "(no shared prefixes; not with evicting KV policies or\n"
                                      "selfextend / rerope / dca)", &o.seq_parallel),
-        CLI_A_STR("--threads N", "OpenMP / BLAS threads", &threads),
-        CLI_A_STR("--seed S", "seed of the haystacks, needles and keys", &seed),
+        CLI_A_INT("--threads N", "OpenMP / BLAS threads", &o.threads, 1, 1024),
+        CLI_A_LONG("--seed S", "seed of the haystacks, needles and keys", &seed, 0, 1L << 30),
         CLI_A_END,
     };
     int prc = cli_parse(cmd, &DOC, args, argc, argv);
@@ -120,6 +120,9 @@ int cli_longeval(int argc, char **argv) {
         la_longeval_opts_release(&o);
         return 1;
     }
+    /* the options again, over the study file's values (the same arguments: no error now) */
+    if (study) cli_parse(cmd, &DOC, args, argc, argv);
+    if (cli_given(args, "--seed")) o.seed = (uint64_t)seed;
     if (methods) {
         static char buf[8192];
         snprintf(buf, sizeof buf, "%s", methods);
@@ -134,23 +137,6 @@ int cli_longeval(int argc, char **argv) {
     }
     if (lengths && parse_list(cmd, "--lengths", lengths, o.lengths, &o.n_lengths, 1e-3, 1e3)) return 2;
     if (depths && parse_list(cmd, "--depths", depths, o.depths, &o.n_depths, 0, 1)) return 2;
-#define INTOPT(s, name, lo, hi, dst)                                                                  \
-    if (s) {                                                                                          \
-        if (cli_parse_int(s, lo, hi, &v)) return cli_usage_error(cmd, "%s must be a whole number in [%lld, %lld]", \
-                                                                  name, (long long)(lo), (long long)(hi)); \
-        dst = v;                                                                                      \
-    }
-    INTOPT(trials, "--trials", 0, 1000, o.trials)
-    INTOPT(distr, "--distractors", -1, 20, o.distractors)
-    INTOPT(buckets, "--buckets", 1, LA_LONGEVAL_MAX, o.buckets)
-    INTOPT(chunk, "--chunk", 1, 65536, o.chunk)
-    INTOPT(tctx, "--train-ctx", 2, 1LL << 30, o.train_ctx)
-    INTOPT(threads, "--threads", 1, 1024, o.threads)
-    INTOPT(seed, "--seed", 0, 1LL << 30, o.seed)
-    INTOPT(ndocs, "--documents", 0, LA_LONGEVAL_MAX_DOCS, o.n_docs)
-    INTOPT(resamples, "--resamples", 1000, 1000000, o.resamples)
-#undef INTOPT
-    if (docs) o.docs = docs;
     if (kv_type) {
         la_kv_params kp = la_kv_params_default();
         if (la_kv_type_parse(kv_type, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());

@@ -25,7 +25,7 @@ static const la_cli_cmd commands[] = {
     {NULL, NULL, NULL, 0},
 };
 
-/* the help's layout is cli_help's (src/cli/cli.h): usage, the commands, then the options */
+/* the help's layout is cli_print_help's (src/cli/cli.h): usage, the commands, then the options */
 static void print_help(FILE *f) {
     fprintf(f, "usage: longattn <command> [options]\n\ncommands (longattn <command> --help lists a command's options):\n");
     for (const la_cli_cmd *c = commands; c->name; c++) fprintf(f, "  %-12s %s\n", c->name, c->summary);

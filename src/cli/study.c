@@ -14,35 +14,15 @@
 #include "core/dist.h"
 #include "longattn.h"
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {"--quick", "run studies/quick.json instead (a minute or two; what CI runs)"},
-        {"--out DIR", "run folder for results.csv, passkey.csv, training.csv, results.json,\n"
-                      "results.md and PNG plots (default runs/<study name>)"},
-        {"--threads N", "CPU threads for attention and matrix products (default: all cores)"},
-        {"--data DIR", "use DIR (holding train/ and val/) instead of the file's \"data\""},
-        {"--no-plots", "skip gnuplot"},
-        {"--seeds N", "train every variant with N seeds (the file's seed, seed+1, ...; overrides\n"
-                      "its \"seeds\"): tables and plots give mean ± sample std and min-max"},
-        {"--resume", "continue an interrupted run in the same --out: variants it finished\n"
-                     "(saved in DIR/cells/ as each finishes) are kept, the rest are run;\n"
-                     "refused when the study file or options differ from that run's"},
-        {"--ranks-per-variant K", "under mpirun: groups of K ranks train one variant each,\n"
-                                  "data-parallel over the study's \"accum\" micro-batches (instead of\n"
-                                  "the file's \"ranks_per_variant\"; the numbers do not depend on it)"},
-        {"--seq-parallel K", "under mpirun: K ranks of a group share each training sequence\n"
-                             "(instead of the file's \"seq_parallel\"; K divides the group,\n"
-                             "seq_len at least 128 K; the numbers do not depend on it)"},
-        {NULL, NULL},
-    };
-    cli_help(f,
-             "longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots] [--resume]\n"
-             "               [--ranks-per-variant K] [--seq-parallel K] [--seeds N]",
-             "Train every attention variant of STUDY_FILE (default studies/default.json) at the same\n"
-             "length L with the same data and seed, then report validation loss at each evaluation length\n"
-             "(L, 4L, 16L by default) and passkey retrieval accuracy after a short fine-tune at L.",
-             opts, "The default corpus data/pydoc is built by scripts/setup.sh (scripts/prepare_corpus.sh).");
-}
+static const cli_doc DOC = {
+    "longattn study [STUDY_FILE] [--quick] [--out DIR] [--threads N] [--data DIR] [--no-plots] [--resume]\n"
+    "               [--ranks-per-variant K] [--seq-parallel K] [--seeds N]",
+    "Train every attention variant of STUDY_FILE (default studies/default.json) at the same\n"
+    "length L with the same data and seed, then report validation loss at each evaluation length\n"
+    "(L, 4L, 16L by default) and passkey retrieval accuracy after a short fine-tune at L.",
+    "The default corpus data/pydoc is built by scripts/setup.sh (scripts/prepare_corpus.sh).",
+    0,
+};
 
 static void fmt_time(double s, char *buf, size_t n) {
     if (!(s >= 0) || isinf(s)) { snprintf(buf, n, "?"); return; }
@@ -110,42 +90,34 @@ static void find_preset(const char *name, char *buf, size_t n) {
 
 int cli_study(int argc, char **argv) {
     const char *file = NULL, *out = NULL, *data = NULL;
-    int quick = 0, threads = 0, plots = 1, resume = 0, rpv = 0, seeds = 0, sp = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--quick")) quick = 1;
-        else if (!strcmp(a, "--no-plots")) plots = 0;
-        else if (!strcmp(a, "--resume")) resume = 1;
-        else if (!strcmp(a, "--out") || !strcmp(a, "--threads") || !strcmp(a, "--data") ||
-                 !strcmp(a, "--ranks-per-variant") || !strcmp(a, "--seeds") || !strcmp(a, "--seq-parallel")) {
-            if (i + 1 >= argc) return cli_usage_error("study", "%s needs a value", a);
-            const char *val = argv[++i];
-            if (!strcmp(a, "--out")) out = val;
-            else if (!strcmp(a, "--data")) data = val;
-            else if (!strcmp(a, "--ranks-per-variant") || !strcmp(a, "--seq-parallel")) {
-                long long t;
-                if (cli_parse_int(val, 1, 65536, &t))
-                    return cli_usage_error("study", "%s wants a whole number from 1 to 65536 (got '%s')", a, val);
-                *(a[2] == 'r' ? &rpv : &sp) = (int)t;
-            }
-            else if (!strcmp(a, "--seeds")) {
-                long long n;
-                if (cli_parse_int(val, 1, LA_STUDY_MAX_SEEDS, &n))
-                    return cli_usage_error("study", "--seeds wants a whole number from 1 to %d (got '%s')",
-                                           LA_STUDY_MAX_SEEDS, val);
-                seeds = (int)n;
-            }
-            else {
-                long long t;
-                if (cli_parse_int(val, 1, 1024, &t))
-                    return cli_usage_error("study", "--threads wants a whole number from 1 to 1024 (got '%s')", val);
-                threads = (int)t;
-            }
-        } else if (a[0] == '-') return cli_usage_error("study", "unknown option '%s'", a);
-        else if (file) return cli_usage_error("study", "give one study file (got '%s' and '%s')", file, a);
-        else file = a;
-    }
+    int quick = 0, threads = 0, no_plots = 0, resume = 0, rpv = 0, seeds = 0, sp = 0;
+    cli_pos files = {&file, 1, 0};
+    cli_arg args[] = {
+        CLI_A_POS("study file", &files),
+        CLI_A_FLAG("--quick", "run studies/quick.json instead (a minute or two; what CI runs)", &quick),
+        CLI_A_STR("--out DIR", "run folder for results.csv, passkey.csv, training.csv, results.json,\n"
+                               "results.md and PNG plots (default runs/<study name>)", &out),
+        CLI_A_INT("--threads N", "CPU threads for attention and matrix products (default: all cores)", &threads, 1, 1024),
+        CLI_A_STR("--data DIR", "use DIR (holding train/ and val/) instead of the file's \"data\"", &data),
+        CLI_A_FLAG("--no-plots", "skip gnuplot", &no_plots),
+        CLI_A_INT("--seeds N", "train every variant with N seeds (the file's seed, seed+1, ...; overrides\n"
+                               "its \"seeds\"): tables and plots give mean ± sample std and min-max",
+                  &seeds, 1, LA_STUDY_MAX_SEEDS),
+        CLI_A_FLAG("--resume", "continue an interrupted run in the same --out: variants it finished\n"
+                               "(saved in DIR/cells/ as each finishes) are kept, the rest are run;\n"
+                               "refused when the study file or options differ from that run's", &resume),
+        CLI_A_INT("--ranks-per-variant K", "under mpirun: groups of K ranks train one variant each,\n"
+                                           "data-parallel over the study's \"accum\" micro-batches (instead of\n"
+                                           "the file's \"ranks_per_variant\"; the numbers do not depend on it)",
+                  &rpv, 1, 65536),
+        CLI_A_INT("--seq-parallel K", "under mpirun: K ranks of a group share each training sequence\n"
+                                      "(instead of the file's \"seq_parallel\"; K divides the group,\n"
+                                      "seq_len at least 128 K; the numbers do not depend on it)", &sp, 1, 65536),
+        CLI_A_END,
+    };
+    int prc = cli_parse("study", &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
+    const int plots = !no_plots;
     if (file && quick)
         return cli_usage_error("study", "--quick runs studies/quick.json; do not also name a study file ('%s')", file);
     char preset[PATH_MAX + 128];

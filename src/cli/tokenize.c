@@ -19,6 +19,7 @@ static const cli_doc DOC = {
     "or SentencePiece BPE). Prints one token a line: id and its text (escaped), then the\n"
     "count.",
     NULL,
+    0,
 };
 
 static void print_escaped(const char *s, size_t n) {
@@ -77,7 +78,7 @@ static int run_decode(la_tokenizer *t, const char *list, int flags) {
 int cli_tokenize(int argc, char **argv) {
     const char *model = NULL, *text_path = NULL, *prompt = NULL, *decode = NULL;
     int ids_only = 0, add_special = 0, no_parse_special = 0, skip_special = 0;
-    const cli_arg args[] = {
+    cli_arg args[] = {
         CLI_A_STR("--model FILE.gguf", "the GGUF file whose tokenizer is used", &model),
         CLI_A_STR("--text FILE", "tokenize this file", &text_path),
         CLI_A_STR("--prompt TEXT", "tokenize this text", &prompt),

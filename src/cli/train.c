@@ -22,59 +22,21 @@ static void on_sigint(int sig) {
     g_stop = 1;
 }
 
-static void usage(FILE *f) {
-    static const cli_opt opts[] = {
-        {NULL, "data and output:"},
-        {"--data PATH", "text file/dir or .bin shard file/dir"},
-        {"--val-fraction X", "documents held out for validation (default 0.1)"},
-        {"--out DIR", "output directory (default runs/train)"},
-        {"--resume", "continue from DIR/model.safetensors with its saved settings"},
-        {NULL, "model:"},
-        {"--spec TEXT", "attention spec (default softmax+rope+causal)"},
-        {"--layers N", "transformer blocks (default 4)"},
-        {"--d-model N", "model width (default 128)"},
-        {"--heads N", "attention heads (default 4)"},
-        {"--kv-heads N", "key/value heads (default = heads)"},
-        {"--d-ff N", "MLP width (default 4 * d-model)"},
-        {"--qk-gain X", "initial QK-norm gain (default 1; larger starts sharper attention)"},
-        {NULL, "training:"},
-        {"--steps N", "optimizer steps (default 400; with --resume: new total)"},
-        {"--batch B", "sequences per micro-batch (default 16)"},
-        {"--seq-len T", "training context (default 128)"},
-        {"--accum N", "micro-batches per step (default 1)"},
-        {"--seq-parallel K", "under mpirun: K ranks share each sequence (default 1; the\n"
-                             "sequence length at least 128 K; docs/mpi.md)"},
-        {"--optimizer NAME", "adamw | muon (default adamw)"},
-        {"--precision P", "f32 | bf16 (default f32): bf16 rounds every matrix-product and\n"
-                          "attention operand to bf16, accumulates in float32, keeps float32\n"
-                          "master weights, gradients and optimizer state (emulated on CPUs\n"
-                          "without a bf16 GEMM: slower than f32; docs/training.md)"},
-        {"--lr X", "AdamW peak lr (default 3e-3)"},
-        {"--min-lr X", "final lr of the cosine schedule (default lr/10)"},
-        {"--muon-lr X", "Muon peak lr (default 0.02)"},
-        {"--warmup N", "warm-up steps (default 20)"},
-        {"--wd X", "weight decay (default 0.1)"},
-        {"--clip X", "grad-norm clip (default 1)"},
-        {"--seed N", "seed of the weights and the data order (default 1)"},
-        {"--eval-every N", "validation every N steps (default 50; 0 = end only)"},
-        {"--ckpt-every N", "checkpoint every N steps (default 100; always at the end)"},
-        {NULL, NULL},
-    };
-    cli_help(f,
-             "longattn train --data PATH [options]\n"
-             "longattn train --resume --out DIR [--steps N]",
-             "Train a decoder-only transformer (pre-norm RMSNorm, QK-norm, ReLU^2 MLP, the given\n"
-             "attention spec) on a text file or directory of text files (bytes, vocab 256, one\n"
-             "document per file) or on llm.c token shards (*.bin, GPT-2 vocab 50257).\n"
-             "Writes DIR/model.safetensors (+ .state: optimiser, step, data position) and\n"
-             "DIR/log.csv. Ctrl-C saves a checkpoint and exits; --resume continues it exactly.",
-             opts,
-             "Data parallel: mpirun -np R longattn train ... splits the --accum micro-batches of\n"
-             "each step over R ranks (weights bitwise equal to one process; --resume with any R;\n"
-             "rank 0 writes the log and checkpoints). With --seq-parallel K, groups of K ranks\n"
-             "share each micro-batch, each rank holding its share of every sequence (still\n"
-             "bitwise one process). See docs/mpi.md.");
-}
+static const cli_doc DOC = {
+    "longattn train --data PATH [options]\n"
+    "longattn train --resume --out DIR [--steps N]",
+    "Train a decoder-only transformer (pre-norm RMSNorm, QK-norm, ReLU^2 MLP, the given\n"
+    "attention spec) on a text file or directory of text files (bytes, vocab 256, one\n"
+    "document per file) or on llm.c token shards (*.bin, GPT-2 vocab 50257).\n"
+    "Writes DIR/model.safetensors (+ .state: optimiser, step, data position) and\n"
+    "DIR/log.csv. Ctrl-C saves a checkpoint and exits; --resume continues it exactly.",
+    "Data parallel: mpirun -np R longattn train ... splits the --accum micro-batches of\n"
+    "each step over R ranks (weights bitwise equal to one process; --resume with any R;\n"
+    "rank 0 writes the log and checkpoints). With --seq-parallel K, groups of K ranks\n"
+    "share each micro-batch, each rank holding its share of every sequence (still\n"
+    "bitwise one process). See docs/mpi.md.",
+    0,
+};
 
 typedef struct {
     int tty;
@@ -113,93 +75,73 @@ static int on_progress(void *user, const la_train_progress *p) {
     return g_stop != 0;
 }
 
-static int parse_int(const char *cmd, const char *opt, const char *v, int lo, int *out) {
-    long long x;
-    if (cli_parse_int(v, lo, 1000000000, &x))
-        return cli_usage_error(cmd, "%s expects an integer >= %d, got '%s'", opt, lo, v);
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_double(const char *cmd, const char *opt, const char *v, double lo, double *out) {
-    if (cli_parse_num(v, lo, HUGE_VAL, out))
-        return cli_usage_error(cmd, "%s expects a number >= %g, got '%s'", opt, lo, v);
-    return 0;
-}
-
 int cli_train(int argc, char **argv) {
     const char *cmd = "train";
     la_model_config mc = la_model_config_default();
     la_train_config tc = la_train_config_default();
     la_data_config dc = la_data_config_default();
     const char *data_path = NULL, *out = "runs/train";
-    int resume = 0, steps_set = 0, min_lr_set = 0, seq_parallel = 1;
-    const char *fixed_opt = NULL; /* last option given that a checkpoint fixes */
+    int resume = 0, seq_parallel = 1;
     tc.eval_every = 50;
     tc.ckpt_every = 100;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--resume")) {
-            resume = 1;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "option %s is unknown or needs a value", a);
-        /* what the checkpoint fixes: with --resume these would be silently ignored */
-        static const char *const fixed[] = {"--spec", "--layers", "--heads", "--kv-heads", "--d-model", "--d-ff",
-                                            "--qk-gain", "--batch", "--seq-len", "--accum", "--optimizer", "--lr",
-                                            "--min-lr", "--muon-lr", "--warmup", "--wd", "--clip", "--seed",
-                                            "--val-fraction", "--precision", NULL};
-        for (int k = 0; fixed[k]; k++)
-            if (!strcmp(a, fixed[k])) fixed_opt = fixed[k];
-        const char *v = argv[++i];
-        int r = 0;
-        double d;
-        if (!strcmp(a, "--data")) data_path = v;
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--spec")) {
-            if (strlen(v) >= sizeof mc.spec) return cli_usage_error(cmd, "--spec text too long");
-            snprintf(mc.spec, sizeof mc.spec, "%s", v);
-        } else if (!strcmp(a, "--layers")) r = parse_int(cmd, a, v, 1, &mc.n_layer);
-        else if (!strcmp(a, "--heads")) r = parse_int(cmd, a, v, 1, &mc.n_head);
-        else if (!strcmp(a, "--kv-heads")) r = parse_int(cmd, a, v, 1, &mc.n_kv_head);
-        else if (!strcmp(a, "--d-model")) r = parse_int(cmd, a, v, 1, &mc.d_model);
-        else if (!strcmp(a, "--d-ff")) r = parse_int(cmd, a, v, 1, &mc.d_ff);
-        else if (!strcmp(a, "--steps")) { r = parse_int(cmd, a, v, 1, &tc.steps); steps_set = 1; }
-        else if (!strcmp(a, "--batch")) r = parse_int(cmd, a, v, 1, &tc.B);
-        else if (!strcmp(a, "--seq-len")) r = parse_int(cmd, a, v, 2, &tc.T);
-        else if (!strcmp(a, "--accum")) r = parse_int(cmd, a, v, 1, &tc.grad_accum);
-        else if (!strcmp(a, "--seq-parallel")) r = parse_int(cmd, a, v, 1, &seq_parallel);
-        else if (!strcmp(a, "--warmup")) r = parse_int(cmd, a, v, 0, &tc.warmup);
-        else if (!strcmp(a, "--eval-every")) r = parse_int(cmd, a, v, 0, &tc.eval_every);
-        else if (!strcmp(a, "--ckpt-every")) r = parse_int(cmd, a, v, 0, &tc.ckpt_every);
-        else if (!strcmp(a, "--lr")) r = parse_double(cmd, a, v, 1e-12, &tc.lr);
-        else if (!strcmp(a, "--qk-gain")) {
-            r = parse_double(cmd, a, v, 0, &d);
-            if (!r && !(d > 0 && d <= 100)) r = cli_usage_error(cmd, "--qk-gain wants a number in (0, 100], got %g", d);
-            if (!r) mc.qk_gain = (float)d;
-        }
-        else if (!strcmp(a, "--min-lr")) { r = parse_double(cmd, a, v, 0, &tc.min_lr); min_lr_set = 1; }
-        else if (!strcmp(a, "--muon-lr")) r = parse_double(cmd, a, v, 1e-12, &tc.muon_lr);
-        else if (!strcmp(a, "--wd")) r = parse_double(cmd, a, v, 0, &tc.weight_decay);
-        else if (!strcmp(a, "--clip")) r = parse_double(cmd, a, v, 0, &tc.clip);
-        else if (!strcmp(a, "--val-fraction")) {
-            r = parse_double(cmd, a, v, 0, &dc.val_fraction);
-            if (!r && dc.val_fraction >= 1) return cli_usage_error(cmd, "--val-fraction must be < 1");
-        } else if (!strcmp(a, "--seed")) {
-            r = parse_double(cmd, a, v, 0, &d);
-            tc.seed = (uint64_t)d;
-        } else if (!strcmp(a, "--optimizer")) {
-            if (!strcmp(v, "adamw")) tc.optimizer = LA_OPT_ADAMW;
-            else if (!strcmp(v, "muon")) tc.optimizer = LA_OPT_MUON;
-            else return cli_usage_error(cmd, "--optimizer must be adamw or muon, got '%s'", v);
-        } else if (!strcmp(a, "--precision")) r = cli_precision_opt(cmd, v, &tc.precision);
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (r) return r;
-    }
+    const char *spec = NULL;
+    double qk_gain = mc.qk_gain;
+    enum { MAXI = 1000000000 };
+    cli_arg args[] = {
+        CLI_A_GROUP("data and output:"),
+        CLI_A_STR("--data PATH", "text file/dir or .bin shard file/dir", &data_path),
+        CLI_A_NUM_X("--val-fraction X", "documents held out for validation (default 0.1)", &dc.val_fraction, 0, 1,
+                    CLI_OPEN_HI),
+        CLI_A_STR("--out DIR", "output directory (default runs/train)", &out),
+        CLI_A_FLAG("--resume", "continue from DIR/model.safetensors with its saved settings", &resume),
+        CLI_A_GROUP("model:"),
+        CLI_A_STR("--spec TEXT", "attention spec (default softmax+rope+causal)", &spec),
+        CLI_A_INT("--layers N", "transformer blocks (default 4)", &mc.n_layer, 1, MAXI),
+        CLI_A_INT("--d-model N", "model width (default 128)", &mc.d_model, 1, MAXI),
+        CLI_A_INT("--heads N", "attention heads (default 4)", &mc.n_head, 1, MAXI),
+        CLI_A_INT("--kv-heads N", "key/value heads (default = heads)", &mc.n_kv_head, 1, MAXI),
+        CLI_A_INT("--d-ff N", "MLP width (default 4 * d-model)", &mc.d_ff, 1, MAXI),
+        CLI_A_NUM_X("--qk-gain X", "initial QK-norm gain (default 1; larger starts sharper attention)", &qk_gain, 0,
+                    100, CLI_OPEN_LO),
+        CLI_A_GROUP("training:"),
+        CLI_A_INT("--steps N", "optimizer steps (default 400; with --resume: new total)", &tc.steps, 1, MAXI),
+        CLI_A_INT("--batch B", "sequences per micro-batch (default 16)", &tc.B, 1, MAXI),
+        CLI_A_INT("--seq-len T", "training context (default 128)", &tc.T, 2, MAXI),
+        CLI_A_INT("--accum N", "micro-batches per step (default 1)", &tc.grad_accum, 1, MAXI),
+        CLI_A_INT("--seq-parallel K", "under mpirun: K ranks share each sequence (default 1; the\n"
+                                      "sequence length at least 128 K; docs/mpi.md)", &seq_parallel, 1, MAXI),
+        CLI_A_FN("--optimizer NAME", "adamw | muon (default adamw)", cli_optimizer_arg, &tc.optimizer),
+        CLI_A_FN("--precision P", "f32 | bf16 (default f32): bf16 rounds every matrix-product and\n"
+                                  "attention operand to bf16, accumulates in float32, keeps float32\n"
+                                  "master weights, gradients and optimizer state (emulated on CPUs\n"
+                                  "without a bf16 GEMM: slower than f32; docs/training.md)",
+                 cli_precision_arg, &tc.precision),
+        CLI_A_NUM("--lr X", "AdamW peak lr (default 3e-3)", &tc.lr, 1e-12, HUGE_VAL),
+        CLI_A_NUM("--min-lr X", "final lr of the cosine schedule (default lr/10)", &tc.min_lr, 0, HUGE_VAL),
+        CLI_A_NUM("--muon-lr X", "Muon peak lr (default 0.02)", &tc.muon_lr, 1e-12, HUGE_VAL),
+        CLI_A_INT("--warmup N", "warm-up steps (default 20)", &tc.warmup, 0, MAXI),
+        CLI_A_NUM("--wd X", "weight decay (default 0.1)", &tc.weight_decay, 0, HUGE_VAL),
+        CLI_A_NUM("--clip X", "grad-norm clip (default 1)", &tc.clip, 0, HUGE_VAL),
+        CLI_A_U64("--seed N", "seed of the weights and the data order (default 1)", &tc.seed),
+        CLI_A_INT("--eval-every N", "validation every N steps (default 50; 0 = end only)", &tc.eval_every, 0, MAXI),
+        CLI_A_INT("--ckpt-every N", "checkpoint every N steps (default 100; always at the end)", &tc.ckpt_every, 0, MAXI),
+        CLI_A_END,
+    };
+    int prc = cli_parse(cmd, &DOC, args, argc, argv);
+    if (prc >= 0) return prc;
+    if (spec && strlen(spec) >= sizeof mc.spec) return cli_usage_error(cmd, "--spec text too long");
+    if (spec) snprintf(mc.spec, sizeof mc.spec, "%s", spec);
+    mc.qk_gain = (float)qk_gain;
+    /* what the checkpoint fixes: with --resume these would be silently ignored; the one
+     * given last is named */
+    static const char *const fixed[] = {"--spec", "--layers", "--heads", "--kv-heads", "--d-model", "--d-ff",
+                                        "--qk-gain", "--batch", "--seq-len", "--accum", "--optimizer", "--lr",
+                                        "--min-lr", "--muon-lr", "--warmup", "--wd", "--clip", "--seed",
+                                        "--val-fraction", "--precision", NULL};
+    const char *fixed_opt = NULL;
+    for (int k = 0, last = 0; fixed[k]; k++)
+        if (cli_given(args, fixed[k]) > last) last = cli_given(args, fixed[k]), fixed_opt = fixed[k];
+    const int steps_set = cli_given(args, "--steps") > 0, min_lr_set = cli_given(args, "--min-lr") > 0;
     if (!min_lr_set) tc.min_lr = tc.lr / 10;
     tc.seq_parallel = seq_parallel;
     if (resume && fixed_opt)

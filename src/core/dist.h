@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-#include "longattn.h" /* la_status (core/internal.h has no guard around its second half) */
+#include "longattn/core.h"
 
 /* Start: initialise MPI when launched by mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE > 1 in the
  * environment), otherwise stay one process. Errors: LA_EINVAL when launched with several

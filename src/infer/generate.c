@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "core/internal.h"
+#include "longattn/infer.h"
 
 la_generate_params la_generate_params_default(void) {
     la_generate_params g = {.sample = la_sample_params_default(), .max_new = 256, .seed = 1};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "infer/kv_internal.h"
+#include "longattn/infer.h"
 
 la_status la_kv_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, int T,
                        float *out, float *row_stat, const la_attn_opts *opts) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "infer/kv_internal.h"
+#include "longattn/infer.h"
 
 size_t la_kv_elt_size(la_kv_storage s) {
     switch (s) {

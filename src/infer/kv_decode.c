@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "infer/kv_internal.h"
+#include "longattn/infer.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "infer/kv_internal.h"
+#include "longattn/infer.h"
 
 la_status la_kv_copy(la_kv_cache *dst, const la_kv_cache *src) {
     if (!dst || !src) return la_fail(LA_EINVAL, "la_kv_copy: NULL cache");

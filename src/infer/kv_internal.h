@@ -4,6 +4,7 @@
 
 #include "core/half.h"
 #include "core/internal.h"
+#include "longattn/infer.h"
 
 /* One layer's storage. cap slots per kv head (the storage stride), all allocated at
  * la_kv_new. Slot j of head h holds the token at stream position pos[h*cap + j]; slots

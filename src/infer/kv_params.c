@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "infer/kv_internal.h"
+#include "longattn/infer.h"
 
 #define KV_FORMS                                                                                        \
     "full | window(w) | sinks(n,w) | h2o(heavy,recent[,sinks]), optionally +f32, +f16, +bf16, +int8 or " \

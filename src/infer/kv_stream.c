@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "infer/kv_internal.h"
+#include "longattn/infer.h"
 
 int la_kv_stream_exact(const la_spec *spec, const la_kv_params *p) {
     if (!spec || !p || (p->policy != LA_KV_WINDOW && p->policy != LA_KV_SINKS)) return 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "infer/kv_internal.h"
+#include "longattn/infer.h"
 
 la_sample_params la_sample_params_default(void) {
     la_sample_params p = {.temperature = 1.0, .top_k = 0, .top_p = 1.0};

@@ -13,6 +13,7 @@
 #include "infer/kv_internal.h"
 #include "model/lm.h"
 #include "model/posreg.h"
+#include "longattn/infer.h"
 
 struct la_session {
     la_lm *lm;

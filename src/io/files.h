@@ -2,7 +2,7 @@
 #ifndef LA_IO_FILES_H
 #define LA_IO_FILES_H
 
-#include "longattn.h"
+#include "longattn/io.h"
 
 /* Creates the folder dir and its missing parents (mode 0777 before umask); an existing
  * folder is fine. Errors: LA_EINVAL (path longer than 4095 bytes), LA_EIO naming the part

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "longattn/gguf.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DIMS 4

@@ -7,6 +7,7 @@
  * file compiled with -ffp-contract=off (the Makefile sets it), or `d*q + m` may be fused
  * into one differently rounded FMA. */
 #include "core/internal.h"
+#include "longattn/gguf.h"
 #include "io/ggml_types.h"
 
 typedef struct {

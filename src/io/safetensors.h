@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "core/internal.h" /* la_afile */
-#include "longattn.h"
+#include "longattn/io.h"
 
 typedef struct {
     const char *name;

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "longattn.h"
+#include "longattn/io.h"
 
 #define LA_SHARD_MAGIC 20240520
 #define LA_SHARD_VERSION 1

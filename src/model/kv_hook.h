@@ -7,7 +7,8 @@
 
 #include <stdint.h>
 
-#include "longattn.h"
+#include "longattn/llama.h" /* la_llama */
+#include "longattn/model.h"
 
 /* What the attention sub-layer of block `layer` calls, for one sequence (B = 1) of T new
  * tokens, in place of attending over those T tokens alone: append their keys and values

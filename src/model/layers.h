@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "longattn.h"
+#include "longattn/model.h"
 #include "model/kv_hook.h"
 
 #define LA_RMS_EPS 1e-6f

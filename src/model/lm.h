@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "longattn.h"
+#include "longattn/model.h"
 #include "model/kv_hook.h"
 
 struct la_posreg;

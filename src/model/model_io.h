@@ -3,7 +3,7 @@
 #define LA_MODEL_IO_H
 
 #include "io/safetensors.h"
-#include "longattn.h"
+#include "longattn/model.h"
 
 /* Metadata strings describing a model config (key/value pairs, static storage per call
  * site: buf must hold 16 * 2 entries of 64 bytes plus the spec). Returns the pair count. */

@@ -3,7 +3,7 @@
 #ifndef LA_MODEL_POSREG_H
 #define LA_MODEL_POSREG_H
 
-#include "longattn.h"
+#include "longattn/model.h"
 
 typedef enum { LA_PR_NONE = 0, LA_PR_SELFEXTEND, LA_PR_REROPE, LA_PR_LEAKY, LA_PR_DCA } la_pr_kind;
 

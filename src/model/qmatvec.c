@@ -15,6 +15,8 @@
 #include <stdlib.h>
 
 #include "core/internal.h"
+#include "longattn/gguf.h"
+#include "longattn/model.h"
 #include "io/ggml_types.h"
 
 /* LA_QMV_PORTABLE forces the portable path (tests/test_qmatvec.c builds this file a second

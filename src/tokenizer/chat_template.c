@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "longattn/llama.h"
+#include "longattn/tokenizer.h"
 
 la_status la_chat_family_of(const char *tpl, la_chat_family *out) {
     if (!out) return la_fail(LA_EINVAL, "la_chat_family_of: out is NULL");

@@ -22,6 +22,7 @@
 
 #include "model/model_io.h"
 #include "train/trainer_internal.h"
+#include "longattn/train.h"
 
 #define STATE_FORMAT "longattn-trainer-state-1"
 

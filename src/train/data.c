@@ -8,6 +8,7 @@
 
 #include "io/files.h"
 #include "train/data_internal.h"
+#include "longattn/train.h"
 
 struct la_data {
     int vocab;

@@ -2,7 +2,7 @@
  * (Loshchilov & Hutter 2017, without restarts). */
 #include <math.h>
 
-#include "longattn.h"
+#include "longattn/train.h"
 
 double la_train_lr_factor(const la_train_config *cfg, int step) {
     double floor_f = cfg->lr > 0 ? cfg->min_lr / cfg->lr : 0;

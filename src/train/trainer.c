@@ -13,6 +13,7 @@
 #include "core/prof.h"
 #include "train/optim.h"
 #include "train/trainer_internal.h"
+#include "longattn/train.h"
 
 /* Element loops of the update run on the OpenMP threads from this many entries on. */
 #define LA_PAR_ELEMS ((size_t)1 << 17)

@@ -3,6 +3,7 @@
 #define LA_TRAIN_TRAINER_INTERNAL_H
 
 #include "core/internal.h"
+#include "longattn/train.h"
 
 /* The gradient norm is summed in fixed chunks of this many entries (each in double, in a
  * fixed order), then the chunks in order: the same bits for any thread count. */
