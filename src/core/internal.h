@@ -2,7 +2,7 @@
 #ifndef LA_INTERNAL_H
 #define LA_INTERNAL_H
 
-#include "longattn.h"
+#include "longattn/core.h"
 
 /* Record a formatted error message for la_errmsg() and return status s, so that a
  * failing path reads `return la_fail(LA_ESHAPE, "q has %d heads ...", h);`. */

@@ -9,6 +9,7 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
+#include "longattn/experiments.h"
 #include "runner/report.h"
 
 /* simplex.csv: closed form at growing n against the theorem's limits */

@@ -15,6 +15,8 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
+#include "longattn/experiments.h"
+#include "longattn/infer.h"
 #include "runner/grid.h"
 #include "runner/report.h"
 

@@ -17,6 +17,7 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/gnuplot.h"
+#include "longattn/experiments.h"
 #include "runner/cells.h"
 #include "runner/grid.h"
 #include "runner/report.h"

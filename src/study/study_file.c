@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/internal.h"
+#include "longattn/experiments.h"
 
 /* Report "<where>: key "k": ..." as LA_EFORMAT. */
 #define BAD(...) la_fail(LA_EFORMAT, __VA_ARGS__)

@@ -4,6 +4,7 @@
 #define LA_STUDY_INTERNAL_H
 
 #include "core/internal.h"
+#include "longattn/experiments.h"
 
 typedef struct {
     int step;           /* optimizer steps done */

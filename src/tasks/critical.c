@@ -31,6 +31,7 @@
 #include <cblas.h>
 
 #include "core/internal.h"
+#include "longattn/experiments.h"
 
 #define ROW_BLOCK 256
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "longattn/experiments.h"
 
 /* Transformed logit L_t = coef_a[t] * S_t + coef_m[t] for the spec's transform. */
 static la_status gaussian_coeffs(const la_spec *sp, int64_t N, double *ca, double *cm) {

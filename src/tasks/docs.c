@@ -10,6 +10,7 @@
 #include "core/internal.h"
 #include "io/files.h"
 #include "io/shard.h"
+#include "longattn/experiments.h"
 
 #define GPT2_EOT 50256
 #define GPT2_VOCAB 50257

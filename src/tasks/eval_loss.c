@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "longattn/experiments.h"
 
 la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int64_t *start) {
     if (!docs || !start) return la_fail(LA_EINVAL, "la_eval_windows: NULL argument");

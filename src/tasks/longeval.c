@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "longattn/experiments.h"
+#include "longattn/llama.h"
+#include "longattn/longeval.h"
 #include "tasks/longeval_cell.h"
 
 /* ---- examples ---- */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "longattn/experiments.h"
 
 static const char QUESTION[] = "\nWhat is the pass key? The pass key is ";
 

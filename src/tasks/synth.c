@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "longattn/experiments.h"
 
 /* MQMTAR content ids (the paper's generator: space 0, kv_sep 1, q_sep 2, ids from 3). */
 enum { MQ_SPACE = 0, MQ_KVSEP = 1, MQ_QSEP = 2, MQ_ALPHA0 = 3 };

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "core/internal.h"
+#include "longattn/experiments.h"
 
 la_status la_task_eval(la_model *m, const la_task_params *p, int content_len, int n,
                        uint64_t seed, int64_t max_batch_tokens, int *n_correct) {
