@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "core/internal.h"
+#include "longattn/attn.h"
 
 static la_status check(const float *x, int B, int T, int C, int H, const float *wb,
                        const float *wg, const char *fn) {

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "core/internal.h"
+#include "longattn/io.h"
 
 #define NPY_MAX_HEADER (1u << 20) /* NumPy itself refuses headers over 10000 bytes by default */
 #define NPY_MAX_DIMS 8

@@ -15,7 +15,9 @@ la_status la_table_init(la_table *t, int n_cols, const char *const *header, cons
     for (int j = 0; j < n_cols; j++) t->align[j] = align ? align[j] : j ? 'r' : 'l';
     t->align[n_cols] = '\0';
     for (int j = 0; j < n_cols; j++) la_table_add(t, "%s", header[j]);
-    return t->oom ? la_fail(LA_ENOMEM, "out of memory for a table") : LA_OK;
+    if (!t->oom) return LA_OK;
+    la_table_free(t); /* a failed init leaves nothing to free */
+    return la_fail(LA_ENOMEM, "out of memory for a table");
 }
 
 la_status la_table_begin(la_table *t, const char *header_csv, const char *align) {

@@ -19,6 +19,7 @@ typedef struct {
 
 /* A table of n_cols columns named by the header cells (n_cols strings) and aligned by
  * align (n_cols letters 'l' / 'r'; NULL: the first column left, the others right). */
+/* On failure (LA_ENOMEM) nothing is left allocated. */
 la_status la_table_init(la_table *t, int n_cols, const char *const *header, const char *align);
 /* The same with the header as one CSV line ("a,b,c": n_cols from its commas). */
 la_status la_table_begin(la_table *t, const char *header_csv, const char *align);

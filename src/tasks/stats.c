@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "longattn/core.h"
+#include "longattn/longeval.h"
 
 /* Wilson (1927) score interval, SPEC 10:
  *   (x + z^2/2)/(n + z^2) +- z sqrt(x(n - x)/n + z^2/4)/(n + z^2).
