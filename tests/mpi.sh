@@ -307,6 +307,19 @@ elif strip z2 >z2.txt && cmp -s z1.txt z2.txt; then
     ok "synth-resume np=2: stopped with $stored of 6 cells stored, resumed on 2 ranks: outputs equal to 1 rank"
 else diff z1.txt z2.txt | cut -c1-200 | head -5; bad synth-resume "outputs differ from the 1-rank run"; fi
 
+# perplexity ARGS --seq-parallel on 1 rank and on 2 (files PFX1.txt, PFX2.txt): the reports
+# must be equal, the speed aside
+pp_np2_equal() {
+    local pfx=$1 what=$2 args=$3
+    $bin $args --seq-parallel >${pfx}1.txt 2>${pfx}1.log || { cat ${pfx}1.log; bad "$what" "1-rank run failed"; }
+    if ! timeout $HANG $MR -np 2 $bin $args --seq-parallel >${pfx}2.txt 2>${pfx}2.log; then
+        cat ${pfx}2.log; bad "$what np=2" "run failed"
+    elif ! diff <(sed 's/[0-9.]* tok\/s//' ${pfx}1.txt) <(sed 's/[0-9.]* tok\/s//' ${pfx}2.txt) >/dev/null ||
+         ! grep -q overall ${pfx}2.txt; then
+        cat ${pfx}1.txt ${pfx}2.txt; bad "$what np=2" "the report differs from 1 rank"
+    else ok "$what np=2: the report equals 1 rank's (speed aside)"; fi
+}
+
 # ---- longeval: method x length cells over ranks, on the tiny GGUF of test_longeval.py
 if ! (cd "$root" && .venv/bin/python - "$tmp/tiny.gguf" >"$tmp/gguf.log" 2>&1 <<'PY'
 import sys
@@ -346,12 +359,7 @@ else
         else ok "llama-logits --seq-parallel np=$n: logits byte-equal to 1 rank"; fi
     done
     P="perplexity --model tiny.gguf --text $root/data/pydoc/val/library__multiprocessing.txt --ctx 1000 --windows 2"
-    $bin $P --seq-parallel >pp1.txt 2>pp1.log || { cat pp1.log; bad "perplexity --seq-parallel" "1-rank run failed"; }
-    if ! timeout $HANG $MR -np 2 $bin $P --seq-parallel >pp2.txt 2>pp2.log; then
-        cat pp2.log; bad "perplexity --seq-parallel np=2" "run failed"
-    elif ! diff <(sed 's/[0-9.]* tok\/s//' pp1.txt) <(sed 's/[0-9.]* tok\/s//' pp2.txt) >/dev/null || ! grep -q overall pp2.txt; then
-        cat pp1.txt pp2.txt; bad "perplexity --seq-parallel np=2" "the report differs from 1 rank"
-    else ok "perplexity --seq-parallel np=2: the report equals 1 rank's (speed aside)"; fi
+    pp_np2_equal pp "perplexity --seq-parallel" "$P"
     timeout $HANG $MR -np 2 $bin $P >pp3.txt 2>pp3.log
     rc=$?
     if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "add --seq-parallel" pp3.log; then
@@ -390,12 +398,7 @@ if [ ! -f "$SM" ]; then
 else
     P="perplexity --model $SM --text $root/data/pydoc/val/library__multiprocessing.txt --ctx 2048 --windows 1"
     export OMP_NUM_THREADS=1 # one thread per rank: 2 ranks on 2 cores
-    $bin $P --seq-parallel >sm1.txt 2>sm1.log || { cat sm1.log; bad "smollm2 perplexity --seq-parallel" "1-rank run failed"; }
-    if ! timeout $HANG $MR -np 2 $bin $P --seq-parallel >sm2.txt 2>sm2.log; then
-        cat sm2.log; bad "smollm2 perplexity --seq-parallel np=2" "run failed"
-    elif ! diff <(sed 's/[0-9.]* tok\/s//' sm1.txt) <(sed 's/[0-9.]* tok\/s//' sm2.txt) >/dev/null || ! grep -q overall sm2.txt; then
-        cat sm1.txt sm2.txt; bad "smollm2 perplexity --seq-parallel np=2" "the report differs from 1 rank"
-    else ok "smollm2 perplexity --seq-parallel np=2 (2048 tokens): the report equals 1 rank's (speed aside)"; fi
+    pp_np2_equal sm "smollm2 perplexity --seq-parallel (2048 tokens)" "$P"
     unset OMP_NUM_THREADS
 fi
 

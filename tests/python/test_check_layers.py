@@ -36,6 +36,17 @@ def run(root):
                           capture_output=True, text=True)
 
 
+def compile_tree(root, files):
+    """Write each source of files (path -> text) under root and compile it to build/*.o."""
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        o = root / "build" / (rel[:-2] + ".o")
+        o.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cc", "-c", rel, "-o", str(o)], cwd=root, check=True)
+
+
 def test_rejects_kernel_calling_model(tmp_path):
     # the shape of the old bug: a kernel (attn) calling into a layer above it
     make_tree(tmp_path, {
@@ -68,13 +79,7 @@ def test_rejects_tasks_calling_study(tmp_path):
                                  "unsigned long la_study_run(int x){return la_passkey_make(x);}\n",
         "src/tasks/passkey.c": "unsigned long la_passkey_make(int x){return x;}\n",
     }
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-        o = tmp_path / "build" / (rel[:-2] + ".o")
-        o.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cc", "-c", rel, "-o", str(o)], cwd=tmp_path, check=True)
+    compile_tree(tmp_path, files)
     r = run(tmp_path)
     assert r.returncode == 1, r.stdout
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
@@ -108,13 +113,7 @@ def test_rejects_runner_calling_study(tmp_path):
         "src/study/study_run.c": "int la_grid_run(int);\nint la_study_write_tables(int x){return x;}\n"
                                  "int la_study_run(int x){return la_grid_run(x);}\n",
     }
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-        o = tmp_path / "build" / (rel[:-2] + ".o")
-        o.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cc", "-c", rel, "-o", str(o)], cwd=tmp_path, check=True)
+    compile_tree(tmp_path, files)
     r = run(tmp_path)
     assert r.returncode == 1, r.stdout
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
