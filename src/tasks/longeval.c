@@ -395,8 +395,7 @@ static la_status run_doc_sp(le_ctx *c, const la_longeval_opts *o, int k, int64_t
     int32_t *toks = la_malloc(sizeof(int32_t) * (size_t)L);
     if (!toks) return la_fail(LA_ENOMEM, "longeval: out of memory for L = %lld", (long long)L);
     for (int64_t i = 0; i < L; i++) toks[i] = d->tokens[i % d->n];
-    la_session_reset(c->sess);
-    la_status st = la_session_prefill_sp(c->sess, toks, (int)L, NULL, nll);
+    la_status st = la_llama_prefill_sp(c->m, toks, (int)L, NULL, nll); /* its losses only: no cache to fill */
     free(toks);
     c->work_tokens += (double)L;
     if (st == LA_OK) score_ppl(c, o, k, L, nll, cell);
