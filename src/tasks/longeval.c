@@ -528,7 +528,8 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_l
     cell->n_docs = c->n_docs;
     const int n_kinds = o->trials > 0 ? (o->distractors < 0 ? 1 : 2) : 0;
     cell->n_ex = n_kinds ? c->n_docs * o->n_depths * o->trials : 0;
-    la_status st = la_llama_session_new(c->m, &kv, step, &c->sess);
+    /* --seq-parallel prefills without the shared-prefix session: only the examples' one */
+    la_status st = o->seq_parallel ? LA_OK : la_llama_session_new(c->m, &kv, step, &c->sess);
     if (st == LA_OK && n_kinds) st = la_llama_session_new(c->m, &kv, step, &c->work);
     double *nll = la_malloc(sizeof(double) * (size_t)L);
     float *last = la_malloc(sizeof(float) * (size_t)c->V);
