@@ -8,7 +8,6 @@
 
 #include "core/internal.h"
 #include "io/files.h"
-#include "io/gnuplot.h"
 #include "longattn/experiments.h"
 #include "runner/report.h"
 
@@ -74,10 +73,7 @@ la_status la_critical_run(const la_critical_params *p, const double *rhos, int n
             png, p->n, p->d, rlo - dr / 2, rhi + dr / 2, glo - dg / 2, ghi + dg / 2, csv);
     LA_TRY(la_afile_commit(&af));
     if (plot) {
-        char log[4300];
-        snprintf(log, sizeof log, "%s.log", gp); /* gnuplot's messages: dropped */
-        int rc = la_gnuplot_run(NULL, NULL, gp, log);
-        unlink(log);
+        int rc = la_report_plot(NULL, NULL, gp, NULL, NULL, 0, NULL, NULL, 0); /* its messages: dropped */
         if (gnuplot_exit) *gnuplot_exit = rc;
     }
     return LA_OK;

@@ -81,7 +81,7 @@ typedef struct {
     int32_t *ex, *pred;
     double *mass, *nright, *nwrong;
     la_diag **diag;
-    la_afile *af;
+    la_table *needle; /* passkey_needle.csv: a row per example, layer, head and answer row */
     int LH, NH, per_len;
 } pk_grid;
 
@@ -123,10 +123,10 @@ static la_status cell_run(void *user, int c, const char *key) {
             double tg = mm[x] + mm[LA_PASSKEY_DIGITS + x]; /* digit x, both places */
             da += dg / NR, na += mm[NSPAN - 1] / NR, ta += tg / NR;
             if (x == 0) dq = dg; /* row 0: the question's last byte */
-            fprintf(G->af->f, "%d,%g,%.4f,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", T,
-                    o->depths[di], pk.depth, k, pk.key, pk.needle_pos, pk.needle_len, pk.answer_pos, right, i / NH,
-                    i % NH, x, vis, dg, tg, mm[NSPAN - 1], 2.0 * LA_PASSKEY_DIGITS / vis, 2.0 / vis,
-                    pk.needle_len / vis);
+            la_table_row(G->needle, "%d\t%g\t%.4f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.6g\t%.6g\t%.6g\t"
+                         "%.6g\t%.6g\t%.6g", T, o->depths[di], pk.depth, k, pk.key, pk.needle_pos, pk.needle_len, pk.answer_pos, right,
+                         i / NH, i % NH, x, vis, dg, tg, mm[NSPAN - 1], 2.0 * LA_PASSKEY_DIGITS / vis, 2.0 / vis,
+                         pk.needle_len / vis);
         }
         size_t at = (size_t)li * LH + i;
         r->digits_ans[at] += da / per_len, r->needle_ans[at] += na / per_len, r->target_ans[at] += ta / per_len;
@@ -173,19 +173,17 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
     /* the accumulators only take the rows (the distance ranges are not reported here) */
     for (int i = 0; i < LH && st == LA_OK; i++) st = la_diag_new(Tmax - 1, 10, 1, &diag[i]);
     if (st == LA_OK) st = la_mkdir_p(o->out);
-    la_afile af;
-    int af_open = 0;
-    snprintf(path, sizeof path, "%s/passkey_needle.csv", o->out);
-    if (st == LA_OK && (st = la_afile_open(&af, path)) == LA_OK) af_open = 1;
+    la_table needle = {0};
     if (st == LA_OK)
-        fprintf(af.f, "length,depth,depth_real,trial,key,needle_pos,needle_len,answer_pos,correct,layer,head,row,"
-                      "visible_keys,mass_digits,mass_target,mass_needle,uniform_digits,uniform_target,uniform_needle\n");
+        st = la_table_begin(&needle, "length,depth,depth_real,trial,key,needle_pos,needle_len,answer_pos,correct,layer,"
+                            "head,row,visible_keys,mass_digits,mass_target,mass_needle,uniform_digits,uniform_target,"
+                            "uniform_needle", NULL);
     if (o->threads > 0) la_model_set_threads(m, o->threads);
     double t0 = omp_get_wtime();
     const int per_len = o->n_depths * o->trials;
     if (st == LA_OK) { /* cells: example e of length li is cell li * per_len + e, in that order */
         pk_grid G = {.o = o, .r = r, .m = m, .val = &val, .ex = ex, .pred = pred, .mass = mass, .nright = nright,
-                     .nwrong = nwrong, .diag = diag, .af = &af, .LH = LH, .NH = NH, .per_len = per_len};
+                     .nwrong = nwrong, .diag = diag, .needle = &needle, .LH = LH, .NH = NH, .per_len = per_len};
         la_grid g;
         if ((st = la_grid_init(&g, "diagnose", NULL, o->n_lens * per_len, 1, 0)) == LA_OK) {
             const la_grid_fns fns = {.run = cell_run};
@@ -199,10 +197,8 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
         r->digits_right[at] = nright[at] ? r->digits_right[at] / nright[at] : NAN;
         r->digits_wrong[at] = nwrong[at] ? r->digits_wrong[at] / nwrong[at] : NAN;
     }
-    if (af_open) {
-        if (st == LA_OK) st = la_afile_commit(&af);
-        else la_afile_abort(&af);
-    }
+    if (st == LA_OK) st = la_table_write_csv(&needle, o->out, "passkey_needle.csv"); /* frees it */
+    else la_table_free(&needle);
     la_table t;
     if (st == LA_OK &&
         (st = la_table_begin(&t, "length,examples,correct,passkey_acc,layer,head,mass_digits_answer,mass_target_answer,"

@@ -14,19 +14,9 @@
 
 #include "core/internal.h"
 #include "io/files.h"
-#include "io/gnuplot.h"
 #include "runner/diagnose_internal.h"
 #include "runner/grid.h"
 #include "runner/report.h"
-
-/* gnuplot on script gp, its messages dropped; returns its exit status */
-static int run_gnuplot(const char *gp) {
-    char log[4400];
-    snprintf(log, sizeof log, "%s.log", gp);
-    int rc = la_gnuplot_run(NULL, NULL, gp, log);
-    unlink(log);
-    return rc;
-}
 
 /* The text file to read: path itself, or the first regular non-hidden file of the folder
  * path (name order) with at least need bytes, into chosen. */
@@ -144,7 +134,7 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
                 l, H - 1, csv, l, csv, l);
     fprintf(af.f, "unset multiplot\n");
     LA_TRY(la_afile_commit(&af));
-    if (o->plot) r->gnuplot_exit = run_gnuplot(gp);
+    if (o->plot) r->gnuplot_exit = la_report_plot(NULL, NULL, gp, NULL, NULL, 0, NULL, NULL, 0);
     return LA_OK;
 }
 
@@ -304,7 +294,7 @@ la_status la_diagnose_gaussian_run(const char *const *specs, int n_specs, int64_
         return st;
     }
     if (plot) {
-        int rc = run_gnuplot(gp);
+        int rc = la_report_plot(NULL, NULL, gp, NULL, NULL, 0, NULL, NULL, 0);
         if (gnuplot_exit) *gnuplot_exit = rc;
     }
     return LA_OK;

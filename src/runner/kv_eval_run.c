@@ -14,7 +14,6 @@
 
 #include "core/internal.h"
 #include "io/files.h"
-#include "io/gnuplot.h"
 #include "longattn/experiments.h"
 #include "longattn/infer.h"
 #include "runner/grid.h"
@@ -115,18 +114,13 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
                    "greedy, per digit; chance is about 0.1). Cache = KiB of k/v held at the longest length (all layers).\n\n",
                    ckpt, L, windows, trials);
     if (pk_ckpt) la_sbuf_printf(&md, "Passkey columns from the fine-tuned weights `%s`.\n\n", pk_ckpt);
-    char names[MAX_LEN + 1][48];
-    const char *head[MAX_LEN + 3] = {"policy", "bytes/token"};
-    for (int i = 0; i < nl; i++) {
-        snprintf(names[i], sizeof names[i], "%d (%gL)", lens[i], (double)lens[i] / L);
-        head[2 + i] = names[i];
-    }
-    snprintf(names[nl], sizeof names[nl], "cache KiB @%d", lens[nl - 1]);
-    head[2 + nl] = names[nl];
-    if ((st = la_table_init(&t, nl + 3, head, NULL)) != LA_OK) {
+    if ((st = la_table_init(&t, nl + 3, NULL, NULL)) != LA_OK) {
         free(md.s);
         return st;
     }
+    la_table_row(&t, "policy\tbytes/token");
+    for (int i = 0; i < nl; i++) la_table_add(&t, "%d (%gL)", lens[i], (double)lens[i] / L);
+    la_table_add(&t, "cache KiB @%d", lens[nl - 1]);
     for (int p = 0; p < np; p++) {
         double bpt = la_kv_bytes_per_token(&res[p].kp);
         la_table_row(&t, "`%s`\t%.0f", res[p].name, bpt);
@@ -170,13 +164,8 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
                 dat, p, p + 1, res[p].name, dat, p, p + 1, p + 1 < np ? ", " : "\n");
     fprintf(af.f, "unset multiplot\n");
     LA_TRY(la_afile_commit(&af));
-    char log[1300];
-    snprintf(log, sizeof log, "%s/kv_eval.gp.log", out); /* gnuplot's messages: dropped */
-    int rc = la_gnuplot_run(NULL, NULL, gp, log);
-    unlink(log);
-    *gp_exit = rc;
-    *plotted = rc == 0 && rename(tmp_png, png) == 0;
-    if (!*plotted) unlink(tmp_png);
+    const char *const pngs[] = {png}; /* drawn as kv_eval.png.tmp, moved into place */
+    *gp_exit = la_report_plot(NULL, NULL, gp, NULL, pngs, 1, plotted, NULL, 0); /* its messages: dropped */
     return LA_OK;
 }
 

@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "io/gnuplot.h"
 #include "runner/cells.h"
 #include "runner/report.h"
 
@@ -14,7 +16,7 @@ la_status la_table_init(la_table *t, int n_cols, const char *const *header, cons
     if (!t->align) return la_fail(LA_ENOMEM, "out of memory for a table");
     for (int j = 0; j < n_cols; j++) t->align[j] = align ? align[j] : j ? 'r' : 'l';
     t->align[n_cols] = '\0';
-    for (int j = 0; j < n_cols; j++) la_table_add(t, "%s", header[j]);
+    for (int j = 0; header && j < n_cols; j++) la_table_add(t, "%s", header[j]);
     if (!t->oom) return LA_OK;
     la_table_free(t); /* a failed init leaves nothing to free */
     return la_fail(LA_ENOMEM, "out of memory for a table");
@@ -163,4 +165,41 @@ la_status la_report_write_json(const char *dir, const char *name, const cJSON *r
     }
     free(text);
     return s;
+}
+
+static int is_png(const char *path) {
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    unsigned char got[8];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(got, 1, 8, f);
+    fclose(f);
+    return n == 8 && !memcmp(got, sig, 8);
+}
+
+int la_report_plot(const char *prog, const char *dir, const char *script, const char *log, const char *const *png,
+                   int n, int *moved, char *said, size_t said_n) {
+    char own[4300], path[4400], tmp[4500];
+    snprintf(own, sizeof own, "%s.log", script);
+    const int rc = la_gnuplot_run(prog, dir, script, log ? log : own);
+    if (!log) {
+        snprintf(path, sizeof path, "%s%s%s", dir ? dir : "", dir ? "/" : "", own);
+        FILE *lf = rc && said && said_n ? fopen(path, "r") : NULL;
+        if (lf) { /* its last line breaks and spaces dropped */
+            size_t k = fread(said, 1, said_n - 1, lf);
+            said[k] = '\0';
+            while (k && (said[k - 1] == '\n' || said[k - 1] == ' ')) said[--k] = '\0';
+            fclose(lf);
+        }
+        unlink(path);
+    }
+    int good = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s%s%s", dir ? dir : "", dir ? "/" : "", png[i]);
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        if (rc == 0 && is_png(tmp) && rename(tmp, path) == 0) good++;
+        else unlink(tmp);
+    }
+    if (moved) *moved = good;
+    return rc;
 }

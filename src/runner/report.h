@@ -2,7 +2,8 @@
  * header and rows of cells (text, each formatted once), written as CSV (cells joined by
  * ',', text quoted where it may hold commas) or as a markdown table (one alignment per
  * column); whole files (CSV, markdown, results.json) are written atomically through
- * la_afile. Used by synth, kv-eval and the study's report. Not public. */
+ * la_afile; and the runners' gnuplot runs (la_report_plot). Used by study, synth,
+ * longeval, kv-eval, diagnose and critical. Not public. */
 #ifndef LA_RUNNER_REPORT_H
 #define LA_RUNNER_REPORT_H
 
@@ -17,8 +18,9 @@ typedef struct {
     int oom;                  /* a cell could not be stored: writing fails */
 } la_table;
 
-/* A table of n_cols columns named by the header cells (n_cols strings) and aligned by
- * align (n_cols letters 'l' / 'r'; NULL: the first column left, the others right). */
+/* A table of n_cols columns named by the header cells (n_cols strings; NULL: the caller
+ * adds them as the first row) and aligned by align (n_cols letters 'l' / 'r'; NULL: the
+ * first column left, the others right). */
 /* On failure (LA_ENOMEM) nothing is left allocated. */
 la_status la_table_init(la_table *t, int n_cols, const char *const *header, const char *align);
 /* The same with the header as one CSV line ("a,b,c": n_cols from its commas). */
@@ -44,5 +46,15 @@ la_status la_table_write_csv(la_table *t, const char *dir, const char *name);
 la_status la_report_write(const char *dir, const char *name, const la_sbuf *out);
 /* dir/name holds root printed by cJSON (a newline after it when newline), atomically. */
 la_status la_report_write_json(const char *dir, const char *name, const cJSON *root, int newline);
+
+/* Plots: gnuplot (prog NULL: "gnuplot") on script, run inside dir (NULL: the current
+ * folder; script, log and the PNGs are relative to it). Its messages go to log, or (log
+ * NULL) to <script>.log, removed afterwards; when gnuplot fails, said (said_n bytes, may
+ * be NULL) gets that log's start. The script draws the n PNGs png[i] as png[i].tmp: each
+ * is moved into place (atomic) when gnuplot succeeded and it is a PNG, else removed;
+ * *moved (may be NULL) counts those moved. Returns gnuplot's exit status (127: it could
+ * not be started, la_gnuplot_run). */
+int la_report_plot(const char *prog, const char *dir, const char *script, const char *log, const char *const *png,
+                   int n, int *moved, char *said, size_t said_n);
 
 #endif

@@ -16,7 +16,6 @@
 #include "core/dist.h"
 #include "core/internal.h"
 #include "io/files.h"
-#include "io/gnuplot.h"
 #include "longattn/experiments.h"
 #include "runner/cells.h"
 #include "runner/grid.h"
@@ -613,17 +612,8 @@ static la_status write_plots(const la_synth_opts *o, const run_result *rs, int n
         free(g.s);
         if (rc != LA_OK) break;
         /* gnuplot's messages go to a log next to the script, quoted on failure, then removed */
-        char log[1300], said[600] = "";
-        snprintf(log, sizeof log, "%s.log", gp);
-        int st = la_gnuplot_run(NULL, NULL, gp, log);
-        FILE *lf = st ? fopen(log, "r") : NULL;
-        if (lf) {
-            size_t k = fread(said, 1, sizeof said - 1, lf);
-            said[k] = '\0';
-            while (k && (said[k - 1] == '\n' || said[k - 1] == ' ')) said[--k] = '\0';
-            fclose(lf);
-        }
-        unlink(log);
+        char said[600] = "";
+        int st = la_report_plot(NULL, NULL, gp, NULL, NULL, 0, NULL, said, sizeof said);
         if (st != 0 && plot_rc == LA_OK)
             plot_rc = la_fail(LA_EIO, "gnuplot failed on %s (exit %d%s%s; install gnuplot-nox: scripts/setup.sh); "
                          "tables are written", gp, st, *said ? ": " : "", said);

@@ -1,19 +1,13 @@
 /* study_report.c -- a study's numbers as files: CSV tables, results.json (cJSON), a
  * markdown summary, and PNG plots drawn by gnuplot from a generated script. Every file is
  * written atomically (temp file + rename), PNGs included. */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
-#include "io/gnuplot.h"
 #include "study/study_internal.h"
 #include "runner/report.h"
 
@@ -422,16 +416,12 @@ static cJSON *study_json(const study_results *r) {
     return la_json_end(saved_json, root);
 }
 
-/* "2.285" for one seed, "2.285 ± 0.012" for several */
-static void md_stat(la_sbuf *b, const study_stat *x, int digits, int several) {
-    if (x->n < 1 || isnan(x->mean)) la_sbuf_printf(b, " - |");
-    else if (several) la_sbuf_printf(b, " %.*f ± %.*f |", digits, x->mean, digits, x->std);
-    else la_sbuf_printf(b, " %.*f |", digits, x->mean);
-}
-
-static void md_range(la_sbuf *b, const study_stat *x, int digits) {
-    if (x->n < 1 || isnan(x->mean)) la_sbuf_printf(b, " - |");
-    else la_sbuf_printf(b, " %.*f–%.*f |", digits, x->min, digits, x->max);
+/* "2.285" for one seed, "2.285 ± 0.012" for several; range: "2.271–2.301" (min–max) */
+static void md_stat(la_table *t, const study_stat *x, int digits, int several, int range) {
+    if (x->n < 1 || isnan(x->mean)) la_table_add(t, "-");
+    else if (range) la_table_add(t, "%.*f–%.*f", digits, x->min, digits, x->max);
+    else if (several) la_table_add(t, "%.*f ± %.*f", digits, x->mean, digits, x->std);
+    else la_table_add(t, "%.*f", digits, x->mean);
 }
 
 /* Markdown summary table (the content of results.md). Returns a malloc'ed string. */
@@ -455,52 +445,38 @@ static char *study_markdown(const study_results *r) {
               st->data, r->train_docs, (long long)r->train_tokens, r->is_bytes ? "bytes" : "tokens", r->val_docs,
               (long long)r->val_tokens, r->is_bytes ? "bytes" : "tokens", st->n_layer, st->d_model, st->n_head,
               st->n_kv_head, r->is_bytes ? "byte (256)" : "GPT-2", st->steps, st->batch, st->seq_len, st->lr, seeds);
-    /* the header of both tables */
-    la_sbuf h = {0};
-    la_sbuf_printf(&h, "| spec |%s train %s |", several ? " seeds |" : " params |", u);
-    for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&h, " val %s @%d |", u, st->eval_lens[i]);
-    if (st->pk_trials > 0)
-        for (int i = 0; i < st->n_pk_lens; i++) la_sbuf_printf(&h, " passkey @%d |", st->pk_lens[i]);
-    if (show_ft) la_sbuf_printf(&h, " answer bits/digit |");
-    la_sbuf_printf(&h, "\n|---|---:|---:|");
-    for (int i = 0; i < st->n_eval_lens; i++) la_sbuf_printf(&h, "---:|");
-    if (st->pk_trials > 0)
-        for (int i = 0; i < st->n_pk_lens; i++) la_sbuf_printf(&h, "---:|");
-    if (show_ft) la_sbuf_printf(&h, "---:|");
-    la_sbuf_printf(&h, "\n");
-    if (h.oom) { free(h.s); free(b.s); return NULL; }
-    la_sbuf_printf(&b, "%s", h.s);
+    la_table t;
+    const int n_pk = st->pk_trials > 0 ? st->n_pk_lens : 0;
     int any_hidden = 0;
-    for (int pass = 0; pass < 1 + several; pass++) { /* pass 1: min-max over seeds */
-        if (pass) la_sbuf_printf(&b, "\nRange over the seeds (min–max):\n\n%s", h.s);
+    for (int pass = 0; pass < 1 + several; pass++) { /* pass 1: min-max over seeds, the same header */
+        if (la_table_init(&t, 3 + st->n_eval_lens + n_pk + show_ft, NULL, NULL) != LA_OK) {
+            free(b.s);
+            return NULL;
+        }
+        la_table_row(&t, "spec\t%s\ttrain %s", several ? "seeds" : "params", u);
+        for (int i = 0; i < st->n_eval_lens; i++) la_table_add(&t, "val %s @%d", u, st->eval_lens[i]);
+        for (int i = 0; i < n_pk; i++) la_table_add(&t, "passkey @%d", st->pk_lens[i]);
+        if (show_ft) la_table_add(&t, "answer bits/digit");
         for (int vi = 0; vi < st->n_specs; vi++) {
             variant_agg a;
             aggregate(r, vi, &a);
             if (!a.n_trained) continue;
-            if (several) la_sbuf_printf(&b, "| `%s` | %d |", st->specs[vi], a.n_trained);
-            else la_sbuf_printf(&b, "| `%s` | %zu |", st->specs[vi], a.n_params);
-            if (pass) md_range(&b, &a.train, 3);
-            else md_stat(&b, &a.train, 3, several);
-            for (int i = 0; i < st->n_eval_lens; i++) {
-                if (pass) md_range(&b, &a.loss[i], 3);
-                else md_stat(&b, &a.loss[i], 3, several);
+            if (several) la_table_row(&t, "`%s`\t%d", st->specs[vi], a.n_trained);
+            else la_table_row(&t, "`%s`\t%zu", st->specs[vi], a.n_params);
+            md_stat(&t, &a.train, 3, several, pass);
+            for (int i = 0; i < st->n_eval_lens; i++) md_stat(&t, &a.loss[i], 3, several, pass);
+            for (int i = 0; i < n_pk; i++) {
+                if (!a.has_pk) la_table_add(&t, "-");
+                else if (pk_hidden(st, &a, i)) { la_table_add(&t, "not learned"); any_hidden = 1; }
+                else md_stat(&t, &a.pk[i], 2, several, pass);
             }
-            if (st->pk_trials > 0)
-                for (int i = 0; i < st->n_pk_lens; i++) {
-                    if (!a.has_pk) la_sbuf_printf(&b, " - |");
-                    else if (pk_hidden(st, &a, i)) { la_sbuf_printf(&b, " not learned |"); any_hidden = 1; }
-                    else if (pass) md_range(&b, &a.pk[i], 2);
-                    else md_stat(&b, &a.pk[i], 2, several);
-                }
-            if (show_ft) {
-                if (!a.has_pk) la_sbuf_printf(&b, " - |");
-                else if (pass) md_range(&b, &a.ft, 2);
-                else md_stat(&b, &a.ft, 2, several);
-            }
-            la_sbuf_printf(&b, "\n");
+            if (show_ft && !a.has_pk) la_table_add(&t, "-");
+            else if (show_ft) md_stat(&t, &a.ft, 2, several, pass);
         }
+        if (pass) la_sbuf_printf(&b, "\nRange over the seeds (min–max):\n\n");
+        la_table_md(&t, &b);
+        la_table_free(&t);
     }
-    free(h.s);
     la_sbuf_printf(&b, "\nLosses are %s on %d validation windows per length (lower is better; "
               "val @%d is in-distribution). Passkey: exact-match accuracy of greedy decoding of the 5-digit key, "
               "%d trials x %d depths per length, after %d fine-tune steps at L.",
@@ -520,25 +496,28 @@ static char *study_markdown(const study_results *r) {
     la_sbuf_printf(&b, "\n");
     if (st->pk_trials > 0) {
         la_sbuf_printf(&b, "\nPasskey accuracy by needle depth (0 = start of the haystack, 1 = just before the "
-                       "question)%s:\n\n| spec | length |", several ? ", mean ± std over seeds" : "");
-        for (int di = 0; di < st->n_pk_depths; di++) la_sbuf_printf(&b, " %g |", st->pk_depths[di]);
-        la_sbuf_printf(&b, "\n|---|---:|");
-        for (int di = 0; di < st->n_pk_depths; di++) la_sbuf_printf(&b, "---:|");
-        la_sbuf_printf(&b, "\n");
+                       "question)%s:\n\n", several ? ", mean ± std over seeds" : "");
+        if (la_table_init(&t, 2 + st->n_pk_depths, NULL, NULL) != LA_OK) {
+            free(b.s);
+            return NULL;
+        }
+        la_table_row(&t, "spec\tlength");
+        for (int di = 0; di < st->n_pk_depths; di++) la_table_add(&t, "%g", st->pk_depths[di]);
         for (int vi = 0; vi < st->n_specs; vi++) {
             variant_agg a;
             aggregate(r, vi, &a);
             if (!a.has_pk) continue;
             for (int li = 0; li < st->n_pk_lens; li++) {
-                la_sbuf_printf(&b, "| `%s` | %d |", st->specs[vi], st->pk_lens[li]);
+                la_table_row(&t, "`%s`\t%d", st->specs[vi], st->pk_lens[li]);
                 for (int di = 0; di < st->n_pk_depths; di++) {
-                    if (pk_hidden(st, &a, li)) la_sbuf_printf(&b, " %s |", di ? "" : "not learned");
-                    else if (several) la_sbuf_printf(&b, " %.2f ± %.2f |", a.pk_depth_mean[li][di], a.pk_depth_std[li][di]);
-                    else la_sbuf_printf(&b, " %.2f |", a.pk_depth_mean[li][di]);
+                    if (pk_hidden(st, &a, li)) la_table_add(&t, "%s", di ? "" : "not learned");
+                    else if (several) la_table_add(&t, "%.2f ± %.2f", a.pk_depth_mean[li][di], a.pk_depth_std[li][di]);
+                    else la_table_add(&t, "%.2f", a.pk_depth_mean[li][di]);
                 }
-                la_sbuf_printf(&b, "\n");
             }
         }
+        la_table_md(&t, &b);
+        la_table_free(&t);
     }
     for (int c = 0; c < la_study_n_cells(st); c++)
         if (r->v[c].error[0]) {
@@ -580,16 +559,6 @@ static void gp_str(FILE *f, const char *s) {
         fputc(*s, f);
     }
     fputc('"', f);
-}
-
-static int is_png(const char *path) {
-    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    unsigned char got[8];
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    size_t n = fread(got, 1, 8, f);
-    fclose(f);
-    return n == 8 && !memcmp(got, sig, 8);
 }
 
 /* Write plots.gp for terminal term; fills names[] with the PNGs it makes. With several
@@ -804,20 +773,14 @@ la_status la_study_write_plots(const study_results *r, const char *dir, const ch
     *ok = 0;
     warn[0] = '\0';
     char names[4 + LA_STUDY_MAX_SPECS][160];
-    int n = 0, rc = 0;
+    const char *pngs[4 + LA_STUDY_MAX_SPECS];
+    int n = 0, rc = 0, good = 0;
     static const char *const terms[] = {"pngcairo", "png"};
     for (int t = 0; t < 2; t++) {
         LA_TRY(write_script(r, dir, terms[t], names, &n));
-        rc = la_gnuplot_run(gnuplot, dir, "plots.gp", "gnuplot.log");
+        for (int i = 0; i < n; i++) pngs[i] = names[i];
+        rc = la_report_plot(gnuplot, dir, "plots.gp", "gnuplot.log", pngs, n, &good, NULL, 0);
         if (rc == 0 || rc == 127) break; /* done, or no gnuplot at all */
-    }
-    char tmp[4096], fin[4096];
-    int good = 0;
-    for (int i = 0; i < n; i++) {
-        snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, names[i]);
-        snprintf(fin, sizeof fin, "%s/%s", dir, names[i]);
-        if (rc == 0 && is_png(tmp) && rename(tmp, fin) == 0) good++;
-        else unlink(tmp);
     }
     if (rc == 127)
         snprintf(warn, warn_n, "no plots: could not run '%s' (install gnuplot-nox, e.g. with scripts/setup.sh); "
