@@ -127,10 +127,44 @@ static void test_fresh_forgets_resume_keeps_and_refuses(void **state) {
     cJSON_Delete(o);
 }
 
+/* No fingerprint (longeval: it checks each cell it loads): no run.json is written, a fresh
+ * run still forgets old cells, and a resume keeps them whatever run.json says. */
+static void test_without_fingerprint(void **state) {
+    (void)state;
+    cJSON *o = cJSON_CreateObject(), *back = NULL, *fp = fingerprint(10, "softmax");
+    cJSON_AddNumberToObject(o, "v", 1);
+    la_cells c;
+    char path[512];
+    snprintf(path, sizeof path, "%s/cells/run.json", dir);
+    assert_int_equal(la_cells_open(&c, dir, "test", NULL, 0), LA_OK);
+    assert_int_not_equal(access(path, F_OK), 0);
+    assert_int_equal(la_cells_save(&c, "m0_l0", o), LA_OK);
+    assert_int_equal(la_cells_open(&c, dir, "test", NULL, 1), LA_OK);
+    assert_int_equal(la_cells_load(&c, "m0_l0", &back), LA_OK);
+    assert_non_null(back);
+    cJSON_Delete(back);
+    /* a run.json (here of a run with a fingerprint, which found none and started fresh)
+     * does not stop a resume without fingerprint */
+    assert_int_equal(la_cells_open(&c, dir, "test", fp, 1), LA_OK);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(la_cells_save(&c, "m0_l0", o), LA_OK);
+    assert_int_equal(la_cells_open(&c, dir, "test", NULL, 1), LA_OK);
+    assert_int_equal(la_cells_load(&c, "m0_l0", &back), LA_OK);
+    assert_non_null(back);
+    cJSON_Delete(back);
+    /* fresh: the cell goes */
+    assert_int_equal(la_cells_open(&c, dir, "test", NULL, 0), LA_OK);
+    assert_int_equal(la_cells_load(&c, "m0_l0", &back), LA_OK);
+    assert_null(back);
+    cJSON_Delete(fp);
+    cJSON_Delete(o);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_doubles_round_trip_bitwise, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fresh_forgets_resume_keeps_and_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_without_fingerprint, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

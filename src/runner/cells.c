@@ -99,14 +99,14 @@ static int is_cell_file(const char *name) {
 }
 
 la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, const cJSON *fingerprint, int resume) {
-    if (!c || !out_dir || !fingerprint) return la_fail(LA_EINVAL, "la_cells_open: NULL argument");
+    if (!c || !out_dir) return la_fail(LA_EINVAL, "la_cells_open: NULL argument");
     memset(c, 0, sizeof *c);
-    c->n_loaded = 0;
     int k = snprintf(c->dir, sizeof c->dir, "%s/cells", out_dir);
     if (k < 0 || (size_t)k >= sizeof c->dir) return la_fail(LA_EINVAL, "output folder path too long: %s", out_dir);
     LA_TRY(la_mkdir_p(c->dir));
     char path[2200];
     snprintf(path, sizeof path, "%s/run.json", c->dir);
+    if (resume && !fingerprint) return LA_OK; /* the runner checks each cell it loads */
     if (resume) {
         cJSON *old = NULL;
         LA_TRY(read_json(path, &old));
@@ -147,7 +147,7 @@ la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, cons
         }
     }
     closedir(d);
-    if (s != LA_OK) return s;
+    if (s != LA_OK || !fingerprint) return s;
     int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
     cJSON *run = cJSON_CreateObject();
     cJSON_AddStringToObject(run, "command", what);

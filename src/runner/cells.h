@@ -31,6 +31,8 @@ typedef struct {
  * resume = 1: the cells of the interrupted run are kept; its run.json must hold the same
  * fingerprint, else LA_EINVAL naming the first setting that differs ("key \"steps\": 60
  * in the interrupted run, 40 now; ..."). A folder without run.json starts fresh.
+ * fingerprint NULL: no run.json (written or compared); the runner checks each cell it
+ * loads itself (longeval: the cell's method, L and --seq-parallel).
  * Errors: LA_EIO (folder, files), LA_EFORMAT (a corrupt run.json), LA_EINVAL. */
 la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, const cJSON *fingerprint, int resume);
 

@@ -2,24 +2,21 @@
  * order with progress and ETA, one atomically written file per finished cell (--resume
  * reads them back), results.json, longeval.csv, longeval.md and gnuplot PNGs. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "core/dist.h"
 #include "core/internal.h"
-#include "io/gnuplot.h"
 #include "longattn/experiments.h"
 #include "longattn/llama.h"
 #include "longattn/longeval.h"
 #include "runner/cells.h"
 #include "runner/grid.h"
+#include "runner/report.h"
 #include "tasks/longeval_cell.h"
 
 void openblas_set_num_threads(int);
@@ -227,47 +224,33 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
     return la_json_end(saved_json, j);
 }
 
-static double jnum(const cJSON *j, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-/* 1 if the file exists and describes the same cell (read into *c), 0 if absent. */
-static la_status cell_read(const char *path, const la_longeval_opts *o, la_longeval_cell *c, int *found) {
-    *found = 0;
-    struct stat sb;
-    if (stat(path, &sb) != 0) return LA_OK;
-    char *text;
-    la_status st = la_read_file(path, 0, &text, NULL);
-    if (st != LA_OK) return st;
-    cJSON *j = cJSON_Parse(text);
-    free(text);
+/* A stored cell (the grid's restore, --resume) read into *c, whose method, length and L
+ * cell_begin set: it must describe the same cell (path: its file, in the message). */
+static la_status cell_from_json(const cJSON *j, const char *path, const la_longeval_opts *o, la_longeval_cell *c) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "method");
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(j, "spec");
     if (!cJSON_IsString(m) || !cJSON_IsString(sp) || strcmp(m->valuestring, c->method_text) ||
-        jnum(j, "L") != (double)c->L || (jnum(j, "seq_parallel") == 1) != (o->seq_parallel != 0)) {
-        cJSON_Delete(j);
+        la_cells_get_num(j, "L") != (double)c->L || (la_cells_get_num(j, "seq_parallel") == 1) != (o->seq_parallel != 0))
         return la_fail(LA_EFORMAT, "--resume: %s is not this run's cell (method '%s', L = %lld%s); use another --out "
                        "or delete it", path, c->method_text, (long long)c->L,
                        o->seq_parallel ? ", --seq-parallel" : ", without --seq-parallel");
-    }
     snprintf(c->spec, sizeof c->spec, "%s", sp->valuestring);
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(j, "kv");
     if (cJSON_IsString(kv)) snprintf(c->kv, sizeof c->kv, "%s", kv->valuestring);
-    c->ppl_bits_token = jnum(j, "bits_per_token");
-    c->ppl_bits_byte = jnum(j, "bits_per_byte");
+    c->ppl_bits_token = la_cells_get_num(j, "bits_per_token");
+    c->ppl_bits_byte = la_cells_get_num(j, "bits_per_byte");
     const cJSON *bt = cJSON_GetObjectItemCaseSensitive(j, "bucket_bits_per_token");
     const cJSON *bb = cJSON_GetObjectItemCaseSensitive(j, "bucket_bits_per_byte");
     c->n_buckets = cJSON_GetArraySize(bt) < LA_LONGEVAL_MAX ? cJSON_GetArraySize(bt) : LA_LONGEVAL_MAX;
     for (int b = 0; b < c->n_buckets; b++) {
         const cJSON *x = cJSON_GetArrayItem(bt, b), *y = cJSON_GetArrayItem(bb, b);
-        c->bucket_bits_token[b] = cJSON_IsNumber(x) ? x->valuedouble : NAN;
-        c->bucket_bits_byte[b] = cJSON_IsNumber(y) ? y->valuedouble : NAN;
+        c->bucket_bits_token[b] = la_cells_num_value(x);
+        c->bucket_bits_byte[b] = la_cells_num_value(y);
     }
-    c->passkey_hits = (int)jnum(j, "passkey_hits");
-    c->passkey_n = (int)jnum(j, "passkey_n");
-    c->multikey_hits = (int)jnum(j, "multikey_hits");
-    c->multikey_n = (int)jnum(j, "multikey_n");
+    c->passkey_hits = (int)la_cells_get_num(j, "passkey_hits");
+    c->passkey_n = (int)la_cells_get_num(j, "passkey_n");
+    c->multikey_hits = (int)la_cells_get_num(j, "multikey_hits");
+    c->multikey_n = (int)la_cells_get_num(j, "multikey_n");
     const cJSON *dh = cJSON_GetObjectItemCaseSensitive(j, "passkey_hits_by_depth");
     const cJSON *dm = cJSON_GetObjectItemCaseSensitive(j, "multikey_hits_by_depth");
     for (int d = 0; d < o->n_depths; d++) {
@@ -275,9 +258,9 @@ static la_status cell_read(const char *path, const la_longeval_opts *o, la_longe
         c->depth_hits[d] = cJSON_IsNumber(x) ? (int)x->valuedouble : 0;
         c->depth_mk_hits[d] = cJSON_IsNumber(y) ? (int)y->valuedouble : 0;
     }
-    c->seconds = jnum(j, "seconds");
-    c->shared = (int)jnum(j, "shared_prefix");
-    c->prefill_tokens = jnum(j, "prefill_tokens");
+    c->seconds = la_cells_get_num(j, "seconds");
+    c->shared = (int)la_cells_get_num(j, "shared_prefix");
+    c->prefill_tokens = la_cells_get_num(j, "prefill_tokens");
     const cJSON *docs = cJSON_GetObjectItemCaseSensitive(j, "docs");
     c->n_docs = cJSON_GetArraySize(docs) < LA_LONGEVAL_MAX_DOCS ? cJSON_GetArraySize(docs) : LA_LONGEVAL_MAX_DOCS;
     for (int k = 0; k < c->n_docs; k++) {
@@ -286,12 +269,12 @@ static la_status cell_read(const char *path, const la_longeval_opts *o, la_longe
                     *z = cJSON_GetObjectItemCaseSensitive(d, "n");
         for (int b = 0; b < c->n_buckets; b++) {
             const cJSON *xb = cJSON_GetArrayItem(x, b), *yb = cJSON_GetArrayItem(y, b), *zb = cJSON_GetArrayItem(z, b);
-            c->doc_bits[k][b] = cJSON_IsNumber(xb) ? xb->valuedouble : NAN;
-            c->doc_bytes[k][b] = cJSON_IsNumber(yb) ? yb->valuedouble : NAN;
+            c->doc_bits[k][b] = la_cells_num_value(xb);
+            c->doc_bytes[k][b] = la_cells_num_value(yb);
             c->doc_n[k][b] = cJSON_IsNumber(zb) ? (int64_t)zb->valuedouble : 0;
         }
     }
-    double ne = jnum(j, "n_examples");
+    double ne = la_cells_get_num(j, "n_examples");
     c->n_ex = ne >= 0 && ne <= LA_LONGEVAL_MAX_EX ? (int)ne : 0;
     const cJSON *ph = cJSON_GetObjectItemCaseSensitive(j, "passkey_example_hits");
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(j, "passkey_example_top");
@@ -306,8 +289,6 @@ static la_status cell_read(const char *path, const la_longeval_opts *o, la_longe
         c->mk_top[e] = cJSON_IsNumber(n) ? (float)n->valuedouble : 0;
     }
     c->resumed = 1;
-    cJSON_Delete(j);
-    *found = 1;
     return LA_OK;
 }
 
@@ -453,8 +434,15 @@ int la_longeval_table(const la_longeval_opts *o, const la_longeval_cell *cells, 
     return (int)len;
 }
 
+/* the first cells of a longeval.csv row: method, spec and KV policy, quoted */
+static void csv_names(la_table *t, const la_longeval_cell *c) {
+    la_table_add_quoted(t, c->method_text);
+    la_table_add_quoted(t, c->spec);
+    la_table_add_quoted(t, c->kv);
+}
+
 static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell *cells, int64_t C,
-                               const le_stream *s, double wall) {
+                               const le_stream *s) {
     char path[4096];
     int nc = o->n_methods * o->n_lengths;
     int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
@@ -474,20 +462,16 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     cJSON *arr = cJSON_AddArrayToObject(root, "cells");
     for (int i = 0; i < nc; i++) la_json_push(arr, cell_json(o, &cells[i]));
     root = la_json_end(saved_json, root);
-    snprintf(path, sizeof path, "%s/results.json", o->out_dir);
-    la_status st = root ? la_json_write_atomic(path, root) : la_fail(LA_ENOMEM, "longeval: out of memory building %s", path);
+    la_status st = la_report_write_json(o->out_dir, "results.json", root, 1);
     cJSON_Delete(root);
     LA_TRY(st);
-    (void)wall;
 
-    la_afile af;
-    snprintf(path, sizeof path, "%s/longeval.csv", o->out_dir);
-    LA_TRY(la_afile_open(&af, path));
     /* one row per cell (doc "all") and one per (cell, document); the statistics columns
      * (Wilson bounds, the difference to as-trained and the McNemar p) on the cell rows */
-    fprintf(af.f, "method,spec,kv,length_x_C,L,doc,bits_per_token,bits_per_byte,passkey_hits,passkey_n,passkey_lo,"
-                  "passkey_hi,multikey_hits,multikey_n,multikey_lo,multikey_hi,d_bits_per_byte,d_lo,d_hi,passkey_b,"
-                  "passkey_c,passkey_p,multikey_b,multikey_c,multikey_p,seconds,prefill_tokens\n");
+    la_table t;
+    LA_TRY(la_table_begin(&t, "method,spec,kv,length_x_C,L,doc,bits_per_token,bits_per_byte,passkey_hits,passkey_n,"
+                          "passkey_lo,passkey_hi,multikey_hits,multikey_n,multikey_lo,multikey_hi,d_bits_per_byte,d_lo,"
+                          "d_hi,passkey_b,passkey_c,passkey_p,multikey_b,multikey_c,multikey_p,seconds,prefill_tokens", NULL));
     int ref = ref_method(o);
     for (int i = 0; i < nc; i++) {
         const la_longeval_cell *c = &cells[i];
@@ -498,11 +482,12 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
         memset(&k, 0, sizeof k);
         k.d_bpb = k.d_lo = k.d_hi = k.pk_p = k.mk_p = NAN;
         if (ref >= 0 && c->method != ref) k = compare(o, &cells[ref * o->n_lengths + c->length], c);
-        fprintf(af.f, "\"%s\",\"%s\",\"%s\",%g,%lld,all,%.6f,%.6f,%d,%d,%.4f,%.4f,%d,%d,%.4f,%.4f,%.6f,%.6f,%.6f,%d,%d,"
-                      "%.6g,%d,%d,%.6g,%.1f,%.0f\n", c->method_text, c->spec, c->kv, o->lengths[c->length],
-                (long long)c->L, c->ppl_bits_token, c->ppl_bits_byte, c->passkey_hits, c->passkey_n, pl, ph,
-                c->multikey_hits, c->multikey_n, ml, mh, k.d_bpb, k.d_lo, k.d_hi, k.pk_b, k.pk_c, k.pk_p, k.mk_b,
-                k.mk_c, k.mk_p, c->seconds, c->prefill_tokens);
+        csv_names(&t, c);
+        la_table_row(&t, "%g\t%lld\tall\t%.6f\t%.6f\t%d\t%d\t%.4f\t%.4f\t%d\t%d\t%.4f\t%.4f\t%.6f\t%.6f\t%.6f\t%d\t%d\t"
+                     "%.6g\t%d\t%d\t%.6g\t%.1f\t%.0f", o->lengths[c->length], (long long)c->L, c->ppl_bits_token,
+                     c->ppl_bits_byte, c->passkey_hits, c->passkey_n, pl, ph, c->multikey_hits, c->multikey_n, ml, mh,
+                     k.d_bpb, k.d_lo, k.d_hi, k.pk_b, k.pk_c, k.pk_p, k.mk_b, k.mk_c, k.mk_p, c->seconds,
+                     c->prefill_tokens);
         for (int d = 0; d < c->n_docs; d++) {
             double bt = 0, bb = 0, bn = 0;
             for (int b = 0; b < c->n_buckets; b++) bt += c->doc_bits[d][b], bb += c->doc_bytes[d][b], bn += (double)c->doc_n[d][b];
@@ -514,28 +499,27 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
             double a1 = NAN, a2 = NAN, b1 = NAN, b2 = NAN;
             if (pn) la_stats_wilson(ph_, pn, 1.96, &a1, &a2);
             if (mn) la_stats_wilson(mh_, mn, 1.96, &b1, &b2);
-            fprintf(af.f, "\"%s\",\"%s\",\"%s\",%g,%lld,%d,%.6f,%.6f,%d,%d,%.4f,%.4f,%d,%d,%.4f,%.4f,,,,,,,,,,,\n",
-                    c->method_text, c->spec, c->kv, o->lengths[c->length], (long long)c->L, d + 1,
-                    bn > 0 ? bt / bn : NAN, bb > 0 ? bt / bb : NAN, ph_, pn, a1, a2, mh_, mn, b1, b2);
+            csv_names(&t, c);
+            la_table_row(&t, "%g\t%lld\t%d\t%.6f\t%.6f\t%d\t%d\t%.4f\t%.4f\t%d\t%d\t%.4f\t%.4f\t\t\t\t\t\t\t\t\t\t\t",
+                         o->lengths[c->length], (long long)c->L, d + 1, bn > 0 ? bt / bn : NAN,
+                         bb > 0 ? bt / bb : NAN, ph_, pn, a1, a2, mh_, mn, b1, b2);
         }
     }
-    LA_TRY(la_afile_commit(&af));
+    LA_TRY(la_table_write_csv(&t, o->out_dir, "longeval.csv"));
 
-    size_t tn = 4096 + (size_t)nc * 600 + (size_t)o->n_methods * 300;
-    char *tab = la_malloc(tn);
+    const int tn = la_longeval_table(o, cells, C, NULL, 0) + 1; /* its length, then the table */
+    char *tab = la_malloc((size_t)tn);
     if (!tab) return la_fail(LA_ENOMEM, "longeval: out of memory");
-    la_longeval_table(o, cells, C, tab, tn);
-    snprintf(path, sizeof path, "%s/longeval.md", o->out_dir);
-    st = la_afile_open(&af, path);
-    if (st == LA_OK) {
-        fprintf(af.f, "Cells: bits per byte (whole context, every document) / passkey accuracy / multi-key accuracy, "
-                      "each accuracy with its Wilson 95 %% interval and n. C = %lld.\n\n%s",
-                (long long)C, tab);
-        st = la_afile_commit(&af);
-    }
+    la_longeval_table(o, cells, C, tab, (size_t)tn);
+    la_sbuf md = {0};
+    la_sbuf_printf(&md, "Cells: bits per byte (whole context, every document) / passkey accuracy / multi-key accuracy, "
+                   "each accuracy with its Wilson 95 %% interval and n. C = %lld.\n\n%s", (long long)C, tab);
     free(tab);
+    st = la_report_write(o->out_dir, "longeval.md", &md);
+    free(md.s);
     LA_TRY(st);
 
+    la_afile af;
     /* plots: data files, then one gnuplot script */
     snprintf(path, sizeof path, "%s/ppl_by_position.dat", o->out_dir);
     LA_TRY(la_afile_open(&af, path));
@@ -617,29 +601,85 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     return LA_OK;
 }
 
-/* ---- the run ---- */
+/* ---- the cells on the grid runner (la_grid_run): method mi at length li is cell
+ * mi * n_lengths + li, its cost L^2 (attention dominates at long L) ---- */
+typedef struct {
+    le_ctx *c;
+    const la_longeval_opts *o;
+    la_longeval_cell *cells;
+    const la_grid *g;
+    la_longeval_progress_fn fn;
+    void *user;
+    double t0, ts, run_s; /* the run's start, the cell's start, seconds spent running cells */
+    int n_mine, n_done, cur;
+} le_grid;
 
 /* Progress inside a cell (after each document): the cell's share done, the elapsed time
  * and an ETA from the time per unit of cost (L^2) so far, this cell's part included. */
-typedef struct {
-    la_longeval_progress_fn fn;
-    void *user;
-    double t0, ts, run_s, done, all, cost;
-    int n_mine, n_done;
-    const la_longeval_cell *cell;
-} le_tick_state;
-
-
 static void on_tick(void *user, double frac) {
-    le_tick_state *t = user;
-    if (!t->fn || frac >= 1) return; /* the cell's own line follows at frac = 1 */
-    double cell_s = la_now_s() - t->ts, work = t->done + frac * t->cost;
-    double eta = work > 0 ? la_grid_eta(t->run_s + cell_s, work, t->all) : 0;
+    const le_grid *G = user;
+    if (!G->fn || frac >= 1) return; /* the cell's own line follows at frac = 1 */
+    const la_longeval_cell *cell = &G->cells[G->cur];
+    double cell_s = la_now_s() - G->ts, work = G->g->done + frac * G->g->cost[G->cur];
+    double eta = work > 0 ? la_grid_eta(G->run_s + cell_s, work, G->g->total) : 0;
     char note[1536];
-    snprintf(note, sizeof note, "cell %d/%d (%s, L = %lld): %.0f%% done (elapsed %.0f s, ETA %.0f s)", t->n_done + 1,
-             t->n_mine, t->cell->method_text, (long long)t->cell->L, 100 * frac, la_now_s() - t->t0, eta);
-    la_longeval_progress p = {t->n_mine, t->n_done, NULL, la_now_s() - t->t0, eta, note};
-    t->fn(t->user, &p);
+    snprintf(note, sizeof note, "cell %d/%d (%s, L = %lld): %.0f%% done (elapsed %.0f s, ETA %.0f s)", G->n_done + 1,
+             G->n_mine, cell->method_text, (long long)cell->L, 100 * frac, la_now_s() - G->t0, eta);
+    la_longeval_progress p = {G->n_mine, G->n_done, NULL, la_now_s() - G->t0, eta, note};
+    G->fn(G->user, &p);
+}
+
+static void cell_begin(void *user, int i, char *key, size_t n) {
+    le_grid *G = user;
+    la_longeval_cell *cell = &G->cells[i];
+    const int mi = i / G->o->n_lengths, li = i % G->o->n_lengths;
+    memset(cell, 0, sizeof *cell);
+    cell->method = mi;
+    cell->length = li;
+    snprintf(cell->method_text, sizeof cell->method_text, "%s", G->o->methods[mi]);
+    cell->L = (int64_t)llround(G->o->lengths[li] * (double)G->c->C);
+    snprintf(key, n, "m%d_l%d", mi, li); /* cells/m<i>_l<j>.json */
+}
+
+static la_status cell_restore(void *user, int i, const cJSON *saved, const char *key) {
+    le_grid *G = user;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cells/%s.json", G->o->out_dir, key);
+    return cell_from_json(saved, path, G->o, &G->cells[i]);
+}
+
+static la_status cell_run(void *user, int i, const char *key) {
+    le_grid *G = user;
+    (void)key;
+    la_longeval_cell *cell = &G->cells[i];
+    G->cur = i;
+    G->ts = la_now_s();
+    G->c->tick = on_tick;
+    G->c->tick_user = G;
+    la_status st = le_cell_run(G->c, G->o, cell->method, cell->length, cell);
+    G->c->tick = NULL;
+    cell->seconds = la_now_s() - G->ts;
+    G->run_s += cell->seconds;
+    /* --seq-parallel: the ranks ran it together, and one that failed fails it on every rank */
+    return G->g->collective ? la_dist_agree(st) : st;
+}
+
+static cJSON *cell_to_json(void *user, int i) {
+    const le_grid *G = user;
+    return cell_json(G->o, &G->cells[i]);
+}
+
+static la_status cell_done(void *user, int i, const char *key, la_status st, int restored) {
+    le_grid *G = user;
+    (void)key, (void)restored;
+    G->n_done++;
+    if (st == LA_OK && G->fn) {
+        const double done = G->g->done;
+        double eta = done > 0 && G->run_s > 0 ? la_grid_eta(G->run_s, done, G->g->total) : 0;
+        la_longeval_progress p = {G->n_mine, G->n_done, &G->cells[i], la_now_s() - G->t0, eta, NULL};
+        G->fn(G->user, &p);
+    }
+    return st;
 }
 
 la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn fn, void *user,
@@ -747,15 +787,6 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
                                      &at);
         free(ex);
     }
-    char cdir[4096];
-    if (st == LA_OK && o.out_dir) {
-        mkdir(o.out_dir, 0777);
-        snprintf(cdir, sizeof cdir, "%s/cells", o.out_dir);
-        mkdir(cdir, 0777);
-        struct stat sb;
-        if (stat(cdir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            st = la_fail(LA_EIO, "longeval: cannot create the folder '%s'", cdir);
-    }
     if (st == LA_OK && fn) {
         char note[256];
         snprintf(note, sizeof note, "C = %lld; %d cells; %d documents of %s (perplexity: each one's first L tokens; "
@@ -768,101 +799,55 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         fn(user, &p);
     }
     /* under mpirun every rank has done the above (each loads the model); one that could
-     * not stops them all, named. Cells go to ranks by estimated cost (la_dist_assign, the
-     * ETA's L^2), each rank runs and saves its own, rank 0 gathers and writes the files */
-    const int N = la_dist_size(), me = la_dist_rank();
+     * not stops them all, named. The cells go to ranks by estimated cost (the ETA's L^2),
+     * each rank runs and stores its own, rank 0 gathers them and writes the files. With
+     * --seq-parallel the ranks are one unit that runs every cell together (one sequence
+     * over the ranks): the grid agrees each load and store over them, rank 0 writes. */
+    const int N = la_dist_size(), me = la_dist_rank(), sp = o.seq_parallel;
     st = la_dist_agree(st);
-    int *owner = st == LA_OK ? la_calloc((size_t)nc, sizeof *owner) : NULL;
     double *cost = st == LA_OK ? la_calloc((size_t)nc, sizeof *cost) : NULL;
-    if (st == LA_OK && (!owner || !cost)) st = la_fail(LA_ENOMEM, "longeval: out of memory");
-    double t0 = la_now_s(), work_tokens_done = 0, work_tokens_all = 0, run_s = 0;
+    if (st == LA_OK && !cost) st = la_fail(LA_ENOMEM, "longeval: out of memory");
     for (int i = 0; st == LA_OK && i < nc; i++) {
         int64_t L = (int64_t)llround(o.lengths[i % o.n_lengths] * (double)c.C);
         cost[i] = (double)L * L; /* attention dominates at long L: cost ~ L^2 per prefill */
     }
-    /* --seq-parallel: every rank runs every cell with the others (one sequence over the ranks) */
-    const int sp = o.seq_parallel;
-    if (st == LA_OK) la_dist_assign(cost, nc, sp ? 1 : N, owner);
-    const int mine = sp ? 0 : me; /* the owner this rank runs the cells of */
-    for (int i = 0; st == LA_OK && i < nc; i++)
-        if (owner[i] == mine) work_tokens_all += cost[i];
-    int n_mine = 0, n_done = 0;
-    for (int i = 0; st == LA_OK && i < nc; i++) n_mine += owner[i] == mine;
-    for (int i = 0; st == LA_OK && i < nc; i++) {
-        if (owner[i] != mine) continue;
-        int mi = i / o.n_lengths, li = i % o.n_lengths;
-        la_longeval_cell *cell = &cells[i];
-        char path[4200];
-        int found = 0;
-        if (o.out_dir) snprintf(path, sizeof path, "%s/m%d_l%d.json", cdir, mi, li);
-        if (o.resume && o.out_dir) {
-            memset(cell, 0, sizeof *cell);
-            cell->method = mi;
-            cell->length = li;
-            snprintf(cell->method_text, sizeof cell->method_text, "%s", o.methods[mi]);
-            cell->L = (int64_t)llround(o.lengths[li] * (double)c.C);
-            if (!sp || me == 0) st = cell_read(path, &o, cell, &found);
-            if (sp && N > 1) { /* rank 0 read it; every rank skips it or runs it together */
-                st = la_dist_agree(st);
-                if (st == LA_OK) st = la_dist_bcast(&found, sizeof found, 0);
-            }
-        }
-        if (st == LA_OK && !found) {
-            double ts = la_now_s();
-            le_tick_state tk = {fn, user, t0, ts, run_s, work_tokens_done, work_tokens_all, cost[i], n_mine, n_done, cell};
-            c.tick = on_tick;
-            c.tick_user = &tk;
-            st = le_cell_run(&c, &o, mi, li, cell);
-            c.tick = NULL;
-            cell->seconds = la_now_s() - ts;
-            run_s += cell->seconds;
-            if (sp && N > 1) st = la_dist_agree(st);
-            if (st == LA_OK && o.out_dir && (!sp || me == 0)) {
-                cJSON *j = cell_json(&o, cell);
-                st = la_json_write_atomic(path, j);
-                cJSON_Delete(j);
-                if (st == LA_OK) la_test_point("longeval-cell");
-            }
-            if (sp && N > 1) st = la_dist_agree(st); /* rank 0's write: every rank goes on or stops */
-        }
-        double Lc = (double)cell->L;
-        work_tokens_done += Lc * Lc;
-        n_done++;
-        if (st == LA_OK && fn) {
-            double el = la_now_s() - t0;
-            double eta = work_tokens_done > 0 && run_s > 0 ? la_grid_eta(run_s, work_tokens_done, work_tokens_all) : 0;
-            la_longeval_progress p = {n_mine, n_done, cell, el, eta, NULL};
-            fn(user, &p);
-        }
-    }
+    la_grid g = {0};
+    if (st == LA_OK) st = la_grid_init(&g, "longeval", cost, nc, sp ? 1 : N, sp ? 0 : me);
     free(cost);
+    /* no fingerprint: each stored cell must name this run's method, L and --seq-parallel */
+    la_cells store;
+    if (st == LA_OK && o.out_dir) st = la_grid_open(&store, o.out_dir, "longeval", NULL, o.resume);
+    le_grid G = {.c = &c, .o = &o, .cells = cells, .g = &g, .fn = fn, .user = user, .t0 = la_now_s()};
+    for (int i = 0; st == LA_OK && i < nc; i++) G.n_mine += g.owner[i] == g.unit;
+    if (st == LA_OK) {
+        g.store = o.out_dir ? &store : NULL;
+        g.collective = sp;
+        g.test_point = "longeval-cell";
+        const la_grid_fns fns = {.begin = cell_begin, .restore = cell_restore, .run = cell_run,
+                                 .to_json = cell_to_json, .done = cell_done};
+        st = la_grid_run(&g, &fns, &G);
+    }
     if (N > 1) { /* a rank that failed stops them all here, named; rank 0 collects */
         st = la_dist_agree(st);
-        if (st == LA_OK && !sp) st = la_grid_gather(cells, sizeof *cells, owner, nc, 1, "longeval");
-        else if (st == LA_OK) st = la_dist_bcast(cells, sizeof *cells * (size_t)nc, 0); /* rank 0's, read back too */
+        if (st == LA_OK) st = la_grid_gather(cells, sizeof *cells, g.owner, nc, 1, "longeval");
     }
-    free(owner);
-    if (st == LA_OK && o.out_dir && me == 0) st = write_outputs(&o, cells, c.C, &c.stream, la_now_s() - t0);
+    la_grid_free(&g);
+    if (st == LA_OK && o.out_dir && me == 0) st = write_outputs(&o, cells, c.C, &c.stream);
     if (N > 1) st = la_dist_agree(st); /* rank 0's write status is every rank's */
     if (st == LA_OK && o.out_dir && me == 0) {
-        char dir_abs[4096];
-        snprintf(dir_abs, sizeof dir_abs, "%s", o.out_dir);
-        int rc = la_gnuplot_run(NULL, dir_abs, "plots.gp", "gnuplot.log");
-        /* gnuplot drew into *.png.tmp: move each finished PNG into place (atomic) */
-        for (int i = -1; i <= o.n_methods; i++) {
-            char tmp[4300], fin[4200];
-            if (i < 0) snprintf(fin, sizeof fin, "%s/retrieval.png", o.out_dir);
-            else if (i == 0) snprintf(fin, sizeof fin, "%s/ppl_by_position.png", o.out_dir);
-            else snprintf(fin, sizeof fin, "%s/passkey_%d.png", o.out_dir, i);
-            snprintf(tmp, sizeof tmp, "%s.tmp", fin);
-            if (rc == 0) rename(tmp, fin);
-            else unlink(tmp);
+        /* gnuplot draws into *.png.tmp: each finished PNG is moved into place (atomic) */
+        char names[LA_LONGEVAL_MAX + 2][32] = {"retrieval.png", "ppl_by_position.png"};
+        const char *pngs[LA_LONGEVAL_MAX + 2] = {names[0], names[1]};
+        for (int m = 0; m < o.n_methods; m++) {
+            snprintf(names[m + 2], sizeof names[0], "passkey_%d.png", m + 1);
+            pngs[m + 2] = names[m + 2];
         }
+        int rc = la_report_plot(NULL, o.out_dir, "plots.gp", "gnuplot.log", pngs, o.n_methods + 2, NULL, NULL, 0);
         if (rc != 0 && fn) {
             char note[256];
             snprintf(note, sizeof note, "gnuplot exited %d: no PNGs (see %s/gnuplot.log; plots.gp redraws them)", rc,
                      o.out_dir);
-            la_longeval_progress p = {nc, nc, NULL, la_now_s() - t0, 0, note};
+            la_longeval_progress p = {nc, nc, NULL, la_now_s() - G.t0, 0, note};
             fn(user, &p);
         }
     }
