@@ -323,11 +323,6 @@ static inline double entmax_u(double p, double alpha) {
 DEFINE_BACKWARD_ROW(backward_row_f64, double)
 DEFINE_BACKWARD_ROW(backward_row_f32, float)
 
-void la_entmax_backward_row_f64(const double *p, const double *dp, int n, double alpha,
-                                double *dz, double *dalpha) {
-    backward_row_f64(p, dp, n, alpha, dz, dalpha);
-}
-
 /* ---- public batched API ------------------------------------------------------------- */
 
 static la_status forward_f64(int kind, double alpha, const double *z, int64_t rows, int n,

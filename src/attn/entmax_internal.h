@@ -26,9 +26,6 @@ double la_entmax_tau_bisect(const double *c, int n, int nfin, double alpha);
  * c (n) as above (at least one finite entry); sorts c in place (c is destroyed). */
 double la_entmax_tau_sorted(int kind, double *c, int n);
 
-/* Backward of one row (see la_entmax_bisect_backward_f64); dalpha may be NULL. */
-void la_entmax_backward_row_f64(const double *p, const double *dp, int n, double alpha,
-                                double *dz, double *dalpha);
 
 /* ---- fused attention (entmax_attn.c) ----
  * Full entry points behind la_attn_forward / la_attn_backward for LA_NORM_ENTMAX,

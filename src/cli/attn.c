@@ -296,7 +296,7 @@ int cli_attn(int argc, char **argv) {
             goto done;
         }
     }
-    opts.ws = la_workspace_new();
+    (void)la_workspace_create(&opts.ws); /* NULL when it failed: the call allocates its own */
     la_sp_stats sps[2];
     memset(sps, 0, sizeof sps);
     la_status st = seqpar ? la_attn_sp_forward(&spec, &shape, q.data, k.data, v.data, out, lse, &opts, &sps[0])

@@ -103,7 +103,7 @@ la_status la_kv_new_stream(const la_kv_params *p, int stream_T, la_kv_cache **ou
         c->mass = la_malloc(H * C * sizeof(float));
         c->stat = la_malloc(H * C * sizeof(float));
         c->keep = la_malloc(C);
-        c->ws = la_workspace_new();
+        (void)la_workspace_create(&c->ws); /* NULL when it failed: checked below */
         c->s_cs = la_malloc(C * D * sizeof(float));
         c->s_omega = la_malloc(D * sizeof(double));
         ok = c->kbuf && c->vbuf && c->mass && c->stat && c->keep && c->ws && c->s_cs && c->s_omega;

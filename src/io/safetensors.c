@@ -9,13 +9,6 @@
 #include "core/internal.h"
 #include "io/safetensors.h"
 
-la_status la_st_write(const char *path, const la_st_tensor *t, int n, const char *const *meta,
-                      int n_meta) {
-    la_afile af;
-    LA_TRY(la_st_write_af(&af, path, t, n, meta, n_meta));
-    return la_afile_commit(&af);
-}
-
 la_status la_st_write_af(la_afile *af_out, const char *path, const la_st_tensor *t, int n,
                          const char *const *meta, int n_meta) {
     cJSON *root = cJSON_CreateObject();

@@ -21,13 +21,9 @@ typedef struct {
 } la_st_tensor;
 
 /* Write tensors (in the given order) and string metadata pairs meta[2*i], meta[2*i+1]
- * atomically to path. Errors: LA_EIO, LA_ENOMEM, LA_EINVAL (bad ndim). */
-la_status la_st_write(const char *path, const la_st_tensor *t, int n, const char *const *meta,
-                      int n_meta);
-
-/* la_st_write without the commit: the file is written to af's temp file and left open;
- * the caller commits (la_afile_commit, or la_afile_sync + la_afile_publish) or aborts.
- * On error the temp file is already removed. */
+ * to path's temp file af, left open: the caller commits (la_afile_commit, or la_afile_sync
+ * + la_afile_publish; the file appears atomically) or aborts. On error the temp file is
+ * already removed. Errors: LA_EIO, LA_ENOMEM, LA_EINVAL (bad ndim). */
 la_status la_st_write_af(la_afile *af, const char *path, const la_st_tensor *t, int n,
                          const char *const *meta, int n_meta);
 

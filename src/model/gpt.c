@@ -278,7 +278,7 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     m->names = la_calloc(max_t, sizeof *m->names);
     m->lo = la_calloc(m->L, sizeof *m->lo);
     m->ta = la_calloc(m->L, sizeof *m->ta);
-    m->ws = la_workspace_new();
+    (void)la_workspace_create(&m->ws); /* NULL when it failed: checked below */
     if (!m->tensors || !m->names || !m->lo || !m->ta || !m->ws) {
         la_model_free(m);
         return la_fail(LA_ENOMEM, "la_model_new: out of memory");

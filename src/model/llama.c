@@ -643,7 +643,7 @@ la_status la_llama_forward_cached(la_llama *m, const int32_t *tokens, int T, con
         if (tokens[t] < 0 || tokens[t] >= c->n_vocab)
             return la_fail(LA_EINVAL, "token %d at index %d is outside the vocabulary [0, %d)", tokens[t], t, c->n_vocab);
     LA_TRY(ensure_buf(m, T));
-    if (!m->ws && !(m->ws = la_workspace_new())) return la_fail(LA_ENOMEM, "llama: out of memory for the workspace");
+    if (!m->ws) LA_TRY(la_workspace_create(&m->ws));
     const int C = c->n_embd;
     for (int t = 0; t < T; t++)                                            // x = tok_embd[token]
         LA_TRY(la_ggml_dequant(m->tok_embd.type, m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
@@ -856,8 +856,7 @@ la_status la_llama_prefill_sp_keep(la_llama *m, const int32_t *tokens, int T, fl
     float *row_stat = NULL, *lg = NULL;
     int lo[2], hi[2], nr = sp_wide_ranges(T, P, r, lo, hi);
     enum { HEAD_ROWS = 240 }; /* logits computed in pieces of this many rows (a multiple of 24) */
-    if ((st = ensure_buf(m, T)) == LA_OK && !m->ws && !(m->ws = la_workspace_new()))
-        st = la_fail(LA_ENOMEM, "llama: out of memory for the workspace");
+    if ((st = ensure_buf(m, T)) == LA_OK && !m->ws) st = la_workspace_create(&m->ws);
     if (st == LA_OK && !(row_stat = la_malloc(sizeof(float) * (size_t)c->n_head * T)))
         st = la_fail(LA_ENOMEM, "sequence-parallel prefill: out of memory");
     if (st == LA_OK && !logits && !(lg = la_malloc(sizeof(float) * (size_t)HEAD_ROWS * V)))

@@ -12,7 +12,7 @@
 #include "runner/report.h"
 
 /* simplex.csv: closed form at growing n against the theorem's limits */
-static la_status write_simplex(const char *path, const double *rhos, int n_rho) {
+static la_status write_simplex(const char *out, const double *rhos, int n_rho) {
     la_table t;
     LA_TRY(la_table_begin(&t, "rho,gamma_over_crit,gamma,n,inner_product,limit", NULL));
     static const double kappas[] = {0.5, 0.9, 1.0, 1.1, 1.5}, ns[] = {1e3, 1e6, 1e9, 1e12};
@@ -28,7 +28,7 @@ static la_status write_simplex(const char *path, const double *rhos, int n_rho) 
                 la_table_row(&t, "%.4g\t%.2f\t%.17g\t%.0f\t%.17g\t%.17g", rhos[a], kappas[k], g, ns[j], ip,
                              la_critical_simplex_limit(rhos[a], g));
             }
-    return la_table_write_csv(&t, NULL, path);
+    return la_table_write_csv(&t, out, "simplex.csv");
 }
 
 la_status la_critical_run(const la_critical_params *p, const double *rhos, int n_rho, const double *gammas,
@@ -37,11 +37,10 @@ la_status la_critical_run(const la_critical_params *p, const double *rhos, int n
     if (!p || !out || !cells) return la_fail(LA_EINVAL, "la_critical_run: NULL params, out or cells");
     LA_TRY(la_mkdir_p(out));
     LA_TRY(la_critical_grid(p, rhos, n_rho, gammas, n_gamma, cells));
-    char csv[4200], gp[4200], png[4200], sx[4200];
+    char csv[4200], gp[4200], png[4200];
     snprintf(csv, sizeof csv, "%s/critical.csv", out);
     snprintf(gp, sizeof gp, "%s/critical.gp", out);
     snprintf(png, sizeof png, "%s/critical.png", out);
-    snprintf(sx, sizeof sx, "%s/simplex.csv", out);
     la_table t;
     LA_TRY(la_table_begin(&t, "rho,gamma,gamma_crit,beta,angle_before,angle_after,angle_ratio,ip_before,ip_after,"
                               "simplex_ip,simplex_limit", NULL));
@@ -52,7 +51,7 @@ la_status la_critical_run(const la_critical_params *p, const double *rhos, int n
                      c->simplex_ip, la_critical_simplex_limit(c->rho, c->gamma));
     }
     LA_TRY(la_table_write_csv(&t, NULL, csv));
-    LA_TRY(write_simplex(sx, rhos, n_rho));
+    LA_TRY(write_simplex(out, rhos, n_rho));
     double rlo = rhos[0], rhi = rhos[n_rho - 1], glo = gammas[0], ghi = gammas[n_gamma - 1];
     double dr = n_rho > 1 ? (rhi - rlo) / (n_rho - 1) : 0.1, dg = n_gamma > 1 ? (ghi - glo) / (n_gamma - 1) : 0.1;
     la_afile af;

@@ -45,26 +45,10 @@ typedef struct {
     int chunk, V;
 } loss_ctx;
 
-/* la_token_loss_fn: stream the window through a fresh cache, loss = lse - logit[target]. */
-static la_status cached_loss(void *vctx, const int32_t *inputs, const int32_t *targets, int T, float *loss) {
-    loss_ctx *c = vctx;
-    la_decoder_reset(c->d);
-    for (int t0 = 0; t0 < T; t0 += c->chunk) {
-        int n = T - t0 < c->chunk ? T - t0 : c->chunk;
-        LA_TRY(la_decoder_step(c->d, inputs + t0, n, c->logits, 1));
-        for (int r = 0; r < n; r++) {
-            const float *z = c->logits + (size_t)r * c->V;
-            double mx = z[0], s = 0;
-            for (int i = 1; i < c->V; i++) mx = z[i] > mx ? z[i] : mx;
-            for (int i = 0; i < c->V; i++) s += exp(z[i] - mx);
-            loss[t0 + r] = (float)(mx + log(s) - z[targets[t0 + r]]);
-        }
-    }
-    return LA_OK;
-}
-
-/* argmax next token at every position of tokens[0..T) */
-static la_status cached_argmax(loss_ctx *c, const int32_t *tokens, int T, int32_t *pred) {
+/* Tokens [0..T) streamed through a fresh cache: with targets, loss[t] = lse - logit[target];
+ * without, pred[t] = the argmax next token. */
+static la_status cached_pass(loss_ctx *c, const int32_t *tokens, const int32_t *targets, int T, float *loss,
+                             int32_t *pred) {
     la_decoder_reset(c->d);
     for (int t0 = 0; t0 < T; t0 += c->chunk) {
         int n = T - t0 < c->chunk ? T - t0 : c->chunk;
@@ -72,12 +56,25 @@ static la_status cached_argmax(loss_ctx *c, const int32_t *tokens, int T, int32_
         for (int r = 0; r < n; r++) {
             const float *z = c->logits + (size_t)r * c->V;
             int best = 0;
-            for (int i = 1; i < c->V; i++)
+            double mx = z[0], s = 0;
+            for (int i = 1; i < c->V; i++) {
                 if (z[i] > z[best]) best = i;
-            pred[t0 + r] = best;
+                mx = z[i] > mx ? z[i] : mx;
+            }
+            if (!targets) {
+                pred[t0 + r] = best;
+                continue;
+            }
+            for (int i = 0; i < c->V; i++) s += exp(z[i] - mx);
+            loss[t0 + r] = (float)(mx + log(s) - z[targets[t0 + r]]);
         }
     }
     return LA_OK;
+}
+
+/* la_token_loss_fn over cached_pass */
+static la_status cached_loss(void *vctx, const int32_t *inputs, const int32_t *targets, int T, float *loss) {
+    return cached_pass(vctx, inputs, targets, T, loss, NULL);
 }
 
 typedef struct {
@@ -137,11 +134,10 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
     if (st != LA_OK) return st;
 
     /* gnuplot: loss and passkey accuracy against length, one line per policy */
-    char dat[1200], gp[1200], png[1200], tmp_png[1300];
+    char dat[1200], gp[1200], png[1200];
     snprintf(dat, sizeof dat, "%s/kv_eval.dat", out);
     snprintf(gp, sizeof gp, "%s/kv_eval.gp", out);
     snprintf(png, sizeof png, "%s/kv_eval.png", out);
-    snprintf(tmp_png, sizeof tmp_png, "%s/kv_eval.png.tmp", out);
     la_afile af;
     LA_TRY(la_afile_open(&af, dat));
     for (int p = 0; p < np; p++) {
@@ -152,7 +148,7 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
     }
     LA_TRY(la_afile_commit(&af));
     LA_TRY(la_afile_open(&af, gp));
-    fprintf(af.f, "set terminal pngcairo size 1200,480 noenhanced\nset output '%s'\nset multiplot layout 1,2\n", tmp_png);
+    fprintf(af.f, "set terminal pngcairo size 1200,480 noenhanced\nset output '%s.tmp'\nset multiplot layout 1,2\n", png);
     fprintf(af.f, "set logscale x 2\nset xlabel 'context length (bytes)'\nset grid\nset key top left\n");
     fprintf(af.f, "set arrow from %d, graph 0 to %d, graph 1 nohead dt 2\n", L, L);
     fprintf(af.f, "set title 'validation loss through the KV cache'\nset ylabel 'bits per byte'\nplot ");
@@ -220,7 +216,7 @@ static la_status cell_run(void *user, int c, const char *key) {
         la_passkey info;
         if ((st = la_passkey_make(G->docs, T, depth, (uint64_t)G->seed * 1000003u + (uint64_t)tr * 7919u + (uint64_t)T,
                                   G->tok, &info)) != LA_OK ||
-            (st = cached_argmax(G->mp ? lp : lc, G->tok, T, G->pred)) != LA_OK) {
+            (st = cached_pass(G->mp ? lp : lc, G->tok, NULL, T, NULL, G->pred)) != LA_OK) {
             snprintf(G->msg, sizeof G->msg, "%s", la_errmsg());
             return la_fail(st, "passkey at length %d: %s", T, G->msg);
         }

@@ -57,14 +57,6 @@ static inline int la_study_n_cells(const la_study *st) { return st->n_specs * st
  * length generalisation and the tables print "not learned" instead. */
 #define LA_STUDY_LEARNED_MIN 0.5
 
-/* Mean, sample standard deviation (n - 1; 0 for n = 1), min and max of x[0..n). */
-typedef struct { double mean, std, min, max; int n; } study_stat;
-study_stat la_study_stat(const double *x, int n);
-
-/* Index of the passkey length that counts as "at L": the longest passkey length <= seq_len
- * (the shortest one when all are longer). */
-int la_study_pk_ref_len(const la_study *st);
-
 /* Tables: results.csv, passkey.csv, training.csv, results.json, results.md (atomic). */
 la_status la_study_write_tables(const study_results *r, const char *out_dir);
 

@@ -30,7 +30,9 @@ static la_status open_out(la_afile *af, const char *dir, const char *name) {
     return la_afile_open(af, path);
 }
 
-study_stat la_study_stat(const double *x, int n) {
+/* Mean, sample standard deviation (n - 1; 0 for n = 1), min and max of x[0..n). */
+typedef struct { double mean, std, min, max; int n; } study_stat;
+static study_stat stat_of(const double *x, int n) {
     study_stat r = {NAN, NAN, NAN, NAN, n};
     if (n < 1) return r;
     double sum = 0;
@@ -47,7 +49,9 @@ study_stat la_study_stat(const double *x, int n) {
     return r;
 }
 
-int la_study_pk_ref_len(const la_study *st) {
+/* Index of the passkey length that counts as "at L": the longest passkey length <= seq_len
+ * (the shortest one when all are longer). */
+static int pk_ref_len(const la_study *st) {
     int ref = 0;
     for (int i = 0; i < st->n_pk_lens; i++)
         if (st->pk_lens[i] <= st->seq_len) ref = i;
@@ -100,11 +104,11 @@ static void aggregate(const study_results *r, int vi, variant_agg *a) {
         a->ft_x[a->n_pk] = ft_tail(v);
         a->n_pk++;
     }
-    a->train = la_study_stat(a->train_x, a->n_trained);
-    for (int i = 0; i < st->n_eval_lens; i++) a->loss[i] = la_study_stat(a->loss_x[i], a->n_trained);
+    a->train = stat_of(a->train_x, a->n_trained);
+    for (int i = 0; i < st->n_eval_lens; i++) a->loss[i] = stat_of(a->loss_x[i], a->n_trained);
     a->has_pk = st->pk_trials > 0 && a->n_pk > 0;
-    for (int i = 0; i < st->n_pk_lens; i++) a->pk[i] = la_study_stat(a->pk_x[i], a->n_pk);
-    a->ft = la_study_stat(a->ft_x, a->n_pk);
+    for (int i = 0; i < st->n_pk_lens; i++) a->pk[i] = stat_of(a->pk_x[i], a->n_pk);
+    a->ft = stat_of(a->ft_x, a->n_pk);
     for (int li = 0; li < st->n_pk_lens && a->has_pk; li++)
         for (int di = 0; di < st->n_pk_depths; di++) {
             int n = 0;
@@ -112,16 +116,16 @@ static void aggregate(const study_results *r, int vi, variant_agg *a) {
                 const study_variant *v = &r->v[vi * st->n_seeds + k];
                 if (v->trained && v->passkey_done) x[n++] = (double)v->correct[li][di] / st->pk_trials;
             }
-            study_stat d = la_study_stat(x, n);
+            study_stat d = stat_of(x, n);
             a->pk_depth_mean[li][di] = d.mean;
             a->pk_depth_std[li][di] = d.std;
         }
-    a->learned = a->has_pk && a->pk[la_study_pk_ref_len(st)].mean >= LA_STUDY_LEARNED_MIN;
+    a->learned = a->has_pk && a->pk[pk_ref_len(st)].mean >= LA_STUDY_LEARNED_MIN;
 }
 
 /* 1 if passkey length li of a variant is reported as "not learned" */
 static int pk_hidden(const la_study *st, const variant_agg *a, int li) {
-    return a->has_pk && !a->learned && li > la_study_pk_ref_len(st);
+    return a->has_pk && !a->learned && li > pk_ref_len(st);
 }
 
 /* the four cells mean, std, min, max (empty when there is no value) */
@@ -401,7 +405,7 @@ static cJSON *study_json(const study_results *r) {
         if (a.has_pk) {
             /* the raw numbers stay here even where the tables print "not learned" */
             cJSON_AddBoolToObject(o, "passkey_learned", a.learned);
-            cJSON_AddNumberToObject(o, "passkey_learned_at", st->pk_lens[la_study_pk_ref_len(st)]);
+            cJSON_AddNumberToObject(o, "passkey_learned_at", st->pk_lens[pk_ref_len(st)]);
             cJSON_AddNumberToObject(o, "passkey_learned_min", LA_STUDY_LEARNED_MIN);
             cJSON *pa = cJSON_AddArrayToObject(o, "passkey");
             for (int i = 0; i < st->n_pk_lens; i++) {
@@ -428,7 +432,7 @@ static void md_stat(la_table *t, const study_stat *x, int digits, int several, i
 static char *study_markdown(const study_results *r) {
     const la_study *st = r->st;
     const char *u = r->is_bytes ? "bpb" : "bits/token";
-    const int several = st->n_seeds > 1, ref = la_study_pk_ref_len(st);
+    const int several = st->n_seeds > 1, ref = pk_ref_len(st);
     const int show_ft = st->pk_trials > 0 && st->pk_steps > 0;
     la_sbuf b = {0};
     la_sbuf_printf(&b, "## Study \"%s\": trained at L = %d, evaluated up to %d\n\n", st->name, st->seq_len,
@@ -600,7 +604,7 @@ static la_status write_script(const study_results *r, const char *dir, const cha
                 const study_variant *v = &r->v[vi * ns + k];
                 if (v->trained && b < v->n_bucket[last]) x[n++] = v->bucket[last][b];
             }
-            study_stat t = la_study_stat(x, n);
+            study_stat t = stat_of(x, n);
             fprintf(af.f, "%d %.1f %.6f %.6f\n", b * st->seq_len, (b + 0.5) * st->seq_len, t.mean, t.std);
         }
         fprintf(af.f, "\n\n");
@@ -640,7 +644,7 @@ static la_status write_script(const study_results *r, const char *dir, const cha
                     for (int j = s0; j < s0 + ft_every; j++) m += v->ft_curve[j];
                     x[n++] = m / ft_every;
                 }
-                study_stat t = la_study_stat(x, n);
+                study_stat t = stat_of(x, n);
                 fprintf(af.f, "%d %.5f %.5f\n", s0 + ft_every, t.mean, t.std);
             }
             fprintf(af.f, "\n\n");
