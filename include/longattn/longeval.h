@@ -1,6 +1,6 @@
 /*
  * longattn/longeval.h -- long-context evaluation of pretrained Llama-family models
- * (experiments layer, src/tasks/longeval*.c; issue #15, SPEC 9). Included by longattn.h.
+ * (experiments layer, src/tasks/longeval.c, src/runner/longeval_run.c; issue #15, SPEC 9). Included by longattn.h.
  *
  * For every method (one line of text) and every length L (a multiple of the model's
  * trained context C, from the file's <arch>.context_length) one independent,
@@ -137,7 +137,8 @@ typedef void (*la_longeval_progress_fn)(void *user, const la_longeval_progress *
  * finishes (atomically), then out_dir/results.json, longeval.csv, longeval.md and the
  * gnuplot PNGs (ppl_by_position.png, passkey_<i>.png heatmaps length x depth). cells:
  * (n_methods * n_lengths), method-major; may be NULL. With resume, a cell whose file
- * exists is read back instead of run (its method text, spec and L must match).
+ * exists is read back instead of run (its method text, spec and L must match); without
+ * resume the cells of an earlier run in out_dir/cells are removed first.
  * Errors: LA_EINVAL (options), LA_ESPEC (a method: named), LA_EIO, the model's. */
 LA_API la_status la_longeval_run(const la_longeval_opts *o, la_longeval_progress_fn fn, void *user,
                                  la_longeval_cell *cells);

@@ -1,5 +1,5 @@
 /* cells.h -- per-cell result persistence for resumable experiment runs (study variants,
- * synth task x spec cells, and any later runner such as longeval). Not public.
+ * synth task x spec cells, longeval method x length cells). Not public.
  *
  * A run folder DIR holds DIR/cells/run.json, the fingerprint of the run's settings (a JSON
  * object made by the runner from everything that decides its results), and one
@@ -51,7 +51,7 @@ double la_cells_get_num(const cJSON *obj, const char *name);
 /* An element of an array read back the same way. */
 double la_cells_num_value(const cJSON *item);
 /* obj printed to path, one JSON text and a newline, written atomically (la_afile): the
- * cell store's writer, also used by longeval for its own cell and results files. */
+ * cell store's writer, also the report writer's for results.json (la_report_write_json). */
 la_status la_json_write_atomic(const char *path, const cJSON *obj);
 
 #endif

@@ -1,7 +1,8 @@
 /* grid.h -- the one cell loop of the experiment runners and the collective steps they
  * share (issue 32): la_grid_run assigns the cells to ranks, loads the stored ones when
  * resuming, runs and stores the others, keeps the ETA and stops at the test points; a
- * runner (study, synth) gives it the cell list and callbacks per cell. Also: open the
+ * runner (study, synth, longeval, kv-eval, diagnose) gives it the cell list and callbacks
+ * per cell. Also: open the
  * resumable cell store on every rank, gather the cells the ranks ran to rank 0 in cell
  * order, and the ETA from the work done so far. The cells themselves are stored by
  * runner/cells.h. Not public. */
@@ -30,11 +31,11 @@ double la_grid_eta(double elapsed, double done, double total);
 
 /* ---- the cell loop ----
  * A grid of n_cells cells, each run by one unit: a rank, or a group of ranks that runs its
- * cells together (the study's ranks_per_variant; `collective`: every load and save is
- * agreed over the group, whose rank 0 alone writes). Cells go to units by their estimated
+ * cells together (the study's ranks_per_variant, all ranks in longeval --seq-parallel;
+ * `collective`: every load and save is agreed over the group, whose rank 0 alone writes). Cells go to units by their estimated
  * cost (la_dist_assign); the ETA counts that cost. */
 typedef struct {
-    const char *what;       /* the runner, in messages ("study", "synth") */
+    const char *what;       /* the runner, in messages ("study", "synth", "longeval") */
     int n_cells, n_units, unit; /* this process runs the cells with owner[c] == unit */
     int *owner;             /* (n_cells) unit of each cell */
     double *cost;           /* (n_cells) estimated cost of each cell */

@@ -1,6 +1,6 @@
-/* longeval_run.c -- the long-context evaluation runner (issue #15): study file, cells in
- * order with progress and ETA, one atomically written file per finished cell (--resume
- * reads them back), results.json, longeval.csv, longeval.md and gnuplot PNGs. */
+/* longeval_run.c -- the long-context evaluation runner (issue #15): study file, the cells
+ * on the grid runner (progress and ETA, one stored file per finished cell that --resume
+ * reads back), results.json, longeval.csv, longeval.md and gnuplot PNGs. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
