@@ -98,21 +98,23 @@ __attribute__((target("avx512f"))) static void mm_avx512(int M, int N, int K, co
 #undef MM_ROWS
 
 /* AVX2 + FMA: MI (<= 6) rows x NV (<= 2) vectors of 8 columns (12 accumulators, 2 B
- * vectors and the broadcast A value: 15 of the 16 ymm registers); the last vector loads
- * and stores through mask lm (lanes past N are neither read nor written). */
+ * vectors and the broadcast A value: 15 of the 16 ymm registers). Unless FULL, the last
+ * vector loads and stores through mask lm (lanes past N are neither read nor written);
+ * whole vectors use plain loads and stores (masked stores are slow on some CPUs: AMD Zen). */
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256 ld8(const float *p, int masked, __m256i lm) {
+    return masked ? _mm256_maskload_ps(p, lm) : _mm256_loadu_ps(p);
+}
 static inline __attribute__((always_inline, target("avx2,fma"))) void
-mm_block8(const int MI, const int NV, int K, const float *A, size_t sai, size_t sak, const float *B, int ldb,
-          float *C, int ldc, int acc, __m256i lm) {
-    const __m256i all = _mm256_set1_epi32(-1);
+mm_block8(const int MI, const int NV, const int FULL, int K, const float *A, size_t sai, size_t sak, const float *B,
+          int ldb, float *C, int ldc, int acc, __m256i lm) {
     __m256 c[6][2];
     for (int i = 0; i < MI; i++)
         for (int v = 0; v < NV; v++)
-            c[i][v] = acc ? _mm256_maskload_ps(C + (size_t)i * ldc + 8 * v, v == NV - 1 ? lm : all)
-                          : _mm256_setzero_ps();
+            c[i][v] = acc ? ld8(C + (size_t)i * ldc + 8 * v, !FULL && v == NV - 1, lm) : _mm256_setzero_ps();
     for (int k = 0; k < K; k++) {
         const float *b = B + (size_t)k * ldb;
         __m256 bv[2];
-        for (int v = 0; v < NV; v++) bv[v] = _mm256_maskload_ps(b + 8 * v, v == NV - 1 ? lm : all);
+        for (int v = 0; v < NV; v++) bv[v] = ld8(b + 8 * v, !FULL && v == NV - 1, lm);
         const float *a = A + k * sak;
         for (int i = 0; i < MI; i++) {
             const __m256 av = _mm256_broadcast_ss(a + i * sai);
@@ -120,17 +122,23 @@ mm_block8(const int MI, const int NV, int K, const float *A, size_t sai, size_t 
         }
     }
     for (int i = 0; i < MI; i++)
-        for (int v = 0; v < NV; v++) _mm256_maskstore_ps(C + (size_t)i * ldc + 8 * v, v == NV - 1 ? lm : all, c[i][v]);
+        for (int v = 0; v < NV; v++) {
+            float *cp = C + (size_t)i * ldc + 8 * v;
+            if (!FULL && v == NV - 1)
+                _mm256_maskstore_ps(cp, lm, c[i][v]);
+            else
+                _mm256_storeu_ps(cp, c[i][v]);
+        }
 }
 
-#define MM_ROWS8(NV)                                                                         \
+#define MM_ROWS8(NV, FULL)                                                                   \
     switch (mi) {                                                                            \
-    case 6: mm_block8(6, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
-    case 5: mm_block8(5, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
-    case 4: mm_block8(4, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
-    case 3: mm_block8(3, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
-    case 2: mm_block8(2, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;                \
-    default: mm_block8(1, NV, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;               \
+    case 6: mm_block8(6, NV, FULL, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;          \
+    case 5: mm_block8(5, NV, FULL, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;          \
+    case 4: mm_block8(4, NV, FULL, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;          \
+    case 3: mm_block8(3, NV, FULL, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;          \
+    case 2: mm_block8(2, NV, FULL, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;          \
+    default: mm_block8(1, NV, FULL, K, a, sai, sak, b, ldb, c, ldc, acc, lm); break;         \
     }
 
 __attribute__((target("avx2,fma"))) static void mm_avx2(int M, int N, int K, const float *A, size_t sai,
@@ -145,10 +153,12 @@ __attribute__((target("avx2,fma"))) static void mm_avx2(int M, int N, int K, con
             const float *a = A + i0 * sai;
             const float *b = B + n0;
             float *c = C + (size_t)i0 * ldc + n0;
-            if (nv == 2) {
-                MM_ROWS8(2)
+            if (nn == 16) {
+                MM_ROWS8(2, 1)
+            } else if (nv == 2) {
+                MM_ROWS8(2, 0)
             } else {
-                MM_ROWS8(1)
+                MM_ROWS8(1, 0)
             }
         }
     }

@@ -139,8 +139,14 @@ static inline AVX2_FN m16 tail_mask(int m) {
     m16 k = {_mm256_cmpgt_epi32(_mm256_set1_epi32(m), iota), _mm256_cmpgt_epi32(_mm256_set1_epi32(m - 8), iota)};
     return k;
 }
-/* masked load: lanes outside k are `fill` (and never read) */
-static inline AVX2_FN v16 load16(const float *x, m16 k, __m256 fill) {
+/* load of 16 lanes, the lanes from m on `fill` (and never read); whole groups (m >= 16)
+ * without masks (masked loads and stores are slow on some CPUs: AMD Zen) */
+static inline AVX2_FN v16 load16(const float *x, int m, __m256 fill) {
+    if (m >= 16) {
+        v16 v = {_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)};
+        return v;
+    }
+    m16 k = tail_mask(m);
     v16 v = {_mm256_blendv_ps(fill, _mm256_maskload_ps(x, k.lo), _mm256_castsi256_ps(k.lo)),
              _mm256_blendv_ps(fill, _mm256_maskload_ps(x + 8, k.hi), _mm256_castsi256_ps(k.hi))};
     return v;
@@ -198,7 +204,7 @@ static AVX2_FN float row_max_avx2(const float *x, int n) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     v16 m = {ninf, ninf};
     for (int i = 0; i < n; i += 16) {
-        v16 v = load16(x + i, tail_mask(n - i), ninf);
+        v16 v = load16(x + i, n - i, ninf);
         m.lo = _mm256_max_ps(m.lo, v.lo), m.hi = _mm256_max_ps(m.hi, v.hi);
     }
     return reduce_max16(m);
@@ -208,7 +214,7 @@ static AVX2_FN float row_sum_avx2(const float *x, int n) {
     const __m256 z = _mm256_setzero_ps();
     v16 s = {z, z};
     for (int i = 0; i < n; i += 16) {
-        v16 v = load16(x + i, tail_mask(n - i), z);
+        v16 v = load16(x + i, n - i, z);
         s.lo = _mm256_add_ps(s.lo, v.lo), s.hi = _mm256_add_ps(s.hi, v.hi);
     }
     return reduce_add16(s);
@@ -285,12 +291,15 @@ static AVX2_FN float exp_sub_avx2(const float *x, float mx, float *y, int n) {
     const __m256 vm = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
     v16 acc = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int i = 0; i < n; i += 16) {
-        m16 k = tail_mask(n - i);
-        v16 xv = load16(x + i, k, ninf);
+        v16 xv = load16(x + i, n - i, ninf);
         __m256 plo = exp8(xv.lo, vm), phi = exp8(xv.hi, vm);
         acc.lo = _mm256_add_ps(acc.lo, plo), acc.hi = _mm256_add_ps(acc.hi, phi);
-        _mm256_maskstore_ps(y + i, k.lo, plo);
-        _mm256_maskstore_ps(y + i + 8, k.hi, phi);
+        if (n - i >= 16) {
+            _mm256_storeu_ps(y + i, plo), _mm256_storeu_ps(y + i + 8, phi);
+        } else {
+            m16 k = tail_mask(n - i);
+            _mm256_maskstore_ps(y + i, k.lo, plo), _mm256_maskstore_ps(y + i + 8, k.hi, phi);
+        }
     }
     return reduce_add16(acc);
 }
