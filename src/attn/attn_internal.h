@@ -336,7 +336,7 @@ typedef void (*la_tile_probs_fn)(const void *arg, const la_rowvis *rows, const f
 void la_key_mass_for(const la_attn_ctx *c, const float *row_stat, la_tile_probs_fn probs,
                      const void *arg);
 
-/* ---- tile products (tile.c) ------------------------------------------------------- */
+/* ---- tile products (tile.c) and row helpers (tile_rows.c) ------------------------- */
 
 /* Tile product, the one shape every pass uses:
  *     C[i][0:N] (+)= sum_k A(i, k) * B[k][0:N]      i < M, k < K
