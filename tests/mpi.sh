@@ -15,7 +15,8 @@
 #   seq-parallel  train --seq-parallel 2 (logn + p-RoPE + window, GQA, B = 2, T = 1000) on 2 ranks and
 #           on 4 (2 groups of 2): weights and log bitwise equal to 1 rank; refused on 3 ranks
 #           and at T = 150; a study with "seq_parallel": 2 on 2 ranks equal to 1 rank; a learned
-#           sink and sigmoid rows trained with --seq-parallel 2 on 2 ranks equal to 1 rank
+#           sink, sigmoid rows and ASEntmax (its beta/gamma layer) trained with --seq-parallel 2
+#           on 2 ranks equal to 1 rank
 #   synth   synth --quick (6 cells) on 1 and 3 ranks: outputs equal, timings aside
 #   synth seeds  synth --quick --seeds 2 (4 cells) on 1 and 3 ranks: outputs equal
 #   synth-resume  synth on 2 ranks killed once each rank has stored its first cell (stop
@@ -214,8 +215,9 @@ for n in 2 4; do
     else ok "train --seq-parallel 2 np=$n ($((n / 2)) x 2 ranks): weights and log bitwise equal to 1 rank"; fi
 done
 # issue 31's normalisers in sequence-parallel training: a learned sink (its gradient from every
-# row, on every rank of the group) and sigmoid rows; 2 ranks bitwise equal to 1
-for sk in "softmax+sink+rope+causal" "sigmoid(train=1000)+alibi+causal"; do
+# row, on every rank of the group) and sigmoid rows; ASEntmax (beta, gamma of a rank's rows,
+# gathered; the beta/gamma layer's weight gradients from every row); 2 ranks bitwise equal to 1
+for sk in "softmax+sink+rope+causal" "sigmoid(train=1000)+alibi+causal" "asentmax(alpha=1.5)+rope+causal"; do
     TK=${TS/softmax+logn+prope(p=0.5)+window(300)/$sk}
     $bin $TK --steps 3 --out pk1 >pk1.log 2>&1 || { cat pk1.log; bad "seq-parallel $sk" "1-rank run failed"; }
     if ! timeout $HANG $MR -np 2 $bin $TK --steps 3 --seq-parallel 2 --out pk2 >pk2.log 2>&1; then

@@ -76,6 +76,16 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
 /* Fill the other ranks' rows of x (n_heads, T, D) (x: every rank's own rows on entry). */
 la_status la_attn_sp_gather(float *x, int n_heads, int T, int D, la_sp_stats *stats);
 
+/* ASEntmax's beta, gamma (la_asentmax_params_forward) of rows [n0, n1) of the B*T only (row n:
+ * token n % T of sequence n / T; the other rows of beta, gamma are not written): each element
+ * comes from its own row, so a rank that computes its rows this way writes the bits of one
+ * call over all rows (sequence-parallel training: the rank's rows, then la_attn_sp_gather).
+ * Errors: those of la_asentmax_params_forward; LA_EINVAL for rows outside [0, B*T). */
+la_status la_asentmax_params_forward_rows(const float *x, int B, int T, int C, int H, const float *w_beta,
+                                          const float *b_beta, const float *w_gamma, const float *b_gamma,
+                                          double gamma_range, float *beta, float *gamma, int64_t n0,
+                                          int64_t n1);
+
 /* The computation of rank r of P alone, on complete inputs (no communication): out and
  * row_stat of its rows (forward), or dq of its rows, dk, dv of its key rows and the
  * per-query-tile partial sums of d logn_s of its tiles into part (B, H, nqt) doubles when
