@@ -6,7 +6,10 @@
  * the other ranks arrive through a ring: one unit at a time (a (batch, kv head) pair: its
  * K and V rows, plus for the backward the q, out, dout and lse rows of the pair's query
  * heads), P - 1 steps per unit, each rank sending on what it received the step before
- * (la_dist_ring_start: MPI_Isend to rank+1, MPI_Irecv from rank-1). The rank computes
+ * (la_dist_ring_start: MPI_Isend to rank+1, MPI_Irecv from rank-1, each a derived datatype
+ * over the rows, so the rows leave from and arrive into the tensors themselves: no pack or
+ * unpack copy; a unit's rows are complete, and read only, from the step that received
+ * them on, and the kernel never reads a row in flight). The rank computes
  * unit u while unit u+1 travels: its work on a unit is cut into pieces, and between pieces
  * it polls the ring (MPI_Testall) and posts the next step, so on a network with its own
  * DMA engine the transfer runs during the computation; time blocked waiting is counted
@@ -131,7 +134,8 @@ typedef struct {
     int nunit, u, s, busy;         /* unit and step in flight (s in 1..P-1) */
     int (*unit)(const void *arg, int u, sp_slice *sl); /* the slices of unit u; returns how many */
     const void *arg;
-    char *sbuf, *rbuf;
+    la_dist_block *blk;            /* a step's send and receive blocks (2 x nblk) */
+    int nblk;
     la_sp_stats *st;
 } sp_ring;
 
@@ -140,69 +144,50 @@ static void slice_rows(const sp_slice *sl, int P, int q, int rw[4]) {
     else la_attn_sp_rows(sl->len, P, q, rw);
 }
 
-static size_t unit_bytes(const sp_slice *sl, int n, int P, int q) {
-    size_t b = 0;
-    for (int i = 0; i < n; i++) {
-        int rw[4];
-        slice_rows(&sl[i], P, q, rw);
-        b += (size_t)sl[i].nh * (size_t)(rw[1] - rw[0] + rw[3] - rw[2]) * sl[i].rowbytes;
-    }
-    return b;
-}
-
-/* mode 0: pack rank q's rows into buf; 1: unpack them from buf; 2: zero them */
-static void unit_copy(const sp_slice *sl, int n, int P, int q, char *buf, int mode) {
+/* Rank q's rows of the n slices as blocks of the arrays themselves (2 per head of a slice:
+ * its two zigzag pieces, possibly empty) -> blk; returns their number. */
+static int unit_blocks(const sp_slice *sl, int n, int P, int q, la_dist_block *blk) {
+    int m = 0;
     for (int i = 0; i < n; i++) {
         int rw[4];
         slice_rows(&sl[i], P, q, rw);
         for (int h = 0; h < sl[i].nh; h++)
-            for (int x = 0; x < 4; x += 2) {
-                size_t nb = (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes;
-                char *p = sl[i].base + (size_t)h * sl[i].hstride + (size_t)rw[x] * sl[i].rowbytes;
-                if (!nb) continue;
-                if (mode == 0) memcpy(buf, p, nb);
-                else if (mode == 1) memcpy(p, buf, nb);
-                else memset(p, 0, nb);
-                buf += mode == 2 ? 0 : nb;
-            }
+            for (int x = 0; x < 4; x += 2)
+                blk[m++] = (la_dist_block){sl[i].base + (size_t)h * sl[i].hstride + (size_t)rw[x] * sl[i].rowbytes,
+                                           (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes};
     }
+    return m;
 }
 
-/* the largest block of any rank in any unit (the ring buffers' size) */
-static size_t ring_cap(const sp_ring *g) {
-    size_t cap = 0;
+/* the most blocks of one rank in any unit (the block lists' size) */
+static int ring_nblk(const sp_ring *g) {
+    int cap = 0;
     for (int u = 0; u < g->nunit; u++) {
         sp_slice sl[SP_MAXSL];
-        int n = g->unit(g->arg, u, sl);
-        for (int q = 0; q < g->P; q++) {
-            size_t b = unit_bytes(sl, n, g->P, q);
-            cap = b > cap ? b : cap;
-        }
+        int n = g->unit(g->arg, u, sl), m = 0;
+        for (int i = 0; i < n; i++) m += 2 * sl[i].nh;
+        cap = m > cap ? m : cap;
     }
     return cap;
 }
 
 /* Step s of unit u: send the rows of rank r-s+1 (own at s = 1, else the ones received at
- * step s-1), receive those of rank r-s. */
+ * step s-1), receive those of rank r-s, both in place in the unit's arrays. */
 static la_status ring_post(sp_ring *g) {
     sp_slice sl[SP_MAXSL];
     int n = g->unit(g->arg, g->u, sl);
     int snd = ((g->r - g->s + 1) % g->P + g->P) % g->P, rcv = ((g->r - g->s) % g->P + g->P) % g->P;
-    size_t ns = unit_bytes(sl, n, g->P, snd), nr = unit_bytes(sl, n, g->P, rcv);
-    unit_copy(sl, n, g->P, snd, g->sbuf, 0);
-    g->st->bytes_sent += (double)ns;
+    la_dist_block *sb = g->blk, *rb = g->blk + g->nblk;
+    int ns = unit_blocks(sl, n, g->P, snd, sb), nr = unit_blocks(sl, n, g->P, rcv, rb);
+    for (int i = 0; i < ns; i++) g->st->bytes_sent += (double)sb[i].n;
     g->st->steps++;
-    LA_TRY(la_dist_ring_start(g->sbuf, ns, g->rbuf, nr));
+    LA_TRY(la_dist_ring_start(sb, ns, rb, nr));
     g->busy = 1;
     return LA_OK;
 }
 
-/* the step in flight has completed: unpack, move on, post the next step */
+/* the step in flight has completed (its rows are in place): move on, post the next step */
 static la_status ring_done(sp_ring *g) {
-    sp_slice sl[SP_MAXSL];
-    int n = g->unit(g->arg, g->u, sl);
-    int rcv = ((g->r - g->s) % g->P + g->P) % g->P;
-    unit_copy(sl, n, g->P, rcv, g->rbuf, 1);
     g->busy = 0;
     if (++g->s == g->P) g->s = 1, g->u++;
     return g->u < g->nunit ? ring_post(g) : LA_OK;
@@ -243,6 +228,13 @@ static la_status ring_need(sp_ring *g, int u) {
     return LA_OK;
 }
 
+/* The block lists of a ring over g->unit (P > 1: 2 x ring_nblk; a placeholder when alone). */
+static la_status ring_alloc(sp_ring *g, const char *what) {
+    g->nblk = g->P > 1 ? ring_nblk(g) : 0;
+    g->blk = la_malloc(sizeof(la_dist_block) * (size_t)(g->nblk ? 2 * g->nblk : 1));
+    return g->blk ? LA_OK : la_fail(LA_ENOMEM, "%s: out of memory (%d ring blocks)", what, 2 * g->nblk);
+}
+
 /* ---- units -------------------------------------------------------------------------- */
 
 typedef struct {
@@ -271,6 +263,19 @@ static int unit_slices(const void *arg, int p, sp_slice *sl) {
     return 6;
 }
 
+/* zero rank q's rows of the n slices */
+static void zero_rows(const sp_slice *sl, int n, int P, int q) {
+    for (int i = 0; i < n; i++) {
+        int rw[4];
+        slice_rows(&sl[i], P, q, rw);
+        for (int h = 0; h < sl[i].nh; h++)
+            for (int x = 0; x < 4; x += 2)
+                if (rw[x + 1] > rw[x])
+                    memset(sl[i].base + (size_t)h * sl[i].hstride + (size_t)rw[x] * sl[i].rowbytes, 0,
+                           (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes);
+    }
+}
+
 /* zero the other ranks' rows of every unit (scratch on entry; finite for the context's
  * argument checks until they arrive) */
 static void zero_others(const sp_ring *g) {
@@ -278,7 +283,7 @@ static void zero_others(const sp_ring *g) {
         sp_slice sl[SP_MAXSL];
         int n = g->unit(g->arg, u, sl);
         for (int q = 0; q < g->P; q++)
-            if (q != g->r) unit_copy(sl, n, g->P, q, NULL, 2);
+            if (q != g->r) zero_rows(sl, n, g->P, q);
     }
 }
 
@@ -415,11 +420,7 @@ static la_status sp_ring_init(sp_ring *g, const sp_units *u, int nunit, la_sp_st
     g->unit = unit_slices;
     g->arg = u;
     g->st = st;
-    size_t cap = g->P > 1 ? ring_cap(g) : 0;
-    g->sbuf = la_malloc(cap ? 2 * cap : 1);
-    if (!g->sbuf) return la_fail(LA_ENOMEM, "sequence-parallel attention: out of memory (ring buffers of %zu bytes)", 2 * cap);
-    g->rbuf = g->sbuf + cap;
-    return LA_OK;
+    return ring_alloc(g, "sequence-parallel attention");
 }
 
 /* the slices of a one-unit ring (gathers) */
@@ -439,19 +440,16 @@ static int fixed_slices(const void *arg, int u, sp_slice *sl) {
 static la_status gather_slices(const sp_slice *sl, int n, la_sp_stats *S) {
     sp_fixed f = {sl, n};
     sp_ring g = {.P = la_dist_size(), .r = la_dist_rank(), .nunit = 1, .unit = fixed_slices, .arg = &f, .st = S};
-    size_t cap = g.P > 1 ? ring_cap(&g) : 0;
-    la_status st = (g.sbuf = la_malloc(cap ? 2 * cap : 1)) ? LA_OK
-                   : la_fail(LA_ENOMEM, "sequence-parallel gather: out of memory (%zu bytes)", 2 * cap);
+    la_status st = ring_alloc(&g, "sequence-parallel gather");
     if ((st = la_dist_agree(st)) != LA_OK) {
-        free(g.sbuf);
+        free(g.blk);
         return st;
     }
-    g.rbuf = g.sbuf + cap;
     double t0 = omp_get_wtime();
     st = ring_begin(&g);
     if (st == LA_OK) st = ring_need(&g, 0);
     S->t_total += omp_get_wtime() - t0;
-    free(g.sbuf);
+    free(g.blk);
     return la_dist_agree(st);
 }
 
@@ -487,7 +485,7 @@ la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *
         zero_others(&g);
         sp_slice qs = {(char *)q, s.B * s.H, s.T, 0, (size_t)s.T * s.D * 4, (size_t)s.D * 4};
         for (int x = 0; x < P; x++)
-            if (x != r) unit_copy(&qs, 1, P, x, NULL, 2);
+            if (x != r) zero_rows(&qs, 1, P, x);
         st = sp_ctx(&c, spec, &s, q, k, v, opts, 0, &own);
     }
     if (st == LA_OK && !(qsel = la_malloc((size_t)s.B * s.H * c.nqt)))
@@ -513,7 +511,7 @@ la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *
         st = la_dist_agree(st);
     }
     free(qsel);
-    free(g.sbuf);
+    free(g.blk);
     la_workspace_free(own);
     S->t_total = omp_get_wtime() - t0;
     S->cpu_total = cpu_now() - c0;
@@ -614,7 +612,7 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
     if (st == LA_OK && opts && opts->dsinks) sp_dsinks(&c, out, row_stat, dout, opts->dsinks);
 out:
     free(sel);
-    free(g.sbuf);
+    free(g.blk);
     la_workspace_free(own);
     S->t_total = omp_get_wtime() - t0;
     S->cpu_total = cpu_now() - c0;
