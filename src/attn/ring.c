@@ -6,10 +6,10 @@
  * the other ranks arrive through a ring: one unit at a time (a (batch, kv head) pair: its
  * K and V rows, plus for the backward the q, out, dout and lse rows of the pair's query
  * heads), P - 1 steps per unit, each rank sending on what it received the step before
- * (la_dist_ring_start: MPI_Isend to rank+1, MPI_Irecv from rank-1, each a derived datatype
- * over the rows, so the rows leave from and arrive into the tensors themselves: no pack or
- * unpack copy; a unit's rows are complete, and read only, from the step that received
- * them on, and the kernel never reads a row in flight). The rank computes
+ * (la_dist_ring_start: MPI_Isend to rank+1, MPI_Irecv from rank-1, one message per run of
+ * rows, so the rows leave from and arrive into the tensors themselves: no pack or unpack
+ * copy; a unit's rows are complete, and read only, from the step that received them on,
+ * and the kernel never reads a row in flight). The rank computes
  * unit u while unit u+1 travels: its work on a unit is cut into pieces, and between pieces
  * it polls the ring (MPI_Testall) and posts the next step, so on a network with its own
  * DMA engine the transfer runs during the computation; time blocked waiting is counted

@@ -65,17 +65,19 @@ la_status la_dist_bcast(void *buf, size_t n, int root);
 void la_dist_barrier(void);
 
 /* Ring exchange (sequence parallelism, src/attn/ring.c), non-blocking so that the caller
- * computes while it runs: la_dist_ring_start posts a send to the next rank
- * ((rank + 1) % size) of the bytes of the n_send blocks send[] (in order, as one message)
- * and a receive from the previous one ((rank - 1 + size) % size) into the n_recv blocks
- * recv[]: the blocks are rows inside the caller's arrays, described to MPI as one derived
- * datatype (MPI_Type_create_hindexed), so the rows go from and into those arrays without a
- * pack or unpack copy of ours. la_dist_ring_test progresses them (*done = 1 once both
- * completed) and la_dist_ring_wait waits for both. One exchange in flight per process; the
- * blocks must stay untouched until it completed (the send blocks may be read). Every rank
- * of the group calls them in the same order (the exchange is matched by order, like a
- * collective). One process: the ring is the process itself (the send blocks' bytes are
- * copied into the receive blocks). Errors: LA_EINVAL (more than INT_MAX bytes, different
+ * computes while it runs: la_dist_ring_start posts sends to the next rank
+ * ((rank + 1) % size) of the n_send blocks send[] and receives from the previous one
+ * ((rank - 1 + size) % size) into the n_recv blocks recv[]: the blocks are rows inside the
+ * caller's arrays, each sent as its own contiguous message, so the rows go from and into
+ * those arrays without a pack or unpack copy of ours. The receiver's list must be cut like
+ * the sender's (the same block sizes in the same order, empty blocks skipped on both sides):
+ * block i of one rank's send lands in block i of the next rank's receive. la_dist_ring_test
+ * progresses them (*done = 1 once all completed) and la_dist_ring_wait waits for all. One
+ * exchange in flight per process; the blocks must stay untouched until it completed (the
+ * send blocks may be read). Every rank of the group calls them in the same order (the
+ * exchange is matched by order, like a collective). One process: the ring is the process
+ * itself (the send blocks' bytes, in order, are copied into the receive blocks, however
+ * each list is cut). Errors: LA_EINVAL (a block of more than INT_MAX bytes, different
  * byte counts on one process, or an exchange already in flight), LA_ENOMEM, LA_EIO. */
 typedef struct {
     void *p;  /* first byte of the block */
