@@ -162,17 +162,17 @@ static void test_dist_ring_blocks_one_process(void **state) {
     memset(dst, 0, sizeof dst);
     la_dist_block snd[3] = {{src + 10, 5}, {src, 0}, {src, 9}}; /* 14 bytes: 11..15 then 1..9 */
     la_dist_block rcv[3] = {{dst + 8, 3}, {dst + 2, 0}, {dst, 8}}; /* 3 then 8: 11 bytes */
-    assert_int_equal(la_dist_ring_start(snd, 3, rcv, 3), LA_EINVAL);
+    assert_int_equal(la_dist_ring_start(1, snd, 3, rcv, 3), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "14 bytes sent, 11 expected"));
     rcv[1] = (la_dist_block){dst + 13, 3};
-    assert_int_equal(la_dist_ring_start(snd, 3, rcv, 3), LA_OK);
+    assert_int_equal(la_dist_ring_start(1, snd, 3, rcv, 3), LA_OK);
     int done = 0;
     assert_int_equal(la_dist_ring_test(&done), LA_OK);
     assert_int_equal(done, 1);
     assert_int_equal(la_dist_ring_wait(), LA_OK);
     const char want[16] = {2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 0, 0, 14, 15, 1};
     assert_memory_equal(dst, want, 16);
-    assert_int_equal(la_dist_ring_start(NULL, 0, NULL, 0), LA_OK); /* nothing to move */
+    assert_int_equal(la_dist_ring_start(1, NULL, 0, NULL, 0), LA_OK); /* nothing to move */
 }
 
 /* Stop points (test_point.c): a child with LA_TEST_STOP_AT=NAME:N stops at the N-th pass

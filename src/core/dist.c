@@ -272,10 +272,11 @@ void la_dist_barrier(void) {
 }
 
 
-la_status la_dist_ring_start(const la_dist_block *send, int n_send, const la_dist_block *recv, int n_recv) {
+la_status la_dist_ring_start(int shift, const la_dist_block *send, int n_send, const la_dist_block *recv,
+                             int n_recv) {
     if (g_ring_busy) return la_fail(LA_EINVAL, "ring exchange: one is already in flight");
     if (!g_mpi || g_size == 1) return ring_self(send, n_send, recv, n_recv);
-    int next = (g_rank + 1) % g_size, prev = (g_rank - 1 + g_size) % g_size;
+    int next = ((g_rank + shift) % g_size + g_size) % g_size, prev = ((g_rank - shift) % g_size + g_size) % g_size;
     size_t ns = 0, nr = 0;
     LA_TRY(ring_bytes(send, n_send, &ns));
     LA_TRY(ring_bytes(recv, n_recv, &nr));
@@ -460,7 +461,9 @@ la_status la_dist_bcast(void *buf, size_t n, int root) {
 
 void la_dist_barrier(void) {}
 
-la_status la_dist_ring_start(const la_dist_block *send, int n_send, const la_dist_block *recv, int n_recv) {
+la_status la_dist_ring_start(int shift, const la_dist_block *send, int n_send, const la_dist_block *recv,
+                             int n_recv) {
+    (void)shift;
     return ring_self(send, n_send, recv, n_recv);
 }
 
