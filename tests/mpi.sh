@@ -15,7 +15,8 @@
 #   seq-parallel  train --seq-parallel 2 (logn + p-RoPE + window, GQA, B = 2, T = 1000) on 2 ranks and
 #           on 4 (2 groups of 2): weights and log bitwise equal to 1 rank; refused on 3 ranks
 #           and at T = 150; a study with "seq_parallel": 2 on 2 ranks equal to 1 rank; a learned
-#           sink and sigmoid rows trained with --seq-parallel 2 on 2 ranks equal to 1 rank
+#           sink, sigmoid rows and ASEntmax (its beta/gamma layer) trained with --seq-parallel 2
+#           on 2 ranks equal to 1 rank
 #   synth   synth --quick (6 cells) on 1 and 3 ranks: outputs equal, timings aside
 #   synth seeds  synth --quick --seeds 2 (4 cells) on 1 and 3 ranks: outputs equal
 #   synth-resume  synth on 2 ranks killed once each rank has stored its first cell (stop
@@ -38,7 +39,8 @@
 #           byte for byte equal to one process without it, for softmax with rope / alibi /
 #           logn+prope / sinv+rope / qwen-logn+yarn, entmax 1.5 + rope, sparsemax + alibi,
 #           entmax 1.3 (bisection) + logn, and causal / window / sinks / packed documents
-#           (GQA, B = 2, T = 520: uneven zigzag chunks); a run without --seq-parallel
+#           (GQA, B = 2, T = 520: uneven zigzag chunks); under window(w=100) at np 4 less than
+#           half the bytes of a full mask travel; a run without --seq-parallel
 #           refused on every rank; a missing file on rank 1 stops both ranks with one error
 #           naming rank 1
 # The mpirun cases are skipped, with a visible message, only when the build has no MPI.
@@ -214,8 +216,9 @@ for n in 2 4; do
     else ok "train --seq-parallel 2 np=$n ($((n / 2)) x 2 ranks): weights and log bitwise equal to 1 rank"; fi
 done
 # issue 31's normalisers in sequence-parallel training: a learned sink (its gradient from every
-# row, on every rank of the group) and sigmoid rows; 2 ranks bitwise equal to 1
-for sk in "softmax+sink+rope+causal" "sigmoid(train=1000)+alibi+causal"; do
+# row, on every rank of the group) and sigmoid rows; ASEntmax (beta, gamma of a rank's rows,
+# gathered; the beta/gamma layer's weight gradients from every row); 2 ranks bitwise equal to 1
+for sk in "softmax+sink+rope+causal" "sigmoid(train=1000)+alibi+causal" "asentmax(alpha=1.5)+rope+causal"; do
     TK=${TS/softmax+logn+prope(p=0.5)+window(300)/$sk}
     $bin $TK --steps 3 --out pk1 >pk1.log 2>&1 || { cat pk1.log; bad "seq-parallel $sk" "1-rank run failed"; }
     if ! timeout $HANG $MR -np 2 $bin $TK --steps 3 --seq-parallel 2 --out pk2 >pk2.log 2>&1; then
@@ -432,6 +435,16 @@ for sp in "softmax+rope+causal|--doc-ids docs.npy" "softmax+alibi+window(w=100)|
         else bad "ring $spec np=$n" "differs from 1 process:$diffs"; fi
     done
 done
+# only the tiles a rank reads travel (sp_needs): under window(w=100) less than half the bytes
+# of a full mask, whose every rank reads every row (the sum of every rank's forward and backward)
+rb() { grep -o '[0-9]* bytes sent' "$1" | awk '{s += $1} END {print s + 0}'; }
+rm -rf rw && mkdir rw
+timeout $HANG $MR -np 4 $bin $RA --spec "softmax+alibi+window(w=100)" --out rw/out.npy --seq-parallel >rw.log 2>&1
+timeout $HANG $MR -np 4 $bin $RA --spec "softmax+alibi+full" --out rw/out.npy --seq-parallel >rfull.log 2>&1
+bw=$(rb rw.log); bf=$(rb rfull.log)
+if [ "$bf" -gt 0 ] && [ "$bw" -gt 0 ] && [ $((2 * bw)) -lt "$bf" ]; then
+    ok "ring window(w=100) np=4: $bw bytes sent against $bf under a full mask (only the tiles a rank reads)"
+else cat rw.log rfull.log; bad "ring bytes" "window(w=100): $bw bytes, full mask: $bf (expected less than half)"; fi
 if timeout $HANG $MR -np 2 $bin $RA --spec "softmax+causal" --out r2/out.npy >rn.log 2>&1 ||
    ! grep -q 'add --seq-parallel' rn.log; then cat rn.log; bad "ring no flag" "attn under mpirun without --seq-parallel not refused"
 else ok "ring: attn under mpirun without --seq-parallel is refused, naming the option"; fi

@@ -151,6 +151,30 @@ static void test_dist_assign_lpt_without_heap(void **state) {
     assert_int_equal(o3[0], 2);
 }
 
+/* la_dist_ring_start on one process (no launcher: the ring is the process itself): the send
+ * blocks' bytes, in order, land in the receive blocks however both lists cut them (empty
+ * blocks skipped); different byte counts are refused, naming both. The MPI path (a derived
+ * datatype over the same blocks) is checked by tests/mpi.sh's ring cases. */
+static void test_dist_ring_blocks_one_process(void **state) {
+    (void)state;
+    char src[16], dst[16];
+    for (int i = 0; i < 16; i++) src[i] = (char)(i + 1);
+    memset(dst, 0, sizeof dst);
+    la_dist_block snd[3] = {{src + 10, 5}, {src, 0}, {src, 9}}; /* 14 bytes: 11..15 then 1..9 */
+    la_dist_block rcv[3] = {{dst + 8, 3}, {dst + 2, 0}, {dst, 8}}; /* 3 then 8: 11 bytes */
+    assert_int_equal(la_dist_ring_start(1, snd, 3, rcv, 3), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "14 bytes sent, 11 expected"));
+    rcv[1] = (la_dist_block){dst + 13, 3};
+    assert_int_equal(la_dist_ring_start(1, snd, 3, rcv, 3), LA_OK);
+    int done = 0;
+    assert_int_equal(la_dist_ring_test(&done), LA_OK);
+    assert_int_equal(done, 1);
+    assert_int_equal(la_dist_ring_wait(), LA_OK);
+    const char want[16] = {2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 0, 0, 14, 15, 1};
+    assert_memory_equal(dst, want, 16);
+    assert_int_equal(la_dist_ring_start(1, NULL, 0, NULL, 0), LA_OK); /* nothing to move */
+}
+
 /* Stop points (test_point.c): a child with LA_TEST_STOP_AT=NAME:N stops at the N-th pass
  * of la_test_point(NAME), not at other names (nor at names that merely start with NAME),
  * and runs on after SIGCONT; without the variable it never stops. The child writes one byte
@@ -267,6 +291,7 @@ int main(void) {
         cmocka_unit_test(test_atomic_write_injected_failures),
         cmocka_unit_test(test_rng_reproducible_and_uniform),
         cmocka_unit_test(test_dist_assign_lpt_without_heap),
+        cmocka_unit_test(test_dist_ring_blocks_one_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

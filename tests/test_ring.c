@@ -19,6 +19,8 @@
  *     threshold is the one-process kernel's;
  *   - refusals with a clear message: ASEntmax without its parameters, T != S, pos0 != 0,
  *     key_mass;
+ *   - ASEntmax's beta, gamma computed rank by rank (la_asentmax_params_forward_rows, as
+ *     sequence-parallel training does) equal to one call over all rows;
  *   - la_attn_sp_forward / _backward as one process (no MPI in this test: the group has
  *     one rank) equal to the plain kernel.
  * The MPI runs (np 2, 3, 4 against one rank) are in tests/mpi.sh. */
@@ -318,11 +320,47 @@ static void test_refusals(void **state) {
     assert_int_equal(la_attn_sp_forward_rank(&spec, &sh, x, x, x, y, l, NULL, 2, 2), LA_EINVAL);
 }
 
+/* ASEntmax's beta, gamma computed rank by rank (each rank its zigzag rows of every sequence,
+ * la_asentmax_params_forward_rows: what sequence-parallel training does before gathering
+ * them) put together equal one call over all rows byte for byte, for P = 1..4 and T not a
+ * multiple of 64; rows outside [0, B*T) are refused. */
+static void test_asentmax_rows(void **state) {
+    (void)state;
+    const int B = 2, T = 300, C = 24, H = 3;
+    float *x = malloc(sizeof(float) * B * T * C), *w = malloc(sizeof(float) * 2 * H * C);
+    float bb[3] = {0.3f, -0.2f, 0.1f}, bg[3] = {-0.4f, 0.5f, 0.0f};
+    float *ref = malloc(sizeof(float) * 4 * B * H * T), *beta = ref + 2 * B * H * T, *gamma = beta + B * H * T;
+    uint32_t u = 12345;
+    for (int i = 0; i < B * T * C; i++) x[i] = (float)((u = u * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < 2 * H * C; i++) w[i] = (float)((u = u * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
+    assert_int_equal(la_asentmax_params_forward(x, B, T, C, H, w, bb, w + H * C, bg, 2.0, ref, ref + B * H * T), LA_OK);
+    for (int P = 1; P <= 4; P++) {
+        memset(beta, 0xff, sizeof(float) * 2 * B * H * T); /* NaN: a row left out shows */
+        for (int r = 0; r < P; r++) {
+            int rw[4];
+            la_attn_sp_rows(T, P, r, rw);
+            for (int b = 0; b < B; b++)
+                for (int k = 0; k < 4; k += 2)
+                    assert_int_equal(la_asentmax_params_forward_rows(x, B, T, C, H, w, bb, w + H * C, bg, 2.0, beta,
+                                                                     gamma, (int64_t)b * T + rw[k],
+                                                                     (int64_t)b * T + rw[k + 1]), LA_OK);
+        }
+        assert_memory_equal(beta, ref, sizeof(float) * 2 * B * H * T);
+    }
+    assert_int_equal(la_asentmax_params_forward_rows(x, B, T, C, H, w, bb, w + H * C, bg, 2.0, beta, gamma, 10,
+                                                     (int64_t)B * T + 1), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "not inside [0, 600)"));
+    free(x);
+    free(w);
+    free(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_exact),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_asentmax_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include "attn_testutil.h"
 #include "attn/attn_internal.h"
 #include "core/half.h"
+#include "core/half.h"
 
 typedef struct {
     la_shape sh;
@@ -500,6 +501,127 @@ static void test_tile_products(void **state) {
     free(A), free(Tt);
 }
 
+/* The row helpers (tile_rows.c) take the same steps on AVX-512 and on AVX2 + FMA: per lane
+ * the same exp polynomial (fused multiply-adds), 2^n with one rounding (scalef), 16 lane
+ * accumulators, GCC's _mm512_reduce_{add,max}_ps tree. Written out here in scalar C, the
+ * path this CPU takes must equal it bit for bit (whichever ISA it is: the AVX-512 path is
+ * checked by the same emulation on such a CPU); the generic loops (LA_PORTABLE=1) are held
+ * to the float64 reference instead. */
+static float emu_max(float a, float b) { return a > b ? a : b; } /* maxps(a, b) */
+static float emu_red_add(const float *a) {
+    float t3[8], t6[4];
+    for (int j = 0; j < 8; j++) t3[j] = a[8 + j] + a[j];
+    for (int j = 0; j < 4; j++) t6[j] = t3[4 + j] + t3[j];
+    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+static float emu_red_max(const float *a) {
+    float t3[8], t6[4];
+    for (int j = 0; j < 8; j++) t3[j] = emu_max(a[8 + j], a[j]);
+    for (int j = 0; j < 4; j++) t6[j] = emu_max(t3[4 + j], t3[j]);
+    return emu_max(emu_max(t6[0], t6[2]), emu_max(t6[1], t6[3]));
+}
+static float emu_exp_lane(float x, float mx) {
+    if (x == -INFINITY) return 0.0f;
+    float t = emu_max(x - mx, -104.0f);
+    float nn = rintf(t * LA_EXP_LOG2E);
+    float r = fmaf(-nn, LA_EXP_LN2_HI, t);
+    r = fmaf(-nn, LA_EXP_LN2_LO, r);
+    float q = LA_EXP_C7;
+    q = fmaf(q, r, LA_EXP_C6), q = fmaf(q, r, LA_EXP_C5), q = fmaf(q, r, LA_EXP_C4);
+    q = fmaf(q, r, LA_EXP_C3), q = fmaf(q, r, LA_EXP_C2), q = fmaf(q, r, 1.0f), q = fmaf(q, r, 1.0f);
+    return ldexpf(q, (int)nn); /* one rounding, also to a subnormal */
+}
+static float emu_exp_sub(const float *x, float mx, float *y, int n) {
+    float acc[16] = {0};
+    for (int i = 0; i < n; i++) y[i] = emu_exp_lane(x[i], mx), acc[i % 16] = acc[i % 16] + y[i];
+    return emu_red_add(acc);
+}
+static void test_row_helpers_isa(void **state) {
+    (void)state;
+#ifdef __AVX512F__
+    const int vec = 1;
+#else
+    const int vec = la_cpu()->avx2 && la_cpu()->fma;
+#endif
+    la_rng r;
+    la_rng_seed(&r, 4242);
+    enum { NMAX = 150 };
+    float x[NMAX], a[NMAX], L[NMAX], y1[NMAX], y2[NMAX];
+    double worst_exp = 0, worst_sum = 0;
+    long compared = 0;
+    for (int t = 0; t < 3000; t++) {
+        const int n = 1 + (int)(la_rng_u64(&r) % NMAX);
+        const int kind = t % 3; /* 0: logits to -120 below the max, 1: ties of +-0, 2: small range */
+        for (int i = 0; i < n; i++) {
+            float u = (float)(la_rng_u64(&r) >> 40) / (float)(1 << 24);
+            x[i] = kind == 0 ? -120.0f * u : kind == 1 ? ((la_rng_u64(&r) & 1) ? 0.0f : -0.0f) : 4.0f * u - 2.0f;
+            a[i] = 2.0f * (float)(la_rng_u64(&r) >> 40) / (float)(1 << 24) - 1.0f;
+            L[i] = la_rng_u64(&r) % 5 == 0 ? -INFINITY : x[i];
+            if (la_rng_u64(&r) % 7 == 0) x[i] = -INFINITY;
+        }
+        const float mx = kind == 2 ? 2.5f : 0.0f;
+        const float s1 = la_exp_sub(x, mx, y1, n), sg = la_exp_sub_generic(x, mx, y2, n);
+        for (int i = 0; i < n; i++) { /* the generic path against float64: expf's error plus the rounding */
+            /* both paths first form x - mx in float, then exp: the reference starts there */
+            double ref = x[i] == -INFINITY ? 0.0 : exp((double)(x[i] - mx));
+            assert_true(fabs(y2[i] - ref) <= 1.2e-7 * ref + 1e-45);
+            if (ref > 1e-37) worst_exp = fmax(worst_exp, fabs(y1[i] - ref) / ref);
+            assert_true(fabs(y1[i] - ref) <= 2e-7 * ref + 1.5e-45); /* either path: 2 ulp, 1 subnormal ulp */
+        }
+        if (sg > 0) worst_sum = fmax(worst_sum, fabs(s1 - sg) / sg);
+        assert_true(fabs(s1 - sg) <= 1e-5 * sg + 1e-44);
+        if (vec) {
+            float s2 = emu_exp_sub(x, mx, y2, n);
+            assert_memory_equal(y1, y2, sizeof(float) * (size_t)n);
+            assert_memory_equal(&s1, &s2, sizeof s1);
+            float m16[16], s16[16], d16[16], p16[16];
+            for (int j = 0; j < 16; j++) m16[j] = -INFINITY, s16[j] = d16[j] = p16[j] = 0.0f;
+            for (int i = 0; i < n; i++) {
+                m16[i % 16] = emu_max(m16[i % 16], x[i]);
+                s16[i % 16] = s16[i % 16] + a[i];
+                if (L[i] != -INFINITY) {
+                    d16[i % 16] = fmaf(a[i], y1[i], d16[i % 16]);
+                    p16[i % 16] = fmaf(y1[i], L[i] - mx, p16[i % 16]);
+                }
+            }
+            float e[4] = {emu_red_max(m16), emu_red_add(s16), emu_red_add(d16), emu_red_add(p16)};
+            float g[4] = {la_row_max(x, n), la_row_sum(a, n), la_row_dot_live(a, y1, L, n), la_row_plogit(y1, L, mx, n)};
+            assert_memory_equal(e, g, sizeof e);
+            compared += 4 * n;
+        }
+        /* the generic reductions: max exact, sums to float rounding of n terms (n u sum |terms|,
+         * u = 2^-24 < 1e-6 with room for the product roundings) */
+        assert_true(la_row_max_generic(x, n) == la_row_max(x, n));
+        double sd = 0, dd = 0, pd = 0, sa = 0, da = 0, pa = 0;
+        for (int i = 0; i < n; i++) {
+            sd += a[i], sa += fabs(a[i]);
+            if (L[i] != -INFINITY) {
+                double d = (double)a[i] * y1[i], q = (double)y1[i] * (L[i] - mx);
+                dd += d, da += fabs(d), pd += q, pa += fabs(q);
+            }
+        }
+        const double tol = 1e-6 * n;
+        assert_true(fabs(la_row_sum(a, n) - sd) <= tol * sa + 1e-30 && fabs(la_row_sum_generic(a, n) - sd) <= tol * sa + 1e-30);
+        assert_true(fabs(la_row_dot_live(a, y1, L, n) - dd) <= tol * da + 1e-30);
+        assert_true(fabs(la_row_dot_live_generic(a, y1, L, n) - dd) <= tol * da + 1e-30);
+        assert_true(fabs(la_row_plogit(y1, L, mx, n) - pd) <= tol * pa + 1e-30);
+        assert_true(fabs(la_row_plogit_generic(y1, L, mx, n) - pd) <= tol * pa + 1e-30);
+        compared += n;
+    }
+    /* transpose: every path moves the same values (no arithmetic) */
+    float *src = malloc(sizeof(float) * 80 * 72), *t1 = malloc(sizeof(float) * 72 * 64), *t2 = malloc(sizeof(float) * 72 * 64);
+    fill(src, 80 * 72, &r, 1);
+    for (int n = 1; n <= 64; n += 7)
+        for (int D = 1; D <= 72; D += 13) {
+            la_transpose(src, n, D, 72, t1, 64);
+            la_transpose_generic(src, n, D, 72, t2, 64);
+            assert_memory_equal(t1, t2, sizeof(float) * (size_t)D * 64);
+        }
+    free(src), free(t1), free(t2);
+    printf("  row helpers (%s): %ld values; exp max relative error %.2e, sum vs generic %.2e\n",
+           vec ? "vector path bitwise its scalar emulation" : "generic", compared, worst_exp, worst_sum);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vs_reference),
@@ -515,6 +637,7 @@ int main(void) {
         cmocka_unit_test(test_workspace_reuse),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_tile_products),
+        cmocka_unit_test(test_row_helpers_isa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -336,7 +336,7 @@ typedef void (*la_tile_probs_fn)(const void *arg, const la_rowvis *rows, const f
 void la_key_mass_for(const la_attn_ctx *c, const float *row_stat, la_tile_probs_fn probs,
                      const void *arg);
 
-/* ---- tile products (tile.c) ------------------------------------------------------- */
+/* ---- tile products (tile.c) and row helpers (tile_rows.c) ------------------------- */
 
 /* Tile product, the one shape every pass uses:
  *     C[i][0:N] (+)= sum_k A(i, k) * B[k][0:N]      i < M, k < K
@@ -371,7 +371,8 @@ void la_spscatter_row(const float *p, const int32_t *idx, int nnz, const float *
 /* Transpose src (n, D, lds) into dst (D, ldd), zero-filling columns n..ldd-1. */
 void la_transpose(const float *src, int n, int D, int lds, float *dst, int ldd);
 
-/* Row reductions in a fixed order (deterministic): max, sum, and sum over entries with
+/* Row reductions in a fixed order (deterministic; the same bits on AVX-512 and AVX2 + FMA,
+ * see tile_rows.c): max, sum, and sum over entries with
  * L != -inf of P (L - mx) (entropy numerator). */
 float la_row_max(const float *x, int n);
 float la_row_sum(const float *x, int n);
@@ -381,6 +382,14 @@ float la_row_dot_live(const float *a, const float *b, const float *L, int n);
 
 /* exp(x) for x <= ~88 in float, vectorisable, exact 0 below -87.3 (and for -inf). */
 float la_exp_sub(const float *x, float mx, float *y, int n); /* returns sum of y */
+/* The portable loops of the helpers above (tile_rows.c): what LA_PORTABLE=1 and a CPU
+ * without AVX2 + FMA run; the tests compare both paths. */
+void la_transpose_generic(const float *src, int n, int D, int lds, float *dst, int ldd);
+float la_row_max_generic(const float *x, int n);
+float la_row_sum_generic(const float *x, int n);
+float la_row_plogit_generic(const float *P, const float *L, float mx, int n);
+float la_row_dot_live_generic(const float *a, const float *b, const float *L, int n);
+float la_exp_sub_generic(const float *x, float mx, float *y, int n);
 
 /* ---- sigmoid attention and sinks (sigmoid.c, issue 31) ---------------------------- */
 /* Bias of row rv under sigmoid attention: c->sig_b, or -ln(n_q) for sigmoid-logn. */

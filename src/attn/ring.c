@@ -3,10 +3,15 @@
  * Each rank runs the one-process softmax kernel (softmax.c) on the full-length context of
  * the call, restricted by the tile scheduler's item selection (la_attn_ctx.qsel / ksel) to
  * the query tiles (forward, dq) and key tiles (dk, dv) of its zigzag chunks. The rows of
- * the other ranks arrive through a ring: one unit at a time (a (batch, kv head) pair: its
+ * the other ranks arrive through P - 1 exchange steps per unit (a (batch, kv head) pair: its
  * K and V rows, plus for the backward the q, out, dout and lse rows of the pair's query
- * heads), P - 1 steps per unit, each rank sending on what it received the step before
- * (la_dist_ring_start: MPI_Isend to rank+1, MPI_Irecv from rank-1). The rank computes
+ * heads): at step s each rank sends its own rows to rank r+s and receives those of rank r-s
+ * (la_dist_ring_start: MPI_Isend / MPI_Irecv, one message per run of rows, so the rows leave
+ * from and arrive into the tensors themselves: no pack or unpack copy; a unit's rows are
+ * complete, and read only, from the step that received them on, and the kernel never reads
+ * a row in flight), and only the 64-row tiles the receiver reads (sp_needs: the key tiles
+ * its query tiles see, and in the backward the query tiles that see its key tiles; under a
+ * window most pairs of ranks exchange nothing). The rank computes
  * unit u while unit u+1 travels: its work on a unit is cut into pieces, and between pieces
  * it polls the ring (MPI_Testall) and posts the next step, so on a network with its own
  * DMA engine the transfer runs during the computation; time blocked waiting is counted
@@ -122,6 +127,8 @@ typedef struct {
     char *base;
     int nh, len, in_tiles;
     size_t hstride, rowbytes;
+    const uint8_t *need; /* NULL: every row travels; else need[q * nt + t] (nt: the slice's
+                            64-row tiles): 1 when rank q reads tile t of another rank */
 } sp_slice;
 
 #define SP_MAXSL 6
@@ -131,7 +138,8 @@ typedef struct {
     int nunit, u, s, busy;         /* unit and step in flight (s in 1..P-1) */
     int (*unit)(const void *arg, int u, sp_slice *sl); /* the slices of unit u; returns how many */
     const void *arg;
-    char *sbuf, *rbuf;
+    la_dist_block *blk;            /* a step's send and receive blocks (2 x nblk) */
+    int nblk;
     la_sp_stats *st;
 } sp_ring;
 
@@ -140,69 +148,71 @@ static void slice_rows(const sp_slice *sl, int P, int q, int rw[4]) {
     else la_attn_sp_rows(sl->len, P, q, rw);
 }
 
-static size_t unit_bytes(const sp_slice *sl, int n, int P, int q) {
-    size_t b = 0;
+/* Rank o's rows of the n slices that rank q reads, as blocks of the arrays themselves (per
+ * head of a slice: its two zigzag pieces, or without need the runs of needed 64-row tiles
+ * inside them) -> blk; returns their number. The sender (o) and the receiver (q) cut the
+ * same list. */
+static int unit_blocks(const sp_slice *sl, int n, int P, int o, int q, la_dist_block *blk) {
+    int m = 0;
     for (int i = 0; i < n; i++) {
-        int rw[4];
-        slice_rows(&sl[i], P, q, rw);
-        b += (size_t)sl[i].nh * (size_t)(rw[1] - rw[0] + rw[3] - rw[2]) * sl[i].rowbytes;
-    }
-    return b;
-}
-
-/* mode 0: pack rank q's rows into buf; 1: unpack them from buf; 2: zero them */
-static void unit_copy(const sp_slice *sl, int n, int P, int q, char *buf, int mode) {
-    for (int i = 0; i < n; i++) {
-        int rw[4];
-        slice_rows(&sl[i], P, q, rw);
-        for (int h = 0; h < sl[i].nh; h++)
+        int rw[4], nt = (sl[i].len + LA_BQ - 1) / LA_BQ;
+        slice_rows(&sl[i], P, o, rw);
+        for (int h = 0; h < sl[i].nh; h++) {
+            char *base = sl[i].base + (size_t)h * sl[i].hstride;
             for (int x = 0; x < 4; x += 2) {
-                size_t nb = (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes;
-                char *p = sl[i].base + (size_t)h * sl[i].hstride + (size_t)rw[x] * sl[i].rowbytes;
-                if (!nb) continue;
-                if (mode == 0) memcpy(buf, p, nb);
-                else if (mode == 1) memcpy(p, buf, nb);
-                else memset(p, 0, nb);
-                buf += mode == 2 ? 0 : nb;
+                if (!sl[i].need) {
+                    blk[m++] = (la_dist_block){base + (size_t)rw[x] * sl[i].rowbytes,
+                                               (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes};
+                    continue;
+                }
+                const uint8_t *nd = sl[i].need + (size_t)q * nt;
+                for (int t = rw[x] / LA_BQ, te = (rw[x + 1] + LA_BQ - 1) / LA_BQ; t < te;) {
+                    if (!nd[t]) { t++; continue; }
+                    int t1 = t;
+                    while (t1 < te && nd[t1]) t1++;
+                    int r0 = t * LA_BQ, r1 = t1 * LA_BQ < rw[x + 1] ? t1 * LA_BQ : rw[x + 1];
+                    blk[m++] = (la_dist_block){base + (size_t)r0 * sl[i].rowbytes,
+                                               (size_t)(r1 - r0) * sl[i].rowbytes};
+                    t = t1;
+                }
             }
+        }
     }
+    return m;
 }
 
-/* the largest block of any rank in any unit (the ring buffers' size) */
-static size_t ring_cap(const sp_ring *g) {
-    size_t cap = 0;
+/* the most blocks of one rank in any unit (the block lists' size: with need masks, which a
+ * call may set after this, a run per tile at most) */
+static int ring_nblk(const sp_ring *g) {
+    int cap = 0;
     for (int u = 0; u < g->nunit; u++) {
         sp_slice sl[SP_MAXSL];
-        int n = g->unit(g->arg, u, sl);
-        for (int q = 0; q < g->P; q++) {
-            size_t b = unit_bytes(sl, n, g->P, q);
-            cap = b > cap ? b : cap;
-        }
+        int n = g->unit(g->arg, u, sl), m = 0;
+        for (int i = 0; i < n; i++) m += sl[i].nh * (sl[i].in_tiles ? 2 : (sl[i].len + LA_BQ - 1) / LA_BQ + 2);
+        cap = m > cap ? m : cap;
     }
     return cap;
 }
 
-/* Step s of unit u: send the rows of rank r-s+1 (own at s = 1, else the ones received at
- * step s-1), receive those of rank r-s. */
+/* Step s of unit u: send this rank's rows that rank r+s reads to it, receive the rows of
+ * rank r-s that this rank reads, both in place in the unit's arrays (each rank sends its
+ * own rows straight to every other rank in P-1 steps; with need masks only what the
+ * receiver's tiles see: under a window a rank's far ranks send it nothing). */
 static la_status ring_post(sp_ring *g) {
     sp_slice sl[SP_MAXSL];
     int n = g->unit(g->arg, g->u, sl);
-    int snd = ((g->r - g->s + 1) % g->P + g->P) % g->P, rcv = ((g->r - g->s) % g->P + g->P) % g->P;
-    size_t ns = unit_bytes(sl, n, g->P, snd), nr = unit_bytes(sl, n, g->P, rcv);
-    unit_copy(sl, n, g->P, snd, g->sbuf, 0);
-    g->st->bytes_sent += (double)ns;
+    int dst = (g->r + g->s) % g->P, src = ((g->r - g->s) % g->P + g->P) % g->P;
+    la_dist_block *sb = g->blk, *rb = g->blk + g->nblk;
+    int ns = unit_blocks(sl, n, g->P, g->r, dst, sb), nr = unit_blocks(sl, n, g->P, src, g->r, rb);
+    for (int i = 0; i < ns; i++) g->st->bytes_sent += (double)sb[i].n;
     g->st->steps++;
-    LA_TRY(la_dist_ring_start(g->sbuf, ns, g->rbuf, nr));
+    LA_TRY(la_dist_ring_start(g->s, sb, ns, rb, nr));
     g->busy = 1;
     return LA_OK;
 }
 
-/* the step in flight has completed: unpack, move on, post the next step */
+/* the step in flight has completed (its rows are in place): move on, post the next step */
 static la_status ring_done(sp_ring *g) {
-    sp_slice sl[SP_MAXSL];
-    int n = g->unit(g->arg, g->u, sl);
-    int rcv = ((g->r - g->s) % g->P + g->P) % g->P;
-    unit_copy(sl, n, g->P, rcv, g->rbuf, 1);
     g->busy = 0;
     if (++g->s == g->P) g->s = 1, g->u++;
     return g->u < g->nunit ? ring_post(g) : LA_OK;
@@ -243,12 +253,20 @@ static la_status ring_need(sp_ring *g, int u) {
     return LA_OK;
 }
 
+/* The block lists of a ring over g->unit (P > 1: 2 x ring_nblk; a placeholder when alone). */
+static la_status ring_alloc(sp_ring *g, const char *what) {
+    g->nblk = g->P > 1 ? ring_nblk(g) : 0;
+    g->blk = la_malloc(sizeof(la_dist_block) * (size_t)(g->nblk ? 2 * g->nblk : 1));
+    return g->blk ? LA_OK : la_fail(LA_ENOMEM, "%s: out of memory (%d ring blocks)", what, 2 * g->nblk);
+}
+
 /* ---- units -------------------------------------------------------------------------- */
 
 typedef struct {
     const la_shape *s;
     float *q, *k, *v, *out, *row_stat, *dout;
     int bwd;
+    const uint8_t *needk, *needq; /* NULL, or (B, P, nt): the key / query tiles each rank reads */
 } sp_units;
 
 /* unit p = (b, kv head): its K and V rows; backward also q, out, dout, lse of its heads */
@@ -258,17 +276,33 @@ static int unit_slices(const void *arg, int p, sp_slice *sl) {
     const size_t D = (size_t)s->D, T = (size_t)s->T, S = (size_t)s->S;
     const int group = s->H / s->Hkv, b = p / s->Hkv, hkv = p % s->Hkv;
     const size_t h0 = (size_t)b * s->H + (size_t)hkv * group;
-    sl[0] = (sp_slice){(char *)(a->k + (size_t)p * S * D), 1, s->S, 0, S * D * 4, D * 4};
+    const int P = la_dist_size(), nt = (s->T + LA_BQ - 1) / LA_BQ;
+    const uint8_t *nk = a->needk ? a->needk + (size_t)b * P * nt : NULL;
+    const uint8_t *nq = a->needq ? a->needq + (size_t)b * P * nt : NULL;
+    sl[0] = (sp_slice){(char *)(a->k + (size_t)p * S * D), 1, s->S, 0, S * D * 4, D * 4, nk};
     sl[1] = sl[0];
     sl[1].base = (char *)(a->v + (size_t)p * S * D);
     if (!a->bwd) return 2;
-    sl[2] = (sp_slice){(char *)(a->q + h0 * T * D), group, s->T, 0, T * D * 4, D * 4};
+    sl[2] = (sp_slice){(char *)(a->q + h0 * T * D), group, s->T, 0, T * D * 4, D * 4, nq};
     sl[3] = sl[2];
     sl[3].base = (char *)(a->out + h0 * T * D);
     sl[4] = sl[2];
     sl[4].base = (char *)(a->dout + h0 * T * D);
-    sl[5] = (sp_slice){(char *)(a->row_stat + h0 * T), group, s->T, 0, T * 4, 4};
+    sl[5] = (sp_slice){(char *)(a->row_stat + h0 * T), group, s->T, 0, T * 4, 4, nq};
     return 6;
+}
+
+/* zero rank q's rows of the n slices */
+static void zero_rows(const sp_slice *sl, int n, int P, int q) {
+    for (int i = 0; i < n; i++) {
+        int rw[4];
+        slice_rows(&sl[i], P, q, rw);
+        for (int h = 0; h < sl[i].nh; h++)
+            for (int x = 0; x < 4; x += 2)
+                if (rw[x + 1] > rw[x])
+                    memset(sl[i].base + (size_t)h * sl[i].hstride + (size_t)rw[x] * sl[i].rowbytes, 0,
+                           (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes);
+    }
 }
 
 /* zero the other ranks' rows of every unit (scratch on entry; finite for the context's
@@ -278,8 +312,46 @@ static void zero_others(const sp_ring *g) {
         sp_slice sl[SP_MAXSL];
         int n = g->unit(g->arg, u, sl);
         for (int q = 0; q < g->P; q++)
-            if (q != g->r) unit_copy(sl, n, g->P, q, NULL, 2);
+            if (q != g->r) zero_rows(sl, n, g->P, q);
     }
+}
+
+/* The tiles each rank reads of the others' (T = S, so query and key tiles coincide), from
+ * the context's key-tile spans of every query tile (mask and documents): needk[(b P + q) nt
+ * + kt] = 1 when a query tile of rank q sees key tile kt of batch b (its K, V rows: the
+ * forward and the dq pass), needq[...+ qt] = 1 when query tile qt sees a key tile of rank q
+ * (its q, out, dout, lse rows: the dk, dv pass); needq may be NULL. A rank's own tiles are
+ * marked too and never travel. */
+static la_status sp_needs(const la_attn_ctx *c, int P, uint8_t **needk, uint8_t **needq) {
+    const int nt = c->nqt;
+    size_t n = (size_t)c->B * P * nt;
+    *needk = la_calloc(needq ? 2 * n : n, 1);
+    int *owner = la_malloc(sizeof(int) * (size_t)nt);
+    if (!*needk || !owner) {
+        free(*needk), free(owner);
+        *needk = NULL;
+        return la_fail(LA_ENOMEM, "sequence-parallel attention: out of memory (tile needs)");
+    }
+    if (needq) *needq = *needk + n;
+    for (int q = 0; q < P; q++) {
+        int t[4];
+        sp_tiles(nt, P, q, t);
+        for (int x = 0; x < 4; x += 2)
+            for (int i = t[x]; i < t[x + 1]; i++) owner[i] = q;
+    }
+    for (int b = 0; b < c->B; b++)
+        for (int qt = 0; qt < nt; qt++) {
+            const la_tilespan *sp = &c->qspan[(size_t)b * nt + qt];
+            const int lo[2] = {sp->a0, sp->b0}, hi[2] = {sp->a1, sp->b1};
+            uint8_t *nk = *needk + ((size_t)b * P + owner[qt]) * nt;
+            for (int x = 0; x < 2; x++)
+                for (int kt = lo[x]; kt < hi[x]; kt++) {
+                    nk[kt] = 1;
+                    if (needq) (*needq)[((size_t)b * P + owner[kt]) * nt + qt] = 1;
+                }
+        }
+    free(owner);
+    return LA_OK;
 }
 
 /* ---- item selection ---------------------------------------------------------------- */
@@ -415,11 +487,7 @@ static la_status sp_ring_init(sp_ring *g, const sp_units *u, int nunit, la_sp_st
     g->unit = unit_slices;
     g->arg = u;
     g->st = st;
-    size_t cap = g->P > 1 ? ring_cap(g) : 0;
-    g->sbuf = la_malloc(cap ? 2 * cap : 1);
-    if (!g->sbuf) return la_fail(LA_ENOMEM, "sequence-parallel attention: out of memory (ring buffers of %zu bytes)", 2 * cap);
-    g->rbuf = g->sbuf + cap;
-    return LA_OK;
+    return ring_alloc(g, "sequence-parallel attention");
 }
 
 /* the slices of a one-unit ring (gathers) */
@@ -439,19 +507,16 @@ static int fixed_slices(const void *arg, int u, sp_slice *sl) {
 static la_status gather_slices(const sp_slice *sl, int n, la_sp_stats *S) {
     sp_fixed f = {sl, n};
     sp_ring g = {.P = la_dist_size(), .r = la_dist_rank(), .nunit = 1, .unit = fixed_slices, .arg = &f, .st = S};
-    size_t cap = g.P > 1 ? ring_cap(&g) : 0;
-    la_status st = (g.sbuf = la_malloc(cap ? 2 * cap : 1)) ? LA_OK
-                   : la_fail(LA_ENOMEM, "sequence-parallel gather: out of memory (%zu bytes)", 2 * cap);
+    la_status st = ring_alloc(&g, "sequence-parallel gather");
     if ((st = la_dist_agree(st)) != LA_OK) {
-        free(g.sbuf);
+        free(g.blk);
         return st;
     }
-    g.rbuf = g.sbuf + cap;
     double t0 = omp_get_wtime();
     st = ring_begin(&g);
     if (st == LA_OK) st = ring_need(&g, 0);
     S->t_total += omp_get_wtime() - t0;
-    free(g.sbuf);
+    free(g.blk);
     return la_dist_agree(st);
 }
 
@@ -459,12 +524,12 @@ la_status la_attn_sp_gather(float *x, int n_heads, int T, int D, la_sp_stats *st
     la_sp_stats dummy;
     la_sp_stats *S = stats ? stats : &dummy;
     memset(S, 0, sizeof *S);
-    sp_slice sl = {(char *)x, n_heads, T, 0, (size_t)T * D * sizeof(float), (size_t)D * sizeof(float)};
+    sp_slice sl = {(char *)x, n_heads, T, 0, (size_t)T * D * sizeof(float), (size_t)D * sizeof(float), NULL};
     return gather_slices(&sl, 1, S);
 }
 
-la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *q, float *k, float *v,
-                             float *out, float *row_stat, const la_attn_opts *opts, la_sp_stats *stats) {
+static la_status sp_forward(const la_spec *spec, const la_shape *shape, float *q, float *k, float *v, float *out,
+                            float *row_stat, const la_attn_opts *opts, int all_kv, la_sp_stats *stats) {
     la_sp_stats dummy;
     la_sp_stats *S = stats ? stats : &dummy;
     memset(S, 0, sizeof *S);
@@ -485,13 +550,16 @@ la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *
         /* the other ranks' rows of q (never read: no item of theirs runs) and of k, v (until
          * they arrive) are zero, so that the context's finiteness checks see this rank's rows */
         zero_others(&g);
-        sp_slice qs = {(char *)q, s.B * s.H, s.T, 0, (size_t)s.T * s.D * 4, (size_t)s.D * 4};
+        sp_slice qs = {(char *)q, s.B * s.H, s.T, 0, (size_t)s.T * s.D * 4, (size_t)s.D * 4, NULL};
         for (int x = 0; x < P; x++)
-            if (x != r) unit_copy(&qs, 1, P, x, NULL, 2);
+            if (x != r) zero_rows(&qs, 1, P, x);
         st = sp_ctx(&c, spec, &s, q, k, v, opts, 0, &own);
     }
     if (st == LA_OK && !(qsel = la_malloc((size_t)s.B * s.H * c.nqt)))
         st = la_fail(LA_ENOMEM, "sequence-parallel attention: out of memory");
+    uint8_t *needk = NULL;
+    if (st == LA_OK && !all_kv && P > 1) st = sp_needs(&c, P, &needk, NULL);
+    un.needk = needk;
     if ((st = la_dist_agree(st)) == LA_OK) {
         sp_tiles(c.nqt, P, r, t);
         c.qsel = qsel;
@@ -513,11 +581,22 @@ la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *
         st = la_dist_agree(st);
     }
     free(qsel);
-    free(g.sbuf);
+    free(needk);
+    free(g.blk);
     la_workspace_free(own);
     S->t_total = omp_get_wtime() - t0;
     S->cpu_total = cpu_now() - c0;
     return st;
+}
+
+la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *q, float *k, float *v,
+                             float *out, float *row_stat, const la_attn_opts *opts, la_sp_stats *stats) {
+    return sp_forward(spec, shape, q, k, v, out, row_stat, opts, 0, stats);
+}
+
+la_status la_attn_sp_forward_all_kv(const la_spec *spec, const la_shape *shape, float *q, float *k, float *v,
+                                    float *out, float *row_stat, const la_attn_opts *opts, la_sp_stats *stats) {
+    return sp_forward(spec, shape, q, k, v, out, row_stat, opts, 1, stats);
 }
 
 la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float *q, float *k, float *v,
@@ -540,6 +619,7 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
     int P = la_dist_size(), r = la_dist_rank(), t[4];
     const int em = sp_em(spec);
     size_t nq = 0, nk = 0;
+    uint8_t *needk = NULL, *needq = NULL;
     st = sp_ring_init(&g, &un, s.B * s.Hkv, S);
     if (st == LA_OK) zero_others(&g);
     if (em) {
@@ -555,6 +635,9 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
         nq = (size_t)s.B * s.H * c.nqt, nk = (size_t)s.B * s.Hkv * c.nkt;
         if (!(sel = la_malloc(nq + nk))) st = la_fail(LA_ENOMEM, "sequence-parallel attention: out of memory");
     }
+    /* softmax and sigmoid rows: only the tiles a rank reads travel (d sinks reads every row) */
+    if (st == LA_OK && !em && P > 1 && !(opts && opts->dsinks)) st = sp_needs(&c, P, &needk, &needq);
+    un.needk = needk, un.needq = needq;
     if ((st = la_dist_agree(st)) != LA_OK) goto out;
     sp_tiles(c.nqt, P, r, t);
     c.qsel = sel, c.ksel = sel + nq;
@@ -588,7 +671,7 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
         st = sp_bwd(&c, out, row_stat, dout, dq, dk, dv);
         S->t_compute += omp_get_wtime() - tc;
         if ((st = la_dist_agree(st)) == LA_OK) {
-            sp_slice ds = {(char *)c.rowbuf, s.B * s.H, s.T, 0, (size_t)s.T * sizeof(float), sizeof(float)};
+            sp_slice ds = {(char *)c.rowbuf, s.B * s.H, s.T, 0, (size_t)s.T * sizeof(float), sizeof(float), NULL};
             st = gather_slices(&ds, 1, S);
         }
         if (st == LA_OK) {
@@ -605,7 +688,7 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
      * (softmax without logn: zero, written by the kernel) */
     if (opts && opts->dlogn_s && (em || spec->xform == LA_XF_LOGN)) {
         if (P > 1) {
-            sp_slice ps = {(char *)c.part, s.B * s.H, c.nqt, 1, (size_t)c.nqt * sizeof(double), sizeof(double)};
+            sp_slice ps = {(char *)c.part, s.B * s.H, c.nqt, 1, (size_t)c.nqt * sizeof(double), sizeof(double), NULL};
             st = gather_slices(&ps, 1, S);
         }
         if (st == LA_OK) la_sum_parts(&c, opts->dlogn_s);
@@ -614,7 +697,8 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
     if (st == LA_OK && opts && opts->dsinks) sp_dsinks(&c, out, row_stat, dout, opts->dsinks);
 out:
     free(sel);
-    free(g.sbuf);
+    free(needk); /* needq lies in the same block */
+    free(g.blk);
     la_workspace_free(own);
     S->t_total = omp_get_wtime() - t0;
     S->cpu_total = cpu_now() - c0;

@@ -31,9 +31,10 @@
  * process, compute and the rows a rank owns O(T / P). See docs/mpi.md.
  *
  * Overlap: K/V (backward: and the query-side rows) travel one (batch, kv head) pair at a
- * time around the ring (P - 1 steps of MPI_Isend/MPI_Irecv per pair, each rank forwarding
- * what it received); the rank computes pair p while pair p+1 travels, progressing the ring
- * between pieces of its computation.
+ * time (P - 1 steps of MPI_Isend/MPI_Irecv per pair: at step s each rank sends its own rows
+ * to rank r+s and receives those of rank r-s, only the 64-row tiles the receiver reads, so
+ * under a window a rank exchanges with its neighbours only); the rank computes pair p while
+ * pair p+1 travels, progressing the exchange between pieces of its computation.
  *
  * Every function is collective over the current group. Errors (every rank returns the same
  * one, naming the first failing rank: la_dist_agree): LA_EINVAL for key_mass (not
@@ -60,14 +61,21 @@ typedef struct {
     int steps;            /* ring steps */
 } la_sp_stats;
 
-/* Forward: on entry this rank's rows of q and of k, v; on return k and v hold every rank's
- * rows, and out, row_stat (and opts->row_entropy, row_support) this rank's rows.
- * opts->doc_ids (B, S) and logn_s (H) are the full arrays on every rank. stats may be NULL. */
+/* Forward: on entry this rank's rows of q and of k, v; on return k and v hold the rows this
+ * rank's queries see (whole 64-row tiles of the other ranks; under a window or sinks mask
+ * not every rank's: the others stay zero), and out, row_stat (and opts->row_entropy,
+ * row_support) this rank's rows. opts->doc_ids (B, S) and logn_s (H) are the full arrays on
+ * every rank. stats may be NULL. la_attn_sp_forward_all_kv: the same, and k, v return with
+ * every rank's rows (a KV cache filled by a prefill). */
 la_status la_attn_sp_forward(const la_spec *spec, const la_shape *shape, float *q, float *k, float *v,
                              float *out, float *row_stat, const la_attn_opts *opts, la_sp_stats *stats);
+la_status la_attn_sp_forward_all_kv(const la_spec *spec, const la_shape *shape, float *q, float *k, float *v,
+                                    float *out, float *row_stat, const la_attn_opts *opts, la_sp_stats *stats);
 
 /* Backward: on entry this rank's rows of q, k, v, out, row_stat, dout (the forward's rows);
- * on return q, out, row_stat, dout, k, v hold every rank's rows, dq this rank's query rows,
+ * on return q, out, row_stat, dout, k, v hold the rows this rank read (softmax and sigmoid
+ * rows: the key tiles its queries see and the query tiles that see its keys; the entmax
+ * family and a learned sink's opts->dsinks: every rank's rows), dq this rank's query rows,
  * dk, dv this rank's key rows, and opts->dlogn_s (logn) the full gradient on every rank. */
 la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float *q, float *k, float *v,
                               float *out, float *row_stat, float *dout, float *dq, float *dk, float *dv,
@@ -75,6 +83,16 @@ la_status la_attn_sp_backward(const la_spec *spec, const la_shape *shape, float 
 
 /* Fill the other ranks' rows of x (n_heads, T, D) (x: every rank's own rows on entry). */
 la_status la_attn_sp_gather(float *x, int n_heads, int T, int D, la_sp_stats *stats);
+
+/* ASEntmax's beta, gamma (la_asentmax_params_forward) of rows [n0, n1) of the B*T only (row n:
+ * token n % T of sequence n / T; the other rows of beta, gamma are not written): each element
+ * comes from its own row, so a rank that computes its rows this way writes the bits of one
+ * call over all rows (sequence-parallel training: the rank's rows, then la_attn_sp_gather).
+ * Errors: those of la_asentmax_params_forward; LA_EINVAL for rows outside [0, B*T). */
+la_status la_asentmax_params_forward_rows(const float *x, int B, int T, int C, int H, const float *w_beta,
+                                          const float *b_beta, const float *w_gamma, const float *b_gamma,
+                                          double gamma_range, float *beta, float *gamma, int64_t n0,
+                                          int64_t n1);
 
 /* The computation of rank r of P alone, on complete inputs (no communication): out and
  * row_stat of its rows (forward), or dq of its rows, dk, dv of its key rows and the

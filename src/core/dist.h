@@ -65,15 +65,27 @@ la_status la_dist_bcast(void *buf, size_t n, int root);
 void la_dist_barrier(void);
 
 /* Ring exchange (sequence parallelism, src/attn/ring.c), non-blocking so that the caller
- * computes while it runs: la_dist_ring_start posts a send of n_send bytes to the next rank
- * ((rank + 1) % size) and a receive of n_recv bytes from the previous one
- * ((rank - 1 + size) % size); la_dist_ring_test progresses them (*done = 1 once both
- * completed) and la_dist_ring_wait waits for both. One exchange in flight per process;
- * buffers must stay untouched until it completed. Every rank of the group calls them in
- * the same order (the exchange is matched by order, like a collective). One process: the
- * ring is the process itself (recv gets a copy of send). Errors: LA_EINVAL (more than
- * INT_MAX bytes, or an exchange already in flight / none to wait for), LA_EIO. */
-la_status la_dist_ring_start(const void *send, size_t n_send, void *recv, size_t n_recv);
+ * computes while it runs: la_dist_ring_start posts sends of the n_send blocks send[] to the
+ * rank `shift` ahead ((rank + shift) % size) and receives from the rank `shift` behind
+ * ((rank - shift) % size) into the n_recv blocks recv[]: the blocks are rows inside the
+ * caller's arrays, each sent as its own contiguous message, so the rows go from and into
+ * those arrays without a pack or unpack copy of ours. The receiver's list must be cut like
+ * the sender's (the same block sizes in the same order, empty blocks skipped on both sides):
+ * block i of one rank's send lands in block i of the receive of the rank shift ahead; either
+ * list may be empty (nothing posted for it). la_dist_ring_test progresses them (*done = 1
+ * once all completed) and la_dist_ring_wait waits for all. One exchange in flight per
+ * process; the blocks must stay untouched until it completed (the send blocks may be read).
+ * Every rank of the group calls them in the same order with the same shift (the exchange
+ * is matched by order, like a collective). One process: the ring is the process itself
+ * (the send blocks' bytes, in order, are copied into the receive blocks, however each list
+ * is cut). Errors: LA_EINVAL (a block of more than INT_MAX bytes, different byte counts on
+ * one process, or an exchange already in flight), LA_ENOMEM, LA_EIO. */
+typedef struct {
+    void *p;  /* first byte of the block */
+    size_t n; /* its bytes (0: skipped) */
+} la_dist_block;
+la_status la_dist_ring_start(int shift, const la_dist_block *send, int n_send, const la_dist_block *recv,
+                             int n_recv);
 la_status la_dist_ring_test(int *done);
 la_status la_dist_ring_wait(void);
 /* Bytes this process has sent to another rank through the ring since it started (not

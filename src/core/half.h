@@ -59,9 +59,9 @@ void la_round_f16(float *x, size_t n);
 
 /* exp for the kernels: x = n ln2 + r, |r| <= ln2/2 (ln2 split in two for an exact
  * reduction), a Taylor polynomial of degree 7 in r (relative error < 1e-8 before rounding),
- * scaled by 2^n. The constants are shared by every vector implementation (attn/tile.c's
- * AVX-512 la_exp_sub and la_exp_sub_f32's AVX2 path below) so the ISAs compute the same
- * formula. */
+ * scaled by 2^n. The constants are shared by every vector implementation (attn/tile_rows.c's
+ * la_exp_sub, AVX-512 and AVX2, and la_exp_sub_f32's AVX2 path below) so the ISAs compute the
+ * same formula. */
 #define LA_EXP_LOG2E 1.44269504088896341f
 #define LA_EXP_LN2_HI 0.693359375f
 #define LA_EXP_LN2_LO (-2.12194440e-4f)

@@ -43,9 +43,22 @@ la_status la_attn_layer_forward(const attn_dims *d, const attn_weights *w, attn_
         la_mm_forward(tm, a->k_raw, x, w->wk, N, C, K * D, 0);           // A2: k = a Wk^T
         la_mm_forward(tm, a->v_raw, x, w->wv, N, C, K * D, 0);           // A3: v = a Wv^T
     }
-    if (d->spec->norm == LA_NORM_ASENTMAX)  // A4: ASEntmax beta, gamma (B, H, T), entmax work's layer
+    if (d->spec->norm == LA_NORM_ASENTMAX && d->sp) {  // A4 over the ranks: this rank's rows, then
+        // every rank's (the ring scales every query row with them; the backward's weight
+        // gradients sum over all rows); each element comes from its own row: one process's bits
+        for (int i = 0; i < 2 * B; i++) {
+            int n0, n = la_sp_range(d->sp, i, &n0);
+            if (n > 0)
+                LA_TRY(la_asentmax_params_forward_rows(x, B, T, C, H, w->as_wb, w->as_bb, w->as_wg, w->as_bg,
+                                                       d->spec->as_gamma_range, a->as_beta, a->as_gamma, n0,
+                                                       n0 + n));
+        }
+        float *full[] = {a->as_beta, a->as_gamma};
+        LA_TRY(la_sp_gather_all(2, full, (int[]){B * H, B * H}, T, (int[]){1, 1}));
+    } else if (d->spec->norm == LA_NORM_ASENTMAX) {  // A4: ASEntmax beta, gamma (B, H, T), entmax work's layer
         LA_TRY(la_asentmax_params_forward(x, B, T, C, H, w->as_wb, w->as_bb, w->as_wg, w->as_bg,
                                           d->spec->as_gamma_range, a->as_beta, a->as_gamma));
+    }
     la_qknorm_forward(a->qh, a->q_rstd, a->q_raw, w->q_norm_g, B, T, H, D);  // A5: QK-norm q
     la_qknorm_forward(a->kh, a->k_rstd, a->k_raw, w->k_norm_g, B, T, K, D);  // A6: QK-norm k
     la_permute_bthd_to_bhtd(a->vh, a->v_raw, B, T, K, D);                    // A7: v layout
@@ -131,6 +144,10 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
         float *full[] = {sc->dqh, sc->dkh, sc->dvh, a->q_raw, a->q_rstd, a->k_raw, a->k_rstd, (float *)x};
         s = la_sp_gather_all(8, full, (int[]){B * H, B * K, B * K, B, B, B, B, B}, T,
                              (int[]){D, D, D, H * D, H, K * D, K, C});
+        if (s == LA_OK && asent) {  // A4's inputs: d beta, d gamma of this rank's query rows (the ring's)
+            float *dp[] = {sc->dbeta, sc->dgamma};
+            s = la_sp_gather_all(2, dp, (int[]){B * H, B * H}, T, (int[]){1, 1});
+        }
     }
     *d->t_attn += omp_get_wtime() - t0;
     LA_PROF_LAP(LA_PROF_ATTN);
@@ -152,7 +169,10 @@ la_status la_attn_layer_backward(const attn_dims *d, const attn_weights *w, attn
         la_mm_dx_rows(sp, tm, dx, sc->dk_raw, w->wk, C, K * D, 1);
         la_mm_dx_rows(sp, tm, dx, sc->dv_raw, w->wv, C, K * D, 1);
     }
-    if (asent)  // A4: dx += through beta, gamma; their weights' gradients accumulate
+    /* A4: dx += through beta, gamma; their weights' gradients accumulate (sp: over every rank's
+     * rows, from complete x, beta, gamma, d beta, d gamma, as one process; dx of the other
+     * rows is scratch that the block's gather overwrites) */
+    if (asent)
         LA_TRY(la_asentmax_params_backward(x, B, T, C, H, w->as_wb, w->as_wg,
                                            d->spec->as_gamma_range, a->as_beta, a->as_gamma,
                                            sc->dbeta, sc->dgamma, dx, g->as_wb, g->as_bb,

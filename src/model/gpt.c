@@ -656,9 +656,6 @@ static la_status sp_begin(la_model *m, int B, int T) {
         st = la_fail(LA_EINVAL, "seq_parallel %d: a sequence of %d tokens is too short to split over %d ranks (each "
                      "holds 2 of its 2 x %d pieces of whole 64-token tiles); use a sequence length of at least %d, "
                      "or a smaller seq_parallel", P, T, P, P, min_T);
-    else if (m->asent)
-        st = la_fail(LA_EINVAL, "seq_parallel %d: the spec %s uses ASEntmax, whose beta/gamma layer is not split "
-                     "over the ranks; train it with seq_parallel 1", P, m->cfg.spec);
     LA_TRY(la_dist_agree(st));
     m->sp = (la_sp_part){.P = P, .r = r, .B = B, .T = T};
     la_attn_sp_rows(T, P, r, m->sp.rows);

@@ -779,8 +779,10 @@ static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, cons
     op.sinks = w->sinks; /* (H) or NULL: gpt-oss's learned sink logits, as block() */
     la_shape sh = {.B = 1, .H = H, .Hkv = K, .T = T, .S = T, .D = D, .pos0 = 0};
     double t0 = omp_get_wtime();
-    /* the ring: every rank receives every k, v row; att (H, T, D) this rank's rows */
-    LA_TRY(la_attn_sp_forward(&m->spec, &sh, m->qh, m->kh, m->vh, m->att, row_stat, &op, NULL));
+    /* the ring: att (H, T, D) this rank's rows; k, v the rows its queries see, or (a cache
+     * to fill) every rank's */
+    LA_TRY(keep ? la_attn_sp_forward_all_kv(&m->spec, &sh, m->qh, m->kh, m->vh, m->att, row_stat, &op, NULL)
+                : la_attn_sp_forward(&m->spec, &sh, m->qh, m->kh, m->vh, m->att, row_stat, &op, NULL));
     m->t_attn += omp_get_wtime() - t0;
     if (keep) LA_TRY(keep->append(keep->ctx, l, m->kh, m->vh, T)); /* kh, vh (K, T, D): every rank's rows now */
     la_permute_bhtd_to_bthd(m->y, m->att, 1, T, H, D);  // (T, H*D)
