@@ -468,6 +468,20 @@ size_t la_prep_stride(const la_attn_ctx *c, int with_v) {
     return (size_t)(with_v ? 2 : 1) * c->nkt * (size_t)c->D * LA_BK;
 }
 
+/* 1 when a (b, hkv) pair has a selected query item (always without c->qsel). Under the
+ * ring (ring.c) only the pair whose rows have arrived is selected: the others' k and v
+ * rows may still be the buffers of pending receives, which MPI forbids reading. */
+static int pair_selected(const la_attn_ctx *c, int pr) {
+    if (!c->qsel) return 1;
+    const int b = pr / c->Hkv, hkv = pr % c->Hkv;
+    for (int h = hkv * c->group; h < (hkv + 1) * c->group; h++) {
+        const uint8_t *q = c->qsel + ((size_t)b * c->H + h) * c->nqt;
+        for (int qt = 0; qt < c->nqt; qt++)
+            if (q[qt]) return 1;
+    }
+    return 0;
+}
+
 void la_prep_pairs_for(const la_attn_ctx *c, int p0, int n, int with_v) {
     const int D = c->D;
     size_t tile = (size_t)D * LA_BK, stride = la_prep_stride(c, with_v);
@@ -475,6 +489,7 @@ void la_prep_pairs_for(const la_attn_ctx *c, int p0, int n, int with_v) {
 #pragma omp for schedule(static)
     for (int t = 0; t < n * c->nkt; t++) {
         int pr = p0 + t / c->nkt, kt = t % c->nkt;
+        if (!pair_selected(c, pr)) continue; /* no item of this pair runs: its tiles are not read */
         int b = pr / c->Hkv, hkv = pr % c->Hkv;
         int j0 = kt * LA_BK, nc = c->S - j0 < LA_BK ? c->S - j0 : LA_BK;
         float *dst = c->prep + (size_t)(pr - p0) * stride + (size_t)kt * tile;
