@@ -14,6 +14,7 @@
  *   - the generic loops (la_*_generic): expf and sequential sums, a few ulp from the vector
  *     paths per element (the test states the bound). */
 #include "attn/attn_internal.h"
+#include "core/exp_avx2.h"
 #include "core/half.h"
 
 #include <math.h>
@@ -265,18 +266,7 @@ static inline AVX2_FN __m256 exp8(__m256 xv, __m256 vm) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
     const __m256 live = _mm256_cmp_ps(xv, ninf, _CMP_NEQ_UQ);
     const __m256 t = _mm256_max_ps(_mm256_sub_ps(xv, vm), _mm256_set1_ps(-104.0f));
-    const __m256 nn = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(LA_EXP_LOG2E)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(LA_EXP_LN2_HI), t);
-    r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(LA_EXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(LA_EXP_C7);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C5));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 nn, p = la_exp_poly8(t, &nn);
     const __m256 n1 = _mm256_min_ps(_mm256_max_ps(nn, _mm256_set1_ps(-64.0f)), _mm256_set1_ps(64.0f));
     const __m256 n2 = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(nn, n1), _mm256_set1_ps(-126.0f)),
                                     _mm256_set1_ps(127.0f));

@@ -12,6 +12,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define LA_X86 1
+#include "core/exp_avx2.h"
 #endif
 
 /* ---- CPU detection ---- */
@@ -257,18 +258,7 @@ __attribute__((target("avx2,fma"))) static float exp_sub_avx2(const float *x, fl
         __m256 t = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
         __m256 keep = _mm256_cmp_ps(t, lo, _CMP_GE_OQ); /* below: 2^n is no normal float */
         t = _mm256_max_ps(t, lo);
-        __m256 nn = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(LA_EXP_LOG2E)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(LA_EXP_LN2_HI), t);
-        r = _mm256_fnmadd_ps(nn, _mm256_set1_ps(LA_EXP_LN2_LO), r);
-        __m256 p = _mm256_set1_ps(LA_EXP_C7);
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C6));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C5));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C4));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C3));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(LA_EXP_C2));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+        __m256 nn, p = la_exp_poly8(t, &nn);
         /* 2^n for n in [-126, 127]: the exponent field built directly */
         __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
         p = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
