@@ -531,6 +531,14 @@ static float emu_exp_lane(float x, float mx) {
     q = fmaf(q, r, LA_EXP_C3), q = fmaf(q, r, LA_EXP_C2), q = fmaf(q, r, 1.0f), q = fmaf(q, r, 1.0f);
     return ldexpf(q, (int)nn); /* one rounding, also to a subnormal */
 }
+/* sigmoid(l + b) lane: t = -(l + b) clamped to [-104, 104] (maxps, then minps), exp(t) as
+ * above, 1 / (1 + e) */
+static float emu_sigmoid_lane(float l, float b) {
+    if (l == -INFINITY) return 0.0f;
+    float t = emu_max(-(l + b), -104.0f);
+    t = t < 104.0f ? t : 104.0f;
+    return 1.0f / (1.0f + emu_exp_lane(t, 0.0f));
+}
 static float emu_exp_sub(const float *x, float mx, float *y, int n) {
     float acc[16] = {0};
     for (int i = 0; i < n; i++) y[i] = emu_exp_lane(x[i], mx), acc[i % 16] = acc[i % 16] + y[i];
@@ -547,7 +555,7 @@ static void test_row_helpers_isa(void **state) {
     la_rng_seed(&r, 4242);
     enum { NMAX = 150 };
     float x[NMAX], a[NMAX], L[NMAX], y1[NMAX], y2[NMAX];
-    double worst_exp = 0, worst_sum = 0;
+    double worst_exp = 0, worst_sum = 0, worst_sig = 0;
     long compared = 0;
     for (int t = 0; t < 3000; t++) {
         const int n = 1 + (int)(la_rng_u64(&r) % NMAX);
@@ -568,6 +576,26 @@ static void test_row_helpers_isa(void **state) {
             if (ref > 1e-37) worst_exp = fmax(worst_exp, fabs(y1[i] - ref) / ref);
             assert_true(fabs(y1[i] - ref) <= 2e-7 * ref + 1.5e-45); /* either path: 2 ulp, 1 subnormal ulp */
         }
+        /* sigmoid rows (sigmoid attention): logits from -140 to +140 around the bias, so that
+         * both saturations (p = 0 exactly past the overflow of exp, p = 1) are crossed; both
+         * paths within 3 ulp of float64 (exp's 2 ulp, then the sum and the quotient round), and
+         * below the smallest normal float (1.2e-38, l + b < -87.3) 0 or subnormal: e^-(l + b)
+         * overflows there in both */
+        const float sb = kind == 2 ? -8.0f : 0.5f;
+        float sl[NMAX], q1[NMAX], q2[NMAX];
+        for (int i = 0; i < n; i++) sl[i] = x[i] == -INFINITY ? x[i] : kind == 0 ? 140.0f + 2.3f * x[i] : 3.0f * x[i];
+        la_sigmoid_row(sl, sb, q1, n), la_sigmoid_row_generic(sl, sb, q2, n);
+        for (int i = 0; i < n; i++) {
+            double ref = sl[i] == -INFINITY ? 0.0 : 1.0 / (1.0 + exp(-(double)(sl[i] + sb)));
+            if (ref > 1e-37) worst_sig = fmax(worst_sig, fabs(q1[i] - ref) / ref);
+            assert_true(fabs(q1[i] - ref) <= 3.6e-7 * ref + 1.2e-38);
+            assert_true(fabs(q2[i] - ref) <= 3.6e-7 * ref + 1.2e-38);
+            if (vec) {
+                const float e = emu_sigmoid_lane(sl[i], sb);
+                assert_memory_equal(&q1[i], &e, sizeof e);
+            }
+        }
+        compared += n;
         if (sg > 0) worst_sum = fmax(worst_sum, fabs(s1 - sg) / sg);
         assert_true(fabs(s1 - sg) <= 1e-5 * sg + 1e-44);
         if (vec) {
@@ -618,8 +646,8 @@ static void test_row_helpers_isa(void **state) {
             assert_memory_equal(t1, t2, sizeof(float) * (size_t)D * 64);
         }
     free(src), free(t1), free(t2);
-    printf("  row helpers (%s): %ld values; exp max relative error %.2e, sum vs generic %.2e\n",
-           vec ? "vector path bitwise its scalar emulation" : "generic", compared, worst_exp, worst_sum);
+    printf("  row helpers (%s): %ld values; exp max relative error %.2e, sigmoid %.2e, sum vs generic %.2e\n",
+           vec ? "vector path bitwise its scalar emulation" : "generic", compared, worst_exp, worst_sig, worst_sum);
 }
 
 int main(void) {

@@ -382,6 +382,9 @@ float la_row_dot_live(const float *a, const float *b, const float *L, int n);
 
 /* exp(x) for x <= ~88 in float, vectorisable, exact 0 below -87.3 (and for -inf). */
 float la_exp_sub(const float *x, float mx, float *y, int n); /* returns sum of y */
+/* p = sigmoid(l + b) of a row (sigmoid attention), exactly 0 where l = -inf and where
+ * l + b < -104; the exp of la_exp_sub (vector paths), libm's expf (generic). */
+void la_sigmoid_row(const float *l, float b, float *p, int n);
 /* The portable loops of the helpers above (tile_rows.c): what LA_PORTABLE=1 and a CPU
  * without AVX2 + FMA run; the tests compare both paths. */
 void la_transpose_generic(const float *src, int n, int D, int lds, float *dst, int ldd);
@@ -390,6 +393,7 @@ float la_row_sum_generic(const float *x, int n);
 float la_row_plogit_generic(const float *P, const float *L, float mx, int n);
 float la_row_dot_live_generic(const float *a, const float *b, const float *L, int n);
 float la_exp_sub_generic(const float *x, float mx, float *y, int n);
+void la_sigmoid_row_generic(const float *l, float b, float *p, int n);
 
 /* ---- sigmoid attention and sinks (sigmoid.c, issue 31) ---------------------------- */
 /* Bias of row rv under sigmoid attention: c->sig_b, or -ln(n_q) for sigmoid-logn. */

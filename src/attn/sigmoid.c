@@ -39,9 +39,7 @@ void la_sigmoid_probs(const void *arg, const la_rowvis *rows, const float *L, in
     for (int r = 0; r < nr; r++) {
         const float *l = L + (size_t)r * LA_BK;
         float *p = P + (size_t)r * LA_BK;
-        const float b = la_sigmoid_bias(c, &rows[r]);
-        /* 1 / (1 + e^-(l + b)): e^ overflows to inf for l + b < -88, giving exactly 0 */
-        for (int x = 0; x < nc; x++) p[x] = l[x] == -INFINITY ? 0.0f : 1.0f / (1.0f + expf(-(l[x] + b)));
+        la_sigmoid_row(l, la_sigmoid_bias(c, &rows[r]), p, nc);
     }
 }
 

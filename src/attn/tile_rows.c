@@ -81,6 +81,11 @@ float la_exp_sub_generic(const float *x, float mx, float *y, int n) {
     return sum;
 }
 
+void la_sigmoid_row_generic(const float *l, float b, float *p, int n) {
+    /* e^ overflows to inf for l + b < -88, giving exactly 0 */
+    for (int x = 0; x < n; x++) p[x] = l[x] == -INFINITY ? 0.0f : 1.0f / (1.0f + expf(-(l[x] + b)));
+}
+
 static int nz_cols_generic(const float *p, int x, int n, int32_t *idx, int k) {
     for (; x < n; x++)
         if (p[x] != 0.0f) idx[k++] = x;
@@ -262,10 +267,7 @@ static AVX2_FN float row_plogit_avx2(const float *P, const float *L, float mx, i
 /* exp(x - mx) of one half, as the AVX-512 loop below computes it per lane; 2^n (scalef)
  * as p 2^n1 2^n2 with n1 = clamp(n, -64, 64): the first product is exact (p in [0.7, 1.5),
  * a normal result), the second rounds once, as scalef does, also to a subnormal or to inf */
-static inline AVX2_FN __m256 exp8(__m256 xv, __m256 vm) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    const __m256 live = _mm256_cmp_ps(xv, ninf, _CMP_NEQ_UQ);
-    const __m256 t = _mm256_max_ps(_mm256_sub_ps(xv, vm), _mm256_set1_ps(-104.0f));
+static inline AVX2_FN __m256 exp8_t(__m256 t) {
     __m256 nn, p = la_exp_poly8(t, &nn);
     const __m256 n1 = _mm256_min_ps(_mm256_max_ps(nn, _mm256_set1_ps(-64.0f)), _mm256_set1_ps(64.0f));
     const __m256 n2 = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(nn, n1), _mm256_set1_ps(-126.0f)),
@@ -273,8 +275,21 @@ static inline AVX2_FN __m256 exp8(__m256 xv, __m256 vm) {
     const __m256i bias = _mm256_set1_epi32(127);
     const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n1), bias), 23));
     const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n2), bias), 23));
-    p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-    return _mm256_and_ps(p, live);
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+static inline AVX2_FN __m256 exp8(__m256 xv, __m256 vm) {
+    const __m256 live = _mm256_cmp_ps(xv, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ);
+    const __m256 t = _mm256_max_ps(_mm256_sub_ps(xv, vm), _mm256_set1_ps(-104.0f));
+    return _mm256_and_ps(exp8_t(t), live);
+}
+/* sigmoid(l + b) = 1 / (1 + exp(t)), t = -(l + b) clamped to [-104, 104] (exp(104) is inf in
+ * float: p = 0; exp(-104) is 0: p = 1), as la_sigmoid_row's AVX-512 loop per lane */
+static inline AVX2_FN __m256 sigmoid8(__m256 lv, __m256 vb) {
+    const __m256 live = _mm256_cmp_ps(lv, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ);
+    __m256 t = _mm256_xor_ps(_mm256_add_ps(lv, vb), _mm256_set1_ps(-0.0f));
+    t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(104.0f));
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_and_ps(_mm256_div_ps(one, _mm256_add_ps(one, exp8_t(t))), live);
 }
 
 static AVX2_FN float exp_sub_avx2(const float *x, float mx, float *y, int n) {
@@ -292,6 +307,20 @@ static AVX2_FN float exp_sub_avx2(const float *x, float mx, float *y, int n) {
         }
     }
     return reduce_add16(acc);
+}
+
+static AVX2_FN void sigmoid_row_avx2(const float *l, float b, float *p, int n) {
+    const __m256 vb = _mm256_set1_ps(b), ninf = _mm256_set1_ps(-INFINITY);
+    for (int i = 0; i < n; i += 16) {
+        v16 lv = load16(l + i, n - i, ninf);
+        __m256 plo = sigmoid8(lv.lo, vb), phi = sigmoid8(lv.hi, vb);
+        if (n - i >= 16) {
+            _mm256_storeu_ps(p + i, plo), _mm256_storeu_ps(p + i + 8, phi);
+        } else {
+            m16 k = tail_mask(n - i);
+            _mm256_maskstore_ps(p + i, k.lo, plo), _mm256_maskstore_ps(p + i + 8, k.hi, phi);
+        }
+    }
 }
 
 static AVX2_FN int nz_cols_avx2(const float *p, int n, int32_t *idx, int *k) {
@@ -440,6 +469,45 @@ float la_exp_sub(const float *x, float mx, float *y, int n) {
     if (use_avx2()) return exp_sub_avx2(x, mx, y, n);
 #endif
     return la_exp_sub_generic(x, mx, y, n);
+#endif
+}
+
+/* p = sigmoid(l + b) = 1 / (1 + exp(t)), t = -(l + b) clamped to [-104, 104], exp as in
+ * la_exp_sub (polynomial, scalef: exp(104) = inf gives p = 0 exactly); 0 where l = -inf. */
+void la_sigmoid_row(const float *l, float b, float *p, int n) {
+#ifdef __AVX512F__
+    const __m512 vb = _mm512_set1_ps(b), ninf = _mm512_set1_ps(-INFINITY), one = _mm512_set1_ps(1.0f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    const __m512 l2e = _mm512_set1_ps(LA_EXP_LOG2E);
+    const __m512 ln2h = _mm512_set1_ps(LA_EXP_LN2_HI), ln2l = _mm512_set1_ps(LA_EXP_LN2_LO);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 k = tail16(n - i);
+        __m512 lv = _mm512_mask_loadu_ps(ninf, k, l + i);
+        __mmask16 live = _mm512_cmp_ps_mask(lv, ninf, _CMP_NEQ_UQ);
+        __m512 t = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_add_ps(lv, vb)), sign));
+        t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(104.0f));
+        __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(t, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512 r = _mm512_fnmadd_ps(nn, ln2h, t);
+        r = _mm512_fnmadd_ps(nn, ln2l, r);
+        __m512 q = _mm512_set1_ps(LA_EXP_C7);
+        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C6));
+        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C5));
+        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C4));
+        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C3));
+        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C2));
+        q = _mm512_fmadd_ps(q, r, one);
+        q = _mm512_fmadd_ps(q, r, one);
+        q = _mm512_scalef_ps(q, nn);
+        _mm512_mask_storeu_ps(p + i, k, _mm512_maskz_mov_ps(live, _mm512_div_ps(one, _mm512_add_ps(one, q))));
+    }
+#else
+#ifdef LA_ROWS_AVX2
+    if (use_avx2()) {
+        sigmoid_row_avx2(l, b, p, n);
+        return;
+    }
+#endif
+    la_sigmoid_row_generic(l, b, p, n);
 #endif
 }
 
