@@ -127,6 +127,25 @@ static inline void tr16x16(const float *src, size_t lds, float *dst, size_t ldd)
 }
 
 static inline __mmask16 tail16(int m) { return m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << m) - 1); }
+
+/* exp(t) of 16 lanes: t = n ln2 + r (ln2 in two parts), the degree-7 polynomial in r
+ * (core/half.h's LA_EXP_*, Horner by fused multiply-adds), then scalef by 2^n (one rounding:
+ * gradual underflow, inf past 88.7) */
+static inline __m512 exp16_t(__m512 t) {
+    __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(LA_EXP_LOG2E)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(nn, _mm512_set1_ps(LA_EXP_LN2_HI), t);
+    r = _mm512_fnmadd_ps(nn, _mm512_set1_ps(LA_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(LA_EXP_C7);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, nn);
+}
 #endif
 
 /* ---- AVX2 + FMA (run time): 16 lanes as two halves ------------------------------------- */
@@ -438,28 +457,13 @@ float la_row_plogit(const float *P, const float *L, float mx, int n) {
 float la_exp_sub(const float *x, float mx, float *y, int n) {
 #ifdef __AVX512F__
     const __m512 vm = _mm512_set1_ps(mx), lo = _mm512_set1_ps(-104.0f);
-    const __m512 l2e = _mm512_set1_ps(LA_EXP_LOG2E);
-    const __m512 ln2h = _mm512_set1_ps(LA_EXP_LN2_HI), ln2l = _mm512_set1_ps(LA_EXP_LN2_LO);
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
         __mmask16 k = tail16(n - i);
         __m512 xv = _mm512_mask_loadu_ps(ninf, k, x + i);
         __mmask16 live = _mm512_cmp_ps_mask(xv, ninf, _CMP_NEQ_UQ);
-        __m512 t = _mm512_max_ps(_mm512_sub_ps(xv, vm), lo);
-        __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(t, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fnmadd_ps(nn, ln2h, t);
-        r = _mm512_fnmadd_ps(nn, ln2l, r);
-        __m512 p = _mm512_set1_ps(LA_EXP_C7);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C6));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C5));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C4));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C3));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(LA_EXP_C2));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-        p = _mm512_scalef_ps(p, nn);
-        p = _mm512_maskz_mov_ps(live, p);
+        __m512 p = _mm512_maskz_mov_ps(live, exp16_t(_mm512_max_ps(_mm512_sub_ps(xv, vm), lo)));
         acc = _mm512_add_ps(acc, p);
         _mm512_mask_storeu_ps(y + i, k, p);
     }
@@ -478,26 +482,13 @@ void la_sigmoid_row(const float *l, float b, float *p, int n) {
 #ifdef __AVX512F__
     const __m512 vb = _mm512_set1_ps(b), ninf = _mm512_set1_ps(-INFINITY), one = _mm512_set1_ps(1.0f);
     const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
-    const __m512 l2e = _mm512_set1_ps(LA_EXP_LOG2E);
-    const __m512 ln2h = _mm512_set1_ps(LA_EXP_LN2_HI), ln2l = _mm512_set1_ps(LA_EXP_LN2_LO);
     for (int i = 0; i < n; i += 16) {
         __mmask16 k = tail16(n - i);
         __m512 lv = _mm512_mask_loadu_ps(ninf, k, l + i);
         __mmask16 live = _mm512_cmp_ps_mask(lv, ninf, _CMP_NEQ_UQ);
         __m512 t = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_add_ps(lv, vb)), sign));
         t = _mm512_min_ps(_mm512_max_ps(t, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(104.0f));
-        __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(t, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fnmadd_ps(nn, ln2h, t);
-        r = _mm512_fnmadd_ps(nn, ln2l, r);
-        __m512 q = _mm512_set1_ps(LA_EXP_C7);
-        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C6));
-        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C5));
-        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C4));
-        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C3));
-        q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(LA_EXP_C2));
-        q = _mm512_fmadd_ps(q, r, one);
-        q = _mm512_fmadd_ps(q, r, one);
-        q = _mm512_scalef_ps(q, nn);
+        __m512 q = exp16_t(t);
         _mm512_mask_storeu_ps(p + i, k, _mm512_maskz_mov_ps(live, _mm512_div_ps(one, _mm512_add_ps(one, q))));
     }
 #else
