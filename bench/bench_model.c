@@ -138,6 +138,7 @@ int bench_model(int argc, char **argv) {
     }
     /* the machine's streaming read bandwidth, same threads, 512 MB (>> the caches) */
     const double bw = bench_read_bandwidth(threads, (size_t)512 << 20, 3);
+    bench_mem_reset(); /* the probe's 512 MB buffer is freed: not part of the first row's peak */
     printf("model %s (%s, %d layers, %d/%d heads, D %d), %d threads, decode %d tokens after each prefill%s, "
            "KV cache %s; load average %.1f; streaming read bandwidth %.1f GB/s\n",
            model, c->arch, c->n_layer, c->n_head, c->n_head_kv, c->head_dim, threads, k,
