@@ -283,7 +283,7 @@ static AVX2_FN float row_plogit_avx2(const float *P, const float *L, float mx, i
     return reduce_add16(s);
 }
 
-/* exp(x - mx) of one half, as the AVX-512 loop below computes it per lane; 2^n (scalef)
+/* exp(t) of one half, as exp16_t (the AVX-512 path) computes it per lane; 2^n (scalef)
  * as p 2^n1 2^n2 with n1 = clamp(n, -64, 64): the first product is exact (p in [0.7, 1.5),
  * a normal result), the second rounds once, as scalef does, also to a subnormal or to inf */
 static inline AVX2_FN __m256 exp8_t(__m256 t) {
@@ -296,6 +296,7 @@ static inline AVX2_FN __m256 exp8_t(__m256 t) {
     const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n2), bias), 23));
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
+/* exp(x - mx), exactly 0 where x = -inf, as la_exp_sub's AVX-512 loop per lane */
 static inline AVX2_FN __m256 exp8(__m256 xv, __m256 vm) {
     const __m256 live = _mm256_cmp_ps(xv, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ);
     const __m256 t = _mm256_max_ps(_mm256_sub_ps(xv, vm), _mm256_set1_ps(-104.0f));
