@@ -71,7 +71,7 @@ static double decode_weight_bytes(const la_llama *m) {
 
 static const cli_doc DOC = {
     "longattn bench model [--model FILE.gguf] [--lens 512,4096,16384] [--threads 2]\n"
-    "                     [--decode-tokens 16] [--python PY | --no-llama-cpp] [--keep-f32]\n"
+    "                     [--decode-tokens 16] [--python PY | --no-llama-cpp] [--keep-f32] [--x-q8]\n"
     "                     [--kv-type TYPE]",
     "Prefill tok/s at each length, decode tok/s at that context, peak memory; llama.cpp\n"
     "(llama-cpp-python importable by PY) on the same file and threads, interleaved, with ratios.\n"
@@ -82,7 +82,7 @@ static const cli_doc DOC = {
 
 int bench_model(int argc, char **argv) {
     const char *model = "data/models/SmolLM2-135M-Instruct.Q4_1.gguf", *py = "python3", *lens_s = NULL;
-    int lens[8] = {512, 4096, 16384}, nlen = 3, threads = 2, k = 16, no_ref = 0, keep_f32 = 0;
+    int lens[8] = {512, 4096, 16384}, nlen = 3, threads = 2, k = 16, no_ref = 0, keep_f32 = 0, x_q8 = 0;
     const char *kv_type = NULL;
     cli_arg args[] = {
         CLI_A_STR("--model FILE.gguf", "the model (default data/models/SmolLM2-135M-Instruct.Q4_1.gguf)", &model),
@@ -93,6 +93,8 @@ int bench_model(int argc, char **argv) {
         CLI_A_FLAG("--no-llama-cpp", "do not run llama.cpp", &no_ref),
         CLI_A_FLAG("--keep-f32", "dequantize every weight matrix to float32 at load for prefill\n"
                                  "(faster prefill, ~4 bytes per parameter more memory)", &keep_f32),
+        CLI_A_FLAG("--x-q8", "decode products quantize x to 8 bits per 32 values, as llama.cpp\n"
+                             "does (la_llama_params.x_q8; faster, less exact)", &x_q8),
         CLI_A_STR("--kv-type TYPE", "KV cache element type: f32 | f16 | bf16 | int8 | int8(group=g)\n"
                                     "(default f16, the GGUF default)", &kv_type),
         CLI_A_END,
@@ -124,6 +126,7 @@ int bench_model(int argc, char **argv) {
     int64_t base = bench_mem_reset();
     la_llama_params lp = la_llama_params_default();
     lp.keep_f32 = keep_f32;
+    lp.x_q8 = x_q8;
     la_llama *m = NULL;
     if (la_llama_open(model, &lp, &m) != LA_OK) {
         fprintf(stderr, "longattn bench model: %s\n", la_errmsg());
@@ -139,10 +142,11 @@ int bench_model(int argc, char **argv) {
     /* the machine's streaming read bandwidth, same threads, 512 MB (>> the caches) */
     const double bw = bench_read_bandwidth(threads, (size_t)512 << 20, 3);
     bench_mem_reset(); /* the probe's 512 MB buffer is freed: not part of the first row's peak */
-    printf("model %s (%s, %d layers, %d/%d heads, D %d), %d threads, decode %d tokens after each prefill%s, "
+    printf("model %s (%s, %d layers, %d/%d heads, D %d), %d threads, decode %d tokens after each prefill%s%s, "
            "KV cache %s; load average %.1f; streaming read bandwidth %.1f GB/s\n",
            model, c->arch, c->n_layer, c->n_head, c->n_head_kv, c->head_dim, threads, k,
-           keep_f32 ? ", float32 weight copies" : "", la_dtype_name(la_kv_params_type(&kv0)), load, bw);
+           keep_f32 ? ", float32 weight copies" : "", x_q8 ? ", x quantized to 8 bits in decode products" : "",
+           la_dtype_name(la_kv_params_type(&kv0)), load, bw);
     printf("%8s | %12s %12s %7s | %12s %12s %7s | %10s %10s\n", "tokens", "prefill tok/s", "llama.cpp", "ratio",
            "decode tok/s", "llama.cpp", "ratio", "peak MB", "llama.cpp");
     int rc = 0;

@@ -46,11 +46,12 @@ typedef struct {
     size_t bytes;
     const float *x;
     float *y;
+    int q8x; /* la_qmatvec_q8x (x rounded to 8 bits) instead of la_qmatvec */
 } job;
 
 static la_status run_qmv(void *p) {
     job *j = p;
-    return la_qmatvec(j->type, j->w, j->rows, j->cols, j->x, j->y);
+    return (j->q8x ? la_qmatvec_q8x : la_qmatvec)(j->type, j->w, j->rows, j->cols, j->x, j->y);
 }
 
 static la_status run_memcpy(void *p) {
@@ -83,9 +84,15 @@ int bench_qmatvec(int argc, char **argv) {
     int prc = cli_parse("bench qmatvec", &DOC, args, argc, argv);
     if (prc >= 0) return prc;
     if (cols % 256) { fprintf(stderr, "longattn bench qmatvec: --cols must be a multiple of 256\n"); return 2; }
-    static const uint32_t types[] = {LA_GGML_F32, LA_GGML_F16, LA_GGML_BF16, LA_GGML_Q8_0,
-                                     LA_GGML_Q4_0, LA_GGML_Q4_1, LA_GGML_Q5_0, LA_GGML_Q5_1,
-                                     LA_GGML_Q4_K, LA_GGML_Q5_K, LA_GGML_Q6_K};
+    /* every type with la_qmatvec; Q8_0, Q4_0 and Q4_1 again with x rounded to 8 bits
+     * (la_qmatvec_q8x: rows "+x8") */
+    static const struct {
+        uint32_t type;
+        int q8x;
+    } kinds[] = {{LA_GGML_F32, 0},  {LA_GGML_F16, 0},  {LA_GGML_BF16, 0}, {LA_GGML_Q8_0, 0},
+                 {LA_GGML_Q8_0, 1}, {LA_GGML_Q4_0, 0}, {LA_GGML_Q4_0, 1}, {LA_GGML_Q4_1, 0},
+                 {LA_GGML_Q4_1, 1}, {LA_GGML_Q5_0, 0}, {LA_GGML_Q5_1, 0}, {LA_GGML_Q4_K, 0},
+                 {LA_GGML_Q5_K, 0}, {LA_GGML_Q6_K, 0}};
     const size_t cap = (size_t)mb << 20;
     uint8_t *w = malloc(cap + 4096), *dst = malloc(cap + 4096);
     float *x = malloc((size_t)cols * sizeof *x), *y = malloc((cap / 16 + 1) * sizeof *y);
@@ -101,21 +108,23 @@ int bench_qmatvec(int argc, char **argv) {
     memset(dst, 0, cap + 4096);
     for (int64_t c = 0; c < cols; c++) x[c] = (float)la_rng_normal(&r);
 
-    job mj = {0, w, dst, 0, 0, cap, x, y};
+    job mj = {0, w, dst, 0, 0, cap, x, y, 0};
     const double t_mem = best_time(run_memcpy, &mj, reps), bw = (double)cap / t_mem / 1e9;
     if (!json)
         printf("qmatvec: %lld-value rows, ~%lld MiB of weights per type, %d threads, best of %d\n"
-               "memcpy bandwidth (bytes read): %.2f GB/s\n\n%-6s %8s %10s %10s %10s %12s\n",
+               "memcpy bandwidth (bytes read): %.2f GB/s\n\n%-7s %8s %10s %10s %10s %12s\n",
                (long long)cols, (long long)mb, omp_get_max_threads(), reps, bw, "type", "rows",
                "ms", "GB/s", "vs memcpy", "Gw/s cache");
     else
         printf("{\"bench\":\"memcpy\",\"gb_per_s\":%.4f}\n", bw);
     int rc = 0;
-    for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
-        const uint32_t t = types[k];
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        const uint32_t t = kinds[k].type;
         const int64_t rb = la_ggml_row_bytes(t, cols), rows = (int64_t)(cap / (size_t)rb);
-        job j = {t, w, NULL, rows, cols, (size_t)(rows * rb), x, y};
-        if (la_qmatvec(t, w, rows, cols, x, y) != LA_OK) {
+        job j = {t, w, NULL, rows, cols, (size_t)(rows * rb), x, y, kinds[k].q8x};
+        char name[16];
+        snprintf(name, sizeof name, "%s%s", la_ggml_type_name(t), j.q8x ? "+x8" : "");
+        if (run_qmv(&j) != LA_OK) {
             fprintf(stderr, "longattn bench qmatvec: %s\n", la_errmsg());
             rc = 1;
             break;
@@ -129,19 +138,19 @@ int bench_qmatvec(int argc, char **argv) {
         const double sc = best_time(run_qmv, &jc, 20 * reps),
                      gws = (double)jc.rows * (double)cols / sc / 1e9;
         if (json)
-            printf("{\"bench\":\"qmatvec\",\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"ms\":%.4f,"
+            printf("{\"bench\":\"qmatvec\",\"type\":\"%s\",\"x_q8\":%s,\"rows\":%lld,\"cols\":%lld,\"ms\":%.4f,"
                    "\"gb_per_s\":%.4f,\"vs_memcpy\":%.4f,\"gweights_per_s_in_cache\":%.4f}\n",
-                   la_ggml_type_name(t), (long long)rows, (long long)cols, s * 1e3, gbs, gbs / bw, gws);
+                   la_ggml_type_name(t), j.q8x ? "true" : "false", (long long)rows, (long long)cols, s * 1e3, gbs, gbs / bw, gws);
         else
-            printf("%-6s %8lld %10.3f %10.2f %10.2f %12.2f\n", la_ggml_type_name(t), (long long)rows,
+            printf("%-7s %8lld %10.3f %10.2f %10.2f %12.2f\n", name, (long long)rows,
                    s * 1e3, gbs, gbs / bw, gws);
     }
     if (rc == 0) { /* OpenBLAS sgemv on the same bytes read as float32 */
         for (size_t i = 0; i < cap / 4; i++) ((float *)(void *)w)[i] = (float)(i % 7) - 3.0f;
-        job j = {0, w, NULL, (int64_t)(cap / 4 / (size_t)cols), cols, cap, x, y};
+        job j = {0, w, NULL, (int64_t)(cap / 4 / (size_t)cols), cols, cap, x, y, 0};
         const double s = best_time(run_sgemv, &j, reps), gbs = (double)cap / s / 1e9;
         if (json) printf("{\"bench\":\"sgemv\",\"gb_per_s\":%.4f,\"vs_memcpy\":%.4f}\n", gbs, gbs / bw);
-        else printf("%-6s %8lld %10.3f %10.2f %10.2f   (OpenBLAS sgemv, float32)\n", "sgemv",
+        else printf("%-7s %8lld %10.3f %10.2f %10.2f   (OpenBLAS sgemv, float32)\n", "sgemv",
                     (long long)j.rows, s * 1e3, gbs, gbs / bw);
     }
     free(w);

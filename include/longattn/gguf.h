@@ -187,6 +187,16 @@ LA_API la_status la_gguf_dequant(const la_gguf_tensor *t, float *dst);
  * size), LA_EUNSUPPORTED (type not supported: names it). */
 LA_API la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
                             float *y);
+/* la_qmatvec with x quantized to 8 bits, as llama.cpp's decode does (issue 27): for Q4_0,
+ * Q4_1 and Q8_0, x is cut into blocks of 32 values, each stored as signed bytes with scale
+ * max|x| / 127 (rounded half to even), and each weight block is dotted with it in exact
+ * integers, then scaled (Q4_1's min term keeps the float sum of x). Faster on the decode
+ * path than la_qmatvec, less exact: the error is that of rounding x to 8 bits (about
+ * 2^-9 of each block's max|x|); docs/real-models.md gives its effect on bits per token.
+ * The vectorised and the portable paths give the same bits. Other types go to
+ * la_qmatvec unchanged. A NaN or inf in x gives a NaN in y. Errors as la_qmatvec. */
+LA_API la_status la_qmatvec_q8x(uint32_t type, const void *W, int64_t rows, int64_t cols,
+                                const float *x, float *y);
 /* The same for a tensor (ne[0] = cols, nrows = rows); x has ne[0] floats, y nrows. */
 LA_API la_status la_gguf_matvec(const la_gguf_tensor *t, const float *x, float *y);
 

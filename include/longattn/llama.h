@@ -65,6 +65,9 @@ typedef struct {
                       (faster prefill, ~4 bytes per parameter more memory); default 0 */
     int gemm_min;  /* products with at least this many rows go through sgemm, fewer
                       through la_qmatvec; default 4 */
+    int x_q8;      /* those fewer-row products (decode) quantize x to 8 bits per 32
+                      values (la_qmatvec_q8x, as llama.cpp does): faster, less exact;
+                      default 0 (issue 27; appended so existing initialisers compile) */
 } la_llama_params;
 
 LA_API la_llama_params la_llama_params_default(void);

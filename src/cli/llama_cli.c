@@ -15,11 +15,14 @@
 #include "core/internal.h"
 #include "longattn.h"
 
-/* open model (+ spec) and tokenizer, printing the error */
-static int open_model(const char *cmd, const char *path, const char *spec, la_llama **m, la_tokenizer **tok) {
+/* open model (+ spec) and tokenizer, printing the error; x_q8: la_llama_params.x_q8 */
+static int open_model(const char *cmd, const char *path, const char *spec, int x_q8, la_llama **m,
+                      la_tokenizer **tok) {
     *m = NULL;
     if (tok) *tok = NULL;
-    if (la_llama_open(path, NULL, m) != LA_OK) {
+    la_llama_params lp = la_llama_params_default();
+    lp.x_q8 = x_q8;
+    if (la_llama_open(path, &lp, m) != LA_OK) {
         fprintf(stderr, "longattn %s: cannot load model '%s': %s\n", cmd, path, la_errmsg());
         return 1;
     }
@@ -105,7 +108,7 @@ typedef struct {
     const char *path, *prompt, *policy, *spec, *system, *ids_out, *kv_type;
     long max_new, top_k, seed, ctx, pchunk;
     double temperature, top_p;
-    int quiet, chat;
+    int quiet, chat, x_q8;
     cli_sampling samp;
 } gguf_gen;
 
@@ -133,6 +136,8 @@ static void gguf_gen_table(gguf_gen *g, cli_arg *rows) {
                               "trained context); a longer prompt is an error", &g->ctx, 1, 1L << 30),
         CLI_A_STR("--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal; theta\n"
                                  "defaults to the file's RoPE base)", &g->spec),
+        CLI_A_FLAG("--x-q8", "decode products quantize x to 8 bits per 32 values, as llama.cpp does\n"
+                                "(faster, less exact; docs/real-models.md)", &g->x_q8),
         CLI_A_FLAG("--quiet", "no prompt echo, no summary on stderr", &g->quiet),
         CLI_A_STR("--ids-out FILE", "write the prompt and generated token ids (one line each, for tests)", &g->ids_out),
         CLI_A_END,
@@ -172,7 +177,7 @@ int cli_generate_gguf(int argc, char **argv) {
 
     la_llama *m = NULL;
     la_tokenizer *tok = NULL;
-    int rc = open_model(cmd, path, spec, &m, &tok);
+    int rc = open_model(cmd, path, spec, g.x_q8, &m, &tok);
     if (rc) return rc;
     rc = 1;
     const la_llama_config *cfg = la_llama_get_config(m);
@@ -330,7 +335,7 @@ static const cli_doc PPL_DOC = {
 int cli_perplexity(int argc, char **argv) {
     const char *cmd = "perplexity", *path = NULL, *text_path = NULL, *spec = NULL, *kv_type = NULL;
     long ctx = 0, max_windows = 0, chunk = 256;
-    int seqpar = 0;
+    int seqpar = 0, x_q8 = 0;
     cli_arg args[] = {
         CLI_A_STR("--model FILE.gguf", "GGUF model (llama / qwen2)", &path),
         CLI_A_STR("--text FILE", "the text to score", &text_path),
@@ -340,6 +345,8 @@ int cli_perplexity(int argc, char **argv) {
         CLI_A_LONG("--chunk C", "prefill chunk (default 256)", &chunk, 1, 1L << 16),
         CLI_A_STR("--kv-type TYPE", "element type of the KV cache: f32 | f16 | bf16 | int8 | int8(group=g)\n"
                                     "(default f16, the GGUF default; see docs/kv-cache.md)", &kv_type),
+        CLI_A_FLAG("--x-q8", "products of fewer than 4 rows (--chunk 1 to 3: decode) quantize x to 8\n"
+                             "bits per 32 values, as llama.cpp does (docs/real-models.md)", &x_q8),
         CLI_A_FLAG("--seq-parallel", "under mpirun: each window is one prefill split over the ranks (no\n"
                                      "cache, float32 keys and values; the same numbers on any number of\n"
                                      "ranks; not with --chunk or --kv-type; docs/mpi.md)", &seqpar),
@@ -369,7 +376,7 @@ int cli_perplexity(int argc, char **argv) {
     }
     la_llama *m = NULL;
     la_tokenizer *tok = NULL;
-    int rc = open_model(cmd, path, spec, &m, &tok);
+    int rc = open_model(cmd, path, spec, x_q8, &m, &tok);
     if (rc) {
         sp_setup_agree(seqpar, 0);
         free(text);
@@ -512,7 +519,7 @@ int cli_llama_logits(int argc, char **argv) {
         c = *end ? end + 1 : end;
     }
     la_llama *m = NULL;
-    int rc = open_model(cmd, path, spec, &m, NULL);
+    int rc = open_model(cmd, path, spec, 0, &m, NULL);
     if (!sp_setup_agree(seqpar, rc == 0)) { /* --seq-parallel: a rank that cannot load stops every rank */
         if (!rc) fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
         la_llama_free(m);

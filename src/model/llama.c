@@ -66,7 +66,7 @@ struct la_llama {
 };
 
 la_llama_params la_llama_params_default(void) {
-    la_llama_params p = {0, 4};
+    la_llama_params p = {0, 4, 0};
     return p;
 }
 
@@ -559,7 +559,7 @@ static la_status matmul(la_llama *m, const lw *w, const float *x, int T, float *
     if (T < m->p.gemm_min) {
         for (int t = 0; t < T; t++) {
             float *dst = accumulate ? m->mv : y + (size_t)t * R;
-            LA_TRY(la_qmatvec(w->type, w->data, R, K, x + (size_t)t * K, dst));
+            LA_TRY((m->p.x_q8 ? la_qmatvec_q8x : la_qmatvec)(w->type, w->data, R, K, x + (size_t)t * K, dst));
             if (accumulate)
                 for (int64_t r = 0; r < R; r++) y[(size_t)t * R + r] += dst[r];
         }

@@ -8,9 +8,12 @@
  * m * sum(x over the block), with those block sums of x computed once per call:
  *   sum_i w_i x_i = sum_b [ d_b * sum_{i in b} q_i x_i  +  m_b * sum_{i in b} x_i ].
  * x stays float32 (ggml instead quantizes x to 8 bits; longattn keeps the reference
- * accuracy). The AVX2+FMA+F16C kernels are used when the compiler targets them
+ * accuracy; la_qmatvec_q8x, at the end of this file, is ggml's way as an option). The
+ * AVX2+FMA+F16C kernels are used when the compiler targets them
  * (-march=native); otherwise each block is dequantized (src/io) and dotted in float with
  * eight partial sums, a loop the compiler vectorises. */
+#include <float.h>
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 
@@ -328,6 +331,15 @@ static float row_dot(uint32_t type, block_dot_fn f, const uint8_t *row, const fl
     return dot_generic(type, row, x, cols);
 }
 
+/* xs[b] = sum of x over values 32b..32b+31, in order, for b < n32 */
+static void block_sums(const float *x, int64_t n32, float *xs) {
+    for (int64_t b = 0; b < n32; b++) {
+        float s = 0.0f;
+        for (int k = 0; k < 32; k++) s += x[32 * b + k];
+        xs[b] = s;
+    }
+}
+
 /* below this many weights one thread does the whole product */
 #define QMV_PARALLEL_MIN (1 << 16)
 
@@ -354,17 +366,195 @@ la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, c
         xs = n32 <= 2048 ? xs_stack : la_malloc((size_t)n32 * sizeof *xs);
         if (!xs) return la_fail(LA_ENOMEM, "la_qmatvec: out of memory for %lld block sums",
                                 (long long)n32);
-        for (int64_t b = 0; b < n32; b++) {
-            float s = 0.0f;
-            for (int k = 0; k < 32; k++) s += x[32 * b + k];
-            xs[b] = s;
-        }
+        block_sums(x, n32, xs);
     }
     const uint8_t *w = W;
     const int par = rows * cols >= QMV_PARALLEL_MIN && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t r = 0; r < rows; r++) y[r] = row_dot(type, f, w + r * rb, x, xs, cols);
     if (xs && xs != xs_stack) free(xs);
+    return LA_OK;
+}
+
+/* ---- x quantized to 8 bits: la_qmatvec_q8x (issue 27) --------------------------------
+ * What llama.cpp does on its decode path (ggml's vec_dot of Q4_0 / Q4_1 / Q8_0 with Q8_0 /
+ * Q8_1 activations): x is cut into blocks of 32, each stored as 32 signed bytes and one
+ * float scale, and the weight blocks are dotted with it in integers. Per block b:
+ *     dx_b = max_i |x_i| / 127,  qx_i = round-half-even(x_i / dx_b) in [-127, 127],
+ *     sum_{i in b} w_i x_i ~= d_b dx_b sum_i q_i qx_i  (+ m_b sum_i x_i for Q4_1, with the
+ *     float sum of x as in la_qmatvec: the min term keeps full precision).
+ * The integer sum is exact. It is taken in 8 lanes of 4 consecutive values (lane l holds
+ * values 4l..4l+3: _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones), each lane
+ * accumulated as acc_l = fma(float(lane_l), d_b dx_b, acc_l) over the blocks, and the lanes
+ * reduced as hsum8 does. The portable path takes the same steps in scalar code, so both
+ * give the same bits. */
+#define Q8X_STACK_COLS 16384
+
+static int has_q8x(uint32_t t) { return t == LA_GGML_Q4_0 || t == LA_GGML_Q4_1 || t == LA_GGML_Q8_0; }
+
+/* x (cols, a multiple of 32) -> qx (cols) and dx (cols / 32). The vectorised loop takes
+ * the same steps (an exact max, one division, one product, rounding half to even as
+ * lrintf in the default rounding mode), so both give the same bytes. */
+static void quantize_x(const float *x, int64_t cols, int8_t *qx, float *dx) {
+    int64_t b = 0;
+#ifdef QMV_AVX2
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (; b < cols / 32; b++) {
+        const float *xb = x + 32 * b;
+        __m256 v[4], m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(xb + 8 * k);
+            const __m256 a = _mm256_andnot_ps(sign, v[k]);
+            m = _mm256_max_ps(m, a);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+        }
+        if (!_mm256_testz_ps(nan, nan)) break; /* a NaN: the scalar loop below from here */
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float amax = _mm_cvtss_f32(h);
+        if (!(amax > 0.0f && amax <= FLT_MAX)) break;
+        const __m256 id = _mm256_set1_ps(127.0f / amax);
+        const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], id)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], id)),
+                      i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], id)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], id));
+        /* packs interleave 128-bit lanes: the permute puts the 32 bytes back in order */
+        const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        _mm256_storeu_si256((__m256i *)(qx + 32 * b),
+                            _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        dx[b] = amax / 127.0f;
+    }
+#endif
+    for (; b < cols / 32; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) { /* a NaN sticks, so that it reaches y as la_qmatvec's would */
+            const float v = fabsf(xb[i]);
+            amax = v > amax || v != v ? v : amax;
+        }
+        /* an all-zero block, or one with a NaN / inf (then d is NaN / inf): quants 0 */
+        const int finite = amax > 0.0f && amax <= FLT_MAX;
+        const float id = finite ? 127.0f / amax : 0.0f;
+        for (int i = 0; i < 32; i++) qx[32 * b + i] = finite ? (int8_t)lrintf(xb[i] * id) : 0;
+        dx[b] = amax / 127.0f;
+    }
+}
+
+#ifndef QMV_AVX2
+/* 8 lanes of 4 -> one float, in hsum8's order ((0+4)+(2+6)) + ((1+5)+(3+7)) */
+static float lanes_sum(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+/* one weight block's 32 quants as integers in value order (Q4_1: 0..15, Q4_0: -8..7,
+ * Q8_0: -128..127), its scale d and (Q4_1) min m */
+static void block_ints(uint32_t t, const uint8_t *b, int w[32], float *d, float *m) {
+    *d = la_f16_to_f32(la_ld16(b));
+    *m = 0.0f;
+    if (t == LA_GGML_Q8_0) {
+        for (int i = 0; i < 32; i++) w[i] = (int8_t)b[2 + i];
+        return;
+    }
+    const uint8_t *qs = b + (t == LA_GGML_Q4_1 ? 4 : 2);
+    const int off = t == LA_GGML_Q4_1 ? 0 : 8;
+    if (t == LA_GGML_Q4_1) *m = la_f16_to_f32(la_ld16(b + 2));
+    for (int i = 0; i < 16; i++) {
+        w[i] = (qs[i] & 0x0F) - off;
+        w[i + 16] = (qs[i] >> 4) - off;
+    }
+}
+
+static float dot_q8x_generic(uint32_t t, const uint8_t *row, const int8_t *qx, const float *dx,
+                             const float *xs, int64_t nbk) {
+    const int64_t nb = la_ggml_block_bytes(t);
+    float acc[8] = {0}, accm = 0.0f;
+    for (int64_t i = 0; i < nbk; i++) {
+        int w[32];
+        float d, m;
+        block_ints(t, row + i * nb, w, &d, &m);
+        const float s = d * dx[i];
+        for (int l = 0; l < 8; l++) {
+            int32_t lane = 0;
+            for (int k = 4 * l; k < 4 * l + 4; k++) lane += w[k] * qx[32 * i + k];
+            acc[l] = fmaf((float)lane, s, acc[l]);
+        }
+        if (t == LA_GGML_Q4_1) accm = fmaf(m, xs[i], accm);
+    }
+    return lanes_sum(acc) + accm;
+}
+#endif
+
+#ifdef QMV_AVX2
+/* 8 lanes of 4 products w * qx, w unsigned (0..15) */
+static inline __m256 lanes_u(__m256i w, __m256i qx) {
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(w, qx), _mm256_set1_epi16(1)));
+}
+/* the same with w signed: |w| times qx with w's sign (|-128| read as unsigned 128) */
+static inline __m256 lanes_s(__m256i w, __m256i qx) {
+    return lanes_u(_mm256_abs_epi8(w), _mm256_sign_epi8(qx, w));
+}
+/* the 32 nibbles of a Q4 block in value order: low nibbles (0..15), then high (16..31) */
+static inline __m256i nibbles32(const uint8_t *qs) {
+    __m128i lo, hi;
+    nibbles(qs, &lo, &hi);
+    return _mm256_set_m128i(hi, lo);
+}
+
+static float dot_q8x_avx2(uint32_t t, const uint8_t *b, const int8_t *qx, const float *dx,
+                          const float *xs, int64_t nbk) {
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0.0f;
+    for (int64_t i = 0; i < nbk; i++, qx += 32) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)qx);
+        const __m256 s = _mm256_set1_ps(la_f16_to_f32(la_ld16(b)) * dx[i]);
+        __m256 p;
+        if (t == LA_GGML_Q4_1) {
+            p = lanes_u(nibbles32(b + 4), q);
+            accm = fmaf(la_f16_to_f32(la_ld16(b + 2)), xs[i], accm);
+            b += 20;
+        } else if (t == LA_GGML_Q4_0) {
+            p = lanes_s(_mm256_sub_epi8(nibbles32(b + 2), _mm256_set1_epi8(8)), q);
+            b += 18;
+        } else {
+            p = lanes_s(_mm256_loadu_si256((const __m256i *)(b + 2)), q);
+            b += 34;
+        }
+        acc = _mm256_fmadd_ps(p, s, acc);
+    }
+    return hsum8(acc) + accm;
+}
+#endif
+
+la_status la_qmatvec_q8x(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
+                         float *y) {
+    if (!has_q8x(type)) return la_qmatvec(type, W, rows, cols, x, y);
+    if (!W || !x || !y) return la_fail(LA_EINVAL, "la_qmatvec_q8x: NULL W, x or y");
+    if (rows < 0 || cols < 0 || cols % 32)
+        return la_fail(LA_EINVAL, "la_qmatvec_q8x: %lld x %lld %s matrix: rows and cols must be >= 0 "
+                       "and cols a multiple of the block size 32", (long long)rows, (long long)cols,
+                       la_ggml_type_name(type));
+    const int64_t nbk = cols / 32, rb = la_ggml_row_bytes(type, cols);
+    /* dx and the float block sums xs (nbk each), then qx (cols bytes): on the stack up to
+     * 16384 columns (20 KB), one allocation above */
+    float stack[Q8X_STACK_COLS / 32 * 2 + Q8X_STACK_COLS / 4];
+    const size_t need = 2 * sizeof(float) * (size_t)nbk + (size_t)cols;
+    char *buf = cols <= Q8X_STACK_COLS ? (char *)stack : la_malloc(need);
+    if (!buf) return la_fail(LA_ENOMEM, "la_qmatvec_q8x: out of memory for %lld quantized values",
+                             (long long)cols);
+    float *dx = (float *)(void *)buf, *xs = dx + nbk;
+    int8_t *qx = (int8_t *)(xs + nbk);
+    quantize_x(x, cols, qx, dx);
+    block_sums(x, nbk, xs);
+    const uint8_t *w = W;
+    const int par = rows * cols >= QMV_PARALLEL_MIN && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t r = 0; r < rows; r++) {
+#ifdef QMV_AVX2
+        y[r] = dot_q8x_avx2(type, w + r * rb, qx, dx, xs, nbk);
+#else
+        y[r] = dot_q8x_generic(type, w + r * rb, qx, dx, xs, nbk);
+#endif
+    }
+    if (buf != (char *)stack) free(buf);
     return LA_OK;
 }
 
