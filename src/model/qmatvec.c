@@ -343,20 +343,27 @@ static void block_sums(const float *x, int64_t n32, float *xs) {
 /* below this many weights one thread does the whole product */
 #define QMV_PARALLEL_MIN (1 << 16)
 
-la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
-                     float *y) {
-    if (!W || !x || !y) return la_fail(LA_EINVAL, "la_qmatvec: NULL W, x or y");
+/* the arguments of la_qmatvec / la_qmatvec_q8x (who: the caller's name for the message) */
+static la_status check_args(const char *who, uint32_t type, const void *W, int64_t rows, int64_t cols,
+                            const float *x, const float *y) {
+    if (!W || !x || !y) return la_fail(LA_EINVAL, "%s: NULL W, x or y", who);
     if (!la_ggml_type_supported(type)) {
         const char *name = la_ggml_type_name(type);
-        if (name) return la_fail(LA_EUNSUPPORTED, "la_qmatvec: type %s is not supported; "
-                                 "supported types: " LA_GGML_SUPPORTED, name);
-        return la_fail(LA_EUNSUPPORTED, "la_qmatvec: unknown type id %u", type);
+        if (name) return la_fail(LA_EUNSUPPORTED, "%s: type %s is not supported; "
+                                 "supported types: " LA_GGML_SUPPORTED, who, name);
+        return la_fail(LA_EUNSUPPORTED, "%s: unknown type id %u", who, type);
     }
     const int64_t bs = la_ggml_block_size(type);
     if (rows < 0 || cols < 0 || cols % bs)
-        return la_fail(LA_EINVAL, "la_qmatvec: %lld x %lld %s matrix: rows and cols must be >= 0 "
-                       "and cols a multiple of the block size %lld", (long long)rows,
+        return la_fail(LA_EINVAL, "%s: %lld x %lld %s matrix: rows and cols must be >= 0 "
+                       "and cols a multiple of the block size %lld", who, (long long)rows,
                        (long long)cols, la_ggml_type_name(type), (long long)bs);
+    return LA_OK;
+}
+
+la_status la_qmatvec(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
+                     float *y) {
+    LA_TRY(check_args("la_qmatvec", type, W, rows, cols, x, y));
     const int64_t rb = la_ggml_row_bytes(type, cols);
     block_dot_fn f = block_kernel(type);
     /* per-32 sums of x for the affine types (stack for rows up to 64K values) */
@@ -527,11 +534,7 @@ static float dot_q8x_avx2(uint32_t t, const uint8_t *b, const int8_t *qx, const 
 la_status la_qmatvec_q8x(uint32_t type, const void *W, int64_t rows, int64_t cols, const float *x,
                          float *y) {
     if (!has_q8x(type)) return la_qmatvec(type, W, rows, cols, x, y);
-    if (!W || !x || !y) return la_fail(LA_EINVAL, "la_qmatvec_q8x: NULL W, x or y");
-    if (rows < 0 || cols < 0 || cols % 32)
-        return la_fail(LA_EINVAL, "la_qmatvec_q8x: %lld x %lld %s matrix: rows and cols must be >= 0 "
-                       "and cols a multiple of the block size 32", (long long)rows, (long long)cols,
-                       la_ggml_type_name(type));
+    LA_TRY(check_args("la_qmatvec_q8x", type, W, rows, cols, x, y));
     const int64_t nbk = cols / 32, rb = la_ggml_row_bytes(type, cols);
     /* dx and the float block sums xs (nbk each), then qx (cols bytes): on the stack up to
      * 16384 columns (20 KB), one allocation above */
@@ -543,7 +546,7 @@ la_status la_qmatvec_q8x(uint32_t type, const void *W, int64_t rows, int64_t col
     float *dx = (float *)(void *)buf, *xs = dx + nbk;
     int8_t *qx = (int8_t *)(xs + nbk);
     quantize_x(x, cols, qx, dx);
-    block_sums(x, nbk, xs);
+    if (needs_xsum(type)) block_sums(x, nbk, xs); /* Q4_1's min term */
     const uint8_t *w = W;
     const int par = rows * cols >= QMV_PARALLEL_MIN && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (par)
