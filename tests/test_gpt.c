@@ -378,6 +378,39 @@ static void test_param_table(void **st) {
     la_model_free(g1);
 }
 
+/* A header that names __metadata__ or a tensor twice (JSON allows it, cJSON keeps both) is
+ * refused with the duplicate named: the second __metadata__ once overran the first's key
+ * arrays (found by fuzz_checkpoint). */
+static void write_st(const char *path, const char *hdr, size_t data_bytes) {
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    uint64_t hl = strlen(hdr);
+    assert_int_equal(fwrite(&hl, 8, 1, fp), 1);
+    assert_int_equal(fwrite(hdr, 1, hl, fp), hl);
+    for (size_t i = 0; i < data_bytes; i++) fputc(0, fp);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static void test_load_duplicate_keys(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_gpt_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/d.safetensors", dir);
+    la_model *m = NULL;
+    write_st(path, "{\"__metadata__\":{\"format\":\"longattn-gpt-1\",\"a\":\"1\"},"
+                   "\"__metadata__\":{\"b\":\"2\",\"c\":\"3\",\"d\":\"4\"}}", 0);
+    assert_int_equal(la_model_load(path, &m), LA_EFORMAT);
+    assert_null(m);
+    assert_non_null(strstr(la_errmsg(), "two __metadata__"));
+    write_st(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                   "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8);
+    assert_int_equal(la_model_load(path, &m), LA_EFORMAT);
+    assert_null(m);
+    assert_non_null(strstr(la_errmsg(), "tensor w appears twice"));
+    remove(path);
+    rmdir(dir);
+}
+
 int main(void) {
     /* tiny matrices: one BLAS thread (threads only add spin-waiting on a shared machine) */
     openblas_set_num_threads(1);
@@ -394,6 +427,7 @@ int main(void) {
         cmocka_unit_test(test_eval_chunks),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_param_table),
+        cmocka_unit_test(test_load_duplicate_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,6 +93,10 @@ void la_st_free(la_st_file *f) {
     memset(f, 0, sizeof *f);
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(((const la_st_entry *)a)->name, ((const la_st_entry *)b)->name);
+}
+
 static int cmp_begin(const void *a, const void *b) {
     const la_st_entry *x = a, *y = b;
     return x->begin < y->begin ? -1 : x->begin > y->begin;
@@ -151,7 +155,7 @@ la_status la_st_read(const char *path, la_st_file *f) {
         goto done;
     }
     if (!root || !cJSON_IsObject(root)) BAD("%s: safetensors header is not a JSON object (corrupt file)", path);
-    int cnt = cJSON_GetArraySize(root);
+    int cnt = cJSON_GetArraySize(root), seen_meta = 0;
     f->e = la_calloc(cnt ? cnt : 1, sizeof *f->e);
     f->meta_keys = la_calloc(cnt ? cnt : 1, sizeof(char *));
     f->meta_vals = la_calloc(cnt ? cnt : 1, sizeof(char *));
@@ -162,6 +166,9 @@ la_status la_st_read(const char *path, la_st_file *f) {
     for (cJSON *it = root->child; it; it = it->next) {
         if (!strcmp(it->string, "__metadata__")) {
             if (!cJSON_IsObject(it)) BAD("%s: __metadata__ is not an object", path);
+            /* cJSON keeps duplicate keys; a second object would be read over the first's
+             * arrays (found by fuzz_checkpoint), and which one counts is not defined */
+            if (seen_meta++) BAD("%s: the header has two __metadata__ objects (corrupt file)", path);
             int mc = cJSON_GetArraySize(it);
             free(f->meta_keys);
             free(f->meta_vals);
@@ -229,6 +236,15 @@ la_status la_st_read(const char *path, la_st_file *f) {
                              sorted[i].name);
                 break;
             }
+        if (st == LA_OK) { /* cJSON keeps duplicate keys: a name that appears twice is refused */
+            qsort(sorted, f->n, sizeof *sorted, cmp_name);
+            for (int i = 1; i < f->n; i++)
+                if (!strcmp(sorted[i].name, sorted[i - 1].name)) {
+                    st = la_fail(LA_EFORMAT, "%s: tensor %s appears twice in the header (corrupt file)",
+                                 path, sorted[i].name);
+                    break;
+                }
+        }
         free(sorted);
     }
 done:
