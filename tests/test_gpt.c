@@ -378,9 +378,10 @@ static void test_param_table(void **st) {
     la_model_free(g1);
 }
 
-/* A header that names __metadata__ or a tensor twice (JSON allows it, cJSON keeps both) is
- * refused with the duplicate named: the second __metadata__ once overran the first's key
- * arrays (found by fuzz_checkpoint). */
+/* Hostile headers: one that names __metadata__ or a tensor twice (JSON allows it, cJSON
+ * keeps both) is refused with the duplicate named (the second __metadata__ once overran the
+ * first's key arrays: found by fuzz_checkpoint); so are dimensions and offsets that are not
+ * whole numbers an int64_t holds. */
 static void write_st(const char *path, const char *hdr, size_t data_bytes) {
     FILE *fp = fopen(path, "wb");
     assert_non_null(fp);
@@ -391,7 +392,7 @@ static void write_st(const char *path, const char *hdr, size_t data_bytes) {
     assert_int_equal(fclose(fp), 0);
 }
 
-static void test_load_duplicate_keys(void **state) {
+static void test_load_bad_headers(void **state) {
     (void)state;
     char dir[] = "/tmp/la_gpt_XXXXXX", path[64];
     assert_non_null(mkdtemp(dir));
@@ -407,6 +408,13 @@ static void test_load_duplicate_keys(void **state) {
     assert_int_equal(la_model_load(path, &m), LA_EFORMAT);
     assert_null(m);
     assert_non_null(strstr(la_errmsg(), "tensor w appears twice"));
+    /* a dimension no int64_t holds (once a float-to-integer overflow: fuzz_safetensors) */
+    write_st(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2.2e30],\"data_offsets\":[0,4]}}", 4);
+    assert_int_equal(la_model_load(path, &m), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "bad dimension"));
+    write_st(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0.5,4.5]}}", 8);
+    assert_int_equal(la_model_load(path, &m), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "data_offsets"));
     remove(path);
     rmdir(dir);
 }
@@ -427,7 +435,7 @@ int main(void) {
         cmocka_unit_test(test_eval_chunks),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_param_table),
-        cmocka_unit_test(test_load_duplicate_keys),
+        cmocka_unit_test(test_load_bad_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
  * JSON header written and parsed by cJSON. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,13 +207,16 @@ la_status la_st_read(const char *path, la_st_file *f) {
         double numel = 1;
         e->ndim = 0;
         for (cJSON *d = sh->child; d; d = d->next) {
-            if (!cJSON_IsNumber(d) || d->valuedouble < 0) BAD("%s: tensor %s has a bad dimension", path, e->name);
+            /* a whole number that an int64_t holds exactly (2^53: found by fuzz_safetensors) */
+            if (!cJSON_IsNumber(d) || !(d->valuedouble >= 0 && d->valuedouble <= 9007199254740992.0) ||
+                d->valuedouble != floor(d->valuedouble))
+                BAD("%s: tensor %s has a bad dimension (not a whole number in [0, 2^53])", path, e->name);
             e->shape[e->ndim++] = (int64_t)d->valuedouble;
             numel *= d->valuedouble;
         }
         double b = of->child->valuedouble, en = of->child->next->valuedouble;
         if (!cJSON_IsNumber(of->child) || !cJSON_IsNumber(of->child->next) || b < 0 || en < b ||
-            en > (double)dl)
+            en > (double)dl || b != floor(b) || en != floor(en))
             BAD("%s: tensor %s has data_offsets [%.0f, %.0f] outside the %zu-byte data section "
                 "(truncated file?)", path, e->name, b, en, dl);
         if (en - b != numel * 4)
