@@ -5,7 +5,8 @@
  * peak resident memory. When a Python with llama-cpp-python is given (--python, default
  * python3; skipped when `import llama_cpp` fails), the same file, lengths and thread count
  * are measured with llama.cpp in the same run, interleaved with ours length by length (so
- * that both see the same machine load), and the ratios are printed.
+ * that both see the same machine load; our OpenMP team is paused while llama.cpp runs), and
+ * the ratios are printed.
  * The limit: decode is bound by memory traffic, so each row also reports the bytes one
  * decoded token reads (all weights + the KV cache at that context and element type) and
  * that traffic per second as a fraction of the streaming read bandwidth measured in the
@@ -183,6 +184,11 @@ int bench_model(int argc, char **argv) {
             break;
         }
         double pre = n / (t1 - t0), dec = k / (t2 - t1), rpre = 0, rdec = 0, rrss = 0;
+        /* our OpenMP workers must not hold the cores while llama.cpp runs: under a spinning
+         * wait (OMP_WAIT_POLICY=ACTIVE, a large GOMP_SPINCOUNT) they would spin through the
+         * whole child process. A soft pause (OpenMP 5.0) ends them; the next parallel region
+         * starts a new team. Without a spinning wait this changes nothing measurable. */
+        if (have_ref) omp_pause_resource_all(omp_pause_soft);
         int ref_ok = have_ref && run_llama_cpp(py, script, model, threads, n, k, &rpre, &rdec, &rrss) == 0;
         char a[32] = "-", b[32] = "-", cc[32] = "-", d[32] = "-", e[32] = "-";
         if (ref_ok) {

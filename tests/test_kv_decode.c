@@ -323,16 +323,21 @@ static void test_decode_kernel_f32(void **st) {
 }
 
 /* other group sizes and head dims: the AVX2 path takes G = H / Hkv in 1..6 and D a multiple
- * of 16 (G = 1, 2, 6 below; rows of 32 and 128), the portable loop the rest (G = 8, D = 40),
- * every type; 260 rows (two full chunks and a partial one). Against the float64 reference on
- * the stored rows (TOL_REF, as above) and bitwise for 1 and 3 threads. */
+ * of 16 (G = 1, 2, 4, 5, 6 below; rows of 32, 48 and 128), the portable loop the rest (G = 8,
+ * D = 40), every type, with RoPE and without; 263 rows: two full chunks and a partial one of
+ * 7 rows, which leaves rows over after the AVX2 path's blocks of 4 (G <= 2) or 2 (G >= 3)
+ * rows. Against the float64 reference on the stored rows (TOL_REF, as above) and bitwise for
+ * 1 and 3 threads. */
 static void test_decode_shapes(void **st) {
     (void)st;
-    static const int shapes[][3] = {{4, 4, 32}, {12, 6, 64}, {12, 2, 128}, {8, 1, 64}, {6, 3, 40}};
-    enum { NS = 260 };
-    la_spec spec;
-    assert_int_equal(la_spec_parse("softmax+rope(theta=10000)+causal", &spec), LA_OK);
+    static const int shapes[][3] = {{4, 4, 32}, {12, 6, 64}, {12, 2, 128}, {8, 1, 64},
+                                    {16, 4, 48}, {10, 2, 64}, {6, 3, 40}};
+    enum { NS = 263 };
+    static const char *specs[] = {"softmax+rope(theta=10000)+causal", "softmax+nope+causal"};
+    for (int pi = 0; pi < 2; pi++)
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        la_spec spec;
+        assert_int_equal(la_spec_parse(specs[pi], &spec), LA_OK);
         const int h = shapes[si][0], hkv = shapes[si][1], d = shapes[si][2];
         float *k = malloc(sizeof(float) * NS * hkv * d), *v = malloc(sizeof(float) * NS * hkv * d);
         float *q = malloc(sizeof(float) * h * d), *o1 = malloc(sizeof(float) * h * d), *o3 = malloc(sizeof(float) * h * d);
@@ -366,7 +371,7 @@ static void test_decode_shapes(void **st) {
             double worst = 0;
             for (int i = 0; i < h * d; i++) worst = fmax(worst, fabs(od[i] - o1[i]));
             for (int i = 0; i < h; i++) worst = fmax(worst, fabs(ld[i] - l1[i]));
-            printf("  H=%2d Hkv=%d D=%3d %-13s ref %.2e\n", h, hkv, d, type, worst);
+            printf("  H=%2d Hkv=%d D=%3d %-13s %-4s ref %.2e\n", h, hkv, d, type, pi ? "nope" : "rope", worst);
             assert_true(worst <= TOL_REF);
             free(kk), free(vv);
             la_kv_free(c);

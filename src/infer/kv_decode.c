@@ -25,6 +25,7 @@
  * len - 1, key j at slot j; RoPE angles in double rounded to float, the rotation in float;
  * the factor of la_kv_row_factor times 1/sqrt(D) folded into the query). All arithmetic is
  * float32; the error against a float64 reference is that of float32 sums over len terms. */
+#include <assert.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -97,86 +98,134 @@ KVD_IN float kvd_hsum(__m256 a) {
     return _mm_cvtss_f32(h);
 }
 
-#define KVD_AHEAD 8 /* rows */
+#define KVD_AHEAD 8 /* rows (8, 16, 32 and 64 measured the same: the kernel is bound by its arithmetic) */
+
+/* the sum of q_g . (key row r, rotated by table row c when c) over one 8-wide block b of
+ * each RoPE half (or of the row, unrotated), added to acc[g] for the G queries qg (G, D) */
+KVD_IN void kvd_row_block(const int G, const void *k, size_t r, const float *c, la_kv_storage ty, int b, int half,
+                          const float *qg, int D, __m256 *acc) {
+    if (c) {
+        /* la_kv_rotate: (a, b) -> (a cos - b sin, a sin + b cos), pairs (k, k + D/2) */
+        const __m256 ka = kvd_load(k, r + (size_t)b, ty), kb = kvd_load(k, r + (size_t)(b + half), ty);
+        const __m256 co = _mm256_loadu_ps(c + b), si = _mm256_loadu_ps(c + half + b);
+        const __m256 ra = _mm256_fmsub_ps(ka, co, _mm256_mul_ps(kb, si));
+        const __m256 rb = _mm256_fmadd_ps(ka, si, _mm256_mul_ps(kb, co));
+#pragma GCC unroll 6
+        for (int g = 0; g < G; g++) {
+            acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + b), ra, acc[g]);
+            acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + half + b), rb, acc[g]);
+        }
+    } else { /* the blocks b and b + D/2 of the row, so that both cases cover the row per b */
+        const __m256 ka = kvd_load(k, r + (size_t)b, ty), kb = kvd_load(k, r + (size_t)(b + half), ty);
+#pragma GCC unroll 6
+        for (int g = 0; g < G; g++) {
+            acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + b), ka, acc[g]);
+            acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + half + b), kb, acc[g]);
+        }
+    }
+}
 
 /* logits of the G queries qg (G, D) against rows [0, m) of k (row stride D elements), key j
- * rotated by table row cs + j * D when cs, into lg[g * ldl + j] */
+ * rotated by table row cs + j * D when cs, into lg[g * ldl + j].
+ * R = 4 rows (G <= 2) or 2 rows (G = 3..6) at a time: R x G independent accumulators (the
+ * chains of fused multiply-adds overlap), reduced together by horizontal adds that sum four
+ * accumulators in one pass (lanes (0+1)+(2+3) of each half, then the halves), instead of one
+ * horizontal sum per logit. Rows left over (m not a multiple of R) take R = 1. (R = 4 at
+ * G = 3 needs more than the 16 vector registers, and spilling made it 10 % slower.) */
 KVD_IN void kvd_logits(const int G, const void *k, const void *v, la_kv_storage ty, int64_t m, const float *cs,
                        const float *qg, int D, float *lg, int64_t ldl) {
-    const int half = D / 2;
+    const int half = D / 2, R = G <= 2 ? 4 : 2;
     const size_t rowb = (size_t)D * la_kv_elt_size(ty);
-    for (int64_t j = 0; j < m; j++) {
-        /* software prefetch: the key row KVD_AHEAD rows on and this row's value row (read by
-         * kvd_pv after the exp), so that the loads of the cache overlap the arithmetic */
-        for (size_t b = 0; b < rowb; b += 64) {
+    int64_t j = 0;
+    for (; j + R <= m; j += R) {
+        /* software prefetch: the key rows KVD_AHEAD rows on and these rows' value rows (read
+         * by kvd_pv after the exp), so that the loads of the cache overlap the arithmetic */
+        for (size_t b = 0; b < (size_t)R * rowb; b += 64) {
             _mm_prefetch((const char *)k + (size_t)(j + KVD_AHEAD) * rowb + b, _MM_HINT_T0);
             _mm_prefetch((const char *)v + (size_t)j * rowb + b, _MM_HINT_T0);
         }
-        __m256 acc[8];
-        for (int g = 0; g < G; g++) acc[g] = _mm256_setzero_ps();
-        const size_t r = (size_t)j * (size_t)D;
-        if (cs) {
-            const float *c = cs + r;
-            for (int b = 0; b < half; b += 8) {
-                /* la_kv_rotate: (a, b) -> (a cos - b sin, a sin + b cos), pairs (k, k + D/2) */
-                const __m256 ka = kvd_load(k, r + (size_t)b, ty), kb = kvd_load(k, r + (size_t)(b + half), ty);
-                const __m256 co = _mm256_loadu_ps(c + b), si = _mm256_loadu_ps(c + half + b);
-                const __m256 ra = _mm256_fmsub_ps(ka, co, _mm256_mul_ps(kb, si));
-                const __m256 rb = _mm256_fmadd_ps(ka, si, _mm256_mul_ps(kb, co));
-                for (int g = 0; g < G; g++) {
-                    acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + b), ra, acc[g]);
-                    acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + half + b), rb, acc[g]);
-                }
+        __m256 acc[12]; /* acc[r * G + g] */
+#pragma GCC unroll 12
+        for (int i = 0; i < R * G; i++) acc[i] = _mm256_setzero_ps();
+        for (int b = 0; b < half; b += 8)
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const size_t row = (size_t)(j + r) * (size_t)D;
+                kvd_row_block(G, k, row, cs ? cs + row : NULL, ty, b, half, qg, D, acc + r * G);
+            }
+        if (R == 4) {
+#pragma GCC unroll 3
+            for (int g = 0; g < G; g++) { /* [row 0 .. row 3] of query g */
+                const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[g], acc[G + g]),
+                                                _mm256_hadd_ps(acc[2 * G + g], acc[3 * G + g]));
+                _mm_storeu_ps(lg + (size_t)g * ldl + j,
+                              _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
             }
         } else {
-            for (int b = 0; b < D; b += 8) {
-                const __m256 kv = kvd_load(k, r + (size_t)b, ty);
-                for (int g = 0; g < G; g++) acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + b), kv, acc[g]);
+#pragma GCC unroll 3
+            for (int g = 0; g < G; g += 2) { /* [rows 0, 1 of query g, rows 0, 1 of query g + 1] */
+                const __m256 z = _mm256_setzero_ps();
+                const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[g], acc[G + g]),
+                                                g + 1 < G ? _mm256_hadd_ps(acc[g + 1], acc[G + g + 1]) : z);
+                float s[4];
+                _mm_storeu_ps(s, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+                lg[(size_t)g * ldl + j] = s[0], lg[(size_t)g * ldl + j + 1] = s[1];
+                if (g + 1 < G) lg[(size_t)(g + 1) * ldl + j] = s[2], lg[(size_t)(g + 1) * ldl + j + 1] = s[3];
             }
         }
+    }
+    for (; j < m; j++) {
+        __m256 acc[6];
+        for (int g = 0; g < G; g++) acc[g] = _mm256_setzero_ps();
+        const size_t row = (size_t)j * (size_t)D;
+        for (int b = 0; b < half; b += 8) kvd_row_block(G, k, row, cs ? cs + row : NULL, ty, b, half, qg, D, acc);
         for (int g = 0; g < G; g++) lg[(size_t)g * ldl + j] = kvd_hsum(acc[g]);
     }
 }
 
-/* o[g] (D) = sum_j p[g * CH + j] v_j over rows [0, m) of v, 16 columns at a time */
-KVD_IN void kvd_pv(const int G, const void *v, la_kv_storage ty, int64_t m, const float *p, int D, float *o) {
-    for (int d0 = 0; d0 < D; d0 += 16) {
-        __m256 a0[6], a1[6];
-        for (int g = 0; g < G; g++) a0[g] = a1[g] = _mm256_setzero_ps();
+/* o[g] (D) = sum_j p[g * CH + j] v_j over rows [0, m) of v, NV * 8 columns at a time: NV = 8
+ * (G = 1), 4 (G <= 3) or 2 vectors, so that G x NV independent accumulators keep the
+ * multiply-add units busy (each accumulator's chain adds one row per step) and each value
+ * row is read D / (8 NV) times from the L1/L2 cache */
+KVD_IN void kvd_pv_nv(const int G, const int NV, const void *v, la_kv_storage ty, int64_t m, const float *p,
+                      int D, float *o) {
+    for (int d0 = 0; d0 < D; d0 += 8 * NV) {
+        __m256 a[12]; /* a[g * NV + i] */
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++) a[i] = _mm256_setzero_ps();
         for (int64_t j = 0; j < m; j++) {
             const size_t r = (size_t)j * (size_t)D + (size_t)d0;
-            const __m256 v0 = kvd_load(v, r, ty), v1 = kvd_load(v, r + 8, ty);
-            for (int g = 0; g < G; g++) {
-                const __m256 pj = _mm256_broadcast_ss(p + (size_t)g * LA_KV_DEC_CHUNK + j);
-                a0[g] = _mm256_fmadd_ps(pj, v0, a0[g]);
-                a1[g] = _mm256_fmadd_ps(pj, v1, a1[g]);
+            /* G broadcasts, then one value vector at a time: G x NV + G + 1 registers */
+            __m256 pj[6];
+#pragma GCC unroll 6
+            for (int g = 0; g < G; g++) pj[g] = _mm256_broadcast_ss(p + (size_t)g * LA_KV_DEC_CHUNK + j);
+#pragma GCC unroll 8
+            for (int i = 0; i < NV; i++) {
+                const __m256 vi = kvd_load(v, r + (size_t)(8 * i), ty);
+#pragma GCC unroll 6
+                for (int g = 0; g < G; g++) a[g * NV + i] = _mm256_fmadd_ps(pj[g], vi, a[g * NV + i]);
             }
         }
-        for (int g = 0; g < G; g++) {
-            _mm256_storeu_ps(o + (size_t)g * D + d0, a0[g]);
-            _mm256_storeu_ps(o + (size_t)g * D + d0 + 8, a1[g]);
-        }
+#pragma GCC unroll 6
+        for (int g = 0; g < G; g++)
+#pragma GCC unroll 8
+            for (int i = 0; i < NV; i++) _mm256_storeu_ps(o + (size_t)g * D + d0 + 8 * i, a[g * NV + i]);
     }
 }
 
-#define KVD_BY_G(call)                                                                              \
-    switch (G) {                                                                                    \
-    case 1: call(1); break;                                                                         \
-    case 2: call(2); break;                                                                         \
-    case 3: call(3); break;                                                                         \
-    case 4: call(4); break;                                                                         \
-    case 5: call(5); break;                                                                         \
-    default: call(6); break;                                                                        \
-    }
+KVD_IN void kvd_pv(const int G, const void *v, la_kv_storage ty, int64_t m, const float *p, int D, float *o) {
+    const int NV = G == 1 ? 8 : G <= 3 ? 4 : 2;
+    if (D % (8 * NV) == 0) kvd_pv_nv(G, NV, v, ty, m, p, D, o);
+    else kvd_pv_nv(G, 2, v, ty, m, p, D, o); /* D % 16 == 0 (fast_ok) */
+}
 
-/* the whole item on rows k, v (contiguous, m rows) of type ty */
-KVD_T static void chunk_fast(la_kv_cache *c, const void *k, const void *v, la_kv_storage ty, int64_t m,
-                             const float *cs, const float *qg, float *restrict lg, int64_t ldl, float *pb,
-                             float *o, float *pm, float *pl) {
-    const int D = c->p.D, G = c->p.H / c->p.Hkv;
-#define KVD_LOGITS(g_) kvd_logits(g_, k, v, ty, m, cs, qg, D, lg, ldl)
-    KVD_BY_G(KVD_LOGITS)
-#undef KVD_LOGITS
+/* the whole item on rows k, v (contiguous, m rows) of type TY for G query heads per kv head;
+ * instantiated below once per (G, TY), so that the loops over rows, heads and vectors have
+ * constant trip counts and unroll into registers */
+KVD_IN void chunk_fast_body(const int G, const la_kv_storage TY, int D, const void *k, const void *v, int64_t m,
+                            const float *cs, const float *qg, float *restrict lg, int64_t ldl, float *pb, float *o,
+                            float *pm, float *pl) {
+    kvd_logits(G, k, v, TY, m, cs, qg, D, lg, ldl);
     for (int g = 0; g < G; g++) {
         const float *s = lg + (size_t)g * ldl;
         float mx = s[0];
@@ -184,9 +233,33 @@ KVD_T static void chunk_fast(la_kv_cache *c, const void *k, const void *v, la_kv
         pm[g] = mx;
         pl[g] = la_exp_sub_f32(s, mx, pb + (size_t)g * LA_KV_DEC_CHUNK, (size_t)m);
     }
-#define KVD_PV(g_) kvd_pv(g_, v, ty, m, pb, D, o)
-    KVD_BY_G(KVD_PV)
-#undef KVD_PV
+    kvd_pv(G, v, TY, m, pb, D, o);
+}
+
+typedef void (*kvd_chunk_fn)(int D, const void *k, const void *v, int64_t m, const float *cs, const float *qg,
+                             float *restrict lg, int64_t ldl, float *pb, float *o, float *pm, float *pl);
+#define KVD_INST(g_, tn_, ty_)                                                                                 \
+    KVD_T static void kvd_chunk_##g_##tn_(int D, const void *k, const void *v, int64_t m, const float *cs,        \
+                                          const float *qg, float *restrict lg, int64_t ldl, float *pb, float *o, \
+                                          float *pm, float *pl) {                                              \
+        chunk_fast_body(g_, ty_, D, k, v, m, cs, qg, lg, ldl, pb, o, pm, pl);                                  \
+    }
+#define KVD_INST_G(g_) KVD_INST(g_, f32, LA_KV_F32) KVD_INST(g_, f16, LA_KV_F16) KVD_INST(g_, bf16, LA_KV_BF16)
+KVD_INST_G(1) KVD_INST_G(2) KVD_INST_G(3) KVD_INST_G(4) KVD_INST_G(5) KVD_INST_G(6)
+#undef KVD_INST_G
+#undef KVD_INST
+#define KVD_ROW(g_) {kvd_chunk_##g_##f32, kvd_chunk_##g_##f16, kvd_chunk_##g_##bf16}
+static const kvd_chunk_fn kvd_chunk_fns[6][3] = {KVD_ROW(1), KVD_ROW(2), KVD_ROW(3),
+                                                 KVD_ROW(4), KVD_ROW(5), KVD_ROW(6)};
+#undef KVD_ROW
+
+static void chunk_fast(la_kv_cache *c, const void *k, const void *v, la_kv_storage ty, int64_t m,
+                       const float *cs, const float *qg, float *restrict lg, int64_t ldl, float *pb,
+                       float *o, float *pm, float *pl) {
+    const int G = c->p.H / c->p.Hkv;
+    const int ti = ty == LA_KV_F16 ? 1 : ty == LA_KV_BF16 ? 2 : 0;
+    assert(G >= 1 && G <= 6 && (ty == LA_KV_F32 || ti > 0));
+    kvd_chunk_fns[G - 1][ti](c->p.D, k, v, m, cs, qg, lg, ldl, pb, o, pm, pl);
 }
 
 /* 1 if this cache's items take the AVX2 path: the CPU has AVX2, FMA and F16C (and
