@@ -334,49 +334,51 @@ static void test_decode_shapes(void **st) {
                                     {16, 4, 48}, {10, 2, 64}, {6, 3, 40}};
     enum { NS = 263 };
     static const char *specs[] = {"softmax+rope(theta=10000)+causal", "softmax+nope+causal"};
-    for (int pi = 0; pi < 2; pi++)
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-        la_spec spec;
-        assert_int_equal(la_spec_parse(specs[pi], &spec), LA_OK);
-        const int h = shapes[si][0], hkv = shapes[si][1], d = shapes[si][2];
-        float *k = malloc(sizeof(float) * NS * hkv * d), *v = malloc(sizeof(float) * NS * hkv * d);
-        float *q = malloc(sizeof(float) * h * d), *o1 = malloc(sizeof(float) * h * d), *o3 = malloc(sizeof(float) * h * d);
-        float l1[16], l3[16];
-        double *qd = malloc(sizeof(double) * h * d), *kd = malloc(sizeof(double) * hkv * NS * d),
-               *vd = malloc(sizeof(double) * hkv * NS * d), *od = malloc(sizeof(double) * h * d), ld[16];
-        la_rng r;
-        la_rng_seed(&r, 100 + si);
-        for (int i = 0; i < NS * hkv * d; i++) k[i] = (float)la_rng_normal(&r), v[i] = (float)la_rng_normal(&r);
-        for (int i = 0; i < h * d; i++) q[i] = (float)la_rng_normal(&r), qd[i] = q[i];
-        for (int ti = 0; ti < NTYPES; ti++) {
-            la_kv_params p = la_kv_params_default();
-            p.n_layers = 1, p.H = h, p.Hkv = hkv, p.D = d, p.max_tokens = NS;
-            const char *type = ti == NTYPES - 1 ? "int8(group=8)" : TYPES[ti];
-            assert_int_equal(la_kv_type_parse(type, &p), LA_OK);
-            la_kv_cache *c;
-            assert_int_equal(la_kv_new(&p, &c), LA_OK);
-            /* la_kv_append takes (Hkv, T, D): the rows of one token at a time */
-            for (int t = 0; t < NS; t++)
-                assert_int_equal(la_kv_append(c, 0, k + (size_t)t * hkv * d, v + (size_t)t * hkv * d, 1), LA_OK);
-            assert_int_equal(la_kv_decode_attend(c, 0, &spec, q, o1, l1, NULL, 1), LA_OK);
-            assert_int_equal(la_kv_decode_attend(c, 0, &spec, q, o3, l3, NULL, 3), LA_OK);
-            assert_memory_equal(o1, o3, sizeof(float) * h * d);
-            assert_memory_equal(l1, l3, sizeof(float) * h);
-            float *kk = malloc(sizeof(float) * hkv * NS * d), *vv = malloc(sizeof(float) * hkv * NS * d);
-            assert_int_equal(la_kv_read(c, 0, kk, vv, NULL), LA_OK);
-            for (int i = 0; i < hkv * NS * d; i++) kd[i] = kk[i], vd[i] = vv[i];
-            la_shape sh = {.B = 1, .H = h, .Hkv = hkv, .T = 1, .S = NS, .D = d, .pos0 = NS - 1};
-            ref_attn_opts ro = {0};
-            assert_int_equal(ref_attn_forward(&spec, &sh, qd, kd, vd, &ro, od, ld, NULL, NULL), 0);
-            double worst = 0;
-            for (int i = 0; i < h * d; i++) worst = fmax(worst, fabs(od[i] - o1[i]));
-            for (int i = 0; i < h; i++) worst = fmax(worst, fabs(ld[i] - l1[i]));
-            printf("  H=%2d Hkv=%d D=%3d %-13s %-4s ref %.2e\n", h, hkv, d, type, pi ? "nope" : "rope", worst);
-            assert_true(worst <= TOL_REF);
-            free(kk), free(vv);
-            la_kv_free(c);
+    for (int pi = 0; pi < 2; pi++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            la_spec spec;
+            assert_int_equal(la_spec_parse(specs[pi], &spec), LA_OK);
+            const int h = shapes[si][0], hkv = shapes[si][1], d = shapes[si][2];
+            float *k = malloc(sizeof(float) * NS * hkv * d), *v = malloc(sizeof(float) * NS * hkv * d);
+            float *q = malloc(sizeof(float) * h * d), *o1 = malloc(sizeof(float) * h * d),
+                  *o3 = malloc(sizeof(float) * h * d);
+            float l1[16], l3[16];
+            double *qd = malloc(sizeof(double) * h * d), *kd = malloc(sizeof(double) * hkv * NS * d),
+                   *vd = malloc(sizeof(double) * hkv * NS * d), *od = malloc(sizeof(double) * h * d), ld[16];
+            la_rng r;
+            la_rng_seed(&r, 100 + si);
+            for (int i = 0; i < NS * hkv * d; i++) k[i] = (float)la_rng_normal(&r), v[i] = (float)la_rng_normal(&r);
+            for (int i = 0; i < h * d; i++) q[i] = (float)la_rng_normal(&r), qd[i] = q[i];
+            for (int ti = 0; ti < NTYPES; ti++) {
+                la_kv_params p = la_kv_params_default();
+                p.n_layers = 1, p.H = h, p.Hkv = hkv, p.D = d, p.max_tokens = NS;
+                const char *type = ti == NTYPES - 1 ? "int8(group=8)" : TYPES[ti];
+                assert_int_equal(la_kv_type_parse(type, &p), LA_OK);
+                la_kv_cache *c;
+                assert_int_equal(la_kv_new(&p, &c), LA_OK);
+                /* la_kv_append takes (Hkv, T, D): the rows of one token at a time */
+                for (int t = 0; t < NS; t++)
+                    assert_int_equal(la_kv_append(c, 0, k + (size_t)t * hkv * d, v + (size_t)t * hkv * d, 1), LA_OK);
+                assert_int_equal(la_kv_decode_attend(c, 0, &spec, q, o1, l1, NULL, 1), LA_OK);
+                assert_int_equal(la_kv_decode_attend(c, 0, &spec, q, o3, l3, NULL, 3), LA_OK);
+                assert_memory_equal(o1, o3, sizeof(float) * h * d);
+                assert_memory_equal(l1, l3, sizeof(float) * h);
+                float *kk = malloc(sizeof(float) * hkv * NS * d), *vv = malloc(sizeof(float) * hkv * NS * d);
+                assert_int_equal(la_kv_read(c, 0, kk, vv, NULL), LA_OK);
+                for (int i = 0; i < hkv * NS * d; i++) kd[i] = kk[i], vd[i] = vv[i];
+                la_shape sh = {.B = 1, .H = h, .Hkv = hkv, .T = 1, .S = NS, .D = d, .pos0 = NS - 1};
+                ref_attn_opts ro = {0};
+                assert_int_equal(ref_attn_forward(&spec, &sh, qd, kd, vd, &ro, od, ld, NULL, NULL), 0);
+                double worst = 0;
+                for (int i = 0; i < h * d; i++) worst = fmax(worst, fabs(od[i] - o1[i]));
+                for (int i = 0; i < h; i++) worst = fmax(worst, fabs(ld[i] - l1[i]));
+                printf("  H=%2d Hkv=%d D=%3d %-13s %-4s ref %.2e\n", h, hkv, d, type, pi ? "nope" : "rope", worst);
+                assert_true(worst <= TOL_REF);
+                free(kk), free(vv);
+                la_kv_free(c);
+            }
+            free(k), free(v), free(q), free(o1), free(o3), free(qd), free(kd), free(vd), free(od);
         }
-        free(k), free(v), free(q), free(o1), free(o3), free(qd), free(kd), free(vd), free(od);
     }
 }
 
