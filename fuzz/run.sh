@@ -41,8 +41,12 @@ fuzz)
         r=$?
         execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
         ncorp=$(ls "$scratch/$t" | wc -l)
-        ncrash=$(ls "$scratch/art-$t" | wc -l)
+        # slow-unit-* files are inputs that once took > 10 s (libFuzzer's -report_slow_units),
+        # which a starved or paused process produces without any fault: reported, not failures
+        ncrash=$(ls "$scratch/art-$t" | grep -vc '^slow-unit-')
+        nslow=$(ls "$scratch/art-$t" | grep -c '^slow-unit-')
         line=$(printf '%-14s %4ss  execs %9s  corpus %5s  crashes %s' "$t" "$secs" "${execs:-?}" "$ncorp" "$ncrash")
+        [ "$nslow" -gt 0 ] && line="$line  (slow units: $nslow)"
         echo "$line" | tee -a "$build/fuzz-summary.txt"
         if [ $r -ne 0 ] || [ "$ncrash" -gt 0 ]; then
             rc=1
