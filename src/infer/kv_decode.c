@@ -104,24 +104,19 @@ KVD_IN float kvd_hsum(__m256 a) {
  * each RoPE half (or of the row, unrotated), added to acc[g] for the G queries qg (G, D) */
 KVD_IN void kvd_row_block(const int G, const void *k, size_t r, const float *c, la_kv_storage ty, int b, int half,
                           const float *qg, int D, __m256 *acc) {
-    if (c) {
-        /* la_kv_rotate: (a, b) -> (a cos - b sin, a sin + b cos), pairs (k, k + D/2) */
-        const __m256 ka = kvd_load(k, r + (size_t)b, ty), kb = kvd_load(k, r + (size_t)(b + half), ty);
+    /* the blocks b and b + D/2 of the row: the pair la_kv_rotate rotates together, or (no
+     * table) the two halves unrotated, so that both cases cover the row per b */
+    __m256 ra = kvd_load(k, r + (size_t)b, ty), rb = kvd_load(k, r + (size_t)(b + half), ty);
+    if (c) { /* la_kv_rotate: (a, b) -> (a cos - b sin, a sin + b cos) */
         const __m256 co = _mm256_loadu_ps(c + b), si = _mm256_loadu_ps(c + half + b);
-        const __m256 ra = _mm256_fmsub_ps(ka, co, _mm256_mul_ps(kb, si));
-        const __m256 rb = _mm256_fmadd_ps(ka, si, _mm256_mul_ps(kb, co));
+        const __m256 ka = ra, kb = rb;
+        ra = _mm256_fmsub_ps(ka, co, _mm256_mul_ps(kb, si));
+        rb = _mm256_fmadd_ps(ka, si, _mm256_mul_ps(kb, co));
+    }
 #pragma GCC unroll 6
-        for (int g = 0; g < G; g++) {
-            acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + b), ra, acc[g]);
-            acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + half + b), rb, acc[g]);
-        }
-    } else { /* the blocks b and b + D/2 of the row, so that both cases cover the row per b */
-        const __m256 ka = kvd_load(k, r + (size_t)b, ty), kb = kvd_load(k, r + (size_t)(b + half), ty);
-#pragma GCC unroll 6
-        for (int g = 0; g < G; g++) {
-            acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + b), ka, acc[g]);
-            acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + half + b), kb, acc[g]);
-        }
+    for (int g = 0; g < G; g++) {
+        acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + b), ra, acc[g]);
+        acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + (size_t)g * D + half + b), rb, acc[g]);
     }
 }
 
