@@ -215,8 +215,9 @@ la_status la_st_read(const char *path, la_st_file *f) {
             numel *= d->valuedouble;
         }
         double b = of->child->valuedouble, en = of->child->next->valuedouble;
-        if (!cJSON_IsNumber(of->child) || !cJSON_IsNumber(of->child->next) || b < 0 || en < b ||
-            en > (double)dl || b != floor(b) || en != floor(en))
+        if (!cJSON_IsNumber(of->child) || !cJSON_IsNumber(of->child->next) || b != floor(b) || en != floor(en))
+            BAD("%s: tensor %s has data_offsets that are not whole numbers (corrupt file)", path, e->name);
+        if (b < 0 || en < b || en > (double)dl)
             BAD("%s: tensor %s has data_offsets [%.0f, %.0f] outside the %zu-byte data section "
                 "(truncated file?)", path, e->name, b, en, dl);
         if (en - b != numel * 4)
