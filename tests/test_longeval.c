@@ -170,11 +170,57 @@ static void test_match_and_errors(void **state) {
     assert_int_equal(la_longeval_example(tok, stream, n_stream, 1, 40, 0.5, 99, 1, t, ans, &at), LA_EINVAL);
 }
 
+/* The table against as-trained (issue 28): McNemar counts examples as independent, but the
+ * examples of one document share its text. Seven more hits than as-trained (b = 0, c = 7:
+ * exact McNemar p = 2 / 2^7 = 0.0156) are "more found" when every document has some of
+ * them (each bootstrap resample over the 6 documents keeps a difference >= 6/30 > 0), and
+ * "not across documents" when they sit in two documents (5 + 2): a resample without both
+ * has difference 0 with probability (4/6)^6 = 0.088 > 0.025, so the interval's lower bound
+ * is 0. */
+static void test_table_verdict_over_documents(void **state) {
+    (void)state;
+    la_longeval_opts o = la_longeval_opts_default();
+    o.n_methods = 3;
+    o.methods[0] = "as-trained", o.methods[1] = "clustered", o.methods[2] = "spread";
+    o.n_lengths = 1, o.lengths[0] = 2;
+    o.n_depths = 5, o.trials = 1;
+    la_longeval_cell *c = calloc(3, sizeof *c);
+    assert_non_null(c);
+    for (int m = 0; m < 3; m++) {
+        c[m].method = m, c[m].L = 64, c[m].n_docs = 6, c[m].n_buckets = 1, c[m].n_ex = 30, c[m].passkey_n = 30;
+        for (int d = 0; d < 6; d++) c[m].doc_bits[d][0] = 10, c[m].doc_bytes[d][0] = 20, c[m].doc_n[d][0] = 5;
+    }
+    for (int e = 0; e < 7; e++) c[1].pk_hit[e] = 1;             /* document 1: 5, document 2: 2 */
+    for (int d = 0; d < 6; d++) c[2].pk_hit[d * 5] = 1;         /* one in every document */
+    c[2].pk_hit[1] = 1;                                         /* and a second in document 1 */
+    c[1].passkey_hits = c[2].passkey_hits = 7;
+    int n = la_longeval_table(&o, c, 32, NULL, 0) + 1;
+    char *buf = malloc((size_t)n);
+    assert_non_null(buf);
+    la_longeval_table(&o, c, 32, buf, (size_t)n);
+    const char *r1 = strstr(buf, "| `clustered` | 2C |"), *r2 = strstr(buf, "| `spread` | 2C |");
+    assert_non_null(r1);
+    assert_non_null(r2);
+    const char *e1 = strchr(r1, '\n'), *e2 = strchr(r2, '\n');
+    assert_non_null(e1);
+    assert_non_null(e2);
+    char row1[512], row2[512];
+    snprintf(row1, sizeof row1, "%.*s", (int)(e1 - r1), r1);
+    snprintf(row2, sizeof row2, "%.*s", (int)(e2 - r2), r2);
+    assert_non_null(strstr(row1, "0 / 7, p = 0.0156 | +0.23 [+0.00, "));
+    assert_non_null(strstr(row1, "not across documents"));
+    assert_non_null(strstr(row2, "0 / 7, p = 0.0156 | +0.23 [+0.2"));
+    assert_non_null(strstr(row2, "more found"));
+    free(buf);
+    free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_passkey_needle_once_at_depth),
         cmocka_unit_test(test_multikey_distractors_differ),
         cmocka_unit_test(test_match_and_errors),
+        cmocka_unit_test(test_table_verdict_over_documents),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -321,14 +321,43 @@ typedef struct {
     double d_bpb, d_lo, d_hi;   /* bits per byte difference and its 95 % bootstrap interval */
     int pk_b, pk_c, mk_b, mk_c; /* b: reference right, method wrong; c: the reverse */
     double pk_p, mk_p;          /* exact McNemar p-values (NaN: no examples) */
+    double pk_d[3], mk_d[3];    /* accuracy difference and its 95 % bootstrap over documents (doc_boot) */
 } le_cmp;
 
 #define LE_BOOT_SEED 0x6c6f6e67ULL /* fixed: the same tables on every run */
+
+/* The accuracy of one retrieval kind (multikey 0: passkey) of cell c, or (ref non-NULL) the
+ * paired difference c - ref, with its 95 % percentile bootstrap over documents: the
+ * examples of one document share its text, so they are not independent trials, and the
+ * Wilson interval and McNemar test, which assume they are, can be too narrow when the hits
+ * gather in a few documents. The documents are resampled (the cluster bootstrap; with
+ * few documents, six in the default, it is itself on the narrow side), each with all of its
+ * examples: d[0] estimate, d[1], d[2] bounds. NaN without examples or with one document. */
+static void doc_boot(const la_longeval_opts *o, const la_longeval_cell *c, const la_longeval_cell *ref, int multikey,
+                     double d[3]) {
+    d[0] = d[1] = d[2] = NAN;
+    const int per = o->n_depths * o->trials, nd = c->n_docs;
+    if (nd < 2 || nd > LA_LONGEVAL_MAX_DOCS || per < 1 || (multikey ? !c->multikey_n : !c->passkey_n) ||
+        c->n_ex != nd * per || (ref && ref->n_ex != c->n_ex))
+        return;
+    double a[LA_LONGEVAL_MAX_DOCS] = {0}, b[LA_LONGEVAL_MAX_DOCS] = {0}, w[LA_LONGEVAL_MAX_DOCS];
+    for (int k = 0; k < nd; k++) { /* example index ((doc * depths) + depth) * trials + trial */
+        w[k] = per;
+        for (int e = k * per; e < (k + 1) * per; e++) {
+            a[k] += multikey ? c->mk_hit[e] : c->pk_hit[e];
+            if (ref) b[k] += multikey ? ref->mk_hit[e] : ref->pk_hit[e];
+        }
+    }
+    if (la_stats_bootstrap_diff(a, b, w, nd, o->resamples > 0 ? o->resamples : 2000, LE_BOOT_SEED, &d[0], &d[1],
+                                &d[2]) != LA_OK)
+        d[0] = d[1] = d[2] = NAN;
+}
 
 static le_cmp compare(const la_longeval_opts *o, const la_longeval_cell *r, const la_longeval_cell *m) {
     le_cmp k;
     memset(&k, 0, sizeof k);
     k.d_bpb = k.d_lo = k.d_hi = k.pk_p = k.mk_p = NAN;
+    k.pk_d[0] = k.pk_d[1] = k.pk_d[2] = k.mk_d[0] = k.mk_d[1] = k.mk_d[2] = NAN;
     if (r->L == 0 || m->L == 0 || r->n_docs != m->n_docs || r->n_buckets != m->n_buckets || r->n_ex != m->n_ex)
         return k;
     k.ok = 1;
@@ -352,6 +381,8 @@ static le_cmp compare(const la_longeval_opts *o, const la_longeval_cell *r, cons
     }
     if (r->passkey_n) k.pk_p = la_stats_mcnemar_exact(k.pk_b, k.pk_c);
     if (r->multikey_n) k.mk_p = la_stats_mcnemar_exact(k.mk_b, k.mk_c);
+    doc_boot(o, m, r, 0, k.pk_d);
+    doc_boot(o, m, r, 1, k.mk_d);
     return k;
 }
 
@@ -361,10 +392,18 @@ static const char *ppl_verdict(const le_cmp *k) {
     if (!(k->d_hi == k->d_hi)) return "-";
     return k->d_hi < 0 ? "lower" : k->d_lo > 0 ? "higher" : "no difference shown";
 }
-static const char *ret_verdict(double p, int b, int c) {
+static const char *ret_verdict(double p, int b, int c, const double d[3]) {
     if (!(p == p)) return "-";
     if (p >= 0.05) return "no difference shown";
+    /* and the interval over documents excludes 0 (one document: McNemar alone) */
+    if (d[1] == d[1] && d[1] <= 0 && d[2] >= 0) return "not across documents";
     return c > b ? "more found" : "fewer found";
+}
+
+/* " +0.13 [+0.03, +0.23] |" or " - |" */
+static void d_text(const double d[3], char *buf, size_t n) {
+    if (d[0] == d[0]) snprintf(buf, n, "%+.2f [%+.2f, %+.2f]", d[0], d[1], d[2]);
+    else snprintf(buf, n, "-");
 }
 
 int la_longeval_table(const la_longeval_opts *o, const la_longeval_cell *cells, int64_t C, char *buf, size_t n) {
@@ -406,10 +445,14 @@ int la_longeval_table(const la_longeval_opts *o, const la_longeval_cell *cells, 
         PUT("\nAgainst `as-trained` at the same length (same tokens, same examples): bits per byte difference "
             "(method - as-trained) with its 95 %% paired bootstrap interval over (document, position bucket) units "
             "(%d resamples, fixed seed); retrieval: discordant pairs b (as-trained right, method wrong) / c (the "
-            "reverse) and the exact McNemar p. A verdict only where the interval excludes 0 or p < 0.05.\n\n",
+            "reverse) and the exact McNemar p; d: the accuracy difference with its 95 %% bootstrap interval over "
+            "documents (the examples of one document are not independent). Verdicts: perplexity only where its "
+            "interval excludes 0; retrieval only where p < 0.05 and the interval over documents excludes 0 (\"not "
+            "across documents\": p < 0.05, but that interval includes 0).\n\n",
             o->resamples > 0 ? o->resamples : 2000);
-        PUT("| method | length | d bits/byte [95 %%] | perplexity | passkey b / c, p | passkey | multi-key b / c, p | multi-key |\n"
-            "|---|---|---|---|---|---|---|---|\n");
+        PUT("| method | length | d bits/byte [95 %%] | perplexity | passkey b / c, p | d passkey [95 %%, documents] | "
+            "passkey | multi-key b / c, p | d multi-key [95 %%, documents] | multi-key |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n");
         for (int m = 0; m < o->n_methods; m++) {
             if (m == r) continue;
             for (int l = 0; l < o->n_lengths; l++) {
@@ -422,10 +465,15 @@ int la_longeval_table(const la_longeval_opts *o, const la_longeval_cell *cells, 
                     else PUT("%c", *q);
                 }
                 PUT("` | %gC | %+.4f [%+.4f, %+.4f] | %s |", o->lengths[l], k.d_bpb, k.d_lo, k.d_hi, ppl_verdict(&k));
-                if (cr->passkey_n) PUT(" %d / %d, p = %.3g | %s |", k.pk_b, k.pk_c, k.pk_p, ret_verdict(k.pk_p, k.pk_b, k.pk_c));
-                else PUT(" - | - |");
-                if (cr->multikey_n) PUT(" %d / %d, p = %.3g | %s |", k.mk_b, k.mk_c, k.mk_p, ret_verdict(k.mk_p, k.mk_b, k.mk_c));
-                else PUT(" - | - |");
+                char dp[64], dm[64];
+                d_text(k.pk_d, dp, sizeof dp);
+                d_text(k.mk_d, dm, sizeof dm);
+                if (cr->passkey_n)
+                    PUT(" %d / %d, p = %.3g | %s | %s |", k.pk_b, k.pk_c, k.pk_p, dp, ret_verdict(k.pk_p, k.pk_b, k.pk_c, k.pk_d));
+                else PUT(" - | - | - |");
+                if (cr->multikey_n)
+                    PUT(" %d / %d, p = %.3g | %s | %s |", k.mk_b, k.mk_c, k.mk_p, dm, ret_verdict(k.mk_p, k.mk_b, k.mk_c, k.mk_d));
+                else PUT(" - | - | - |");
                 PUT("\n");
             }
         }
@@ -471,7 +519,9 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
     la_table t;
     LA_TRY(la_table_begin(&t, "method,spec,kv,length_x_C,L,doc,bits_per_token,bits_per_byte,passkey_hits,passkey_n,"
                           "passkey_lo,passkey_hi,multikey_hits,multikey_n,multikey_lo,multikey_hi,d_bits_per_byte,d_lo,"
-                          "d_hi,passkey_b,passkey_c,passkey_p,multikey_b,multikey_c,multikey_p,seconds,prefill_tokens", NULL));
+                          "d_hi,passkey_b,passkey_c,passkey_p,multikey_b,multikey_c,multikey_p,seconds,prefill_tokens,"
+                          "passkey_doc_lo,passkey_doc_hi,d_passkey,d_passkey_lo,d_passkey_hi,multikey_doc_lo,"
+                          "multikey_doc_hi,d_multikey,d_multikey_lo,d_multikey_hi", NULL));
     int ref = ref_method(o);
     for (int i = 0; i < nc; i++) {
         const la_longeval_cell *c = &cells[i];
@@ -481,13 +531,18 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
         le_cmp k;
         memset(&k, 0, sizeof k);
         k.d_bpb = k.d_lo = k.d_hi = k.pk_p = k.mk_p = NAN;
+        k.pk_d[0] = k.pk_d[1] = k.pk_d[2] = k.mk_d[0] = k.mk_d[1] = k.mk_d[2] = NAN;
         if (ref >= 0 && c->method != ref) k = compare(o, &cells[ref * o->n_lengths + c->length], c);
+        double pa[3], ma[3]; /* the accuracies' intervals over documents */
+        doc_boot(o, c, NULL, 0, pa);
+        doc_boot(o, c, NULL, 1, ma);
         csv_names(&t, c);
         la_table_row(&t, "%g\t%lld\tall\t%.6f\t%.6f\t%d\t%d\t%.4f\t%.4f\t%d\t%d\t%.4f\t%.4f\t%.6f\t%.6f\t%.6f\t%d\t%d\t"
-                     "%.6g\t%d\t%d\t%.6g\t%.1f\t%.0f", o->lengths[c->length], (long long)c->L, c->ppl_bits_token,
-                     c->ppl_bits_byte, c->passkey_hits, c->passkey_n, pl, ph, c->multikey_hits, c->multikey_n, ml, mh,
-                     k.d_bpb, k.d_lo, k.d_hi, k.pk_b, k.pk_c, k.pk_p, k.mk_b, k.mk_c, k.mk_p, c->seconds,
-                     c->prefill_tokens);
+                     "%.6g\t%d\t%d\t%.6g\t%.1f\t%.0f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f",
+                     o->lengths[c->length], (long long)c->L, c->ppl_bits_token, c->ppl_bits_byte, c->passkey_hits,
+                     c->passkey_n, pl, ph, c->multikey_hits, c->multikey_n, ml, mh, k.d_bpb, k.d_lo, k.d_hi, k.pk_b,
+                     k.pk_c, k.pk_p, k.mk_b, k.mk_c, k.mk_p, c->seconds, c->prefill_tokens, pa[1], pa[2], k.pk_d[0],
+                     k.pk_d[1], k.pk_d[2], ma[1], ma[2], k.mk_d[0], k.mk_d[1], k.mk_d[2]);
         for (int d = 0; d < c->n_docs; d++) {
             double bt = 0, bb = 0, bn = 0;
             for (int b = 0; b < c->n_buckets; b++) bt += c->doc_bits[d][b], bb += c->doc_bytes[d][b], bn += (double)c->doc_n[d][b];
@@ -500,7 +555,7 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
             if (pn) la_stats_wilson(ph_, pn, 1.96, &a1, &a2);
             if (mn) la_stats_wilson(mh_, mn, 1.96, &b1, &b2);
             csv_names(&t, c);
-            la_table_row(&t, "%g\t%lld\t%d\t%.6f\t%.6f\t%d\t%d\t%.4f\t%.4f\t%d\t%d\t%.4f\t%.4f\t\t\t\t\t\t\t\t\t\t\t",
+            la_table_row(&t, "%g\t%lld\t%d\t%.6f\t%.6f\t%d\t%d\t%.4f\t%.4f\t%d\t%d\t%.4f\t%.4f\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t",
                          o->lengths[c->length], (long long)c->L, d + 1, bn > 0 ? bt / bn : NAN,
                          bb > 0 ? bt / bb : NAN, ph_, pn, a1, a2, mh_, mn, b1, b2);
         }
