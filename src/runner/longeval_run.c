@@ -696,11 +696,69 @@ static void cell_begin(void *user, int i, char *key, size_t n) {
     snprintf(key, n, "m%d_l%d", mi, li); /* cells/m<i>_l<j>.json */
 }
 
+/* The options that decide a cell's numbers besides its method and L (the model's file name,
+ * the documents, depths, trials, distractors, buckets, chunk, streaming, seed, haystack, C and
+ * the KV type), stored with each cell so that --resume refuses a cell computed under other
+ * ones instead of mixing it into this run's tables. --no-share, --threads and --resamples
+ * are left out: they do not change a cell. */
+static cJSON *cell_settings(const le_grid *G) {
+    const la_longeval_opts *o = G->o;
+    const char *model = strrchr(o->model, '/') ? strrchr(o->model, '/') + 1 : o->model;
+    int saved_json = la_json_begin();
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "model", model);
+    cJSON_AddStringToObject(s, "docs", o->docs ? o->docs : "");
+    cJSON_AddNumberToObject(s, "documents", o->n_docs);
+    cJSON *d = cJSON_AddArrayToObject(s, "depths");
+    for (int k = 0; k < o->n_depths; k++) la_json_push(d, cJSON_CreateNumber(o->depths[k]));
+    cJSON_AddNumberToObject(s, "trials", o->trials);
+    cJSON_AddNumberToObject(s, "distractors", o->distractors);
+    cJSON_AddNumberToObject(s, "buckets", o->buckets);
+    cJSON_AddNumberToObject(s, "chunk", o->chunk);
+    cJSON_AddNumberToObject(s, "exact_stream", o->exact_stream);
+    char seed[24];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed); /* all 64 bits */
+    cJSON_AddStringToObject(s, "seed", seed);
+    cJSON_AddStringToObject(s, "haystack", o->filler ? "filler" : "text");
+    cJSON_AddNumberToObject(s, "C", (double)G->c->C);
+    cJSON_AddStringToObject(s, "kv_type", o->kv_type ? o->kv_type : "");
+    return la_json_end(saved_json, s);
+}
+
+static cJSON *cell_to_json(void *user, int i) {
+    const le_grid *G = user;
+    cJSON *j = cell_json(G->o, &G->cells[i]), *s = j ? cell_settings(G) : NULL;
+    if (!s || !cJSON_AddItemToObject(j, "settings", s)) {
+        cJSON_Delete(s);
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
 static la_status cell_restore(void *user, int i, const cJSON *saved, const char *key) {
     le_grid *G = user;
     char path[4200];
     snprintf(path, sizeof path, "%s/cells/%s.json", G->o->out_dir, key);
-    return cell_from_json(saved, path, G->o, &G->cells[i]);
+    LA_TRY(cell_from_json(saved, path, G->o, &G->cells[i]));
+    /* cells stored before the settings were (no "settings") are taken as they were */
+    const cJSON *was = cJSON_GetObjectItemCaseSensitive(saved, "settings");
+    if (!was) return LA_OK;
+    cJSON *now = cell_settings(G);
+    if (!now) return la_fail(LA_ENOMEM, "--resume: out of memory");
+    la_status st = LA_OK;
+    for (const cJSON *x = now->child; x && st == LA_OK; x = x->next) {
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(was, x->string);
+        if (y && cJSON_Compare(x, y, 1)) continue;
+        char *a = cJSON_PrintUnformatted(x), *b = y ? cJSON_PrintUnformatted(y) : NULL;
+        st = la_fail(LA_EFORMAT, "--resume: %s was computed with %s = %s, this run has %s = %s; run with the same "
+                     "options, or use another --out (or delete the cell)", path, x->string, b ? b : "(none)",
+                     x->string, a ? a : "?");
+        free(a);
+        free(b);
+    }
+    cJSON_Delete(now);
+    return st;
 }
 
 static la_status cell_run(void *user, int i, const char *key) {
@@ -719,10 +777,6 @@ static la_status cell_run(void *user, int i, const char *key) {
     return G->g->collective ? la_dist_agree(st) : st;
 }
 
-static cJSON *cell_to_json(void *user, int i) {
-    const le_grid *G = user;
-    return cell_json(G->o, &G->cells[i]);
-}
 
 static la_status cell_done(void *user, int i, const char *key, la_status st, int restored) {
     le_grid *G = user;

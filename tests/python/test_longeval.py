@@ -269,6 +269,18 @@ def test_longeval_end_to_end_and_resume(build_dir, tmp_path, monkeypatch):
     p3 = subprocess.run(longeval(build_dir, *common[:3], "pi(3)", *common[4:], "--out", b, "--resume"),
                         capture_output=True, text=True)
     assert p3.returncode != 0 and "is not this run's cell" in p3.stderr
+    # so is a resume with an option that changes the cells' numbers (here --trials), and the
+    # stored cells stay as they were
+    before = {f.name: f.read_bytes() for f in (b / "cells").glob("*.json")}
+    trials = common.index("--trials") + 1
+    p4 = subprocess.run(longeval(build_dir, *common[:trials], "1", *common[trials + 1:], "--out", b, "--resume"),
+                        capture_output=True, text=True)
+    assert p4.returncode != 0 and "was computed with trials = 2, this run has trials = 1" in p4.stderr, p4.stderr
+    assert {f.name: f.read_bytes() for f in (b / "cells").glob("*.json")} == before
+    # options that do not change a cell (--no-share, --resamples) resume
+    p5 = subprocess.run(longeval(build_dir, *common, "--no-share", "--resamples", "1000", "--out", b, "--resume"),
+                        capture_output=True, text=True, timeout=1800)
+    assert p5.returncode == 0, p5.stderr
     shutil.rmtree(b)
 
 
