@@ -17,14 +17,6 @@
 static int g_rank = 0, g_size = 1;
 static int g_wrank = 0, g_wsize = 1; /* the world's */
 
-int la_dist_have_mpi(void) {
-#ifdef LA_HAVE_MPI
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 int la_dist_launched_size(void) {
     /* OpenMPI's mpirun, then PMI launchers (MPICH's hydra, Slurm's srun) */
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
@@ -70,7 +62,6 @@ static la_status ring_self(const la_dist_block *send, int n_send, const la_dist_
 
 int la_dist_rank(void) { return g_rank; }
 int la_dist_size(void) { return g_size; }
-int la_dist_world_rank(void) { return g_wrank; }
 int la_dist_world_size(void) { return g_wsize; }
 
 void la_dist_assign(const double *cost, int n, int n_ranks, int *owner) {
@@ -267,10 +258,6 @@ la_status la_dist_bcast(void *buf, size_t n, int root) {
     return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Bcast");
 }
 
-void la_dist_barrier(void) {
-    if (g_mpi) MPI_Barrier(g_comm);
-}
-
 
 la_status la_dist_ring_start(int shift, const la_dist_block *send, int n_send, const la_dist_block *recv,
                              int n_recv) {
@@ -458,8 +445,6 @@ la_status la_dist_bcast(void *buf, size_t n, int root) {
     (void)root;
     return LA_OK;
 }
-
-void la_dist_barrier(void) {}
 
 la_status la_dist_ring_start(int shift, const la_dist_block *send, int n_send, const la_dist_block *recv,
                              int n_recv) {

@@ -31,11 +31,8 @@ void la_dist_finalize(void);
  * a group (la_dist_group_begin) the rank in the group and the group's size. */
 int la_dist_rank(void);
 int la_dist_size(void);
-/* The same for every process the launcher started, group or not. */
-int la_dist_world_rank(void);
+/* The number of processes the launcher started, group or not. */
 int la_dist_world_size(void);
-/* 1 when built with MPI support. */
-int la_dist_have_mpi(void);
 /* Number of processes the launcher says it started (1 when not launched). */
 int la_dist_launched_size(void);
 
@@ -61,8 +58,6 @@ la_status la_dist_alltoallv_f32(const float *send, const int *send_counts, float
 la_status la_dist_gatherv_bytes(const void *send, void *recv, const size_t *counts, int root);
 /* Collective: n bytes of buf from root to every rank. */
 la_status la_dist_bcast(void *buf, size_t n, int root);
-/* Collective: wait for every rank. */
-void la_dist_barrier(void);
 
 /* Ring exchange (sequence parallelism, src/attn/ring.c), non-blocking so that the caller
  * computes while it runs: la_dist_ring_start posts sends of the n_send blocks send[] to the
