@@ -192,8 +192,19 @@ __attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(float *d, const
 __attribute__((target("avx512f,avx512vl,avx512bf16"))) static void
 f32_to_bf16_avx512(uint16_t *d, const float *s, size_t n) {
     size_t i = 0;
+    const __m512i expo = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);
     for (; i + 16 <= n; i += 16) {
-        __m256bh b = _mm512_cvtneps_pbh(_mm512_loadu_ps(s + i));
+        __m512 x = _mm512_loadu_ps(s + i);
+        /* vcvtneps2bf16 treats subnormal inputs as zero whatever MXCSR says (Intel SDM,
+         * VCVTNEPS2BF16: "denormal input values are treated as zeros"); the scalar code
+         * rounds them to bf16 subnormals, so a block holding one takes the scalar code */
+        __m512i u = _mm512_castps_si512(x);
+        __mmask16 sub = _mm512_testn_epi32_mask(u, expo) & _mm512_test_epi32_mask(u, mant);
+        if (sub) {
+            for (size_t k = i; k < i + 16; k++) d[k] = la_f32_to_bf16_s(s[k]);
+            continue;
+        }
+        __m256bh b = _mm512_cvtneps_pbh(x);
         _mm256_storeu_si256((__m256i *)(d + i), (__m256i)b);
     }
     for (; i < n; i++) d[i] = la_f32_to_bf16_s(s[i]);
