@@ -15,7 +15,10 @@
 /* the current communicator's rank and size: the world's, or a group's between
  * la_dist_group_begin and la_dist_group_end */
 static int g_rank = 0, g_size = 1;
-static int g_wrank = 0, g_wsize = 1; /* the world's */
+static int g_wsize = 1; /* the world's */
+#ifdef LA_HAVE_MPI
+static int g_wrank = 0;
+#endif
 
 int la_dist_launched_size(void) {
     /* OpenMPI's mpirun, then PMI launchers (MPICH's hydra, Slurm's srun) */
