@@ -261,7 +261,6 @@ la_status la_dist_bcast(void *buf, size_t n, int root) {
     return rc == MPI_SUCCESS ? LA_OK : mpi_err(rc, "MPI_Bcast");
 }
 
-
 la_status la_dist_ring_start(int shift, const la_dist_block *send, int n_send, const la_dist_block *recv,
                              int n_recv) {
     if (g_ring_busy) return la_fail(LA_EINVAL, "ring exchange: one is already in flight");

@@ -777,7 +777,6 @@ static la_status cell_run(void *user, int i, const char *key) {
     return G->g->collective ? la_dist_agree(st) : st;
 }
 
-
 static la_status cell_done(void *user, int i, const char *key, la_status st, int restored) {
     le_grid *G = user;
     (void)key, (void)restored;
