@@ -180,7 +180,6 @@ typedef struct {
     void *user;
     double t_start;
     int hits, n_pk, digit_hits; /* the current cell's passkey counts */
-    char msg[1200];
 } kv_grid;
 
 static la_status cell_run(void *user, int c, const char *key) {
@@ -197,18 +196,13 @@ static la_status cell_run(void *user, int c, const char *key) {
         lc->chunk = (int)chunk;
         lp->chunk = lc->chunk;
         if ((st = la_decoder_new(G->m, kp, lc->chunk, &lc->d)) != LA_OK ||
-            (G->mp && (st = la_decoder_new(G->mp, kp, lp->chunk, &lp->d)) != LA_OK)) {
-            snprintf(G->msg, sizeof G->msg, "%s", la_errmsg());
-            return la_fail(st, "policy '%s': %s", G->res[p].name, G->msg);
-        }
+            (G->mp && (st = la_decoder_new(G->mp, kp, lp->chunk, &lp->d)) != LA_OK))
+            return la_fail(st, "policy '%s': %s", G->res[p].name, la_errmsg());
     }
     const int T = G->lens[i];
     double bits = NAN;
     st = la_eval_loss(cached_loss, lc, G->docs, T, 0, (int)G->windows, (uint64_t)G->seed, T, &bits, NULL, NULL);
-    if (st != LA_OK) {
-        snprintf(G->msg, sizeof G->msg, "%s", la_errmsg());
-        return la_fail(st, "policy '%s', length %d: %s", G->res[p].name, T, G->msg);
-    }
+    if (st != LA_OK) return la_fail(st, "policy '%s', length %d: %s", G->res[p].name, T, la_errmsg());
     G->res[p].loss[i] = bits;
     int hits = 0, n_pk = 0, digit_hits = 0;
     for (int tr = 0; tr < G->trials && T >= la_passkey_min_len(); tr++) {
@@ -216,10 +210,8 @@ static la_status cell_run(void *user, int c, const char *key) {
         la_passkey info;
         if ((st = la_passkey_make(G->docs, T, depth, (uint64_t)G->seed * 1000003u + (uint64_t)tr * 7919u + (uint64_t)T,
                                   G->tok, &info)) != LA_OK ||
-            (st = cached_pass(G->mp ? lp : lc, G->tok, NULL, T, NULL, G->pred)) != LA_OK) {
-            snprintf(G->msg, sizeof G->msg, "%s", la_errmsg());
-            return la_fail(st, "passkey at length %d: %s", T, G->msg);
-        }
+            (st = cached_pass(G->mp ? lp : lc, G->tok, NULL, T, NULL, G->pred)) != LA_OK)
+            return la_fail(st, "passkey at length %d: %s", T, la_errmsg());
         hits += la_passkey_exact(G->pred, G->tok, &info);
         for (int k = 0; k < LA_PASSKEY_DIGITS; k++) digit_hits += G->pred[info.answer_pos - 1 + k] == G->tok[info.answer_pos + k];
         n_pk++;
@@ -265,37 +257,35 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
         if (o->lens[i] < 2 || (i > 0 && o->lens[i] <= o->lens[i - 1]))
             return la_fail(LA_EINVAL, "kv-eval: lengths must be increasing integers >= 2 (length %d is %d)", i,
                            o->lens[i]);
-    const char *ckpt = o->ckpt, *pk_ckpt = o->passkey_ckpt, *data = o->data, *out = o->out, *pols_s = o->policies;
-    const long windows = o->windows, chunk_opt = o->chunk;
-    const uint64_t seed = o->seed;
+    const char *ckpt = o->ckpt, *pk_ckpt = o->passkey_ckpt, *out = o->out, *pols_s = o->policies;
     long trials = o->trials;
-    char msg[1200];
     la_model *m = NULL;
-    if (la_model_load(ckpt, &m) != LA_OK) {
-        snprintf(msg, sizeof msg, "%s", la_errmsg());
-        return la_fail(LA_EIO, "cannot load '%s': %s", ckpt, msg);
-    }
+    if (la_model_load(ckpt, &m) != LA_OK) return la_fail(LA_EIO, "cannot load '%s': %s", ckpt, la_errmsg());
     const la_model_config *cfg = la_model_get_config(m);
     const int L = cfg->train_len, V = cfg->vocab;
+    /* everything below is released at done */
     la_model *mp = NULL; /* passkey weights; NULL: m */
+    pol_result *res = NULL;
+    la_docs docs = {0};
+    int32_t *tok = NULL, *pred = NULL;
+    float *logits = NULL;
+    loss_ctx lc = {NULL, NULL, 1, V}, lp = {NULL, NULL, 1, V}; /* lp: passkey decoder */
+    la_status st = LA_OK;
     if (pk_ckpt) {
         if (la_model_load(pk_ckpt, &mp) != LA_OK) {
-            snprintf(msg, sizeof msg, "%s", la_errmsg());
-            la_model_free(m);
-            return la_fail(LA_EIO, "cannot load the passkey checkpoint '%s': %s", pk_ckpt, msg);
+            st = la_fail(LA_EIO, "cannot load the passkey checkpoint '%s': %s", pk_ckpt, la_errmsg());
+            goto done;
         }
         const la_model_config *c2 = la_model_get_config(mp);
         if (c2->n_layer != cfg->n_layer || c2->n_head != cfg->n_head || c2->n_kv_head != cfg->n_kv_head ||
             c2->d_model != cfg->d_model || c2->d_ff != cfg->d_ff || c2->vocab != V || c2->train_len != L ||
             strcmp(c2->spec, cfg->spec)) {
-            la_status e = la_fail(LA_EINVAL, "passkey checkpoint '%s' (%s, %d layers, d_model %d, L %d) is not the "
-                                  "same model as the checkpoint '%s' (%s, %d layers, d_model %d, L %d); give the "
-                                  "fine-tuned weights of the same model",
-                                  pk_ckpt, c2->spec, c2->n_layer, c2->d_model, c2->train_len, ckpt, cfg->spec,
-                                  cfg->n_layer, cfg->d_model, L);
-            la_model_free(mp);
-            la_model_free(m);
-            return e;
+            st = la_fail(LA_EINVAL, "passkey checkpoint '%s' (%s, %d layers, d_model %d, L %d) is not the "
+                         "same model as the checkpoint '%s' (%s, %d layers, d_model %d, L %d); give the "
+                         "fine-tuned weights of the same model",
+                         pk_ckpt, c2->spec, c2->n_layer, c2->d_model, c2->train_len, ckpt, cfg->spec,
+                         cfg->n_layer, cfg->d_model, L);
+            goto done;
         }
     }
     int lens[MAX_LEN], nl = 0;
@@ -304,11 +294,10 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
     } else {
         for (int f = 1; f <= 16; f *= 2) lens[nl++] = L * f;
     }
-    pol_result *res = la_calloc(MAX_POL, sizeof *res);
+    res = la_calloc(MAX_POL, sizeof *res);
     if (!res) {
-        la_model_free(m);
-        la_model_free(mp);
-        return la_fail(LA_ENOMEM, "la_kv_eval_run: out of memory");
+        st = la_fail(LA_ENOMEM, "la_kv_eval_run: out of memory");
+        goto done;
     }
     int np = 0;
     char defaults[512];
@@ -323,62 +312,39 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
             if (np >= MAX_POL) break;
             la_kv_params kp = la_kv_params_default();
             la_kv_params_for_model(m, &kp);
-            la_status ps = la_kv_policy_parse(t, &kp);
-            if (ps == LA_OK && o->kv_type && !la_kv_policy_names_type(t)) ps = la_kv_type_parse(o->kv_type, &kp);
-            if (ps != LA_OK) {
-                free(res);
-                la_model_free(m);
-                la_model_free(mp);
-                return ps; /* la_errmsg() names the policy problem */
-            }
+            st = la_kv_policy_parse(t, &kp);
+            if (st == LA_OK && o->kv_type && !la_kv_policy_names_type(t)) st = la_kv_type_parse(o->kv_type, &kp);
+            if (st != LA_OK) goto done; /* la_errmsg() names the policy problem */
             kp.max_tokens = lens[nl - 1] + 1;
             snprintf(res[np].name, sizeof res[np].name, "%s", t);
             res[np++].kp = kp;
         }
     }
     if (np == 0) {
-        free(res);
-        la_model_free(m);
-        la_model_free(mp);
-        return la_fail(LA_ESPEC, "policies '%s' name no policy; give e.g. 'full;window(128);h2o(64,64)'",
-                       pols_s ? pols_s : "");
+        st = la_fail(LA_ESPEC, "policies '%s' name no policy; give e.g. 'full;window(128);h2o(64,64)'",
+                     pols_s ? pols_s : "");
+        goto done;
     }
     char valdir[1100];
     struct stat sb;
-    snprintf(valdir, sizeof valdir, "%s/val", data);
-    if (stat(valdir, &sb) != 0 || !S_ISDIR(sb.st_mode)) snprintf(valdir, sizeof valdir, "%s", data);
-    la_docs docs;
-    la_status st = la_docs_load(valdir, &docs);
-    if (st != LA_OK) {
-        snprintf(msg, sizeof msg, "%s", la_errmsg());
-        free(res);
-        la_model_free(m);
-        la_model_free(mp);
-        return la_fail(st, "cannot load documents from '%s': %s", valdir, msg);
+    snprintf(valdir, sizeof valdir, "%s/val", o->data);
+    if (stat(valdir, &sb) != 0 || !S_ISDIR(sb.st_mode)) snprintf(valdir, sizeof valdir, "%s", o->data);
+    if ((st = la_docs_load(valdir, &docs)) != LA_OK) {
+        st = la_fail(st, "cannot load documents from '%s': %s", valdir, la_errmsg());
+        goto done;
     }
     if (docs.vocab != V) {
-        la_status e = la_fail(LA_EINVAL, "documents in '%s' have vocabulary %d but the model has %d", valdir,
-                              docs.vocab, V);
-        la_docs_free(&docs);
-        free(res);
-        la_model_free(m);
-        la_model_free(mp);
-        return e;
+        st = la_fail(LA_EINVAL, "documents in '%s' have vocabulary %d but the model has %d", valdir, docs.vocab, V);
+        goto done;
     }
     if (trials > 0 && !docs.is_bytes) {
         note(progress, user, "passkey needs byte-level documents; running without it (--trials 0)");
         trials = 0;
     }
-    if ((st = la_mkdir_p(out)) != LA_OK) {
-        la_docs_free(&docs);
-        free(res);
-        la_model_free(m);
-        la_model_free(mp);
-        return st;
-    }
-    int32_t *tok = la_malloc(sizeof(int32_t) * ((size_t)lens[nl - 1] + 1)), *pred = la_malloc(sizeof(int32_t) * (size_t)lens[nl - 1]);
-    float *logits = la_malloc(sizeof(float) * (size_t)V * 256);
-    loss_ctx lc = {NULL, logits, 1, V}, lp = {NULL, logits, 1, V}; /* lp: passkey decoder */
+    if ((st = la_mkdir_p(out)) != LA_OK) goto done;
+    tok = la_malloc(sizeof(int32_t) * ((size_t)lens[nl - 1] + 1));
+    pred = la_malloc(sizeof(int32_t) * (size_t)lens[nl - 1]);
+    lc.logits = lp.logits = logits = la_malloc(sizeof(float) * (size_t)V * 256);
     if (!tok || !pred || !logits) {
         st = la_fail(LA_ENOMEM, "la_kv_eval_run: out of memory");
         goto done;
@@ -387,8 +353,8 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
         /* cells: policy p at length i is cell p * nl + i, run in that order (one process,
          * nothing stored: every run computes them all) */
         kv_grid G = {.res = res, .lens = lens, .nl = nl, .m = m, .mp = mp, .docs = &docs, .lc = &lc, .lp = &lp,
-                     .tok = tok, .pred = pred, .windows = windows, .trials = trials, .chunk_opt = chunk_opt,
-                     .seed = seed, .progress = progress, .user = user, .t_start = la_now_s()};
+                     .tok = tok, .pred = pred, .windows = o->windows, .trials = trials, .chunk_opt = o->chunk,
+                     .seed = o->seed, .progress = progress, .user = user, .t_start = la_now_s()};
         la_grid g;
         if ((st = la_grid_init(&g, "kv-eval", NULL, np * nl, 1, 0)) != LA_OK) goto done;
         const la_grid_fns fns = {.run = cell_run, .done = cell_done};
@@ -398,12 +364,12 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
     }
     {
         int plotted = 0, gp_exit = 0;
-        st = write_outputs(out, res, np, lens, nl, L, (int)trials, (int)windows, ckpt, mp ? pk_ckpt : NULL, &plotted,
+        st = write_outputs(out, res, np, lens, nl, L, (int)trials, o->windows, ckpt, mp ? pk_ckpt : NULL, &plotted,
                            &gp_exit);
         if (st != LA_OK) {
-            snprintf(msg, sizeof msg, "%s", la_errmsg());
-            st = la_fail(st, "cannot write the outputs in '%s': %s", out, msg);
+            st = la_fail(st, "cannot write the outputs in '%s': %s", out, la_errmsg());
         } else if (!plotted) {
+            char msg[200];
             snprintf(msg, sizeof msg, "gnuplot failed (exit %d); the table and CSV are written. Install gnuplot-nox.",
                      gp_exit);
             note(progress, user, msg);
