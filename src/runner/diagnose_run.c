@@ -139,14 +139,10 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
 }
 
 la_status la_diag_load_byte_model(const char *ckpt, const char *why, la_model **out) {
-    char msg[1024];
     *out = NULL;
     la_model *m = NULL;
     la_status st = la_model_load(ckpt, &m);
-    if (st != LA_OK) {
-        snprintf(msg, sizeof msg, "%s", la_errmsg());
-        return la_fail(st, "--ckpt %s: %s: %s", ckpt, la_status_name(st), msg);
-    }
+    if (st != LA_OK) return la_fail(st, "--ckpt %s: %s: %s", ckpt, la_status_name(st), la_errmsg());
     int vocab = la_model_get_config(m)->vocab;
     if (vocab != 256) {
         la_model_free(m);
@@ -214,17 +210,13 @@ typedef struct {
     double delta;
     uint64_t seed;
     la_diag **diag;
-    char msg[1024];
 } gauss_grid;
 
 static la_status gauss_cell(void *user, int k, const char *key) {
     gauss_grid *G = user;
     la_status st = la_diag_new(G->N, G->delta, 1, &G->diag[k]);
     if (st == LA_OK) st = la_diag_gaussian(&G->parsed[k], G->N, G->draws, G->seed, G->diag[k]);
-    if (st != LA_OK) {
-        snprintf(G->msg, sizeof G->msg, "%s", la_errmsg());
-        st = la_fail(st, "%s: %s: %s", G->specs[k], la_status_name(st), G->msg);
-    }
+    if (st != LA_OK) st = la_fail(st, "%s: %s: %s", G->specs[k], la_status_name(st), la_errmsg());
     return st;
 }
 
@@ -239,7 +231,7 @@ la_status la_diagnose_gaussian_run(const char *const *specs, int n_specs, int64_
     la_status st = LA_OK;
     for (int k = 0; k < n_specs && st == LA_OK; k++) st = la_spec_parse(specs[k], &parsed[k]);
     if (st == LA_OK) { /* cells: one per spec, in order */
-        gauss_grid G = {specs, parsed, N, draws, delta, seed, diag, ""};
+        gauss_grid G = {specs, parsed, N, draws, delta, seed, diag};
         la_grid g;
         if ((st = la_grid_init(&g, "diagnose", NULL, n_specs, 1, 0)) == LA_OK) {
             const la_grid_fns fns = {.run = gauss_cell};

@@ -45,13 +45,7 @@ typedef struct {
     la_synth_progress_fn progress;
     void *user;
     char skipped[1024]; /* specs skipped because this build lacks their normaliser */
-    char msg[1024];     /* copy of la_errmsg() while a new message is formatted from it */
 } synth_state;
-
-static const char *errmsg_copy(synth_state *S) {
-    snprintf(S->msg, sizeof S->msg, "%s", la_errmsg());
-    return S->msg;
-}
 
 la_synth_opts la_synth_opts_default(void) {
     la_synth_opts o;
@@ -205,7 +199,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
         s = la_task_tokens_at(&lp, lp.max_len, &n);
         if (n > n_buf) n_buf = n;
     }
-    if (s != LA_OK) return la_fail(s, "task %s: %s", la_task_name(p->task), errmsg_copy(S));
+    if (s != LA_OK) return la_fail(s, "task %s: %s", la_task_name(p->task), la_errmsg());
     const int T = n_buf - 1;
     la_model_config mc = la_model_config_default();
     mc.n_layer = o->layers;
@@ -220,7 +214,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     la_model *m = NULL;
     la_trainer *tr = NULL;
     s = la_model_new(&mc, seed, &m);
-    if (s != LA_OK) return la_fail(s, "spec '%s': %s", spec, errmsg_copy(S));
+    if (s != LA_OK) return la_fail(s, "spec '%s': %s", spec, la_errmsg());
     memset(r, 0, sizeof *r);
     r->task = p->task;
     r->seed = seed;
@@ -296,7 +290,7 @@ static la_status run_one(synth_state *S, const la_task_params *p, const char *sp
     la_trainer_free(tr);
     la_model_free(m);
     if (s == LA_EUNSUPPORTED) return s; /* the caller skips the spec, la_errmsg() says why */
-    if (s != LA_OK) return la_fail(s, "%s x '%s': %s", la_task_name(p->task), spec, errmsg_copy(S));
+    if (s != LA_OK) return la_fail(s, "%s x '%s': %s", la_task_name(p->task), spec, la_errmsg());
     return LA_OK;
 }
 
@@ -726,11 +720,8 @@ static la_status run_from_json(const cJSON *o, la_task t, const char *spec, uint
         if (cJSON_GetArraySize(a) != 5)
             return la_fail(LA_EFORMAT, "the saved result of %s has a malformed point; delete it to rerun that cell", key);
         eval_point *e = &r->pt[k];
-        e->mult = (int)la_cells_num_value(cJSON_GetArrayItem(a, 0));
-        e->content_len = (int)la_cells_num_value(cJSON_GetArrayItem(a, 1));
-        e->tokens = (int)la_cells_num_value(cJSON_GetArrayItem(a, 2));
-        e->n = (int)la_cells_num_value(cJSON_GetArrayItem(a, 3));
-        e->correct = (int)la_cells_num_value(cJSON_GetArrayItem(a, 4));
+        int *v[5] = {&e->mult, &e->content_len, &e->tokens, &e->n, &e->correct}; /* run_to_json's order */
+        for (int q = 0; q < 5; q++) *v[q] = (int)la_cells_num_value(cJSON_GetArrayItem(a, q));
     }
     return LA_OK;
 }
@@ -849,7 +840,7 @@ static la_status cell_done(void *user, int c, const char *key, la_status st, int
         G->cells[c].state = CELL_SKIPPED;
         if (S->progress) {
             la_synth_progress pr = {.event = LA_SYNTH_SKIPPED, .task = G->t, .spec = G->specs[(c / G->nk) % G->ns],
-                                    .message = errmsg_copy(S), .seed = G->seed};
+                                    .message = la_errmsg(), .seed = G->seed};
             S->progress(S->user, &pr);
         }
         return LA_OK;
@@ -933,13 +924,10 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
             if (w == LA_OK && nr) w = write_plots(o, rs, nr, tasks, nt);
         }
         if (st == LA_OK) st = la_dist_agree(w);
-        if (n_runs) *n_runs = me == 0 ? nr : 0;
     } else if (st == LA_OK && nr) {
         st = write_plots(o, rs, nr, tasks, nt);
-        if (n_runs) *n_runs = nr;
-    } else if (n_runs) {
-        *n_runs = nr;
     }
+    if (n_runs) *n_runs = nr; /* 0 on the ranks other than 0: cell_done compacts in one process only */
     la_grid_free(&g);
     free(cells);
     free(rs);
