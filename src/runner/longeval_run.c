@@ -181,22 +181,14 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
     cJSON_AddNumberToObject(j, "L", (double)c->L);
     cJSON_AddNumberToObject(j, "bits_per_token", c->ppl_bits_token);
     cJSON_AddNumberToObject(j, "bits_per_byte", c->ppl_bits_byte);
-    cJSON *bt = cJSON_AddArrayToObject(j, "bucket_bits_per_token");
-    cJSON *bb = cJSON_AddArrayToObject(j, "bucket_bits_per_byte");
-    for (int b = 0; b < c->n_buckets; b++) {
-        la_json_push(bt, cJSON_CreateNumber(c->bucket_bits_token[b]));
-        la_json_push(bb, cJSON_CreateNumber(c->bucket_bits_byte[b]));
-    }
+    la_json_put(j, "bucket_bits_per_token", cJSON_CreateDoubleArray(c->bucket_bits_token, c->n_buckets));
+    la_json_put(j, "bucket_bits_per_byte", cJSON_CreateDoubleArray(c->bucket_bits_byte, c->n_buckets));
     cJSON_AddNumberToObject(j, "passkey_hits", c->passkey_hits);
     cJSON_AddNumberToObject(j, "passkey_n", c->passkey_n);
     cJSON_AddNumberToObject(j, "multikey_hits", c->multikey_hits);
     cJSON_AddNumberToObject(j, "multikey_n", c->multikey_n);
-    cJSON *dh = cJSON_AddArrayToObject(j, "passkey_hits_by_depth");
-    cJSON *dm = cJSON_AddArrayToObject(j, "multikey_hits_by_depth");
-    for (int d = 0; d < o->n_depths; d++) {
-        la_json_push(dh, cJSON_CreateNumber(c->depth_hits[d]));
-        la_json_push(dm, cJSON_CreateNumber(c->depth_mk_hits[d]));
-    }
+    la_json_put(j, "passkey_hits_by_depth", cJSON_CreateIntArray(c->depth_hits, o->n_depths));
+    la_json_put(j, "multikey_hits_by_depth", cJSON_CreateIntArray(c->depth_mk_hits, o->n_depths));
     cJSON_AddNumberToObject(j, "seconds", c->seconds);
     cJSON_AddNumberToObject(j, "shared_prefix", c->shared);
     if (o->seq_parallel) cJSON_AddNumberToObject(j, "seq_parallel", 1);
@@ -204,13 +196,11 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
     cJSON_AddNumberToObject(j, "n_docs", c->n_docs);
     cJSON *docs = cJSON_AddArrayToObject(j, "docs"); /* per document: per bucket bits, bytes, predictions */
     for (int k = 0; k < c->n_docs; k++) {
-        cJSON *d = cJSON_CreateObject(), *x = cJSON_AddArrayToObject(d, "bits"), *y = cJSON_AddArrayToObject(d, "bytes"),
-              *z = cJSON_AddArrayToObject(d, "n");
-        for (int b = 0; b < c->n_buckets; b++) {
-            la_json_push(x, cJSON_CreateNumber(c->doc_bits[k][b]));
-            la_json_push(y, cJSON_CreateNumber(c->doc_bytes[k][b]));
-            la_json_push(z, cJSON_CreateNumber((double)c->doc_n[k][b]));
-        }
+        cJSON *d = cJSON_CreateObject();
+        la_json_put(d, "bits", cJSON_CreateDoubleArray(c->doc_bits[k], c->n_buckets));
+        la_json_put(d, "bytes", cJSON_CreateDoubleArray(c->doc_bytes[k], c->n_buckets));
+        cJSON *z = cJSON_AddArrayToObject(d, "n");
+        for (int b = 0; b < c->n_buckets; b++) la_json_push(z, cJSON_CreateNumber((double)c->doc_n[k][b]));
         la_json_push(docs, d);
     }
     /* per example (index ((doc * depths) + depth) * trials + trial): hit, first token's logit */
@@ -222,6 +212,12 @@ static cJSON *cell_json(const la_longeval_opts *o, const la_longeval_cell *c) {
         if (c->multikey_n) la_json_push(mh, cJSON_CreateNumber(c->mk_hit[e])), la_json_push(mt, cJSON_CreateNumber(c->mk_top[e]));
     }
     return la_json_end(saved_json, j);
+}
+
+/* The first n numbers of the array name of j into x (la_cells_num_value's rules: NaN when missing). */
+static void get_nums(const cJSON *j, const char *name, double *x, int n) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, name);
+    for (int i = 0; i < n; i++) x[i] = la_cells_num_value(cJSON_GetArrayItem(a, i));
 }
 
 /* A stored cell (the grid's restore, --resume) read into *c, whose method, length and L
@@ -240,13 +236,9 @@ static la_status cell_from_json(const cJSON *j, const char *path, const la_longe
     c->ppl_bits_token = la_cells_get_num(j, "bits_per_token");
     c->ppl_bits_byte = la_cells_get_num(j, "bits_per_byte");
     const cJSON *bt = cJSON_GetObjectItemCaseSensitive(j, "bucket_bits_per_token");
-    const cJSON *bb = cJSON_GetObjectItemCaseSensitive(j, "bucket_bits_per_byte");
     c->n_buckets = cJSON_GetArraySize(bt) < LA_LONGEVAL_MAX ? cJSON_GetArraySize(bt) : LA_LONGEVAL_MAX;
-    for (int b = 0; b < c->n_buckets; b++) {
-        const cJSON *x = cJSON_GetArrayItem(bt, b), *y = cJSON_GetArrayItem(bb, b);
-        c->bucket_bits_token[b] = la_cells_num_value(x);
-        c->bucket_bits_byte[b] = la_cells_num_value(y);
-    }
+    get_nums(j, "bucket_bits_per_token", c->bucket_bits_token, c->n_buckets);
+    get_nums(j, "bucket_bits_per_byte", c->bucket_bits_byte, c->n_buckets);
     c->passkey_hits = (int)la_cells_get_num(j, "passkey_hits");
     c->passkey_n = (int)la_cells_get_num(j, "passkey_n");
     c->multikey_hits = (int)la_cells_get_num(j, "multikey_hits");
@@ -264,13 +256,11 @@ static la_status cell_from_json(const cJSON *j, const char *path, const la_longe
     const cJSON *docs = cJSON_GetObjectItemCaseSensitive(j, "docs");
     c->n_docs = cJSON_GetArraySize(docs) < LA_LONGEVAL_MAX_DOCS ? cJSON_GetArraySize(docs) : LA_LONGEVAL_MAX_DOCS;
     for (int k = 0; k < c->n_docs; k++) {
-        const cJSON *d = cJSON_GetArrayItem(docs, k);
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(d, "bits"), *y = cJSON_GetObjectItemCaseSensitive(d, "bytes"),
-                    *z = cJSON_GetObjectItemCaseSensitive(d, "n");
+        const cJSON *d = cJSON_GetArrayItem(docs, k), *z = cJSON_GetObjectItemCaseSensitive(d, "n");
+        get_nums(d, "bits", c->doc_bits[k], c->n_buckets);
+        get_nums(d, "bytes", c->doc_bytes[k], c->n_buckets);
         for (int b = 0; b < c->n_buckets; b++) {
-            const cJSON *xb = cJSON_GetArrayItem(x, b), *yb = cJSON_GetArrayItem(y, b), *zb = cJSON_GetArrayItem(z, b);
-            c->doc_bits[k][b] = la_cells_num_value(xb);
-            c->doc_bytes[k][b] = la_cells_num_value(yb);
+            const cJSON *zb = cJSON_GetArrayItem(z, b);
             c->doc_n[k][b] = cJSON_IsNumber(zb) ? (int64_t)zb->valuedouble : 0;
         }
     }
@@ -353,12 +343,13 @@ static void doc_boot(const la_longeval_opts *o, const la_longeval_cell *c, const
         d[0] = d[1] = d[2] = NAN;
 }
 
+/* m against the reference r; r NULL (no reference) or cells not comparable: ok = 0, every statistic NaN */
 static le_cmp compare(const la_longeval_opts *o, const la_longeval_cell *r, const la_longeval_cell *m) {
     le_cmp k;
     memset(&k, 0, sizeof k);
     k.d_bpb = k.d_lo = k.d_hi = k.pk_p = k.mk_p = NAN;
     k.pk_d[0] = k.pk_d[1] = k.pk_d[2] = k.mk_d[0] = k.mk_d[1] = k.mk_d[2] = NAN;
-    if (r->L == 0 || m->L == 0 || r->n_docs != m->n_docs || r->n_buckets != m->n_buckets || r->n_ex != m->n_ex)
+    if (!r || r->L == 0 || m->L == 0 || r->n_docs != m->n_docs || r->n_buckets != m->n_buckets || r->n_ex != m->n_ex)
         return k;
     k.ok = 1;
     int nu = r->n_docs * r->n_buckets;
@@ -421,10 +412,7 @@ int la_longeval_table(const la_longeval_opts *o, const la_longeval_cell *cells, 
     PUT("\n");
     for (int m = 0; m < o->n_methods; m++) {
         PUT("| `");
-        for (const char *q = o->methods[m]; *q; q++) { /* a '|' inside a cell must be escaped in markdown */
-            if (*q == '|') PUT("\\|");
-            else PUT("%c", *q);
-        }
+        for (const char *q = o->methods[m]; *q; q++) PUT(*q == '|' ? "\\%c" : "%c", *q); /* '|' escaped in markdown */
         PUT("` |");
         for (int l = 0; l < o->n_lengths; l++) {
             const la_longeval_cell *c = &cells[m * o->n_lengths + l];
@@ -460,10 +448,7 @@ int la_longeval_table(const la_longeval_opts *o, const la_longeval_cell *cells, 
                 le_cmp k = compare(o, cr, cm);
                 if (!k.ok) continue;
                 PUT("| `");
-                for (const char *q = o->methods[m]; *q; q++) {
-                    if (*q == '|') PUT("\\|");
-                    else PUT("%c", *q);
-                }
+                for (const char *q = o->methods[m]; *q; q++) PUT(*q == '|' ? "\\%c" : "%c", *q);
                 PUT("` | %gC | %+.4f [%+.4f, %+.4f] | %s |", o->lengths[l], k.d_bpb, k.d_lo, k.d_hi, ppl_verdict(&k));
                 char dp[64], dm[64];
                 d_text(k.pk_d, dp, sizeof dp);
@@ -528,11 +513,7 @@ static la_status write_outputs(const la_longeval_opts *o, const la_longeval_cell
         double pl = NAN, ph = NAN, ml = NAN, mh = NAN;
         if (c->passkey_n) la_stats_wilson(c->passkey_hits, c->passkey_n, 1.96, &pl, &ph);
         if (c->multikey_n) la_stats_wilson(c->multikey_hits, c->multikey_n, 1.96, &ml, &mh);
-        le_cmp k;
-        memset(&k, 0, sizeof k);
-        k.d_bpb = k.d_lo = k.d_hi = k.pk_p = k.mk_p = NAN;
-        k.pk_d[0] = k.pk_d[1] = k.pk_d[2] = k.mk_d[0] = k.mk_d[1] = k.mk_d[2] = NAN;
-        if (ref >= 0 && c->method != ref) k = compare(o, &cells[ref * o->n_lengths + c->length], c);
+        le_cmp k = compare(o, ref >= 0 && c->method != ref ? &cells[ref * o->n_lengths + c->length] : NULL, c);
         double pa[3], ma[3]; /* the accuracies' intervals over documents */
         doc_boot(o, c, NULL, 0, pa);
         doc_boot(o, c, NULL, 1, ma);
