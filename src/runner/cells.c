@@ -12,14 +12,14 @@
 #include "core/internal.h"
 #include "runner/cells.h"
 
-la_status la_json_write_atomic(const char *path, const cJSON *obj) {
-    char *text = cJSON_Print(obj);
+la_status la_json_write_atomic(const char *path, const cJSON *obj, int newline) {
+    char *text = obj ? cJSON_Print(obj) : NULL;
     if (!text) return la_fail(LA_ENOMEM, "out of memory formatting %s", path);
     la_afile af;
     la_status s = la_afile_open(&af, path);
     if (s == LA_OK) {
         fputs(text, af.f);
-        fputc('\n', af.f);
+        if (newline) fputc('\n', af.f);
         s = la_afile_commit(&af);
     }
     free(text);
@@ -155,7 +155,7 @@ la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, cons
     la_json_put(run, "fingerprint", fp);
     run = la_json_end(saved_json, run);
     if (!run) return la_fail(LA_ENOMEM, "out of memory writing %s", path);
-    s = la_json_write_atomic(path, run);
+    s = la_json_write_atomic(path, run, 1);
     cJSON_Delete(run);
     return s;
 }
@@ -187,7 +187,7 @@ la_status la_cells_save(const la_cells *c, const char *key, const cJSON *result)
     if (!c || !key || !result) return la_fail(LA_EINVAL, "la_cells_save: NULL argument");
     char path[2600];
     cell_path(c, key, path, sizeof path);
-    return la_json_write_atomic(path, result);
+    return la_json_write_atomic(path, result, 1);
 }
 
 /* cJSON prints 15 significant digits whenever they read back within an epsilon, which loses

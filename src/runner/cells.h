@@ -50,8 +50,9 @@ cJSON *la_cells_num(double x);
 double la_cells_get_num(const cJSON *obj, const char *name);
 /* An element of an array read back the same way. */
 double la_cells_num_value(const cJSON *item);
-/* obj printed to path, one JSON text and a newline, written atomically (la_afile): the
- * cell store's writer, also the report writer's for results.json (la_report_write_json). */
-la_status la_json_write_atomic(const char *path, const cJSON *obj);
+/* obj printed to path, one JSON text and (newline) a newline, written atomically (la_afile);
+ * obj NULL fails with LA_ENOMEM, as a failed print does: the cell store's writer (with the
+ * newline), also the report writer's for results.json (la_report_write_json). */
+la_status la_json_write_atomic(const char *path, const cJSON *obj, int newline);
 
 #endif

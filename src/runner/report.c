@@ -153,18 +153,7 @@ la_status la_report_write(const char *dir, const char *name, const la_sbuf *out)
 la_status la_report_write_json(const char *dir, const char *name, const cJSON *root, int newline) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (newline && root) return la_json_write_atomic(path, root); /* the cell store's writer */
-    char *text = root ? cJSON_Print(root) : NULL;
-    if (!text) return la_fail(LA_ENOMEM, "out of memory formatting %s", path);
-    la_afile af;
-    la_status s = la_afile_open(&af, path);
-    if (s == LA_OK) {
-        fputs(text, af.f);
-        if (newline) fputc('\n', af.f);
-        s = la_afile_commit(&af);
-    }
-    free(text);
-    return s;
+    return la_json_write_atomic(path, root, newline); /* the cell store's writer */
 }
 
 static int is_png(const char *path) {
