@@ -165,11 +165,9 @@ la_status la_diagnose_passkey_run(const la_diagnose_passkey_opts *o, la_diagnose
     la_diag **diag = la_calloc((size_t)LH, sizeof *diag);
     double **outs[7] = {&r->digits_ans, &r->needle_ans, &r->digits_q, &r->needle_q, &r->digits_right, &r->digits_wrong,
                         &r->target_ans};
-    for (int x = 0; x < 7; x++) *outs[x] = la_calloc(nper, sizeof(double));
-    st = ex && pred && mass && nright && nwrong && diag && r->digits_wrong && r->digits_right && r->needle_q &&
-                 r->digits_q && r->needle_ans && r->digits_ans && r->target_ans
-             ? LA_OK
-             : la_fail(LA_ENOMEM, "la_diagnose_passkey_run: out of memory");
+    int ok = ex && pred && mass && nright && nwrong && diag;
+    for (int x = 0; x < 7; x++) ok &= (*outs[x] = la_calloc(nper, sizeof(double))) != NULL;
+    st = ok ? LA_OK : la_fail(LA_ENOMEM, "la_diagnose_passkey_run: out of memory");
     /* the accumulators only take the rows (the distance ranges are not reported here) */
     for (int i = 0; i < LH && st == LA_OK; i++) st = la_diag_new(Tmax - 1, 10, 1, &diag[i]);
     if (st == LA_OK) st = la_mkdir_p(o->out);
