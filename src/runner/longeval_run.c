@@ -750,7 +750,7 @@ static la_status cell_run(void *user, int i, const char *key) {
     G->ts = la_now_s();
     G->c->tick = on_tick;
     G->c->tick_user = G;
-    la_status st = le_cell_run(G->c, G->o, cell->method, cell->length, cell);
+    la_status st = le_cell_run(G->c, G->o, cell);
     G->c->tick = NULL;
     cell->seconds = la_now_s() - G->ts;
     G->run_s += cell->seconds;

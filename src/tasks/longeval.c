@@ -488,13 +488,9 @@ static la_status run_doc(le_ctx *c, const la_longeval_opts *o, int k, int64_t L,
     return st;
 }
 
-la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_longeval_cell *cell) {
-    memset(cell, 0, sizeof *cell);
-    cell->method = mi;
-    cell->length = li;
-    snprintf(cell->method_text, sizeof cell->method_text, "%s", o->methods[mi]);
-    int64_t L = (int64_t)llround(o->lengths[li] * (double)c->C);
-    cell->L = L;
+la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, la_longeval_cell *cell) {
+    const int mi = cell->method;
+    const int64_t L = cell->L;
     la_spec spec;
     la_kv_params kv;
     int has_kv;

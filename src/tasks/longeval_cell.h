@@ -54,6 +54,8 @@ typedef struct {
  * none); the spec is then the model's own RoPE. */
 la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, la_spec *spec, la_kv_params *kv,
                           int *has_kv, char *posreg);
-la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, int mi, int li, la_longeval_cell *cell);
+/* Run one cell: cell comes zeroed but for its method, length, method_text and L (the
+ * runner's cell_begin, which names the cell before it is run or restored). */
+la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, la_longeval_cell *cell);
 
 #endif
