@@ -60,9 +60,8 @@ void la_diagnose_ckpt_free(la_diagnose_ckpt_result *r) {
 static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ckpt_result *r) {
     const int L = r->config.n_layer, H = r->config.n_head, N = (int)o->N;
     la_diag **d = r->diag;
-    char csv[4200], sum[4200], gp[4200], png[4200];
+    char csv[4200], gp[4200], png[4200];
     snprintf(csv, sizeof csv, "%s/diagnose.csv", o->out);
-    snprintf(sum, sizeof sum, "%s/summary.csv", o->out);
     snprintf(gp, sizeof gp, "%s/diagnose.gp", o->out);
     snprintf(png, sizeof png, "%s/diagnose.png", o->out);
     la_afile af;
@@ -101,7 +100,7 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
         la_diag_summary(d[i], lo_min, &ratio, &slope, &used);
         la_table_row(&t, "%d\t%d\t%.6g\t%.6g\t%d", i / H, i % H, ratio, slope, used);
     }
-    LA_TRY(la_table_write_csv(&t, NULL, sum));
+    LA_TRY(la_table_write_csv(&t, o->out, "summary.csv"));
     LA_TRY(la_afile_open(&af, gp));
     /* two rows of panels (mass, entropy), one column per layer, one line per head */
     fprintf(af.f,

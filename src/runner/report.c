@@ -25,20 +25,15 @@ la_status la_table_init(la_table *t, int n_cols, const char *const *header, cons
 la_status la_table_begin(la_table *t, const char *header_csv, const char *align) {
     int n = 1;
     for (const char *p = header_csv; *p; p++) n += *p == ',';
-    char *buf = la_malloc(strlen(header_csv) + 1);
-    const char **head = la_malloc((size_t)n * sizeof *head);
-    la_status s = buf && head ? LA_OK : la_fail(LA_ENOMEM, "out of memory for a table");
-    if (s == LA_OK) {
-        strcpy(buf, header_csv);
-        int k = 0;
-        head[k++] = buf;
-        for (char *p = buf; *p; p++)
-            if (*p == ',') *p = '\0', head[k++] = p + 1;
-        s = la_table_init(t, n, head, align);
+    LA_TRY(la_table_init(t, n, NULL, align));
+    for (const char *p = header_csv, *e;; p = e + 1) { /* the header row: the names between the commas */
+        e = p + strcspn(p, ",");
+        la_table_add(t, "%.*s", (int)(e - p), p);
+        if (!*e) break;
     }
-    free(buf);
-    free(head);
-    return s;
+    if (!t->oom) return LA_OK;
+    la_table_free(t); /* as la_table_init: a failed begin leaves nothing to free */
+    return la_fail(LA_ENOMEM, "out of memory for a table");
 }
 
 void la_table_free(la_table *t) {

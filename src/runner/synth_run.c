@@ -366,7 +366,6 @@ static const char *fmt_acc(const eval_point *e, char *buf, size_t n) {
 
 static la_status write_results(const synth_state *S, const run_result *rs, int nr) {
     const la_synth_opts *o = S->o;
-    la_status rc = LA_OK;
     /* CSV: one row per run x length */
     static const char *const csv_head[] = {"task", "spec", "mult", "content_len", "tokens", "n", "correct",
                                            "exact_match", "train_steps", "train_s", "final_loss", "seed"};
@@ -383,7 +382,7 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
                          e->n, e->correct, acc, rs[i].steps, rs[i].train_s, rs[i].final_loss,
                          (unsigned long long)rs[i].seed);
         }
-    rc = la_table_write_csv(&t, o->out, "results.csv");
+    la_status rc = la_table_write_csv(&t, o->out, "results.csv");
 
     /* Markdown: one row per run, one column per length */
     la_sbuf md = {0};
