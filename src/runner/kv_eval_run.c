@@ -101,20 +101,16 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
                          res[p].loss[i], res[p].acc[i], res[p].digit_acc[i], trials, bpt,
                          (long long)res[p].cache_tokens[i], bpt * (double)res[p].cache_tokens[i]);
         }
-    la_status st = la_table_write_csv(&t, out, "kv_eval.csv");
-    if (st != LA_OK) return st;
+    LA_TRY(la_table_write_csv(&t, out, "kv_eval.csv"));
 
     /* markdown: a row per policy, a column per length */
+    LA_TRY(la_table_init(&t, nl + 3, NULL, NULL));
     la_sbuf md = {0};
     la_sbuf_printf(&md, "KV cache policies on `%s` (train_len L = %d; %d validation windows and %d passkey examples per length).\n"
                    "Cells: validation bits per byte / passkey accuracy (whole key) / passkey digit accuracy (teacher-forced\n"
                    "greedy, per digit; chance is about 0.1). Cache = KiB of k/v held at the longest length (all layers).\n\n",
                    ckpt, L, windows, trials);
     if (pk_ckpt) la_sbuf_printf(&md, "Passkey columns from the fine-tuned weights `%s`.\n\n", pk_ckpt);
-    if ((st = la_table_init(&t, nl + 3, NULL, NULL)) != LA_OK) {
-        free(md.s);
-        return st;
-    }
     la_table_row(&t, "policy\tbytes/token");
     for (int i = 0; i < nl; i++) la_table_add(&t, "%d (%gL)", lens[i], (double)lens[i] / L);
     la_table_add(&t, "cache KiB @%d", lens[nl - 1]);
@@ -129,7 +125,7 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
     }
     la_table_md(&t, &md);
     la_table_free(&t);
-    st = la_report_write(out, "kv_eval.md", &md);
+    la_status st = la_report_write(out, "kv_eval.md", &md);
     free(md.s);
     if (st != LA_OK) return st;
 

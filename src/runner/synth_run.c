@@ -861,17 +861,10 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     int nt, ns;
     LA_TRY(split_opts(o, tbuf, sizeof tbuf, sbuf_, sizeof sbuf_, tasks, &nt, specs, &ns));
     LA_TRY(la_mkdir_p(o->out));
-    synth_state *S = la_calloc(1, sizeof *S);
+    synth_state S = {.o = o, .progress = progress, .user = user};
     const int nk = o->seeds;
     run_result *rs = la_calloc((size_t)nt * ns * nk, sizeof *rs);
-    if (!S || !rs) {
-        free(S);
-        free(rs);
-        return la_fail(LA_ENOMEM, "la_synth_run: out of memory");
-    }
-    S->o = o;
-    S->progress = progress;
-    S->user = user;
+    if (!rs) return la_fail(LA_ENOMEM, "la_synth_run: out of memory");
     /* cells (task i, spec j, seed k), c = (i * ns + j) * nk + k; under mpirun each rank runs the cells
      * la_dist_assign gives it (estimated cost: training tokens + evaluation tokens), rank 0
      * gathers them and writes what one process writes, in cell order */
@@ -902,7 +895,7 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     if (N > 1) st = la_dist_agree(st);
     if (st == LA_OK) st = la_grid_open(&store, o->out, "synth", fp, o->resume);
     cJSON_Delete(fp);
-    synth_grid G = {.S = S, .tasks = tasks, .specs = specs, .ns = ns, .nk = nk, .N = N, .cells = cells, .rs = rs};
+    synth_grid G = {.S = &S, .tasks = tasks, .specs = specs, .ns = ns, .nk = nk, .N = N, .cells = cells, .rs = rs};
     if (st == LA_OK) {
         g.store = &store;
         g.test_point = "synth-cell";
@@ -918,8 +911,8 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
         if (st == LA_OK) st = la_dist_agree(la_grid_gather(cells, sizeof *cells, g.owner, nc, 0, "synth"));
         la_status w = LA_OK;
         if (st == LA_OK && me == 0) {
-            nr = compact(S, cells, nc, specs, ns, nk, rs);
-            w = write_results(S, rs, nr);
+            nr = compact(&S, cells, nc, specs, ns, nk, rs);
+            w = write_results(&S, rs, nr);
             if (w == LA_OK && nr) w = write_plots(o, rs, nr, tasks, nt);
         }
         if (st == LA_OK) st = la_dist_agree(w);
@@ -930,6 +923,5 @@ la_status la_synth_run(const la_synth_opts *o, la_synth_progress_fn progress, vo
     la_grid_free(&g);
     free(cells);
     free(rs);
-    free(S);
     return st;
 }
