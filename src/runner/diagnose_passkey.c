@@ -95,19 +95,17 @@ static la_status cell_run(void *user, int c, const char *key) {
     int32_t *ex = G->ex;
     double *mass = G->mass;
     la_passkey pk;
-    la_status st;
-    if ((st = la_passkey_make(G->val, T, o->depths[di], la_study_passkey_seed(o->seed, li, di, k), ex, &pk)) != LA_OK)
-        return st;
-    if ((st = la_model_eval(G->m, ex, NULL, 1, T, NULL, NULL, G->pred, NULL)) != LA_OK) return st;
+    LA_TRY(la_passkey_make(G->val, T, o->depths[di], la_study_passkey_seed(o->seed, li, di, k), ex, &pk));
+    LA_TRY(la_model_eval(G->m, ex, NULL, 1, T, NULL, NULL, G->pred, NULL));
     const int right = la_passkey_exact(G->pred, ex, &pk);
     r->correct[li] += right;
     int rows[LA_DIAG_PK_ROWS];
     int64_t span[2 * NSPAN];
     for (int x = 0; x < NR; x++) rows[x] = pk.answer_pos - 1 + x; /* predict digits x = 0..4 */
-    if ((st = digit_spans(ex, &pk, span)) != LA_OK) return st;
+    LA_TRY(digit_spans(ex, &pk, span));
     span[2 * (NSPAN - 1)] = pk.needle_pos, span[2 * (NSPAN - 1) + 1] = pk.needle_pos + pk.needle_len;
     la_diag_rows sel = {rows, NR, span, NSPAN, mass};
-    if ((st = la_model_diagnose_rows(G->m, ex, T, &sel, G->diag)) != LA_OK) return st;
+    LA_TRY(la_model_diagnose_rows(G->m, ex, T, &sel, G->diag));
     for (int x = 0; x < NR; x++) {
         double vis = rows[x] + 1; /* causal: keys 0..row */
         r->uniform_digits[li] += 2.0 * LA_PASSKEY_DIGITS / vis / (NR * per_len);

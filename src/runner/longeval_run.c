@@ -81,8 +81,7 @@ static la_status int_key(const cJSON *root, const char *key, const char *path, i
 la_status la_longeval_load(const char *path, la_longeval_opts *o) {
     if (!path || !o) return la_fail(LA_EINVAL, "la_longeval_load: NULL argument");
     char *text;
-    la_status st = la_read_file(path, 0, &text, NULL);
-    if (st != LA_OK) return st;
+    LA_TRY(la_read_file(path, 0, &text, NULL));
     cJSON *root = cJSON_Parse(text);
     free(text);
     if (!cJSON_IsObject(root)) {
@@ -93,7 +92,7 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
                                         "chunk", "seed", "docs", "comment", "haystack", "documents",
                                         "resamples", "cost", "kv_type"};
     const cJSON *e;
-    st = LA_OK;
+    la_status st = LA_OK;
     cJSON_ArrayForEach(e, root) {
         int ok = 0;
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= !strcmp(e->string, known[i]);
