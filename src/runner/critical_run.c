@@ -71,9 +71,7 @@ la_status la_critical_run(const la_critical_params *p, const double *rhos, int n
             "     1/(1-x) with lines lw 3 lc rgb '#00c0ff' title 'gamma = 1/(1-rho)'\n",
             png, p->n, p->d, rlo - dr / 2, rhi + dr / 2, glo - dg / 2, ghi + dg / 2, csv);
     LA_TRY(la_afile_commit(&af));
-    if (plot) {
-        int rc = la_report_plot(NULL, NULL, gp, NULL, NULL, 0, NULL, NULL, 0); /* its messages: dropped */
-        if (gnuplot_exit) *gnuplot_exit = rc;
-    }
+    const int rc = plot ? la_report_plot(NULL, NULL, gp, NULL, NULL, 0, NULL, NULL, 0) : -1; /* its messages: dropped */
+    if (gnuplot_exit) *gnuplot_exit = rc;
     return LA_OK;
 }

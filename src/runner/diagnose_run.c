@@ -276,9 +276,7 @@ la_status la_diagnose_gaussian_run(const char *const *specs, int n_specs, int64_
         for (int k = 0; k < n_specs; k++) la_diag_free(diag[k]), diag[k] = NULL;
         return st;
     }
-    if (plot) {
-        int rc = la_report_plot(NULL, NULL, gp, NULL, NULL, 0, NULL, NULL, 0);
-        if (gnuplot_exit) *gnuplot_exit = rc;
-    }
+    const int rc = plot ? la_report_plot(NULL, NULL, gp, NULL, NULL, 0, NULL, NULL, 0) : -1;
+    if (gnuplot_exit) *gnuplot_exit = rc;
     return LA_OK;
 }
