@@ -358,12 +358,6 @@ static la_status md_table(la_table *t, const char *const *first, int n, const la
     return la_table_init(t, n + maxp, head, align);
 }
 
-static const char *fmt_acc(const eval_point *e, char *buf, size_t n) {
-    if (e->n == 0) snprintf(buf, n, "-");
-    else snprintf(buf, n, "%.3f", (double)e->correct / e->n);
-    return buf;
-}
-
 static la_status write_results(const synth_state *S, const run_result *rs, int nr) {
     const la_synth_opts *o = S->o;
     /* CSV: one row per run x length */
@@ -397,10 +391,10 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
         la_table_row(&t1, "%s\t`%s`", la_task_name(rs[i].task), rs[i].spec);
         if (nk > 1) la_table_add(&t1, "%llu", (unsigned long long)rs[i].seed);
         la_table_row(&t1, "%d\t%.0f\t%.4f", rs[i].steps, rs[i].train_s, rs[i].final_loss);
-        for (int j = 0; j < maxp; j++) {
-            char acc[32] = "";
-            if (j < rs[i].n_points) fmt_acc(&rs[i].pt[j], acc, sizeof acc);
-            la_table_add(&t1, "%s", acc);
+        for (int j = 0; j < maxp; j++) { /* '-': skipped; empty: no such length */
+            if (j >= rs[i].n_points) la_table_add(&t1, "%s", "");
+            else if (rs[i].pt[j].n == 0) la_table_add(&t1, "-");
+            else la_table_add(&t1, "%.3f", acc_of(&rs[i].pt[j]));
         }
     }
     la_table_md(&t1, &md);
