@@ -161,14 +161,10 @@ la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, cons
 }
 
 static void cell_path(const la_cells *c, const char *key, char *buf, size_t n) {
+    static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_";
     char safe[512];
     size_t i = 0;
-    for (; key[i] && i + 1 < sizeof safe; i++) {
-        char ch = key[i];
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-                 ch == '-' || ch == '_';
-        safe[i] = ok ? ch : '_';
-    }
+    for (; key[i] && i + 1 < sizeof safe; i++) safe[i] = strchr(ok, key[i]) ? key[i] : '_';
     safe[i] = '\0';
     if (!strcmp(safe, "run")) snprintf(safe, sizeof safe, "run_");
     snprintf(buf, n, "%s/%s.json", c->dir, safe);

@@ -657,9 +657,7 @@ static cJSON *synth_fingerprint(const la_synth_opts *o) {
 
 /* with_seed 0 (one seed per task x spec): the key older runs used, so that they resume */
 static void cell_key(la_task t, int spec_index, const char *spec, int with_seed, uint64_t seed, char *buf, size_t n) {
-    int k = snprintf(buf, n, "%s_%d_", la_task_name(t), spec_index + 1);
-    for (const char *p = spec; *p && k + 1 < (int)n; p++) buf[k++] = *p; /* la_cells_save makes it file-safe */
-    buf[k] = '\0';
+    int k = snprintf(buf, n, "%s_%d_%s", la_task_name(t), spec_index + 1, spec); /* la_cells_save makes it file-safe */
     if (with_seed && k + 1 < (int)n) snprintf(buf + k, n - (size_t)k, "_seed%llu", (unsigned long long)seed);
 }
 
