@@ -386,7 +386,7 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
     static const char *const head1[] = {"task", "spec", "steps", "train s", "final loss"};
     static const char *const head1_seed[] = {"task", "spec", "seed", "steps", "train s", "final loss"};
     la_table t1;
-    if ((rc = md_table(&t1, nk > 1 ? head1_seed : head1, nk > 1 ? 6 : 5, o, maxp)) != LA_OK) return rc;
+    LA_TRY(md_table(&t1, nk > 1 ? head1_seed : head1, nk > 1 ? 6 : 5, o, maxp)); /* rc keeps the CSV's status */
     for (int i = 0; i < nr; i++) {
         la_table_row(&t1, "%s\t`%s`", la_task_name(rs[i].task), rs[i].spec);
         if (nk > 1) la_table_add(&t1, "%llu", (unsigned long long)rs[i].seed);
@@ -407,9 +407,10 @@ static la_status write_results(const synth_state *S, const run_result *rs, int n
                        (unsigned long long)(o->seed + (uint64_t)nk - 1));
         static const char *const head2[] = {"task", "spec", "seeds", "learned"};
         la_table t2;
-        if ((rc = md_table(&t2, head2, 4, o, maxp)) != LA_OK) {
+        la_status mt = md_table(&t2, head2, 4, o, maxp);
+        if (mt != LA_OK) {
             free(md.s);
-            return rc;
+            return mt;
         }
         seed_group g;
         for (int i = 0; i < nr; i += g.n) {
