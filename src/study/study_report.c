@@ -151,22 +151,9 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     }
     la_table t;
     /* per cell (variant x seed): the raw numbers */
-    char (*names)[32] = la_malloc((size_t)(1 + max_b) * sizeof *names);
-    const char **head = la_malloc((size_t)(6 + max_b) * sizeof *head);
-    la_status s = names && head ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory for results.csv");
-    if (s == LA_OK) {
-        const char *first[6] = {"spec", "seed", "eval_len", names[0], "windows", "tokens"};
-        memcpy(head, first, sizeof first);
-        snprintf(names[0], sizeof names[0], "loss_%s", unit);
-        for (int b = 0; b < max_b; b++) {
-            snprintf(names[1 + b], sizeof names[1 + b], "pos_%d", b * st->seq_len);
-            head[6 + b] = names[1 + b];
-        }
-        s = la_table_init(&t, 6 + max_b, head, NULL);
-    }
-    free(names);
-    free(head);
-    LA_TRY(s);
+    LA_TRY(la_table_init(&t, 6 + max_b, NULL, NULL));
+    la_table_row(&t, "spec\tseed\teval_len\tloss_%s\twindows\ttokens", unit);
+    for (int b = 0; b < max_b; b++) la_table_add(&t, "pos_%d", b * st->seq_len);
     for (int c = 0; c < la_study_n_cells(st); c++) {
         const study_variant *v = &r->v[c];
         if (!v->trained) continue;
@@ -182,8 +169,7 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     }
     LA_TRY(la_table_write_csv(&t, dir, "results.csv"));
 
-    static const char *const pk_head[] = {"spec", "seed", "length", "depth", "trials", "correct", "passkey_acc"};
-    LA_TRY(la_table_init(&t, 7, pk_head, NULL));
+    LA_TRY(la_table_begin(&t, "spec,seed,length,depth,trials,correct,passkey_acc", NULL));
     for (int c = 0; c < la_study_n_cells(st) && st->pk_trials > 0; c++) {
         const study_variant *v = &r->v[c];
         if (!v->passkey_done) continue;
@@ -213,8 +199,7 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     LA_TRY(la_table_write_csv(&t, dir, "training.csv"));
 
     /* the passkey fine-tune, step by step: loss on the five answer digits */
-    static const char *const ft_head[] = {"spec", "seed", "step", "answer_loss_bits_per_digit"};
-    LA_TRY(la_table_init(&t, 4, ft_head, NULL));
+    LA_TRY(la_table_begin(&t, "spec,seed,step,answer_loss_bits_per_digit", NULL));
     for (int c = 0; c < la_study_n_cells(st); c++) {
         const study_variant *v = &r->v[c];
         for (int k = 0; k < v->n_ft; k++) {
@@ -225,8 +210,7 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     LA_TRY(la_table_write_csv(&t, dir, "finetune.csv"));
 
     /* per variant over its seeds: mean, sample std, min, max (what results.md shows) */
-    static const char *const sum_head[] = {"spec", "seeds", "metric", "length", "mean", "std", "min", "max"};
-    LA_TRY(la_table_init(&t, 8, sum_head, NULL));
+    LA_TRY(la_table_begin(&t, "spec,seeds,metric,length,mean,std,min,max", NULL));
     for (int vi = 0; vi < st->n_specs; vi++) {
         variant_agg a;
         aggregate(r, vi, &a);

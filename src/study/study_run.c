@@ -724,10 +724,8 @@ typedef struct {
     const la_docs *train, *val;
     const char *out_dir;
     int32_t *batch, *inp, *tgt, *ex, *pred;
-    int leader, n_resumed, n_continued, n_bad;
+    int leader, n_resumed, n_continued;
     double t_start;
-    la_status first_bad; /* the first variant that failed, and its message */
-    char first_msg[1024];
 } study_grid;
 
 static void cell_begin(void *user, int c, char *key, size_t n) {
@@ -786,12 +784,6 @@ static la_status cell_done(void *user, int c, const char *key, la_status vs, int
         snprintf(r->v[c].error, sizeof r->v[c].error, "%s", la_errmsg());
         r->v[c].status = vs;
         r->v[c].seed = G->cell_st.seed;
-        if (!G->n_bad++) {
-            G->first_bad = vs;
-            snprintf(G->first_msg, sizeof G->first_msg, "variant %d (%s, seed %llu) failed: %s",
-                     c / G->st->n_seeds + 1, G->st->specs[c / G->st->n_seeds], (unsigned long long)G->cell_st.seed,
-                     r->v[c].error);
-        }
     }
     /* keep the ETA honest whatever the flop model missed for this variant */
     G->tk->flops_done = G->g->done;
@@ -949,24 +941,20 @@ pre:
     const la_grid_fns fns = {.begin = cell_begin, .restore = cell_restore, .run = cell_run,
                              .to_json = cell_to_json, .stored = cell_stored, .done = cell_done};
     s = la_grid_run(&g, &fns, &G);
-    int n_resumed = G.n_resumed, n_continued = G.n_continued, n_bad = G.n_bad;
-    la_status first_bad = G.first_bad;
-    char first_msg[1024];
-    snprintf(first_msg, sizeof first_msg, "%s", G.first_msg);
+    int n_resumed = G.n_resumed, n_continued = G.n_continued, n_bad = 0;
+    la_status first_bad = LA_OK; /* the first variant that failed, and its message */
+    char first_msg[1024] = "";
     la_dist_group_end();
     /* every group is here: one that failed stops them all, named */
     if ((s = la_dist_agree(s)) != LA_OK) goto out;
     /* under mpirun: rank 0 gathers the other groups' variants and writes everything */
     if ((s = la_study_gather(r, sender)) != LA_OK) goto out;
-    if (la_dist_size() > 1) {
-        n_bad = 0;
-        for (int c = 0; c < n_cells && writer; c++)
-            if (r->v[c].error[0] && !n_bad++) {
-                first_bad = r->v[c].status;
-                snprintf(first_msg, sizeof first_msg, "variant %d (%s, seed %llu) failed: %s", c / n_seeds + 1,
-                         st->specs[c / n_seeds], (unsigned long long)r->v[c].seed, r->v[c].error);
-            }
-    }
+    for (int c = 0; c < n_cells && writer; c++)
+        if (r->v[c].status != LA_OK && !n_bad++) {
+            first_bad = r->v[c].status;
+            snprintf(first_msg, sizeof first_msg, "variant %d (%s, seed %llu) failed: %s", c / n_seeds + 1,
+                     st->specs[c / n_seeds], (unsigned long long)r->v[c].seed, r->v[c].error);
+        }
     tk.p.phase = "write";
     report(&tk, 0);
     int plots_ok = 0;
