@@ -239,12 +239,6 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     return la_table_write_csv(&t, dir, "summary.csv");
 }
 
-static cJSON *int_array(const int *a, int n) {
-    cJSON *arr = cJSON_CreateArray();
-    for (int i = 0; i < n; i++) la_json_push(arr, cJSON_CreateNumber(a[i]));
-    return arr;
-}
-
 /* {"mean", "std", "min", "max", "values": [per seed]} */
 static cJSON *stat_json(const study_stat *x, const double *values) {
     cJSON *o = cJSON_CreateObject();
@@ -277,7 +271,7 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddNumberToObject(s, "warmup", st->warmup);
     cJSON_AddNumberToObject(s, "seed", (double)st->seed);
     cJSON_AddNumberToObject(s, "seeds", ns);
-    la_json_put(s, "eval_lens", int_array(st->eval_lens, st->n_eval_lens));
+    la_json_put(s, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(s, "eval_windows", st->eval_windows);
     cJSON_AddNumberToObject(s, "val_every", st->val_every);
     cJSON *pk = cJSON_AddObjectToObject(s, "passkey");
@@ -285,7 +279,7 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddStringToObject(pk, "pretrain_targets", st->pk_mix_all ? "all" : "answer");
     cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
     cJSON_AddNumberToObject(pk, "finetune_lr", st->pk_lr);
-    la_json_put(pk, "lens", int_array(st->pk_lens, st->n_pk_lens));
+    la_json_put(pk, "lens", cJSON_CreateIntArray(st->pk_lens, st->n_pk_lens));
     la_json_put(pk, "depths", cJSON_CreateDoubleArray(st->pk_depths, st->n_pk_depths));
     cJSON_AddNumberToObject(pk, "trials", st->pk_trials);
     cJSON *specs = cJSON_AddArrayToObject(s, "specs");
@@ -507,16 +501,13 @@ static char *study_markdown(const study_results *r) {
         la_table_md(&t, &b);
         la_table_free(&t);
     }
-    for (int c = 0; c < la_study_n_cells(st); c++)
-        if (r->v[c].error[0]) {
-            if (several)
-                la_sbuf_printf(&b, "\n**`%s` (seed %llu) failed**%s: %s\n", st->specs[c / st->n_seeds],
-                               (unsigned long long)r->v[c].seed, r->v[c].trained ? " after its loss evaluation" : "",
-                               r->v[c].error);
-            else
-                la_sbuf_printf(&b, "\n**`%s` failed**%s: %s\n", st->specs[c], r->v[c].trained ? " after its loss evaluation" : "",
-                               r->v[c].error);
-        }
+    for (int c = 0; c < la_study_n_cells(st); c++) {
+        char seed[40] = ""; /* named with several seeds */
+        if (several) snprintf(seed, sizeof seed, " (seed %llu)", (unsigned long long)r->v[c].seed);
+        if (r->v[c].error[0])
+            la_sbuf_printf(&b, "\n**`%s`%s failed**%s: %s\n", st->specs[c / st->n_seeds], seed,
+                           r->v[c].trained ? " after its loss evaluation" : "", r->v[c].error);
+    }
     la_sbuf_printf(&b, "\nWall time %.0f s.\n", r->wall_s);
     if (b.oom) { free(b.s); return NULL; }
     return b.s;

@@ -904,17 +904,9 @@ pre:
         for (int c = 0; c < n_cells; c++) sender[c] = g.owner[c] * rpv;
     }
 
-    tracker tk;
-    memset(&tk, 0, sizeof tk);
-    tk.st = st;
-    tk.opts = &opts;
-    tk.t0 = t_start;
-    tk.vocab = r->vocab;
-    tk.c_L = flops_per_token(st, r->vocab, L);
-    tk.flops_total = g.total; /* this group's share */
-    tk.p.n_specs = st->n_specs;
-    tk.p.n_seeds = n_seeds;
-    tk.p.loss = tk.p.val_loss = NAN;
+    tracker tk = {.st = st, .opts = &opts, .t0 = t_start, .vocab = r->vocab, .c_L = flops_per_token(st, r->vocab, L),
+                  .flops_total = g.total, /* this group's share */
+                  .p = {.n_specs = st->n_specs, .n_seeds = n_seeds, .loss = NAN, .val_loss = NAN}};
     /* finished variants of an interrupted run (--resume) are loaded instead of rerun */
     la_cells cells;
     {
