@@ -128,9 +128,13 @@ static int pk_hidden(const la_study *st, const variant_agg *a, int li) {
     return a->has_pk && !a->learned && li > pk_ref_len(st);
 }
 
-/* the four cells mean, std, min, max (empty when there is no value) */
-static void csv_stat(la_table *t, const study_stat *x) {
-    if (x->n < 1 || isnan(x->mean)) la_table_row(t, "\t\t\t");
+/* A row of summary.csv: spec (quoted), seeds, metric, length, then the four cells mean, std,
+ * min, max (empty when there is no value; x NULL: "not learned") */
+static void sum_row(la_table *t, const char *spec, int n, const char *metric, int len, const study_stat *x) {
+    la_table_add_quoted(t, spec);
+    la_table_row(t, "%d\t%s\t%d", n, metric, len);
+    if (!x) la_table_row(t, "not learned\t\t\t");
+    else if (x->n < 1 || isnan(x->mean)) la_table_row(t, "\t\t\t");
     else la_table_row(t, "%.6f\t%.6f\t%.6f\t%.6f", x->mean, x->std, x->min, x->max);
 }
 
@@ -215,26 +219,14 @@ static la_status write_csvs(const study_results *r, const char *dir) {
         variant_agg a;
         aggregate(r, vi, &a);
         if (!a.n_trained) continue;
-        la_table_add_quoted(&t, st->specs[vi]);
-        la_table_row(&t, "%d\t%s\t%d", a.n_trained, tr_name, st->seq_len);
-        csv_stat(&t, &a.train);
-        for (int i = 0; i < st->n_eval_lens; i++) {
-            la_table_add_quoted(&t, st->specs[vi]);
-            la_table_row(&t, "%d\t%s\t%d", a.n_trained, val_name, st->eval_lens[i]);
-            csv_stat(&t, &a.loss[i]);
-        }
+        sum_row(&t, st->specs[vi], a.n_trained, tr_name, st->seq_len, &a.train);
+        for (int i = 0; i < st->n_eval_lens; i++)
+            sum_row(&t, st->specs[vi], a.n_trained, val_name, st->eval_lens[i], &a.loss[i]);
         if (!a.has_pk) continue;
-        for (int i = 0; i < st->n_pk_lens; i++) {
-            la_table_add_quoted(&t, st->specs[vi]);
-            la_table_row(&t, "%d\tpasskey_acc\t%d", a.n_pk, st->pk_lens[i]);
-            if (pk_hidden(st, &a, i)) la_table_row(&t, "not learned\t\t\t");
-            else csv_stat(&t, &a.pk[i]);
-        }
-        if (st->pk_steps > 0) {
-            la_table_add_quoted(&t, st->specs[vi]);
-            la_table_row(&t, "%d\tfinetune_answer_loss_bits_per_digit\t%d", a.n_pk, st->seq_len);
-            csv_stat(&t, &a.ft);
-        }
+        for (int i = 0; i < st->n_pk_lens; i++)
+            sum_row(&t, st->specs[vi], a.n_pk, "passkey_acc", st->pk_lens[i], pk_hidden(st, &a, i) ? NULL : &a.pk[i]);
+        if (st->pk_steps > 0)
+            sum_row(&t, st->specs[vi], a.n_pk, "finetune_answer_loss_bits_per_digit", st->seq_len, &a.ft);
     }
     return la_table_write_csv(&t, dir, "summary.csv");
 }

@@ -716,7 +716,7 @@ out:
  * seed index k = c % n_seeds ---- */
 typedef struct {
     const la_study *st;
-    la_study cell_st; /* the study as a one-seed study of the current cell's seed */
+    la_study cell_st; /* the study with the current cell's seed */
     study_results *r;
     tracker *tk;
     la_grid *g;
@@ -750,11 +750,8 @@ static la_status cell_restore(void *user, int c, const cJSON *saved, const char 
 static la_status cell_run(void *user, int c, const char *key) {
     study_grid *G = user;
     int resumed_step = 0;
-    /* file names (weights) carry the seed when the study has several */
-    G->cell_st.n_seeds = G->st->n_seeds;
     la_status vs = run_variant(&G->cell_st, c / G->st->n_seeds, &G->r->v[c], G->train, G->val, G->out_dir, G->cells,
                                key, &resumed_step, G->r, G->tk, G->batch, G->inp, G->tgt, G->ex, G->pred);
-    G->cell_st.n_seeds = 1;
     if (resumed_step) G->n_continued++;
     /* failures inside are the whole group's (its collectives agree); anything that hit one
      * rank only still fails the variant on all of them */
@@ -926,7 +923,6 @@ pre:
     study_grid G = {.st = st, .cell_st = *st, .r = r, .tk = &tk, .g = &g, .cells = &cells, .train = &train,
                     .val = &val, .out_dir = out_dir, .batch = batch, .inp = inp, .tgt = tgt, .ex = ex,
                     .pred = pred, .leader = la_dist_rank() == 0, .t_start = t_start};
-    G.cell_st.n_seeds = 1; /* the study as a one-seed study of the cell's seed */
     g.store = &cells;
     g.collective = 1; /* a group of rpv ranks runs each cell */
     g.test_point = "study-cell";
