@@ -199,29 +199,16 @@ static la_status parse_specs(const cJSON *sp, const char *where, la_study *s) {
     return LA_OK;
 }
 
-la_status la_study_parse(const char *text, const char *where, la_study *out) {
-    if (!text || !out) return la_fail(LA_EINVAL, "la_study_parse: NULL argument");
-    if (!where) where = "study file";
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-    if (!root) {
-        int line, col;
-        line_col(text, end ? end : text, &line, &col);
-        return BAD("%s:%d:%d: not valid JSON near here; a study file is one JSON object such as "
-                   "{\"data\": \"data/pydoc\", \"steps\": 400, ...} (no comments, no trailing commas)", where, line, col);
-    }
+/* The study of the object root (every key checked) into *out. */
+static la_status parse_root(const cJSON *root, const char *where, la_study *out) {
     la_study s;
     memset(&s, 0, sizeof s);
-    la_status st = LA_OK;
     int eval_given = 0, pk_lens_given = 0;
     static const char *const keys[] = {"name", "data", "model", "steps", "batch", "seq_len", "lr", "warmup",
                                        "seed", "seeds", "eval_lens", "eval_windows", "val_every", "passkey", "specs",
                                        "accum", "ranks_per_variant", "seq_parallel", "precision", NULL};
-    if (!cJSON_IsObject(root)) {
-        st = BAD("%s: the study file must be one JSON object {...}", where);
-        goto done;
-    }
-    if ((st = check_keys(root, keys, where, NULL)) != LA_OK) goto done;
+    if (!cJSON_IsObject(root)) return BAD("%s: the study file must be one JSON object {...}", where);
+    LA_TRY(check_keys(root, keys, where, NULL));
 
     /* defaults that do not depend on other keys */
     s.n_layer = 4;
@@ -246,10 +233,8 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
 
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "name");
     if (it) {
-        if (!cJSON_IsString(it) || strlen(it->valuestring) >= sizeof s.name) {
-            st = BAD("%s: key \"name\" must be a string of at most %zu characters", where, sizeof s.name - 1);
-            goto done;
-        }
+        if (!cJSON_IsString(it) || strlen(it->valuestring) >= sizeof s.name)
+            return BAD("%s: key \"name\" must be a string of at most %zu characters", where, sizeof s.name - 1);
         snprintf(s.name, sizeof s.name, "%s", it->valuestring);
     } else {
         const char *b = strrchr(where, '/');
@@ -257,75 +242,57 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
         snprintf(s.name, sizeof s.name, "%.*s", (int)(strcspn(b, ".") ? strcspn(b, ".") : strlen(b)), b);
     }
     it = cJSON_GetObjectItemCaseSensitive(root, "data");
-    if (!it || !cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) >= sizeof s.data) {
-        st = BAD("%s: key \"data\" %s; give the folder that holds train/ and val/, e.g. \"data\": \"data/pydoc\"",
-                 where, it ? "must be a non-empty string" : "is missing");
-        goto done;
-    }
+    if (!it || !cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) >= sizeof s.data)
+        return BAD("%s: key \"data\" %s; give the folder that holds train/ and val/, e.g. \"data\": \"data/pydoc\"",
+                   where, it ? "must be a non-empty string" : "is missing");
     snprintf(s.data, sizeof s.data, "%s", it->valuestring);
-    if ((it = cJSON_GetObjectItemCaseSensitive(root, "model")) && (st = parse_model(it, where, &s)) != LA_OK) goto done;
-    if ((st = get_int(root, "steps", "steps", 1, 100000000, 1, where, &s.steps)) != LA_OK) goto done;
-    if ((st = get_int(root, "batch", "batch", 1, 1 << 20, 1, where, &s.batch)) != LA_OK) goto done;
-    if ((st = get_int(root, "seq_len", "seq_len", 1, 1 << 24, 1, where, &s.seq_len)) != LA_OK) goto done;
-    if ((st = get_int(root, "accum", "accum", 1, s.batch, 0, where, &s.accum)) != LA_OK) goto done;
-    if (s.batch % s.accum) {
-        st = BAD("%s: key \"accum\" (%d) must divide \"batch\" (%d): every step is accum micro-batches of "
-                 "batch/accum rows; use a divisor of %d", where, s.accum, s.batch, s.batch);
-        goto done;
-    }
-    if ((st = get_int(root, "ranks_per_variant", "ranks_per_variant", 1, 1 << 16, 0, where, &s.ranks_per_variant)) !=
-        LA_OK)
-        goto done;
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "model"))) LA_TRY(parse_model(it, where, &s));
+    LA_TRY(get_int(root, "steps", "steps", 1, 100000000, 1, where, &s.steps));
+    LA_TRY(get_int(root, "batch", "batch", 1, 1 << 20, 1, where, &s.batch));
+    LA_TRY(get_int(root, "seq_len", "seq_len", 1, 1 << 24, 1, where, &s.seq_len));
+    LA_TRY(get_int(root, "accum", "accum", 1, s.batch, 0, where, &s.accum));
+    if (s.batch % s.accum)
+        return BAD("%s: key \"accum\" (%d) must divide \"batch\" (%d): every step is accum micro-batches of "
+                   "batch/accum rows; use a divisor of %d", where, s.accum, s.batch, s.batch);
+    LA_TRY(get_int(root, "ranks_per_variant", "ranks_per_variant", 1, 1 << 16, 0, where, &s.ranks_per_variant));
     s.seq_parallel = 1;
-    if ((st = get_int(root, "seq_parallel", "seq_parallel", 1, 1 << 16, 0, where, &s.seq_parallel)) != LA_OK) goto done;
+    LA_TRY(get_int(root, "seq_parallel", "seq_parallel", 1, 1 << 16, 0, where, &s.seq_parallel));
     if (!cJSON_GetObjectItemCaseSensitive(root, "ranks_per_variant")) s.ranks_per_variant = s.seq_parallel;
-    if (s.ranks_per_variant % s.seq_parallel) {
-        st = BAD("%s: key \"seq_parallel\" (%d) must divide \"ranks_per_variant\" (%d): the ranks sharing a sequence "
-                 "are part of one variant's group; use a ranks_per_variant that is a multiple of %d", where,
-                 s.seq_parallel, s.ranks_per_variant, s.seq_parallel);
-        goto done;
-    }
-    if (s.seq_parallel > 1 && s.seq_len < 64 * (2 * s.seq_parallel - 1) + 1) {
-        st = BAD("%s: key \"seq_parallel\" (%d): \"seq_len\" (%d) is too short to split over %d ranks (each holds 2 "
-                 "of its 2 x %d pieces of whole 64-token tiles); use seq_len >= %d", where, s.seq_parallel,
-                 s.seq_len, s.seq_parallel, s.seq_parallel, 64 * (2 * s.seq_parallel - 1) + 1);
-        goto done;
-    }
-    if ((st = get_num(root, "lr", "lr", 0, 1, 1, where, &s.lr)) != LA_OK) goto done;
+    if (s.ranks_per_variant % s.seq_parallel)
+        return BAD("%s: key \"seq_parallel\" (%d) must divide \"ranks_per_variant\" (%d): the ranks sharing a sequence "
+                   "are part of one variant's group; use a ranks_per_variant that is a multiple of %d", where,
+                   s.seq_parallel, s.ranks_per_variant, s.seq_parallel);
+    if (s.seq_parallel > 1 && s.seq_len < 64 * (2 * s.seq_parallel - 1) + 1)
+        return BAD("%s: key \"seq_parallel\" (%d): \"seq_len\" (%d) is too short to split over %d ranks (each holds 2 "
+                   "of its 2 x %d pieces of whole 64-token tiles); use seq_len >= %d", where, s.seq_parallel,
+                   s.seq_len, s.seq_parallel, s.seq_parallel, 64 * (2 * s.seq_parallel - 1) + 1);
+    LA_TRY(get_num(root, "lr", "lr", 0, 1, 1, where, &s.lr));
     s.precision = LA_DTYPE_F32;
     if ((it = cJSON_GetObjectItemCaseSensitive(root, "precision"))) {
         la_dtype t;
         if (!cJSON_IsString(it) || la_dtype_parse(it->valuestring, &t) != LA_OK ||
-            (t != LA_DTYPE_F32 && t != LA_DTYPE_BF16)) {
-            st = BAD("%s: key \"precision\" must be \"f32\" or \"bf16\" (bf16 products with float32 "
-                     "accumulation and master weights)", where);
-            goto done;
-        }
+            (t != LA_DTYPE_F32 && t != LA_DTYPE_BF16))
+            return BAD("%s: key \"precision\" must be \"f32\" or \"bf16\" (bf16 products with float32 "
+                       "accumulation and master weights)", where);
         s.precision = t;
     }
-    if ((st = get_int(root, "warmup", "warmup", 0, s.steps, 0, where, &s.warmup)) != LA_OK) goto done;
+    LA_TRY(get_int(root, "warmup", "warmup", 0, s.steps, 0, where, &s.warmup));
     it = cJSON_GetObjectItemCaseSensitive(root, "seed");
     if (it) {
         if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
-            it->valuedouble > 9007199254740992.0) {
-            st = BAD("%s: key \"seed\" must be a whole number between 0 and 2^53", where);
-            goto done;
-        }
+            it->valuedouble > 9007199254740992.0)
+            return BAD("%s: key \"seed\" must be a whole number between 0 and 2^53", where);
         s.seed = (uint64_t)it->valuedouble;
     }
-    if ((st = get_int(root, "seeds", "seeds", 1, LA_STUDY_MAX_SEEDS, 0, where, &s.n_seeds)) != LA_OK) goto done;
-    if ((st = get_lens(root, "eval_lens", "eval_lens", 1, where, s.eval_lens, &s.n_eval_lens, &eval_given)) != LA_OK) goto done;
-    if ((st = get_int(root, "eval_windows", "eval_windows", 1, 1000000, 0, where, &s.eval_windows)) != LA_OK) goto done;
-    if ((st = get_int(root, "val_every", "val_every", 1, 100000000, 0, where, &s.val_every)) != LA_OK) goto done;
-    if ((it = cJSON_GetObjectItemCaseSensitive(root, "passkey")) &&
-        (st = parse_passkey(it, where, &s, &pk_lens_given)) != LA_OK)
-        goto done;
-    if (!(it = cJSON_GetObjectItemCaseSensitive(root, "specs"))) {
-        st = BAD("%s: key \"specs\" is missing; list the attention variants to compare, e.g. "
-                 "\"specs\": [\"softmax+rope\", \"softmax+sinv(tau=10)+prope(p=0.5)\"]", where);
-        goto done;
-    }
-    if ((st = parse_specs(it, where, &s)) != LA_OK) goto done;
+    LA_TRY(get_int(root, "seeds", "seeds", 1, LA_STUDY_MAX_SEEDS, 0, where, &s.n_seeds));
+    LA_TRY(get_lens(root, "eval_lens", "eval_lens", 1, where, s.eval_lens, &s.n_eval_lens, &eval_given));
+    LA_TRY(get_int(root, "eval_windows", "eval_windows", 1, 1000000, 0, where, &s.eval_windows));
+    LA_TRY(get_int(root, "val_every", "val_every", 1, 100000000, 0, where, &s.val_every));
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "passkey"))) LA_TRY(parse_passkey(it, where, &s, &pk_lens_given));
+    if (!(it = cJSON_GetObjectItemCaseSensitive(root, "specs")))
+        return BAD("%s: key \"specs\" is missing; list the attention variants to compare, e.g. "
+                   "\"specs\": [\"softmax+rope\", \"softmax+sinv(tau=10)+prope(p=0.5)\"]", where);
+    LA_TRY(parse_specs(it, where, &s));
 
     /* defaults that depend on other keys */
     if (!eval_given) {
@@ -345,25 +312,33 @@ la_status la_study_parse(const char *text, const char *where, la_study *out) {
     }
     if (s.pk_trials > 0) {
         int min_len = la_passkey_min_len();
-        if (s.pk_lens[0] < min_len) {
-            st = BAD("%s: key \"%s\": passkey length %d is too short for the needle, question and answer; "
-                     "use lengths >= %d or set passkey.trials to 0", where,
-                     pk_lens_given ? "passkey.lens" : "eval_lens (the default passkey.lens)", s.pk_lens[0], min_len);
-            goto done;
-        }
-        if (s.seq_len < min_len) {
-            st = BAD("%s: key \"seq_len\" (%d) is shorter than a passkey example (%d); the passkey fine-tune runs "
-                     "at the training length: raise seq_len or set passkey.trials to 0", where, s.seq_len, min_len);
-            goto done;
-        }
+        if (s.pk_lens[0] < min_len)
+            return BAD("%s: key \"%s\": passkey length %d is too short for the needle, question and answer; "
+                       "use lengths >= %d or set passkey.trials to 0", where,
+                       pk_lens_given ? "passkey.lens" : "eval_lens (the default passkey.lens)", s.pk_lens[0], min_len);
+        if (s.seq_len < min_len)
+            return BAD("%s: key \"seq_len\" (%d) is shorter than a passkey example (%d); the passkey fine-tune runs "
+                       "at the training length: raise seq_len or set passkey.trials to 0", where, s.seq_len, min_len);
     }
-    if (s.pk_mix > 0 && s.seq_len < la_passkey_min_len()) {
-        st = BAD("%s: key \"passkey.pretrain_mix\": seq_len %d is shorter than a passkey example (%d); raise "
-                 "seq_len or set pretrain_mix to 0", where, s.seq_len, la_passkey_min_len());
-        goto done;
-    }
+    if (s.pk_mix > 0 && s.seq_len < la_passkey_min_len())
+        return BAD("%s: key \"passkey.pretrain_mix\": seq_len %d is shorter than a passkey example (%d); raise "
+                   "seq_len or set pretrain_mix to 0", where, s.seq_len, la_passkey_min_len());
     *out = s;
-done:
+    return LA_OK;
+}
+
+la_status la_study_parse(const char *text, const char *where, la_study *out) {
+    if (!text || !out) return la_fail(LA_EINVAL, "la_study_parse: NULL argument");
+    if (!where) where = "study file";
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        int line, col;
+        line_col(text, end ? end : text, &line, &col);
+        return BAD("%s:%d:%d: not valid JSON near here; a study file is one JSON object such as "
+                   "{\"data\": \"data/pydoc\", \"steps\": 400, ...} (no comments, no trailing commas)", where, line, col);
+    }
+    la_status st = parse_root(root, where, out);
     cJSON_Delete(root);
     return st;
 }

@@ -128,9 +128,13 @@ static int pk_hidden(const la_study *st, const variant_agg *a, int li) {
     return a->has_pk && !a->learned && li > pk_ref_len(st);
 }
 
-/* the four cells mean, std, min, max (empty when there is no value) */
-static void csv_stat(la_table *t, const study_stat *x) {
-    if (x->n < 1 || isnan(x->mean)) la_table_row(t, "\t\t\t");
+/* A row of summary.csv: spec (quoted), seeds, metric, length, then the four cells mean, std,
+ * min, max (empty when there is no value; x NULL: "not learned") */
+static void sum_row(la_table *t, const char *spec, int n, const char *metric, int len, const study_stat *x) {
+    la_table_add_quoted(t, spec);
+    la_table_row(t, "%d\t%s\t%d", n, metric, len);
+    if (!x) la_table_row(t, "not learned\t\t\t");
+    else if (x->n < 1 || isnan(x->mean)) la_table_row(t, "\t\t\t");
     else la_table_row(t, "%.6f\t%.6f\t%.6f\t%.6f", x->mean, x->std, x->min, x->max);
 }
 
@@ -151,22 +155,9 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     }
     la_table t;
     /* per cell (variant x seed): the raw numbers */
-    char (*names)[32] = la_malloc((size_t)(1 + max_b) * sizeof *names);
-    const char **head = la_malloc((size_t)(6 + max_b) * sizeof *head);
-    la_status s = names && head ? LA_OK : la_fail(LA_ENOMEM, "study: out of memory for results.csv");
-    if (s == LA_OK) {
-        const char *first[6] = {"spec", "seed", "eval_len", names[0], "windows", "tokens"};
-        memcpy(head, first, sizeof first);
-        snprintf(names[0], sizeof names[0], "loss_%s", unit);
-        for (int b = 0; b < max_b; b++) {
-            snprintf(names[1 + b], sizeof names[1 + b], "pos_%d", b * st->seq_len);
-            head[6 + b] = names[1 + b];
-        }
-        s = la_table_init(&t, 6 + max_b, head, NULL);
-    }
-    free(names);
-    free(head);
-    LA_TRY(s);
+    LA_TRY(la_table_init(&t, 6 + max_b, NULL, NULL));
+    la_table_row(&t, "spec\tseed\teval_len\tloss_%s\twindows\ttokens", unit);
+    for (int b = 0; b < max_b; b++) la_table_add(&t, "pos_%d", b * st->seq_len);
     for (int c = 0; c < la_study_n_cells(st); c++) {
         const study_variant *v = &r->v[c];
         if (!v->trained) continue;
@@ -182,8 +173,7 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     }
     LA_TRY(la_table_write_csv(&t, dir, "results.csv"));
 
-    static const char *const pk_head[] = {"spec", "seed", "length", "depth", "trials", "correct", "passkey_acc"};
-    LA_TRY(la_table_init(&t, 7, pk_head, NULL));
+    LA_TRY(la_table_begin(&t, "spec,seed,length,depth,trials,correct,passkey_acc", NULL));
     for (int c = 0; c < la_study_n_cells(st) && st->pk_trials > 0; c++) {
         const study_variant *v = &r->v[c];
         if (!v->passkey_done) continue;
@@ -213,8 +203,7 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     LA_TRY(la_table_write_csv(&t, dir, "training.csv"));
 
     /* the passkey fine-tune, step by step: loss on the five answer digits */
-    static const char *const ft_head[] = {"spec", "seed", "step", "answer_loss_bits_per_digit"};
-    LA_TRY(la_table_init(&t, 4, ft_head, NULL));
+    LA_TRY(la_table_begin(&t, "spec,seed,step,answer_loss_bits_per_digit", NULL));
     for (int c = 0; c < la_study_n_cells(st); c++) {
         const study_variant *v = &r->v[c];
         for (int k = 0; k < v->n_ft; k++) {
@@ -225,40 +214,21 @@ static la_status write_csvs(const study_results *r, const char *dir) {
     LA_TRY(la_table_write_csv(&t, dir, "finetune.csv"));
 
     /* per variant over its seeds: mean, sample std, min, max (what results.md shows) */
-    static const char *const sum_head[] = {"spec", "seeds", "metric", "length", "mean", "std", "min", "max"};
-    LA_TRY(la_table_init(&t, 8, sum_head, NULL));
+    LA_TRY(la_table_begin(&t, "spec,seeds,metric,length,mean,std,min,max", NULL));
     for (int vi = 0; vi < st->n_specs; vi++) {
         variant_agg a;
         aggregate(r, vi, &a);
         if (!a.n_trained) continue;
-        la_table_add_quoted(&t, st->specs[vi]);
-        la_table_row(&t, "%d\t%s\t%d", a.n_trained, tr_name, st->seq_len);
-        csv_stat(&t, &a.train);
-        for (int i = 0; i < st->n_eval_lens; i++) {
-            la_table_add_quoted(&t, st->specs[vi]);
-            la_table_row(&t, "%d\t%s\t%d", a.n_trained, val_name, st->eval_lens[i]);
-            csv_stat(&t, &a.loss[i]);
-        }
+        sum_row(&t, st->specs[vi], a.n_trained, tr_name, st->seq_len, &a.train);
+        for (int i = 0; i < st->n_eval_lens; i++)
+            sum_row(&t, st->specs[vi], a.n_trained, val_name, st->eval_lens[i], &a.loss[i]);
         if (!a.has_pk) continue;
-        for (int i = 0; i < st->n_pk_lens; i++) {
-            la_table_add_quoted(&t, st->specs[vi]);
-            la_table_row(&t, "%d\tpasskey_acc\t%d", a.n_pk, st->pk_lens[i]);
-            if (pk_hidden(st, &a, i)) la_table_row(&t, "not learned\t\t\t");
-            else csv_stat(&t, &a.pk[i]);
-        }
-        if (st->pk_steps > 0) {
-            la_table_add_quoted(&t, st->specs[vi]);
-            la_table_row(&t, "%d\tfinetune_answer_loss_bits_per_digit\t%d", a.n_pk, st->seq_len);
-            csv_stat(&t, &a.ft);
-        }
+        for (int i = 0; i < st->n_pk_lens; i++)
+            sum_row(&t, st->specs[vi], a.n_pk, "passkey_acc", st->pk_lens[i], pk_hidden(st, &a, i) ? NULL : &a.pk[i]);
+        if (st->pk_steps > 0)
+            sum_row(&t, st->specs[vi], a.n_pk, "finetune_answer_loss_bits_per_digit", st->seq_len, &a.ft);
     }
     return la_table_write_csv(&t, dir, "summary.csv");
-}
-
-static cJSON *int_array(const int *a, int n) {
-    cJSON *arr = cJSON_CreateArray();
-    for (int i = 0; i < n; i++) la_json_push(arr, cJSON_CreateNumber(a[i]));
-    return arr;
 }
 
 /* {"mean", "std", "min", "max", "values": [per seed]} */
@@ -293,7 +263,7 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddNumberToObject(s, "warmup", st->warmup);
     cJSON_AddNumberToObject(s, "seed", (double)st->seed);
     cJSON_AddNumberToObject(s, "seeds", ns);
-    la_json_put(s, "eval_lens", int_array(st->eval_lens, st->n_eval_lens));
+    la_json_put(s, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(s, "eval_windows", st->eval_windows);
     cJSON_AddNumberToObject(s, "val_every", st->val_every);
     cJSON *pk = cJSON_AddObjectToObject(s, "passkey");
@@ -301,7 +271,7 @@ static cJSON *study_json(const study_results *r) {
     cJSON_AddStringToObject(pk, "pretrain_targets", st->pk_mix_all ? "all" : "answer");
     cJSON_AddNumberToObject(pk, "finetune_steps", st->pk_steps);
     cJSON_AddNumberToObject(pk, "finetune_lr", st->pk_lr);
-    la_json_put(pk, "lens", int_array(st->pk_lens, st->n_pk_lens));
+    la_json_put(pk, "lens", cJSON_CreateIntArray(st->pk_lens, st->n_pk_lens));
     la_json_put(pk, "depths", cJSON_CreateDoubleArray(st->pk_depths, st->n_pk_depths));
     cJSON_AddNumberToObject(pk, "trials", st->pk_trials);
     cJSON *specs = cJSON_AddArrayToObject(s, "specs");
@@ -523,16 +493,13 @@ static char *study_markdown(const study_results *r) {
         la_table_md(&t, &b);
         la_table_free(&t);
     }
-    for (int c = 0; c < la_study_n_cells(st); c++)
-        if (r->v[c].error[0]) {
-            if (several)
-                la_sbuf_printf(&b, "\n**`%s` (seed %llu) failed**%s: %s\n", st->specs[c / st->n_seeds],
-                               (unsigned long long)r->v[c].seed, r->v[c].trained ? " after its loss evaluation" : "",
-                               r->v[c].error);
-            else
-                la_sbuf_printf(&b, "\n**`%s` failed**%s: %s\n", st->specs[c], r->v[c].trained ? " after its loss evaluation" : "",
-                               r->v[c].error);
-        }
+    for (int c = 0; c < la_study_n_cells(st); c++) {
+        char seed[40] = ""; /* named with several seeds */
+        if (several) snprintf(seed, sizeof seed, " (seed %llu)", (unsigned long long)r->v[c].seed);
+        if (r->v[c].error[0])
+            la_sbuf_printf(&b, "\n**`%s`%s failed**%s: %s\n", st->specs[c / st->n_seeds], seed,
+                           r->v[c].trained ? " after its loss evaluation" : "", r->v[c].error);
+    }
     la_sbuf_printf(&b, "\nWall time %.0f s.\n", r->wall_s);
     if (b.oom) { free(b.s); return NULL; }
     return b.s;

@@ -716,7 +716,7 @@ out:
  * seed index k = c % n_seeds ---- */
 typedef struct {
     const la_study *st;
-    la_study cell_st; /* the study as a one-seed study of the current cell's seed */
+    la_study cell_st; /* the study with the current cell's seed */
     study_results *r;
     tracker *tk;
     la_grid *g;
@@ -724,10 +724,8 @@ typedef struct {
     const la_docs *train, *val;
     const char *out_dir;
     int32_t *batch, *inp, *tgt, *ex, *pred;
-    int leader, n_resumed, n_continued, n_bad;
+    int leader, n_resumed, n_continued;
     double t_start;
-    la_status first_bad; /* the first variant that failed, and its message */
-    char first_msg[1024];
 } study_grid;
 
 static void cell_begin(void *user, int c, char *key, size_t n) {
@@ -752,11 +750,8 @@ static la_status cell_restore(void *user, int c, const cJSON *saved, const char 
 static la_status cell_run(void *user, int c, const char *key) {
     study_grid *G = user;
     int resumed_step = 0;
-    /* file names (weights) carry the seed when the study has several */
-    G->cell_st.n_seeds = G->st->n_seeds;
     la_status vs = run_variant(&G->cell_st, c / G->st->n_seeds, &G->r->v[c], G->train, G->val, G->out_dir, G->cells,
                                key, &resumed_step, G->r, G->tk, G->batch, G->inp, G->tgt, G->ex, G->pred);
-    G->cell_st.n_seeds = 1;
     if (resumed_step) G->n_continued++;
     /* failures inside are the whole group's (its collectives agree); anything that hit one
      * rank only still fails the variant on all of them */
@@ -786,12 +781,6 @@ static la_status cell_done(void *user, int c, const char *key, la_status vs, int
         snprintf(r->v[c].error, sizeof r->v[c].error, "%s", la_errmsg());
         r->v[c].status = vs;
         r->v[c].seed = G->cell_st.seed;
-        if (!G->n_bad++) {
-            G->first_bad = vs;
-            snprintf(G->first_msg, sizeof G->first_msg, "variant %d (%s, seed %llu) failed: %s",
-                     c / G->st->n_seeds + 1, G->st->specs[c / G->st->n_seeds], (unsigned long long)G->cell_st.seed,
-                     r->v[c].error);
-        }
     }
     /* keep the ETA honest whatever the flop model missed for this variant */
     G->tk->flops_done = G->g->done;
@@ -912,17 +901,9 @@ pre:
         for (int c = 0; c < n_cells; c++) sender[c] = g.owner[c] * rpv;
     }
 
-    tracker tk;
-    memset(&tk, 0, sizeof tk);
-    tk.st = st;
-    tk.opts = &opts;
-    tk.t0 = t_start;
-    tk.vocab = r->vocab;
-    tk.c_L = flops_per_token(st, r->vocab, L);
-    tk.flops_total = g.total; /* this group's share */
-    tk.p.n_specs = st->n_specs;
-    tk.p.n_seeds = n_seeds;
-    tk.p.loss = tk.p.val_loss = NAN;
+    tracker tk = {.st = st, .opts = &opts, .t0 = t_start, .vocab = r->vocab, .c_L = flops_per_token(st, r->vocab, L),
+                  .flops_total = g.total, /* this group's share */
+                  .p = {.n_specs = st->n_specs, .n_seeds = n_seeds, .loss = NAN, .val_loss = NAN}};
     /* finished variants of an interrupted run (--resume) are loaded instead of rerun */
     la_cells cells;
     {
@@ -942,31 +923,26 @@ pre:
     study_grid G = {.st = st, .cell_st = *st, .r = r, .tk = &tk, .g = &g, .cells = &cells, .train = &train,
                     .val = &val, .out_dir = out_dir, .batch = batch, .inp = inp, .tgt = tgt, .ex = ex,
                     .pred = pred, .leader = la_dist_rank() == 0, .t_start = t_start};
-    G.cell_st.n_seeds = 1; /* the study as a one-seed study of the cell's seed */
     g.store = &cells;
     g.collective = 1; /* a group of rpv ranks runs each cell */
     g.test_point = "study-cell";
     const la_grid_fns fns = {.begin = cell_begin, .restore = cell_restore, .run = cell_run,
                              .to_json = cell_to_json, .stored = cell_stored, .done = cell_done};
     s = la_grid_run(&g, &fns, &G);
-    int n_resumed = G.n_resumed, n_continued = G.n_continued, n_bad = G.n_bad;
-    la_status first_bad = G.first_bad;
-    char first_msg[1024];
-    snprintf(first_msg, sizeof first_msg, "%s", G.first_msg);
+    int n_resumed = G.n_resumed, n_continued = G.n_continued, n_bad = 0;
+    la_status first_bad = LA_OK; /* the first variant that failed, and its message */
+    char first_msg[1024] = "";
     la_dist_group_end();
     /* every group is here: one that failed stops them all, named */
     if ((s = la_dist_agree(s)) != LA_OK) goto out;
     /* under mpirun: rank 0 gathers the other groups' variants and writes everything */
     if ((s = la_study_gather(r, sender)) != LA_OK) goto out;
-    if (la_dist_size() > 1) {
-        n_bad = 0;
-        for (int c = 0; c < n_cells && writer; c++)
-            if (r->v[c].error[0] && !n_bad++) {
-                first_bad = r->v[c].status;
-                snprintf(first_msg, sizeof first_msg, "variant %d (%s, seed %llu) failed: %s", c / n_seeds + 1,
-                         st->specs[c / n_seeds], (unsigned long long)r->v[c].seed, r->v[c].error);
-            }
-    }
+    for (int c = 0; c < n_cells && writer; c++)
+        if (r->v[c].status != LA_OK && !n_bad++) {
+            first_bad = r->v[c].status;
+            snprintf(first_msg, sizeof first_msg, "variant %d (%s, seed %llu) failed: %s", c / n_seeds + 1,
+                     st->specs[c / n_seeds], (unsigned long long)r->v[c].seed, r->v[c].error);
+        }
     tk.p.phase = "write";
     report(&tk, 0);
     int plots_ok = 0;
