@@ -44,18 +44,12 @@ typedef struct {
 
 static size_t dg_layout(int D, char *base, dg_scratch *s) {
     size_t off = 0;
-#define DG_TAKE(field, count)                                          \
-    do {                                                               \
-        if (s) s->field = (float *)(void *)(base + off);               \
-        off += (sizeof(float) * (size_t)(count) + 63) & ~(size_t)63;   \
-    } while (0)
-    DG_TAKE(Qt, (size_t)LA_BQ * D);
-    DG_TAKE(Sb, LA_BQ * LA_BK);
-    DG_TAKE(Lb, LA_BQ * LA_BK);
-    DG_TAKE(Pb, LA_BQ * LA_BK);
-    DG_TAKE(Gb, LA_BQ * LA_BK);
-    DG_TAKE(cr, LA_BQ);
-#undef DG_TAKE
+    LA_SCRATCH_TAKE(base, off, s->Qt, float, (size_t)LA_BQ * D);
+    LA_SCRATCH_TAKE(base, off, s->Sb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->Lb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->Pb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->Gb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->cr, float, LA_BQ);
     return off;
 }
 
@@ -236,7 +230,7 @@ static la_status dg_run(const dg_t *g, la_diag **diag) {
             if (st != LA_OK) break;
 #pragma omp parallel num_threads(c->nthreads)
             {
-                dg_scratch s;
+                dg_scratch s = {0}; /* filled by dg_layout (zeroed: the compiler cannot see that) */
                 dg_layout(c->D, la_ctx_scratch(c, omp_get_thread_num()), &s);
 #pragma omp for schedule(dynamic, 1)
                 for (int k = 0; k < nch; k++) {

@@ -226,6 +226,15 @@ static inline void *la_ctx_scratch(const la_attn_ctx *c, int tid) {
     return c->thread_scratch + (size_t)tid * c->scratch_bytes;
 }
 
+/* Carves the next array of count elements of type from a thread's scratch: ptr = base + off
+ * (only when base is not NULL: with base NULL the layout just measures its size), then off
+ * moves on by the array's bytes rounded up to 64 (every array starts on a cache line). */
+#define LA_SCRATCH_TAKE(base, off, ptr, type, count)                     \
+    do {                                                                 \
+        if (base) (ptr) = (type *)(void *)((base) + (off));              \
+        (off) += (sizeof(type) * (size_t)(count) + 63) & ~(size_t)63;    \
+    } while (0)
+
 /* Rotated (RoPE family) query rows i0..i0+nr-1 of (b,h) into dst (nr, D); unrotated copy
  * otherwise. */
 void la_load_q(const la_attn_ctx *c, int b, int h, int i0, int nr, float *dst);

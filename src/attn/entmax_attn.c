@@ -102,40 +102,32 @@ typedef struct {
                          tile kt at + kt * D * BK; NULL: transpose per use */
 } em_scratch;
 
-static size_t em_align(size_t x) { return (x + 63) & ~(size_t)63; }
-
 static size_t em_layout(int D, int nkt, int cache, char *base, em_scratch *s) {
     size_t off = 0;
-#define EM_TAKE(field, type, count)                                  \
-    do {                                                             \
-        if (s) s->field = (type *)(void *)(base + off);              \
-        off += em_align(sizeof(type) * (size_t)(count));             \
-    } while (0)
-    EM_TAKE(qb, float, LA_BQ * D);
-    EM_TAKE(kb, float, LA_BK * D);
-    EM_TAKE(kt, float, D * LA_BK);
-    EM_TAKE(sd, float, LA_BQ * LA_BK);
-    EM_TAKE(L, float, LA_BQ * LA_BK);
-    EM_TAKE(P, float, LA_BQ * LA_BK);
-    EM_TAKE(U, float, LA_BQ * LA_BK);
-    EM_TAKE(dP, float, LA_BQ * LA_BK);
-    EM_TAKE(acc, float, LA_BQ * D);
-    EM_TAKE(acc2, float, LA_BK * D);
-    EM_TAKE(cr, float, LA_BQ);
-    EM_TAKE(tmax, float, (size_t)nkt * LA_BQ);
-    EM_TAKE(cls, signed char, nkt);
-    EM_TAKE(cbuf, double, nkt);
-    EM_TAKE(rowd, double, 24 * LA_BQ); /* row state, R_COUNT <= 24 slots */
-    EM_TAKE(idx, int32_t, LA_BK);
-    EM_TAKE(ent_r, int32_t, LA_BQ * LA_BK);
-    EM_TAKE(ent_x, int32_t, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->qb, float, LA_BQ * D);
+    LA_SCRATCH_TAKE(base, off, s->kb, float, LA_BK * D);
+    LA_SCRATCH_TAKE(base, off, s->kt, float, D * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->sd, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->L, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->P, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->U, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->dP, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->acc, float, LA_BQ * D);
+    LA_SCRATCH_TAKE(base, off, s->acc2, float, LA_BK * D);
+    LA_SCRATCH_TAKE(base, off, s->cr, float, LA_BQ);
+    LA_SCRATCH_TAKE(base, off, s->tmax, float, (size_t)nkt * LA_BQ);
+    LA_SCRATCH_TAKE(base, off, s->cls, signed char, nkt);
+    LA_SCRATCH_TAKE(base, off, s->cbuf, double, nkt);
+    LA_SCRATCH_TAKE(base, off, s->rowd, double, 24 * LA_BQ); /* row state, R_COUNT <= 24 slots */
+    LA_SCRATCH_TAKE(base, off, s->idx, int32_t, LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->ent_r, int32_t, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->ent_x, int32_t, LA_BQ * LA_BK);
     if (cache) {
-        EM_TAKE(strip, float, (size_t)LA_BQ * nkt * LA_BK);
-        EM_TAKE(strip2, float, (size_t)LA_BQ * nkt * LA_BK);
+        LA_SCRATCH_TAKE(base, off, s->strip, float, (size_t)LA_BQ * nkt * LA_BK);
+        LA_SCRATCH_TAKE(base, off, s->strip2, float, (size_t)LA_BQ * nkt * LA_BK);
     } else if (s) {
         s->strip = s->strip2 = NULL;
     }
-#undef EM_TAKE
     return off;
 }
 

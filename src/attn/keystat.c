@@ -25,22 +25,16 @@ typedef struct {
 
 static size_t ks_layout(int D, char *base, ks_scratch *s) {
     size_t off = 0;
-#define KS_TAKE(field, count)                                        \
-    do {                                                             \
-        if (s) s->field = (float *)(void *)(base + off);             \
-        off += (sizeof(float) * (size_t)(count) + 63) & ~(size_t)63; \
-    } while (0)
-    KS_TAKE(Qt, (size_t)LA_BQ * D);
-    KS_TAKE(Kr, (size_t)LA_BK * D);
-    KS_TAKE(Kt, (size_t)D * LA_BK);
-    KS_TAKE(Sb, LA_BQ * LA_BK);
-    KS_TAKE(Lb, LA_BQ * LA_BK);
-    KS_TAKE(Pb, LA_BQ * LA_BK);
-    KS_TAKE(Wb, LA_BQ * LA_BK);
-    KS_TAKE(cr, LA_BQ);
-    KS_TAKE(stat, LA_BQ);
-    KS_TAKE(colsum, LA_BK);
-#undef KS_TAKE
+    LA_SCRATCH_TAKE(base, off, s->Qt, float, (size_t)LA_BQ * D);
+    LA_SCRATCH_TAKE(base, off, s->Kr, float, (size_t)LA_BK * D);
+    LA_SCRATCH_TAKE(base, off, s->Kt, float, (size_t)D * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->Sb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->Lb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->Pb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->Wb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(base, off, s->cr, float, LA_BQ);
+    LA_SCRATCH_TAKE(base, off, s->stat, float, LA_BQ);
+    LA_SCRATCH_TAKE(base, off, s->colsum, float, LA_BK);
     return off;
 }
 

@@ -57,21 +57,16 @@ typedef struct {
  * la_softmax_scratch_bytes holds 4 BQ x D and 4 BQ x BK tiles and 4 BQ doubles). */
 static sg_scratch sg_layout(const la_attn_ctx *c, int tid) {
     char *p = la_ctx_scratch(c, tid);
+    size_t off = 0;
     size_t D = (size_t)c->D;
     sg_scratch s;
-#define SG_TAKE(ptr, type, n)                              \
-    do {                                                   \
-        ptr = (type *)(void *)p;                           \
-        p += ((sizeof(type) * (n)) + 63) & ~(size_t)63;    \
-    } while (0)
-    SG_TAKE(s.Qt, float, LA_BQ * D);
-    SG_TAKE(s.Lb, float, LA_BQ * LA_BK);
-    SG_TAKE(s.Pb, float, LA_BQ * LA_BK);
-    SG_TAKE(s.acc, float, LA_BQ * D);
-    SG_TAKE(s.cr, float, LA_BQ);
-    SG_TAKE(s.mass, double, LA_BQ);
-    SG_TAKE(s.plogp, double, LA_BQ);
-#undef SG_TAKE
+    LA_SCRATCH_TAKE(p, off, s.Qt, float, LA_BQ * D);
+    LA_SCRATCH_TAKE(p, off, s.Lb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(p, off, s.Pb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(p, off, s.acc, float, LA_BQ * D);
+    LA_SCRATCH_TAKE(p, off, s.cr, float, LA_BQ);
+    LA_SCRATCH_TAKE(p, off, s.mass, double, LA_BQ);
+    LA_SCRATCH_TAKE(p, off, s.plogp, double, LA_BQ);
     return s;
 }
 

@@ -92,32 +92,27 @@ typedef struct {
 
 static scratch get_scratch(const la_attn_ctx *c, int tid) {
     char *p = la_ctx_scratch(c, tid);
+    size_t off = 0;
     size_t D = (size_t)c->D;
     scratch s;
-#define TAKE(ptr, type, n)                          \
-    do {                                            \
-        ptr = (type *)p;                            \
-        p += ((sizeof(type) * (n)) + 63) & ~(size_t)63; \
-    } while (0)
-    TAKE(s.Qt, float, LA_BQ * D);
-    TAKE(s.Kr, float, NB * LA_BK * D);
-    TAKE(s.Kt, float, NB * D * LA_BK);
-    TAKE(s.Vt, float, NB * D * LA_BK);
-    TAKE(s.Sb, float, LA_BQ * LA_BK);
-    TAKE(s.Lb, float, LA_BQ * LA_BK);
-    TAKE(s.Pb, float, LA_BQ * LA_BK);
-    TAKE(s.dPb, float, LA_BQ * LA_BK);
-    TAKE(s.acc, float, LA_BQ * D);
-    TAKE(s.dka, float, NB * LA_BK * D);
-    TAKE(s.dva, float, NB * LA_BK * D);
-    TAKE(s.cr, float, LA_BQ);
-    TAKE(s.lse, float, LA_BQ);
-    TAKE(s.Di, float, LA_BQ);
-    TAKE(s.m, double, LA_BQ);
-    TAKE(s.l, double, LA_BQ);
-    TAKE(s.s2, double, LA_BQ);
-    TAKE(s.gs, double, LA_BQ);
-#undef TAKE
+    LA_SCRATCH_TAKE(p, off, s.Qt, float, LA_BQ * D);
+    LA_SCRATCH_TAKE(p, off, s.Kr, float, NB * LA_BK * D);
+    LA_SCRATCH_TAKE(p, off, s.Kt, float, NB * D * LA_BK);
+    LA_SCRATCH_TAKE(p, off, s.Vt, float, NB * D * LA_BK);
+    LA_SCRATCH_TAKE(p, off, s.Sb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(p, off, s.Lb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(p, off, s.Pb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(p, off, s.dPb, float, LA_BQ * LA_BK);
+    LA_SCRATCH_TAKE(p, off, s.acc, float, LA_BQ * D);
+    LA_SCRATCH_TAKE(p, off, s.dka, float, NB * LA_BK * D);
+    LA_SCRATCH_TAKE(p, off, s.dva, float, NB * LA_BK * D);
+    LA_SCRATCH_TAKE(p, off, s.cr, float, LA_BQ);
+    LA_SCRATCH_TAKE(p, off, s.lse, float, LA_BQ);
+    LA_SCRATCH_TAKE(p, off, s.Di, float, LA_BQ);
+    LA_SCRATCH_TAKE(p, off, s.m, double, LA_BQ);
+    LA_SCRATCH_TAKE(p, off, s.l, double, LA_BQ);
+    LA_SCRATCH_TAKE(p, off, s.s2, double, LA_BQ);
+    LA_SCRATCH_TAKE(p, off, s.gs, double, LA_BQ);
     return s;
 }
 
