@@ -1,6 +1,6 @@
-/* study_dist.c -- a study's cells (variant x seed) spread over MPI ranks (src/core/dist.h): which rank
- * runs which variant (balanced by estimated cost), and the finished variants' results
- * gathered on rank 0, which writes the tables. */
+/* study_dist.c -- a study's cells (variant x seed) over MPI ranks (src/core/dist.h): the
+ * finished variants' results gathered on rank 0, which writes the tables (which rank runs
+ * which variant is la_grid_init's choice, src/runner/grid.c). */
 #include <stdlib.h>
 #include <string.h>
 
