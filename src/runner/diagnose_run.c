@@ -80,6 +80,7 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
     /* issue 31: a softmax+sink model's sink mass per layer and head, by the span of the rows
      * (how far back they see: the query position under causal patterns); no file when no row had a sink */
     LA_TRY(la_table_begin(&t, "layer,head,span_lo,span_hi,rows,sink_mass,sink_mass_se", NULL));
+    int sink_rows = 0;
     for (int i = 0; i < L * H; i++)
         for (int rg = 0; rg < la_diag_num_ranges(d[i]); rg++) {
             int64_t n = 0, lo, hi;
@@ -89,8 +90,9 @@ static la_status write_ckpt_files(const la_diagnose_ckpt_opts *o, la_diagnose_ck
             la_diag_get_range_edges(d[i], rg, &lo, &hi);
             la_table_row(&t, "%d\t%d\t%lld\t%lld\t%lld\t%.8g\t%.4g", i / H, i % H, (long long)lo, (long long)hi,
                          (long long)n, m, se);
+            sink_rows++;
         }
-    if (t.oom || t.n_cells > t.n_cols) LA_TRY(la_table_write_csv(&t, o->out, "sinks.csv"));
+    if (sink_rows) LA_TRY(la_table_write_csv(&t, o->out, "sinks.csv"));
     else la_table_free(&t);
     const int64_t lo_min = (int64_t)ceil(o->delta);
     LA_TRY(la_table_begin(&t, "layer,head,mass_ratio,entropy_slope,ranges_used", NULL));
