@@ -172,6 +172,46 @@ static void test_ckpt_small(void **st) {
     assert_int_equal(n, 5); /* header + 2 layers x 2 heads */
     snprintf(path, sizeof path, "%s/ck/diagnose.gp", dir);
     assert_int_equal(access(path, R_OK), 0);
+    snprintf(path, sizeof path, "%s/ck/sinks.csv", dir);
+    assert_int_not_equal(access(path, F_OK), 0); /* no sink in this model: no sinks.csv */
+}
+
+/* issue 31: a softmax+sink model's sinks.csv, a row per layer, head and span range holding
+ * rows, and no file for a model without a sink (test_ckpt_small) */
+static void test_ckpt_sinks_csv(void **st) {
+    (void)st;
+    la_model_config cfg = la_model_config_default();
+    cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 32, cfg.d_ff = 64, cfg.train_len = 32;
+    snprintf(cfg.spec, sizeof cfg.spec, "softmax+sink+causal");
+    la_model *m;
+    assert_int_equal(la_model_new(&cfg, 5, &m), LA_OK);
+    char args[512], path[256], line[512];
+    snprintf(path, sizeof path, "%s/sink.safetensors", dir);
+    assert_int_equal(la_model_save(m, path), LA_OK);
+    la_model_free(m);
+    snprintf(args, sizeof args, "--ckpt %s/sink.safetensors --text %s/texts --n 400 --offset 50 --delta 4 --no-plot "
+             "--out %s/sk", dir, dir, dir);
+    snprintf(path, sizeof path, "%s/sk_stdout.txt", dir);
+    assert_int_equal(run(args, path), 0);
+    snprintf(path, sizeof path, "%s/sk/sinks.csv", dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_string_equal(line, "layer,head,span_lo,span_hi,rows,sink_mass,sink_mass_se\n");
+    int n = 0;
+    long long rows_total = 0;
+    while (fgets(line, sizeof line, f)) {
+        int l, h;
+        long long lo, hi, rows;
+        double mass;
+        assert_int_equal(sscanf(line, "%d,%d,%lld,%lld,%lld,%lf", &l, &h, &lo, &hi, &rows, &mass), 6);
+        assert_true(rows > 0 && mass > 0.0 && mass < 1.0);
+        rows_total += rows;
+        n++;
+    }
+    fclose(f);
+    assert_true(n >= 4);                 /* every layer and head has rows */
+    assert_true(rows_total == 4 * 400); /* 2 layers x 2 heads x the 400 rows */
 }
 
 static void test_ckpt_bad_inputs(void **st) {
@@ -305,6 +345,7 @@ int main(void) {
         cmocka_unit_test(test_gaussian_too_short),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_ckpt_small),
+        cmocka_unit_test(test_ckpt_sinks_csv),
         cmocka_unit_test(test_ckpt_bad_inputs),
         cmocka_unit_test(test_passkey_mode),
     };
