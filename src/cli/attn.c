@@ -77,14 +77,13 @@ static int load(npy_t *a, const char *path, const char *what) {
     return 0;
 }
 
-/* Path of `name` in the folder of `out`. */
-static void sibling(const char *out, const char *name, char *buf, size_t n) {
-    const char *slash = strrchr(out, '/');
-    if (!slash) snprintf(buf, n, "%s", name);
-    else snprintf(buf, n, "%.*s/%s", (int)(slash - out), out, name);
-}
-
-static int save(const char *path, const float *x, int ndim, const int64_t *shape) {
+/* Write x as `name` in the folder of `out` (NULL: as `out` itself). */
+static int save(const char *out, const char *name, const float *x, int ndim, const int64_t *shape) {
+    char buf[4200];
+    const char *slash = strrchr(out, '/'), *path = buf;
+    if (!name) path = out;
+    else if (!slash) snprintf(buf, sizeof buf, "%s", name);
+    else snprintf(buf, sizeof buf, "%.*s/%s", (int)(slash - out), out, name);
     if (la_npy_write_f32(path, x, ndim, shape) != LA_OK) {
         fprintf(stderr, "longattn attn: %s\n", la_errmsg());
         return 1;
@@ -166,6 +165,7 @@ int cli_attn(int argc, char **argv) {
     npy_t q = {0}, k = {0}, v = {0}, dout = {0}, docs = {0}, ls = {0};
     float *out = NULL, *lse = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *ent = NULL, *mass = NULL, *dls = NULL;
     int32_t *doc_ids = NULL;
+    la_attn_opts opts = la_attn_opts_default(); /* its workspace is freed at done */
     uint16_t *hx[4] = {NULL, NULL, NULL, NULL}; /* q, k, v, dout in the --dtype type */
     const void *in[4];
     char sq[128], sk[128], sv[128], sx[128];
@@ -266,7 +266,6 @@ int cli_attn(int argc, char **argv) {
     out = malloc(sizeof(float) * nq);
     lse = malloc(sizeof(float) * nr);
     if (!out || !lse) goto oom;
-    la_attn_opts opts = la_attn_opts_default();
     opts.doc_ids = doc_ids;
     opts.logn_s = lognp ? ls.data : NULL;
     opts.n_threads = (int)nthreads;
@@ -302,7 +301,6 @@ int cli_attn(int argc, char **argv) {
     la_status st = seqpar ? la_attn_sp_forward(&spec, &shape, q.data, k.data, v.data, out, lse, &opts, &sps[0])
                           : la_attn_forward_typed(dtype, &spec, &shape, in[0], in[1], in[2], out, lse, &opts);
     if (st != LA_OK) {
-        la_workspace_free(opts.ws);
         rc = shape_fail("attention forward failed (%s): %s", la_status_name(st), la_errmsg());
         goto done;
     }
@@ -311,10 +309,7 @@ int cli_attn(int argc, char **argv) {
         dk = malloc(sizeof(float) * nk);
         dv = malloc(sizeof(float) * nk);
         dls = malloc(sizeof(float) * (size_t)H);
-        if (!dq || !dk || !dv || !dls) {
-            la_workspace_free(opts.ws);
-            goto oom;
-        }
+        if (!dq || !dk || !dv || !dls) goto oom;
         opts.row_entropy = opts.key_mass = NULL;
         opts.dlogn_s = spec.xform == LA_XF_LOGN ? dls : NULL;
         if (seqpar) {
@@ -323,7 +318,6 @@ int cli_attn(int argc, char **argv) {
             float *o2 = malloc(sizeof(float) * nq), *l2 = malloc(sizeof(float) * nr);
             if (!o2 || !l2) {
                 free(o2), free(l2);
-                la_workspace_free(opts.ws);
                 goto oom;
             }
             memcpy(o2, out, sizeof(float) * nq), memcpy(l2, lse, sizeof(float) * nr);
@@ -334,12 +328,10 @@ int cli_attn(int argc, char **argv) {
             st = la_attn_backward_typed(dtype, &spec, &shape, in[0], in[1], in[2], out, lse, in[3], dq, dk, dv, &opts);
         }
         if (st != LA_OK) {
-            la_workspace_free(opts.ws);
             rc = shape_fail("attention backward failed (%s): %s", la_status_name(st), la_errmsg());
             goto done;
         }
     }
-    la_workspace_free(opts.ws);
     if (seqpar) { /* every rank's rows to every rank, then rank 0 writes */
         la_sp_stats g;
         st = la_attn_sp_gather(out, (int)(B * H), (int)T, (int)D, &g);
@@ -362,30 +354,22 @@ int cli_attn(int argc, char **argv) {
         }
     }
 
-    char path[4200];
     int64_t rshape[3] = {B, H, T}, mshape[3] = {B, H, S};
     int rnd = q.ndim == 4 ? 3 : 2; /* lse follows q's rank without D */
     const int64_t *rsh = q.ndim == 4 ? rshape : rshape + 1;
-    if (save(outp, out, q.ndim, q.shape)) goto done;
-    sibling(outp, "lse.npy", path, sizeof path);
-    if (save(path, lse, rnd, rsh)) goto done;
+    if (save(outp, NULL, out, q.ndim, q.shape)) goto done;
+    if (save(outp, "lse.npy", lse, rnd, rsh)) goto done;
     if (stats) {
-        sibling(outp, "entropy.npy", path, sizeof path);
-        if (save(path, ent, rnd, rsh)) goto done;
-        sibling(outp, "key_mass.npy", path, sizeof path);
-        if (save(path, mass, rnd, q.ndim == 4 ? mshape : mshape + 1)) goto done;
+        if (save(outp, "entropy.npy", ent, rnd, rsh)) goto done;
+        if (save(outp, "key_mass.npy", mass, rnd, q.ndim == 4 ? mshape : mshape + 1)) goto done;
     }
     if (doutp) {
-        sibling(outp, "dq.npy", path, sizeof path);
-        if (save(path, dq, q.ndim, q.shape)) goto done;
-        sibling(outp, "dk.npy", path, sizeof path);
-        if (save(path, dk, k.ndim, k.shape)) goto done;
-        sibling(outp, "dv.npy", path, sizeof path);
-        if (save(path, dv, v.ndim, v.shape)) goto done;
+        if (save(outp, "dq.npy", dq, q.ndim, q.shape)) goto done;
+        if (save(outp, "dk.npy", dk, k.ndim, k.shape)) goto done;
+        if (save(outp, "dv.npy", dv, v.ndim, v.shape)) goto done;
         if (spec.xform == LA_XF_LOGN) {
             int64_t hs[1] = {H};
-            sibling(outp, "dlogn_s.npy", path, sizeof path);
-            if (save(path, dls, 1, hs)) goto done;
+            if (save(outp, "dlogn_s.npy", dls, 1, hs)) goto done;
         }
     }
     rc = 0;
@@ -399,5 +383,6 @@ done:
     free(q.data), free(k.data), free(v.data), free(dout.data), free(docs.data), free(ls.data);
     for (int t = 0; t < 4; t++) free(hx[t]);
     free(out), free(lse), free(dq), free(dk), free(dv), free(ent), free(mass), free(dls), free(doc_ids);
+    la_workspace_free(opts.ws);
     return rc;
 }
