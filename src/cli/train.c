@@ -189,7 +189,6 @@ int cli_train(int argc, char **argv) {
         if (!data_path) return cli_usage_error(cmd, "--resume: %s has no record of the data; pass --data", meta_path);
         if ((s = la_model_load(ckpt, &m)) != LA_OK) goto setup_end;
     } else {
-        if (!data_path) return cli_usage_error(cmd, "--data PATH is required (a text file/dir or .bin shards)");
         mc.train_len = tc.T;
     }
     /* the split fraction and seed are the defaults unless given; record them with the data */
@@ -261,7 +260,6 @@ setup_end:
         if (rank0) fprintf(stderr, "longattn train: interrupted at step %d; checkpoint saved in %s\n"
                         "  continue with: longattn train --resume --out %s\n",
                 la_trainer_step_count(tr), ckpt, out);
-        rc = 1;
         goto done;
     }
     if (s != LA_OK) goto fail;
@@ -282,7 +280,6 @@ setup_end:
 fail:
     /* an error agreed by every rank is printed once (by rank 0) */
     if (la_dist_rank() == 0) fprintf(stderr, "longattn train: %s: %s\n", la_status_name(s), la_errmsg());
-    rc = 1;
 done:
     la_trainer_free(tr);
     la_data_free(data);
