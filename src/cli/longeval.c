@@ -151,31 +151,24 @@ int cli_longeval(int argc, char **argv) {
     if (!cells) return 1;
     double t0 = cli_now();
     la_status st = la_longeval_run(&o, on_progress, &o.seq_parallel, cells);
-    if (st != LA_OK) {
-        if (la_dist_rank() == 0) fprintf(stderr, "longattn longeval: %s\n", la_errmsg()); /* the same on every rank */
-        free(cells);
-        la_longeval_opts_release(&o);
-        return 1;
+    if (st != LA_OK && la_dist_rank() == 0)
+        fprintf(stderr, "longattn longeval: %s\n", la_errmsg()); /* the same on every rank */
+    if (st == LA_OK && la_dist_rank() == 0) { /* rank 0 wrote and prints the results */
+        int64_t C = o.train_ctx;
+        if (!C) C = (int64_t)llround(cells[0].L / o.lengths[0]);
+        size_t tn = 65536;
+        char *tab = malloc(tn);
+        if (tab) {
+            la_longeval_table(&o, cells, C, tab, tn);
+            printf("\nbits per byte / passkey accuracy / multi-key accuracy (C = %lld), wall %.0f s:\n\n%s",
+                   (long long)C, cli_now() - t0, tab);
+            printf("\nfiles in %s: results.json, longeval.csv, longeval.md, ppl_by_position.png, retrieval.png, "
+                   "passkey_<i>.png\n",
+                   o.out_dir);
+        }
+        free(tab);
     }
-    if (la_dist_rank() != 0) { /* rank 0 wrote and prints the results */
-        free(cells);
-        la_longeval_opts_release(&o);
-        return 0;
-    }
-    int64_t C = o.train_ctx;
-    if (!C) C = (int64_t)llround(cells[0].L / o.lengths[0]);
-    size_t tn = 65536;
-    char *tab = malloc(tn);
-    if (tab) {
-        la_longeval_table(&o, cells, C, tab, tn);
-        printf("\nbits per byte / passkey accuracy / multi-key accuracy (C = %lld), wall %.0f s:\n\n%s", (long long)C,
-               cli_now() - t0, tab);
-        printf("\nfiles in %s: results.json, longeval.csv, longeval.md, ppl_by_position.png, retrieval.png, "
-               "passkey_<i>.png\n",
-               o.out_dir);
-    }
-    free(tab);
     free(cells);
     la_longeval_opts_release(&o);
-    return 0;
+    return st != LA_OK;
 }
