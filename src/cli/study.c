@@ -117,7 +117,6 @@ int cli_study(int argc, char **argv) {
     };
     int prc = cli_parse("study", &DOC, args, argc, argv);
     if (prc >= 0) return prc;
-    const int plots = !no_plots;
     if (file && quick)
         return cli_usage_error("study", "--quick runs studies/quick.json; do not also name a study file ('%s')", file);
     char preset[PATH_MAX + 128];
@@ -173,7 +172,7 @@ int cli_study(int argc, char **argv) {
     opts.resume = resume;
     opts.ranks_per_variant = rpv;
     opts.seq_parallel = sp;
-    if (!plots) opts.gnuplot = "";
+    if (no_plots) opts.gnuplot = "";
     la_study_summary sum;
     la_status s = la_study_run(&st, out, &opts, &sum);
     if (ps.tty && rank0) fputc('\n', stderr);
