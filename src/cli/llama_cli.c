@@ -159,25 +159,21 @@ int cli_generate_gguf(int argc, char **argv) {
     gguf_gen_table(&g, args);
     int prc = cli_parse(cmd, &GGUF_DOC, args, argc, argv);
     if (prc >= 0) return prc;
-    const char *path = g.path, *prompt = g.prompt, *policy = g.policy, *spec = g.spec, *system = g.system,
-               *ids_out = g.ids_out, *kv_type = g.kv_type;
-    const long ctx = g.ctx, pchunk = g.pchunk;
-    const int quiet = g.quiet, chat = g.chat;
-    if (!path) return cli_usage_error(cmd, "--model FILE.gguf is required");
-    if (!prompt || !*prompt) return cli_usage_error(cmd, "--prompt TEXT is required (not empty)");
+    if (!g.path) return cli_usage_error(cmd, "--model FILE.gguf is required");
+    if (!g.prompt || !*g.prompt) return cli_usage_error(cmd, "--prompt TEXT is required (not empty)");
     la_kv_params kp = la_kv_params_default();
-    int urc = cli_kv_params(cmd, policy, kv_type, gguf_kv_default(spec), &kp);
+    int urc = cli_kv_params(cmd, g.policy, g.kv_type, gguf_kv_default(g.spec), &kp);
     if (urc) return urc;
-    FILE *fp = fopen(path, "rb");
+    FILE *fp = fopen(g.path, "rb");
     if (!fp) {
-        fprintf(stderr, "longattn %s: cannot open model '%s': %s\n", cmd, path, strerror(errno));
+        fprintf(stderr, "longattn %s: cannot open model '%s': %s\n", cmd, g.path, strerror(errno));
         return 1;
     }
     fclose(fp);
 
     la_llama *m = NULL;
     la_tokenizer *tok = NULL;
-    int rc = open_model(cmd, path, spec, g.x_q8, &m, &tok);
+    int rc = open_model(cmd, g.path, g.spec, g.x_q8, &m, &tok);
     if (rc) return rc;
     rc = 1;
     const la_llama_config *cfg = la_llama_get_config(m);
@@ -186,12 +182,12 @@ int cli_generate_gguf(int argc, char **argv) {
     la_token_buf ids = {0};
     la_session *s = NULL;
     FILE *idf = NULL;
-    if (chat && la_chat_apply(la_tokenizer_chat_template(tok), system, prompt, &text, &stop_text) != LA_OK) {
+    if (g.chat && la_chat_apply(la_tokenizer_chat_template(tok), g.system, g.prompt, &text, &stop_text) != LA_OK) {
         fprintf(stderr, "longattn %s: --chat: %s\n", cmd, la_errmsg());
         goto done;
     }
-    const char *input = chat ? text : prompt;
-    if (la_tokenizer_encode(tok, input, strlen(input), LA_TOK_ADD_SPECIAL | (chat ? LA_TOK_PARSE_SPECIAL : 0), &ids) !=
+    const char *input = g.chat ? text : g.prompt;
+    if (la_tokenizer_encode(tok, input, strlen(input), LA_TOK_ADD_SPECIAL | (g.chat ? LA_TOK_PARSE_SPECIAL : 0), &ids) !=
         LA_OK) {
         fprintf(stderr, "longattn %s: --prompt: %s\n", cmd, la_errmsg());
         goto done;
@@ -202,7 +198,7 @@ int cli_generate_gguf(int argc, char **argv) {
         goto done;
     }
     if (kp.policy == LA_KV_FULL) {
-        int64_t cap = ctx > 0 ? ctx : cfg->n_ctx_train;
+        int64_t cap = g.ctx > 0 ? g.ctx : cfg->n_ctx_train;
         if (n_prompt >= cap) {
             fprintf(stderr,
                     "longattn %s: the prompt is %lld tokens but the KV cache holds %lld (--ctx; the model's trained "
@@ -216,14 +212,14 @@ int cli_generate_gguf(int argc, char **argv) {
     }
     /* prefill in chunks: full and window / sinks caches exactly (window / sinks streamed,
      * kv_stream.c), h2o in la_kv_prefill_chunk's approximation (a quarter of its recent window) */
-    int chunk = la_kv_prefill_chunk(la_llama_spec(m), &kp, (int)(n_prompt < pchunk ? n_prompt : pchunk));
+    int chunk = la_kv_prefill_chunk(la_llama_spec(m), &kp, (int)(n_prompt < g.pchunk ? n_prompt : g.pchunk));
     if (la_session_new(la_llama_lm(m), &kp, chunk, &s) != LA_OK) {
         fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
         goto done;
     }
     int32_t stop[2] = {la_tokenizer_eos(tok), stop_text ? la_tokenizer_token_id(tok, stop_text) : -1};
-    if (!quiet) {
-        fputs(chat ? "" : prompt, stdout);
+    if (!g.quiet) {
+        fputs(g.chat ? "" : g.prompt, stdout);
         fflush(stdout);
     }
     la_generate_params gp = cli_sampling_params(&g.samp);
@@ -245,17 +241,17 @@ int cli_generate_gguf(int argc, char **argv) {
     }
     fputc('\n', stdout);
     fflush(stdout);
-    if (ids_out) {
-        idf = fopen(ids_out, "w");
+    if (g.ids_out) {
+        idf = fopen(g.ids_out, "w");
         if (!idf) {
-            fprintf(stderr, "longattn %s: cannot write '%s': %s\n", cmd, ids_out, strerror(errno));
+            fprintf(stderr, "longattn %s: cannot write '%s': %s\n", cmd, g.ids_out, strerror(errno));
             goto done;
         }
         for (int64_t i = 0; i < ids.n; i++)
             fprintf(idf, "%d%s", ids.ids[i], i + 1 == n_prompt || i + 1 == ids.n ? "\n" : " ");
         if (ids.n == n_prompt) fputc('\n', idf);
     }
-    if (!quiet) {
+    if (!g.quiet) {
         char pol[128];
         la_kv_policy_format(&kp, pol, sizeof pol);
         la_kv_cache *c = la_session_cache(s);
