@@ -37,9 +37,11 @@ static void print_escaped(const char *s, size_t n) {
 }
 
 static int run_decode(la_tokenizer *t, const char *list, int flags) {
-    la_token_buf b = {0};
+    /* every id takes at least one character of the list */
+    la_token_buf b = {malloc(sizeof(int32_t) * (strlen(list) + 1)), 0, 0};
     const char *p = list;
     int rc = 0;
+    if (!b.ids) return 1;
     while (*p) {
         if (*p == ' ' || *p == ',' || *p == '\n' || *p == '\t') { p++; continue; }
         char *end;
@@ -50,15 +52,7 @@ static int run_decode(la_tokenizer *t, const char *list, int flags) {
             la_token_buf_free(&b);
             return 2;
         }
-        b.n++;
-        if (b.n > b.cap) {
-            int64_t cap = b.cap ? 2 * b.cap : 64;
-            int32_t *q = realloc(b.ids, (size_t)cap * sizeof *q);
-            if (!q) { la_token_buf_free(&b); return 1; }
-            b.ids = q;
-            b.cap = cap;
-        }
-        b.ids[b.n - 1] = (int32_t)v;
+        b.ids[b.n++] = (int32_t)v;
         p = end;
     }
     char *text;
