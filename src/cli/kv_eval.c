@@ -36,46 +36,36 @@ static void on_progress(void *user, const la_kv_eval_progress *p) {
 }
 
 int cli_kv_eval(int argc, char **argv) {
-    const char *cmd = "kv-eval", *ckpt = NULL, *pk_ckpt = NULL, *data = NULL, *out = "runs/kv-eval", *lens_s = NULL, *pols_s = NULL,
-               *kv_type = NULL;
-    long windows = 4, trials = 6, chunk_opt = 1, seed = 1;
+    const char *cmd = "kv-eval", *lens_s = NULL;
+    long seed = 1;
+    la_kv_eval_opts o = la_kv_eval_opts_default(); /* the options' defaults */
     cli_arg args[] = {
-        CLI_A_STR("--ckpt FILE", "model weights (from `longattn train` or `longattn study`)", &ckpt),
+        CLI_A_STR("--ckpt FILE", "model weights (from `longattn train` or `longattn study`)", &o.ckpt),
         CLI_A_STR("--passkey-ckpt F", "score the passkey with these weights instead (e.g. the study's\n"
                                       "passkey_<i>_<spec>.safetensors, fine-tuned on the task); same\n"
-                                      "model config and spec as --ckpt. Losses always use --ckpt", &pk_ckpt),
-        CLI_A_STR("--data DIR", "text documents; DIR/val is used when it exists", &data),
-        CLI_A_STR("--out DIR", "output folder (default runs/kv-eval): kv_eval.md, kv_eval.csv, kv_eval.png", &out),
+                                      "model config and spec as --ckpt. Losses always use --ckpt", &o.passkey_ckpt),
+        CLI_A_STR("--data DIR", "text documents; DIR/val is used when it exists", &o.data),
+        CLI_A_STR("--out DIR", "output folder (default runs/kv-eval): kv_eval.md, kv_eval.csv, kv_eval.png", &o.out),
         CLI_A_STR("--lens A,B,...", "context lengths (default L,2L,4L,8L,16L; L = the model's train_len)", &lens_s),
         CLI_A_STR("--policies P;Q;..", "cache policies separated by ';' (default, with L the training length:\n"
                                        "full; window(L); sinks(4,L-4); h2o(L/2,L/2); int8; sinks(4,L-4)+int8)",
-                  &pols_s),
-        CLI_A_LONG("--windows N", "validation windows per length (default 4)", &windows, 1, 1000000),
-        CLI_A_LONG("--trials N", "passkey examples per length, depths spread over [0.1, 0.9] (default 6; 0 = off)",
-                   &trials, 0, 1000000),
-        CLI_A_LONG("--chunk N", "tokens per decoding step under evicting policies (default 1 = exact\n"
-                                "streaming; larger is faster: queries of a chunk share its eviction)",
-                   &chunk_opt, 1, 1000000),
+                  &o.policies),
+        CLI_A_INT("--windows N", "validation windows per length (default 4)", &o.windows, 1, 1000000),
+        CLI_A_INT("--trials N", "passkey examples per length, depths spread over [0.1, 0.9] (default 6; 0 = off)",
+                  &o.trials, 0, 1000000),
+        CLI_A_INT("--chunk N", "tokens per decoding step under evicting policies (default 1 = exact\n"
+                               "streaming; larger is faster: queries of a chunk share its eviction)",
+                  &o.chunk, 1, 1000000),
         CLI_A_LONG("--seed S", "windows and passkeys (default 1)", &seed, 0, 1000000),
         CLI_A_FN("--kv-type TYPE", "element type of policies that name none: f32 | f16 | bf16 | int8 |\n"
-                                   "int8(group=g) (default f32)", kv_type_opt, &kv_type),
+                                   "int8(group=g) (default f32)", kv_type_opt, &o.kv_type),
         CLI_A_END,
     };
     int rc = cli_parse(cmd, &DOC, args, argc, argv);
     if (rc >= 0) return rc;
-    if (!ckpt) return cli_usage_error(cmd, "--ckpt FILE is required");
-    if (!data) return cli_usage_error(cmd, "--data DIR is required");
-    la_kv_eval_opts o = la_kv_eval_opts_default();
-    o.ckpt = ckpt;
-    o.passkey_ckpt = pk_ckpt;
-    o.data = data;
-    o.out = out;
-    o.policies = pols_s;
-    o.windows = (int)windows;
-    o.trials = (int)trials;
-    o.chunk = (int)chunk_opt;
+    if (!o.ckpt) return cli_usage_error(cmd, "--ckpt FILE is required");
+    if (!o.data) return cli_usage_error(cmd, "--data DIR is required");
     o.seed = (uint64_t)seed;
-    o.kv_type = kv_type;
     if (lens_s) {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", lens_s);
@@ -96,6 +86,6 @@ int cli_kv_eval(int argc, char **argv) {
         fprintf(stderr, "longattn kv-eval: %s\n", la_errmsg());
         return 1;
     }
-    printf("wrote %s/kv_eval.md, %s/kv_eval.csv, %s/kv_eval.png\n", out, out, out);
+    printf("wrote %s/kv_eval.md, %s/kv_eval.csv, %s/kv_eval.png\n", o.out, o.out, o.out);
     return 0;
 }
