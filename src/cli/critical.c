@@ -80,12 +80,11 @@ int cli_critical(int argc, char **argv) {
     int n_gamma = parse_grid("0.25:10:0.25", gammas, MAX_GRID);
     const char *out = "runs/critical";
     int no_plot = 0;
-    long n = p.n, d = p.d, draws = p.draws;
     grid_opt rho_g = {rhos, &n_rho, 0, 1}, gamma_g = {gammas, &n_gamma, 0, 0};
     cli_arg args[] = {
-        CLI_A_LONG("--n N", "tokens (default 1024)", &n, 2, 1 << 16),
-        CLI_A_LONG("--d D", "dimension (default 256)", &d, 1, 1 << 16),
-        CLI_A_LONG("--draws K", "token sets averaged per rho (default 1)", &draws, 1, 10000),
+        CLI_A_INT("--n N", "tokens (default 1024)", &p.n, 2, 1 << 16),
+        CLI_A_INT("--d D", "dimension (default 256)", &p.d, 1, 1 << 16),
+        CLI_A_INT("--draws K", "token sets averaged per rho (default 1)", &p.draws, 1, 10000),
         CLI_A_U64("--seed S", "random seed (default 1)", &p.seed),
         CLI_A_FN("--rho LIST", "values in [0,1): a,b,c or lo:hi:step (default 0.1:0.9:0.1)", grid_arg, &rho_g),
         CLI_A_FN("--gamma LIST", "values >= 0 (default 0.25:10:0.25)", grid_arg, &gamma_g),
@@ -96,7 +95,6 @@ int cli_critical(int argc, char **argv) {
     };
     int rc = cli_parse("critical", &DOC, args, argc, argv);
     if (rc >= 0) return rc;
-    p.n = (int)n, p.d = (int)d, p.draws = (int)draws;
     const int plot = !no_plot;
     la_critical_cell *cells = calloc((size_t)n_rho * n_gamma, sizeof *cells);
     if (!cells) return 1;
