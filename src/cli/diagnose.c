@@ -223,15 +223,13 @@ int cli_diagnose(int argc, char **argv) {
     const int plot = !no_plot, n_set = cli_given(args, "--n") > 0, offset_set = cli_given(args, "--offset") > 0,
               delta_set = cli_given(args, "--delta") > 0, draws_set = cli_given(args, "--draws") > 0,
               trials_set = cli_given(args, "--trials") > 0, seed_set = cli_given(args, "--seed") > 0;
-    int n_specs = sl.n;
-    const char **specs = sl.v;
     if (!pk_lens && (pk_depths || trials_set || cli_given(args, "--data")))
         return cli_usage_error("diagnose", "--depths, --trials and --data belong to the passkey mode (--passkey LENS)");
     if (pk_lens) {
         if (gaussian || text)
             return cli_usage_error("diagnose", "--passkey builds its own examples: it takes --ckpt, not --text or --gaussian");
         if (!ckpt) return cli_usage_error("diagnose", "--passkey needs --ckpt MODEL (a fine-tuned passkey_<i>_<spec>.safetensors)");
-        if (n_specs || n_set || offset_set || delta_set || draws_set)
+        if (sl.n || n_set || offset_set || delta_set || draws_set)
             return cli_usage_error("diagnose", "--spec, --n, --offset, --delta and --draws do not apply to --passkey");
         la_diagnose_passkey_opts o;
         memset(&o, 0, sizeof o);
@@ -264,27 +262,27 @@ int cli_diagnose(int argc, char **argv) {
         if (!ckpt || !text)
             return cli_usage_error("diagnose", "pass --ckpt MODEL --text FILE|DIR (checkpoint mode) or --gaussian; "
                                                "see longattn diagnose --help");
-        if (n_specs) return cli_usage_error("diagnose", "--spec belongs to --gaussian; a checkpoint carries its own spec");
+        if (sl.n) return cli_usage_error("diagnose", "--spec belongs to --gaussian; a checkpoint carries its own spec");
         la_diagnose_ckpt_opts o = {ckpt, text, out, n_set ? N : 16384, offset, delta, threads, plot};
         return run_ckpt(&o);
     }
-    if (n_specs == 0) {
-        n_specs = 3;
-        for (int k = 0; k < 3; k++) specs[k] = DEFAULT_SPECS[k];
+    if (sl.n == 0) {
+        sl.n = 3;
+        for (int k = 0; k < 3; k++) sl.v[k] = DEFAULT_SPECS[k];
     }
     la_spec parsed;
-    for (int k = 0; k < n_specs; k++)
-        if (la_spec_parse(specs[k], &parsed) != LA_OK) return cli_usage_error("diagnose", "--spec: %s", la_errmsg());
+    for (int k = 0; k < sl.n; k++)
+        if (la_spec_parse(sl.v[k], &parsed) != LA_OK) return cli_usage_error("diagnose", "--spec: %s", la_errmsg());
     la_diag *d[MAX_SPECS];
     int gp_exit = -1;
-    if (la_diagnose_gaussian_run(specs, n_specs, N, draws, delta, seed, out, plot, d, &gp_exit) != LA_OK) {
+    if (la_diagnose_gaussian_run(sl.v, sl.n, N, draws, delta, seed, out, plot, d, &gp_exit) != LA_OK) {
         fprintf(stderr, "longattn diagnose: %s\n", la_errmsg());
         return 1;
     }
     printf("Gaussian model: query at position N=%lld, base logits N(0,1), %d draws, delta=%g\n", (long long)N, draws, delta);
     printf("checks over complete ranges with t >= %g: mass max/min <= 2, entropy slope vs log t <= 0.5\n\n", delta);
-    for (int k = 0; k < n_specs; k++) {
-        printf("%s\n  %-16s %6s %10s %10s %10s %10s\n", specs[k], "range", "keys", "mass", "+-se", "entropy", "log(keys)");
+    for (int k = 0; k < sl.n; k++) {
+        printf("%s\n  %-16s %6s %10s %10s %10s %10s\n", sl.v[k], "range", "keys", "mass", "+-se", "entropy", "log(keys)");
         for (int r = 0; r < la_diag_num_ranges(d[k]); r++) {
             la_diag_result res;
             la_diag_get(d[k], r, &res);
