@@ -116,13 +116,11 @@ int cli_generate(int argc, char **argv) {
     if (!quiet) {
         char pol[128];
         la_kv_policy_format(&kp, pol, sizeof pol);
-        double pre = gr.prefill_s;
-        double gen = gr.decode_s;
         la_kv_cache *c = la_session_cache(d);
         fprintf(stderr,
                 "[generate] policy %s: prompt %d bytes in %.3f s, %ld new bytes at %.1f bytes/s; cache holds %lld tokens/layer "
                 "(%.0f bytes/token, %zu bytes allocated)\n",
-                pol, n_prompt, pre, max_new, gen > 0 ? max_new / gen : 0.0, (long long)la_kv_len(c, 0),
+                pol, n_prompt, gr.prefill_s, max_new, gr.decode_s > 0 ? max_new / gr.decode_s : 0.0, (long long)la_kv_len(c, 0),
                 la_kv_bytes_per_token(la_kv_get_params(c)), la_kv_bytes(c));
     }
     rc = 0;
