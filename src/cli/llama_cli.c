@@ -365,36 +365,29 @@ int cli_perplexity(int argc, char **argv) {
     if (urc) return urc;
     size_t tlen = 0;
     char *text = NULL;
-    if (la_read_file(text_path, 0, &text, &tlen) != LA_OK) {
-        fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
-        sp_setup_agree(seqpar, 0);
-        return 1;
-    }
     la_llama *m = NULL;
     la_tokenizer *tok = NULL;
-    int rc = open_model(cmd, path, spec, x_q8, &m, &tok);
-    if (rc) {
-        sp_setup_agree(seqpar, 0);
-        free(text);
-        return rc;
+    la_token_buf ids = {0};
+    la_session *s = NULL;
+    int *tok_bytes = NULL, rc = 1, agreed = 0; /* agreed: sp_setup_agree was called */
+    if (la_read_file(text_path, 0, &text, &tlen) != LA_OK) {
+        fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
+        goto done;
     }
+    rc = open_model(cmd, path, spec, x_q8, &m, &tok);
+    if (rc) goto done;
     const int rank0 = la_dist_rank() == 0;
     rc = 1;
     const int V = la_llama_get_config(m)->n_vocab;
-    la_token_buf ids = {0};
-    la_session *s = NULL;
-    int *tok_bytes = NULL;
     la_perplexity_result pr;
     if (la_tokenizer_encode(tok, text, tlen, 0, &ids) != LA_OK) {
         fprintf(stderr, "longattn %s: %s: %s\n", cmd, text_path, la_errmsg());
-        sp_setup_agree(seqpar, 0);
         goto done;
     }
     if (ids.n < ctx) {
         fprintf(stderr, "longattn %s: %s has %lld tokens, fewer than one window of --ctx %ld\n", cmd, text_path,
                 (long long)ids.n, ctx);
         la_fail(LA_EINVAL, "%s has %lld tokens, fewer than one window", text_path, (long long)ids.n);
-        sp_setup_agree(seqpar, 0);
         goto done;
     }
     if (chunk > ctx) chunk = ctx;
@@ -402,9 +395,9 @@ int cli_perplexity(int argc, char **argv) {
     kp.max_tokens = ctx;
     if (!tok_bytes || (!seqpar && la_session_new(la_llama_lm(m), &kp, (int)chunk, &s) != LA_OK)) {
         fprintf(stderr, "longattn %s: %s\n", cmd, tok_bytes ? la_errmsg() : "out of memory");
-        sp_setup_agree(seqpar, 0);
         goto done;
     }
+    agreed = 1;
     if (!sp_setup_agree(seqpar, 1)) { /* --seq-parallel: every rank can start, or none does */
         if (rank0) fprintf(stderr, "longattn %s: %s\n", cmd, la_errmsg());
         goto done;
@@ -445,6 +438,7 @@ int cli_perplexity(int argc, char **argv) {
     }
     rc = 0;
 done:
+    if (!agreed) sp_setup_agree(seqpar, 0); /* this rank failed before the first prefill */
     la_session_free(s);
     la_token_buf_free(&ids);
     la_tokenizer_free(tok);
