@@ -41,27 +41,19 @@ static void help_row(FILE *f, const char *opt, const char *text, int opens) {
     put_indented(f, text, COL);
 }
 
-static void help_begin(FILE *f, const char *usage, const char *about) {
-    fprintf(f, "usage: ");
-    put_indented(f, usage, 7);
-    if (about) fprintf(f, "\n%s\n", about);
-    fprintf(f, "\noptions:\n");
-}
-
-static void help_end(FILE *f, const char *notes) {
-    help_row(f, "--help", "print this help and exit", 0);
-    if (notes) fprintf(f, "\n%s\n", notes);
-}
-
 void cli_print_help(FILE *f, const cli_doc *doc, const cli_arg *args) {
-    help_begin(f, doc->usage, doc->about);
+    fprintf(f, "usage: ");
+    put_indented(f, doc->usage, 7);
+    if (doc->about) fprintf(f, "\n%s\n", doc->about);
+    fprintf(f, "\noptions:\n");
     int first = 1;
     for (const cli_arg *o = args; o->kind != CLI_END; o++) {
         if (o->kind == CLI_POS) continue;
         help_row(f, o->opt, o->text, first);
         first = 0;
     }
-    help_end(f, doc->notes);
+    help_row(f, "--help", "print this help and exit", 0);
+    if (doc->notes) fprintf(f, "\n%s\n", doc->notes);
 }
 
 /* length of the option of row O (the first word of its OPT) */
