@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/dist.h"
@@ -108,13 +109,7 @@ int cli_longeval(int argc, char **argv) {
     int prc = cli_parse(cmd, &DOC, args, argc, argv);
     if (prc >= 0) return prc;
     if (!o.model) return cli_usage_error(cmd, "--model FILE.gguf is required");
-    if (!study) {
-        FILE *f = fopen("studies/longeval.json", "r");
-        if (f) {
-            fclose(f);
-            study = "studies/longeval.json";
-        }
-    }
+    if (!study && access("studies/longeval.json", R_OK) == 0) study = "studies/longeval.json";
     if (study && la_longeval_load(study, &o) != LA_OK) {
         fprintf(stderr, "longattn longeval: %s\n", la_errmsg());
         la_longeval_opts_release(&o);
