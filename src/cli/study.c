@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "core/dist.h"
+#include "core/internal.h"
 #include "longattn.h"
 
 static const cli_doc DOC = {
@@ -181,14 +182,9 @@ int cli_study(int argc, char **argv) {
     if (s != LA_OK) snprintf(err, sizeof err, "%s", la_errmsg());
     char md[PATH_MAX + 16];
     snprintf(md, sizeof md, "%s/results.md", out);
-    FILE *f = s == LA_OK || sum.wall_s > 0 ? fopen(md, "r") : NULL; /* a table only from this run */
-    if (f) {
-        char buf[4096];
-        size_t k;
-        printf("\n");
-        while ((k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, stdout);
-        fclose(f);
-    }
+    char *table = NULL; /* a table only from this run */
+    if ((s == LA_OK || sum.wall_s > 0) && la_read_file(md, 0, &table, NULL) == LA_OK) printf("\n%s", table);
+    free(table);
     char wall[32];
     fmt_time(sum.wall_s, wall, sizeof wall);
     if (sum.wall_s > 0)
