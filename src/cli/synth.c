@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "core/dist.h"
+#include "core/internal.h"
 #include "longattn.h"
 
 static const cli_doc DOC = {
@@ -158,12 +159,10 @@ int cli_synth(int argc, char **argv) {
         return 1;
     }
     if (la_dist_rank() != 0) return 0; /* rank 0 wrote and prints the results */
-    char path[1200];
+    char path[1200], *md = NULL;
     snprintf(path, sizeof path, "%s/results.md", o.out);
-    FILE *f = fopen(path, "r");
-    char line[2048];
-    while (f && fgets(line, sizeof line, f)) fputs(line, stdout);
-    if (f) fclose(f);
+    if (la_read_file(path, 0, &md, NULL) == LA_OK) fputs(md, stdout);
+    free(md);
     printf("\nwrote %s/results.{md,csv,json} and synth_<task>.png in %.0f s\n", o.out, cli_now() - t0);
     return 0;
 }
