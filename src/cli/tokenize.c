@@ -109,17 +109,14 @@ int cli_tokenize(int argc, char **argv) {
         la_tokenizer_free(t);
         return rc;
     }
-    size_t len = 0;
+    size_t len = prompt ? strlen(prompt) : 0;
     char *owned = NULL;
-    const char *text = prompt;
-    if (prompt) {
-        len = strlen(prompt);
-    } else if (la_read_file(text_path, 0, &owned, &len) != LA_OK) {
+    if (!prompt && la_read_file(text_path, 0, &owned, &len) != LA_OK) {
         fprintf(stderr, "longattn tokenize: %s\n", la_errmsg());
         la_tokenizer_free(t);
         return 1;
     }
-    if (owned) text = owned;
+    const char *text = prompt ? prompt : owned;
     la_token_buf b = {0};
     int rc = 0;
     if (la_tokenizer_encode(t, text, len, flags, &b) != LA_OK) {
