@@ -231,9 +231,7 @@ int cli_diagnose(int argc, char **argv) {
         if (!ckpt) return cli_usage_error("diagnose", "--passkey needs --ckpt MODEL (a fine-tuned passkey_<i>_<spec>.safetensors)");
         if (sl.n || n_set || offset_set || delta_set || draws_set)
             return cli_usage_error("diagnose", "--spec, --n, --offset, --delta and --draws do not apply to --passkey");
-        la_diagnose_passkey_opts o;
-        memset(&o, 0, sizeof o);
-        o.ckpt = ckpt, o.data = data, o.out = out, o.trials = (int)trials, o.threads = threads;
+        la_diagnose_passkey_opts o = {.ckpt = ckpt, .data = data, .out = out, .trials = (int)trials, .threads = threads};
         o.seed = seed_set ? (uint64_t)seed : 1337; /* the study's default seed */
         double tmp[LA_STUDY_MAX_DEPTHS];
         int n = parse_list(pk_lens, la_passkey_min_len(), 65536, tmp, LA_STUDY_MAX_LENS);
