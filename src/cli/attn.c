@@ -55,6 +55,7 @@ typedef struct {
     float *data;
     int ndim;
     int64_t shape[8];
+    char str[128]; /* the shape as Python prints it */
 } npy_t;
 
 static void shape_str(const npy_t *a, char *buf, size_t n) {
@@ -74,6 +75,7 @@ static int load(npy_t *a, const char *path, const char *what) {
         fprintf(stderr, "longattn attn: cannot read %s (%s): %s\n", what, path, la_errmsg());
         return 1;
     }
+    shape_str(a, a->str, sizeof a->str);
     return 0;
 }
 
@@ -168,14 +170,10 @@ int cli_attn(int argc, char **argv) {
     la_attn_opts opts = la_attn_opts_default(); /* its workspace is freed at done */
     uint16_t *hx[4] = {NULL, NULL, NULL, NULL}; /* q, k, v, dout in the --dtype type */
     const void *in[4];
-    char sq[128], sk[128], sv[128], sx[128];
     if (load(&q, qp, "--q") || load(&k, kp, "--k") || load(&v, vp, "--v")) goto done;
     if (doutp && load(&dout, doutp, "--dout")) goto done;
     if (docp && load(&docs, docp, "--doc-ids")) goto done;
     if (lognp && load(&ls, lognp, "--logn-s")) goto done;
-    shape_str(&q, sq, sizeof sq);
-    shape_str(&k, sk, sizeof sk);
-    shape_str(&v, sv, sizeof sv);
 
     /* shapes: q (B,H,T,D) or (H,T,D); k, v (B,Hkv,S,D) or (Hkv,S,D) */
     const npy_t *qkv[3] = {&q, &k, &v};
@@ -183,9 +181,8 @@ int cli_attn(int argc, char **argv) {
                            "v (B, Hkv, S, D) or (Hkv, S, D)"};
     for (int t = 0; t < 3; t++)
         if (qkv[t]->ndim != 3 && qkv[t]->ndim != 4) {
-            char s[128];
-            shape_str(qkv[t], s, sizeof s);
-            rc = shape_fail("%s has shape %s (%d dimensions); expected %s", qkv[t]->path, s, qkv[t]->ndim, role[t]);
+            rc = shape_fail("%s has shape %s (%d dimensions); expected %s", qkv[t]->path, qkv[t]->str, qkv[t]->ndim,
+                            role[t]);
             goto done;
         }
     int64_t B = q.ndim == 4 ? q.shape[0] : 1, H = q.shape[q.ndim - 3], T = q.shape[q.ndim - 2],
@@ -194,22 +191,22 @@ int cli_attn(int argc, char **argv) {
             Dk = k.shape[k.ndim - 1];
     if (v.ndim != k.ndim || memcmp(v.shape, k.shape, sizeof(int64_t) * (size_t)k.ndim)) {
         rc = shape_fail("%s has shape %s but %s has shape %s: k and v must have the same shape (B, Hkv, S, D)", vp,
-                        sv, kp, sk);
+                        v.str, kp, k.str);
         goto done;
     }
     if (Bk != B) {
         rc = shape_fail("%s has shape %s (B = %lld) but %s has shape %s (B = %lld): the batch sizes must agree", qp,
-                        sq, (long long)B, kp, sk, (long long)Bk);
+                        q.str, (long long)B, kp, k.str, (long long)Bk);
         goto done;
     }
     if (Dk != D) {
         rc = shape_fail("%s has shape %s (D = %lld) but %s has shape %s (D = %lld): q and k must have the same "
                         "head dimension D",
-                        qp, sq, (long long)D, kp, sk, (long long)Dk);
+                        qp, q.str, (long long)D, kp, k.str, (long long)Dk);
         goto done;
     }
     if (B < 1 || H < 1 || T < 1 || D < 1 || Hkv < 1 || S < 1) {
-        rc = shape_fail("%s has shape %s and %s has shape %s: every dimension must be >= 1", qp, sq, kp, sk);
+        rc = shape_fail("%s has shape %s and %s has shape %s: every dimension must be >= 1", qp, q.str, kp, k.str);
         goto done;
     }
     if (H % Hkv) {
@@ -222,21 +219,17 @@ int cli_attn(int argc, char **argv) {
         rc = shape_fail("%s / %s: dimensions beyond 2^31 are not supported", qp, kp);
         goto done;
     }
-    if (doutp) {
-        shape_str(&dout, sx, sizeof sx);
-        if (dout.ndim != q.ndim || memcmp(dout.shape, q.shape, sizeof(int64_t) * (size_t)q.ndim)) {
-            rc = shape_fail("%s has shape %s but %s has shape %s: dout must have the shape of q (and of out)", doutp,
-                            sx, qp, sq);
-            goto done;
-        }
+    if (doutp && (dout.ndim != q.ndim || memcmp(dout.shape, q.shape, sizeof(int64_t) * (size_t)q.ndim))) {
+        rc = shape_fail("%s has shape %s but %s has shape %s: dout must have the shape of q (and of out)", doutp,
+                        dout.str, qp, q.str);
+        goto done;
     }
     if (docp) {
-        shape_str(&docs, sx, sizeof sx);
         int ok = (docs.ndim == 2 && docs.shape[0] == B && docs.shape[1] == S) ||
                  (B == 1 && docs.ndim == 1 && docs.shape[0] == S);
         if (!ok) {
-            rc = shape_fail("%s has shape %s; --doc-ids must have shape (B, S) = (%lld, %lld) to match %s", docp, sx,
-                            (long long)B, (long long)S, kp);
+            rc = shape_fail("%s has shape %s; --doc-ids must have shape (B, S) = (%lld, %lld) to match %s", docp,
+                            docs.str, (long long)B, (long long)S, kp);
             goto done;
         }
         doc_ids = malloc(sizeof(int32_t) * (size_t)(B * S));
@@ -252,13 +245,10 @@ int cli_attn(int argc, char **argv) {
             doc_ids[i] = (int32_t)x;
         }
     }
-    if (lognp) {
-        shape_str(&ls, sx, sizeof sx);
-        if (ls.ndim != 1 || ls.shape[0] != H) {
-            rc = shape_fail("%s has shape %s; --logn-s must have shape (H,) = (%lld,) for the %lld query heads of %s",
-                            lognp, sx, (long long)H, (long long)H, qp);
-            goto done;
-        }
+    if (lognp && (ls.ndim != 1 || ls.shape[0] != H)) {
+        rc = shape_fail("%s has shape %s; --logn-s must have shape (H,) = (%lld,) for the %lld query heads of %s",
+                        lognp, ls.str, (long long)H, (long long)H, qp);
+        goto done;
     }
 
     la_shape shape = {(int)B, (int)H, (int)Hkv, (int)T, (int)S, (int)D, pos0_s ? (int64_t)pos0 : LA_POS0_AUTO};
