@@ -210,13 +210,10 @@ int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtyp
     if (la_kv_policy_parse(policy ? policy : "full", kp) != LA_OK) return cli_usage_error(cmd, "--kv: %s", la_errmsg());
     if (type && policy && la_kv_policy_names_type(policy))
         return cli_usage_error(cmd, "--kv-type %s and the type in --kv '%s': give the element type once", type, policy);
-    if (type) {
-        if (la_kv_type_parse(type, kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
-    } else if (!(policy && la_kv_policy_names_type(policy))) {
-        if (la_kv_params_set_type(kp, def_type, 0) != LA_OK)
-            return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
-    }
-    return 0;
+    la_status st = LA_OK;
+    if (type) st = la_kv_type_parse(type, kp);
+    else if (!(policy && la_kv_policy_names_type(policy))) st = la_kv_params_set_type(kp, def_type, 0);
+    return st != LA_OK ? cli_usage_error(cmd, "--kv-type: %s", la_errmsg()) : 0;
 }
 
 int cli_precision_arg(const char *cmd, const char *opt, const char *val, void *dest) {
