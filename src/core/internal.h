@@ -42,6 +42,8 @@ la_status la_afile_sync(la_afile *af);
 la_status la_afile_publish(la_afile *af);
 /* Close and remove the temp file (error paths; also after la_afile_sync). */
 void la_afile_abort(la_afile *af);
+/* fsync the folder holding path, so that a rename into it is durable; errors ignored. */
+void la_fsync_parent_dir(const char *path);
 
 /* ---- allocation hook (src/core/alloc.c) ----
  * Every library allocation: malloc / calloc / realloc / strdup semantics, memory from the
