@@ -17,6 +17,13 @@ void la_clear_error(void);
         la_status la_try_s_ = (expr);     \
         if (la_try_s_ != LA_OK) return la_try_s_; \
     } while (0)
+/* For a function with a `la_status st` and a `done:` label that releases what it holds:
+ * st = la_fail(code, ...), then go there. */
+#define LA_FAIL_DONE(code, ...)           \
+    do {                                  \
+        st = la_fail(code, __VA_ARGS__);  \
+        goto done;                        \
+    } while (0)
 
 /* ---- atomic file writes (src/core/atomic_file.c) ----
  * Writes go to "<path>.tmp.<pid>", are fsync'ed, then renamed over path, and the

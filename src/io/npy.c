@@ -167,18 +167,13 @@ la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
     la_status st = LA_OK;
     char *hdr = NULL;
     float *buf = NULL;
-#define FAIL(code, ...)                        \
-    do {                                       \
-        st = la_fail(code, __VA_ARGS__);       \
-        goto done;                             \
-    } while (0)
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) FAIL(LA_EIO, "%s is not a regular file", path);
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) LA_FAIL_DONE(LA_EIO, "%s is not a regular file", path);
     int64_t fsize = (int64_t)sb.st_size;
     unsigned char pre[12];
     if (fsize < 10 || fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0)
-        FAIL(LA_EFORMAT, "%s is not a NumPy .npy file (bad magic; expected \\x93NUMPY; save it with np.save)",
-             path);
+        LA_FAIL_DONE(LA_EFORMAT, "%s is not a NumPy .npy file (bad magic; expected \\x93NUMPY; save it with np.save)",
+                     path);
     int major = pre[6], minor = pre[7];
     uint64_t hlen;
     int64_t hstart;
@@ -186,21 +181,22 @@ la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
         hlen = (uint64_t)pre[8] | ((uint64_t)pre[9] << 8);
         hstart = 10;
     } else if (major == 2 || major == 3) {
-        if (fread(pre + 10, 1, 2, f) != 2) FAIL(LA_EFORMAT, "%s: truncated .npy preamble", path);
+        if (fread(pre + 10, 1, 2, f) != 2) LA_FAIL_DONE(LA_EFORMAT, "%s: truncated .npy preamble", path);
         hlen = (uint64_t)pre[8] | ((uint64_t)pre[9] << 8) | ((uint64_t)pre[10] << 16) | ((uint64_t)pre[11] << 24);
         hstart = 12;
     } else {
-        FAIL(LA_EFORMAT, "%s: unsupported .npy format version %d.%d (1.0, 2.0, 3.0 are read)", path, major, minor);
+        LA_FAIL_DONE(LA_EFORMAT, "%s: unsupported .npy format version %d.%d (1.0, 2.0, 3.0 are read)", path, major,
+                     minor);
     }
     if (hlen > NPY_MAX_HEADER)
-        FAIL(LA_EFORMAT, "%s: absurd .npy header length %llu bytes (limit %u); the file is corrupt", path,
-             (unsigned long long)hlen, NPY_MAX_HEADER);
+        LA_FAIL_DONE(LA_EFORMAT, "%s: absurd .npy header length %llu bytes (limit %u); the file is corrupt", path,
+                     (unsigned long long)hlen, NPY_MAX_HEADER);
     if ((int64_t)hlen > fsize - hstart)
-        FAIL(LA_EFORMAT, "%s: truncated .npy header (%llu bytes announced, %lld present)", path,
-             (unsigned long long)hlen, (long long)(fsize - hstart));
+        LA_FAIL_DONE(LA_EFORMAT, "%s: truncated .npy header (%llu bytes announced, %lld present)", path,
+                     (unsigned long long)hlen, (long long)(fsize - hstart));
     hdr = la_malloc(hlen + 1);
-    if (!hdr) FAIL(LA_ENOMEM, "%s: cannot allocate the .npy header", path);
-    if (fread(hdr, 1, hlen, f) != hlen) FAIL(LA_EIO, "%s: read error in .npy header", path);
+    if (!hdr) LA_FAIL_DONE(LA_ENOMEM, "%s: cannot allocate the .npy header", path);
+    if (fread(hdr, 1, hlen, f) != hlen) LA_FAIL_DONE(LA_EIO, "%s: read error in .npy header", path);
     hdr[hlen] = '\0';
     int nd = 0;
     int64_t shp[NPY_MAX_DIMS];
@@ -210,25 +206,24 @@ la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
     uint64_t count = 1;
     for (int i = 0; i < nd; i++)
         if (__builtin_mul_overflow(count, (uint64_t)shp[i], &count) || count > (uint64_t)INT64_MAX / 4)
-            FAIL(LA_EFORMAT, "%s: absurd .npy shape (element count overflows)", path);
+            LA_FAIL_DONE(LA_EFORMAT, "%s: absurd .npy shape (element count overflows)", path);
     int64_t need = (int64_t)count * 4, have = fsize - hstart - (int64_t)hlen;
     if (have < need)
-        FAIL(LA_EFORMAT, "%s: truncated .npy data: shape needs %lld bytes, the file holds %lld", path,
-             (long long)need, (long long)have);
+        LA_FAIL_DONE(LA_EFORMAT, "%s: truncated .npy data: shape needs %lld bytes, the file holds %lld", path,
+                     (long long)need, (long long)have);
     if (have > need)
-        FAIL(LA_EFORMAT, "%s: %lld stray bytes after the .npy data (shape needs %lld); the file is corrupt",
-             path, (long long)(have - need), (long long)need);
+        LA_FAIL_DONE(LA_EFORMAT, "%s: %lld stray bytes after the .npy data (shape needs %lld); the file is corrupt",
+                     path, (long long)(have - need), (long long)need);
     buf = la_malloc(need > 0 ? (size_t)need : 1);
-    if (!buf) FAIL(LA_ENOMEM, "%s: cannot allocate %lld bytes for the array", path, (long long)need);
+    if (!buf) LA_FAIL_DONE(LA_ENOMEM, "%s: cannot allocate %lld bytes for the array", path, (long long)need);
     if (need > 0 && fread(buf, 1, (size_t)need, f) != (size_t)need)
-        FAIL(LA_EIO, "%s: read error in .npy data", path);
+        LA_FAIL_DONE(LA_EIO, "%s: read error in .npy data", path);
     if (!host_is_little_endian()) swap32(buf, (int64_t)count);
     *data = buf;
     buf = NULL;
     *ndim = nd;
     for (int i = 0; i < nd; i++) shape[i] = shp[i];
 done:
-#undef FAIL
     free(buf);
     free(hdr);
     fclose(f);

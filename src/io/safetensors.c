@@ -147,19 +147,14 @@ la_status la_st_read(const char *path, la_st_file *f) {
     free(js);
     la_status st = LA_OK;
     la_st_entry *sorted = NULL;
-#define FAIL(code, ...)                            \
-    do {                                           \
-        st = la_fail(code, __VA_ARGS__);           \
-        goto done;                                 \
-    } while (0)
-#define BAD(...) FAIL(LA_EFORMAT, __VA_ARGS__)
-    if (parse_nomem) FAIL(LA_ENOMEM, "%s: out of memory parsing the header", path);
+#define BAD(...) LA_FAIL_DONE(LA_EFORMAT, __VA_ARGS__)
+    if (parse_nomem) LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory parsing the header", path);
     if (!root || !cJSON_IsObject(root)) BAD("%s: safetensors header is not a JSON object (corrupt file)", path);
     int cnt = cJSON_GetArraySize(root), seen_meta = 0;
     f->e = la_calloc(cnt ? cnt : 1, sizeof *f->e);
     f->meta_keys = la_calloc(cnt ? cnt : 1, sizeof(char *));
     f->meta_vals = la_calloc(cnt ? cnt : 1, sizeof(char *));
-    if (!f->e || !f->meta_keys || !f->meta_vals) FAIL(LA_ENOMEM, "%s: out of memory", path);
+    if (!f->e || !f->meta_keys || !f->meta_vals) LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory", path);
     for (cJSON *it = root->child; it; it = it->next) {
         if (!strcmp(it->string, "__metadata__")) {
             if (!cJSON_IsObject(it)) BAD("%s: __metadata__ is not an object", path);
@@ -171,14 +166,14 @@ la_status la_st_read(const char *path, la_st_file *f) {
             free(f->meta_vals);
             f->meta_keys = la_calloc(mc ? mc : 1, sizeof(char *));
             f->meta_vals = la_calloc(mc ? mc : 1, sizeof(char *));
-            if (!f->meta_keys || !f->meta_vals) FAIL(LA_ENOMEM, "%s: out of memory", path);
+            if (!f->meta_keys || !f->meta_vals) LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory", path);
             for (cJSON *kv = it->child; kv; kv = kv->next) {
                 if (!cJSON_IsString(kv)) BAD("%s: metadata value of '%s' is not a string", path, kv->string);
                 f->meta_keys[f->n_meta] = la_strdup(kv->string);
                 f->meta_vals[f->n_meta] = la_strdup(kv->valuestring);
                 f->n_meta++; /* counted before the check: la_st_free frees both (free(NULL) is fine) */
                 if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1])
-                    FAIL(LA_ENOMEM, "%s: out of memory", path);
+                    LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory", path);
             }
             continue;
         }
@@ -219,7 +214,7 @@ la_status la_st_read(const char *path, la_st_file *f) {
         f->n++;
     }
     sorted = la_malloc(sizeof *sorted * (f->n ? f->n : 1));
-    if (!sorted) FAIL(LA_ENOMEM, "%s: out of memory", path);
+    if (!sorted) LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory", path);
     memcpy(sorted, f->e, sizeof *sorted * f->n);
     qsort(sorted, f->n, sizeof *sorted, cmp_begin);
     for (int i = 1; i < f->n; i++)
@@ -232,7 +227,6 @@ la_status la_st_read(const char *path, la_st_file *f) {
             BAD("%s: tensor %s appears twice in the header (corrupt file)", path, sorted[i].name);
 done:
 #undef BAD
-#undef FAIL
     free(sorted);
     cJSON_Delete(root);
     if (st != LA_OK) la_st_free(f);
