@@ -186,12 +186,12 @@ la_status la_trainer_load(la_trainer *tr, const char *path) {
     LA_TRY(la_st_read(path, &wf));
     /* <path>.state, or <path>.state.new when a save was killed before renaming it (file comment) */
     int has_new = access(np, F_OK) == 0, mismatch = 0;
-    la_status s = access(sp, F_OK) == 0 || !has_new ? la_st_read(sp, &sf) : la_st_read(np, &sf);
+    const char *used = access(sp, F_OK) == 0 || !has_new ? sp : np;
+    la_status s = la_st_read(used, &sf);
     if (s != LA_OK) {
         la_st_free(&wf);
         return s;
     }
-    const char *used = access(sp, F_OK) == 0 || !has_new ? sp : np;
     s = load_checked(tr, path, &wf, &sf, used, &mismatch);
     la_st_free(&sf);
     if (s != LA_OK && mismatch && has_new && used == sp && la_st_read(np, &sf) == LA_OK) {
