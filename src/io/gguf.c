@@ -443,6 +443,17 @@ static la_status parse(la_gguf *g, const char *path) {
     return place_tensors(g, path, c.pos);
 }
 
+/* Parse g: *out = g when it parses, else g is closed. */
+static la_status parse_or_close(la_gguf *g, const char *path, la_gguf **out) {
+    la_status s = parse(g, path);
+    if (s != LA_OK) {
+        la_gguf_close(g);
+        return s;
+    }
+    *out = g;
+    return LA_OK;
+}
+
 la_status la_gguf_open(const char *path, la_gguf **out) {
     if (!out) return la_fail(LA_EINVAL, "la_gguf_open: out is NULL");
     *out = NULL;
@@ -475,13 +486,7 @@ la_status la_gguf_open(const char *path, la_gguf **out) {
     }
     g->map = m;
     g->mapped = 1;
-    la_status s = parse(g, path);
-    if (s != LA_OK) {
-        la_gguf_close(g);
-        return s;
-    }
-    *out = g;
-    return LA_OK;
+    return parse_or_close(g, path, out);
 }
 
 la_status la_gguf_open_mem(const void *data, size_t size, const char *name, la_gguf **out) {
@@ -495,13 +500,7 @@ la_status la_gguf_open_mem(const void *data, size_t size, const char *name, la_g
     snprintf(g->path, sizeof g->path, "%s", name);
     g->map = data;
     g->size = size;
-    la_status s = parse(g, name);
-    if (s != LA_OK) {
-        la_gguf_close(g);
-        return s;
-    }
-    *out = g;
-    return LA_OK;
+    return parse_or_close(g, name, out);
 }
 
 void la_gguf_close(la_gguf *g) {
