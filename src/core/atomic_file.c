@@ -52,7 +52,7 @@ void la_afile_abort(la_afile *af) {
     unlink(af->tmp_path);
 }
 
-static void fsync_parent_dir(const char *path) {
+void la_fsync_parent_dir(const char *path) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY);
@@ -85,7 +85,7 @@ la_status la_afile_publish(la_afile *af) {
         return la_fail(LA_EIO, "cannot rename '%s' to '%s': %s; the previous file is untouched",
                        af->tmp_path, af->final_path, strerror(err));
     }
-    fsync_parent_dir(af->final_path);
+    la_fsync_parent_dir(af->final_path);
     return LA_OK;
 }
 

@@ -17,6 +17,13 @@ void la_clear_error(void);
         la_status la_try_s_ = (expr);     \
         if (la_try_s_ != LA_OK) return la_try_s_; \
     } while (0)
+/* For a function with a `la_status st` and a `done:` label that releases what it holds:
+ * st = la_fail(code, ...), then go there. */
+#define LA_FAIL_DONE(code, ...)           \
+    do {                                  \
+        st = la_fail(code, __VA_ARGS__);  \
+        goto done;                        \
+    } while (0)
 
 /* ---- atomic file writes (src/core/atomic_file.c) ----
  * Writes go to "<path>.tmp.<pid>", are fsync'ed, then renamed over path, and the
@@ -42,6 +49,8 @@ la_status la_afile_sync(la_afile *af);
 la_status la_afile_publish(la_afile *af);
 /* Close and remove the temp file (error paths; also after la_afile_sync). */
 void la_afile_abort(la_afile *af);
+/* fsync the folder holding path, so that a rename into it is durable; errors ignored. */
+void la_fsync_parent_dir(const char *path);
 
 /* ---- allocation hook (src/core/alloc.c) ----
  * Every library allocation: malloc / calloc / realloc / strdup semantics, memory from the

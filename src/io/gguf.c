@@ -279,6 +279,27 @@ static la_status read_value(la_gguf *g, cursor *c, la_gguf_kv *kv) {
     return LA_OK;
 }
 
+/* The key of metadata entry i (is_kv) or the name of tensor i: read, copied, refused when it
+ * holds a NUL byte or an earlier entry has it, then entered in the name table. */
+static la_status read_name(la_gguf *g, cursor *c, int is_kv, int64_t i, const char **name) {
+    const char *what = is_kv ? "metadata key" : "tensor name";
+    name_table *tb = is_kv ? &g->kv_table : &g->t_table;
+#define NAME_OF(j) (is_kv ? KV_NAME(j) : T_NAME(j))
+    const uint8_t *s = NULL;
+    uint64_t len, at = c->pos, where;
+    LA_TRY(rd_str(c, what, &s, &len));
+    if (!(*name = copy_str(g, s, len))) return la_fail(LA_ENOMEM, "%s: out of memory", c->path);
+    if (memchr(s, 0, (size_t)len))
+        return la_fail(LA_EFORMAT, "%s: %s at byte %llu contains a NUL byte", c->path, what,
+                       (unsigned long long)at);
+    if (TABLE_FIND(tb, *name, NAME_OF, &where) >= 0)
+        return la_fail(LA_EFORMAT, "%s: duplicate %s '%s' at byte %llu", c->path, what, *name,
+                       (unsigned long long)at);
+#undef NAME_OF
+    tb->slot[where] = i + 1;
+    return LA_OK;
+}
+
 static la_status read_kvs(la_gguf *g, cursor *c) {
     /* each kv needs at least 8 (key length) + 4 (type) + 1 (smallest value) bytes */
     if ((uint64_t)g->n_kv > (c->size - c->pos) / 13)
@@ -291,18 +312,7 @@ static la_status read_kvs(la_gguf *g, cursor *c) {
                        (long long)g->n_kv);
     for (int64_t i = 0; i < g->n_kv; i++) {
         la_gguf_kv *kv = &g->kv[i];
-        const uint8_t *s = NULL;
-        uint64_t len, at = c->pos;
-        LA_TRY(rd_str(c, "metadata key", &s, &len));
-        if (!(kv->key = copy_str(g, s, len))) return la_fail(LA_ENOMEM, "%s: out of memory", c->path);
-        if (memchr(s, 0, (size_t)len))
-            return la_fail(LA_EFORMAT, "%s: metadata key at byte %llu contains a NUL byte",
-                           c->path, (unsigned long long)at);
-        uint64_t where;
-        if (TABLE_FIND(&g->kv_table, kv->key, KV_NAME, &where) >= 0)
-            return la_fail(LA_EFORMAT, "%s: duplicate metadata key '%s' at byte %llu", c->path,
-                           kv->key, (unsigned long long)at);
-        g->kv_table.slot[where] = i + 1;
+        LA_TRY(read_name(g, c, 1, i, &kv->key));
         uint32_t ty;
         LA_TRY(rd_u32(c, "metadata value type", &ty));
         kv->type = (la_gguf_vtype)ty;
@@ -339,18 +349,7 @@ static la_status read_tensor_infos(la_gguf *g, cursor *c) {
                        (long long)g->n_tensors);
     for (int64_t i = 0; i < g->n_tensors; i++) {
         la_gguf_tensor *t = &g->t[i];
-        const uint8_t *s = NULL;
-        uint64_t len, at = c->pos;
-        LA_TRY(rd_str(c, "tensor name", &s, &len));
-        if (!(t->name = copy_str(g, s, len))) return la_fail(LA_ENOMEM, "%s: out of memory", c->path);
-        if (memchr(s, 0, (size_t)len))
-            return la_fail(LA_EFORMAT, "%s: tensor name at byte %llu contains a NUL byte", c->path,
-                           (unsigned long long)at);
-        uint64_t where;
-        if (TABLE_FIND(&g->t_table, t->name, T_NAME, &where) >= 0)
-            return la_fail(LA_EFORMAT, "%s: duplicate tensor name '%s' at byte %llu", c->path,
-                           t->name, (unsigned long long)at);
-        g->t_table.slot[where] = i + 1;
+        LA_TRY(read_name(g, c, 0, i, &t->name));
         uint32_t nd;
         LA_TRY(rd_u32(c, "tensor n_dims", &nd));
         if (nd < 1 || nd > GGUF_MAX_DIMS)
@@ -444,6 +443,17 @@ static la_status parse(la_gguf *g, const char *path) {
     return place_tensors(g, path, c.pos);
 }
 
+/* Parse g: *out = g when it parses, else g is closed. */
+static la_status parse_or_close(la_gguf *g, const char *path, la_gguf **out) {
+    la_status s = parse(g, path);
+    if (s != LA_OK) {
+        la_gguf_close(g);
+        return s;
+    }
+    *out = g;
+    return LA_OK;
+}
+
 la_status la_gguf_open(const char *path, la_gguf **out) {
     if (!out) return la_fail(LA_EINVAL, "la_gguf_open: out is NULL");
     *out = NULL;
@@ -476,13 +486,7 @@ la_status la_gguf_open(const char *path, la_gguf **out) {
     }
     g->map = m;
     g->mapped = 1;
-    la_status s = parse(g, path);
-    if (s != LA_OK) {
-        la_gguf_close(g);
-        return s;
-    }
-    *out = g;
-    return LA_OK;
+    return parse_or_close(g, path, out);
 }
 
 la_status la_gguf_open_mem(const void *data, size_t size, const char *name, la_gguf **out) {
@@ -496,13 +500,7 @@ la_status la_gguf_open_mem(const void *data, size_t size, const char *name, la_g
     snprintf(g->path, sizeof g->path, "%s", name);
     g->map = data;
     g->size = size;
-    la_status s = parse(g, name);
-    if (s != LA_OK) {
-        la_gguf_close(g);
-        return s;
-    }
-    *out = g;
-    return LA_OK;
+    return parse_or_close(g, name, out);
 }
 
 void la_gguf_close(la_gguf *g) {

@@ -168,18 +168,12 @@ la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
     char *hdr = NULL;
     float *buf = NULL;
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = la_fail(LA_EIO, "%s is not a regular file", path);
-        goto done;
-    }
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) LA_FAIL_DONE(LA_EIO, "%s is not a regular file", path);
     int64_t fsize = (int64_t)sb.st_size;
     unsigned char pre[12];
-    if (fsize < 10 || fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        st = la_fail(LA_EFORMAT, "%s is not a NumPy .npy file (bad magic; expected \\x93NUMPY; save it with "
-                     "np.save)",
+    if (fsize < 10 || fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0)
+        LA_FAIL_DONE(LA_EFORMAT, "%s is not a NumPy .npy file (bad magic; expected \\x93NUMPY; save it with np.save)",
                      path);
-        goto done;
-    }
     int major = pre[6], minor = pre[7];
     uint64_t hlen;
     int64_t hstart;
@@ -187,36 +181,22 @@ la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
         hlen = (uint64_t)pre[8] | ((uint64_t)pre[9] << 8);
         hstart = 10;
     } else if (major == 2 || major == 3) {
-        if (fread(pre + 10, 1, 2, f) != 2) {
-            st = la_fail(LA_EFORMAT, "%s: truncated .npy preamble", path);
-            goto done;
-        }
+        if (fread(pre + 10, 1, 2, f) != 2) LA_FAIL_DONE(LA_EFORMAT, "%s: truncated .npy preamble", path);
         hlen = (uint64_t)pre[8] | ((uint64_t)pre[9] << 8) | ((uint64_t)pre[10] << 16) | ((uint64_t)pre[11] << 24);
         hstart = 12;
     } else {
-        st = la_fail(LA_EFORMAT, "%s: unsupported .npy format version %d.%d (1.0, 2.0, 3.0 are read)", path, major,
+        LA_FAIL_DONE(LA_EFORMAT, "%s: unsupported .npy format version %d.%d (1.0, 2.0, 3.0 are read)", path, major,
                      minor);
-        goto done;
     }
-    if (hlen > NPY_MAX_HEADER) {
-        st = la_fail(LA_EFORMAT, "%s: absurd .npy header length %llu bytes (limit %u); the file is corrupt", path,
+    if (hlen > NPY_MAX_HEADER)
+        LA_FAIL_DONE(LA_EFORMAT, "%s: absurd .npy header length %llu bytes (limit %u); the file is corrupt", path,
                      (unsigned long long)hlen, NPY_MAX_HEADER);
-        goto done;
-    }
-    if ((int64_t)hlen > fsize - hstart) {
-        st = la_fail(LA_EFORMAT, "%s: truncated .npy header (%llu bytes announced, %lld present)", path,
+    if ((int64_t)hlen > fsize - hstart)
+        LA_FAIL_DONE(LA_EFORMAT, "%s: truncated .npy header (%llu bytes announced, %lld present)", path,
                      (unsigned long long)hlen, (long long)(fsize - hstart));
-        goto done;
-    }
     hdr = la_malloc(hlen + 1);
-    if (!hdr) {
-        st = la_fail(LA_ENOMEM, "%s: cannot allocate the .npy header", path);
-        goto done;
-    }
-    if (fread(hdr, 1, hlen, f) != hlen) {
-        st = la_fail(LA_EIO, "%s: read error in .npy header", path);
-        goto done;
-    }
+    if (!hdr) LA_FAIL_DONE(LA_ENOMEM, "%s: cannot allocate the .npy header", path);
+    if (fread(hdr, 1, hlen, f) != hlen) LA_FAIL_DONE(LA_EIO, "%s: read error in .npy header", path);
     hdr[hlen] = '\0';
     int nd = 0;
     int64_t shp[NPY_MAX_DIMS];
@@ -225,30 +205,19 @@ la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t sha
 
     uint64_t count = 1;
     for (int i = 0; i < nd; i++)
-        if (__builtin_mul_overflow(count, (uint64_t)shp[i], &count) || count > (uint64_t)INT64_MAX / 4) {
-            st = la_fail(LA_EFORMAT, "%s: absurd .npy shape (element count overflows)", path);
-            goto done;
-        }
+        if (__builtin_mul_overflow(count, (uint64_t)shp[i], &count) || count > (uint64_t)INT64_MAX / 4)
+            LA_FAIL_DONE(LA_EFORMAT, "%s: absurd .npy shape (element count overflows)", path);
     int64_t need = (int64_t)count * 4, have = fsize - hstart - (int64_t)hlen;
-    if (have < need) {
-        st = la_fail(LA_EFORMAT, "%s: truncated .npy data: shape needs %lld bytes, the file holds %lld", path,
+    if (have < need)
+        LA_FAIL_DONE(LA_EFORMAT, "%s: truncated .npy data: shape needs %lld bytes, the file holds %lld", path,
                      (long long)need, (long long)have);
-        goto done;
-    }
-    if (have > need) {
-        st = la_fail(LA_EFORMAT, "%s: %lld stray bytes after the .npy data (shape needs %lld); the file is corrupt",
+    if (have > need)
+        LA_FAIL_DONE(LA_EFORMAT, "%s: %lld stray bytes after the .npy data (shape needs %lld); the file is corrupt",
                      path, (long long)(have - need), (long long)need);
-        goto done;
-    }
     buf = la_malloc(need > 0 ? (size_t)need : 1);
-    if (!buf) {
-        st = la_fail(LA_ENOMEM, "%s: cannot allocate %lld bytes for the array", path, (long long)need);
-        goto done;
-    }
-    if (need > 0 && fread(buf, 1, (size_t)need, f) != (size_t)need) {
-        st = la_fail(LA_EIO, "%s: read error in .npy data", path);
-        goto done;
-    }
+    if (!buf) LA_FAIL_DONE(LA_ENOMEM, "%s: cannot allocate %lld bytes for the array", path, (long long)need);
+    if (need > 0 && fread(buf, 1, (size_t)need, f) != (size_t)need)
+        LA_FAIL_DONE(LA_EIO, "%s: read error in .npy data", path);
     if (!host_is_little_endian()) swap32(buf, (int64_t)count);
     *data = buf;
     buf = NULL;

@@ -146,24 +146,15 @@ la_status la_st_read(const char *path, la_st_file *f) {
     int parse_nomem = !root && errno == ENOMEM; /* cJSON cannot tell; the allocator's errno can */
     free(js);
     la_status st = LA_OK;
-#define BAD(...)                                   \
-    do {                                           \
-        st = la_fail(LA_EFORMAT, __VA_ARGS__);     \
-        goto done;                                 \
-    } while (0)
-    if (parse_nomem) {
-        st = la_fail(LA_ENOMEM, "%s: out of memory parsing the header", path);
-        goto done;
-    }
+    la_st_entry *sorted = NULL;
+#define BAD(...) LA_FAIL_DONE(LA_EFORMAT, __VA_ARGS__)
+    if (parse_nomem) LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory parsing the header", path);
     if (!root || !cJSON_IsObject(root)) BAD("%s: safetensors header is not a JSON object (corrupt file)", path);
     int cnt = cJSON_GetArraySize(root), seen_meta = 0;
     f->e = la_calloc(cnt ? cnt : 1, sizeof *f->e);
     f->meta_keys = la_calloc(cnt ? cnt : 1, sizeof(char *));
     f->meta_vals = la_calloc(cnt ? cnt : 1, sizeof(char *));
-    if (!f->e || !f->meta_keys || !f->meta_vals) {
-        st = la_fail(LA_ENOMEM, "%s: out of memory", path);
-        goto done;
-    }
+    if (!f->e || !f->meta_keys || !f->meta_vals) LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory", path);
     for (cJSON *it = root->child; it; it = it->next) {
         if (!strcmp(it->string, "__metadata__")) {
             if (!cJSON_IsObject(it)) BAD("%s: __metadata__ is not an object", path);
@@ -175,19 +166,14 @@ la_status la_st_read(const char *path, la_st_file *f) {
             free(f->meta_vals);
             f->meta_keys = la_calloc(mc ? mc : 1, sizeof(char *));
             f->meta_vals = la_calloc(mc ? mc : 1, sizeof(char *));
-            if (!f->meta_keys || !f->meta_vals) {
-                st = la_fail(LA_ENOMEM, "%s: out of memory", path);
-                goto done;
-            }
+            if (!f->meta_keys || !f->meta_vals) LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory", path);
             for (cJSON *kv = it->child; kv; kv = kv->next) {
                 if (!cJSON_IsString(kv)) BAD("%s: metadata value of '%s' is not a string", path, kv->string);
                 f->meta_keys[f->n_meta] = la_strdup(kv->string);
                 f->meta_vals[f->n_meta] = la_strdup(kv->valuestring);
                 f->n_meta++; /* counted before the check: la_st_free frees both (free(NULL) is fine) */
-                if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1]) {
-                    st = la_fail(LA_ENOMEM, "%s: out of memory", path);
-                    goto done;
-                }
+                if (!f->meta_keys[f->n_meta - 1] || !f->meta_vals[f->n_meta - 1])
+                    LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory", path);
             }
             continue;
         }
@@ -227,33 +213,21 @@ la_status la_st_read(const char *path, la_st_file *f) {
         e->end = (size_t)en;
         f->n++;
     }
-    {
-        la_st_entry *sorted = la_malloc(sizeof *sorted * (f->n ? f->n : 1));
-        if (!sorted) {
-            st = la_fail(LA_ENOMEM, "%s: out of memory", path);
-            goto done;
-        }
-        memcpy(sorted, f->e, sizeof *sorted * f->n);
-        qsort(sorted, f->n, sizeof *sorted, cmp_begin);
-        for (int i = 1; i < f->n; i++)
-            if (sorted[i].begin < sorted[i - 1].end) {
-                st = la_fail(LA_EFORMAT, "%s: tensors %s and %s overlap", path, sorted[i - 1].name,
-                             sorted[i].name);
-                break;
-            }
-        if (st == LA_OK) { /* cJSON keeps duplicate keys: a name that appears twice is refused */
-            qsort(sorted, f->n, sizeof *sorted, cmp_name);
-            for (int i = 1; i < f->n; i++)
-                if (!strcmp(sorted[i].name, sorted[i - 1].name)) {
-                    st = la_fail(LA_EFORMAT, "%s: tensor %s appears twice in the header (corrupt file)",
-                                 path, sorted[i].name);
-                    break;
-                }
-        }
-        free(sorted);
-    }
+    sorted = la_malloc(sizeof *sorted * (f->n ? f->n : 1));
+    if (!sorted) LA_FAIL_DONE(LA_ENOMEM, "%s: out of memory", path);
+    memcpy(sorted, f->e, sizeof *sorted * f->n);
+    qsort(sorted, f->n, sizeof *sorted, cmp_begin);
+    for (int i = 1; i < f->n; i++)
+        if (sorted[i].begin < sorted[i - 1].end)
+            BAD("%s: tensors %s and %s overlap", path, sorted[i - 1].name, sorted[i].name);
+    /* cJSON keeps duplicate keys: a name that appears twice is refused */
+    qsort(sorted, f->n, sizeof *sorted, cmp_name);
+    for (int i = 1; i < f->n; i++)
+        if (!strcmp(sorted[i].name, sorted[i - 1].name))
+            BAD("%s: tensor %s appears twice in the header (corrupt file)", path, sorted[i].name);
 done:
 #undef BAD
+    free(sorted);
     cJSON_Delete(root);
     if (st != LA_OK) la_st_free(f);
     return st;

@@ -12,8 +12,6 @@
  * and <path>.state old; the loader then takes <path>.state.new, whose weights hash matches.
  * Every pair is checked by that hash, so a mismatched pair is never loaded. */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,17 +23,6 @@
 #include "longattn/train.h"
 
 #define STATE_FORMAT "longattn-trainer-state-1"
-
-/* fsync the folder holding path, so that the rename of step 3 is durable; errors ignored */
-static void fsync_dir_of(const char *path) {
-    char buf[1100];
-    snprintf(buf, sizeof buf, "%s", path);
-    int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
 
 static void state_path(char *buf, size_t n, const char *path) { snprintf(buf, n, "%s.state", path); }
 static void state_new_path(char *buf, size_t n, const char *path) { snprintf(buf, n, "%s.state.new", path); }
@@ -102,7 +89,7 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
     if (rename(sp, final_sp) != 0) /* step 3 */
         return la_fail(LA_EIO, "cannot rename '%s' to '%s': %s (the checkpoint still loads from the new name)", sp,
                        final_sp, strerror(errno));
-    fsync_dir_of(final_sp);
+    la_fsync_parent_dir(final_sp); /* the rename of step 3 made durable */
     return LA_OK;
 }
 
@@ -199,12 +186,12 @@ la_status la_trainer_load(la_trainer *tr, const char *path) {
     LA_TRY(la_st_read(path, &wf));
     /* <path>.state, or <path>.state.new when a save was killed before renaming it (file comment) */
     int has_new = access(np, F_OK) == 0, mismatch = 0;
-    la_status s = access(sp, F_OK) == 0 || !has_new ? la_st_read(sp, &sf) : la_st_read(np, &sf);
+    const char *used = access(sp, F_OK) == 0 || !has_new ? sp : np;
+    la_status s = la_st_read(used, &sf);
     if (s != LA_OK) {
         la_st_free(&wf);
         return s;
     }
-    const char *used = access(sp, F_OK) == 0 || !has_new ? sp : np;
     s = load_checked(tr, path, &wf, &sf, used, &mismatch);
     la_st_free(&sf);
     if (s != LA_OK && mismatch && has_new && used == sp && la_st_read(np, &sf) == LA_OK) {

@@ -146,55 +146,40 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
     char **names;
     int nf, n_train = -1; /* n_train >= 0: names[n_train..] come from a val/ folder */
     LA_TRY(list_split_files(path, &names, &nf, &n_train));
+    la_status st = LA_OK;
+    doc_list dl = {0};
+    uint8_t *is_val = NULL;
+    la_data *d = NULL;
     int nbin = 0;
     for (int i = 0; i < nf; i++) nbin += ends_with(names[i], ".bin");
-    if (nf == 0) {
-        la_free_paths(names, nf);
-        return la_fail(LA_EFORMAT, "%s: no files to read (expected text files or llm.c .bin shards)", path);
-    }
-    if (nbin && nbin != nf) {
-        la_free_paths(names, nf);
-        return la_fail(LA_EFORMAT, "%s: mixes %d .bin shards with %d other files; put text and "
-                       "shards in separate directories", path, nbin, nf - nbin);
-    }
+    if (nf == 0)
+        LA_FAIL_DONE(LA_EFORMAT, "%s: no files to read (expected text files or llm.c .bin shards)", path);
+    if (nbin && nbin != nf)
+        LA_FAIL_DONE(LA_EFORMAT, "%s: mixes %d .bin shards with %d other files; put text and "
+                     "shards in separate directories", path, nbin, nf - nbin);
     int shards = nbin > 0;
     int vocab = cfg.vocab ? cfg.vocab : shards ? 50257 : 256;
-    if (vocab < 2 || vocab > 65536)
-        return la_free_paths(names, nf), la_fail(LA_EINVAL, "data: vocab %d outside [2, 65536]", vocab);
+    if (vocab < 2 || vocab > 65536) LA_FAIL_DONE(LA_EINVAL, "data: vocab %d outside [2, 65536]", vocab);
     if (shards && (cfg.eot < 0 || cfg.eot >= vocab))
-        return la_free_paths(names, nf), la_fail(LA_EINVAL, "data: eot id %d outside the vocabulary [0, %d)", cfg.eot, vocab);
-    doc_list dl = {0};
-    la_status s = LA_OK;
-    for (int i = 0; i < nf && s == LA_OK; i++) {
+        LA_FAIL_DONE(LA_EINVAL, "data: eot id %d outside the vocabulary [0, %d)", cfg.eot, vocab);
+    for (int i = 0; i < nf && st == LA_OK; i++) {
         int before = dl.n;
-        s = shards ? la_data_shard_read_file(names[i], cfg.eot, vocab, &dl) : la_data_text_read_file(names[i], &dl);
+        st = shards ? la_data_shard_read_file(names[i], cfg.eot, vocab, &dl) : la_data_text_read_file(names[i], &dl);
         if (n_train >= 0 && i >= n_train)
             for (int j = before; j < dl.n; j++) dl.forced_val[j] = 1; /* from DIR/val */
     }
-    la_free_paths(names, nf);
-    if (s == LA_OK && dl.n == 0)
-        s = la_fail(LA_EFORMAT, "%s: no tokens (all files empty)", path);
-    if (!shards && vocab < 256 && s == LA_OK)
-        for (int i = 0; i < dl.n && s == LA_OK; i++)
+    if (st != LA_OK) goto done;
+    if (dl.n == 0) LA_FAIL_DONE(LA_EFORMAT, "%s: no tokens (all files empty)", path);
+    if (!shards && vocab < 256)
+        for (int i = 0; i < dl.n; i++)
             for (int64_t j = 0; j < dl.len[i]; j++)
-                if (dl.tok[i][j] >= vocab) {
-                    s = la_fail(LA_EFORMAT, "%s: byte %d is outside the vocabulary [0, %d)", path,
-                                dl.tok[i][j], vocab);
-                    break;
-                }
-    if (s != LA_OK) {
-        doc_list_free(&dl);
-        return s;
-    }
+                if (dl.tok[i][j] >= vocab)
+                    LA_FAIL_DONE(LA_EFORMAT, "%s: byte %d is outside the vocabulary [0, %d)", path,
+                                 dl.tok[i][j], vocab);
     /* split by document */
-    uint8_t *is_val = la_calloc(dl.n + 1, 1);
-    la_data *d = la_calloc(1, sizeof *d);
-    if (!is_val || !d) {
-        free(is_val);
-        free(d);
-        doc_list_free(&dl);
-        return la_fail(LA_ENOMEM, "out of memory");
-    }
+    is_val = la_calloc(dl.n + 1, 1);
+    d = la_calloc(1, sizeof *d);
+    if (!is_val || !d) LA_FAIL_DONE(LA_ENOMEM, "out of memory");
     int any_forced = 0;
     for (int i = 0; i < dl.n; i++) any_forced |= dl.forced_val[i];
     la_rng r;
@@ -217,10 +202,7 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
                 if (iv) is_val = iv;
                 if (!tail || !iv || la_data_doc_list_add(&dl, tail, len - cut, 0) != LA_OK) {
                     free(tail);
-                    free(is_val);
-                    free(d);
-                    doc_list_free(&dl);
-                    return la_fail(LA_ENOMEM, "out of memory splitting the document");
+                    LA_FAIL_DONE(LA_ENOMEM, "out of memory splitting the document");
                 }
                 memcpy(tail, dl.tok[0] + cut, (size_t)(len - cut) * sizeof(uint16_t));
                 dl.len[0] = cut;
@@ -234,17 +216,19 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
         }
     }
     d->vocab = vocab;
-    s = build_split(d, LA_SPLIT_TRAIN, &dl, is_val);
-    if (s == LA_OK) s = build_split(d, LA_SPLIT_VAL, &dl, is_val);
+    st = build_split(d, LA_SPLIT_TRAIN, &dl, is_val);
+    if (st == LA_OK) st = build_split(d, LA_SPLIT_VAL, &dl, is_val);
+    if (st == LA_OK) {
+        la_data_seed(d, 1);
+        *out = d;
+        d = NULL;
+    }
+done:
+    la_free_paths(names, nf);
     free(is_val);
     doc_list_free(&dl);
-    if (s != LA_OK) {
-        la_data_free(d);
-        return s;
-    }
-    la_data_seed(d, 1);
-    *out = d;
-    return LA_OK;
+    la_data_free(d);
+    return st;
 }
 
 int la_data_vocab(const la_data *d) { return d->vocab; }

@@ -347,18 +347,6 @@ static void load_window(la_trainer *tr, int B, int T) {
     }
 }
 
-/* One step's gradient, split over the ranks. Every rank draws all grad_accum micro-batches
- * (so the sampler state stays the same on every rank and in checkpoints) and computes the
- * gradients of its own block, each into zeroed gradients; the step's gradient is
- *   g = ((g_0 + g_1) + g_2) + ...      (micro-batch order, float, element by element)
- * whatever the number of ranks: one process folds as it goes; N ranks cut the parameters
- * into N slices, rank q receives slice q of every micro-batch gradient (MPI_Alltoallv,
- * arriving in micro-batch order) and folds it in that order (a reduce-scatter whose order
- * we fix, unlike MPI_Allreduce's tree), then every rank receives every summed slice
- * (MPI_Allgatherv). The same operations on the same numbers: N ranks give the weights of
- * one rank bit for bit (with the same threads per rank). Traffic per rank and step: its
- * n_mine micro-batch gradients out and one summed gradient in, (n_mine + 1) P floats at most,
- * whatever N (a ring all-reduce moves 2 P). */
 /* Micro-batch a of a step: the rows to train on when it is this rank's (mine), else only
  * whatever keeps every rank's state in step (the data sampler draws it all the same). */
 typedef la_status (*micro_fn)(la_trainer *tr, int a, int mine, const void *ctx, const int32_t **inp,
