@@ -244,10 +244,8 @@ la_status la_kv_policy_parse(const char *text, la_kv_params *out) {
             p.policy = LA_KV_FULL;
         } else if (!strcmp(term, "window")) {
             static const char *const keys[] = {"w"};
-            if (!args || parse_args("window", args, keys, 1, vals, given)) {
-                if (!args) return la_fail(LA_ESPEC, "kv policy: window needs its size, e.g. window(256)");
-                return LA_ESPEC;
-            }
+            if (!args) return la_fail(LA_ESPEC, "kv policy: window needs its size, e.g. window(256)");
+            if (parse_args("window", args, keys, 1, vals, given)) return LA_ESPEC;
             if (!given[0]) return la_fail(LA_ESPEC, "kv policy: window needs w, e.g. window(256)");
             p.policy = LA_KV_WINDOW;
             p.window = (int)vals[0];

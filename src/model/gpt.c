@@ -475,24 +475,31 @@ static void carve_train(carver *cv, la_model *m, size_t N) {
     }
 }
 
-static la_status ensure_train(la_model *m, size_t N) {
-    if (N <= m->cap_train) return LA_OK;
-    free(m->train_block);
-    m->train_block = NULL;
-    m->cap_train = 0;
+/* (Re)allocates one carved block (*block, *cap rows) for N tokens; what/advice word the error. */
+static la_status ensure_block(la_model *m, size_t N, float **block, size_t *cap,
+                              void (*carve_fn)(carver *, la_model *, size_t), const char *what,
+                              const char *advice) {
+    if (N <= *cap) return LA_OK;
+    free(*block);
+    *block = NULL;
+    *cap = 0;
     carver cv = {NULL, 0};
-    carve_train(&cv, m, N);
+    carve_fn(&cv, m, N);
     float *blk = la_malloc(cv.used * sizeof(float) + 64);
     if (!blk)
-        return la_fail(LA_ENOMEM, "model: cannot allocate %.1f MB of training activations for "
-                       "%zu tokens; use a smaller batch or sequence",
-                       cv.used * 4.0 / 1e6, N);
+        return la_fail(LA_ENOMEM, "model: cannot allocate %.1f MB of %s for %zu tokens; use %s",
+                       cv.used * 4.0 / 1e6, what, N, advice);
     memset(blk, 0, cv.used * sizeof(float) + 64);  // sequence parallelism leaves other ranks' rows unset
-    m->train_block = blk;
+    *block = blk;
     carver cv2 = {blk, 0};
-    carve_train(&cv2, m, N);
-    m->cap_train = N;
+    carve_fn(&cv2, m, N);
+    *cap = N;
     return LA_OK;
+}
+
+static la_status ensure_train(la_model *m, size_t N) {
+    return ensure_block(m, N, &m->train_block, &m->cap_train, carve_train, "training activations",
+                        "a smaller batch or sequence");
 }
 
 static void carve_eval(carver *cv, la_model *m, size_t N) {
@@ -504,21 +511,8 @@ static void carve_eval(carver *cv, la_model *m, size_t N) {
 }
 
 static la_status ensure_eval(la_model *m, size_t N) {
-    if (N <= m->cap_eval) return LA_OK;
-    free(m->eval_block);
-    m->eval_block = NULL;
-    m->cap_eval = 0;
-    carver cv = {NULL, 0};
-    carve_eval(&cv, m, N);
-    float *blk = la_malloc(cv.used * sizeof(float) + 64);
-    if (!blk)
-        return la_fail(LA_ENOMEM, "model: cannot allocate %.1f MB of evaluation buffers for "
-                       "%zu tokens; use a shorter sequence", cv.used * 4.0 / 1e6, N);
-    m->eval_block = blk;
-    carver cv2 = {blk, 0};
-    carve_eval(&cv2, m, N);
-    m->cap_eval = N;
-    return LA_OK;
+    return ensure_block(m, N, &m->eval_block, &m->cap_eval, carve_eval, "evaluation buffers",
+                        "a shorter sequence");
 }
 
 /* ---- one transformer block ---- */

@@ -114,23 +114,21 @@ void la_llama_free(la_llama *m) {
 
 /* ---- loading ---- */
 
-static la_status key_u32(const la_llama *m, const char *suffix, uint32_t *out, int required) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", m->cfg.arch, suffix);
-    if (!required && !la_gguf_find_kv(m->g, key)) return LA_OK;
-    if (!la_gguf_find_kv(m->g, key))
-        return la_fail(LA_EFORMAT, "%s: metadata key '%s' is missing (a %s model needs it)", "llama", key, m->cfg.arch);
-    return la_gguf_get_u32(m->g, key, out);
-}
-
-static la_status key_f64(const la_llama *m, const char *suffix, double *out, int required) {
+/* metadata key "<arch>.<suffix>" into *u32 (u32 not NULL) or *f64; absent: LA_OK unless required */
+static la_status arch_key(const la_llama *m, const char *suffix, int required, uint32_t *u32, double *f64) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", m->cfg.arch, suffix);
     if (!la_gguf_find_kv(m->g, key)) {
         if (!required) return LA_OK;
         return la_fail(LA_EFORMAT, "%s: metadata key '%s' is missing (a %s model needs it)", "llama", key, m->cfg.arch);
     }
-    return la_gguf_get_f64(m->g, key, out);
+    return u32 ? la_gguf_get_u32(m->g, key, u32) : la_gguf_get_f64(m->g, key, f64);
+}
+static la_status key_u32(const la_llama *m, const char *suffix, uint32_t *out, int required) {
+    return arch_key(m, suffix, required, out, NULL);
+}
+static la_status key_f64(const la_llama *m, const char *suffix, double *out, int required) {
+    return arch_key(m, suffix, required, NULL, out);
 }
 
 static la_status find_tensor(la_llama *m, const char *name, int required, const la_gguf_tensor **out) {
