@@ -22,6 +22,7 @@
 #include "core/half.h"
 #include "core/internal.h"
 #include "infer/kv_internal.h"
+#include "model/posreg.h"
 #include "longattn.h"
 #include "support/gguf_writer.h"
 
@@ -405,6 +406,32 @@ static void test_chat_templates(void **state) {
     assert_non_null(strstr(la_errmsg(), "no chat template"));
 }
 
+/* la_posreg_parse (src/model/posreg.c) refuses arguments too large to convert to positions, by name,
+ * and still parses the authors' settings */
+static void test_posreg_parse_bounds(void **state) {
+    (void)state;
+    const char *bad[] = {"selfextend(1e300,2)", "selfextend(8,inf)", "rerope(1e10)", "leaky-rerope(512,1e10)",
+                         "dca(1e300)", "dca(1e300,16)"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        la_posreg r;
+        memset(&r, 0, sizeof r);
+        assert_int_equal(la_posreg_parse(bad[i], 10000, &r), -1);
+        assert_non_null(strstr(la_errmsg(), "above 2147483647"));
+        assert_non_null(strstr(la_errmsg(), bad[i]));
+    }
+    const char *good[] = {"selfextend(8,1024)", "rerope(512)", "leaky-rerope(512,16)", "dca(4096)", "dca(2147483647,1)"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        la_posreg r;
+        memset(&r, 0, sizeof r);
+        assert_int_equal(la_posreg_parse(good[i], 10000, &r), 1);
+        la_posreg_release(&r);
+    }
+    la_posreg r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(la_posreg_parse("rerope(nan)", 10000, &r), -1); /* NaN: the method's own message, as before */
+    assert_non_null(strstr(la_errmsg(), "rerope(W) needs a whole window"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_cache_equals_forward),
@@ -412,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_metadata_errors),
         cmocka_unit_test(test_spec_theta_default),
         cmocka_unit_test(test_chat_templates),
+        cmocka_unit_test(test_posreg_parse_bounds),
         cmocka_unit_test(test_session_prefill_sp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,6 +20,7 @@
  * (x_k, x_{k+D/2}), angles pos * theta^(-2k/D) in double), then one call of the fused
  * kernel with "nope" and the regime's visibility (window(W), causal with a shifted pos0, or
  * full over a key slice); the partial outputs merge row by row by log-sum-exp. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,12 @@ int la_posreg_parse(const char *text, double theta, la_posreg *r) {
     int tail_ok = close && close[1 + strspn(close + 1, " ")] == '\0';
     if (!tail_ok) {
         la_fail(LA_ESPEC, "'%s': one method with its arguments in parentheses and nothing after it", text);
+        return -1;
+    }
+    /* the arguments become int64 positions and an int divisor: refuse what does not fit (inf too; a NaN
+       fails the checks below) instead of converting it, which C leaves undefined */
+    if (fabs(a) > INT_MAX || fabs(b) > INT_MAX) {
+        la_fail(LA_ESPEC, "'%s': an argument is above %d; positions and windows must fit an int", text, INT_MAX);
         return -1;
     }
     switch (t.kind) {
