@@ -125,6 +125,35 @@ static void test_training_step(void **st) {
     }
 }
 
+/* a corpus folder with train/ and val/ (the study corpus layout): a failed allocation while
+ * listing val/ must release the names already listed from train/ (the sanitized run's leak
+ * check is what fails here) */
+static void test_data_split_folders(void **st) {
+    (void)st;
+    char p[128], sub[160];
+    snprintf(p, sizeof p, "%s/split", g_dir);
+    assert_int_equal(mkdir(p, 0777), 0);
+    snprintf(sub, sizeof sub, "%s/train", p);
+    assert_int_equal(mkdir(sub, 0777), 0);
+    assert_int_equal(la_test_write_repeated(sub, "a.txt", 40), 0);
+    assert_int_equal(la_test_write_repeated(sub, "b.txt", 40), 0);
+    snprintf(sub, sizeof sub, "%s/val", p);
+    assert_int_equal(mkdir(sub, 0777), 0);
+    assert_int_equal(la_test_write_repeated(sub, "c.txt", 40), 0);
+    for (long n = 1;; n++) {
+        la_data_config dc = la_data_config_default();
+        la_data *d = NULL;
+        int nomem = 0, ok = 1;
+        la_alloc_fail_at(n);
+        OK_OR_NOMEM(la_data_open(p, &dc, &d), "la_data_open");
+        (void)ok;
+        long total;
+        int done = walk_done(n, nomem, "data open of a train/ + val/ folder", &total);
+        la_data_free(d);
+        if (done) break;
+    }
+}
+
 static int count_tmp(void) {
     DIR *dd = opendir(g_dir);
     int k = 0;
@@ -617,6 +646,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_backward),
         cmocka_unit_test(test_training_step),
+        cmocka_unit_test(test_data_split_folders),
         cmocka_unit_test(test_checkpoint_save_load),
         cmocka_unit_test(test_kv_session),
         cmocka_unit_test(test_tokenizer),

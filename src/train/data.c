@@ -77,13 +77,10 @@ static la_status list_split_files(const char *path, char ***names, int *n, int *
         char **vn = NULL;
         int nv = 0;
         s = la_list_files(sub, &vn, &nv);
-        if (s == LA_OK && nv > 0) {
-            char **all = la_realloc(*names, (size_t)(*n + nv) * sizeof(char *));
-            if (!all) {
-                la_free_paths(vn, nv);
-                free(sub);
-                return la_fail(LA_ENOMEM, "out of memory");
-            }
+        char **all = NULL;
+        if (s == LA_OK && nv > 0 && !(all = la_realloc(*names, (size_t)(*n + nv) * sizeof(char *))))
+            s = la_fail(LA_ENOMEM, "out of memory");
+        if (all) {
             memcpy(all + *n, vn, (size_t)nv * sizeof(char *));
             free(vn);
             *names = all;
@@ -92,6 +89,11 @@ static la_status list_split_files(const char *path, char ***names, int *n, int *
         } else {
             la_free_paths(vn, nv);
         }
+    }
+    if (s != LA_OK) { /* the caller gets nothing to free: release train/'s names too */
+        la_free_paths(*names, *n);
+        *names = NULL;
+        *n = 0;
     }
     free(sub);
     return s;
