@@ -283,6 +283,12 @@ la_status la_entmax_row_f64(int kind, double alpha, const double *z, int n, doub
 
 /* ---- backward of one row ------------------------------------------------------------ */
 
+static la_status check_backward(const void *p, const void *dp, const void *dz, int64_t rows,
+                                int n, const char *fn) {
+    if (!dp || !dz) return la_fail(LA_EINVAL, "%s: dp and dz must not be NULL", fn);
+    return check_args(p, dz, rows, n, fn);
+}
+
 /* u_i = p_i^(2-alpha) for p_i > 0. */
 static inline double entmax_u(double p, double alpha) {
     if (alpha == 2.0) return 1.0;
@@ -290,7 +296,9 @@ static inline double entmax_u(double p, double alpha) {
     return pow(p, 2.0 - alpha);
 }
 
-#define DEFINE_BACKWARD_ROW(NAME, T)                                                        \
+/* NAME: the backward of one row; BATCH: rows of them, arguments checked first (fn names the
+ * caller in errors). */
+#define DEFINE_BACKWARD(NAME, BATCH, T)                                                     \
     static void NAME(const T *p, const T *dp, int n, double alpha, T *dz, double *dalpha) { \
         double su = 0.0, sug = 0.0, sp = 0.0, h = 0.0, splpg = 0.0;                         \
         for (int i = 0; i < n; i++) {                                                       \
@@ -318,10 +326,18 @@ static inline double entmax_u(double p, double alpha) {
             *dalpha = (su > 0.0) ? (sp - sutg) / (am1 * am1) - (splpg - h * sutg) / am1     \
                                  : 0.0;                                                     \
         }                                                                                   \
+    }                                                                                       \
+    static la_status BATCH(const T *p, const T *dp, int64_t rows, int n, double alpha,      \
+                           T *dz, double *dalpha, const char *fn) {                         \
+        LA_TRY(check_backward(p, dp, dz, rows, n, fn));                                     \
+        LA_TRY(la_entmax_check_alpha(alpha, fn));                                           \
+        for (int64_t r = 0; r < rows; r++)                                                  \
+            NAME(p + r * n, dp + r * n, n, alpha, dz + r * n, dalpha ? dalpha + r : NULL);  \
+        return LA_OK;                                                                       \
     }
 
-DEFINE_BACKWARD_ROW(backward_row_f64, double)
-DEFINE_BACKWARD_ROW(backward_row_f32, float)
+DEFINE_BACKWARD(backward_row_f64, backward_f64, double)
+DEFINE_BACKWARD(backward_row_f32, backward_f32, float)
 
 /* ---- public batched API ------------------------------------------------------------- */
 
@@ -356,12 +372,6 @@ static la_status forward_f32(int kind, double alpha, const float *z, int64_t row
     return st;
 }
 
-static la_status check_backward(const void *p, const void *dp, const void *dz, int64_t rows,
-                                int n, const char *fn) {
-    if (!dp || !dz) return la_fail(LA_EINVAL, "%s: dp and dz must not be NULL", fn);
-    return check_args(p, dz, rows, n, fn);
-}
-
 la_status la_sparsemax_forward_f64(const double *z, int64_t rows, int n, double *p, double *tau) {
     return forward_f64(LA_ENTMAX_SPARSEMAX, 2.0, z, rows, n, p, tau, "la_sparsemax_forward_f64");
 }
@@ -387,41 +397,25 @@ la_status la_entmax_bisect_forward_f32(const float *z, int64_t rows, int n, doub
 
 la_status la_sparsemax_backward_f64(const double *p, const double *dp, int64_t rows, int n,
                                     double *dz) {
-    LA_TRY(check_backward(p, dp, dz, rows, n, "la_sparsemax_backward_f64"));
-    for (int64_t r = 0; r < rows; r++) backward_row_f64(p + r * n, dp + r * n, n, 2.0, dz + r * n, NULL);
-    return LA_OK;
+    return backward_f64(p, dp, rows, n, 2.0, dz, NULL, "la_sparsemax_backward_f64");
 }
 la_status la_sparsemax_backward_f32(const float *p, const float *dp, int64_t rows, int n,
                                     float *dz) {
-    LA_TRY(check_backward(p, dp, dz, rows, n, "la_sparsemax_backward_f32"));
-    for (int64_t r = 0; r < rows; r++) backward_row_f32(p + r * n, dp + r * n, n, 2.0, dz + r * n, NULL);
-    return LA_OK;
+    return backward_f32(p, dp, rows, n, 2.0, dz, NULL, "la_sparsemax_backward_f32");
 }
 la_status la_entmax15_backward_f64(const double *p, const double *dp, int64_t rows, int n,
                                    double *dz) {
-    LA_TRY(check_backward(p, dp, dz, rows, n, "la_entmax15_backward_f64"));
-    for (int64_t r = 0; r < rows; r++) backward_row_f64(p + r * n, dp + r * n, n, 1.5, dz + r * n, NULL);
-    return LA_OK;
+    return backward_f64(p, dp, rows, n, 1.5, dz, NULL, "la_entmax15_backward_f64");
 }
 la_status la_entmax15_backward_f32(const float *p, const float *dp, int64_t rows, int n,
                                    float *dz) {
-    LA_TRY(check_backward(p, dp, dz, rows, n, "la_entmax15_backward_f32"));
-    for (int64_t r = 0; r < rows; r++) backward_row_f32(p + r * n, dp + r * n, n, 1.5, dz + r * n, NULL);
-    return LA_OK;
+    return backward_f32(p, dp, rows, n, 1.5, dz, NULL, "la_entmax15_backward_f32");
 }
 la_status la_entmax_bisect_backward_f64(const double *p, const double *dp, int64_t rows, int n,
                                         double alpha, double *dz, double *dalpha) {
-    LA_TRY(check_backward(p, dp, dz, rows, n, "la_entmax_bisect_backward_f64"));
-    LA_TRY(la_entmax_check_alpha(alpha, "la_entmax_bisect_backward_f64"));
-    for (int64_t r = 0; r < rows; r++)
-        backward_row_f64(p + r * n, dp + r * n, n, alpha, dz + r * n, dalpha ? dalpha + r : NULL);
-    return LA_OK;
+    return backward_f64(p, dp, rows, n, alpha, dz, dalpha, "la_entmax_bisect_backward_f64");
 }
 la_status la_entmax_bisect_backward_f32(const float *p, const float *dp, int64_t rows, int n,
                                         double alpha, float *dz, double *dalpha) {
-    LA_TRY(check_backward(p, dp, dz, rows, n, "la_entmax_bisect_backward_f32"));
-    LA_TRY(la_entmax_check_alpha(alpha, "la_entmax_bisect_backward_f32"));
-    for (int64_t r = 0; r < rows; r++)
-        backward_row_f32(p + r * n, dp + r * n, n, alpha, dz + r * n, dalpha ? dalpha + r : NULL);
-    return LA_OK;
+    return backward_f32(p, dp, rows, n, alpha, dz, dalpha, "la_entmax_bisect_backward_f32");
 }
