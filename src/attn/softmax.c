@@ -255,6 +255,26 @@ static const float *chunk_tiles(const sm_arg *a, la_item it) {
     return a->c->prep + (size_t)(pr - a->p0) * a->stride;
 }
 
+/* fn over the query items chunk by chunk, each chunk's (b, kv head) pairs prepared first
+ * (K^T tiles; with bwd V^T too; a->p0 the chunk's first pair); chunks with nothing selected
+ * (ring.c) are skipped. The profile build adds the preparation to phase ph_prep and the item
+ * loop to ph_loop. */
+static void chunk_items(const la_attn_ctx *c, sm_arg *a, int bwd, la_item_fn fn, int ph_prep,
+                        int ph_loop) {
+    for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
+        int i0, i1;
+        la_sched_chunk(c, ch, &i0, &i1);
+        if (!la_sched_any_q(c, i0, i1)) continue; /* nothing selected (ring.c) */
+        a->p0 = ch * c->prep_pairs;
+        PROF_START();
+        la_prep_pairs_for(c, a->p0, (i1 - i0) / (c->group * c->nqt), bwd);
+        PROF_LAP(ph_prep);
+        PROF_REGION(r0);
+        la_sched_for(c, LA_ITEMS_Q, i0, i1, fn, a);
+        PROF_REGION_END(r0, ph_loop);
+    }
+}
+
 static void fwd_item(void *arg, la_item it) {
     sm_arg *a = arg;
     fwd_task(a->c, &a->s, it.b, it.h, it.tile, a->out, a->row_stat, chunk_tiles(a, it));
@@ -266,18 +286,7 @@ la_status la_softmax_forward(const la_attn_ctx *c, float *out, float *row_stat) 
     {
         sm_arg a = {.c = c, .s = get_scratch(c, omp_get_thread_num()), .out = out,
                     .row_stat = row_stat, .stride = la_prep_stride(c, 0)};
-        for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
-            int i0, i1;
-            la_sched_chunk(c, ch, &i0, &i1);
-            if (!la_sched_any_q(c, i0, i1)) continue; /* nothing selected (ring.c) */
-            a.p0 = ch * c->prep_pairs;
-            PROF_START();
-            la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 0);
-            PROF_LAP(SP_PREP_F);
-            PROF_REGION(r0);
-            la_sched_for(c, LA_ITEMS_Q, i0, i1, fwd_item, &a);
-            PROF_REGION_END(r0, SP_FWD_REGION);
-        }
+        chunk_items(c, &a, 0, fwd_item, SP_PREP_F, SP_FWD_REGION);
         if (c->opts->key_mass) la_key_mass_for(c, row_stat, softmax_probs, NULL);
     }
     return LA_OK;
@@ -584,18 +593,7 @@ la_status la_softmax_backward(const la_attn_ctx *c, const float *out, const floa
             la_sched_for(c, LA_ITEMS_PAIR, 0, la_sched_np(c), pair_item, &a);
             PROF_REGION_END(r2, SP_DKV_REGION);
         } else {
-            for (int ch = 0; ch < la_sched_nchunks(c); ch++) {
-                int i0, i1;
-                la_sched_chunk(c, ch, &i0, &i1);
-                if (!la_sched_any_q(c, i0, i1)) continue; /* nothing selected (ring.c) */
-                a.p0 = ch * c->prep_pairs;
-                PROF_START();
-                la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 1);
-                PROF_LAP(SP_PREP_B);
-                PROF_REGION(r0);
-                la_sched_for(c, LA_ITEMS_Q, i0, i1, dq_item, &a);
-                PROF_REGION_END(r0, SP_DQ_REGION);
-            }
+            chunk_items(c, &a, 1, dq_item, SP_PREP_B, SP_DQ_REGION);
             PROF_REGION(r1);
             la_sched_for(c, LA_ITEMS_KV, 0, la_sched_nk(c), dkv_item, &a);
             PROF_REGION_END(r1, SP_DKV_REGION);
