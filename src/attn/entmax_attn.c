@@ -211,15 +211,8 @@ static void em_fwd_logits(const em_t *e, em_scratch *s, const em_qtile *tq, int 
         const int kt = tv.kt, j0 = tv.j0, nc = tv.nc, cls = tv.cls;
         s->cls[kt] = (signed char)cls;
         float *tm = s->tmax + (size_t)kt * LA_BQ;
-        float *Lt;
-        int ld;
-        if (s->strip) {
-            Lt = s->strip + (size_t)kt * LA_BK;
-            ld = (int)e->strip_ld;
-        } else {
-            Lt = s->L;
-            ld = LA_BK;
-        }
+        float *Lt = s->strip ? s->strip + (size_t)kt * LA_BK : s->L;
+        int ld = s->strip ? (int)e->strip_ld : LA_BK;
         tile_dots(c, s, b, hkv, kt, nr, s->qb, Lt, ld);
         la_tile_logits(c, h, rows, i0, nr, j0, nc, cls, s->cr, Lt, Lt, ld);
         for (int r = 0; r < nr; r++) {
@@ -537,9 +530,7 @@ typedef struct {
 /* Point the scratch at the prepared tiles of the item's (b, kv head) pair, if any. */
 static void em_set_prep(em_arg *a, int b, int hkv) {
     const la_attn_ctx *c = a->e->c;
-    a->s.ktp = NULL;
-    if (a->p0 < 0) return;
-    a->s.ktp = c->prep + (size_t)(b * c->Hkv + hkv - a->p0) * la_prep_stride(c, 0);
+    a->s.ktp = a->p0 < 0 ? NULL : c->prep + (size_t)(b * c->Hkv + hkv - a->p0) * la_prep_stride(c, 0);
 }
 
 static void em_forward_item(void *arg, la_item it) {
@@ -982,10 +973,13 @@ static void as_backward_map(const la_attn_ctx *c, const float *q, float *dq) {
 }
 
 /* Context of an entmax-family call: the per-thread scratch of these kernels, delta (B, H, T)
- * for the backward and, for ASEntmax, the scaled queries, all from the workspace. */
+ * for the backward and, for ASEntmax, the scaled queries, all from the workspace (*own, NULL
+ * or to be freed, on failure too). fn names the entry point in the message of a bad alpha. */
 static la_status em_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *shape,
                         const float *q, const float *k, const float *v, const la_attn_opts *opts,
-                        int backward, la_workspace **own) {
+                        int backward, la_workspace **own, const char *fn) {
+    *own = NULL;
+    LA_TRY(la_entmax_check_alpha(norm_alpha(spec), fn));
     int as = spec->norm == LA_NORM_ASENTMAX;
     if (as && (!opts || !opts->as_beta || !opts->as_gamma))
         return la_fail(LA_EINVAL, "asentmax: opts.as_beta and opts.as_gamma (B, H, T) are required "
@@ -999,12 +993,11 @@ la_status la_entmax_attn_forward(const la_spec *spec, const la_shape *shape, con
                                  const float *k, const float *v, float *out, float *row_stat,
                                  const la_attn_opts *opts) {
     if (!spec || !shape) return la_fail(LA_EINVAL, "attention: spec and shape must not be NULL");
-    double alpha = norm_alpha(spec);
-    LA_TRY(la_entmax_check_alpha(alpha, "la_attn_forward (entmax normaliser)"));
     la_attn_ctx c;
-    la_workspace *own = NULL;
-    la_status st = em_ctx(&c, spec, shape, q, k, v, opts, 0, &own);
-    if (st == LA_OK) st = em_forward(&c, alpha, out, row_stat);
+    la_workspace *own;
+    la_status st = em_ctx(&c, spec, shape, q, k, v, opts, 0, &own,
+                          "la_attn_forward (entmax normaliser)");
+    if (st == LA_OK) st = em_forward(&c, norm_alpha(spec), out, row_stat);
     la_workspace_free(own);
     return st;
 }
@@ -1014,12 +1007,11 @@ la_status la_entmax_attn_backward(const la_spec *spec, const la_shape *shape, co
                                   const float *row_stat, const float *dout, float *dq, float *dk,
                                   float *dv, const la_attn_opts *opts) {
     if (!spec || !shape) return la_fail(LA_EINVAL, "attention: spec and shape must not be NULL");
-    double alpha = norm_alpha(spec);
-    LA_TRY(la_entmax_check_alpha(alpha, "la_attn_backward (entmax normaliser)"));
     la_attn_ctx c;
-    la_workspace *own = NULL;
-    la_status st = em_ctx(&c, spec, shape, q, k, v, opts, 1, &own);
-    if (st == LA_OK) st = em_backward(&c, alpha, row_stat, dout, dq, dk, dv);
+    la_workspace *own;
+    la_status st = em_ctx(&c, spec, shape, q, k, v, opts, 1, &own,
+                          "la_attn_backward (entmax normaliser)");
+    if (st == LA_OK) st = em_backward(&c, norm_alpha(spec), row_stat, dout, dq, dk, dv);
     if (st == LA_OK && spec->norm == LA_NORM_ASENTMAX) as_backward_map(&c, q, dq);
     la_workspace_free(own);
     return st;
@@ -1030,9 +1022,8 @@ la_status la_entmax_attn_backward(const la_spec *spec, const la_shape *shape, co
 la_status la_entmax_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *shape, const float *q,
                         const float *k, const float *v, const la_attn_opts *opts, int backward,
                         la_workspace **own) {
-    *own = NULL;
-    LA_TRY(la_entmax_check_alpha(norm_alpha(spec), "sequence-parallel attention (entmax normaliser)"));
-    return em_ctx(c, spec, shape, q, k, v, opts, backward, own);
+    return em_ctx(c, spec, shape, q, k, v, opts, backward, own,
+                  "sequence-parallel attention (entmax normaliser)");
 }
 
 la_status la_entmax_ctx_forward(const la_attn_ctx *c, float *out, float *row_stat) {
