@@ -74,7 +74,6 @@ typedef struct {
     const la_attn_ctx *c;
     sg_scratch s;
     float *out, *row_stat;
-    const float *prep; /* prepared K tiles of the chunk's first pair */
     int p0;            /* first (b, kv head) pair of the chunk */
     size_t stride;     /* floats between pairs in c->prep */
 } sg_arg;
