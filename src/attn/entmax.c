@@ -240,14 +240,17 @@ double la_entmax_tau_bisect(const double *c, int n, int nfin, double alpha) {
     return best;
 }
 
-double la_entmax_tau_sorted(int kind, double *c, int n) {
-    int m = sorted_finite(c, n, c); /* in place: compaction never overtakes the reader */
-    return kind == LA_ENTMAX_SPARSEMAX ? tau_sparsemax_sorted(c, m) : tau_entmax15_sorted(c, m);
+double la_entmax_tau_sorted(int kind, const double *c, int n, double *s) {
+    int m = sorted_finite(c, n, s); /* s may be c: compaction never overtakes the reader */
+    return kind == LA_ENTMAX_SPARSEMAX ? tau_sparsemax_sorted(s, m) : tau_entmax15_sorted(s, m);
 }
 
 /* ---- step 3 + one row --------------------------------------------------------------- */
 
-la_status la_entmax_row_f64(int kind, double alpha, const double *z, int n, double *p,
+/* One row: z (n) -> p (n), *tau (unshifted units of (alpha-1) z, LA_ROW_EMPTY for a row with
+ * no finite entry; tau may be NULL). work: 2n doubles of scratch. row and fn only name the
+ * place in error messages (NaN / +inf input). */
+static la_status entmax_row(int kind, double alpha, const double *z, int n, double *p,
                             double *tau, double *work, int64_t row, const char *fn) {
     double am1 = alpha - 1.0;
     double *c = work, *s = work + n;
@@ -259,16 +262,8 @@ la_status la_entmax_row_f64(int kind, double alpha, const double *z, int n, doub
         if (tau) *tau = LA_ROW_EMPTY;
         return LA_OK;
     }
-    double t;
-    if (kind == LA_ENTMAX_SPARSEMAX) {
-        int m = sorted_finite(c, n, s);
-        t = tau_sparsemax_sorted(s, m);
-    } else if (kind == LA_ENTMAX_15) {
-        int m = sorted_finite(c, n, s);
-        t = tau_entmax15_sorted(s, m);
-    } else {
-        t = la_entmax_tau_bisect(c, n, nfin, alpha);
-    }
+    double t = kind == LA_ENTMAX_BISECT ? la_entmax_tau_bisect(c, n, nfin, alpha)
+                                        : la_entmax_tau_sorted(kind, c, n, s);
     const double r = 1.0 / am1;
     for (int i = 0; i < n; i++) {
         double x = c[i] - t;
@@ -349,8 +344,7 @@ static la_status forward_f64(int kind, double alpha, const double *z, int64_t ro
     if (!work) return la_fail(LA_ENOMEM, "%s: cannot allocate %d doubles of scratch", fn, 2 * n);
     la_status st = LA_OK;
     for (int64_t r = 0; r < rows && st == LA_OK; r++)
-        st = la_entmax_row_f64(kind, alpha, z + r * n, n, p + r * n, tau ? tau + r : NULL, work,
-                               r, fn);
+        st = entmax_row(kind, alpha, z + r * n, n, p + r * n, tau ? tau + r : NULL, work, r, fn);
     free(work);
     return st;
 }
@@ -365,7 +359,7 @@ static la_status forward_f32(int kind, double alpha, const float *z, int64_t row
     la_status st = LA_OK;
     for (int64_t r = 0; r < rows && st == LA_OK; r++) {
         for (int i = 0; i < n; i++) zd[i] = z[r * n + i];
-        st = la_entmax_row_f64(kind, alpha, zd, n, pd, tau ? tau + r : NULL, work, r, fn);
+        st = entmax_row(kind, alpha, zd, n, pd, tau ? tau + r : NULL, work, r, fn);
         for (int i = 0; i < n; i++) p[r * n + i] = (float)pd[i];
     }
     free(work);

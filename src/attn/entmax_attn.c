@@ -256,7 +256,7 @@ static int em_fwd_start(const em_t *e, em_scratch *s, const em_qtile *tq) {
             }
             if (cnt > 1) {
                 double ts = e->rk ? la_entmax_tau_sorted(e->rk == 1 ? LA_ENTMAX_SPARSEMAX : LA_ENTMAX_15,
-                                                         s->cbuf, cnt)
+                                                         s->cbuf, cnt, s->cbuf)
                                   : la_entmax_tau_bisect(s->cbuf, cnt, cnt, e->alpha);
                 ts -= 1e-12 * (1.0 + fabs(ts));
                 if (ts > -1.0 && ts < hi[r]) t[r] = ts;

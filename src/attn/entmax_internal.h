@@ -12,19 +12,14 @@ enum { LA_ENTMAX_BISECT = 0, LA_ENTMAX_SPARSEMAX = 1, LA_ENTMAX_15 = 2 };
  * softmax is its own normaliser. */
 la_status la_entmax_check_alpha(double alpha, const char *fn);
 
-/* One row: z (n) -> p (n), *tau (unshifted units of (alpha-1) z, LA_ROW_EMPTY for a row with
- * no finite entry; tau may be NULL). work: 2n doubles of scratch. row and fn only name the
- * place in error messages (NaN / +inf input). */
-la_status la_entmax_row_f64(int kind, double alpha, const double *z, int n, double *p,
-                            double *tau, double *work, int64_t row, const char *fn);
-
 /* Shifted threshold t of c (n) = (alpha-1)(z - max z), -inf for masked entries, nfin >= 1
  * finite entries: sum_i [c_i - t]_+^(1/(alpha-1)) = 1, t in [-1, -nfin^(1-alpha)]. */
 double la_entmax_tau_bisect(const double *c, int n, int nfin, double alpha);
 
 /* Exact shifted threshold for alpha = 2 (kind LA_ENTMAX_SPARSEMAX) or 1.5 (LA_ENTMAX_15) of
- * c (n) as above (at least one finite entry); sorts c in place (c is destroyed). */
-double la_entmax_tau_sorted(int kind, double *c, int n);
+ * c (n) as above (at least one finite entry); sorts the finite entries into s (n), which may
+ * be c (c is then destroyed). */
+double la_entmax_tau_sorted(int kind, const double *c, int n, double *s);
 
 
 /* ---- fused attention (entmax_attn.c) ----
