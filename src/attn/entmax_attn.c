@@ -664,11 +664,12 @@ static void tile_dov_need(const la_attn_ctx *c, em_scratch *s, int b, int hkv, i
     la_dot_entries(n, s->ent_r, s->ent_x, dob, c->D, vp, c->D, c->D, s->dP, LA_BK);
 }
 
-/* Query tile qt of head h: delta and dq; with dkp, dvp (the (S, D) dk, dv rows of the pair,
- * sparse path) also adds this tile's terms to dk and dv, over the nonzero p only. */
+/* Query tile qt of head h: delta, dq and the item's d logn_s (into c->part); with dkp, dvp
+ * (the (S, D) dk, dv rows of the pair, sparse path) also adds this tile's terms to dk and dv,
+ * over the nonzero p only. */
 static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
                            const float *row_stat, const float *dout, float *delta, float *dq,
-                           double *dls, float *dkp, float *dvp) {
+                           float *dkp, float *dvp) {
     const int sparse = dkp != NULL;
     const la_attn_ctx *c = e->c;
     const int D = c->D, T = c->T, S = c->S, hkv = h / c->group;
@@ -677,6 +678,7 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
     size_t rbase = ((size_t)b * c->H + h) * T + i0;
     const float *tau = row_stat + rbase, *dob = dout + rbase * D;
     double *su = s->rowd, *sug = s->rowd + LA_BQ;
+    double dls = 0.0; /* d logn_s of this item */
     la_load_q(c, b, h, i0, nr, s->qb);
     la_row_factors(c, h, rows, nr, s->cr);
     for (int r = 0; r < nr; r++) su[r] = 0, sug[r] = 0;
@@ -740,7 +742,7 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
             float dr = delta[rbase + r];
             for (int x = 0; x < nc; x++) u[x] = p[x] > 0.0f ? u[x] * (dp[x] - dr) : 0.0f;
         }
-        *dls += tile_dscore(e, s, h, rows, i0, nr, j0, nc);
+        dls += tile_dscore(e, s, h, rows, i0, nr, j0, nc);
         const float *kp = la_load_k(c, b, hkv, j0, nc, s->kb);
         if (sparse) {
             /* the dense path's products over the nonzero entries only, in its orders: dq row
@@ -762,6 +764,7 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
     }
     la_unrotate_q(c, b, i0, nr, s->acc);
     memcpy(dq + rbase * D, s->acc, sizeof(float) * (size_t)nr * D);
+    c->part[((size_t)b * c->H + h) * c->nqt + qt] = dls;
 }
 
 static void em_backward_dkv(const em_t *e, em_scratch *s, int b, int hkv, int kt,
@@ -809,11 +812,8 @@ static void em_backward_dkv(const em_t *e, em_scratch *s, int b, int hkv, int kt
 
 static void em_dq_item(void *arg, la_item it) {
     em_arg *a = arg;
-    const la_attn_ctx *c = a->e->c;
-    double d = 0.0;
-    em_backward_dq(a->e, &a->s, it.b, it.h, it.tile, a->crow_stat, a->dout, a->delta, a->dq, &d,
-                   NULL, NULL);
-    c->part[((size_t)it.b * c->H + it.h) * c->nqt + it.tile] = d; /* d logn_s of this item */
+    em_backward_dq(a->e, &a->s, it.b, it.h, it.tile, a->crow_stat, a->dout, a->delta, a->dq, NULL,
+                   NULL);
 }
 
 /* Sparse backward of one (b, kv head) pair: the group's heads, then their query tiles, in
@@ -830,11 +830,8 @@ static void em_backward_pair(const em_t *e, em_scratch *s, int b, int hkv, const
     memset(dv + kbase, 0, sizeof(float) * (size_t)S * D);
     for (int g = 0; g < c->group; g++) {
         int h = hkv * c->group + g;
-        for (int qt = 0; qt < c->nqt; qt++) {
-            double d = 0.0;
-            em_backward_dq(e, s, b, h, qt, row_stat, dout, delta, dq, &d, dk + kbase, dv + kbase);
-            c->part[((size_t)b * c->H + h) * c->nqt + qt] = d;
-        }
+        for (int qt = 0; qt < c->nqt; qt++)
+            em_backward_dq(e, s, b, h, qt, row_stat, dout, delta, dq, dk + kbase, dv + kbase);
     }
     la_unrotate_k(c, b, 0, S, dk + kbase);
 }
