@@ -555,7 +555,6 @@ static la_status em_forward(const la_attn_ctx *c, double alpha, float *out, floa
             la_prep_pairs_for(c, a.p0, (i1 - i0) / (c->group * c->nqt), 0);
             la_sched_for(c, LA_ITEMS_Q, i0, i1, em_forward_item, &a);
         }
-        a.p0 = -1;
         /* key_mass once every tau is known: one head item per key tile, fixed order */
         if (c->opts->key_mass) la_key_mass_for(c, row_stat, em_probs, &e);
     }
