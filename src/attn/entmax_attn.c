@@ -139,7 +139,8 @@ static int em_use_cache(int nkt) {
     return (size_t)LA_BQ * (size_t)nkt * LA_BK * sizeof(float) <= em_strip_budget;
 }
 
-size_t la_entmax_attn_scratch_bytes(int D, int S) {
+/* Per-thread scratch bytes of the fused entmax kernels for head dimension D and S keys. */
+static size_t em_scratch_bytes(int D, int S) {
     int nkt = (S + LA_BK - 1) / LA_BK;
     return em_layout(D, nkt, em_use_cache(nkt), NULL, NULL) + 64;
 }
@@ -980,7 +981,7 @@ static la_status em_ctx(la_attn_ctx *c, const la_spec *spec, const la_shape *sha
     if (as && (!opts || !opts->as_beta || !opts->as_gamma))
         return la_fail(LA_EINVAL, "asentmax: opts.as_beta and opts.as_gamma (B, H, T) are required "
                                   "(compute them with la_asentmax_params_forward)");
-    la_ctx_extra x = {.thread_bytes = la_entmax_attn_scratch_bytes(shape->D, shape->S), .rowbuf = backward, .qbuf = as};
+    la_ctx_extra x = {.thread_bytes = em_scratch_bytes(shape->D, shape->S), .rowbuf = backward, .qbuf = as};
     LA_TRY(la_attn_ctx_init(c, spec, shape, q, k, v, opts, &x, own));
     return as ? la_asentmax_ctx_scale(c) : LA_OK;
 }

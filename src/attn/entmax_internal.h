@@ -36,7 +36,5 @@ la_status la_entmax_attn_backward(const la_spec *spec, const la_shape *shape, co
 /* Per-thread budget of the logits strip (default 8 MiB); above it every pass recomputes the
  * logits. For tests of the recompute path; not thread-safe against concurrent calls. */
 void la_entmax_attn_set_strip_budget(size_t bytes);
-/* Per-thread scratch bytes of the fused entmax kernels for head dimension D and S keys. */
-size_t la_entmax_attn_scratch_bytes(int D, int S);
 
 #endif
