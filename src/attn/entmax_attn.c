@@ -719,19 +719,16 @@ static void em_backward_dq(const em_t *e, em_scratch *s, int b, int h, int qt,
     memset(s->acc, 0, sizeof(float) * (size_t)nr * D);
     for (int kt = 0; kt < c->nkt; kt++) {
         if (s->cls[kt] <= 0) continue;
-        int ld, j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
-        const float *Lt;
+        int j0 = kt * LA_BK, nc = S - j0 < LA_BK ? S - j0 : LA_BK;
         if (s->strip) {
             size_t blk = (size_t)kt * LA_BQ * LA_BK, bytes = sizeof(float) * (size_t)nr * LA_BK;
             memcpy(s->sd, s->strip + blk, bytes);
             memcpy(s->dP, s->strip2 + blk, bytes);
-            la_tile_logits(c, h, rows, i0, nr, j0, nc, s->cls[kt], s->cr, s->sd, s->L, LA_BK);
-            Lt = s->L;
-            ld = LA_BK;
         } else {
-            Lt = tile_L(e, s, b, h, i0, nr, kt, &ld, 1);
+            tile_dots(c, s, b, hkv, kt, nr, s->qb, s->sd, LA_BK);
         }
-        tile_pu(e, Lt, ld, nr, nc, tau, s->P, s->U);
+        la_tile_logits(c, h, rows, i0, nr, j0, nc, s->cls[kt], s->cr, s->sd, s->L, LA_BK);
+        tile_pu(e, s->L, LA_BK, nr, nc, tau, s->P, s->U);
         if (!s->strip) {
             if (sparse) tile_dov_need(c, s, b, hkv, kt, nr, nc, dob);
             else tile_dov(c, s, b, hkv, kt, nr, dob);
