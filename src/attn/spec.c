@@ -188,7 +188,6 @@ static int edit_distance(const char *a, size_t la_, const char *b) {
 
 /* The user's whole text, shortened for messages. */
 typedef struct {
-    const char *text;
     char quoted[208];
 } ctx_t;
 
@@ -406,6 +405,11 @@ static void trim(const char **b, const char **e) {
     while (*e > *b && is_space((*e)[-1])) (*e)--;
 }
 
+static int is_blank(const char *b, const char *e) {
+    trim(&b, &e);
+    return b == e;
+}
+
 /* Parse one token [b, e) into *s. seen[cat] holds the index+1 of the token already seen in
  * each category; global/window may share the pattern category. */
 static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_spec *s, int seen[N_CAT],
@@ -489,9 +493,7 @@ static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_sp
                 return spec_fail(c, "unbalanced or nested parentheses in token '%.*s'", tlen, b);
         const char *tb = a, *te;
         int seen_kw = 0, npos = 0;
-        int empty_all = 1;
-        for (const char *x = a; x < aend; x++)
-            if (!is_space(*x)) empty_all = 0;
+        int empty_all = is_blank(a, aend);
         while (!empty_all) {
             te = tb;
             while (te < aend && *te != ',') te++;
@@ -567,7 +569,6 @@ static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_sp
 la_status la_spec_parse(const char *text, la_spec *out) {
     if (!text || !out) return la_fail(LA_EINVAL, "la_spec_parse: %s is NULL", !text ? "text" : "out");
     ctx_t c;
-    c.text = text;
     size_t tl = strlen(text);
     if (tl < sizeof c.quoted) memcpy(c.quoted, text, tl + 1);
     else snprintf(c.quoted, sizeof c.quoted, "%.*s...", (int)sizeof c.quoted - 4, text);
@@ -576,13 +577,9 @@ la_status la_spec_parse(const char *text, la_spec *out) {
     int seen[N_CAT] = {0};
     int train_tok = -1, has_win = 0, has_glob = 0;
     const char *b = text, *end = text + tl;
-    {
-        const char *x = b, *y = end;
-        trim(&x, &y);
-        if (x == y)
-            return la_fail(LA_ESPEC, "empty attention spec; write e.g. 'softmax+rope+causal' (default: "
-                                     "softmax+nope+causal)");
-    }
+    if (is_blank(b, end))
+        return la_fail(LA_ESPEC, "empty attention spec; write e.g. 'softmax+rope+causal' (default: "
+                                 "softmax+nope+causal)");
     int depth = 0;
     for (const char *x = text; x <= end; x++) {
         if (x < end && *x == '(') depth++;
