@@ -646,7 +646,6 @@ int la_spec_format(const la_spec *spec, char *buf, size_t n) {
         append(buf, n, &len, "(null)");
         return (int)len;
     }
-    const token_def *t;
     const int kinds[N_CAT] = {(int)spec->norm, (int)spec->sink, (int)spec->xform, (int)spec->pos,
                               (int)spec->pattern};
     for (int cat = 0; cat < N_CAT; cat++) {
@@ -664,15 +663,8 @@ int la_spec_format(const la_spec *spec, char *buf, size_t n) {
             }
             continue;
         }
-        if (cat == CAT_NORM && spec->norm == LA_NORM_SIGMOID) {
-            append(buf, n, &len, "sigmoid");
-            if (spec->sig_b_set) {
-                char num[40];
-                format_double(spec->sig_b, num, sizeof num);
-                append(buf, n, &len, "(b=%s,train=%d)", num, spec->train_len);
-            } else {
-                append(buf, n, &len, "(train=%d)", spec->train_len);
-            }
+        if (cat == CAT_NORM && spec->norm == LA_NORM_SIGMOID && !spec->sig_b_set) {
+            append(buf, n, &len, "sigmoid(train=%d)", spec->train_len); /* with b: fmt_params below */
             continue;
         }
         if (len) append(buf, n, &len, "+");
@@ -680,7 +672,7 @@ int la_spec_format(const la_spec *spec, char *buf, size_t n) {
             append(buf, n, &len, "global(g=%d)+window(w=%d)", spec->global, spec->window);
             continue;
         }
-        t = find_def(cat, kinds[cat]);
+        const token_def *t = find_def(cat, kinds[cat]);
         if (!t) {
             append(buf, n, &len, "?%s%d", cat_name[cat], kinds[cat]);
             continue;
