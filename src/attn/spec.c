@@ -653,21 +653,19 @@ int la_spec_format(const la_spec *spec, char *buf, size_t n) {
         if (cat == CAT_SINK && spec->sink == LA_SINK_NONE) continue;
         /* variants chosen by a parameter's presence (issue 31): "sink" / "sink(fixed=v)",
          * "sigmoid" (b = -ln(train)) / "sigmoid(b=v)", train shown when set */
-        if (cat == CAT_SINK && (spec->sink == LA_SINK_LEARNED || spec->sink == LA_SINK_FIXED)) {
-            if (len) append(buf, n, &len, "+");
-            append(buf, n, &len, "sink");
-            if (spec->sink == LA_SINK_FIXED) {
-                char num[40];
-                format_double(spec->sink_fixed, num, sizeof num);
-                append(buf, n, &len, "(fixed=%s)", num);
-            }
-            continue;
-        }
         if (cat == CAT_NORM && spec->norm == LA_NORM_SIGMOID && !spec->sig_b_set) {
             append(buf, n, &len, "sigmoid(train=%d)", spec->train_len); /* with b: fmt_params below */
             continue;
         }
         if (len) append(buf, n, &len, "+");
+        if (cat == CAT_SINK && spec->sink == LA_SINK_LEARNED) {
+            append(buf, n, &len, "sink");
+            continue;
+        }
+        if (cat == CAT_SINK && spec->sink == LA_SINK_FIXED) { /* the sink token with its parameter */
+            fmt_params(spec, find_def(CAT_SINK, LA_SINK_LEARNED), buf, n, &len);
+            continue;
+        }
         if (cat == CAT_PAT && spec->pattern == LA_PAT_GLOBAL) {
             append(buf, n, &len, "global(g=%d)+window(w=%d)", spec->global, spec->window);
             continue;
