@@ -17,12 +17,18 @@ static la_status check(const float *x, int B, int T, int C, int H, const float *
     return LA_OK;
 }
 
-/* beta, gamma of rows [n0, n1) of the B*T (row n = token n % T of sequence n / T): every
- * output element is computed from its row alone, so any split of the rows writes the bits of
- * one call over all of them */
-static void params_rows(const float *x, int T, int C, int H, const float *w_beta, const float *b_beta,
-                        const float *w_gamma, const float *b_gamma, double gamma_range, float *beta,
-                        float *gamma, int64_t n0, int64_t n1) {
+/* beta, gamma of rows [n0, n1) of the B*T (row n = token n % T of sequence n / T), after the
+ * checks of the forward entry point fn: every output element is computed from its row alone,
+ * so any split of the rows writes the bits of one call over all of them */
+static la_status params_rows(const float *x, int B, int T, int C, int H, const float *w_beta, const float *b_beta,
+                             const float *w_gamma, const float *b_gamma, double gamma_range, float *beta,
+                             float *gamma, int64_t n0, int64_t n1, const char *fn) {
+    LA_TRY(check(x, B, T, C, H, w_beta, w_gamma, fn));
+    if (!beta || !gamma) return la_fail(LA_EINVAL, "%s: beta and gamma must not be NULL", fn);
+    if (!isfinite(gamma_range)) return la_fail(LA_EINVAL, "%s: gamma_range = %g is not finite", fn, gamma_range);
+    if (n0 < 0 || n1 < n0 || n1 > (int64_t)B * T)
+        return la_fail(LA_EINVAL, "%s: rows [%lld, %lld) are not inside [0, %lld)", fn, (long long)n0,
+                       (long long)n1, (long long)B * T);
 #pragma omp parallel for schedule(static)
     for (int64_t n = n0; n < n1; n++) {
         const int64_t b = n / T, t = n % T;
@@ -37,13 +43,6 @@ static void params_rows(const float *x, int T, int C, int H, const float *w_beta
             gamma[o] = (float)(gamma_range * tanh(ag));
         }
     }
-}
-
-static la_status check_fwd(const float *x, int B, int T, int C, int H, const float *w_beta, const float *w_gamma,
-                           double gamma_range, const float *beta, const float *gamma, const char *fn) {
-    LA_TRY(check(x, B, T, C, H, w_beta, w_gamma, fn));
-    if (!beta || !gamma) return la_fail(LA_EINVAL, "%s: beta and gamma must not be NULL", fn);
-    if (!isfinite(gamma_range)) return la_fail(LA_EINVAL, "%s: gamma_range = %g is not finite", fn, gamma_range);
     return LA_OK;
 }
 
@@ -51,22 +50,16 @@ la_status la_asentmax_params_forward(const float *x, int B, int T, int C, int H,
                                      const float *w_beta, const float *b_beta,
                                      const float *w_gamma, const float *b_gamma,
                                      double gamma_range, float *beta, float *gamma) {
-    LA_TRY(check_fwd(x, B, T, C, H, w_beta, w_gamma, gamma_range, beta, gamma, "la_asentmax_params_forward"));
-    params_rows(x, T, C, H, w_beta, b_beta, w_gamma, b_gamma, gamma_range, beta, gamma, 0, (int64_t)B * T);
-    return LA_OK;
+    return params_rows(x, B, T, C, H, w_beta, b_beta, w_gamma, b_gamma, gamma_range, beta, gamma, 0,
+                       (int64_t)B * T, "la_asentmax_params_forward");
 }
 
 la_status la_asentmax_params_forward_rows(const float *x, int B, int T, int C, int H, const float *w_beta,
                                           const float *b_beta, const float *w_gamma, const float *b_gamma,
                                           double gamma_range, float *beta, float *gamma, int64_t n0,
                                           int64_t n1) {
-    LA_TRY(check_fwd(x, B, T, C, H, w_beta, w_gamma, gamma_range, beta, gamma,
-                     "la_asentmax_params_forward_rows"));
-    if (n0 < 0 || n1 < n0 || n1 > (int64_t)B * T)
-        return la_fail(LA_EINVAL, "la_asentmax_params_forward_rows: rows [%lld, %lld) are not inside [0, %lld)",
-                       (long long)n0, (long long)n1, (long long)B * T);
-    params_rows(x, T, C, H, w_beta, b_beta, w_gamma, b_gamma, gamma_range, beta, gamma, n0, n1);
-    return LA_OK;
+    return params_rows(x, B, T, C, H, w_beta, b_beta, w_gamma, b_gamma, gamma_range, beta, gamma, n0, n1,
+                       "la_asentmax_params_forward_rows");
 }
 
 la_status la_asentmax_params_backward(const float *x, int B, int T, int C, int H,

@@ -259,8 +259,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     c->group = s->H / s->Hkv;
     c->pos0 = pos0;
     c->q = q; c->k = k; c->v = v;
-    c->nthreads = opts->n_threads > 0 ? opts->n_threads : omp_get_max_threads();
-    if (c->nthreads < 1) c->nthreads = 1;
+    c->nthreads = opts->n_threads > 0 ? opts->n_threads : omp_get_max_threads(); /* both >= 1 */
     c->rotate = rotate;
     c->scale = (float)(la_yarn_logit_factor(spec) / sqrt((double)s->D));
     c->nqt = (s->T + LA_BQ - 1) / LA_BQ;
@@ -327,9 +326,7 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
         c->nrot = 0;
         for (int kk = 0; kk < s->D / 2; kk++)
             if (omega[kk] != 0.0) c->nrot = kk + 1;
-        const float *ktab = NULL;
-        LA_TRY(la_ws_rope_table(ws, omega, s->D, s->S, c->nthreads, &ktab));
-        c->kcs = ktab;
+        LA_TRY(la_ws_rope_table(ws, omega, s->D, s->S, c->nthreads, &c->kcs));
         if (qcs) la_rope_table(omega, s->D, pos0, s->T, qcs, c->nthreads);
     }
     c->qcs = qcs;
@@ -383,18 +380,21 @@ la_status la_attn_ctx_init(la_attn_ctx *c, const la_spec *spec, const la_shape *
     return check_kv(c, cover);
 }
 
-void la_load_q(const la_attn_ctx *c, int b, int h, int i0, int nr, float *dst) {
+/* Rotate query rows i0..i0+nr-1 of batch b (inverse: back) from src into dst (may alias):
+ * each by its own qcs row, or by the key table's row at its position. */
+static void rope_q(const la_attn_ctx *c, int b, int i0, int nr, const float *src, float *dst, int inverse) {
     int D = c->D;
-    const float *src = c->q + (((size_t)b * c->H + h) * c->T + i0) * D;
-    if (!c->rotate) {
-        memcpy(dst, src, sizeof(float) * (size_t)nr * D);
-        return;
-    }
     const la_rowvis *rv = c->rows + (size_t)b * c->T + i0;
     for (int r = 0; r < nr; r++) {
         const float *cs = c->qcs ? c->qcs + (size_t)(i0 + r) * D : c->kcs + (size_t)rv[r].p * D;
-        la_rope_row(src + (size_t)r * D, dst + (size_t)r * D, cs, D, c->nrot, 0);
+        la_rope_row(src + (size_t)r * D, dst + (size_t)r * D, cs, D, c->nrot, inverse);
     }
+}
+
+void la_load_q(const la_attn_ctx *c, int b, int h, int i0, int nr, float *dst) {
+    const float *src = c->q + (((size_t)b * c->H + h) * c->T + i0) * c->D;
+    if (c->rotate) rope_q(c, b, i0, nr, src, dst, 0);
+    else memcpy(dst, src, sizeof(float) * (size_t)nr * c->D);
 }
 
 static inline int64_t key_pos(const la_attn_ctx *c, int b, int j) {
@@ -411,13 +411,7 @@ const float *la_load_k(const la_attn_ctx *c, int b, int hkv, int j0, int nc, flo
 }
 
 void la_unrotate_q(const la_attn_ctx *c, int b, int i0, int nr, float *x) {
-    if (!c->rotate) return;
-    int D = c->D;
-    const la_rowvis *rv = c->rows + (size_t)b * c->T + i0;
-    for (int r = 0; r < nr; r++) {
-        const float *cs = c->qcs ? c->qcs + (size_t)(i0 + r) * D : c->kcs + (size_t)rv[r].p * D;
-        la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, c->nrot, 1);
-    }
+    if (c->rotate) rope_q(c, b, i0, nr, x, x, 1);
 }
 
 void la_unrotate_k(const la_attn_ctx *c, int b, int j0, int nc, float *x) {

@@ -188,7 +188,6 @@ static int edit_distance(const char *a, size_t la_, const char *b) {
 
 /* The user's whole text, shortened for messages. */
 typedef struct {
-    const char *text;
     char quoted[208];
 } ctx_t;
 
@@ -250,116 +249,95 @@ static void format_double(double v, char *buf, size_t n) {
 
 /* ---- validation ---- */
 
+/* check_spec's failure: writes why and returns the failing category cat. */
+static int bad(int cat, char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int bad(int cat, char *why, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return cat;
+}
+
 /* Check the fields the chosen kinds use. On failure writes why (without the token) and
  * returns the failing category; returns -1 when the spec is consistent. */
 static int check_spec(const la_spec *s, char *why, size_t n) {
-    why[0] = '\0';
-    if (s->train_len < 0) {
-        snprintf(why, n, "train must be >= 0 (got %d)", s->train_len);
-        return s->xform == LA_XF_LOGN || s->xform == LA_XF_QWEN_LOGN ? CAT_XF : CAT_POS;
-    }
+    if (s->train_len < 0)
+        return bad(s->xform == LA_XF_LOGN || s->xform == LA_XF_QWEN_LOGN ? CAT_XF : CAT_POS, why, n,
+                   "train must be >= 0 (got %d)", s->train_len);
     switch (s->norm) {
     case LA_NORM_SOFTMAX: break;
     case LA_NORM_ENTMAX:
-        if (!(s->alpha >= LA_ENTMAX_ALPHA_MIN) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
-            snprintf(why, n, "alpha must be a number in [%.7g, %g] (got %.10g; alpha = 1 is softmax, use 'softmax'; "
-                     "closer to 1 or above %g tau is not representable in float64)", LA_ENTMAX_ALPHA_MIN,
-                     LA_ENTMAX_ALPHA_MAX, s->alpha, LA_ENTMAX_ALPHA_MAX);
-            return CAT_NORM;
-        }
+        if (!(s->alpha >= LA_ENTMAX_ALPHA_MIN) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX)
+            return bad(CAT_NORM, why, n, "alpha must be a number in [%.7g, %g] (got %.10g; alpha = 1 is softmax, use "
+                       "'softmax'; closer to 1 or above %g tau is not representable in float64)", LA_ENTMAX_ALPHA_MIN,
+                       LA_ENTMAX_ALPHA_MAX, s->alpha, LA_ENTMAX_ALPHA_MAX);
         break;
     case LA_NORM_SPARSEMAX:
-        if (s->alpha != 2.0) {
-            snprintf(why, n, "sparsemax has alpha = 2 (got %g; use entmax(alpha=...) for other values)", s->alpha);
-            return CAT_NORM;
-        }
+        if (s->alpha != 2.0)
+            return bad(CAT_NORM, why, n, "sparsemax has alpha = 2 (got %g; use entmax(alpha=...) for other values)",
+                       s->alpha);
         break;
     case LA_NORM_ASENTMAX:
-        if (!(s->alpha >= LA_ENTMAX_ALPHA_MIN) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX) {
-            snprintf(why, n, "alpha must be a number in [%.7g, %g] (got %.10g)", LA_ENTMAX_ALPHA_MIN,
-                     LA_ENTMAX_ALPHA_MAX, s->alpha);
-            return CAT_NORM;
-        }
-        if (!(s->as_delta >= 0.0) || !isfinite(s->as_delta)) {
-            snprintf(why, n, "delta must be a finite number >= 0 (got %g)", s->as_delta);
-            return CAT_NORM;
-        }
-        if (!(s->as_gamma_range >= 0.0) || !isfinite(s->as_gamma_range)) {
-            snprintf(why, n, "gamma_range must be a finite number >= 0 (got %g)", s->as_gamma_range);
-            return CAT_NORM;
-        }
+        if (!(s->alpha >= LA_ENTMAX_ALPHA_MIN) || !isfinite(s->alpha) || s->alpha > LA_ENTMAX_ALPHA_MAX)
+            return bad(CAT_NORM, why, n, "alpha must be a number in [%.7g, %g] (got %.10g)", LA_ENTMAX_ALPHA_MIN,
+                       LA_ENTMAX_ALPHA_MAX, s->alpha);
+        if (!(s->as_delta >= 0.0) || !isfinite(s->as_delta))
+            return bad(CAT_NORM, why, n, "delta must be a finite number >= 0 (got %g)", s->as_delta);
+        if (!(s->as_gamma_range >= 0.0) || !isfinite(s->as_gamma_range))
+            return bad(CAT_NORM, why, n, "gamma_range must be a finite number >= 0 (got %g)", s->as_gamma_range);
         break;
     case LA_NORM_SIGMOID:
-        if (s->sig_b_set && !isfinite(s->sig_b)) {
-            snprintf(why, n, "b must be a finite number (got %g)", s->sig_b);
-            return CAT_NORM;
-        }
-        if (!s->sig_b_set && s->train_len == 1) {
-            snprintf(why, n, "without b, b = -ln(train) needs train >= 2 (got train = 1)");
-            return CAT_NORM;
-        }
+        if (s->sig_b_set && !isfinite(s->sig_b))
+            return bad(CAT_NORM, why, n, "b must be a finite number (got %g)", s->sig_b);
+        if (!s->sig_b_set && s->train_len == 1)
+            return bad(CAT_NORM, why, n, "without b, b = -ln(train) needs train >= 2 (got train = 1)");
         break;
     case LA_NORM_SIGMOID_LOGN: break;
-    default: snprintf(why, n, "unknown normaliser value %d", (int)s->norm); return CAT_NORM;
+    default: return bad(CAT_NORM, why, n, "unknown normaliser value %d", (int)s->norm);
     }
     switch (s->sink) {
     case LA_SINK_NONE: break;
     case LA_SINK_LEARNED:
     case LA_SINK_FIXED:
-        if (s->norm != LA_NORM_SOFTMAX) {
-            /* the sink is one more term of a softmax denominator: entmax's threshold and
-             * sigmoid's unnormalised rows have no denominator to join */
-            snprintf(why, n, "a sink joins the softmax denominator, and the %s normaliser has none; drop "
-                     "'sink' or use softmax+sink",
-                     s->norm == LA_NORM_SIGMOID || s->norm == LA_NORM_SIGMOID_LOGN ? "sigmoid" : "entmax-family");
-            return CAT_SINK;
-        }
-        if (s->sink == LA_SINK_FIXED && !isfinite(s->sink_fixed)) {
-            snprintf(why, n, "fixed must be a finite number (got %g)", s->sink_fixed);
-            return CAT_SINK;
-        }
+        /* the sink is one more term of a softmax denominator: entmax's threshold and
+         * sigmoid's unnormalised rows have no denominator to join */
+        if (s->norm != LA_NORM_SOFTMAX)
+            return bad(CAT_SINK, why, n, "a sink joins the softmax denominator, and the %s normaliser has none; "
+                       "drop 'sink' or use softmax+sink",
+                       s->norm == LA_NORM_SIGMOID || s->norm == LA_NORM_SIGMOID_LOGN ? "sigmoid" : "entmax-family");
+        if (s->sink == LA_SINK_FIXED && !isfinite(s->sink_fixed))
+            return bad(CAT_SINK, why, n, "fixed must be a finite number (got %g)", s->sink_fixed);
         break;
-    default: snprintf(why, n, "unknown sink value %d", (int)s->sink); return CAT_SINK;
+    default: return bad(CAT_SINK, why, n, "unknown sink value %d", (int)s->sink);
     }
     switch (s->xform) {
     case LA_XF_NONE: break;
     case LA_XF_LOGN:
-        if (!(s->logn_s >= 0.0) || !isfinite(s->logn_s)) {
-            snprintf(why, n, "s must be a finite number >= 0 (got %g; 0 means 1/log(train))", s->logn_s);
-            return CAT_XF;
-        }
+        if (!(s->logn_s >= 0.0) || !isfinite(s->logn_s))
+            return bad(CAT_XF, why, n, "s must be a finite number >= 0 (got %g; 0 means 1/log(train))", s->logn_s);
         /* s = 0 and train = 0 stays legal: the per-head s_h may come from
          * la_attn_opts.logn_s, or the trainer fills in train_len later. */
-        if (s->logn_s == 0.0 && s->train_len == 1) {
-            snprintf(why, n, "s = 0 means 1/log(train) and needs train >= 2 (got train = 1)");
-            return CAT_XF;
-        }
+        if (s->logn_s == 0.0 && s->train_len == 1)
+            return bad(CAT_XF, why, n, "s = 0 means 1/log(train) and needs train >= 2 (got train = 1)");
         break;
     case LA_XF_QWEN_LOGN:
-        if (s->train_len < 2) {
-            snprintf(why, n, "train (the training length, >= 2) is required (got %d)", s->train_len);
-            return CAT_XF;
-        }
+        if (s->train_len < 2)
+            return bad(CAT_XF, why, n, "train (the training length, >= 2) is required (got %d)", s->train_len);
         break;
     case LA_XF_SINV:
-        if (!(s->tau > 0.0) || !isfinite(s->tau)) {
-            snprintf(why, n, "tau must be a finite number > 0 (got %g)", s->tau);
-            return CAT_XF;
-        }
+        if (!(s->tau > 0.0) || !isfinite(s->tau))
+            return bad(CAT_XF, why, n, "tau must be a finite number > 0 (got %g)", s->tau);
         break;
     case LA_XF_CRITICAL:
-        if (!(s->gamma > 0.0) || !isfinite(s->gamma)) {
-            snprintf(why, n, "gamma must be a finite number > 0 (got %g)", s->gamma);
-            return CAT_XF;
-        }
+        if (!(s->gamma > 0.0) || !isfinite(s->gamma))
+            return bad(CAT_XF, why, n, "gamma must be a finite number > 0 (got %g)", s->gamma);
         break;
     case LA_XF_TEMP:
-        if (!(s->temp > 0.0) || !isfinite(s->temp)) {
-            snprintf(why, n, "x must be a finite number > 0 (got %g)", s->temp);
-            return CAT_XF;
-        }
+        if (!(s->temp > 0.0) || !isfinite(s->temp))
+            return bad(CAT_XF, why, n, "x must be a finite number > 0 (got %g)", s->temp);
         break;
-    default: snprintf(why, n, "unknown transform value %d", (int)s->xform); return CAT_XF;
+    default: return bad(CAT_XF, why, n, "unknown transform value %d", (int)s->xform);
     }
     switch (s->pos) {
     case LA_POS_NOPE:
@@ -371,54 +349,39 @@ static int check_spec(const la_spec *s, char *why, size_t n) {
     case LA_POS_DYNAMIC_NTK:
     case LA_POS_YARN:
     case LA_POS_PI:
-        if (!(s->theta > 1.0) || !isfinite(s->theta)) {
-            snprintf(why, n, "theta must be a finite number > 1 (got %g)", s->theta);
-            return CAT_POS;
-        }
-        if (s->pos == LA_POS_PROPE && !(s->rope_p >= 0.0 && s->rope_p <= 1.0)) {
-            snprintf(why, n, "p must lie in [0, 1] (got %g)", s->rope_p);
-            return CAT_POS;
-        }
-        if (s->pos >= LA_POS_NTK && !(s->pos_scale >= 1.0 && isfinite(s->pos_scale))) {
-            snprintf(why, n, "s (the context extension factor) must be a finite number >= 1 (got %g)", s->pos_scale);
-            return CAT_POS;
-        }
-        if ((s->pos == LA_POS_DYNAMIC_NTK || s->pos == LA_POS_YARN) && s->train_len < 1) {
-            snprintf(why, n, "train (the training length, >= 1) is required (got %d)", s->train_len);
-            return CAT_POS;
-        }
+        if (!(s->theta > 1.0) || !isfinite(s->theta))
+            return bad(CAT_POS, why, n, "theta must be a finite number > 1 (got %g)", s->theta);
+        if (s->pos == LA_POS_PROPE && !(s->rope_p >= 0.0 && s->rope_p <= 1.0))
+            return bad(CAT_POS, why, n, "p must lie in [0, 1] (got %g)", s->rope_p);
+        if (s->pos >= LA_POS_NTK && !(s->pos_scale >= 1.0 && isfinite(s->pos_scale)))
+            return bad(CAT_POS, why, n, "s (the context extension factor) must be a finite number >= 1 (got %g)",
+                       s->pos_scale);
+        if ((s->pos == LA_POS_DYNAMIC_NTK || s->pos == LA_POS_YARN) && s->train_len < 1)
+            return bad(CAT_POS, why, n, "train (the training length, >= 1) is required (got %d)", s->train_len);
         if (s->pos == LA_POS_YARN &&
-            !(isfinite(s->beta_fast) && s->beta_slow > 0.0 && s->beta_fast > s->beta_slow)) {
-            snprintf(why, n, "needs beta_fast > beta_slow > 0 (got beta_fast = %g, beta_slow = %g)",
-                     s->beta_fast, s->beta_slow);
-            return CAT_POS;
-        }
+            !(isfinite(s->beta_fast) && s->beta_slow > 0.0 && s->beta_fast > s->beta_slow))
+            return bad(CAT_POS, why, n, "needs beta_fast > beta_slow > 0 (got beta_fast = %g, beta_slow = %g)",
+                       s->beta_fast, s->beta_slow);
         break;
-    default: snprintf(why, n, "unknown position value %d", (int)s->pos); return CAT_POS;
+    default: return bad(CAT_POS, why, n, "unknown position value %d", (int)s->pos);
     }
     switch (s->pattern) {
     case LA_PAT_CAUSAL:
     case LA_PAT_FULL: break;
     case LA_PAT_WINDOW:
-        if (s->window < 1) {
-            snprintf(why, n, "window w must be >= 1 (got %d)", s->window);
-            return CAT_PAT;
-        }
+        if (s->window < 1)
+            return bad(CAT_PAT, why, n, "window w must be >= 1 (got %d)", s->window);
         break;
     case LA_PAT_SINKS:
-        if (s->sinks < 1 || s->window < 1) {
-            snprintf(why, n, "sinks needs n >= 1 and w >= 1 (got n = %d, w = %d)", s->sinks, s->window);
-            return CAT_PAT;
-        }
+        if (s->sinks < 1 || s->window < 1)
+            return bad(CAT_PAT, why, n, "sinks needs n >= 1 and w >= 1 (got n = %d, w = %d)", s->sinks, s->window);
         break;
     case LA_PAT_GLOBAL:
-        if (s->global < 1 || s->window < 1) {
-            snprintf(why, n, "global(g)+window(w) needs g >= 1 and w >= 1 (got g = %d, w = %d)", s->global,
-                     s->window);
-            return CAT_PAT;
-        }
+        if (s->global < 1 || s->window < 1)
+            return bad(CAT_PAT, why, n, "global(g)+window(w) needs g >= 1 and w >= 1 (got g = %d, w = %d)",
+                       s->global, s->window);
         break;
-    default: snprintf(why, n, "unknown pattern value %d", (int)s->pattern); return CAT_PAT;
+    default: return bad(CAT_PAT, why, n, "unknown pattern value %d", (int)s->pattern);
     }
     return -1;
 }
@@ -440,6 +403,11 @@ static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == 
 static void trim(const char **b, const char **e) {
     while (*b < *e && is_space(**b)) (*b)++;
     while (*e > *b && is_space((*e)[-1])) (*e)--;
+}
+
+static int is_blank(const char *b, const char *e) {
+    trim(&b, &e);
+    return b == e;
 }
 
 /* Parse one token [b, e) into *s. seen[cat] holds the index+1 of the token already seen in
@@ -525,9 +493,7 @@ static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_sp
                 return spec_fail(c, "unbalanced or nested parentheses in token '%.*s'", tlen, b);
         const char *tb = a, *te;
         int seen_kw = 0, npos = 0;
-        int empty_all = 1;
-        for (const char *x = a; x < aend; x++)
-            if (!is_space(*x)) empty_all = 0;
+        int empty_all = is_blank(a, aend);
         while (!empty_all) {
             te = tb;
             while (te < aend && *te != ',') te++;
@@ -603,7 +569,6 @@ static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_sp
 la_status la_spec_parse(const char *text, la_spec *out) {
     if (!text || !out) return la_fail(LA_EINVAL, "la_spec_parse: %s is NULL", !text ? "text" : "out");
     ctx_t c;
-    c.text = text;
     size_t tl = strlen(text);
     if (tl < sizeof c.quoted) memcpy(c.quoted, text, tl + 1);
     else snprintf(c.quoted, sizeof c.quoted, "%.*s...", (int)sizeof c.quoted - 4, text);
@@ -612,13 +577,9 @@ la_status la_spec_parse(const char *text, la_spec *out) {
     int seen[N_CAT] = {0};
     int train_tok = -1, has_win = 0, has_glob = 0;
     const char *b = text, *end = text + tl;
-    {
-        const char *x = b, *y = end;
-        trim(&x, &y);
-        if (x == y)
-            return la_fail(LA_ESPEC, "empty attention spec; write e.g. 'softmax+rope+causal' (default: "
-                                     "softmax+nope+causal)");
-    }
+    if (is_blank(b, end))
+        return la_fail(LA_ESPEC, "empty attention spec; write e.g. 'softmax+rope+causal' (default: "
+                                 "softmax+nope+causal)");
     int depth = 0;
     for (const char *x = text; x <= end; x++) {
         if (x < end && *x == '(') depth++;
@@ -685,7 +646,6 @@ int la_spec_format(const la_spec *spec, char *buf, size_t n) {
         append(buf, n, &len, "(null)");
         return (int)len;
     }
-    const token_def *t;
     const int kinds[N_CAT] = {(int)spec->norm, (int)spec->sink, (int)spec->xform, (int)spec->pos,
                               (int)spec->pattern};
     for (int cat = 0; cat < N_CAT; cat++) {
@@ -693,33 +653,24 @@ int la_spec_format(const la_spec *spec, char *buf, size_t n) {
         if (cat == CAT_SINK && spec->sink == LA_SINK_NONE) continue;
         /* variants chosen by a parameter's presence (issue 31): "sink" / "sink(fixed=v)",
          * "sigmoid" (b = -ln(train)) / "sigmoid(b=v)", train shown when set */
-        if (cat == CAT_SINK && (spec->sink == LA_SINK_LEARNED || spec->sink == LA_SINK_FIXED)) {
-            if (len) append(buf, n, &len, "+");
-            append(buf, n, &len, "sink");
-            if (spec->sink == LA_SINK_FIXED) {
-                char num[40];
-                format_double(spec->sink_fixed, num, sizeof num);
-                append(buf, n, &len, "(fixed=%s)", num);
-            }
-            continue;
-        }
-        if (cat == CAT_NORM && spec->norm == LA_NORM_SIGMOID) {
-            append(buf, n, &len, "sigmoid");
-            if (spec->sig_b_set) {
-                char num[40];
-                format_double(spec->sig_b, num, sizeof num);
-                append(buf, n, &len, "(b=%s,train=%d)", num, spec->train_len);
-            } else {
-                append(buf, n, &len, "(train=%d)", spec->train_len);
-            }
+        if (cat == CAT_NORM && spec->norm == LA_NORM_SIGMOID && !spec->sig_b_set) {
+            append(buf, n, &len, "sigmoid(train=%d)", spec->train_len); /* with b: fmt_params below */
             continue;
         }
         if (len) append(buf, n, &len, "+");
+        if (cat == CAT_SINK && spec->sink == LA_SINK_LEARNED) {
+            append(buf, n, &len, "sink");
+            continue;
+        }
+        if (cat == CAT_SINK && spec->sink == LA_SINK_FIXED) { /* the sink token with its parameter */
+            fmt_params(spec, find_def(CAT_SINK, LA_SINK_LEARNED), buf, n, &len);
+            continue;
+        }
         if (cat == CAT_PAT && spec->pattern == LA_PAT_GLOBAL) {
             append(buf, n, &len, "global(g=%d)+window(w=%d)", spec->global, spec->window);
             continue;
         }
-        t = find_def(cat, kinds[cat]);
+        const token_def *t = find_def(cat, kinds[cat]);
         if (!t) {
             append(buf, n, &len, "?%s%d", cat_name[cat], kinds[cat]);
             continue;
