@@ -756,15 +756,10 @@ la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T, int ma
  * and only the rows past T's last multiple of 24 take the tail path, in both. The extra
  * rows (other ranks') are computed from whatever those rows hold and never read. */
 static int sp_wide_ranges(int T, int P, int r, int lo[2], int hi[2]) {
-    int rows[4], n = 0;
-    la_attn_sp_rows(T, P, r, rows);
-    for (int j = 0; j < 2; j++) {
-        if (rows[2 * j + 1] <= rows[2 * j]) continue;
-        int a = rows[2 * j] / 24 * 24, b = (rows[2 * j + 1] + 23) / 24 * 24;
-        if (b > T) b = T;
-        if (n && a <= hi[n - 1]) hi[n - 1] = b > hi[n - 1] ? b : hi[n - 1];
-        else lo[n] = a, hi[n] = b, n++;
-    }
+    la_sp_part sp = {.P = P, .r = r, .B = 1, .T = T}; /* the GPT's widening (layers.h), one sequence */
+    la_attn_sp_rows(T, P, r, sp.rows);
+    int n = 0;
+    for (int i = 0, a, len; (len = la_sp_wide_range(&sp, &i, &a)) > 0; n++) lo[n] = a, hi[n] = a + len;
     return n;
 }
 
