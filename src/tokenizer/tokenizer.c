@@ -352,12 +352,9 @@ la_status la_tokenizer_new(const la_tokenizer_vocab *v, la_tokenizer **out) {
     la_tokenizer *t = la_calloc(1, sizeof *t);
     if (!t) return la_fail(LA_ENOMEM, "la_tokenizer_new: cannot allocate the tokenizer");
     la_status s = tokenizer_init(t, v);
-    if (s != LA_OK) {
-        la_tokenizer_free(t);
-        return s;
-    }
-    *out = t;
-    return LA_OK;
+    if (s == LA_OK) *out = t;
+    else la_tokenizer_free(t);
+    return s;
 }
 
 /* ---- encoding ---- */
