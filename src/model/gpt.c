@@ -691,19 +691,18 @@ la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *ta
     m->fT = T;
     double sum = 0;
     int64_t cnt = 0;
-    if (targets && sp) { /* each rank's token losses, gathered, summed as la_xent_forward sums them */
+    if (targets) {
         memcpy(m->targets, targets, N * sizeof(int32_t));
-        double part;
-        FOR_ROWS(sp, N, i, n0, n)
-        la_xent_forward(m->loss + n0, m->lse + n0, m->logits + n0 * V_, targets + n0, n, V, &part);
-        LA_TRY(la_attn_sp_gather(m->loss, B, T, 1, NULL));
-        for (size_t i = 0; i < N; i++)
-            if (targets[i] >= 0) sum += m->loss[i], cnt++;
-        if (loss_per_token) memcpy(loss_per_token, m->loss, N * sizeof(float));
-        m->can_backward = cnt > 0 ? 2 : 1;
-    } else if (targets) {
-        memcpy(m->targets, targets, N * sizeof(int32_t));
-        cnt = la_xent_forward(m->loss, m->lse, m->logits, targets, (int)N, m->V, &sum);
+        if (sp) { /* each rank's token losses, gathered, summed as la_xent_forward sums them */
+            double part;
+            FOR_ROWS(sp, N, i, n0, n)
+            la_xent_forward(m->loss + n0, m->lse + n0, m->logits + n0 * V_, targets + n0, n, V, &part);
+            LA_TRY(la_attn_sp_gather(m->loss, B, T, 1, NULL));
+            for (size_t i = 0; i < N; i++)
+                if (targets[i] >= 0) sum += m->loss[i], cnt++;
+        } else {
+            cnt = la_xent_forward(m->loss, m->lse, m->logits, targets, (int)N, m->V, &sum);
+        }
         if (loss_per_token) memcpy(loss_per_token, m->loss, N * sizeof(float));
         m->can_backward = cnt > 0 ? 2 : 1;  // 2: gradient exists; 1: all targets ignored
     } else if (loss_per_token) {
