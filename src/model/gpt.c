@@ -186,18 +186,14 @@ static void init_params(la_model *m, uint64_t seed) {
             for (size_t j = 0; j < n; j++) p[j] = 1.0f;
         } else if (strstr(nm, "logn_s")) {
             for (size_t j = 0; j < n; j++) p[j] = (float)logn0;
-        } else if (strstr(nm, "attn.sinks")) {
+        } else if (strstr(nm, "attn.sinks") || strstr(nm, "as_w") || strstr(nm, "as_bg")) {
             /* sink logits start at 0: softmax plus one at init (gpt-oss initialises its sinks
-             * from a normal draw; 0 is the parameter-free form the learned one departs from) */
-            for (size_t j = 0; j < n; j++) p[j] = 0.0f;
-        } else if (strstr(nm, "as_w")) {
-            /* ASEntmax coefficient weights start at 0: beta, gamma constant per head at init */
-            for (size_t j = 0; j < n; j++) p[j] = 0.0f;
+             * from a normal draw; 0 is the parameter-free form the learned one departs from);
+             * ASEntmax coefficient weights start at 0: beta, gamma constant per head at init */
+            for (size_t j = 0; j < n; j++) p[j] = 0.0f;  // as_bg: gamma = 0 at init
         } else if (strstr(nm, "as_bb")) {
             /* beta = softplus(-2) = 0.127 at init: the query scale starts close to delta */
             for (size_t j = 0; j < n; j++) p[j] = -2.0f;
-        } else if (strstr(nm, "as_bg")) {
-            for (size_t j = 0; j < n; j++) p[j] = 0.0f;  // gamma = 0 at init
         } else {
             double sd = m->cfg.init_std;
             if (strstr(nm, "attn.wo") || strstr(nm, "mlp.w_proj")) sd *= proj_scale;
@@ -510,9 +506,11 @@ static void carve_eval(carver *cv, la_model *m, size_t N) {
     m->e_logits = carve(cv, (size_t)EVAL_CHUNK * m->V);
 }
 
+/* The evaluation buffers for N tokens, and the bf16 operand copies for them. */
 static la_status ensure_eval(la_model *m, size_t N) {
-    return ensure_block(m, N, &m->eval_block, &m->cap_eval, carve_eval, "evaluation buffers",
-                        "a shorter sequence");
+    LA_TRY(ensure_block(m, N, &m->eval_block, &m->cap_eval, carve_eval, "evaluation buffers",
+                        "a shorter sequence"));
+    return mm_reserve(m);
 }
 
 /* ---- one transformer block ---- */
@@ -615,8 +613,12 @@ static la_status block_backward(la_model *m, int l, acts *a, const float *x_in, 
     return LA_OK;
 }
 
-static la_status check_tokens(const la_model *m, const int32_t *tokens, const int32_t *targets,
-                              int B, int T) {
+/* A pass begins: no backward, logits nor sequence-parallel rows of an earlier one are
+ * kept; then the tokens (and targets) are checked. */
+static la_status begin_pass(la_model *m, const int32_t *tokens, const int32_t *targets, int B, int T) {
+    m->can_backward = 0;
+    m->cur_sp = NULL;
+    m->logits_valid = 0;
     if (!tokens) return la_fail(LA_EINVAL, "model: tokens is NULL");
     if (B < 1 || T < 1) return la_fail(LA_EINVAL, "model: B=%d and T=%d must be >= 1", B, T);
     size_t N = (size_t)B * T;
@@ -660,9 +662,7 @@ static la_status sp_begin(la_model *m, int B, int T) {
 la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *targets, int B,
                            int T, float *mean_loss, float *loss_per_token) {
     if (!m) return la_fail(LA_EINVAL, "la_model_forward: model is NULL");
-    m->can_backward = 0;
-    m->logits_valid = 0;
-    LA_TRY(check_tokens(m, tokens, targets, B, T));
+    LA_TRY(begin_pass(m, tokens, targets, B, T));
     double t_start = omp_get_wtime();
     size_t N = (size_t)B * T;
     LA_TRY(sp_begin(m, B, T));
@@ -691,19 +691,18 @@ la_status la_model_forward(la_model *m, const int32_t *tokens, const int32_t *ta
     m->fT = T;
     double sum = 0;
     int64_t cnt = 0;
-    if (targets && sp) { /* each rank's token losses, gathered, summed as la_xent_forward sums them */
+    if (targets) {
         memcpy(m->targets, targets, N * sizeof(int32_t));
-        double part;
-        FOR_ROWS(sp, N, i, n0, n)
-        la_xent_forward(m->loss + n0, m->lse + n0, m->logits + n0 * V_, targets + n0, n, V, &part);
-        LA_TRY(la_attn_sp_gather(m->loss, B, T, 1, NULL));
-        for (size_t i = 0; i < N; i++)
-            if (targets[i] >= 0) sum += m->loss[i], cnt++;
-        if (loss_per_token) memcpy(loss_per_token, m->loss, N * sizeof(float));
-        m->can_backward = cnt > 0 ? 2 : 1;
-    } else if (targets) {
-        memcpy(m->targets, targets, N * sizeof(int32_t));
-        cnt = la_xent_forward(m->loss, m->lse, m->logits, targets, (int)N, m->V, &sum);
+        if (sp) { /* each rank's token losses, gathered, summed as la_xent_forward sums them */
+            double part;
+            FOR_ROWS(sp, N, i, n0, n)
+            la_xent_forward(m->loss + n0, m->lse + n0, m->logits + n0 * V_, targets + n0, n, V, &part);
+            LA_TRY(la_attn_sp_gather(m->loss, B, T, 1, NULL));
+            for (size_t i = 0; i < N; i++)
+                if (targets[i] >= 0) sum += m->loss[i], cnt++;
+        } else {
+            cnt = la_xent_forward(m->loss, m->lse, m->logits, targets, (int)N, m->V, &sum);
+        }
         if (loss_per_token) memcpy(loss_per_token, m->loss, N * sizeof(float));
         m->can_backward = cnt > 0 ? 2 : 1;  // 2: gradient exists; 1: all targets ignored
     } else if (loss_per_token) {
@@ -765,14 +764,10 @@ la_status la_model_eval(la_model *m, const int32_t *tokens, const int32_t *targe
                         float *mean_loss, float *loss_per_token, int32_t *argmax,
                         float *last_logits) {
     if (!m) return la_fail(LA_EINVAL, "la_model_eval: model is NULL");
-    m->can_backward = 0;
-    m->cur_sp = NULL;
-    m->logits_valid = 0;
-    LA_TRY(check_tokens(m, tokens, targets, B, T));
+    LA_TRY(begin_pass(m, tokens, targets, B, T));
     double t_start = omp_get_wtime();
     size_t N = (size_t)B * T;
     LA_TRY(ensure_eval(m, N));
-    LA_TRY(mm_reserve(m));
     int C = m->C, V = m->V;
     const float *P = m->params;
     la_embed_forward(m->ex, tokens, P + m->off_wte, (int)N, C);
@@ -811,13 +806,9 @@ la_status la_model_forward_cached(la_model *m, const int32_t *tokens, int T,
                                   const la_model_kv_hook *hook, float *logits, int all_rows) {
     if (!m || !hook || !hook->append_attend)
         return la_fail(LA_EINVAL, "la_model_forward_cached: NULL model or KV hook");
-    m->can_backward = 0;
-    m->cur_sp = NULL;
-    m->logits_valid = 0;
-    LA_TRY(check_tokens(m, tokens, NULL, 1, T));
+    LA_TRY(begin_pass(m, tokens, NULL, 1, T));
     double t_start = omp_get_wtime();
     LA_TRY(ensure_eval(m, (size_t)T));
-    LA_TRY(mm_reserve(m));
     const int C = m->C;
     const float *P = m->params;
     la_embed_forward(m->ex, tokens, P + m->off_wte, T, C);
@@ -840,10 +831,7 @@ la_status la_model_diagnose_rows(la_model *m, const int32_t *tokens, int T, cons
                                  la_diag **diag) {
     if (!m) return la_fail(LA_EINVAL, "la_model_diagnose: model is NULL");
     if (!diag) return la_fail(LA_EINVAL, "la_model_diagnose: diag is NULL (n_layer * n_head accumulators)");
-    m->can_backward = 0;
-    m->cur_sp = NULL;
-    m->logits_valid = 0;
-    LA_TRY(check_tokens(m, tokens, NULL, 1, T));
+    LA_TRY(begin_pass(m, tokens, NULL, 1, T));
     for (int i = 0; i < m->L * m->H; i++) {
         if (!diag[i])
             return la_fail(LA_EINVAL, "la_model_diagnose: diag[%d] (layer %d, head %d) is NULL", i, i / m->H, i % m->H);
@@ -854,7 +842,6 @@ la_status la_model_diagnose_rows(la_model *m, const int32_t *tokens, int T, cons
     }
     double t_start = omp_get_wtime();
     LA_TRY(ensure_eval(m, (size_t)T));
-    LA_TRY(mm_reserve(m));
     la_embed_forward(m->ex, tokens, m->params + m->off_wte, T, m->C);
     for (int l = 0; l < m->L; l++) {
         /* the eval activations keep this layer's q, k (after QK-norm), row statistics and

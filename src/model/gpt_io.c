@@ -152,10 +152,7 @@ la_status la_model_load(const char *path, la_model **out) {
     if (s == LA_OK) s = la_model_new(&c, 0, &m);
     if (s == LA_OK) s = la_model_weights_from_file(m, &f, path, 1);
     la_st_free(&f);
-    if (s != LA_OK) {
-        la_model_free(m);
-        return s;
-    }
-    *out = m;
-    return LA_OK;
+    if (s == LA_OK) *out = m;
+    else la_model_free(m);
+    return s;
 }

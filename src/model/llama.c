@@ -598,17 +598,40 @@ static void add_bias(float *x, const float *b, int T, int n) {
         for (int i = 0; i < n; i++) x[(size_t)t * n + i] += b[i];
 }
 
+/* Rows [a, a + n) of layer w before its attention: q, k, v (T, H*D | K*D) of RMSNorm(x) g. */
+static la_status block_in(la_llama *m, const llayer *w, int a, int n) {
+    const la_llama_config *c = &m->cfg;
+    const int C = c->n_embd, H = c->n_head, K = c->n_head_kv, D = c->head_dim;
+    rmsnorm(m->xn + (size_t)a * C, m->x + (size_t)a * C, w->attn_norm, n, C, c->rms_eps);  // n = RMSNorm(x) g
+    LA_TRY(matmul(m, &w->wq, m->xn + (size_t)a * C, n, m->q + (size_t)a * H * D, 0));       // q (T, H*D)
+    LA_TRY(matmul(m, &w->wk, m->xn + (size_t)a * C, n, m->k + (size_t)a * K * D, 0));       // k (T, K*D)
+    LA_TRY(matmul(m, &w->wv, m->xn + (size_t)a * C, n, m->v + (size_t)a * K * D, 0));       // v (T, K*D)
+    add_bias(m->q + (size_t)a * H * D, w->bq, n, H * D);
+    add_bias(m->k + (size_t)a * K * D, w->bk, n, K * D);
+    add_bias(m->v + (size_t)a * K * D, w->bv, n, K * D);
+    return LA_OK;
+}
+
+/* Rows [a, a + n) of layer w after its attention y (T, H*D): x += Wo y, then the MLP. */
+static la_status block_out(la_llama *m, const llayer *w, int a, int n) {
+    const la_llama_config *c = &m->cfg;
+    const int C = c->n_embd, HD = c->n_head * c->head_dim, F = c->n_ff;
+    LA_TRY(matmul(m, &w->wo, m->y + (size_t)a * HD, n, m->x + (size_t)a * C, 1));         // x += Wo y
+    rmsnorm(m->xn + (size_t)a * C, m->x + (size_t)a * C, w->ffn_norm, n, C, c->rms_eps);
+    LA_TRY(matmul(m, &w->wg, m->xn + (size_t)a * C, n, m->gate + (size_t)a * F, 0));       // (T, F)
+    LA_TRY(matmul(m, &w->wu, m->xn + (size_t)a * C, n, m->up + (size_t)a * F, 0));         // (T, F)
+    for (size_t j = (size_t)a * F; j < (size_t)(a + n) * F; j++) {
+        float g = m->gate[j];
+        m->gate[j] = g / (1.0f + expf(-g)) * m->up[j];                                    // silu(g) * u
+    }
+    return matmul(m, &w->wd, m->gate + (size_t)a * F, n, m->x + (size_t)a * C, 1);       // x += Wdown h
+}
+
 static la_status block(la_llama *m, int l, int T, const la_model_kv_hook *hook) {
     const la_llama_config *c = &m->cfg;
     const llayer *w = &m->ly[l];
-    const int C = c->n_embd, H = c->n_head, K = c->n_head_kv, D = c->head_dim, F = c->n_ff;
-    rmsnorm(m->xn, m->x, w->attn_norm, T, C, c->rms_eps);                 // n = RMSNorm(x) g
-    LA_TRY(matmul(m, &w->wq, m->xn, T, m->q, 0));                          // q (T, H*D)
-    LA_TRY(matmul(m, &w->wk, m->xn, T, m->k, 0));                          // k (T, K*D)
-    LA_TRY(matmul(m, &w->wv, m->xn, T, m->v, 0));                          // v (T, K*D)
-    add_bias(m->q, w->bq, T, H * D);
-    add_bias(m->k, w->bk, T, K * D);
-    add_bias(m->v, w->bv, T, K * D);
+    const int H = c->n_head, K = c->n_head_kv, D = c->head_dim;
+    LA_TRY(block_in(m, w, 0, T));
     la_permute_bthd_to_bhtd(m->qh, m->q, 1, T, H, D);                      // (H, T, D)
     la_permute_bthd_to_bhtd(m->kh, m->k, 1, T, K, D);                      // (K, T, D)
     la_permute_bthd_to_bhtd(m->vh, m->v, 1, T, K, D);
@@ -619,16 +642,7 @@ static la_status block(la_llama *m, int l, int T, const la_model_kv_hook *hook) 
     LA_TRY(hook->append_attend(hook->ctx, l, &m->spec, m->qh, m->kh, m->vh, T, m->att, &op));  // att (H, T, D)
     m->t_attn += omp_get_wtime() - t0;
     la_permute_bhtd_to_bthd(m->y, m->att, 1, T, H, D);                     // (T, H*D)
-    LA_TRY(matmul(m, &w->wo, m->y, T, m->x, 1));                           // x += Wo y
-    rmsnorm(m->xn, m->x, w->ffn_norm, T, C, c->rms_eps);
-    LA_TRY(matmul(m, &w->wg, m->xn, T, m->gate, 0));                       // (T, F)
-    LA_TRY(matmul(m, &w->wu, m->xn, T, m->up, 0));                         // (T, F)
-    const size_t n = (size_t)T * F;
-    for (size_t i = 0; i < n; i++) {
-        float g = m->gate[i];
-        m->gate[i] = g / (1.0f + expf(-g)) * m->up[i];                     // silu(g) * u
-    }
-    return matmul(m, &w->wd, m->gate, T, m->x, 1);                         // x += Wdown h
+    return block_out(m, w, 0, T);
 }
 
 la_status la_llama_forward_cached(la_llama *m, const int32_t *tokens, int T, const la_model_kv_hook *hook,
@@ -742,15 +756,10 @@ la_status la_llama_forward(la_llama *m, const int32_t *tokens, int64_t T, int ma
  * and only the rows past T's last multiple of 24 take the tail path, in both. The extra
  * rows (other ranks') are computed from whatever those rows hold and never read. */
 static int sp_wide_ranges(int T, int P, int r, int lo[2], int hi[2]) {
-    int rows[4], n = 0;
-    la_attn_sp_rows(T, P, r, rows);
-    for (int j = 0; j < 2; j++) {
-        if (rows[2 * j + 1] <= rows[2 * j]) continue;
-        int a = rows[2 * j] / 24 * 24, b = (rows[2 * j + 1] + 23) / 24 * 24;
-        if (b > T) b = T;
-        if (n && a <= hi[n - 1]) hi[n - 1] = b > hi[n - 1] ? b : hi[n - 1];
-        else lo[n] = a, hi[n] = b, n++;
-    }
+    la_sp_part sp = {.P = P, .r = r, .B = 1, .T = T}; /* the GPT's widening (layers.h), one sequence */
+    la_attn_sp_rows(T, P, r, sp.rows);
+    int n = 0;
+    for (int i = 0, a, len; (len = la_sp_wide_range(&sp, &i, &a)) > 0; n++) lo[n] = a, hi[n] = a + len;
     return n;
 }
 
@@ -758,17 +767,8 @@ static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, cons
                           const la_model_kv_keep *keep) {
     const la_llama_config *c = &m->cfg;
     const llayer *w = &m->ly[l];
-    const int C = c->n_embd, H = c->n_head, K = c->n_head_kv, D = c->head_dim, F = c->n_ff;
-    for (int i = 0; i < nr; i++) { /* this rank's rows: as block() on rows [a, a + n) */
-        const int a = lo[i], n = hi[i] - lo[i];
-        rmsnorm(m->xn + (size_t)a * C, m->x + (size_t)a * C, w->attn_norm, n, C, c->rms_eps);  // n = RMSNorm(x) g
-        LA_TRY(matmul(m, &w->wq, m->xn + (size_t)a * C, n, m->q + (size_t)a * H * D, 0));       // q (T, H*D)
-        LA_TRY(matmul(m, &w->wk, m->xn + (size_t)a * C, n, m->k + (size_t)a * K * D, 0));       // k (T, K*D)
-        LA_TRY(matmul(m, &w->wv, m->xn + (size_t)a * C, n, m->v + (size_t)a * K * D, 0));       // v (T, K*D)
-        add_bias(m->q + (size_t)a * H * D, w->bq, n, H * D);
-        add_bias(m->k + (size_t)a * K * D, w->bk, n, K * D);
-        add_bias(m->v + (size_t)a * K * D, w->bv, n, K * D);
-    }
+    const int H = c->n_head, K = c->n_head_kv, D = c->head_dim;
+    for (int i = 0; i < nr; i++) LA_TRY(block_in(m, w, lo[i], hi[i] - lo[i])); /* this rank's rows, as block() */
     la_permute_bthd_to_bhtd(m->qh, m->q, 1, T, H, D);  // (H, T, D): every row (the other ranks' are scratch)
     la_permute_bthd_to_bhtd(m->kh, m->k, 1, T, K, D);  // (K, T, D)
     la_permute_bthd_to_bhtd(m->vh, m->v, 1, T, K, D);
@@ -784,18 +784,7 @@ static la_status sp_block(la_llama *m, int l, int T, int nr, const int *lo, cons
     m->t_attn += omp_get_wtime() - t0;
     if (keep) LA_TRY(keep->append(keep->ctx, l, m->kh, m->vh, T)); /* kh, vh (K, T, D): every rank's rows now */
     la_permute_bhtd_to_bthd(m->y, m->att, 1, T, H, D);  // (T, H*D)
-    for (int i = 0; i < nr; i++) {
-        const int a = lo[i], n = hi[i] - lo[i];
-        LA_TRY(matmul(m, &w->wo, m->y + (size_t)a * H * D, n, m->x + (size_t)a * C, 1));       // x += Wo y
-        rmsnorm(m->xn + (size_t)a * C, m->x + (size_t)a * C, w->ffn_norm, n, C, c->rms_eps);
-        LA_TRY(matmul(m, &w->wg, m->xn + (size_t)a * C, n, m->gate + (size_t)a * F, 0));       // (T, F)
-        LA_TRY(matmul(m, &w->wu, m->xn + (size_t)a * C, n, m->up + (size_t)a * F, 0));         // (T, F)
-        for (size_t j = (size_t)a * F; j < (size_t)(a + n) * F; j++) {
-            float g = m->gate[j];
-            m->gate[j] = g / (1.0f + expf(-g)) * m->up[j];                                    // silu(g) * u
-        }
-        LA_TRY(matmul(m, &w->wd, m->gate + (size_t)a * F, n, m->x + (size_t)a * C, 1));       // x += Wdown h
-    }
+    for (int i = 0; i < nr; i++) LA_TRY(block_out(m, w, lo[i], hi[i] - lo[i]));
     return LA_OK;
 }
 

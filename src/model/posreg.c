@@ -31,6 +31,13 @@
 
 static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
 
+/* la_posreg_parse's refusal: the message (LA_ESPEC), then -1 */
+#define REFUSE(...)                     \
+    do {                                \
+        la_fail(LA_ESPEC, __VA_ARGS__); \
+        return -1;                      \
+    } while (0)
+
 int la_posreg_parse(const char *text, double theta, la_posreg *r) {
     if (!text) return 0;
     while (*text == ' ') text++;
@@ -45,48 +52,35 @@ int la_posreg_parse(const char *text, double theta, la_posreg *r) {
     else return 0;
     const char *close = strchr(text, ')');
     int tail_ok = close && close[1 + strspn(close + 1, " ")] == '\0';
-    if (!tail_ok) {
-        la_fail(LA_ESPEC, "'%s': one method with its arguments in parentheses and nothing after it", text);
-        return -1;
-    }
+    if (!tail_ok) REFUSE("'%s': one method with its arguments in parentheses and nothing after it", text);
     /* the arguments become int64 positions and an int divisor: refuse what does not fit (inf too; a NaN
        fails the checks below) instead of converting it, which C leaves undefined */
-    if (fabs(a) > INT_MAX || fabs(b) > INT_MAX) {
-        la_fail(LA_ESPEC, "'%s': an argument is above %d; positions and windows must fit an int", text, INT_MAX);
-        return -1;
-    }
+    if (fabs(a) > INT_MAX || fabs(b) > INT_MAX)
+        REFUSE("'%s': an argument is above %d; positions and windows must fit an int", text, INT_MAX);
     switch (t.kind) {
     case LA_PR_SELFEXTEND:
-        if (n != 2 || a < 1 || b < 1 || a != floor(a) || b != floor(b)) {
-            la_fail(LA_ESPEC, "'%s': selfextend(G,W) needs whole G >= 1 and W >= 1 (authors: G = 8, W = 1024)", text);
-            return -1;
-        }
-        t.G = (int64_t)a, t.W = (int64_t)b;
+    case LA_PR_LEAKY: /* two whole arguments >= 1: selfextend(G,W), leaky-rerope(W,k) */
+        if (n != 2 || a < 1 || b < 1 || a != floor(a) || b != floor(b))
+            REFUSE(t.kind == LA_PR_SELFEXTEND
+                       ? "'%s': selfextend(G,W) needs whole G >= 1 and W >= 1 (authors: G = 8, W = 1024)"
+                       : "'%s': leaky-rerope(W,k) needs whole W >= 1 and k >= 1 (authors: W = 512, k = 16)",
+                   text);
+        if (t.kind == LA_PR_SELFEXTEND) t.G = (int64_t)a, t.W = (int64_t)b;
+        else t.W = (int64_t)a, t.k = (int64_t)b;
         break;
     case LA_PR_REROPE:
-        if (n != 1 || a < 1 || a != floor(a)) {
-            la_fail(LA_ESPEC, "'%s': rerope(W) needs a whole window W >= 1 (authors: W = 512)", text);
-            return -1;
-        }
+        if (n != 1 || a < 1 || a != floor(a))
+            REFUSE("'%s': rerope(W) needs a whole window W >= 1 (authors: W = 512)", text);
         t.W = (int64_t)a;
-        break;
-    case LA_PR_LEAKY:
-        if (n != 2 || a < 1 || b < 1 || a != floor(a) || b != floor(b)) {
-            la_fail(LA_ESPEC, "'%s': leaky-rerope(W,k) needs whole W >= 1 and k >= 1 (authors: W = 512, k = 16)", text);
-            return -1;
-        }
-        t.W = (int64_t)a, t.k = (int64_t)b;
         break;
     default: /* DCA: dca(C) = the authors' defaults for a trained context C, or dca(chunk,local) */
         if (n == 1 && a >= 16 && a == floor(a)) b = floor(a / 16), a = floor(3 * a / 4);
-        if (n < 1 || a != floor(a) || b != floor(b) || b < 0 || a - b < 1) {
-            la_fail(LA_ESPEC, "'%s': dca(C) (chunk 3C/4, local window C/16) or dca(chunk,local) with chunk > local >= 0",
-                    text);
-            return -1;
-        }
+        if (n < 1 || a != floor(a) || b != floor(b) || b < 0 || a - b < 1)
+            REFUSE("'%s': dca(C) (chunk 3C/4, local window C/16) or dca(chunk,local) with chunk > local >= 0", text);
         t.chunk = (int64_t)a, t.local = (int64_t)b;
         break;
     }
+#undef REFUSE
     t.theta = theta;
     t.den = t.kind == LA_PR_LEAKY ? (int)t.k : 1;
     snprintf(t.text, sizeof t.text, "%.*s", (int)(close - text + 1), text);

@@ -366,10 +366,15 @@ static la_status make_group(const le_ctx *c, const la_longeval_opts *o, int k, i
     return LA_OK;
 }
 
-/* Example e of group t of document k answered cont (greedy), first token's logit top. */
-static void score_example(const la_longeval_opts *o, la_longeval_cell *cell, int k, int t, const le_ex *e,
-                          const char *cont, float top) {
+/* Example e of group t of document k, prefilled in c->work (last: its last row's logits),
+ * answered greedily (cont), scored with the first token's logit top. */
+static la_status score_example(le_ctx *c, const la_longeval_opts *o, la_longeval_cell *cell, int k, int t,
+                               const le_ex *e, float *last) {
+    char *cont = NULL;
+    float top = 0;
+    LA_TRY(greedy(c, c->work, last, (int)strlen(e->ans) + 2, &cont, &top));
     int hit = la_longeval_match(cont, e->ans);
+    free(cont);
     int idx = (k * o->n_depths + e->di) * o->trials + t;
     if (e->kind == 0) {
         cell->passkey_hits += hit, cell->passkey_n++, cell->depth_hits[e->di] += hit;
@@ -378,6 +383,7 @@ static void score_example(const la_longeval_opts *o, la_longeval_cell *cell, int
         cell->multikey_hits += hit, cell->multikey_n++, cell->depth_mk_hits[e->di] += hit;
         cell->mk_hit[idx] = (unsigned char)hit, cell->mk_top[idx] = top;
     }
+    return LA_OK;
 }
 
 /* --seq-parallel (issue 30): each prefill is one pass of all L tokens split over the ranks
@@ -403,14 +409,10 @@ static la_status run_doc_sp(le_ctx *c, const la_longeval_opts *o, int k, int64_t
         int64_t off;
         st = make_group(c, o, k, L, t, !o->filler && t == 0, hay, n_hay, ex, n_kinds, &off);
         for (int i = 0; i < nex && st == LA_OK; i++) {
-            char *cont = NULL;
-            float top = 0;
             la_session_reset(c->work);
             st = la_session_prefill_sp(c->work, ex[i].tok, (int)L, last, NULL);
             c->work_tokens += (double)L;
-            if (st == LA_OK) st = greedy(c, c->work, last, (int)strlen(ex[i].ans) + 2, &cont, &top);
-            if (st == LA_OK) score_example(o, cell, k, t, &ex[i], cont, top);
-            free(cont);
+            if (st == LA_OK) st = score_example(c, o, cell, k, t, &ex[i], last);
         }
     }
     if (c->tick) c->tick(c->tick_user, (k + 1.0) / c->n_docs);
@@ -463,11 +465,7 @@ static la_status run_doc(le_ctx *c, const la_longeval_opts *o, int k, int64_t L,
             if (e->fork > 0) st = la_llama_session_copy(c->work, c->sess);
             else la_llama_session_reset(c->work);
             if (st == LA_OK) st = advance(c, c->work, e->tok, e->fork, L, L, NULL, last);
-            char *cont = NULL;
-            float top = 0;
-            if (st == LA_OK) st = greedy(c, c->work, last, (int)strlen(e->ans) + 2, &cont, &top);
-            if (st == LA_OK) score_example(o, cell, k, t, e, cont, top);
-            free(cont);
+            if (st == LA_OK) st = score_example(c, o, cell, k, t, e, last);
         }
         if (st == LA_OK && with_ppl && share) {
             st = advance(c, c->sess, mt, p, L, L, nll, NULL);

@@ -43,15 +43,12 @@ const char *la_task_name(la_task task) {
 
 la_status la_task_from_name(const char *name, la_task *out) {
     if (!name || !out) return la_fail(LA_EINVAL, "la_task_from_name: name and out must not be NULL");
+    const char *key = strcmp(name, "flip-flop") ? name : "flipflop"; /* the alias */
     for (int t = 0; t < LA_TASK_COUNT_; t++)
-        if (!strcmp(name, task_names[t])) {
+        if (!strcmp(key, task_names[t])) {
             *out = (la_task)t;
             return LA_OK;
         }
-    if (!strcmp(name, "flip-flop")) {
-        *out = LA_TASK_FLIPFLOP;
-        return LA_OK;
-    }
     return la_fail(LA_EINVAL, "unknown task '%s'; valid tasks: mqmtar, copy, reverse, sort, flipflop",
                    name);
 }
@@ -88,23 +85,13 @@ la_status la_task_validate(const la_task_params *p) {
                        "task %s: content lengths min_len=%d max_len=%d invalid; need "
                        "4 <= min_len <= max_len <= %d",
                        la_task_name(p->task), p->min_len, p->max_len, LA_TASK_MAX_LEN);
-    switch (p->task) {
-    case LA_TASK_COPY:
-    case LA_TASK_REVERSE:
-    case LA_TASK_SORT:
-    case LA_TASK_MQMTAR:
-        if (p->n_symbols < 2 || p->n_symbols > (1 << 20))
-            return la_fail(LA_EINVAL, "task %s: n_symbols=%d invalid; need 2 <= n_symbols <= %d",
-                           la_task_name(p->task), p->n_symbols, 1 << 20);
-        break;
-    case LA_TASK_FLIPFLOP:
-        if (!(p->write_prob > 0 && p->write_prob < 1))
-            return la_fail(LA_EINVAL, "task flipflop: write_prob=%g invalid; need 0 < write_prob < 1",
-                           p->write_prob);
-        break;
-    default:
-        break;
-    }
+    /* flip-flop has a fixed alphabet and a write probability; the other tasks an alphabet size */
+    if (p->task != LA_TASK_FLIPFLOP && (p->n_symbols < 2 || p->n_symbols > (1 << 20)))
+        return la_fail(LA_EINVAL, "task %s: n_symbols=%d invalid; need 2 <= n_symbols <= %d",
+                       la_task_name(p->task), p->n_symbols, 1 << 20);
+    if (p->task == LA_TASK_FLIPFLOP && !(p->write_prob > 0 && p->write_prob < 1))
+        return la_fail(LA_EINVAL, "task flipflop: write_prob=%g invalid; need 0 < write_prob < 1",
+                       p->write_prob);
     if (p->task == LA_TASK_MQMTAR) {
         if (p->k_len < 1 || p->k_len > 16 || p->v_len < 1 || p->v_len > 16)
             return la_fail(LA_EINVAL, "task mqmtar: k_len=%d v_len=%d invalid; need 1..16 each",

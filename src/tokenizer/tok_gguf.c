@@ -55,8 +55,7 @@ la_status la_tokenizer_from_gguf(const la_gguf *g, la_tokenizer **out) {
     if (!out) return la_fail(LA_EINVAL, "la_tokenizer_from_gguf: out is NULL");
     *out = NULL;
     if (!g) return la_fail(LA_EINVAL, "la_tokenizer_from_gguf: the GGUF file is NULL");
-    la_tokenizer_vocab v;
-    v = la_tokenizer_vocab_default();
+    la_tokenizer_vocab v = la_tokenizer_vocab_default();
     LA_TRY(la_gguf_get_str(g, "tokenizer.ggml.model", &v.model));
     if (la_gguf_find_kv(g, "tokenizer.ggml.pre")) LA_TRY(la_gguf_get_str(g, "tokenizer.ggml.pre", &v.pre));
     const la_gguf_kv *tokens, *scores, *types, *merges;

@@ -39,8 +39,7 @@ struct la_tokenizer {
     uint64_t *pkey;        /* BPE merges: (left << 32 | right) -> rank, merged id */
     int32_t *prank, *pnew;
     uint64_t pmask;
-    int32_t n_merges;
-    int32_t bos, eos, unk, pad;
+    int32_t bos, eos, unk;
     int add_bos, add_eos, add_space_prefix;
     char *chat_template;
 

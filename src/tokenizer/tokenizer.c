@@ -214,7 +214,6 @@ static la_status build_tokens(la_tokenizer *t, const la_tokenizer_vocab *v) {
 }
 
 static la_status build_merges(la_tokenizer *t, const la_tokenizer_vocab *v) {
-    t->n_merges = v->n_merges;
     t->pmask = table_size(v->n_merges) - 1;
     t->pkey = la_malloc((t->pmask + 1) * sizeof *t->pkey);
     t->prank = la_malloc((t->pmask + 1) * sizeof *t->prank);
@@ -329,7 +328,6 @@ static la_status tokenizer_init(la_tokenizer *t, const la_tokenizer_vocab *v) {
     t->bos = v->bos_id;
     t->eos = v->eos_id;
     t->unk = v->unk_id;
-    t->pad = v->pad_id;
     t->add_bos = v->add_bos != 0;
     t->add_eos = v->add_eos != 0;
     t->add_space_prefix = v->add_space_prefix < 0 ? t->kind == LA_TOK_KIND_SPM : v->add_space_prefix != 0;
@@ -354,12 +352,9 @@ la_status la_tokenizer_new(const la_tokenizer_vocab *v, la_tokenizer **out) {
     la_tokenizer *t = la_calloc(1, sizeof *t);
     if (!t) return la_fail(LA_ENOMEM, "la_tokenizer_new: cannot allocate the tokenizer");
     la_status s = tokenizer_init(t, v);
-    if (s != LA_OK) {
-        la_tokenizer_free(t);
-        return s;
-    }
-    *out = t;
-    return LA_OK;
+    if (s == LA_OK) *out = t;
+    else la_tokenizer_free(t);
+    return s;
 }
 
 /* ---- encoding ---- */
