@@ -834,21 +834,19 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     /* one stream per document (the first o.n_docs in name order; each from its start, long
      * enough for the longest cell and, with several trials, for seeded haystack offsets) */
     if (st == LA_OK) {
-        la_docs dd;
+        la_docs dd = {0};
         st = la_docs_load(o.docs, &dd);
-        if (st == LA_OK) {
-            c.n_folder_docs = dd.n_docs;
-            la_docs_free(&dd);
-        }
+        c.n_folder_docs = dd.n_docs;
         int want = o.n_docs > 0 ? o.n_docs : c.n_folder_docs;
         if (want > LA_LONGEVAL_MAX_DOCS) want = LA_LONGEVAL_MAX_DOCS;
         if (st == LA_OK && want > c.n_folder_docs) want = c.n_folder_docs; /* fewer in the folder: all of them */
         if (st == LA_OK && want < 1) st = la_fail(LA_EINVAL, "longeval: no documents in '%s'", o.docs);
         int64_t need = (o.trials > 1 ? 2 * maxL : maxL) + 1;
         for (int k = 0; st == LA_OK && k < want; k++) {
-            st = le_stream_build(c.tok, o.docs, need, k, &c.docs[k]);
+            st = le_stream_build(c.tok, &dd, o.docs, need, k, &c.docs[k]);
             if (st == LA_OK) c.n_docs = k + 1;
         }
+        la_docs_free(&dd);
     }
     if (st == LA_OK) {
         c.stream = c.docs[0];

@@ -10,6 +10,16 @@
 #include "core/internal.h"
 #include "longattn/experiments.h"
 
+/* The longest document's length in tokens (0 for none). */
+int64_t la_docs_longest(const la_docs *docs) {
+    int64_t best = 0;
+    for (int d = 0; docs && d < docs->n_docs; d++) {
+        int64_t len = docs->offset[d + 1] - docs->offset[d];
+        if (len > best) best = len;
+    }
+    return best;
+}
+
 la_status la_eval_windows(const la_docs *docs, int T, int n, uint64_t seed, int64_t *start) {
     if (!docs || !start) return la_fail(LA_EINVAL, "la_eval_windows: NULL argument");
     if (T < 1 || n < 1)

@@ -127,20 +127,19 @@ la_status le_example(la_tokenizer *tok, const int32_t *stream, int64_t n_stream,
 
 /* ---- the token stream ---- */
 
-la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, int first, le_stream *s) {
+la_status le_stream_build(la_tokenizer *tok, const la_docs *d, const char *dir, int64_t need, int first,
+                          le_stream *s) {
     memset(s, 0, sizeof *s);
-    la_docs d;
-    LA_TRY(la_docs_load(dir, &d));
     la_status st = LA_OK;
-    if (!d.is_bytes) st = la_fail(LA_EINVAL, "longeval needs text documents in '%s' (token shards found)", dir);
+    if (!d->is_bytes) st = la_fail(LA_EINVAL, "longeval needs text documents in '%s' (token shards found)", dir);
     la_token_buf b = {0};
     int64_t bytes = 0;
     int used = 0;
-    first = d.n_docs > 0 ? first % d.n_docs : 0;
+    first = d->n_docs > 0 ? first % d->n_docs : 0;
     char *text = NULL;
-    for (int k = 0; st == LA_OK && b.n < need && used < 4 * d.n_docs + 4; k++, used++) {
-        int di = (first + k) % d.n_docs;
-        int64_t full = d.offset[di + 1] - d.offset[di];
+    for (int k = 0; st == LA_OK && b.n < need && used < 4 * d->n_docs + 4; k++, used++) {
+        int di = (first + k) % d->n_docs;
+        int64_t full = d->offset[di + 1] - d->offset[di];
         /* a prefix of ~8 bytes per needed token (English BPE text: ~4); the whole document
          * when the prefix gives too few tokens, so a cut never lands inside the tokens used */
         int64_t cap = 8 * (need - b.n) + 4096, len = full < cap ? full : cap;
@@ -149,7 +148,7 @@ la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, int 
             char *t2 = la_realloc(text, (size_t)len + 3);
             if (!t2) { st = la_fail(LA_ENOMEM, "longeval: out of memory reading documents"); break; }
             text = t2;
-            for (int64_t i = 0; i < len; i++) text[i] = (char)d.tokens[d.offset[di] + i];
+            for (int64_t i = 0; i < len; i++) text[i] = (char)d->tokens[d->offset[di] + i];
             text[len] = '\n';
             text[len + 1] = '\n';
             text[len + 2] = '\0';
@@ -179,7 +178,6 @@ la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, int 
     } else {
         la_token_buf_free(&b);
     }
-    la_docs_free(&d);
     if (st != LA_OK) le_stream_free(s);
     return st;
 }

@@ -19,10 +19,12 @@ typedef struct {
     int n_docs_used;
 } le_stream;
 
-/* The documents of dir from document `first` (name order) on, joined by blank lines and
- * wrapping, until `need` tokens; each document's text is encoded from a prefix of ~8 bytes
- * per needed token (the whole document when that prefix gives too few tokens). */
-la_status le_stream_build(la_tokenizer *tok, const char *dir, int64_t need, int first, le_stream *s);
+/* The documents d (loaded from dir, named in messages) from document `first` (name order)
+ * on, joined by blank lines and wrapping, until `need` tokens; each document's text is
+ * encoded from a prefix of ~8 bytes per needed token (the whole document when that prefix
+ * gives too few tokens). */
+la_status le_stream_build(la_tokenizer *tok, const la_docs *d, const char *dir, int64_t need, int first,
+                          le_stream *s);
 la_status le_example(la_tokenizer *tok, const int32_t *stream, int64_t n_stream, int64_t off, int kind, int64_t L,
                      double depth, int distractors, uint64_t seed, int32_t *tokens, char answer[16],
                      int64_t *needle_at, int64_t *plain);

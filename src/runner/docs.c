@@ -1,6 +1,7 @@
 /* docs.c -- a folder of documents as token ids: byte-level text files, or llm.c GPT-2
  * token shards split at <|endoftext|>. Documents stay apart so that evaluation windows
- * and passkey haystacks can be taken from inside one document. */
+ * and passkey haystacks can be taken from inside one document. It reads files, so it lives
+ * with the runners, not in tasks/ (the generators do no I/O). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,13 +131,4 @@ void la_docs_free(la_docs *docs) {
     free(docs->tokens);
     free(docs->offset);
     memset(docs, 0, sizeof *docs);
-}
-
-int64_t la_docs_longest(const la_docs *docs) {
-    int64_t best = 0;
-    for (int d = 0; docs && d < docs->n_docs; d++) {
-        int64_t len = docs->offset[d + 1] - docs->offset[d];
-        if (len > best) best = len;
-    }
-    return best;
 }
