@@ -18,6 +18,10 @@ call the study that runs on them); folders of one
 layer without a letter may use each other. Headers named *_internal.h are private to their folder (core/internal.h, the
 library-wide base header, is the one shared internal header).
 
+src/tasks/ holds pure generators and scorers (issue 32): its objects may not call file I/O
+or a clock, neither from libc (fopen, stat, clock_gettime, ...) nor from longattn (core's
+file reader, atomic files and clock, anything in src/io/); the runners above do that.
+
 Symbols come from `nm -P` on BUILD/src/*/*.o and BUILD/bench/*.o: each undefined symbol
 of an object is looked up among the symbols the other objects define. Includes come from
 the #include "..." lines of src/ and bench/ sources.
@@ -96,6 +100,15 @@ def folder_of(relpath):
     return None
 
 
+PURE = {"src/tasks"}  # folders without I/O or clocks
+IMPURE = {"fopen", "fopen64", "fdopen", "freopen", "fread", "fwrite", "fclose", "fgets", "fputs", "fputc",
+          "fprintf", "printf", "puts", "putchar", "open", "open64", "openat", "read", "write", "close",
+          "stat", "stat64", "fstat", "fstat64", "lstat", "__xstat", "__xstat64", "opendir", "readdir",
+          "readdir64", "mkdir", "rename", "unlink", "remove", "clock_gettime", "clock", "time",
+          "gettimeofday", "la_now_s", "la_read_file", "la_fsync_parent_dir", "la_afile_open",
+          "la_afile_commit", "la_afile_publish", "la_afile_sync"}
+
+
 def nm_symbols(obj):
     out = subprocess.run(["nm", "-P", obj], capture_output=True, text=True)
     if out.returncode != 0:
@@ -147,6 +160,9 @@ def check(root, build):
         if not known(fu, rel):
             continue
         for s in sorted(us):
+            if fu in PURE and (s in IMPURE or folder_of(defs.get(s, "")) == "src/io"):
+                errors.append(f"{rel}: uses {s}: {fu}/ makes examples and scores with no I/O and no "
+                              "clock; read or time in the runner that calls it (src/runner/)")
             if s not in defs:
                 continue  # libc, BLAS, cJSON, OpenMP ...
             fd = folder_of(defs[s])
@@ -192,6 +208,7 @@ SELF_TABLE = """## Layout
 | `src/model/` | model (1) | model |
 | `src/train/` | train (2) | trainer |
 | `src/infer/` | infer (2) | decoder |
+| `src/io/` | io (1) | files |
 | `src/tasks/` | experiments (3a) | generators |
 | `src/runner/` | experiments (3b) | grid runner |
 | `src/study/` | experiments (3c) | study |
@@ -226,6 +243,11 @@ def self_test():
         "runner calling study": ({"src/runner/grid.c": "int la_study_x(void);\nint la_grid(void){return la_study_x();}\n",
                                   "src/study/s.c": "int la_grid(void);\nint la_study_x(void){return la_grid();}\n"},
                                  ["src/runner/grid.c", "la_study_x", "src/study/s.c", "inside the experiments layer"]),
+        "generator reading a file": ({"src/tasks/g.c": "#include <stdio.h>\nvoid *la_g(void){return fopen(\"x\", \"r\");}\n"},
+                                     ["src/tasks/g.c", "fopen", "no I/O"]),
+        "generator calling io": ({"src/tasks/g.c": "int la_io_x(void);\nint la_g(void){return la_io_x();}\n",
+                                  "src/io/x.c": "int la_io_x(void){return 1;}\n"},
+                                 ["src/tasks/g.c", "la_io_x", "no I/O"]),
         "unknown folder": ({"src/extra/x.c": "int la_x(void){return 1;}\n"},
                            ["src/extra/", "no row"]),
     }
