@@ -128,6 +128,39 @@ def test_rejects_runner_calling_study(tmp_path):
     assert r.returncode == 0, r.stdout
 
 
+def test_rejects_io_in_tasks(tmp_path):
+    # issue 32: tasks/ makes examples and scores with no I/O and no clock; the runner above
+    # reads the documents (runner/docs.c) and may open files, tasks/ may not, neither through
+    # libc nor through src/io/
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "architecture.md").write_text(
+        "## Layout\n| folder | layer (rank) | holds |\n|---|---|---|\n"
+        "| `src/core/` | core (0) | base |\n"
+        "| `src/io/` | io (1) | files |\n"
+        "| `src/tasks/` | experiments (6a) | generators |\n"
+        "| `src/runner/` | experiments (6b) | grid runner |\n")
+    files = {
+        "src/io/shard.c": "int la_shard_x(const char *p){return p != 0;}\n",
+        "src/tasks/gen.c": "#include <stdio.h>\n#include <time.h>\nint la_shard_x(const char *);\n"
+                           "int la_gen(void){FILE *f = fopen(\"d\", \"r\"); return (int)time(0) + la_shard_x(\"d\") + !f;}\n",
+        "src/runner/load.c": "#include <stdio.h>\nint la_shard_x(const char *);\n"
+                             "int la_load(void){FILE *f = fopen(\"d\", \"r\"); return la_shard_x(\"d\") + !f;}\n",
+    }
+    compile_tree(tmp_path, files)
+    r = run(tmp_path)
+    assert r.returncode == 1, r.stdout
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
+    assert len(lines) == 3, r.stdout  # the runner's fopen and io call are allowed
+    assert all("src/tasks/gen.c" in ln and "no I/O" in ln for ln in lines), r.stdout
+    assert {"fopen", "time", "la_shard_x"} == {ln.split("uses ")[1].split(":")[0] for ln in lines}
+    # a pure generator passes
+    (tmp_path / "src/tasks/gen.c").write_text("int la_gen(int x){return 2 * x;}\n")
+    subprocess.run(["cc", "-c", "src/tasks/gen.c", "-o", str(tmp_path / "build/src/tasks/gen.o")],
+                   cwd=tmp_path, check=True)
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stdout
+
+
 def test_rejects_private_header(tmp_path):
     make_tree(tmp_path, {
         "src/attn/k_internal.h": "#define K 1\n",
