@@ -271,6 +271,7 @@ static la_status load(la_llama *m) {
     size_t used = 0;
     LA_TRY(get_vector(m, "output_norm.weight", C, 1, &m->out_norm, &used));
     char name[96];
+    uint32_t sink_layer = 0;
     for (uint32_t l = 0; l < L; l++) {
         llayer *y = &m->ly[l];
 #define MAT(field, suffix, rows, cols)                                             \
@@ -301,12 +302,15 @@ static la_status load(la_llama *m) {
         snprintf(name, sizeof name, "blk.%u.attn_sinks.weight", l);
         if (!la_gguf_find_tensor(m->g, name)) snprintf(name, sizeof name, "blk.%u.attn_sinks", l);
         LA_TRY(get_vector(m, name, (int64_t)H, 0, &y->sinks, &used));
-        if (y->sinks) c->attn_sinks = 1;
+        if (y->sinks && !c->attn_sinks) {
+            c->attn_sinks = 1;
+            sink_layer = l; /* the first layer with sinks, named if another lacks them */
+        }
     }
     for (uint32_t l = 0; c->attn_sinks && l < L; l++)
         if (!m->ly[l].sinks)
-            return la_fail(LA_EFORMAT, "blk.0.attn_sinks is present but blk.%u.attn_sinks is missing; a model "
-                           "with attention sinks has them in every layer", l);
+            return la_fail(LA_EFORMAT, "blk.%u.attn_sinks is present but blk.%u.attn_sinks is missing; a model "
+                           "with attention sinks has them in every layer", sink_layer, l);
     if (c->qk_permuted) {
         size_t total = 0;
         for (uint32_t l = 0; l < L; l++) total += m->ly[l].wq.row_bytes * HD + m->ly[l].wk.row_bytes * KD;

@@ -118,7 +118,7 @@ def write_model(path, arch, qtype, tied, seed=0, C=256, H=4, K=2, F=512, L=2, V=
         if arch == "qwen2":
             for n, r in (("attn_q.bias", H * D), ("attn_k.bias", K * D), ("attn_v.bias", K * D)):
                 w.add_tensor(p + n, (0.5 * rng.standard_normal(r)).astype(np.float32))
-        if sinks:  # gpt-oss layout: one f32 sink logit per query head (issue 31)
+        if sinks is True or (sinks and layer in sinks):  # gpt-oss: one f32 sink logit per query head (issue 31)
             w.add_tensor(p + "attn_sinks.weight", (1.5 * rng.standard_normal(H)).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -412,6 +412,18 @@ def test_tiny_model_with_attn_sinks(build_dir, tmp_path, arch, qtype):
     for layer in range(ref.L):
         del ref.t[f"blk.{layer}.attn_sinks.weight"]
     assert np.abs(ours - ref.forward(ids)).max() > 100 * tol  # the sinks matter
+
+
+def test_attn_sinks_in_some_layers_only(build_dir, tmp_path):
+    """Sinks in some layers but not all is refused, naming the first layer that has them and
+    the first that lacks them (the message once named blk.0 whichever layer had them)."""
+    for have, first, missing in (((1,), 1, 0), ((0, 2), 0, 1)):
+        path = tmp_path / f"sinks-{first}.gguf"
+        write_model(path, "llama", QT.F32, tied=True, L=3, sinks=have)
+        p = run(build_dir, "llama-logits", "--model", path, "--ids", "1,2", "--out", tmp_path / "x.npy", ok=False)
+        assert p.returncode == 1
+        assert (f"blk.{first}.attn_sinks is present but blk.{missing}.attn_sinks is missing"
+                in p.stderr.decode()), p.stderr.decode()
 
 
 @pytest.mark.skipif(not MODEL.exists(), reason="default model not fetched (scripts/fetch_model.sh)")
