@@ -110,17 +110,11 @@ la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64
     if (D < 2 || D % 2) return la_fail(LA_ESHAPE, "la_rope_apply: D = %d must be even and >= 2", D);
     double *omega = la_malloc(sizeof(double) * (size_t)(D / 2));
     float *cs = la_malloc(sizeof(float) * (size_t)D);
-    if (!omega || !cs) {
-        free(omega);
-        free(cs);
-        return la_fail(LA_ENOMEM, "la_rope_apply: out of memory");
-    }
-    la_status st = la_rope_freqs(spec, D, ctx_len, omega);
-    if (st == LA_OK) {
-        for (int r = 0; r < N; r++) {
-            la_rope_table(omega, D, pos[r], 1, cs, 1);
-            la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, D / 2, inverse);
-        }
+    la_status st = omega && cs ? la_rope_freqs(spec, D, ctx_len, omega)
+                               : la_fail(LA_ENOMEM, "la_rope_apply: out of memory");
+    for (int r = 0; st == LA_OK && r < N; r++) {
+        la_rope_table(omega, D, pos[r], 1, cs, 1);
+        la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, D / 2, inverse);
     }
     free(omega);
     free(cs);
