@@ -143,21 +143,15 @@ int la_kiter_next(la_kiter *it, la_ktile *t) {
 
 void la_qiter_init(la_qiter *it, const la_attn_ctx *c, int b, int kt) {
     it->c = c, it->b = b, it->kt = kt, it->qt = 0;
-    it->j0 = kt * LA_BK;
-    it->nc = c->S - it->j0 < LA_BK ? c->S - it->j0 : LA_BK;
 }
 
 int la_qiter_next(la_qiter *it, la_qtile *t) {
     const la_attn_ctx *c = it->c;
     while (it->qt < c->nqt) {
-        int qt = it->qt++;
-        const la_tilespan *sp = &c->qspan[(size_t)it->b * c->nqt + qt];
-        if (!((it->kt >= sp->a0 && it->kt < sp->a1) || (it->kt >= sp->b0 && it->kt < sp->b1))) continue;
-        int i0 = qt * LA_BQ, nr = c->T - i0 < LA_BQ ? c->T - i0 : LA_BQ;
-        const la_rowvis *rows = c->rows + (size_t)it->b * c->T + i0;
-        int cls = la_tile_class(rows, nr, it->j0, it->nc);
+        int qt = it->qt++, cls = la_sched_tile_cls(c, it->b, qt, it->kt);
         if (!cls) continue;
-        t->qt = qt, t->i0 = i0, t->nr = nr, t->cls = cls, t->rows = rows;
+        int i0 = qt * LA_BQ, nr = c->T - i0 < LA_BQ ? c->T - i0 : LA_BQ;
+        t->qt = qt, t->i0 = i0, t->nr = nr, t->cls = cls, t->rows = c->rows + (size_t)it->b * c->T + i0;
         return 1;
     }
     return 0;
