@@ -292,17 +292,18 @@ static int unit_slices(const void *arg, int p, sp_slice *sl) {
     return 6;
 }
 
-/* zero rank q's rows of the n slices */
-static void zero_rows(const sp_slice *sl, int n, int P, int q) {
-    for (int i = 0; i < n; i++) {
-        int rw[4];
-        slice_rows(&sl[i], P, q, rw);
-        for (int h = 0; h < sl[i].nh; h++)
-            for (int x = 0; x < 4; x += 2)
-                if (rw[x + 1] > rw[x])
-                    memset(sl[i].base + (size_t)h * sl[i].hstride + (size_t)rw[x] * sl[i].rowbytes, 0,
-                           (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes);
-    }
+/* zero the rows of the n slices that are not rank r's */
+static void zero_rows(const sp_slice *sl, int n, int P, int r) {
+    for (int q = 0; q < P; q++)
+        for (int i = 0; q != r && i < n; i++) {
+            int rw[4];
+            slice_rows(&sl[i], P, q, rw);
+            for (int h = 0; h < sl[i].nh; h++)
+                for (int x = 0; x < 4; x += 2)
+                    if (rw[x + 1] > rw[x])
+                        memset(sl[i].base + (size_t)h * sl[i].hstride + (size_t)rw[x] * sl[i].rowbytes, 0,
+                               (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes);
+        }
 }
 
 /* zero the other ranks' rows of every unit (scratch on entry; finite for the context's
@@ -310,9 +311,7 @@ static void zero_rows(const sp_slice *sl, int n, int P, int q) {
 static void zero_others(const sp_ring *g) {
     for (int u = 0; u < g->nunit; u++) {
         sp_slice sl[SP_MAXSL];
-        int n = g->unit(g->arg, u, sl);
-        for (int q = 0; q < g->P; q++)
-            if (q != g->r) zero_rows(sl, n, g->P, q);
+        zero_rows(sl, g->unit(g->arg, u, sl), g->P, g->r);
     }
 }
 
@@ -481,12 +480,7 @@ la_status la_attn_sp_backward_rank(const la_spec *spec, const la_shape *shape, c
 /* ---- collective calls --------------------------------------------------------------- */
 
 static la_status sp_ring_init(sp_ring *g, const sp_units *u, int nunit, la_sp_stats *st) {
-    memset(g, 0, sizeof *g);
-    g->P = la_dist_size(), g->r = la_dist_rank();
-    g->nunit = nunit;
-    g->unit = unit_slices;
-    g->arg = u;
-    g->st = st;
+    *g = (sp_ring){.P = la_dist_size(), .r = la_dist_rank(), .nunit = nunit, .unit = unit_slices, .arg = u, .st = st};
     return ring_alloc(g, "sequence-parallel attention");
 }
 
@@ -551,8 +545,7 @@ static la_status sp_forward(const la_spec *spec, const la_shape *shape, float *q
          * they arrive) are zero, so that the context's finiteness checks see this rank's rows */
         zero_others(&g);
         sp_slice qs = {(char *)q, s.B * s.H, s.T, 0, (size_t)s.T * s.D * 4, (size_t)s.D * 4, NULL};
-        for (int x = 0; x < P; x++)
-            if (x != r) zero_rows(&qs, 1, P, x);
+        zero_rows(&qs, 1, P, r);
         st = sp_ctx(&c, spec, &s, q, k, v, opts, 0, &own);
     }
     if (st == LA_OK && !(qsel = la_malloc((size_t)s.B * s.H * c.nqt)))
