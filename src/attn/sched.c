@@ -69,14 +69,12 @@ void la_sched_chunk(const la_attn_ctx *c, int ch, int *i0, int *i1) {
 
 la_item la_sched_qitem(const la_attn_ctx *c, int pos) {
     int id = c->qorder[pos];
-    la_item it = {id / (c->H * c->nqt), id / c->nqt % c->H, id % c->nqt, 0};
-    return it;
+    return (la_item){id / (c->H * c->nqt), id / c->nqt % c->H, id % c->nqt, 0};
 }
 
 la_item la_sched_kitem(const la_attn_ctx *c, int pos) {
     int id = c->korder[pos];
-    la_item it = {id / (c->Hkv * c->nkt), id / c->nkt % c->Hkv, id % c->nkt, 0};
-    return it;
+    return (la_item){id / (c->Hkv * c->nkt), id / c->nkt % c->Hkv, id % c->nkt, 0};
 }
 
 la_item la_sched_hitem(const la_attn_ctx *c, int pos) {
@@ -89,8 +87,7 @@ la_item la_sched_hitem(const la_attn_ctx *c, int pos) {
 /* Pair items in id order: the pairs of one call have equal costs unless doc ids differ
  * between batches, and their count is what decides whether they are used at all. */
 la_item la_sched_pitem(const la_attn_ctx *c, int pos) {
-    la_item it = {pos / c->Hkv, pos % c->Hkv, 0, 0};
-    return it;
+    return (la_item){pos / c->Hkv, pos % c->Hkv, 0, 0};
 }
 
 int la_sched_any_q(const la_attn_ctx *c, int i0, int i1) {
