@@ -219,12 +219,8 @@ static la_status ring_done(sp_ring *g) {
 }
 
 static la_status ring_begin(sp_ring *g) {
-    g->u = 0, g->s = 1, g->busy = 0;
-    if (g->P < 2) {
-        g->u = g->nunit;
-        return LA_OK;
-    }
-    return g->nunit > 0 ? ring_post(g) : LA_OK;
+    g->u = g->P < 2 ? g->nunit : 0, g->s = 1, g->busy = 0; /* alone: nothing travels */
+    return g->u < g->nunit ? ring_post(g) : LA_OK;
 }
 
 /* progress without blocking (between pieces of computation) */
@@ -501,17 +497,16 @@ static int fixed_slices(const void *arg, int u, sp_slice *sl) {
 static la_status gather_slices(const sp_slice *sl, int n, la_sp_stats *S) {
     sp_fixed f = {sl, n};
     sp_ring g = {.P = la_dist_size(), .r = la_dist_rank(), .nunit = 1, .unit = fixed_slices, .arg = &f, .st = S};
-    la_status st = ring_alloc(&g, "sequence-parallel gather");
-    if ((st = la_dist_agree(st)) != LA_OK) {
-        free(g.blk);
-        return st;
+    la_status st = la_dist_agree(ring_alloc(&g, "sequence-parallel gather"));
+    if (st == LA_OK) {
+        double t0 = omp_get_wtime();
+        st = ring_begin(&g);
+        if (st == LA_OK) st = ring_need(&g, 0);
+        S->t_total += omp_get_wtime() - t0;
+        st = la_dist_agree(st);
     }
-    double t0 = omp_get_wtime();
-    st = ring_begin(&g);
-    if (st == LA_OK) st = ring_need(&g, 0);
-    S->t_total += omp_get_wtime() - t0;
     free(g.blk);
-    return la_dist_agree(st);
+    return st;
 }
 
 la_status la_attn_sp_gather(float *x, int n_heads, int T, int D, la_sp_stats *stats) {
