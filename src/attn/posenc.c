@@ -36,9 +36,7 @@ la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, double *ome
     double theta = spec->theta;
     if (!(theta > 1.0)) return la_fail(LA_EINVAL, "RoPE theta = %g must be > 1", theta);
     double s = spec->pos_scale;
-    switch (spec->pos) {
-    case LA_POS_NTK:
-    case LA_POS_DYNAMIC_NTK: {
+    if (spec->pos == LA_POS_NTK || spec->pos == LA_POS_DYNAMIC_NTK) {
         if (!(s > 0)) return la_fail(LA_EINVAL, "ntk scale s = %g must be > 0", s);
         if (D <= 2) return la_fail(LA_ESHAPE, "ntk needs D > 2 (exponent D/(D-2)), got D = %d", D);
         double se = s;
@@ -49,10 +47,6 @@ la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, double *ome
             se = ctx_len > spec->train_len ? s * (double)ctx_len / spec->train_len - (s - 1.0) : 1.0;
         }
         if (se != 1.0) theta = theta * pow(se, (double)D / (D - 2));
-        break;
-    }
-    default:
-        break;
     }
     for (int k = 0; k < half; k++) omega[k] = pow(theta, -2.0 * k / D);
     if (spec->pos == LA_POS_PROPE) {
