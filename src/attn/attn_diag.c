@@ -294,10 +294,7 @@ la_status la_attn_diagnose_rows(const la_spec *spec, const la_shape *shape, cons
     if ((unsigned)spec->norm > LA_NORM_SIGMOID_LOGN)
         return la_fail(LA_EINVAL, "spec.norm = %d is not a valid la_norm", (int)spec->norm);
     if (sel) LA_TRY(check_sel(sel, shape));
-    dg_t g;
-    memset(&g, 0, sizeof g);
-    g.row_stat = row_stat;
-    g.sel = sel;
+    dg_t g = {.row_stat = row_stat, .sel = sel};
     g.entmax = spec->norm == LA_NORM_SIGMOID || spec->norm == LA_NORM_SIGMOID_LOGN ? 2 : spec->norm != LA_NORM_SOFTMAX;
     if (g.entmax == 1) {
         double alpha = spec->norm == LA_NORM_SPARSEMAX ? 2.0 : spec->alpha;

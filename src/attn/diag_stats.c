@@ -68,20 +68,19 @@ la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out
     d->max_dist = max_dist, d->delta = delta, d->n_ranges = n - 1, d->n_slots = n_slots;
     size_t R = (size_t)d->n_ranges, SR = (size_t)n_slots * R;
     d->edges = la_malloc(sizeof(int64_t) * (R + 1));
-    d->s_mass = la_calloc(SR, sizeof(double)), d->s_plogp = la_calloc(SR, sizeof(double));
-    d->s_keys = la_calloc(SR, sizeof(int64_t));
-    d->rows = la_calloc(R, sizeof(int64_t)), d->erows = la_calloc(R, sizeof(int64_t));
-    d->keys = la_calloc(R, sizeof(double));
-    d->m1 = la_calloc(R, sizeof(double)), d->m2 = la_calloc(R, sizeof(double));
-    d->h1 = la_calloc(R, sizeof(double)), d->h2 = la_calloc(R, sizeof(double));
-    d->s_sink = la_malloc(sizeof(double) * (size_t)n_slots), d->s_span = la_calloc((size_t)n_slots, sizeof(int64_t));
-    d->krows = la_calloc(R, sizeof(int64_t));
-    d->k1 = la_calloc(R, sizeof(double)), d->k2 = la_calloc(R, sizeof(double));
-    if (!d->edges || !d->s_mass || !d->s_plogp || !d->s_keys || !d->rows || !d->erows || !d->keys || !d->m1 ||
-        !d->m2 || !d->h1 || !d->h2 || !d->s_sink || !d->s_span || !d->krows || !d->k1 || !d->k2) {
+    d->s_sink = la_malloc(sizeof(double) * (size_t)n_slots);
+    /* every sum and count (8 bytes each) in one zeroed block from s_mass on, which
+     * la_diag_reset clears at once: 3 per slot and range, the slots' spans, 10 per range */
+    double *b = d->s_mass = la_calloc(3 * SR + (size_t)n_slots + 10 * R, sizeof(double));
+    if (!d->edges || !d->s_sink || !b) {
         la_diag_free(d);
         return la_fail(LA_ENOMEM, "la_diag_new: out of memory");
     }
+    d->s_plogp = b + SR, d->s_keys = (int64_t *)(b + 2 * SR), d->s_span = (int64_t *)(b + 3 * SR);
+    b += 3 * SR + (size_t)n_slots;
+    d->rows = (int64_t *)b, d->erows = (int64_t *)(b + R), d->krows = (int64_t *)(b + 2 * R);
+    d->keys = b + 3 * R, d->m1 = b + 4 * R, d->m2 = b + 5 * R, d->h1 = b + 6 * R, d->h2 = b + 7 * R;
+    d->k1 = b + 8 * R, d->k2 = b + 9 * R;
     memcpy(d->edges, e, sizeof(int64_t) * (R + 1));
     for (int s = 0; s < n_slots; s++) d->s_sink[s] = NAN;
     *out = d;
@@ -90,9 +89,7 @@ la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out
 
 void la_diag_free(la_diag *d) {
     if (!d) return;
-    free(d->edges), free(d->s_mass), free(d->s_plogp), free(d->s_keys), free(d->rows), free(d->erows);
-    free(d->keys), free(d->m1), free(d->m2), free(d->h1), free(d->h2);
-    free(d->s_sink), free(d->s_span), free(d->krows), free(d->k1), free(d->k2);
+    free(d->edges), free(d->s_sink), free(d->s_mass); /* s_mass: the block of every sum */
     free(d);
 }
 
@@ -200,15 +197,8 @@ double la_diag_delta(const la_diag *d) { return d ? d->delta : NAN; }
 void la_diag_reset(la_diag *d) {
     if (!d) return;
     size_t R = (size_t)d->n_ranges, SR = (size_t)d->n_slots * R;
-    memset(d->s_mass, 0, sizeof(double) * SR), memset(d->s_plogp, 0, sizeof(double) * SR);
-    memset(d->s_keys, 0, sizeof(int64_t) * SR);
-    memset(d->rows, 0, sizeof(int64_t) * R), memset(d->erows, 0, sizeof(int64_t) * R);
-    memset(d->keys, 0, sizeof(double) * R);
-    memset(d->m1, 0, sizeof(double) * R), memset(d->m2, 0, sizeof(double) * R);
-    memset(d->h1, 0, sizeof(double) * R), memset(d->h2, 0, sizeof(double) * R);
-    for (int s = 0; s < d->n_slots; s++) d->s_sink[s] = NAN, d->s_span[s] = 0;
-    memset(d->krows, 0, sizeof(int64_t) * R);
-    memset(d->k1, 0, sizeof(double) * R), memset(d->k2, 0, sizeof(double) * R);
+    memset(d->s_mass, 0, sizeof(double) * (3 * SR + (size_t)d->n_slots + 10 * R)); /* every sum (la_diag_new) */
+    for (int s = 0; s < d->n_slots; s++) d->s_sink[s] = NAN;
 }
 
 la_status la_diag_merge(la_diag *dst, const la_diag *src) {

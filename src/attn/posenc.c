@@ -36,9 +36,7 @@ la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, double *ome
     double theta = spec->theta;
     if (!(theta > 1.0)) return la_fail(LA_EINVAL, "RoPE theta = %g must be > 1", theta);
     double s = spec->pos_scale;
-    switch (spec->pos) {
-    case LA_POS_NTK:
-    case LA_POS_DYNAMIC_NTK: {
+    if (spec->pos == LA_POS_NTK || spec->pos == LA_POS_DYNAMIC_NTK) {
         if (!(s > 0)) return la_fail(LA_EINVAL, "ntk scale s = %g must be > 0", s);
         if (D <= 2) return la_fail(LA_ESHAPE, "ntk needs D > 2 (exponent D/(D-2)), got D = %d", D);
         double se = s;
@@ -49,10 +47,6 @@ la_status la_rope_freqs(const la_spec *spec, int D, int64_t ctx_len, double *ome
             se = ctx_len > spec->train_len ? s * (double)ctx_len / spec->train_len - (s - 1.0) : 1.0;
         }
         if (se != 1.0) theta = theta * pow(se, (double)D / (D - 2));
-        break;
-    }
-    default:
-        break;
     }
     for (int k = 0; k < half; k++) omega[k] = pow(theta, -2.0 * k / D);
     if (spec->pos == LA_POS_PROPE) {
@@ -110,17 +104,11 @@ la_status la_rope_apply(const la_spec *spec, float *x, int N, int D, const int64
     if (D < 2 || D % 2) return la_fail(LA_ESHAPE, "la_rope_apply: D = %d must be even and >= 2", D);
     double *omega = la_malloc(sizeof(double) * (size_t)(D / 2));
     float *cs = la_malloc(sizeof(float) * (size_t)D);
-    if (!omega || !cs) {
-        free(omega);
-        free(cs);
-        return la_fail(LA_ENOMEM, "la_rope_apply: out of memory");
-    }
-    la_status st = la_rope_freqs(spec, D, ctx_len, omega);
-    if (st == LA_OK) {
-        for (int r = 0; r < N; r++) {
-            la_rope_table(omega, D, pos[r], 1, cs, 1);
-            la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, D / 2, inverse);
-        }
+    la_status st = omega && cs ? la_rope_freqs(spec, D, ctx_len, omega)
+                               : la_fail(LA_ENOMEM, "la_rope_apply: out of memory");
+    for (int r = 0; st == LA_OK && r < N; r++) {
+        la_rope_table(omega, D, pos[r], 1, cs, 1);
+        la_rope_row(x + (size_t)r * D, x + (size_t)r * D, cs, D, D / 2, inverse);
     }
     free(omega);
     free(cs);

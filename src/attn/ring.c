@@ -219,12 +219,8 @@ static la_status ring_done(sp_ring *g) {
 }
 
 static la_status ring_begin(sp_ring *g) {
-    g->u = 0, g->s = 1, g->busy = 0;
-    if (g->P < 2) {
-        g->u = g->nunit;
-        return LA_OK;
-    }
-    return g->nunit > 0 ? ring_post(g) : LA_OK;
+    g->u = g->P < 2 ? g->nunit : 0, g->s = 1, g->busy = 0; /* alone: nothing travels */
+    return g->u < g->nunit ? ring_post(g) : LA_OK;
 }
 
 /* progress without blocking (between pieces of computation) */
@@ -292,17 +288,18 @@ static int unit_slices(const void *arg, int p, sp_slice *sl) {
     return 6;
 }
 
-/* zero rank q's rows of the n slices */
-static void zero_rows(const sp_slice *sl, int n, int P, int q) {
-    for (int i = 0; i < n; i++) {
-        int rw[4];
-        slice_rows(&sl[i], P, q, rw);
-        for (int h = 0; h < sl[i].nh; h++)
-            for (int x = 0; x < 4; x += 2)
-                if (rw[x + 1] > rw[x])
-                    memset(sl[i].base + (size_t)h * sl[i].hstride + (size_t)rw[x] * sl[i].rowbytes, 0,
-                           (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes);
-    }
+/* zero the rows of the n slices that are not rank r's */
+static void zero_rows(const sp_slice *sl, int n, int P, int r) {
+    for (int q = 0; q < P; q++)
+        for (int i = 0; q != r && i < n; i++) {
+            int rw[4];
+            slice_rows(&sl[i], P, q, rw);
+            for (int h = 0; h < sl[i].nh; h++)
+                for (int x = 0; x < 4; x += 2)
+                    if (rw[x + 1] > rw[x])
+                        memset(sl[i].base + (size_t)h * sl[i].hstride + (size_t)rw[x] * sl[i].rowbytes, 0,
+                               (size_t)(rw[x + 1] - rw[x]) * sl[i].rowbytes);
+        }
 }
 
 /* zero the other ranks' rows of every unit (scratch on entry; finite for the context's
@@ -310,9 +307,7 @@ static void zero_rows(const sp_slice *sl, int n, int P, int q) {
 static void zero_others(const sp_ring *g) {
     for (int u = 0; u < g->nunit; u++) {
         sp_slice sl[SP_MAXSL];
-        int n = g->unit(g->arg, u, sl);
-        for (int q = 0; q < g->P; q++)
-            if (q != g->r) zero_rows(sl, n, g->P, q);
+        zero_rows(sl, g->unit(g->arg, u, sl), g->P, g->r);
     }
 }
 
@@ -481,12 +476,7 @@ la_status la_attn_sp_backward_rank(const la_spec *spec, const la_shape *shape, c
 /* ---- collective calls --------------------------------------------------------------- */
 
 static la_status sp_ring_init(sp_ring *g, const sp_units *u, int nunit, la_sp_stats *st) {
-    memset(g, 0, sizeof *g);
-    g->P = la_dist_size(), g->r = la_dist_rank();
-    g->nunit = nunit;
-    g->unit = unit_slices;
-    g->arg = u;
-    g->st = st;
+    *g = (sp_ring){.P = la_dist_size(), .r = la_dist_rank(), .nunit = nunit, .unit = unit_slices, .arg = u, .st = st};
     return ring_alloc(g, "sequence-parallel attention");
 }
 
@@ -507,17 +497,16 @@ static int fixed_slices(const void *arg, int u, sp_slice *sl) {
 static la_status gather_slices(const sp_slice *sl, int n, la_sp_stats *S) {
     sp_fixed f = {sl, n};
     sp_ring g = {.P = la_dist_size(), .r = la_dist_rank(), .nunit = 1, .unit = fixed_slices, .arg = &f, .st = S};
-    la_status st = ring_alloc(&g, "sequence-parallel gather");
-    if ((st = la_dist_agree(st)) != LA_OK) {
-        free(g.blk);
-        return st;
+    la_status st = la_dist_agree(ring_alloc(&g, "sequence-parallel gather"));
+    if (st == LA_OK) {
+        double t0 = omp_get_wtime();
+        st = ring_begin(&g);
+        if (st == LA_OK) st = ring_need(&g, 0);
+        S->t_total += omp_get_wtime() - t0;
+        st = la_dist_agree(st);
     }
-    double t0 = omp_get_wtime();
-    st = ring_begin(&g);
-    if (st == LA_OK) st = ring_need(&g, 0);
-    S->t_total += omp_get_wtime() - t0;
     free(g.blk);
-    return la_dist_agree(st);
+    return st;
 }
 
 la_status la_attn_sp_gather(float *x, int n_heads, int T, int D, la_sp_stats *stats) {
@@ -551,8 +540,7 @@ static la_status sp_forward(const la_spec *spec, const la_shape *shape, float *q
          * they arrive) are zero, so that the context's finiteness checks see this rank's rows */
         zero_others(&g);
         sp_slice qs = {(char *)q, s.B * s.H, s.T, 0, (size_t)s.T * s.D * 4, (size_t)s.D * 4, NULL};
-        for (int x = 0; x < P; x++)
-            if (x != r) zero_rows(&qs, 1, P, x);
+        zero_rows(&qs, 1, P, r);
         st = sp_ctx(&c, spec, &s, q, k, v, opts, 0, &own);
     }
     if (st == LA_OK && !(qsel = la_malloc((size_t)s.B * s.H * c.nqt)))

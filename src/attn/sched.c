@@ -69,14 +69,12 @@ void la_sched_chunk(const la_attn_ctx *c, int ch, int *i0, int *i1) {
 
 la_item la_sched_qitem(const la_attn_ctx *c, int pos) {
     int id = c->qorder[pos];
-    la_item it = {id / (c->H * c->nqt), id / c->nqt % c->H, id % c->nqt, 0};
-    return it;
+    return (la_item){id / (c->H * c->nqt), id / c->nqt % c->H, id % c->nqt, 0};
 }
 
 la_item la_sched_kitem(const la_attn_ctx *c, int pos) {
     int id = c->korder[pos];
-    la_item it = {id / (c->Hkv * c->nkt), id / c->nkt % c->Hkv, id % c->nkt, 0};
-    return it;
+    return (la_item){id / (c->Hkv * c->nkt), id / c->nkt % c->Hkv, id % c->nkt, 0};
 }
 
 la_item la_sched_hitem(const la_attn_ctx *c, int pos) {
@@ -89,8 +87,7 @@ la_item la_sched_hitem(const la_attn_ctx *c, int pos) {
 /* Pair items in id order: the pairs of one call have equal costs unless doc ids differ
  * between batches, and their count is what decides whether they are used at all. */
 la_item la_sched_pitem(const la_attn_ctx *c, int pos) {
-    la_item it = {pos / c->Hkv, pos % c->Hkv, 0, 0};
-    return it;
+    return (la_item){pos / c->Hkv, pos % c->Hkv, 0, 0};
 }
 
 int la_sched_any_q(const la_attn_ctx *c, int i0, int i1) {
@@ -143,21 +140,15 @@ int la_kiter_next(la_kiter *it, la_ktile *t) {
 
 void la_qiter_init(la_qiter *it, const la_attn_ctx *c, int b, int kt) {
     it->c = c, it->b = b, it->kt = kt, it->qt = 0;
-    it->j0 = kt * LA_BK;
-    it->nc = c->S - it->j0 < LA_BK ? c->S - it->j0 : LA_BK;
 }
 
 int la_qiter_next(la_qiter *it, la_qtile *t) {
     const la_attn_ctx *c = it->c;
     while (it->qt < c->nqt) {
-        int qt = it->qt++;
-        const la_tilespan *sp = &c->qspan[(size_t)it->b * c->nqt + qt];
-        if (!((it->kt >= sp->a0 && it->kt < sp->a1) || (it->kt >= sp->b0 && it->kt < sp->b1))) continue;
-        int i0 = qt * LA_BQ, nr = c->T - i0 < LA_BQ ? c->T - i0 : LA_BQ;
-        const la_rowvis *rows = c->rows + (size_t)it->b * c->T + i0;
-        int cls = la_tile_class(rows, nr, it->j0, it->nc);
+        int qt = it->qt++, cls = la_sched_tile_cls(c, it->b, qt, it->kt);
         if (!cls) continue;
-        t->qt = qt, t->i0 = i0, t->nr = nr, t->cls = cls, t->rows = rows;
+        int i0 = qt * LA_BQ, nr = c->T - i0 < LA_BQ ? c->T - i0 : LA_BQ;
+        t->qt = qt, t->i0 = i0, t->nr = nr, t->cls = cls, t->rows = c->rows + (size_t)it->b * c->T + i0;
         return 1;
     }
     return 0;
