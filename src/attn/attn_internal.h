@@ -319,7 +319,7 @@ int la_kiter_next(la_kiter *it, la_ktile *t);
 /* Query tiles that see key tile kt of batch b, increasing qt, fully masked ones skipped. */
 typedef struct {
     const la_attn_ctx *c;
-    int b, kt, j0, nc, qt;
+    int b, kt, qt;
 } la_qiter;
 typedef struct { int qt, i0, nr, cls; const la_rowvis *rows; } la_qtile;
 void la_qiter_init(la_qiter *it, const la_attn_ctx *c, int b, int kt);
