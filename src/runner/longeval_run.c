@@ -696,9 +696,7 @@ static cJSON *cell_settings(const le_grid *G) {
     cJSON_AddNumberToObject(s, "buckets", o->buckets);
     cJSON_AddNumberToObject(s, "chunk", o->chunk);
     cJSON_AddNumberToObject(s, "exact_stream", o->exact_stream);
-    char seed[24];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed); /* all 64 bits */
-    cJSON_AddStringToObject(s, "seed", seed);
+    la_json_put(s, "seed", la_cells_u64(o->seed)); /* all 64 bits */
     cJSON_AddStringToObject(s, "haystack", o->filler ? "filler" : "text");
     cJSON_AddNumberToObject(s, "C", (double)G->c->C);
     cJSON_AddStringToObject(s, "kv_type", o->kv_type ? o->kv_type : "");

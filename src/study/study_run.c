@@ -209,9 +209,7 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
         cJSON_AddStringToObject(f, "precision", la_dtype_name(st->precision));
     la_json_put(f, "lr", la_cells_num(st->lr));
     cJSON_AddNumberToObject(f, "warmup", st->warmup);
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
-    cJSON_AddStringToObject(f, "seed", seed);
+    la_json_put(f, "seed", la_cells_u64(st->seed));
     if (st->n_seeds > 1) cJSON_AddNumberToObject(f, "seeds", st->n_seeds); /* 1: as before seeds existed */
     la_json_put(f, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(f, "eval_windows", st->eval_windows);
@@ -267,9 +265,7 @@ static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
     la_json_put(o, "final_train_bpb", la_cells_num(v->final_train_bpb));
     la_json_put(o, "ft_first_bpb", la_cells_num(v->ft_first_bpb));
     la_json_put(o, "ft_last_bpb", la_cells_num(v->ft_last_bpb));
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)v->seed);
-    cJSON_AddStringToObject(o, "seed", seed);
+    la_json_put(o, "seed", la_cells_u64(v->seed));
     cJSON *ft = cJSON_AddArrayToObject(o, "ft_curve");
     for (int k = 0; k < v->n_ft; k++) la_json_push(ft, la_cells_num(v->ft_curve[k]));
     cJSON *lens = cJSON_AddArrayToObject(o, "lens");
