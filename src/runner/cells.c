@@ -201,6 +201,12 @@ cJSON *la_cells_num(double x) {
     return cJSON_CreateRaw(buf);
 }
 
+cJSON *la_cells_u64(uint64_t x) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)x);
+    return cJSON_CreateString(buf);
+}
+
 double la_cells_num_value(const cJSON *it) {
     if (cJSON_IsNumber(it)) return it->valuedouble;
     if (cJSON_IsString(it)) return !strcmp(it->valuestring, "inf") ? INFINITY : !strcmp(it->valuestring, "-inf") ? -INFINITY : NAN;

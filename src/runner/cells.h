@@ -46,6 +46,8 @@ la_status la_cells_save(const la_cells *c, const char *key, const cJSON *result)
 
 /* A double as JSON: a number (exact round trip), null for NaN, "inf" / "-inf". */
 cJSON *la_cells_num(double x);
+/* A uint64 (a seed) as JSON: its decimal string, all 64 bits (a JSON number holds 53). */
+cJSON *la_cells_u64(uint64_t x);
 /* Member name of obj read back by la_cells_num's rules; NAN when missing. */
 double la_cells_get_num(const cJSON *obj, const char *name);
 /* An element of an array read back the same way. */

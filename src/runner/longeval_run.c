@@ -696,9 +696,7 @@ static cJSON *cell_settings(const le_grid *G) {
     cJSON_AddNumberToObject(s, "buckets", o->buckets);
     cJSON_AddNumberToObject(s, "chunk", o->chunk);
     cJSON_AddNumberToObject(s, "exact_stream", o->exact_stream);
-    char seed[24];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed); /* all 64 bits */
-    cJSON_AddStringToObject(s, "seed", seed);
+    la_json_put(s, "seed", la_cells_u64(o->seed)); /* all 64 bits */
     cJSON_AddStringToObject(s, "haystack", o->filler ? "filler" : "text");
     cJSON_AddNumberToObject(s, "C", (double)G->c->C);
     cJSON_AddStringToObject(s, "kv_type", o->kv_type ? o->kv_type : "");
@@ -707,13 +705,10 @@ static cJSON *cell_settings(const le_grid *G) {
 
 static cJSON *cell_to_json(void *user, int i) {
     const le_grid *G = user;
-    cJSON *j = cell_json(G->o, &G->cells[i]), *s = j ? cell_settings(G) : NULL;
-    if (!s || !cJSON_AddItemToObject(j, "settings", s)) {
-        cJSON_Delete(s);
-        cJSON_Delete(j);
-        return NULL;
-    }
-    return j;
+    int saved_json = la_json_begin(); /* a dropped item fails the whole tree */
+    cJSON *j = cell_json(G->o, &G->cells[i]);
+    if (j) la_json_put(j, "settings", cell_settings(G));
+    return la_json_end(saved_json, j);
 }
 
 static la_status cell_restore(void *user, int i, const cJSON *saved, const char *key) {

@@ -648,9 +648,7 @@ static cJSON *synth_fingerprint(const la_synth_opts *o) {
     cJSON_AddNumberToObject(f, "threads", o->threads);
     cJSON_AddNumberToObject(f, "curriculum", o->curriculum);
     la_json_put(f, "ramp", la_cells_num(o->ramp));
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
-    cJSON_AddStringToObject(f, "seed", seed);
+    la_json_put(f, "seed", la_cells_u64(o->seed));
     cJSON_AddBoolToObject(f, "quick", o->quick);
     if (o->seeds > 1) cJSON_AddNumberToObject(f, "seeds", o->seeds); /* absent for one: older runs resume */
     return la_json_end(saved_json, f);
@@ -670,9 +668,7 @@ static cJSON *run_to_json(const run_result *r) {
     cJSON_AddStringToObject(o, "spec", r->spec);
     cJSON_AddStringToObject(o, "canon", r->canon);
     cJSON_AddNumberToObject(o, "steps", r->steps);
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
-    cJSON_AddStringToObject(o, "seed", seed);
+    la_json_put(o, "seed", la_cells_u64(r->seed));
     cJSON_AddNumberToObject(o, "n_params", (double)r->n_params);
     la_json_put(o, "train_s", la_cells_num(r->train_s));
     la_json_put(o, "eval_s", la_cells_num(r->eval_s));

@@ -209,9 +209,7 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
         cJSON_AddStringToObject(f, "precision", la_dtype_name(st->precision));
     la_json_put(f, "lr", la_cells_num(st->lr));
     cJSON_AddNumberToObject(f, "warmup", st->warmup);
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
-    cJSON_AddStringToObject(f, "seed", seed);
+    la_json_put(f, "seed", la_cells_u64(st->seed));
     if (st->n_seeds > 1) cJSON_AddNumberToObject(f, "seeds", st->n_seeds); /* 1: as before seeds existed */
     la_json_put(f, "eval_lens", cJSON_CreateIntArray(st->eval_lens, st->n_eval_lens));
     cJSON_AddNumberToObject(f, "eval_windows", st->eval_windows);
@@ -230,14 +228,13 @@ static cJSON *study_fingerprint(const la_study *st, const char *data, const stud
 }
 
 /* Name of cell (vi, seed index k): "variant_<vi+1>_<slug>", with "_seed<seed>" appended
- * when the study has more than one seed (a one-seed study keeps the names it always had). */
-static void variant_key(const la_study *st, int vi, int k, char *buf, size_t n) {
-    char slug[128];
+ * when the study has more than one seed (a one-seed study keeps the names it always had);
+ * what: the prefix ("variant"; save_weights names its files with "model" and "passkey"). */
+static void variant_key(const la_study *st, const char *what, int vi, int k, char *buf, size_t n) {
+    char slug[128], tail[48] = "";
     la_study_slug(st->specs[vi], slug, sizeof slug);
-    if (st->n_seeds > 1)
-        snprintf(buf, n, "variant_%d_%s_seed%llu", vi + 1, slug, (unsigned long long)(st->seed + (uint64_t)k));
-    else
-        snprintf(buf, n, "variant_%d_%s", vi + 1, slug);
+    if (st->n_seeds > 1) snprintf(tail, sizeof tail, "_seed%llu", (unsigned long long)(st->seed + (uint64_t)k));
+    snprintf(buf, n, "%s_%d_%s%s", what, vi + 1, slug, tail);
 }
 
 /* o["log"] = v's training log, rows [step, train_bpb, val_bpb, elapsed_s] (the finished
@@ -268,9 +265,7 @@ static cJSON *variant_to_json(const la_study *st, const study_variant *v) {
     la_json_put(o, "final_train_bpb", la_cells_num(v->final_train_bpb));
     la_json_put(o, "ft_first_bpb", la_cells_num(v->ft_first_bpb));
     la_json_put(o, "ft_last_bpb", la_cells_num(v->ft_last_bpb));
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)v->seed);
-    cJSON_AddStringToObject(o, "seed", seed);
+    la_json_put(o, "seed", la_cells_u64(v->seed));
     cJSON *ft = cJSON_AddArrayToObject(o, "ft_curve");
     for (int k = 0; k < v->n_ft; k++) la_json_push(ft, la_cells_num(v->ft_curve[k]));
     cJSON *lens = cJSON_AddArrayToObject(o, "lens");
@@ -438,10 +433,9 @@ static void remove_train_ckpt(const la_cells *cells, const char *key) {
 /* Weights of variant vi as <out_dir>/<what>_<vi+1>_<spec slug>[_seed<seed>].safetensors
  * (atomic; the seed only in studies of several seeds), for kv-eval, generate and diagnose. */
 static la_status save_weights(const la_model *m, const char *out_dir, const char *what, int vi, const la_study *st) {
-    char slug[128], path[2048], tail[48] = "";
-    la_study_slug(st->specs[vi], slug, sizeof slug);
-    if (st->n_seeds > 1) snprintf(tail, sizeof tail, "_seed%llu", (unsigned long long)st->seed);
-    snprintf(path, sizeof path, "%s/%s_%d_%s%s.safetensors", out_dir, what, vi + 1, slug, tail);
+    char name[256], path[2048];
+    variant_key(st, what, vi, 0, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s.safetensors", out_dir, name);
     return la_model_save(m, path);
 }
 
@@ -737,7 +731,7 @@ static void cell_begin(void *user, int c, char *key, size_t n) {
     G->tk->p.seed_index = k;
     G->tk->p.seed = G->cell_st.seed;
     G->tk->p.loss = G->tk->p.val_loss = NAN;
-    variant_key(G->st, vi, k, key, n);
+    variant_key(G->st, "variant", vi, k, key, n);
 }
 
 /* finished before the interruption: its numbers, not a rerun */
