@@ -170,18 +170,16 @@ size_t la_kv_bytes(const la_kv_cache *c) {
     return (size_t)c->C * (size_t)la_kv_bytes_per_token(&c->p);
 }
 
-/* Move slot `from` of head h to slot `to` (to < from). */
-static void move_slot(la_kv_cache *c, la_kv_layer *L, size_t h, size_t from, size_t to) {
-    const size_t C = (size_t)c->cap, D = (size_t)c->p.D, es = elt_size(c), G = (size_t)c->n_groups;
-    char *k = L->k, *v = L->v;
-    memcpy(k + ((h * C + to) * D) * es, k + ((h * C + from) * D) * es, D * es);
-    memcpy(v + ((h * C + to) * D) * es, v + ((h * C + from) * D) * es, D * es);
-    if (L->k_scale) {
-        memcpy(L->k_scale + (h * C + to) * G, L->k_scale + (h * C + from) * G, G * sizeof(float));
-        memcpy(L->v_scale + (h * C + to) * G, L->v_scale + (h * C + from) * G, G * sizeof(float));
+void la_kv_copy_slots(const la_kv_cache *c, la_kv_layer *T, size_t to, const la_kv_layer *S, size_t from, size_t n) {
+    const size_t D = (size_t)c->p.D, es = elt_size(c), G = (size_t)c->n_groups;
+    memcpy((char *)T->k + to * D * es, (const char *)S->k + from * D * es, n * D * es);
+    memcpy((char *)T->v + to * D * es, (const char *)S->v + from * D * es, n * D * es);
+    if (S->k_scale) {
+        memcpy(T->k_scale + to * G, S->k_scale + from * G, n * G * sizeof(float));
+        memcpy(T->v_scale + to * G, S->v_scale + from * G, n * G * sizeof(float));
     }
-    L->pos[h * C + to] = L->pos[h * C + from];
-    L->score[h * C + to] = L->score[h * C + from];
+    memcpy(T->pos + to, S->pos + from, n * sizeof *S->pos);
+    memcpy(T->score + to, S->score + from, n * sizeof *S->score);
 }
 
 /* Evict from every kv head of L so that len + T <= budget. Protected: the first `sinks`
@@ -216,7 +214,7 @@ static void evict_for(la_kv_cache *c, la_kv_layer *L, int64_t T) {
         int64_t w = 0;
         for (int64_t j = 0; j < n; j++) {
             if (!keep[j]) continue;
-            if (w != j) move_slot(c, L, (size_t)h, (size_t)j, (size_t)w);
+            if (w != j) la_kv_copy_slots(c, L, (size_t)(h * cap + w), L, (size_t)(h * cap + j), 1);
             w++;
         }
     }
