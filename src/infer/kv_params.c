@@ -341,8 +341,6 @@ la_status la_kv_type_parse(const char *text, la_kv_params *out) {
         e[-1] = '\0';
         if (parse_args("int8", lp + 1, keys, 1, vals, given)) return LA_ESPEC;
     }
-    p.storage = LA_KV_F32;
-    p.group = 0;
     if (la_kv_params_set_type(&p, t, (int)vals[0]) != LA_OK)
         return la_fail(LA_ESPEC, "kv type '%s': %s", text, la_errmsg());
     *out = p;
