@@ -338,23 +338,17 @@ void la_kv_rows_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, siz
     }
 }
 
-/* Row j of head h as float into dst (D). */
-void la_kv_row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j, float *dst) {
-    la_kv_rows_f32(c, L, which_v, h, j, 1, dst);
-}
-
 la_status la_kv_read(const la_kv_cache *c, int layer, float *k, float *v, int64_t *orig_pos) {
     if (!c) return la_fail(LA_EINVAL, "la_kv_read: NULL cache");
     if (layer < 0 || layer >= c->p.n_layers)
         return la_fail(LA_EINVAL, "la_kv_read: layer %d out of range [0, %d)", layer, c->p.n_layers);
     const la_kv_layer *L = &c->layers[layer];
     const size_t D = (size_t)c->p.D, n = (size_t)L->len;
-    for (size_t h = 0; h < (size_t)c->p.Hkv; h++)
-        for (size_t j = 0; j < n; j++) {
-            if (k) la_kv_row_f32(c, L, 0, h, j, k + (h * n + j) * D);
-            if (v) la_kv_row_f32(c, L, 1, h, j, v + (h * n + j) * D);
-            if (orig_pos) orig_pos[h * n + j] = L->pos[h * (size_t)c->cap + j];
-        }
+    for (size_t h = 0; h < (size_t)c->p.Hkv; h++) {
+        if (k) la_kv_rows_f32(c, L, 0, h, 0, n, k + h * n * D);
+        if (v) la_kv_rows_f32(c, L, 1, h, 0, n, v + h * n * D);
+        if (orig_pos) memcpy(orig_pos + h * n, L->pos + h * (size_t)c->cap, n * sizeof *orig_pos);
+    }
     return LA_OK;
 }
 
