@@ -8,8 +8,7 @@
 #include "longattn/infer.h"
 
 la_generate_params la_generate_params_default(void) {
-    la_generate_params g = {.sample = la_sample_params_default(), .max_new = 256, .seed = 1};
-    return g;
+    return (la_generate_params){.sample = la_sample_params_default(), .max_new = 256, .seed = 1};
 }
 
 static int is_stop(const la_generate_params *gp, int32_t t) {
@@ -57,8 +56,7 @@ la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_prompt, co
 }
 
 la_perplexity_params la_perplexity_params_default(void) {
-    la_perplexity_params p = {0};
-    return p;
+    return (la_perplexity_params){0};
 }
 
 /* logits (T, V) of window rows i .. i+T-1 -> the NLL of each next token into res */

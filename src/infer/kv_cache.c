@@ -170,18 +170,16 @@ size_t la_kv_bytes(const la_kv_cache *c) {
     return (size_t)c->C * (size_t)la_kv_bytes_per_token(&c->p);
 }
 
-/* Move slot `from` of head h to slot `to` (to < from). */
-static void move_slot(la_kv_cache *c, la_kv_layer *L, size_t h, size_t from, size_t to) {
-    const size_t C = (size_t)c->cap, D = (size_t)c->p.D, es = elt_size(c), G = (size_t)c->n_groups;
-    char *k = L->k, *v = L->v;
-    memcpy(k + ((h * C + to) * D) * es, k + ((h * C + from) * D) * es, D * es);
-    memcpy(v + ((h * C + to) * D) * es, v + ((h * C + from) * D) * es, D * es);
-    if (L->k_scale) {
-        memcpy(L->k_scale + (h * C + to) * G, L->k_scale + (h * C + from) * G, G * sizeof(float));
-        memcpy(L->v_scale + (h * C + to) * G, L->v_scale + (h * C + from) * G, G * sizeof(float));
+void la_kv_copy_slots(const la_kv_cache *c, la_kv_layer *T, size_t to, const la_kv_layer *S, size_t from, size_t n) {
+    const size_t D = (size_t)c->p.D, es = elt_size(c), G = (size_t)c->n_groups;
+    memcpy((char *)T->k + to * D * es, (const char *)S->k + from * D * es, n * D * es);
+    memcpy((char *)T->v + to * D * es, (const char *)S->v + from * D * es, n * D * es);
+    if (S->k_scale) {
+        memcpy(T->k_scale + to * G, S->k_scale + from * G, n * G * sizeof(float));
+        memcpy(T->v_scale + to * G, S->v_scale + from * G, n * G * sizeof(float));
     }
-    L->pos[h * C + to] = L->pos[h * C + from];
-    L->score[h * C + to] = L->score[h * C + from];
+    memcpy(T->pos + to, S->pos + from, n * sizeof *S->pos);
+    memcpy(T->score + to, S->score + from, n * sizeof *S->score);
 }
 
 /* Evict from every kv head of L so that len + T <= budget. Protected: the first `sinks`
@@ -216,7 +214,7 @@ static void evict_for(la_kv_cache *c, la_kv_layer *L, int64_t T) {
         int64_t w = 0;
         for (int64_t j = 0; j < n; j++) {
             if (!keep[j]) continue;
-            if (w != j) move_slot(c, L, (size_t)h, (size_t)j, (size_t)w);
+            if (w != j) la_kv_copy_slots(c, L, (size_t)(h * cap + w), L, (size_t)(h * cap + j), 1);
             w++;
         }
     }
@@ -340,23 +338,17 @@ void la_kv_rows_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, siz
     }
 }
 
-/* Row j of head h as float into dst (D). */
-void la_kv_row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j, float *dst) {
-    la_kv_rows_f32(c, L, which_v, h, j, 1, dst);
-}
-
 la_status la_kv_read(const la_kv_cache *c, int layer, float *k, float *v, int64_t *orig_pos) {
     if (!c) return la_fail(LA_EINVAL, "la_kv_read: NULL cache");
     if (layer < 0 || layer >= c->p.n_layers)
         return la_fail(LA_EINVAL, "la_kv_read: layer %d out of range [0, %d)", layer, c->p.n_layers);
     const la_kv_layer *L = &c->layers[layer];
     const size_t D = (size_t)c->p.D, n = (size_t)L->len;
-    for (size_t h = 0; h < (size_t)c->p.Hkv; h++)
-        for (size_t j = 0; j < n; j++) {
-            if (k) la_kv_row_f32(c, L, 0, h, j, k + (h * n + j) * D);
-            if (v) la_kv_row_f32(c, L, 1, h, j, v + (h * n + j) * D);
-            if (orig_pos) orig_pos[h * n + j] = L->pos[h * (size_t)c->cap + j];
-        }
+    for (size_t h = 0; h < (size_t)c->p.Hkv; h++) {
+        if (k) la_kv_rows_f32(c, L, 0, h, 0, n, k + h * n * D);
+        if (v) la_kv_rows_f32(c, L, 1, h, 0, n, v + h * n * D);
+        if (orig_pos) memcpy(orig_pos + h * n, L->pos + h * (size_t)c->cap, n * sizeof *orig_pos);
+    }
     return LA_OK;
 }
 

@@ -16,22 +16,11 @@ la_status la_kv_copy(la_kv_cache *dst, const la_kv_cache *src) {
         dst->group != src->group)
         return la_fail(LA_EINVAL, "la_kv_copy: the caches differ in shape, storage, policy, budget or stream chunk; "
                        "create the destination with the source's params and chunk");
-    const size_t es = la_kv_elt_size(a->storage), D = (size_t)a->D, cap = (size_t)src->cap, G = (size_t)src->n_groups;
+    const size_t D = (size_t)a->D, cap = (size_t)src->cap;
     for (int l = 0; l < a->n_layers; l++) {
         const la_kv_layer *S = &src->layers[l];
         la_kv_layer *T = &dst->layers[l];
-        const size_t n = (size_t)S->len;
-        for (size_t h = 0; h < (size_t)a->Hkv; h++) {
-            const size_t o = h * cap;
-            memcpy((char *)T->k + o * D * es, (const char *)S->k + o * D * es, n * D * es);
-            memcpy((char *)T->v + o * D * es, (const char *)S->v + o * D * es, n * D * es);
-            if (S->k_scale) {
-                memcpy(T->k_scale + o * G, S->k_scale + o * G, n * G * sizeof(float));
-                memcpy(T->v_scale + o * G, S->v_scale + o * G, n * G * sizeof(float));
-            }
-            memcpy(T->pos + o, S->pos + o, n * sizeof *S->pos);
-            memcpy(T->score + o, S->score + o, n * sizeof *S->score);
-        }
+        for (size_t h = 0; h < (size_t)a->Hkv; h++) la_kv_copy_slots(src, T, h * cap, S, h * cap, (size_t)S->len);
         T->len = S->len;
         T->seen = S->seen;
     }

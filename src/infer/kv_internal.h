@@ -78,11 +78,13 @@ void la_kv_write(la_kv_cache *c, int layer, const float *k, const float *v, int 
  * token before the chunk left), then write all T rows (1 <= T <= stream_T), so the layer
  * briefly holds up to budget - 1 + T rows. Errors: LA_EINVAL (T), LA_ENUMERIC (int8). */
 la_status la_kv_append_stream(la_kv_cache *c, int layer, const float *k, const float *v, int T);
-/* Row j of kv head h of L (k, or v when which_v) as float into dst (D). */
-void la_kv_row_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j, float *dst);
-/* Rows j0 .. j0+n-1 of kv head h as float into dst (n, D) (bulk conversion, exact). */
+/* Rows j0 .. j0+n-1 of kv head h of L (k, or v when which_v) as float into dst (n, D) (bulk
+ * conversion, exact). */
 void la_kv_rows_f32(const la_kv_cache *c, const la_kv_layer *L, int which_v, size_t h, size_t j0, size_t n,
                     float *dst);
+/* Copy n slots (k, v, scales, pos, score) from absolute slot `from` (h*cap + j) of S to slot
+ * `to` of T; S and T are layers of c or of a cache of its shape; the ranges do not overlap. */
+void la_kv_copy_slots(const la_kv_cache *c, la_kv_layer *T, size_t to, const la_kv_layer *S, size_t from, size_t n);
 /* Bytes of one stored element: 4 (f32), 2 (f16, bf16), 1 (int8; scales apart). */
 size_t la_kv_elt_size(la_kv_storage s);
 

@@ -25,7 +25,6 @@ la_kv_params la_kv_params_default(void) {
     p.policy = LA_KV_FULL;
     p.max_tokens = 4096;
     p.storage = LA_KV_F32;
-    p.group = 0;
     return p;
 }
 
@@ -286,12 +285,7 @@ la_status la_kv_policy_parse(const char *text, la_kv_params *out) {
         }
     }
     if (!have_policy && !have_storage) return la_fail(LA_ESPEC, "kv policy: nothing in '%s'; valid forms: %s", text, KV_FORMS);
-    la_status st = la_kv_params_validate(&p);
-    if (st != LA_OK) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", la_errmsg());
-        return la_fail(LA_ESPEC, "kv policy '%s': %s", text, msg);
-    }
+    if (la_kv_params_validate(&p) != LA_OK) return la_fail(LA_ESPEC, "kv policy '%s': %s", text, la_errmsg());
     *out = p;
     return LA_OK;
 }
@@ -347,13 +341,8 @@ la_status la_kv_type_parse(const char *text, la_kv_params *out) {
         e[-1] = '\0';
         if (parse_args("int8", lp + 1, keys, 1, vals, given)) return LA_ESPEC;
     }
-    p.storage = LA_KV_F32;
-    p.group = 0;
-    if (la_kv_params_set_type(&p, t, (int)vals[0]) != LA_OK) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", la_errmsg());
-        return la_fail(LA_ESPEC, "kv type '%s': %s", text, msg);
-    }
+    if (la_kv_params_set_type(&p, t, (int)vals[0]) != LA_OK)
+        return la_fail(LA_ESPEC, "kv type '%s': %s", text, la_errmsg());
     *out = p;
     return LA_OK;
 }

@@ -160,19 +160,17 @@ la_status la_kv_stream_attend(la_kv_cache *c, int layer, const la_spec *spec, co
         /* keys: recent rows rotated by their index b in [0, SR), sinks (after them in s_k)
          * rotated by their slot s; values as float */
         float *kr = c->s_k, *ks = c->s_k + (size_t)SR * Dz;
-        for (int64_t b = 0; b < SR; b++) {
-            la_kv_row_f32(c, L, 0, (size_t)hk, (size_t)(ns + b), kr + (size_t)b * Dz);
-            if (rotates) la_kv_rotate(kr + (size_t)b * Dz, c->s_cs + (size_t)b * Dz, D);
-        }
-        for (int64_t s = 0; s < ns; s++) {
-            la_kv_row_f32(c, L, 0, (size_t)hk, (size_t)s, ks + (size_t)s * Dz);
-            if (rotates) la_kv_rotate(ks + (size_t)s * Dz, c->s_cs + (size_t)s * Dz, D);
+        la_kv_rows_f32(c, L, 0, (size_t)hk, (size_t)ns, (size_t)SR, kr);
+        la_kv_rows_f32(c, L, 0, (size_t)hk, 0, (size_t)ns, ks);
+        if (rotates) {
+            for (int64_t b = 0; b < SR; b++) la_kv_rotate(kr + (size_t)b * Dz, c->s_cs + (size_t)b * Dz, D);
+            for (int64_t s = 0; s < ns; s++) la_kv_rotate(ks + (size_t)s * Dz, c->s_cs + (size_t)s * Dz, D);
         }
         const float *vv;
         if (c->p.storage == LA_KV_F32) {
             vv = (const float *)L->v + (size_t)hk * cap * Dz; /* (len, D): sinks then recent */
         } else {
-            for (int64_t j = 0; j < len; j++) la_kv_row_f32(c, L, 1, (size_t)hk, (size_t)j, c->s_v + (size_t)j * Dz);
+            la_kv_rows_f32(c, L, 1, (size_t)hk, 0, (size_t)len, c->s_v);
             vv = c->s_v;
         }
         /* recent part: one kernel call over the SR recent rows, queries at SR - T + i */

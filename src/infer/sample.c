@@ -10,8 +10,7 @@
 #include "longattn/infer.h"
 
 la_sample_params la_sample_params_default(void) {
-    la_sample_params p = {.temperature = 1.0, .top_k = 0, .top_p = 1.0};
-    return p;
+    return (la_sample_params){.temperature = 1.0, .top_k = 0, .top_p = 1.0};
 }
 
 size_t la_sample_scratch_bytes(int V) { return V > 0 ? (size_t)V * (sizeof(float) + sizeof(int32_t)) : 0; }
