@@ -1,6 +1,5 @@
 """scripts/check_layers.py (make check-layers): it must reject an upward dependency in a
 synthetic tree (so the real check cannot pass vacuously) and accept the real tree."""
-import os
 import subprocess
 import sys
 
@@ -47,6 +46,20 @@ def compile_tree(root, files):
         subprocess.run(["cc", "-c", rel, "-o", str(o)], cwd=root, check=True)
 
 
+def write_layout(root, *rows):
+    """docs/architecture.md under root with a layer table of rows ('src/tasks', 'experiments (6a)')."""
+    (root / "docs").mkdir()
+    (root / "docs" / "architecture.md").write_text(
+        "## Layout\n| folder | layer (rank) | holds |\n|---|---|---|\n"
+        + "".join(f"| `{folder}/` | {layer} | x |\n" for folder, layer in rows))
+
+
+def violations(r):
+    """The 'layer violation' lines of a failed check (its exit status must be 1)."""
+    assert r.returncode == 1, r.stdout
+    return [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
+
+
 def test_rejects_kernel_calling_model(tmp_path):
     # the shape of the old bug: a kernel (attn) calling into a layer above it
     make_tree(tmp_path, {
@@ -54,10 +67,8 @@ def test_rejects_kernel_calling_model(tmp_path):
         "src/model/gpt.c": "int la_kern(int);\nint la_model_hook(int x){return x + 1;}\n"
                            "int la_model_run(int x){return la_kern(x);}\n",
     })
-    r = run(tmp_path)
-    assert r.returncode == 1, r.stdout
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
-    assert len(line) == 1, r.stdout  # model -> attn is fine, attn -> model is not
+    line = violations(run(tmp_path))
+    assert len(line) == 1, line  # model -> attn is fine, attn -> model is not
     assert "src/attn/kern.c" in line[0] and "la_model_hook" in line[0] and "src/model/gpt.c" in line[0]
 
 
@@ -65,12 +76,8 @@ def test_rejects_tasks_calling_study(tmp_path):
     # issue 32: tasks/diagnose_passkey.c called la_study_passkey_seed of study/study_run.c.
     # tasks (6a) and study (6b) are one layer ordered by the letter: study -> tasks is fine,
     # tasks -> study is refused
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "architecture.md").write_text(
-        "## Layout\n| folder | layer (rank) | holds |\n|---|---|---|\n"
-        "| `src/core/` | core (0) | base |\n"
-        "| `src/tasks/` | experiments (6a) | generators |\n"
-        "| `src/study/` | experiments (6b) | runner |\n")
+    write_layout(tmp_path, ("src/core", "core (0)"), ("src/tasks", "experiments (6a)"),
+                 ("src/study", "experiments (6b)"))
     files = {
         "src/tasks/diagnose_passkey.c": "unsigned long la_study_passkey_seed(int);\n"
                                         "unsigned long la_diag_pk(int x){return la_study_passkey_seed(x);}\n",
@@ -80,10 +87,8 @@ def test_rejects_tasks_calling_study(tmp_path):
         "src/tasks/passkey.c": "unsigned long la_passkey_make(int x){return x;}\n",
     }
     compile_tree(tmp_path, files)
-    r = run(tmp_path)
-    assert r.returncode == 1, r.stdout
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
-    assert len(line) == 1, r.stdout  # study -> tasks (la_passkey_make) is allowed
+    line = violations(run(tmp_path))
+    assert len(line) == 1, line  # study -> tasks (la_passkey_make) is allowed
     assert "src/tasks/diagnose_passkey.c" in line[0] and "la_study_passkey_seed" in line[0]
     assert "inside the experiments layer" in line[0]
     # the same tree with the seed moved down into tasks/ passes
@@ -100,13 +105,8 @@ def test_rejects_tasks_calling_study(tmp_path):
 def test_rejects_runner_calling_study(tmp_path):
     # issue 32: the grid runner (runner, 6b) is below the study (6c) that runs on it:
     # study -> runner is fine, runner -> study is refused, naming the file and the symbol
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "architecture.md").write_text(
-        "## Layout\n| folder | layer (rank) | holds |\n|---|---|---|\n"
-        "| `src/core/` | core (0) | base |\n"
-        "| `src/tasks/` | experiments (6a) | generators |\n"
-        "| `src/runner/` | experiments (6b) | grid runner |\n"
-        "| `src/study/` | experiments (6c) | study |\n")
+    write_layout(tmp_path, ("src/core", "core (0)"), ("src/tasks", "experiments (6a)"),
+                 ("src/runner", "experiments (6b)"), ("src/study", "experiments (6c)"))
     files = {
         "src/runner/grid.c": "int la_study_write_tables(int);\n"
                              "int la_grid_run(int x){return la_study_write_tables(x);}\n",
@@ -114,10 +114,8 @@ def test_rejects_runner_calling_study(tmp_path):
                                  "int la_study_run(int x){return la_grid_run(x);}\n",
     }
     compile_tree(tmp_path, files)
-    r = run(tmp_path)
-    assert r.returncode == 1, r.stdout
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
-    assert len(line) == 1, r.stdout  # study -> runner (la_grid_run) is allowed
+    line = violations(run(tmp_path))
+    assert len(line) == 1, line  # study -> runner (la_grid_run) is allowed
     assert "src/runner/grid.c" in line[0] and "la_study_write_tables" in line[0]
     assert "inside the experiments layer" in line[0]
     # without the upward call the tree passes
@@ -132,13 +130,8 @@ def test_rejects_io_in_tasks(tmp_path):
     # issue 32: tasks/ makes examples and scores with no I/O and no clock; the runner above
     # reads the documents (runner/docs.c) and may open files, tasks/ may not, neither through
     # libc nor through src/io/
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "architecture.md").write_text(
-        "## Layout\n| folder | layer (rank) | holds |\n|---|---|---|\n"
-        "| `src/core/` | core (0) | base |\n"
-        "| `src/io/` | io (1) | files |\n"
-        "| `src/tasks/` | experiments (6a) | generators |\n"
-        "| `src/runner/` | experiments (6b) | grid runner |\n")
+    write_layout(tmp_path, ("src/core", "core (0)"), ("src/io", "io (1)"), ("src/tasks", "experiments (6a)"),
+                 ("src/runner", "experiments (6b)"))
     files = {
         "src/io/shard.c": "int la_shard_x(const char *p){return p != 0;}\n",
         "src/tasks/gen.c": "#include <stdio.h>\n#include <time.h>\nint la_shard_x(const char *);\n"
@@ -147,11 +140,9 @@ def test_rejects_io_in_tasks(tmp_path):
                              "int la_load(void){FILE *f = fopen(\"d\", \"r\"); return la_shard_x(\"d\") + !f;}\n",
     }
     compile_tree(tmp_path, files)
-    r = run(tmp_path)
-    assert r.returncode == 1, r.stdout
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("layer violation")]
-    assert len(lines) == 3, r.stdout  # the runner's fopen and io call are allowed
-    assert all("src/tasks/gen.c" in ln and "no I/O" in ln for ln in lines), r.stdout
+    lines = violations(run(tmp_path))
+    assert len(lines) == 3, lines  # the runner's fopen and io call are allowed
+    assert all("src/tasks/gen.c" in ln and "no I/O" in ln for ln in lines), lines
     assert {"fopen", "time", "la_shard_x"} == {ln.split("uses ")[1].split(":")[0] for ln in lines}
     # a pure generator passes
     (tmp_path / "src/tasks/gen.c").write_text("int la_gen(int x){return 2 * x;}\n")
