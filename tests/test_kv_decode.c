@@ -434,6 +434,23 @@ static void test_parse(void **st) {
     assert_int_equal(la_kv_params_set_type(&p, (la_dtype)9, 0), LA_EINVAL);
     p.storage = (la_kv_storage)7;
     assert_int_equal(la_kv_params_validate(&p), LA_EINVAL);
+
+    /* D = 0: options read before the model; the group is checked once D is known */
+    p = la_kv_params_default();
+    p.D = 0;
+    assert_int_equal(la_kv_type_parse("int8(group=128)", &p), LA_OK);
+    assert_int_equal(p.group, 128);
+    assert_int_equal(la_kv_policy_parse("window(8)+int8(group=48)", &p), LA_OK);
+    assert_int_equal(p.group, 48);
+    assert_int_equal(la_kv_params_validate(&p), LA_EINVAL); /* no D yet */
+    p.D = 96;
+    assert_int_equal(la_kv_params_validate(&p), LA_OK);
+    p.D = 128;
+    assert_int_equal(la_kv_params_validate(&p), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "group = 48 must divide D = 128"));
+    p.D = 0;
+    assert_int_equal(la_kv_policy_parse("window(8)+int8(group=2000000000)", &p), LA_ESPEC); /* > 2^30 */
+    assert_int_equal(la_kv_policy_parse("window(0)+int8", &p), LA_ESPEC); /* the rest is still checked */
 }
 
 int main(void) {

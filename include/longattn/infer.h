@@ -96,7 +96,9 @@ LA_API la_kv_params la_kv_params_default(void);
  * "sinks(4,252)", "sinks(n=4,w=252)", "h2o(64,64)", "h2o(heavy=64,recent=64,sinks=4)",
  * optionally joined with an element type "+f32", "+f16", "+bf16", "+int8" or
  * "+int8(group=32)" (e.g. "sinks(4,252)+int8", "full+bf16"); without one the type is f32.
- * Shape fields (n_layers, H, Hkv, D, max_tokens) are left untouched.
+ * Shape fields (n_layers, H, Hkv, D, max_tokens) are left untouched. An int8 group must
+ * divide p->D; with p->D = 0 (head size not known yet, e.g. options read before the model)
+ * it is checked where the cache is made (la_kv_params_validate, la_session_new).
  * Errors: LA_ESPEC naming the bad token and listing the valid forms; LA_EINVAL on NULL.
  * On error *p is untouched. */
 LA_API la_status la_kv_policy_parse(const char *text, la_kv_params *p);
@@ -104,7 +106,7 @@ LA_API la_status la_kv_policy_parse(const char *text, la_kv_params *p);
 /* Set the element type of the cached rows from a la_dtype (f32, f16, bf16, int8); group is
  * the int8 group along D (0: one scale per row; ignored for the other types). The same as
  * writing "+f16", "+bf16", "+int8(group=g)" in the policy text. Errors: LA_EINVAL (NULL,
- * unknown type, group < 0 or not dividing D). */
+ * unknown type, group < 0 or, when D > 0, not dividing D). */
 LA_API la_status la_kv_params_set_type(la_kv_params *p, la_dtype t, int group);
 
 /* The element type of p as a la_dtype (LA_DTYPE_F32 for NULL). */
@@ -112,6 +114,7 @@ LA_API la_dtype la_kv_params_type(const la_kv_params *p);
 
 /* Set the element type from text: "f32", "f16", "bf16", "int8" or "int8(group=g)" (also
  * the la_dtype_parse aliases float32, float16, bfloat16, i8). Policy fields untouched.
+ * The group is checked against p->D as in la_kv_policy_parse (not when p->D = 0).
  * Errors: LA_ESPEC naming the text and the valid names; LA_EINVAL on NULL. */
 LA_API la_status la_kv_type_parse(const char *text, la_kv_params *p);
 

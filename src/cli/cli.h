@@ -147,7 +147,8 @@ typedef struct {
 la_generate_params cli_sampling_params(const cli_sampling *s);
 /* The KV cache parameters of --kv POLICY (NULL: full) and --kv-type TYPE (NULL: none): the
  * type from TYPE, else from a type term of POLICY, else def. Giving both is a usage error.
- * 0 on success, else the usage error's 2. Shape fields of *kp are left alone. */
+ * 0 on success, else the usage error's 2. Shape fields of *kp are left alone but D, set to 0
+ * (not known before the model is loaded; la_session_new fills it and checks an int8 group). */
 int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtype def_type, la_kv_params *kp);
 /* Monotonic clock, seconds. */
 double cli_now(void);

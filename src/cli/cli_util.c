@@ -207,6 +207,7 @@ la_generate_params cli_sampling_params(const cli_sampling *s) {
 double cli_now(void) { return la_now_s(); }
 
 int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtype def_type, la_kv_params *kp) {
+    kp->D = 0; /* not known before the model: la_session_new checks an int8 group against it */
     if (la_kv_policy_parse(policy ? policy : "full", kp) != LA_OK) return cli_usage_error(cmd, "--kv: %s", la_errmsg());
     if (type && policy && la_kv_policy_names_type(policy))
         return cli_usage_error(cmd, "--kv-type %s and the type in --kv '%s': give the element type once", type, policy);

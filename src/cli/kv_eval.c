@@ -11,6 +11,7 @@
 static int kv_type_opt(const char *cmd, const char *opt, const char *val, void *dest) {
     (void)opt;
     la_kv_params kp = la_kv_params_default();
+    kp.D = 0; /* the group is checked against the model's D in la_kv_eval_run */
     if (la_kv_type_parse(val, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
     *(const char **)dest = val;
     return 0;
@@ -81,7 +82,7 @@ int cli_kv_eval(int argc, char **argv) {
         if (o.n_lens == 0) return cli_usage_error(cmd, "--lens is empty");
     }
     la_status st = la_kv_eval_run(&o, on_progress, NULL);
-    if (st == LA_ESPEC) return cli_usage_error(cmd, "--policies: %s", la_errmsg());
+    if (st == LA_ESPEC) return cli_usage_error(cmd, "%s: %s", o.kv_type ? "--policies / --kv-type" : "--policies", la_errmsg());
     if (st != LA_OK) {
         fprintf(stderr, "longattn kv-eval: %s\n", la_errmsg());
         return 1;

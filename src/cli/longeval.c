@@ -134,6 +134,7 @@ int cli_longeval(int argc, char **argv) {
     if (depths && parse_list(cmd, "--depths", depths, o.depths, &o.n_depths, 0, 1)) return 2;
     if (kv_type) {
         la_kv_params kp = la_kv_params_default();
+        kp.D = 0; /* the group is checked against the model's D in each cell */
         if (la_kv_type_parse(kv_type, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
         o.kv_type = kv_type;
     }

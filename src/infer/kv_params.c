@@ -285,7 +285,11 @@ la_status la_kv_policy_parse(const char *text, la_kv_params *out) {
         }
     }
     if (!have_policy && !have_storage) return la_fail(LA_ESPEC, "kv policy: nothing in '%s'; valid forms: %s", text, KV_FORMS);
-    if (la_kv_params_validate(&p) != LA_OK) return la_fail(LA_ESPEC, "kv policy '%s': %s", text, la_errmsg());
+    /* D = 0: the head size is not known yet (a command line read before its model); the int8
+     * group is then checked against D where the cache is made */
+    la_kv_params q = p;
+    if (q.D == 0) q.D = q.group > 0 ? q.group : 1;
+    if (la_kv_params_validate(&q) != LA_OK) return la_fail(LA_ESPEC, "kv policy '%s': %s", text, la_errmsg());
     *out = p;
     return LA_OK;
 }

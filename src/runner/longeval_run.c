@@ -143,6 +143,7 @@ la_status la_longeval_load(const char *path, la_longeval_opts *o) {
     }
     if (st == LA_OK && (v = cJSON_GetObjectItemCaseSensitive(root, "kv_type"))) {
         la_kv_params kp = la_kv_params_default();
+        kp.D = 0; /* the group is checked against the model's D in each cell */
         if (!cJSON_IsString(v)) st = la_fail(LA_EFORMAT, "%s: \"kv_type\" must be a string (f32, f16, bf16, int8)", path);
         else if (la_kv_type_parse(v->valuestring, &kp) != LA_OK)
             st = la_fail(LA_EFORMAT, "%s: \"kv_type\": %s", path, la_errmsg());

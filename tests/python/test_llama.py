@@ -249,6 +249,25 @@ def test_tiny_model_matches_numpy(build_dir, tmp_path, arch, qtype):
     assert err <= tol, f"decode: max |ours - ref| = {err:.3g} > {tol:.3g}"
 
 
+def test_int8_group_checked_against_the_models_head_size(build_dir, tmp_path):
+    """--kv-type int8(group=g) is checked against the loaded model's head size D, not the
+    64 of la_kv_params_default (a D = 128 model refused group 128 before the model was read):
+    group 128 on D = 128 runs and stays within the int8 tolerance of the f32 cache (1/254
+    of each group's absmax per element, a few hundredths of the logits here); group 48,
+    which does not divide 128, is refused with both numbers named."""
+    path = tmp_path / "d128.gguf"
+    write_model(path, "llama", QT.F32, True, seed=5, C=256, H=2, K=1)  # D = 256 / 2 = 128
+    ids = [int(i) for i in np.random.default_rng(3).integers(0, 300, size=9)]
+    f32 = c_logits(build_dir, tmp_path, path, ids, "--kv", "full", "--kv-type", "f32", "--step", "1")
+    i8 = c_logits(build_dir, tmp_path, path, ids, "--kv", "full", "--kv-type", "int8(group=128)", "--step", "1")
+    err = np.abs(i8 - f32).max()
+    assert 0 < err <= 0.05 * np.abs(f32).max(), err
+    for extra in (("--kv", "full", "--kv-type", "int8(group=48)"), ("--kv", "window(4)+int8(group=48)")):
+        p = run(build_dir, "llama-logits", "--model", path, "--ids", "1,2,3", "--out", tmp_path / "x.npy", *extra,
+                ok=False)
+        assert p.returncode == 1 and b"group = 48 must divide D = 128" in p.stderr, p.stderr
+
+
 def test_permutation_matters(build_dir, tmp_path):
     """Skipping the un-permutation of a llama file's q/k rows changes the logits by far
     more than the tolerance (at these short lengths the model still produces plausible
