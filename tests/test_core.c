@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "core/internal.h"
@@ -59,6 +60,58 @@ static int count_tmp(const char *dir) {
     if (d) closedir(d);
     return n;
 }
+
+/* A link is followed (the file it names is replaced, the link stays); a pipe is written in
+ * place, not replaced by a regular file (the same path as a device such as /dev/null, which
+ * a test run as root must not risk replacing); a folder is refused by name. */
+static void test_atomic_write_links_pipes_folders(void **state) {
+    (void)state;
+    char dir[] = "/tmp/la_core_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char real[256], link[256], fifo[256], buf[64] = {0};
+    snprintf(real, sizeof real, "%s/real.txt", dir);
+    snprintf(link, sizeof link, "%s/link.txt", dir);
+    snprintf(fifo, sizeof fifo, "%s/pipe", dir);
+    FILE *f = fopen(real, "wb");
+    assert_non_null(f);
+    fputs("old", f);
+    fclose(f);
+    assert_int_equal(symlink("real.txt", link), 0);
+    la_afile af;
+    assert_int_equal(la_afile_open(&af, link), LA_OK);
+    fputs("new", af.f);
+    assert_int_equal(la_afile_commit(&af), LA_OK);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    f = fopen(real, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(buf, 1, sizeof buf - 1, f), 3);
+    fclose(f);
+    assert_string_equal(buf, "new");
+
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK); /* a reader, so that opening for writing does not block */
+    assert_true(rd >= 0);
+    assert_int_equal(la_afile_open(&af, fifo), LA_OK);
+    fputs("piped", af.f);
+    assert_int_equal(la_afile_commit(&af), LA_OK);
+    memset(buf, 0, sizeof buf);
+    assert_int_equal(read(rd, buf, sizeof buf - 1), 5);
+    assert_string_equal(buf, "piped");
+    close(rd);
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+
+    assert_int_equal(la_afile_open(&af, dir), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "folder"));
+    assert_int_equal(count_tmp(dir), 0);
+    unlink(fifo);
+    unlink(link);
+    unlink(real);
+    rmdir(dir);
+}
+
 
 /* Issue 17: each step of an atomic write (create the temp file, write, fsync, close, rename)
  * fails in turn through la_afile_fail_at: the call reports LA_EIO naming the path, the
@@ -288,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_stop_points),
         cmocka_unit_test(test_read_file_and_clock),
         cmocka_unit_test(test_atomic_write_missing_dir_is_clear_error),
+        cmocka_unit_test(test_atomic_write_links_pipes_folders),
         cmocka_unit_test(test_atomic_write_injected_failures),
         cmocka_unit_test(test_rng_reproducible_and_uniform),
         cmocka_unit_test(test_dist_assign_lpt_without_heap),

@@ -181,7 +181,6 @@ int cli_generate_gguf(int argc, char **argv) {
     const char *stop_text = NULL;
     la_token_buf ids = {0};
     la_session *s = NULL;
-    FILE *idf = NULL;
     if (g.chat && la_chat_apply(la_tokenizer_chat_template(tok), g.system, g.prompt, &text, &stop_text) != LA_OK) {
         fprintf(stderr, "longattn %s: --chat: %s\n", cmd, la_errmsg());
         goto done;
@@ -241,15 +240,17 @@ int cli_generate_gguf(int argc, char **argv) {
     }
     fputc('\n', stdout);
     fflush(stdout);
-    if (g.ids_out) {
-        idf = fopen(g.ids_out, "w");
-        if (!idf) {
-            fprintf(stderr, "longattn %s: cannot write '%s': %s\n", cmd, g.ids_out, strerror(errno));
+    if (g.ids_out) { /* written atomically; a failed write is an error, not a short file */
+        la_afile af;
+        la_status st = la_afile_open(&af, g.ids_out);
+        for (int64_t i = 0; st == LA_OK && i < ids.n; i++)
+            fprintf(af.f, "%d%s", ids.ids[i], i + 1 == n_prompt || i + 1 == ids.n ? "\n" : " ");
+        if (st == LA_OK && ids.n == n_prompt) fputc('\n', af.f);
+        if (st == LA_OK) st = la_afile_commit(&af);
+        if (st != LA_OK) {
+            fprintf(stderr, "longattn %s: --ids-out: %s\n", cmd, la_errmsg());
             goto done;
         }
-        for (int64_t i = 0; i < ids.n; i++)
-            fprintf(idf, "%d%s", ids.ids[i], i + 1 == n_prompt || i + 1 == ids.n ? "\n" : " ");
-        if (ids.n == n_prompt) fputc('\n', idf);
     }
     if (!g.quiet) {
         char pol[128];
@@ -264,7 +265,6 @@ int cli_generate_gguf(int argc, char **argv) {
     }
     rc = 0;
 done:
-    if (idf) fclose(idf);
     la_session_free(s);
     la_token_buf_free(&ids);
     la_tokenizer_free(tok);

@@ -1,4 +1,5 @@
 /* main.c -- `longattn` command-line program: dispatches to one file per subcommand. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,8 +34,7 @@ static void print_help(FILE *f) {
             "--help", "print this help and exit");
 }
 
-int main(int argc, char **argv) {
-    cli_blas_fix_coretype(argv);
+static int run(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         print_help(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -70,4 +70,16 @@ int main(int argc, char **argv) {
     for (const la_cli_cmd *c = commands; c->name; c++) fprintf(stderr, " %s", c->name);
     fprintf(stderr, "\n");
     return 2;
+}
+
+int main(int argc, char **argv) {
+    cli_blas_fix_coretype(argv);
+    int rc = run(argc, argv);
+    /* what was printed to a full disk or a closed file is a failure, not exit 0 */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "longattn%s%s: writing the standard output failed: %s\n", argc > 1 ? " " : "",
+                argc > 1 ? argv[1] : "", strerror(errno));
+        if (rc == 0) rc = 1;
+    }
+    return rc;
 }

@@ -2,8 +2,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/internal.h"
@@ -30,7 +33,17 @@ la_status la_afile_open(la_afile *af, const char *path) {
     if (strlen(path) >= sizeof af->final_path)
         return la_fail(LA_EINVAL, "atomic write: path too long (%zu bytes)", strlen(path));
     strcpy(af->final_path, path);
-    snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", path, (long)getpid());
+    af->tmp_path[0] = '\0';
+    struct stat st;
+    char real[PATH_MAX];
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && realpath(path, real) && strlen(real) < sizeof af->final_path)
+        strcpy(af->final_path, real); /* a dangling link is replaced like a missing file */
+    if (stat(af->final_path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode)) return la_fail(LA_EINVAL, "cannot write '%s': it is a folder; give a file name", path);
+        af->f = fopen(af->final_path, "wb"); /* a device or a pipe: in place */
+        return af->f ? LA_OK : la_fail(LA_EIO, "cannot open '%s' for writing: %s", path, strerror(errno));
+    }
+    snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", af->final_path, (long)getpid());
     af->f = inject(LA_AFILE_STEP_OPEN) ? (errno = EACCES, NULL) : fopen(af->tmp_path, "wb");
     if (!af->f)
         return la_fail(LA_EIO, "cannot create '%s': %s (check that the folder exists and is writable)",
@@ -49,7 +62,7 @@ la_status la_afile_open(la_afile *af, const char *path) {
 void la_afile_abort(la_afile *af) {
     if (af->f) fclose(af->f);
     af->f = NULL;
-    unlink(af->tmp_path);
+    if (af->tmp_path[0]) unlink(af->tmp_path);
 }
 
 void la_fsync_parent_dir(const char *path) {
@@ -66,19 +79,22 @@ la_status la_afile_sync(la_afile *af) {
     int err = 0;
     errno = 0;
     if (fflush(af->f) != 0 || ferror(af->f)) err = errno ? errno : EIO;
-    if (!err && (inject(LA_AFILE_STEP_FSYNC) ? (errno = EIO, -1) : fsync(fileno(af->f))) != 0) err = errno;
+    /* a device written in place is not synced (fsync fails with EINVAL on /dev/null) */
+    if (!err && af->tmp_path[0] && (inject(LA_AFILE_STEP_FSYNC) ? (errno = EIO, -1) : fsync(fileno(af->f))) != 0)
+        err = errno;
     int cl = fclose(af->f);
     if (!err && (cl != 0 || inject(LA_AFILE_STEP_CLOSE))) err = cl != 0 && errno ? errno : EIO;
     af->f = NULL;
     if (err) {
-        unlink(af->tmp_path);
-        return la_fail(LA_EIO, "writing '%s' failed: %s (is the disk full?); the previous file is untouched",
-                       af->final_path, strerror(err));
+        if (af->tmp_path[0]) unlink(af->tmp_path);
+        return la_fail(LA_EIO, "writing '%s' failed: %s (is the disk full?)%s", af->final_path, strerror(err),
+                       af->tmp_path[0] ? "; the previous file is untouched" : "");
     }
     return LA_OK;
 }
 
 la_status la_afile_publish(la_afile *af) {
+    if (!af->tmp_path[0]) return LA_OK; /* written in place */
     if ((inject(LA_AFILE_STEP_RENAME) ? (errno = EIO, -1) : rename(af->tmp_path, af->final_path)) != 0) {
         int err = errno;
         unlink(af->tmp_path);

@@ -27,14 +27,17 @@ void la_clear_error(void);
 
 /* ---- atomic file writes (src/core/atomic_file.c) ----
  * Writes go to "<path>.tmp.<pid>", are fsync'ed, then renamed over path, and the
- * directory is fsync'ed: a reader sees the old file or the new one, never a torn one. */
+ * directory is fsync'ed: a reader sees the old file or the new one, never a torn one.
+ * A symbolic link is followed (the file it names is replaced, the link stays). A path that
+ * is a device or a pipe (/dev/null, /dev/stdout, a FIFO) is written in place: renaming a
+ * file over it would replace the device itself. */
 #include <stdio.h>
 typedef struct {
     FILE *f;
     char final_path[4096];
-    char tmp_path[4096 + 32];
+    char tmp_path[4096 + 32]; /* "" when written in place */
 } la_afile;
-/* Open a temp file next to path for writing. Errors: LA_EIO. */
+/* Open a temp file next to path for writing. Errors: LA_EIO; LA_EINVAL for a folder. */
 la_status la_afile_open(la_afile *af, const char *path);
 /* Flush, fsync, close and rename onto the final path. On failure the temp file is
  * removed and the old file (if any) is untouched. = la_afile_sync + la_afile_publish. */

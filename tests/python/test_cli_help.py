@@ -3,6 +3,7 @@ parse_help: usage lines, options one per row with the description at column 24, 
 listed), and every option the command's source accepts is listed. The commands come from
 the program's own table (`longattn --help`, `longattn bench --help`)."""
 import glob
+import pathlib
 import re
 import subprocess
 import sys
@@ -30,6 +31,18 @@ def test_version_is_the_library_version(build_dir):
     core = (ROOT / "include" / "longattn" / "core.h").read_text()
     v = [re.search(rf"#define LA_VERSION_{k}\s+(\d+)", core).group(1) for k in ("MAJOR", "MINOR", "PATCH")]
     assert r.stdout == f"longattn {'.'.join(v)}\n"
+
+
+@pytest.mark.skipif(not pathlib.Path("/dev/full").exists(), reason="no /dev/full (every Linux has one)")
+def test_a_failed_stdout_write_is_an_error(build_dir):
+    """What cannot be printed (a full disk: /dev/full) ends with exit 1 and a message, for the
+    program's own --help and --version and for a command's output; before 2026-12-05 it was exit 0."""
+    for args in (["--version"], ["--help"], ["gguf", "types"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([str(build_dir / "longattn"), *args], stdout=full, stderr=subprocess.PIPE, text=True)
+        assert r.returncode == 1 and "writing the standard output failed" in r.stderr, (args, r.stderr)
+    r = subprocess.run([str(build_dir / "longattn"), "gguf", "types"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout and not r.stderr
 
 
 def test_command_table_is_read(prog):

@@ -332,6 +332,10 @@ def test_cli_errors(build_dir, tmp_path):
     text.write_text("A short text.")
     p = run(build_dir, "perplexity", "--model", MODEL, "--text", text, "--ctx", "64", ok=False)
     assert p.returncode == 1 and b"fewer than one window" in p.stderr
+    # --ids-out is written atomically: a folder that does not exist is an error, not exit 0
+    p = run(build_dir, "generate", "--model", MODEL, "--prompt", "x", "--max-new", "1", "--quiet", "--ids-out",
+            tmp_path / "no" / "ids.txt", ok=False)
+    assert p.returncode == 1 and b"--ids-out: cannot create" in p.stderr, p.stderr
 
 
 @pytest.mark.skipif(not MODEL.exists(), reason="default model not fetched (scripts/fetch_model.sh)")
