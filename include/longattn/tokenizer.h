@@ -92,7 +92,11 @@ enum {
                                  become their ids, as Hugging Face tokenizers do; without it
                                  they are tokenized as plain text (user-defined tokens are
                                  always matched) */
-    LA_TOK_SKIP_SPECIAL = 4   /* decode: leave control tokens (BOS, EOS, <|im_end|>) out */
+    LA_TOK_SKIP_SPECIAL = 4,  /* decode: leave control tokens (BOS, EOS, <|im_end|>) out */
+    LA_TOK_KEEP_SPACE = 8     /* decode: keep the space of the first word piece (SentencePiece
+                                 "\u2581ab" -> " ab"), which a whole text drops as the prefix
+                                 the encoder added; for ids that continue a text (generated
+                                 tokens) and the bytes each token stands for */
 };
 
 /* Append the ids of text[0..len) to out. flags: LA_TOK_ADD_SPECIAL | LA_TOK_PARSE_SPECIAL.
@@ -102,9 +106,9 @@ LA_API la_status la_tokenizer_encode(la_tokenizer *t, const char *text, size_t l
                                      la_token_buf *out);
 
 /* Text of ids[0..n): byte-level tokens mapped back to bytes; SentencePiece U+2581 back to
- * spaces, <0xXX> tokens to their byte, the prefix space removed. *text is malloc'ed,
- * NUL-terminated (free() it), *len excludes the NUL (len may be NULL). flags:
- * LA_TOK_SKIP_SPECIAL. Errors: LA_EINVAL (NULL, n < 0, an id out of range), LA_ENOMEM. */
+ * spaces, <0xXX> tokens to their byte, the prefix space removed (kept with
+ * LA_TOK_KEEP_SPACE). *text is malloc'ed, NUL-terminated (free() it), *len excludes the
+ * NUL (len may be NULL). flags: LA_TOK_SKIP_SPECIAL | LA_TOK_KEEP_SPACE. Errors: LA_EINVAL (NULL, n < 0, an id out of range), LA_ENOMEM. */
 LA_API la_status la_tokenizer_decode(const la_tokenizer *t, const int32_t *ids, int64_t n, int flags,
                                      char **text, size_t *len);
 

@@ -86,7 +86,8 @@ static la_status put_text(void *user, int32_t t) {
     size_t len = 0;
     free(o->text);
     o->text = NULL;
-    LA_TRY(la_tokenizer_decode(o->tok, ids->ids + o->n_prompt, ids->n - o->n_prompt, LA_TOK_SKIP_SPECIAL, &o->text, &len));
+    LA_TRY(la_tokenizer_decode(o->tok, ids->ids + o->n_prompt, ids->n - o->n_prompt, LA_TOK_SKIP_SPECIAL | LA_TOK_KEEP_SPACE,
+                               &o->text, &len));
     size_t ok = utf8_complete(o->text, len);
     if (ok > o->printed) {
         fwrite(o->text + o->printed, 1, ok - o->printed, stdout);
@@ -405,7 +406,7 @@ int cli_perplexity(int argc, char **argv) {
     for (int32_t v = 0; v < V; v++) { /* bytes each token stands for in the text */
         char *t = NULL;
         size_t l = 0;
-        tok_bytes[v] = la_tokenizer_decode(tok, &v, 1, 0, &t, &l) == LA_OK ? (int)l : 0;
+        tok_bytes[v] = la_tokenizer_decode(tok, &v, 1, LA_TOK_KEEP_SPACE, &t, &l) == LA_OK ? (int)l : 0;
         free(t);
     }
     la_perplexity_params pp = la_perplexity_params_default();

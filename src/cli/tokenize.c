@@ -129,7 +129,7 @@ int cli_tokenize(int argc, char **argv) {
         for (int64_t i = 0; i < b.n && rc == 0; i++) {
             char *piece;
             size_t plen;
-            if (la_tokenizer_decode(t, &b.ids[i], 1, 0, &piece, &plen) != LA_OK) {
+            if (la_tokenizer_decode(t, &b.ids[i], 1, LA_TOK_KEEP_SPACE, &piece, &plen) != LA_OK) {
                 fprintf(stderr, "longattn tokenize: %s\n", la_errmsg());
                 rc = 1;
                 break;

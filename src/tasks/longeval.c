@@ -171,7 +171,7 @@ la_status le_stream_build(la_tokenizer *tok, const la_docs *d, const char *dir, 
         for (int64_t i = 0; st == LA_OK && i < b.n; i++) {
             char *dec = NULL;
             size_t dl = 0;
-            st = la_tokenizer_decode(tok, &b.ids[i], 1, 0, &dec, &dl);
+            st = la_tokenizer_decode(tok, &b.ids[i], 1, LA_TOK_KEEP_SPACE, &dec, &dl); /* "\u2581ab": 3 bytes */
             s->bytes[i] = (int32_t)dl;
             free(dec);
         }

@@ -503,7 +503,7 @@ static la_status decode(const la_tokenizer *t, const int32_t *ids, int64_t n, in
         LA_TRY(sb_reserve(b, len));
         for (size_t k = 0; k < len;) {
             if (k + 3 <= len && memcmp(s + k, "\xE2\x96\x81", 3) == 0) { /* U+2581 */
-                if (!(first_text && k == 0 && t->add_space_prefix)) b->s[b->n++] = ' ';
+                if (!(first_text && k == 0 && t->add_space_prefix && !(flags & LA_TOK_KEEP_SPACE))) b->s[b->n++] = ' ';
                 k += 3;
             } else {
                 b->s[b->n++] = s[k++];

@@ -76,11 +76,24 @@ def add_matrix(w, name, a, qtype, rng):
         w.add_tensor(name, gguf.quants.quantize(a.astype(np.float32), qtype), raw_dtype=qtype)
 
 
+# a SentencePiece vocabulary (llama.cpp's model "llama"): U+2581 marks a space
+SPM_TOKENS = ["<unk>", "<s>", "</s>", "\u2581", "a", "b", "\u2581a", "\u2581ab", "ab"]
+
+
 def write_model(path, arch, qtype, tied, seed=0, C=256, H=4, K=2, F=512, L=2, V=300,
-                base=10000.0, eps=1e-5, sinks=False):
+                base=10000.0, eps=1e-5, sinks=False, spm=False):
     rng = np.random.default_rng(seed)
     D = C // H
     w = gguf.GGUFWriter(str(path), arch)
+    if spm:
+        V = len(SPM_TOKENS)
+        w.add_tokenizer_model("llama")
+        w.add_token_list(SPM_TOKENS)
+        w.add_token_scores([0.0, 0.0, 0.0, -1.0, -1.0, -1.0, -2.0, -0.5, -3.0])
+        w.add_token_types([2, 3, 3, 1, 1, 1, 1, 1, 1])
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_unk_token_id(0)
     w.add_block_count(L)
     w.add_context_length(256)
     w.add_embedding_length(C)
@@ -266,6 +279,26 @@ def test_int8_group_checked_against_the_models_head_size(build_dir, tmp_path):
         p = run(build_dir, "llama-logits", "--model", path, "--ids", "1,2,3", "--out", tmp_path / "x.npy", *extra,
                 ok=False)
         assert p.returncode == 1 and b"group = 48 must divide D = 128" in p.stderr, p.stderr
+
+
+def test_sentencepiece_spaces_in_generate_and_perplexity(build_dir, tmp_path):
+    """SentencePiece ids that continue a text keep the space of their first piece: generate
+    printed "abab ab ab" for ids decoding to "ab ab ab ab" (the first new token lost its
+    space), and perplexity counted "\u2581ab" as 2 bytes, not 3 (bits per byte 1.5x too high)."""
+    path = tmp_path / "spm.gguf"
+    write_model(path, "llama", QT.F32, True, seed=2, C=64, H=2, K=1, F=128, L=1, spm=True)
+    ids_file = tmp_path / "ids.txt"
+    p = run(build_dir, "generate", "--model", path, "--prompt", "ab", "--max-new", "3", "--temperature", "0",
+            "--quiet", "--ids-out", ids_file)
+    prompt_ids, new_ids = [line.split() for line in ids_file.read_text().splitlines()]
+    whole = run(build_dir, "tokenize", "--model", path, "--decode", ",".join(prompt_ids + new_ids)).stdout.decode()
+    head = run(build_dir, "tokenize", "--model", path, "--decode", ",".join(prompt_ids)).stdout.decode()
+    assert p.stdout.decode() == whole.rstrip("\n")[len(head.rstrip("\n")):] + "\n"
+    assert " " in p.stdout.decode()
+    text = tmp_path / "t.txt"
+    text.write_text("ab ab ab ab ab ab ab ab")  # 8 tokens "\u2581ab", the first not scored
+    out = run(build_dir, "perplexity", "--model", path, "--text", text, "--ctx", "8").stdout.decode()
+    assert "7 (21 bytes)" in out, out
 
 
 def test_permutation_matters(build_dir, tmp_path):
