@@ -369,7 +369,13 @@ la_status la_llama_open(const char *path, const la_llama_params *p, la_llama **o
 
 la_status la_llama_tokenizer(const la_llama *m, la_tokenizer **out) {
     if (!m) return la_fail(LA_EINVAL, "la_llama_tokenizer: model is NULL");
-    return la_tokenizer_from_gguf(m->g, out);
+    LA_TRY(la_tokenizer_from_gguf(m->g, out));
+    int32_t n = la_tokenizer_n_vocab(*out); /* an id without an embedding row would be read past its end */
+    if (n <= m->cfg.n_vocab) return LA_OK;
+    la_tokenizer_free(*out);
+    *out = NULL;
+    return la_fail(LA_EFORMAT, "the tokenizer has %d tokens (tokenizer.ggml.tokens) but the model only %d "
+                   "(token_embd.weight rows): the file is inconsistent", n, m->cfg.n_vocab);
 }
 
 /* ---- attention spec ---- */
