@@ -275,6 +275,38 @@ static void test_spec_theta_default(void **state) {
     unlink(path);
 }
 
+/* sigmoid / logn without b / s take train from the file's context_length (the forward
+ * failed on them, naming C fields); asentmax is refused at parse time (its per-query scales
+ * cannot come from a GGUF file); a refused la_llama_set_spec leaves the model's spec as it
+ * was (it used to assign it before checking) */
+static void test_spec_train_and_refusals(void **state) {
+    (void)state;
+    tiny_cfg c = {"llama", 1, 64, 4, 1, 128, 50, 0, 0};
+    char path[64];
+    la_llama *m = open_tiny(&c, 6, path);
+    int32_t tok[3] = {1, 2, 3};
+    float *lg = malloc(sizeof(float) * 3 * (size_t)c.V);
+    const char *ok[] = {"sigmoid+rope", "softmax+logn+rope", "sigmoid(b=-3)+logn(s=0.5)"};
+    for (int i = 0; i < 3; i++) {
+        la_spec s;
+        assert_int_equal(la_llama_spec_parse(m, ok[i], &s), LA_OK);
+        assert_int_equal(s.train_len, 256);
+        assert_int_equal(la_llama_set_spec(m, &s), LA_OK);
+        assert_int_equal(la_llama_forward(m, tok, 3, 0, lg, 1), LA_OK);
+    }
+    la_spec s, a;
+    assert_int_equal(la_llama_spec_parse(m, "asentmax+rope", &s), LA_ESPEC);
+    assert_non_null(strstr(la_errmsg(), "asentmax"));
+    assert_int_equal(la_llama_spec_parse(m, "softmax+rope", &s), LA_OK);
+    assert_int_equal(la_llama_set_spec(m, &s), LA_OK);
+    assert_int_equal(la_spec_parse("asentmax+rope", &a), LA_OK);
+    assert_int_equal(la_llama_set_spec(m, &a), LA_ESPEC);
+    assert_int_equal(la_llama_spec(m)->norm, LA_NORM_SOFTMAX);
+    free(lg);
+    la_llama_free(m);
+    unlink(path);
+}
+
 /* ---- sequence-parallel prefill into a session (issue 30), one process ----
  * la_session_prefill_sp runs the T prompt tokens in one pass (the ring of one rank) and
  * leaves every layer's keys and values in the cache. Float32 cache: its last row's logits
@@ -438,6 +470,7 @@ int main(void) {
         cmocka_unit_test(test_evicting_cache_equals_fresh_prefill),
         cmocka_unit_test(test_metadata_errors),
         cmocka_unit_test(test_spec_theta_default),
+        cmocka_unit_test(test_spec_train_and_refusals),
         cmocka_unit_test(test_chat_templates),
         cmocka_unit_test(test_posreg_parse_bounds),
         cmocka_unit_test(test_session_prefill_sp),

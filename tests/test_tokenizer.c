@@ -379,7 +379,8 @@ static void test_spm(void **state) {
 /* ---- la_tokenizer_from_gguf on GGUF v3 images built here (no tensors) ---- */
 
 /* a tiny byte-level file: tokens a b ab, merge "a b"; `omit` leaves one key out, `bad`
- * spoils one (1: token_type as f32, 2: token_type one short, 3: model is a u32) */
+ * spoils one (1: token_type as f32, 2: token_type one short, 3: model is a u32); 4 adds
+ * eos and padding ids 0xFFFFFFFF (-1 as u32: none), 5 an eos id 4 (past the last token) */
 static la_status from_image(const char *omit, int bad, la_tokenizer **t) {
     static const char *tk[] = {"a", "b", "ab", "<|x|>"};
     static const char *mg[] = {"a b"};
@@ -394,7 +395,9 @@ static la_status from_image(const char *omit, int bad, la_tokenizer **t) {
     if (!omit || strcmp(omit, "type"))
         la_tg_kv_arr4(&kv, "tokenizer.ggml.token_type", bad == 1 ? 6 : 5, ty, bad == 2 ? 3 : 4);
     if (!omit || strcmp(omit, "merges")) la_tg_kv_strs(&kv, "tokenizer.ggml.merges", mg, 1);
-    assert_int_equal(kv.nkv, 5 - (omit != NULL));
+    if (bad >= 4) la_tg_kv_u32(&kv, "tokenizer.ggml.eos_token_id", bad == 4 ? UINT32_MAX : 4);
+    if (bad == 4) la_tg_kv_u32(&kv, "tokenizer.ggml.padding_token_id", UINT32_MAX);
+    assert_int_equal(kv.nkv, 5 - (omit != NULL) + (bad == 4 ? 2 : bad == 5));
     la_tg_image(&m, &kv, NULL, 0);
     la_gguf *g;
     la_status s = la_gguf_open_mem(m.p, m.n, "tiny.gguf", &g);
@@ -421,6 +424,11 @@ static void test_from_gguf(void **state) {
     assert_int_equal(from_image(NULL, 2, &t), LA_EFORMAT);
     assert_non_null(strstr(la_errmsg(), "3 entries but there are 4 tokens"));
     assert_int_equal(from_image(NULL, 3, &t), LA_EFORMAT);
+    assert_int_equal(from_image(NULL, 4, &t), LA_OK); /* was refused as 2147483647 */
+    assert_int_equal(la_tokenizer_eos(t), -1);
+    la_tokenizer_free(t);
+    assert_int_equal(from_image(NULL, 5, &t), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "eos_id 4"));
     assert_int_equal(from_image("merges", 0, &t), LA_EINVAL); /* gpt2 without merges */
     assert_non_null(strstr(la_errmsg(), "needs merges"));
     assert_int_equal(from_image("type", 0, &t), LA_OK);       /* all normal: <|x|> is text */

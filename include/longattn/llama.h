@@ -93,9 +93,15 @@ LA_API size_t la_llama_weight_bytes(const la_llama *m);
  * softmax+rope(theta=<file base>)+causal). Any spec la_spec_parse accepts; when the text
  * names no position encoding, rope is used; when a RoPE-family encoding (rope, prope, ntk,
  * dynamic-ntk, yarn) does not give theta, theta is the file's rope.freq_base (not
- * la_spec_parse's 10000). Errors: those of la_spec_parse / la_spec_validate. */
+ * la_spec_parse's 10000). A train left 0 (sigmoid's b = -ln(train), logn's s = 1/log(train))
+ * is the file's trained context, n_ctx_train. Errors: those of la_spec_parse /
+ * la_spec_validate; LA_ESPEC for asentmax (its per-query scales come from a trained
+ * projection that a GGUF file does not hold), a non-softmax spec on a model with attention
+ * sinks, or a default train when n_ctx_train < 2. */
 LA_API la_status la_llama_spec_parse(const la_llama *m, const char *text, la_spec *out);
-/* The spec la_llama_forward uses (initially the default above). Errors: LA_EINVAL. */
+/* The spec la_llama_forward uses (initially the default above); train filled in and checked
+ * as la_llama_spec_parse does. Errors: LA_EINVAL, those of la_llama_spec_parse; on error the
+ * model keeps its spec. */
 LA_API la_status la_llama_set_spec(la_llama *m, const la_spec *spec);
 LA_API const la_spec *la_llama_spec(const la_llama *m);
 

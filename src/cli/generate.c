@@ -24,24 +24,27 @@ static la_status put_byte(void *user, int32_t tok) {
 }
 
 /* GGUF files (pretrained models) go to cli_generate_gguf: --model FILE, or --ckpt naming a
- * file that starts with the GGUF magic */
+ * file that starts with the GGUF magic; -1: both --ckpt and --model */
 static int is_gguf_request(int argc, char **argv) {
+    int model = 0, ckpt = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model")) return 1;
-        if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) {
-            FILE *f = fopen(argv[i + 1], "rb");
-            char magic[4] = {0};
-            int gguf = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
-            if (f) fclose(f);
-            if (gguf) argv[i] = "--model";
-            return gguf;
-        }
+        if (!strcmp(argv[i], "--model")) model = i;
+        if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) ckpt = i;
     }
-    return 0;
+    if (model) return ckpt ? -1 : 1;
+    if (!ckpt) return 0;
+    FILE *f = fopen(argv[ckpt + 1], "rb");
+    char magic[4] = {0};
+    int gguf = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+    if (f) fclose(f);
+    if (gguf) argv[ckpt] = "--model";
+    return gguf;
 }
 
 int cli_generate(int argc, char **argv) {
-    if (is_gguf_request(argc, argv)) return cli_generate_gguf(argc, argv);
+    int gguf = is_gguf_request(argc, argv);
+    if (gguf < 0) return cli_usage_error("generate", "give --ckpt FILE or --model FILE.gguf, not both");
+    if (gguf) return cli_generate_gguf(argc, argv);
     const char *cmd = "generate", *ckpt = NULL, *prompt = NULL, *policy = "full", *kv_type = NULL;
     long max_new = 200, top_k = 0, seed = 1;
     double temperature = 0.8, top_p = 0.95;

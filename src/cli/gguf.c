@@ -194,6 +194,9 @@ int cli_gguf(int argc, char **argv) {
     if (args_pos.n == 0) return cli_usage_error("gguf", "give a subcommand (info, dequant, types)");
     const char *sub = pos[0];
     if (!strcmp(sub, "types")) {
+        if (args_pos.n > 1 || json || full)
+            return cli_usage_error("gguf", "types takes no FILE and no options, got '%s'",
+                                   args_pos.n > 1 ? pos[1] : json ? "--json" : "--full");
         printf("%-4s %-8s %-6s %-6s %s\n", "id", "name", "block", "bytes", "dequantize");
         for (uint32_t t = 0; t < 64; t++)
             if (la_ggml_type_known(t))
@@ -206,7 +209,8 @@ int cli_gguf(int argc, char **argv) {
     if (!info && !deq) return cli_usage_error("gguf", "unknown subcommand '%s' (info, dequant, types)", sub);
     if (!info && (json || full)) return cli_usage_error("gguf", "--json and --full belong to gguf info");
     if (args_pos.n - 1 != (info ? 1 : 3))
-        return cli_usage_error("gguf", "%s needs %s", sub, info ? "FILE" : "FILE TENSOR OUT.npy");
+        return cli_usage_error("gguf", "%s takes %s, got %d argument%s", sub, info ? "one FILE" : "FILE TENSOR OUT.npy",
+                               args_pos.n - 1, args_pos.n == 2 ? "" : "s");
     const char *path = pos[1];
     la_gguf *g;
     if (la_gguf_open(path, &g) != LA_OK) {

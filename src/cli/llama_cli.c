@@ -134,7 +134,7 @@ static void gguf_gen_table(gguf_gen *g, cli_arg *rows) {
                                         "Exact for full, window and sinks caches; h2o in chunks of a quarter of\n"
                                         "its recent window (an approximation, docs/kv-cache.md)", &g->pchunk, 1, 1L << 16),
         CLI_A_LONG("--ctx N", "full cache: the longest stream, prompt included (default: the model's\n"
-                              "trained context); a longer prompt is an error", &g->ctx, 1, 1L << 30),
+                              "trained context); the prompt must be shorter", &g->ctx, 1, 1L << 30),
         CLI_A_STR("--spec SPEC", "attention spec (default softmax+rope(theta=<file base>)+causal; theta\n"
                                  "defaults to the file's RoPE base)", &g->spec),
         CLI_A_FLAG("--x-q8", "decode products quantize x to 8 bits per 32 values, as llama.cpp does\n"
@@ -162,6 +162,7 @@ int cli_generate_gguf(int argc, char **argv) {
     if (prc >= 0) return prc;
     if (!g.path) return cli_usage_error(cmd, "--model FILE.gguf is required");
     if (!g.prompt || !*g.prompt) return cli_usage_error(cmd, "--prompt TEXT is required (not empty)");
+    if (g.system && !g.chat) return cli_usage_error(cmd, "--system needs --chat (it is the chat template's system message)");
     la_kv_params kp = la_kv_params_default();
     int urc = cli_kv_params(cmd, g.policy, g.kv_type, gguf_kv_default(g.spec), &kp);
     if (urc) return urc;
@@ -192,6 +193,10 @@ int cli_generate_gguf(int argc, char **argv) {
         fprintf(stderr, "longattn %s: --prompt: %s\n", cmd, la_errmsg());
         goto done;
     }
+    /* a template that writes BOS itself (Llama 3's <|begin_of_text|>) gets no second one from
+     * add_bos: llama.cpp strips the template's, Hugging Face's apply_chat_template adds none */
+    if (g.chat && ids.n >= 2 && ids.ids[0] == la_tokenizer_bos(tok) && ids.ids[1] == ids.ids[0])
+        memmove(ids.ids, ids.ids + 1, sizeof(int32_t) * (size_t)--ids.n);
     const int64_t n_prompt = ids.n;
     if (n_prompt < 1) {
         fprintf(stderr, "longattn %s: the prompt encodes to no tokens\n", cmd);
@@ -201,8 +206,9 @@ int cli_generate_gguf(int argc, char **argv) {
         int64_t cap = g.ctx > 0 ? g.ctx : cfg->n_ctx_train;
         if (n_prompt >= cap) {
             fprintf(stderr,
-                    "longattn %s: the prompt is %lld tokens but the KV cache holds %lld (--ctx; the model's trained "
-                    "context is %lld): shorten the prompt, raise --ctx, or use an evicting --kv policy\n",
+                    "longattn %s: the prompt is %lld tokens but must be shorter than the KV cache, %lld tokens (--ctx; "
+                    "the model's trained context is %lld), to leave room for a new token: shorten the prompt, raise "
+                    "--ctx, or use an evicting --kv policy\n",
                     cmd, (long long)n_prompt, (long long)cap, (long long)cfg->n_ctx_train);
             goto done;
         }
@@ -483,7 +489,9 @@ int cli_llama_logits(int argc, char **argv) {
     int prc = cli_parse(cmd, &LOGITS_DOC, args, argc, argv);
     if (prc >= 0) return prc;
     if (!path || !ids_s || !out) return cli_usage_error(cmd, "--model, --ids and --out are required");
-    if (kv_type && !policy) return cli_usage_error(cmd, "--kv-type needs --kv POLICY (the cache-less forward has no cache)");
+    if ((kv_type || step) && !policy)
+        return cli_usage_error(cmd, "%s needs --kv POLICY (the cache-less forward has no cache)", kv_type ? "--kv-type" : "--step");
+    if (chunk && policy) return cli_usage_error(cmd, "--chunk is the cache-less forward's; with --kv use --step");
     if (la_dist_size() > 1 && !seqpar)
         return cli_usage_error(cmd, "started as %d processes: add --seq-parallel to split the prefill over them, "
                                "or run without mpirun", la_dist_size());
@@ -501,10 +509,12 @@ int cli_llama_logits(int argc, char **argv) {
     const char *c = ids_s;
     for (int64_t i = 0; i < T; i++) {
         char *end;
+        errno = 0;
         long v = strtol(c, &end, 10);
-        if (end == c || (*end && *end != ',')) {
+        if (end == c || (*end && *end != ',') || errno || v < INT32_MIN || v > INT32_MAX) {
             free(ids);
-            return cli_usage_error(cmd, "--ids: '%s' is not a comma-separated list of integers", ids_s);
+            return cli_usage_error(cmd, "--ids: '%.*s' is not a token id (a comma-separated list of integers)",
+                                   (int)strcspn(c, ","), c);
         }
         ids[i] = (int32_t)v;
         c = *end ? end + 1 : end;

@@ -369,7 +369,13 @@ la_status la_llama_open(const char *path, const la_llama_params *p, la_llama **o
 
 la_status la_llama_tokenizer(const la_llama *m, la_tokenizer **out) {
     if (!m) return la_fail(LA_EINVAL, "la_llama_tokenizer: model is NULL");
-    return la_tokenizer_from_gguf(m->g, out);
+    LA_TRY(la_tokenizer_from_gguf(m->g, out));
+    int32_t n = la_tokenizer_n_vocab(*out); /* an id without an embedding row would be read past its end */
+    if (n <= m->cfg.n_vocab) return LA_OK;
+    la_tokenizer_free(*out);
+    *out = NULL;
+    return la_fail(LA_EFORMAT, "the tokenizer has %d tokens (tokenizer.ggml.tokens) but the model only %d "
+                   "(token_embd.weight rows): the file is inconsistent", n, m->cfg.n_vocab);
 }
 
 /* ---- attention spec ---- */
@@ -382,6 +388,29 @@ static int theta_index(const char *name, size_t n) {
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
         if (strlen(pos[i].w) == n && !strncmp(pos[i].w, name, n)) return pos[i].idx;
     return -2;
+}
+
+/* what a spec needs on a GGUF model (la_llama_spec_parse, la_llama_set_spec): no asentmax
+ * (its per-query scales come from a trained projection that a GGUF file does not hold), the
+ * file's sinks in a softmax, and train = the trained context (<arch>.context_length) where
+ * the spec leaves it 0, as la_model_new fills it from the GPT's train_len (logn's
+ * s = 1/log(train), sigmoid's b = -ln(train)); WHO starts the messages */
+static la_status fit_spec(const la_llama *m, const char *who, la_spec *s) {
+    if (s->norm == LA_NORM_ASENTMAX)
+        return la_fail(LA_ESPEC, "%s: asentmax takes per-query scales from a trained projection, which a GGUF "
+                       "model does not have; use softmax, entmax or sparsemax", who);
+    if (m->cfg.attn_sinks) { /* the file's sink logits are part of its attention */
+        if (s->norm != LA_NORM_SOFTMAX)
+            return la_fail(LA_ESPEC, "%s: this model carries attention sinks (blk.N.attn_sinks), which join "
+                           "a softmax denominator; use a softmax spec (the sinks are added to it)", who);
+        s->sink = LA_SINK_LEARNED;
+    }
+    if (!s->train_len) s->train_len = m->cfg.n_ctx_train > INT32_MAX ? INT32_MAX : (int)m->cfg.n_ctx_train;
+    if (s->train_len < 2 && ((s->norm == LA_NORM_SIGMOID && !s->sig_b_set) || (s->xform == LA_XF_LOGN && !s->logn_s)))
+        return la_fail(LA_ESPEC, "%s: the model's trained context (context_length %lld) is too short for the "
+                       "default train of sigmoid / logn; give b (sigmoid(b=-5.5)) or s (logn(s=0.1))", who,
+                       (long long)m->cfg.n_ctx_train);
+    return la_spec_validate(s);
 }
 
 la_status la_llama_spec_parse(const la_llama *m, const char *text, la_spec *out) {
@@ -427,27 +456,18 @@ la_status la_llama_spec_parse(const la_llama *m, const char *text, la_spec *out)
     }
     if (!pos_named) s.pos = LA_POS_ROPE;
     if (!theta_given) s.theta = m->cfg.rope_base;
-    if (m->cfg.attn_sinks) { /* the file's sink logits are part of its attention */
-        if (s.norm != LA_NORM_SOFTMAX)
-            return la_fail(LA_ESPEC, "spec '%s': this model carries attention sinks (blk.N.attn_sinks), which join "
-                           "a softmax denominator; use a softmax spec (the sinks are added to it)", text);
-        s.sink = LA_SINK_LEARNED;
-    }
-    LA_TRY(la_spec_validate(&s));
+    char who[160];
+    snprintf(who, sizeof who, "spec '%.140s'", text);
+    LA_TRY(fit_spec(m, who, &s));
     *out = s;
     return LA_OK;
 }
 
 la_status la_llama_set_spec(la_llama *m, const la_spec *spec) {
     if (!m || !spec) return la_fail(LA_EINVAL, "la_llama_set_spec: NULL model or spec");
-    LA_TRY(la_spec_validate(spec));
-    m->spec = *spec;
-    if (m->cfg.attn_sinks) { /* as la_llama_spec_parse: the file's sinks are part of its attention */
-        if (spec->norm != LA_NORM_SOFTMAX)
-            return la_fail(LA_ESPEC, "la_llama_set_spec: this model carries attention sinks (blk.N.attn_sinks); "
-                           "use a softmax spec");
-        m->spec.sink = LA_SINK_LEARNED;
-    }
+    la_spec s = *spec; /* the model keeps its spec unless this one is accepted */
+    LA_TRY(fit_spec(m, "la_llama_set_spec", &s));
+    m->spec = s;
     return LA_OK;
 }
 

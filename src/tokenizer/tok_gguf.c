@@ -25,7 +25,9 @@ static la_status opt_id(const la_gguf *g, const char *key, int32_t *id) {
     if (!la_gguf_find_kv(g, key)) return LA_OK;
     uint32_t v;
     LA_TRY(la_gguf_get_u32(g, key, &v));
-    *id = v > (uint32_t)INT32_MAX ? INT32_MAX : (int32_t)v; /* out of range: la_tokenizer_new says so */
+    /* 0xFFFFFFFF is -1 stored as u32 (llama.cpp's LLAMA_TOKEN_NULL): no such token; another
+     * id out of range: la_tokenizer_new says so */
+    *id = v == UINT32_MAX ? -1 : v > (uint32_t)INT32_MAX ? INT32_MAX : (int32_t)v;
     return LA_OK;
 }
 

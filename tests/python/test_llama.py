@@ -78,19 +78,28 @@ def add_matrix(w, name, a, qtype, rng):
 
 # a SentencePiece vocabulary (llama.cpp's model "llama"): U+2581 marks a space
 SPM_TOKENS = ["<unk>", "<s>", "</s>", "\u2581", "a", "b", "\u2581a", "\u2581ab", "ab"]
+# Llama 3's control tokens (BOS <|begin_of_text|> = 1) before SPM_TOKENS's six pieces
+LLAMA3_TOKENS = ["<unk>", "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"] + SPM_TOKENS[3:]
 
 
 def write_model(path, arch, qtype, tied, seed=0, C=256, H=4, K=2, F=512, L=2, V=300,
-                base=10000.0, eps=1e-5, sinks=False, spm=False):
+                base=10000.0, eps=1e-5, sinks=False, spm=False, tokens=None, chat=None):
+    """spm or tokens: a SentencePiece tokenizer (SPM_TOKENS, or TOKENS: control tokens, then
+    SPM_TOKENS's six pieces) and min(V, its size) embedding rows; chat: its chat template,
+    with add_bos_token"""
     rng = np.random.default_rng(seed)
     D = C // H
     w = gguf.GGUFWriter(str(path), arch)
-    if spm:
-        V = len(SPM_TOKENS)
+    if spm or tokens:
+        tokens = tokens or SPM_TOKENS
+        V, n_ctl = min(V, len(tokens)), len(tokens) - 6
         w.add_tokenizer_model("llama")
-        w.add_token_list(SPM_TOKENS)
-        w.add_token_scores([0.0, 0.0, 0.0, -1.0, -1.0, -1.0, -2.0, -0.5, -3.0])
-        w.add_token_types([2, 3, 3, 1, 1, 1, 1, 1, 1])
+        w.add_token_list(tokens)
+        w.add_token_scores([0.0] * n_ctl + [-1.0, -1.0, -1.0, -2.0, -0.5, -3.0])
+        w.add_token_types([2] + [3] * (n_ctl - 1) + [1] * 6)
+        if chat:
+            w.add_chat_template(chat)
+            w.add_add_bos_token(True)
         w.add_bos_token_id(1)
         w.add_eos_token_id(2)
         w.add_unk_token_id(0)
@@ -355,7 +364,7 @@ def test_cli_errors(build_dir, tmp_path):
     p = run(build_dir, "generate", "--model", tmp_path / "missing.gguf", "--prompt", "x", ok=False)
     assert p.returncode == 1 and b"missing.gguf" in p.stderr and b"No such file" in p.stderr
     p = run(build_dir, "generate", "--model", MODEL, "--prompt", "word " * 50, "--ctx", "20", ok=False)
-    assert p.returncode == 1 and b"tokens but the KV cache holds 20" in p.stderr
+    assert p.returncode == 1 and b"tokens but must be shorter than the KV cache, 20 tokens" in p.stderr
     p = subprocess.run([str(build_dir / "longattn"), "generate", "--model", str(MODEL), "--prompt", b"ok \xff\xfe"],
                        capture_output=True)
     assert p.returncode == 1 and b"UTF-8" in p.stderr and b"offset 3" in p.stderr
@@ -506,3 +515,62 @@ def test_x_q8_decode_products(build_dir, tmp_path):
     out = run(build_dir, "generate", "--model", MODEL, "--prompt", "The capital of France is", "--max-new", 4,
               "--quiet", "--x-q8").stdout.decode()
     assert out.strip()
+
+
+def test_llama3_chat_has_one_bos(build_dir, tmp_path):
+    """A Llama 3 template writes <|begin_of_text|> itself: generate --chat put a second BOS
+    before it (the tokenizer's add_bos); Hugging Face and llama.cpp give one."""
+    path = tmp_path / "l3.gguf"
+    write_model(path, "llama", QT.F32, True, seed=2, C=64, H=2, K=1, F=128, L=1, tokens=LLAMA3_TOKENS,
+                chat="{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}")
+    ids = tmp_path / "ids.txt"
+    run(build_dir, "generate", "--model", path, "--chat", "--prompt", "ab", "--max-new", "1", "--quiet",
+        "--ids-out", ids)
+    assert ids.read_text().split()[:2] == ["1", "3"]  # <|begin_of_text|> <|start_header_id|>
+    # without --chat the tokenizer's BOS is still added
+    run(build_dir, "generate", "--model", path, "--prompt", "ab", "--max-new", "1", "--quiet", "--ids-out", ids)
+    assert ids.read_text().split()[:2] == ["1", "9"]  # <|begin_of_text|> \u2581ab
+
+
+def test_tokenizer_larger_than_model_refused(build_dir, tmp_path):
+    """A tokenizer with more tokens than token_embd.weight has rows: its ids past the rows
+    read past the embedding (perplexity overflowed the heap); refused when the model and its
+    tokenizer are opened together, naming both sizes."""
+    path = tmp_path / "big.gguf"
+    write_model(path, "llama", QT.F32, True, seed=2, C=64, H=2, K=1, F=128, L=1, spm=True, V=5)
+    text = tmp_path / "t.txt"
+    text.write_text("ab ab ab ab ab ab ab ab")
+    for args in (["generate", "--prompt", "ab"], ["perplexity", "--text", text, "--ctx", "4"]):
+        p = run(build_dir, args[0], "--model", path, *args[1:], ok=False)
+        assert p.returncode == 1 and b"9 tokens" in p.stderr and b"only 5" in p.stderr, p.stderr
+        assert p.stdout == b""
+
+
+def test_cli_usage_errors_tiny(build_dir, tmp_path):
+    """Meaningless or conflicting options are usage errors (exit 2) naming them: they were
+    ignored, or --ids 4294967297 ran as id 1, or --spec sigmoid failed after the prompt echo."""
+    path = tmp_path / "m.gguf"
+    write_model(path, "llama", QT.F32, True, seed=2, C=64, H=2, K=1, F=128, L=1, spm=True)
+    out = tmp_path / "x.npy"
+    cases = [
+        (["llama-logits", "--model", path, "--ids", "4294967297,2", "--out", out], b"'4294967297' is not a token id"),
+        (["llama-logits", "--model", path, "--ids", "1,99999999999", "--out", out], b"'99999999999'"),
+        (["llama-logits", "--model", path, "--ids", "1,2", "--out", out, "--step", "2"], b"--step needs --kv"),
+        (["llama-logits", "--model", path, "--ids", "1,2", "--out", out, "--kv", "full", "--chunk", "2"], b"--chunk"),
+        (["generate", "--model", path, "--prompt", "ab", "--system", "s"], b"--system needs --chat"),
+        (["generate", "--ckpt", path, "--model", path, "--prompt", "ab"], b"not both"),
+        (["generate", "--ckpt", tmp_path / "a.safetensors", "--model", path, "--prompt", "ab"], b"not both"),
+        (["gguf", "types", "extra"], b"'extra'"),
+        (["gguf", "info", path, path], b"got 2 arguments"),
+    ]
+    for args, msg in cases:
+        p = run(build_dir, *args, ok=False)
+        assert p.returncode == 2 and msg in p.stderr and b"--help" in p.stderr, (args, p.stderr)
+        assert p.stdout == b"" and not out.exists(), args
+    p = run(build_dir, "llama-logits", "--model", path, "--ids", "1,2", "--out", out, "--spec", "asentmax", ok=False)
+    assert p.returncode == 2 and b"asentmax takes per-query scales" in p.stderr and not out.exists()
+    # sigmoid / logn take train from the file's context_length (256): they run
+    for spec in ("sigmoid+rope", "softmax+logn+rope"):
+        run(build_dir, "generate", "--model", path, "--prompt", "ab", "--max-new", "2", "--quiet", "--spec", spec)
+    p = run(build_dir, "generate", "--model", path, "--prompt", "ab ab ab", "--ctx", "3", ok=False)
+    assert p.returncode == 1 and b"the prompt is 3 tokens but must be shorter than the KV cache, 3 tokens" in p.stderr
