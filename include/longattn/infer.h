@@ -305,7 +305,12 @@ LA_API la_status la_session_copy(la_session *dst, const la_session *src);
 /* Run tokens (T) through the model, appending to the cache. logits: (T, V) if all_rows,
  * else (1, V) for the last token only; may be NULL. Errors: LA_EINVAL (NULL, T outside
  * [1, max_step], token outside the vocabulary, a full cache out of room: the message says
- * how many tokens it holds), others from the kernel. */
+ * how many tokens it holds), others from the model and the kernel (LA_ENUMERIC: a k or v
+ * value an f16 / int8 cache cannot hold). A step that fails after some layers appended
+ * leaves the session as it was when no layer had to evict for it (always under full,
+ * until the cache first fills under window / sinks, and on an empty h2o cache); else the
+ * session refuses further steps (LA_EINVAL) until la_session_reset or a la_session_copy
+ * into it. */
 LA_API la_status la_session_step(la_session *s, const int32_t *tokens, int T, float *logits, int all_rows);
 /* Sequence-parallel prefill into an empty session (issue 30; collective: under mpirun every
  * rank calls it with the same tokens, one process runs the whole sequence): T tokens at
