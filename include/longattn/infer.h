@@ -180,7 +180,8 @@ LA_API void la_kv_free(la_kv_cache *c);
 /* Copy src's state (kept rows, their positions and H2O scores, lengths, exact streaming's
  * table) into dst, a cache created with the same params (and stream chunk): a fork / snapshot
  * from which dst continues exactly as src would (src/infer/kv_fork.c). Copies the kept rows
- * only. Errors: LA_EINVAL (NULL, or the caches differ in shape, storage, policy or budget). */
+ * only. Errors: LA_EINVAL (NULL, or the caches differ in shape, storage, policy or its parameters:
+ * sinks(2,6) and sinks(4,4) have the same budget but do not evict alike). */
 LA_API la_status la_kv_copy(la_kv_cache *dst, const la_kv_cache *src);
 
 /* Empty every layer (keeps the allocation). */
