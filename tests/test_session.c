@@ -126,11 +126,33 @@ static void test_generate_greedy_and_stop(void **state) {
     assert_int_equal(la_generate(s, seq, P, &gp, &r), LA_EIO);
     assert_int_equal(got.n, 2);
 
-    /* bad input */
+    /* bad input, refused before the session moves (before 2026-12-05 bad sampling params
+     * and a bad id in a later chunk failed after the prompt's steps) */
+    la_session_reset(s);
     assert_int_equal(la_generate(s, seq, 0, &gp, &r), LA_EINVAL);
     gp.prefill_chunk = 5; /* > max_step */
     assert_int_equal(la_generate(s, seq, P, &gp, &r), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "max_step"));
+    gp.prefill_chunk = 3;
+    gp.n_stop = 1;
+    gp.stop = NULL;
+    assert_int_equal(la_generate(s, seq, P, &gp, &r), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "stop is NULL"));
+    gp.n_stop = 0;
+    const double bad_t[2] = {-1, NAN};
+    for (int i = 0; i < 3; i++) {
+        la_generate_params g = gp;
+        if (i < 2) g.sample.temperature = bad_t[i];
+        else g.sample.top_p = NAN;
+        assert_int_equal(la_generate(s, seq, P, &g, &r), LA_EINVAL);
+        assert_non_null(strstr(la_errmsg(), i < 2 ? "temperature" : "top_p"));
+    }
+    int32_t bad_prompt[7];
+    memcpy(bad_prompt, seq, sizeof bad_prompt);
+    bad_prompt[5] = 256; /* in the second chunk of 3 */
+    assert_int_equal(la_generate(s, bad_prompt, P, &gp, &r), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "token 256 at index 5"));
+    assert_int_equal(la_session_pos(s), 0);
     la_session_free(s);
     la_model_free(m);
 }
@@ -187,6 +209,30 @@ static void test_perplexity_matches_eval(void **state) {
     pp.ctx = CTX;
     pp.chunk = 6;
     assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
+    pp.chunk = 4;
+    pp.max_windows = -1; /* scored nothing and returned LA_OK before 2026-12-05 */
+    assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "max_windows"));
+    pp.max_windows = 0;
+    /* ids outside the vocabulary: the first token of a chunk was scored (read out of
+     * bounds) before la_session_step saw it, before 2026-12-05 */
+    const int32_t bad[3] = {256, -1, 100000};
+    for (int i = 0; i < 3; i++) {
+        const int32_t keep = ids[CTX + 4];
+        ids[CTX + 4] = bad[i]; /* the first token of the second chunk of window 1 */
+        assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
+        assert_non_null(strstr(la_errmsg(), "at index 20"));
+        assert_int_equal(res.windows, 0);
+        ids[CTX + 4] = keep;
+    }
+    la_session_free(s);
+    /* a run that fails in its first window reports the windows it scored: none (it said
+     * n / ctx before 2026-12-05) */
+    kp.max_tokens = CTX - 2; /* a full cache too small for the window */
+    assert_int_equal(la_session_new(la_model_lm(m), &kp, 5, &s), LA_OK);
+    assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "full"));
+    assert_int_equal(res.windows, 0);
     la_session_free(s);
     la_model_free(m);
 }

@@ -261,7 +261,7 @@ LA_API size_t la_sample_scratch_bytes(int V);
  * to top-k, then to the top-p nucleus, renormalised; u in [0, 1) is the uniform random
  * number that picks it (inverse CDF over tokens sorted by decreasing logit), so the same u
  * gives the same token. scratch: la_sample_scratch_bytes(V) bytes (may be NULL when
- * temperature is 0). Errors: LA_EINVAL (NULL, temperature < 0, top_k < 0, top_p outside
+ * temperature is 0). Errors: LA_EINVAL (NULL, temperature < 0 or not finite, top_k < 0, top_p outside
  * (0, 1], u outside [0, 1)), LA_ESHAPE (V < 1), LA_ENUMERIC (a NaN or +inf logit, or all
  * -inf). */
 LA_API la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
@@ -379,8 +379,9 @@ LA_API la_generate_params la_generate_params_default(void);
  * token, hand it to on_token, and (unless it was the last) step it through the session.
  * The session continues from where it stands (la_session_reset it for a new stream).
  * res may be NULL. Errors: LA_EINVAL (NULL, n_prompt < 1, max_new < 0, prefill_chunk
- * outside [0, max_step]), LA_ENOMEM, those of la_session_step, la_sample_token and
- * on_token. */
+ * outside [0, max_step], stop NULL with n_stop > 0, bad sampling params, a prompt id
+ * outside the vocabulary: all checked before the session moves), LA_ENOMEM, those of
+ * la_session_step, la_sample_token and on_token. */
 LA_API la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_prompt, const la_generate_params *gp,
                              la_generate_result *res);
 
@@ -390,7 +391,7 @@ LA_API la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_pro
 typedef struct {
     int64_t ctx;             /* window length in tokens, >= 2 (a full cache needs max_tokens >= ctx) */
     int chunk;               /* tokens per step, in [1, la_session_max_step]; 0 (default): max_step */
-    int64_t max_windows;     /* score at most this many windows; 0 (default): all */
+    int64_t max_windows;     /* score at most this many windows, >= 0; 0 (default): all */
     const int *token_bytes;  /* (V) bytes each token stands for in the text, or NULL: 1 per token */
     /* called after each window (may be NULL) */
     void (*progress)(void *user, int64_t done, int64_t total);
@@ -398,7 +399,8 @@ typedef struct {
 } la_perplexity_params;
 
 typedef struct {
-    int64_t windows, tokens; /* windows scored, tokens scored (ctx - 1 per window) */
+    int64_t windows, tokens; /* windows scored in full, tokens scored (ctx - 1 per window;
+                                after an error, those of a window cut short too) */
     double nll, bytes;       /* summed next-token NLL (nats) and bytes of the scored tokens */
     double seconds;          /* wall time of the windows */
     double bucket_nll[LA_PPL_BUCKETS], bucket_bytes[LA_PPL_BUCKETS];
@@ -412,7 +414,8 @@ LA_API la_perplexity_params la_perplexity_params_default(void);
  * and is fed in steps of chunk tokens with every row's logits; its first token is not
  * scored. nll = log(sum_v exp(z_v - max z)) + max z - z_target, summed in double, overall
  * and by the target's window position p in bucket floor(log2 p). Errors: LA_EINVAL (NULL,
- * ctx < 2, n < ctx, chunk outside [0, max_step]), LA_ENOMEM, those of la_session_step. */
+ * ctx < 2, n < ctx, chunk outside [0, max_step], max_windows < 0, an id outside [0, V): checked
+ * before any window), LA_ENOMEM, those of la_session_step. */
 LA_API la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_perplexity_params *pp,
                                la_perplexity_result *res);
 
