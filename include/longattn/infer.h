@@ -96,7 +96,9 @@ LA_API la_kv_params la_kv_params_default(void);
  * "sinks(4,252)", "sinks(n=4,w=252)", "h2o(64,64)", "h2o(heavy=64,recent=64,sinks=4)",
  * optionally joined with an element type "+f32", "+f16", "+bf16", "+int8" or
  * "+int8(group=32)" (e.g. "sinks(4,252)+int8", "full+bf16"); without one the type is f32.
- * Shape fields (n_layers, H, Hkv, D, max_tokens) are left untouched. An int8 group must
+ * Spaces around terms and before '(' are ignored ("window(4) + int8 (group=4)"). Shape
+ * fields (n_layers, H, Hkv, D, max_tokens) are left untouched and not checked (they may
+ * still be 0; la_kv_params_validate / la_session_new check them). An int8 group must
  * divide p->D; with p->D = 0 (head size not known yet, e.g. options read before the model)
  * it is checked where the cache is made (la_kv_params_validate, la_session_new).
  * Errors: LA_ESPEC naming the bad token and listing the valid forms; LA_EINVAL on NULL.
