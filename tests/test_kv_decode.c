@@ -451,6 +451,23 @@ static void test_parse(void **st) {
     p.D = 0;
     assert_int_equal(la_kv_policy_parse("window(8)+int8(group=2000000000)", &p), LA_ESPEC); /* > 2^30 */
     assert_int_equal(la_kv_policy_parse("window(0)+int8", &p), LA_ESPEC); /* the rest is still checked */
+
+    /* spaces before '(' (la_kv_policy_names_type already took them), and params whose shape
+     * is not filled in yet: the parser checks the policy, not the shape (both failed before
+     * 2026-12-05) */
+    assert_int_equal(la_kv_policy_names_type("window(4) + int8 (group=4)"), 1);
+    assert_int_equal(la_kv_policy_parse("window (4) + int8 (group=4)", &p), LA_OK);
+    assert_int_equal(p.window, 4);
+    assert_int_equal(p.group, 4);
+    assert_int_equal(la_kv_type_parse(" int8 (group=8) ", &p), LA_OK);
+    assert_int_equal(p.group, 8);
+    memset(&p, 0, sizeof p);
+    assert_int_equal(la_kv_policy_parse("sinks(4,252)+f16", &p), LA_OK);
+    assert_int_equal(p.n_layers, 0); /* untouched */
+    assert_int_equal(p.window, 252);
+    assert_int_equal(la_kv_policy_parse("full", &p), LA_OK);
+    assert_int_equal(p.max_tokens, 0);
+    assert_int_equal(la_kv_policy_parse("h2o(1073741824,1073741824,1073741824)", &p), LA_ESPEC); /* budget */
 }
 
 int main(void) {

@@ -89,6 +89,20 @@ static void test_fork_refuses_other_shapes(void **state) {
     assert_int_equal(la_kv_copy(a, a), LA_OK);
     la_kv_free(a);
     la_kv_free(b);
+    /* the same policy and budget with other parameters: accepted before 2026-12-05, and
+     * sinks(4,4) then evicted rows that sinks(2,6) keeps */
+    const char *pairs[][2] = {{"sinks(2,6)", "sinks(4,4)"}, {"h2o(4,4,2)", "h2o(2,4,4)"}, {"h2o(4,4)", "h2o(2,6)"}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(la_kv_policy_parse(pairs[i][0], &p), LA_OK);
+        assert_int_equal(la_kv_policy_parse(pairs[i][1], &q), LA_OK);
+        assert_int_equal(la_kv_budget(&p), la_kv_budget(&q));
+        assert_int_equal(la_kv_new(&p, &a), LA_OK);
+        assert_int_equal(la_kv_new(&q, &b), LA_OK);
+        assert_int_equal(la_kv_copy(b, a), LA_EINVAL);
+        assert_non_null(strstr(la_errmsg(), "its parameters"));
+        la_kv_free(a);
+        la_kv_free(b);
+    }
 }
 
 int main(void) {

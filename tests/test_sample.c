@@ -121,6 +121,9 @@ static void test_bad_params(void **state) {
     sp.temperature = -1;
     assert_int_equal(la_sample_token(logits, V, &sp, 0.5, scratch, &t), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "temperature"));
+    sp.temperature = INFINITY; /* said "must be >= 0" before 2026-12-05 */
+    assert_int_equal(la_sample_token(logits, V, &sp, 0.5, scratch, &t), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "must be finite and >= 0"));
     sp = la_sample_params_default();
     sp.top_p = 0;
     assert_int_equal(la_sample_token(logits, V, &sp, 0.5, scratch, &t), LA_EINVAL);

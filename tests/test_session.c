@@ -126,11 +126,33 @@ static void test_generate_greedy_and_stop(void **state) {
     assert_int_equal(la_generate(s, seq, P, &gp, &r), LA_EIO);
     assert_int_equal(got.n, 2);
 
-    /* bad input */
+    /* bad input, refused before the session moves (before 2026-12-05 bad sampling params
+     * and a bad id in a later chunk failed after the prompt's steps) */
+    la_session_reset(s);
     assert_int_equal(la_generate(s, seq, 0, &gp, &r), LA_EINVAL);
     gp.prefill_chunk = 5; /* > max_step */
     assert_int_equal(la_generate(s, seq, P, &gp, &r), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "max_step"));
+    gp.prefill_chunk = 3;
+    gp.n_stop = 1;
+    gp.stop = NULL;
+    assert_int_equal(la_generate(s, seq, P, &gp, &r), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "stop is NULL"));
+    gp.n_stop = 0;
+    const double bad_t[2] = {-1, NAN};
+    for (int i = 0; i < 3; i++) {
+        la_generate_params g = gp;
+        if (i < 2) g.sample.temperature = bad_t[i];
+        else g.sample.top_p = NAN;
+        assert_int_equal(la_generate(s, seq, P, &g, &r), LA_EINVAL);
+        assert_non_null(strstr(la_errmsg(), i < 2 ? "temperature" : "top_p"));
+    }
+    int32_t bad_prompt[7];
+    memcpy(bad_prompt, seq, sizeof bad_prompt);
+    bad_prompt[5] = 256; /* in the second chunk of 3 */
+    assert_int_equal(la_generate(s, bad_prompt, P, &gp, &r), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "token 256 at index 5"));
+    assert_int_equal(la_session_pos(s), 0);
     la_session_free(s);
     la_model_free(m);
 }
@@ -187,6 +209,30 @@ static void test_perplexity_matches_eval(void **state) {
     pp.ctx = CTX;
     pp.chunk = 6;
     assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
+    pp.chunk = 4;
+    pp.max_windows = -1; /* scored nothing and returned LA_OK before 2026-12-05 */
+    assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "max_windows"));
+    pp.max_windows = 0;
+    /* ids outside the vocabulary: the first token of a chunk was scored (read out of
+     * bounds) before la_session_step saw it, before 2026-12-05 */
+    const int32_t bad[3] = {256, -1, 100000};
+    for (int i = 0; i < 3; i++) {
+        const int32_t keep = ids[CTX + 4];
+        ids[CTX + 4] = bad[i]; /* the first token of the second chunk of window 1 */
+        assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
+        assert_non_null(strstr(la_errmsg(), "at index 20"));
+        assert_int_equal(res.windows, 0);
+        ids[CTX + 4] = keep;
+    }
+    la_session_free(s);
+    /* a run that fails in its first window reports the windows it scored: none (it said
+     * n / ctx before 2026-12-05) */
+    kp.max_tokens = CTX - 2; /* a full cache too small for the window */
+    assert_int_equal(la_session_new(la_model_lm(m), &kp, 5, &s), LA_OK);
+    assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "full"));
+    assert_int_equal(res.windows, 0);
     la_session_free(s);
     la_model_free(m);
 }
@@ -239,12 +285,80 @@ static void test_session_copy(void **state) {
     la_model_free(m);
 }
 
+/* k, v of layer 1 beyond f16's range: a step fails in layer 1 after layer 0 appended */
+static float *blow_up_wv(la_model *m, float **save, size_t *n) {
+    la_tensor_info ti;
+    for (int i = 0; i < la_model_num_tensors(m); i++) {
+        assert_int_equal(la_model_get_tensor(m, i, &ti), LA_OK);
+        if (strcmp(ti.name, "h.1.attn.wv")) continue;
+        float *w = la_model_params(m) + ti.offset;
+        *n = ti.numel;
+        *save = malloc(ti.numel * sizeof(float));
+        memcpy(*save, w, ti.numel * sizeof(float));
+        for (size_t j = 0; j < ti.numel; j++) w[j] = 1e7f;
+        return w;
+    }
+    fail_msg("no h.1.attn.wv");
+    return NULL;
+}
+
+/* a failed step loses nothing: without eviction the cache is cut back exactly (before
+ * 2026-12-05 layer 0 kept the failed step's tokens and the stream went on wrong); after
+ * an eviction the session refuses steps until it is reset */
+static void test_failed_step_restores(void **state) {
+    (void)state;
+    la_model *m = tiny_model(4);
+    int32_t tok[12];
+    for (int i = 0; i < 12; i++) tok[i] = (i * 37 + 3) % 256;
+    const char *pols[3] = {"full+f16", "window(12)+f16", "sinks(2,6)+f16"};
+    for (int pi = 0; pi < 3; pi++) {
+        la_kv_params kp = la_kv_params_default();
+        kp.max_tokens = 16;
+        assert_int_equal(la_kv_policy_parse(pols[pi], &kp), LA_OK);
+        la_session *a = NULL, *b = NULL;
+        assert_int_equal(la_session_new(la_model_lm(m), &kp, 4, &a), LA_OK);
+        assert_int_equal(la_session_new(la_model_lm(m), &kp, 4, &b), LA_OK);
+        for (int i = 0; i < 8; i += 4) {
+            assert_int_equal(la_session_step(a, tok + i, 4, NULL, 0), LA_OK);
+            assert_int_equal(la_session_step(b, tok + i, 4, NULL, 0), LA_OK);
+        }
+        float *save = NULL, la[256], lb[256];
+        size_t n = 0;
+        float *w = blow_up_wv(m, &save, &n);
+        assert_int_equal(la_session_step(a, tok + 8, 4, NULL, 0), LA_ENUMERIC);
+        memcpy(w, save, n * sizeof(float));
+        free(save);
+        assert_int_equal(la_session_pos(a), 8);
+        if (pi < 2) { /* 8 + 4 <= 12 or 16 slots: nothing was evicted */
+            for (int l = 0; l < 2; l++) {
+                assert_int_equal(la_kv_len(la_session_cache(a), l), 8);
+                assert_int_equal(la_kv_seen(la_session_cache(a), l), 8);
+            }
+            assert_int_equal(la_session_step(a, tok + 8, 4, la, 0), LA_OK);
+            assert_int_equal(la_session_step(b, tok + 8, 4, lb, 0), LA_OK);
+            assert_memory_equal(la, lb, sizeof la);
+        } else { /* layer 0 evicted its oldest rows: refused until reset */
+            assert_int_equal(la_session_step(a, tok + 8, 4, la, 0), LA_EINVAL);
+            assert_non_null(strstr(la_errmsg(), "la_session_reset"));
+            assert_int_equal(la_session_copy(b, a), LA_EINVAL);
+            assert_int_equal(la_session_copy(a, b), LA_OK); /* a fork of a good stream repairs it */
+            assert_int_equal(la_session_step(a, tok + 8, 4, la, 0), LA_OK);
+            la_session_reset(a);
+            assert_int_equal(la_session_step(a, tok, 4, la, 0), LA_OK);
+        }
+        la_session_free(a);
+        la_session_free(b);
+    }
+    la_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lm_accessors),
         cmocka_unit_test(test_generate_greedy_and_stop),
         cmocka_unit_test(test_perplexity_matches_eval),
         cmocka_unit_test(test_session_copy),
+        cmocka_unit_test(test_failed_step_restores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

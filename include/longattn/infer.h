@@ -96,7 +96,9 @@ LA_API la_kv_params la_kv_params_default(void);
  * "sinks(4,252)", "sinks(n=4,w=252)", "h2o(64,64)", "h2o(heavy=64,recent=64,sinks=4)",
  * optionally joined with an element type "+f32", "+f16", "+bf16", "+int8" or
  * "+int8(group=32)" (e.g. "sinks(4,252)+int8", "full+bf16"); without one the type is f32.
- * Shape fields (n_layers, H, Hkv, D, max_tokens) are left untouched. An int8 group must
+ * Spaces around terms and before '(' are ignored ("window(4) + int8 (group=4)"). Shape
+ * fields (n_layers, H, Hkv, D, max_tokens) are left untouched and not checked (they may
+ * still be 0; la_kv_params_validate / la_session_new check them). An int8 group must
  * divide p->D; with p->D = 0 (head size not known yet, e.g. options read before the model)
  * it is checked where the cache is made (la_kv_params_validate, la_session_new).
  * Errors: LA_ESPEC naming the bad token and listing the valid forms; LA_EINVAL on NULL.
@@ -180,7 +182,8 @@ LA_API void la_kv_free(la_kv_cache *c);
 /* Copy src's state (kept rows, their positions and H2O scores, lengths, exact streaming's
  * table) into dst, a cache created with the same params (and stream chunk): a fork / snapshot
  * from which dst continues exactly as src would (src/infer/kv_fork.c). Copies the kept rows
- * only. Errors: LA_EINVAL (NULL, or the caches differ in shape, storage, policy or budget). */
+ * only. Errors: LA_EINVAL (NULL, or the caches differ in shape, storage, policy or its parameters:
+ * sinks(2,6) and sinks(4,4) have the same budget but do not evict alike). */
 LA_API la_status la_kv_copy(la_kv_cache *dst, const la_kv_cache *src);
 
 /* Empty every layer (keeps the allocation). */
@@ -260,7 +263,7 @@ LA_API size_t la_sample_scratch_bytes(int V);
  * to top-k, then to the top-p nucleus, renormalised; u in [0, 1) is the uniform random
  * number that picks it (inverse CDF over tokens sorted by decreasing logit), so the same u
  * gives the same token. scratch: la_sample_scratch_bytes(V) bytes (may be NULL when
- * temperature is 0). Errors: LA_EINVAL (NULL, temperature < 0, top_k < 0, top_p outside
+ * temperature is 0). Errors: LA_EINVAL (NULL, temperature < 0 or not finite, top_k < 0, top_p outside
  * (0, 1], u outside [0, 1)), LA_ESHAPE (V < 1), LA_ENUMERIC (a NaN or +inf logit, or all
  * -inf). */
 LA_API la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u,
@@ -305,7 +308,12 @@ LA_API la_status la_session_copy(la_session *dst, const la_session *src);
 /* Run tokens (T) through the model, appending to the cache. logits: (T, V) if all_rows,
  * else (1, V) for the last token only; may be NULL. Errors: LA_EINVAL (NULL, T outside
  * [1, max_step], token outside the vocabulary, a full cache out of room: the message says
- * how many tokens it holds), others from the kernel. */
+ * how many tokens it holds), others from the model and the kernel (LA_ENUMERIC: a k or v
+ * value an f16 / int8 cache cannot hold). A step that fails after some layers appended
+ * leaves the session as it was when no layer had to evict for it (always under full,
+ * until the cache first fills under window / sinks, and on an empty h2o cache); else the
+ * session refuses further steps (LA_EINVAL) until la_session_reset or a la_session_copy
+ * into it. */
 LA_API la_status la_session_step(la_session *s, const int32_t *tokens, int T, float *logits, int all_rows);
 /* Sequence-parallel prefill into an empty session (issue 30; collective: under mpirun every
  * rank calls it with the same tokens, one process runs the whole sequence): T tokens at
@@ -373,8 +381,9 @@ LA_API la_generate_params la_generate_params_default(void);
  * token, hand it to on_token, and (unless it was the last) step it through the session.
  * The session continues from where it stands (la_session_reset it for a new stream).
  * res may be NULL. Errors: LA_EINVAL (NULL, n_prompt < 1, max_new < 0, prefill_chunk
- * outside [0, max_step]), LA_ENOMEM, those of la_session_step, la_sample_token and
- * on_token. */
+ * outside [0, max_step], stop NULL with n_stop > 0, bad sampling params, a prompt id
+ * outside the vocabulary: all checked before the session moves), LA_ENOMEM, those of
+ * la_session_step, la_sample_token and on_token. */
 LA_API la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_prompt, const la_generate_params *gp,
                              la_generate_result *res);
 
@@ -384,7 +393,7 @@ LA_API la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_pro
 typedef struct {
     int64_t ctx;             /* window length in tokens, >= 2 (a full cache needs max_tokens >= ctx) */
     int chunk;               /* tokens per step, in [1, la_session_max_step]; 0 (default): max_step */
-    int64_t max_windows;     /* score at most this many windows; 0 (default): all */
+    int64_t max_windows;     /* score at most this many windows, >= 0; 0 (default): all */
     const int *token_bytes;  /* (V) bytes each token stands for in the text, or NULL: 1 per token */
     /* called after each window (may be NULL) */
     void (*progress)(void *user, int64_t done, int64_t total);
@@ -392,7 +401,8 @@ typedef struct {
 } la_perplexity_params;
 
 typedef struct {
-    int64_t windows, tokens; /* windows scored, tokens scored (ctx - 1 per window) */
+    int64_t windows, tokens; /* windows scored in full, tokens scored (ctx - 1 per window;
+                                after an error, those of a window cut short too) */
     double nll, bytes;       /* summed next-token NLL (nats) and bytes of the scored tokens */
     double seconds;          /* wall time of the windows */
     double bucket_nll[LA_PPL_BUCKETS], bucket_bytes[LA_PPL_BUCKETS];
@@ -406,7 +416,8 @@ LA_API la_perplexity_params la_perplexity_params_default(void);
  * and is fed in steps of chunk tokens with every row's logits; its first token is not
  * scored. nll = log(sum_v exp(z_v - max z)) + max z - z_target, summed in double, overall
  * and by the target's window position p in bucket floor(log2 p). Errors: LA_EINVAL (NULL,
- * ctx < 2, n < ctx, chunk outside [0, max_step]), LA_ENOMEM, those of la_session_step. */
+ * ctx < 2, n < ctx, chunk outside [0, max_step], max_windows < 0, an id outside [0, V): checked
+ * before any window), LA_ENOMEM, those of la_session_step. */
 LA_API la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_perplexity_params *pp,
                                la_perplexity_result *res);
 

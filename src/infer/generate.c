@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core/internal.h"
+#include "infer/kv_internal.h"
 #include "longattn/infer.h"
 
 la_generate_params la_generate_params_default(void) {
@@ -17,16 +17,31 @@ static int is_stop(const la_generate_params *gp, int32_t t) {
     return 0;
 }
 
+/* every id in [0, V): checked before a session is touched (a bad id in a later chunk
+ * would fail only after the earlier chunks were appended) */
+static la_status check_ids(const char *who, const int32_t *ids, int64_t n, int V) {
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return la_fail(LA_EINVAL, "%s: token %d at index %lld is outside the model's vocabulary [0, %d)", who,
+                           ids[i], (long long)i, V);
+    return LA_OK;
+}
+
 la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_prompt, const la_generate_params *gp,
                       la_generate_result *res) {
     if (!s || !prompt || !gp) return la_fail(LA_EINVAL, "la_generate: NULL session, prompt or params");
-    const int max_step = la_session_max_step(s);
-    if (n_prompt < 1 || gp->max_new < 0 || gp->prefill_chunk < 0 || gp->prefill_chunk > max_step ||
-        (gp->n_stop > 0 && !gp->stop))
-        return la_fail(LA_EINVAL, "la_generate: n_prompt = %lld must be >= 1, max_new = %lld >= 0, prefill_chunk = "
-                       "%d in [0, %d] (the session's max_step), stop given when n_stop > 0",
-                       (long long)n_prompt, (long long)gp->max_new, gp->prefill_chunk, max_step);
-    const int chunk = gp->prefill_chunk ? gp->prefill_chunk : max_step, V = la_lm_vocab(la_session_lm(s));
+    const int max_step = la_session_max_step(s), V = la_lm_vocab(la_session_lm(s));
+    if (n_prompt < 1) return la_fail(LA_EINVAL, "la_generate: n_prompt = %lld, must be >= 1", (long long)n_prompt);
+    if (gp->max_new < 0) return la_fail(LA_EINVAL, "la_generate: max_new = %lld, must be >= 0", (long long)gp->max_new);
+    if (gp->prefill_chunk < 0 || gp->prefill_chunk > max_step)
+        return la_fail(LA_EINVAL, "la_generate: prefill_chunk = %d, must be in [0, %d] (the session's max_step; 0: "
+                       "max_step)", gp->prefill_chunk, max_step);
+    if (gp->n_stop > 0 && !gp->stop)
+        return la_fail(LA_EINVAL, "la_generate: n_stop = %d but stop is NULL; give the stop tokens or n_stop = 0",
+                       gp->n_stop);
+    LA_TRY(la_sample_check(&gp->sample, "la_generate"));
+    LA_TRY(check_ids("la_generate", prompt, n_prompt, V));
+    const int chunk = gp->prefill_chunk ? gp->prefill_chunk : max_step;
     la_generate_result r = {0};
     float *logits = la_malloc(sizeof(float) * (size_t)V); // (V) the last row
     void *scratch = la_malloc(la_sample_scratch_bytes(V));
@@ -82,7 +97,8 @@ static void score_rows(const float *logits, int T, int V, const int32_t *x, int6
 la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_perplexity_params *pp,
                         la_perplexity_result *res) {
     if (!s || !ids || !pp || !res) return la_fail(LA_EINVAL, "la_perplexity: NULL session, ids, params or result");
-    const int max_step = la_session_max_step(s);
+    *res = (la_perplexity_result){0};
+    const int max_step = la_session_max_step(s), V = la_lm_vocab(la_session_lm(s));
     const int64_t ctx = pp->ctx;
     if (ctx < 2 || n < ctx)
         return la_fail(LA_EINVAL, "la_perplexity: %lld tokens and a window of ctx = %lld: ctx must be >= 2 and "
@@ -90,8 +106,11 @@ la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_p
     if (pp->chunk < 0 || pp->chunk > max_step)
         return la_fail(LA_EINVAL, "la_perplexity: chunk = %d must be in [0, %d] (the session's max_step)", pp->chunk,
                        max_step);
-    const int chunk = pp->chunk ? pp->chunk : max_step, V = la_lm_vocab(la_session_lm(s));
-    *res = (la_perplexity_result){0};
+    if (pp->max_windows < 0)
+        return la_fail(LA_EINVAL, "la_perplexity: max_windows = %lld, must be >= 0 (0: every window)",
+                       (long long)pp->max_windows);
+    LA_TRY(check_ids("la_perplexity", ids, n, V));
+    const int chunk = pp->chunk ? pp->chunk : max_step;
     float *logits = la_malloc(sizeof(float) * (size_t)chunk * V); // (chunk, V)
     if (!logits) return la_fail(LA_ENOMEM, "la_perplexity: out of memory for the logits of %d tokens", chunk);
     int64_t n_win = n / ctx;
@@ -106,10 +125,11 @@ la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_p
             if ((st = la_session_step(s, x + i, T, logits, 1)) == LA_OK)
                 score_rows(logits, T, V, x, i, ctx, pp->token_bytes, res);
         }
-        if (st == LA_OK && pp->progress) pp->progress(pp->user, w + 1, n_win);
+        if (st != LA_OK) break;
+        res->windows = w + 1; /* scored in full (tokens and nll count a window cut short too) */
+        if (pp->progress) pp->progress(pp->user, w + 1, n_win);
     }
     res->seconds = la_now_s() - t0;
-    res->windows = n_win;
     for (int b = 0; b < LA_PPL_BUCKETS; b++)
         res->nll += res->bucket_nll[b], res->bytes += res->bucket_bytes[b], res->tokens += res->bucket_n[b];
     free(logits);

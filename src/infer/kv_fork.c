@@ -11,11 +11,14 @@ la_status la_kv_copy(la_kv_cache *dst, const la_kv_cache *src) {
     if (!dst || !src) return la_fail(LA_EINVAL, "la_kv_copy: NULL cache");
     if (dst == src) return LA_OK;
     const la_kv_params *a = &dst->p, *b = &src->p;
+    int64_t ca[3], cb[3]; /* sinks, heavy, recent: sinks(2,6) and sinks(4,4) share a budget, not a policy */
+    la_kv_policy_counts(a, &ca[0], &ca[1], &ca[2]);
+    la_kv_policy_counts(b, &cb[0], &cb[1], &cb[2]);
     if (a->n_layers != b->n_layers || a->H != b->H || a->Hkv != b->Hkv || a->D != b->D || a->storage != b->storage ||
-        a->policy != b->policy || dst->C != src->C || dst->cap != src->cap || dst->stream_T != src->stream_T ||
+        a->policy != b->policy || memcmp(ca, cb, sizeof ca) || dst->cap != src->cap || dst->stream_T != src->stream_T ||
         dst->group != src->group)
-        return la_fail(LA_EINVAL, "la_kv_copy: the caches differ in shape, storage, policy, budget or stream chunk; "
-                       "create the destination with the source's params and chunk");
+        return la_fail(LA_EINVAL, "la_kv_copy: the caches differ in shape, storage, policy, its parameters or stream "
+                       "chunk; create the destination with the source's params and chunk");
     const size_t D = (size_t)a->D, cap = (size_t)src->cap;
     for (int l = 0; l < a->n_layers; l++) {
         const la_kv_layer *S = &src->layers[l];

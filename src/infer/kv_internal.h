@@ -119,6 +119,10 @@ int la_kv_decode_ok(const la_kv_cache *c, const la_spec *spec, const la_attn_opt
 la_status la_kv_decode_attend(la_kv_cache *c, int layer, const la_spec *spec, const float *q, float *out,
                               float *row_stat, float *mass, int n_threads);
 
+/* la_sample_token's checks of sp (sample.c), for callers that check before they start:
+ * LA_EINVAL naming the bad field, prefixed with who. */
+la_status la_sample_check(const la_sample_params *sp, const char *who);
+
 /* int8 quantisation of one row x (D) in groups of g channels (kv_quant.c). */
 void la_kv_quant_row(const float *x, int D, int g, int8_t *q, float *scale);
 void la_kv_dequant_row(const int8_t *q, const float *scale, int D, int g, float *x);

@@ -229,8 +229,9 @@ la_status la_kv_policy_parse(const char *text, la_kv_params *out) {
             if (end == term || end[-1] != ')')
                 return la_fail(LA_ESPEC, "kv policy: term '%s' has '(' without a closing ')'", term);
             end[-1] = '\0';
-            *lp = '\0';
             args = lp + 1;
+            do *lp = '\0'; /* "int8 (group=4)": the name without the spaces before '(' */
+            while (lp > term && isspace((unsigned char)*--lp));
         }
         long vals[3] = {0, 0, 0};
         int given[3] = {0, 0, 0};
@@ -289,6 +290,8 @@ la_status la_kv_policy_parse(const char *text, la_kv_params *out) {
      * group is then checked against D where the cache is made */
     la_kv_params q = p;
     if (q.D == 0) q.D = q.group > 0 ? q.group : 1;
+    q.n_layers = q.H = q.Hkv = 1; /* the shape is not the parser's: checked where the cache is made */
+    q.max_tokens = 1;
     if (la_kv_params_validate(&q) != LA_OK) return la_fail(LA_ESPEC, "kv policy '%s': %s", text, la_errmsg());
     *out = p;
     return LA_OK;
@@ -326,8 +329,11 @@ la_status la_kv_type_parse(const char *text, la_kv_params *out) {
     while (isspace((unsigned char)*b)) b++;
     while (e > b && isspace((unsigned char)e[-1])) *--e = '\0';
     la_kv_params p = *out;
-    char *lp = strchr(b, '(');
-    if (lp) *lp = '\0';
+    char *lp = strchr(b, '('), *name_end = lp;
+    if (lp) {
+        do *name_end = '\0';
+        while (name_end > b && isspace((unsigned char)*--name_end));
+    }
     la_dtype t;
     if (!strcmp(b, "int8") || !strcmp(b, "i8")) {
         t = LA_DTYPE_I8;

@@ -22,16 +22,21 @@ static int cmp_logit_desc(const void *a, const void *b, void *ctx) {
     return i < j ? -1 : 1; /* ties: lower id first (deterministic) */
 }
 
+la_status la_sample_check(const la_sample_params *sp, const char *who) {
+    if (!(sp->temperature >= 0) || !isfinite(sp->temperature))
+        return la_fail(LA_EINVAL, "%s: temperature = %g, must be finite and >= 0 (0 = greedy)", who, sp->temperature);
+    if (sp->top_k < 0) return la_fail(LA_EINVAL, "%s: top_k = %d, must be >= 0 (0 = off)", who, sp->top_k);
+    if (!(sp->top_p > 0 && sp->top_p <= 1))
+        return la_fail(LA_EINVAL, "%s: top_p = %g, must be in (0, 1] (1 = off)", who, sp->top_p);
+    return LA_OK;
+}
+
 la_status la_sample_token(const float *logits, int V, const la_sample_params *sp, double u, void *scratch,
                           int32_t *token) {
     if (!logits || !sp || !token || (!scratch && sp->temperature != 0))
         return la_fail(LA_EINVAL, "la_sample_token: NULL logits, params, token or scratch");
     if (V < 1) return la_fail(LA_ESHAPE, "la_sample_token: V = %d, must be >= 1", V);
-    if (!(sp->temperature >= 0) || !isfinite(sp->temperature))
-        return la_fail(LA_EINVAL, "la_sample_token: temperature = %g, must be >= 0 (0 = greedy)", sp->temperature);
-    if (sp->top_k < 0) return la_fail(LA_EINVAL, "la_sample_token: top_k = %d, must be >= 0 (0 = off)", sp->top_k);
-    if (!(sp->top_p > 0 && sp->top_p <= 1))
-        return la_fail(LA_EINVAL, "la_sample_token: top_p = %g, must be in (0, 1] (1 = off)", sp->top_p);
+    LA_TRY(la_sample_check(sp, "la_sample_token"));
     if (!(u >= 0 && u < 1)) return la_fail(LA_EINVAL, "la_sample_token: u = %g, must be in [0, 1)", u);
     for (int i = 0; i < V; i++)
         if (isnan(logits[i]) || logits[i] == INFINITY)

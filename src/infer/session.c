@@ -21,6 +21,7 @@ struct la_session {
     la_model_kv_hook hook; /* ctx: this session */
     int max_step;
     int64_t pos;           /* tokens appended so far */
+    int lost;              /* a failed step left the cache part-updated: steps refused until reset */
     const char *who;       /* the API's name in error messages */
 };
 
@@ -137,6 +138,7 @@ void la_session_reset(la_session *s) {
     if (!s) return;
     la_kv_reset(s->c);
     s->pos = 0;
+    s->lost = 0;
 }
 
 la_kv_cache *la_session_cache(la_session *s) { return s ? s->c : NULL; }
@@ -148,8 +150,11 @@ la_status la_session_copy(la_session *dst, const la_session *src) {
     if (!dst || !src) return la_fail(LA_EINVAL, "la_session_copy: NULL session");
     if (dst->lm != src->lm || dst->max_step != src->max_step)
         return la_fail(LA_EINVAL, "la_session_copy: the sessions differ in model or max_step");
+    if (src->lost) return la_fail(LA_EINVAL, "la_session_copy: the source session lost its state in a failed step; "
+                                  "la_session_reset it first");
     LA_TRY(la_kv_copy(dst->c, src->c));
     dst->pos = src->pos;
+    dst->lost = 0;
     return LA_OK;
 }
 
@@ -167,9 +172,28 @@ la_status la_session_step(la_session *s, const int32_t *tokens, int T, float *lo
         return la_fail(LA_EINVAL, "the KV cache is full: it holds %lld tokens and %d more do not fit in its %lld; use a "
                        "larger cache (max_tokens) or an evicting policy (window, sinks, h2o)",
                        (long long)s->pos, T, (long long)p->max_tokens);
-    LA_TRY(s->lm->ops->forward(s->lm->model, tokens, T, &s->hook, logits, all_rows));
-    s->pos += T;
-    return LA_OK;
+    if (s->lost)
+        return la_fail(LA_EINVAL, "%s_step: an earlier step failed after evicting from the cache, whose state it could "
+                       "not restore; la_session_reset the session (start the stream again)", s->who);
+    /* the forward appends layer by layer, so a failure (an f16 overflow in layer l, a kernel
+     * error) leaves the layers before it holding the new tokens. Unless one of them evicted
+     * (or h2o scored the old rows), cutting every layer back to its length and count before
+     * the step restores the cache exactly; else the session is refused until reset */
+    la_kv_layer *L = s->c->layers;
+    const int64_t len0 = L[0].len, seen0 = L[0].seen;
+    la_status st = s->lm->ops->forward(s->lm->model, tokens, T, &s->hook, logits, all_rows);
+    if (st == LA_OK) {
+        s->pos += T;
+        return LA_OK;
+    }
+    const int exact = len0 + T <= s->c->C && (p->policy != LA_KV_H2O || len0 == 0);
+    for (int l = 0; l < p->n_layers; l++) {
+        if (L[l].seen == seen0) continue; /* not reached: untouched */
+        if (!exact) s->lost = 1;
+        L[l].len = len0;
+        L[l].seen = seen0;
+    }
+    return st;
 }
 
 /* the sequence-parallel prefill's keys and values -> the cache, as they are */
