@@ -416,10 +416,10 @@ else ok "fail: bad file on rank 1 -> every rank stops (exit $rc, ${secs}s), one 
 
 # ---- attn --seq-parallel: one sequence over the ranks, equal to one process
 python3 "$root/tests/mpi/ring_inputs.py" "$tmp" 2 4 2 520 16 3
-RA="attn --q q.npy --k k.npy --v v.npy --dout dout.npy --logn-s s.npy"
-for sp in "softmax+rope+causal|--doc-ids docs.npy" "softmax+alibi+window(w=100)|" "softmax+logn+prope(p=0.5)+causal|" \
+RA="attn --q q.npy --k k.npy --v v.npy --dout dout.npy"
+for sp in "softmax+rope+causal|--doc-ids docs.npy" "softmax+alibi+window(w=100)|" "softmax+logn+prope(p=0.5)+causal|--logn-s s.npy" \
           "softmax+sinv(tau=10)+rope+sinks(n=4,w=70)|" "softmax+qwen-logn(train=64)+yarn(s=4,train=64)+causal|--doc-ids docs.npy" \
-          "entmax(alpha=1.5)+rope+causal|" "sparsemax+alibi+window(w=100)|--doc-ids docs.npy" "entmax(alpha=1.3)+logn+causal|"; do
+          "entmax(alpha=1.5)+rope+causal|" "sparsemax+alibi+window(w=100)|--doc-ids docs.npy" "entmax(alpha=1.3)+logn+causal|--logn-s s.npy"; do
     spec=${sp%%|*}; extra=${sp#*|}
     rm -rf r1 && mkdir r1
     if ! $bin $RA --spec "$spec" $extra --out r1/out.npy >r1.log 2>&1; then cat r1.log; bad "ring $spec" "1-process run failed"; continue; fi

@@ -553,6 +553,35 @@ static void test_bad_arguments(void **st) {
     fwd_case_free(&z);
 }
 
+/* la_diag at the ends of int64: a t0 near INT64_MAX or INT64_MIN is refused before
+ * t0 + (n-1) dt is formed (that overflowed, and the message named wrapped distances); a
+ * delta whose first step leaves int64 gives two ranges [0, 1), [1, past max_dist) (the
+ * double was converted to int64, and gave 101 width-1 ranges for max_dist 100 or "more than
+ * 128 ranges; use a larger delta" for 1000). */
+static void test_diag_int64_ends(void **state) {
+    (void)state;
+    la_diag *d;
+    float p[4] = {0.25f, 0.25f, 0.25f, 0.25f};
+    assert_int_equal(la_diag_new(1000, 10, 1, &d), LA_OK);
+    assert_int_equal(la_diag_add(d, 0, INT64_MAX - 1, 1, p, 4), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "t0 = 9223372036854775806 falls outside 0..1000"));
+    assert_int_equal(la_diag_add(d, 0, INT64_MIN, -1, p, 4), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "t0 = -9223372036854775808"));
+    assert_int_equal(la_diag_add(d, 0, 2, -1, p, 4), LA_EINVAL);  /* ends at -1 */
+    assert_int_equal(la_diag_add(d, 0, 998, 1, p, 4), LA_EINVAL); /* ends at 1001 */
+    assert_int_equal(la_diag_add(d, 0, 997, 1, p, 4), LA_OK);
+    la_diag_free(d);
+    const int64_t md[2] = {100, 1000};
+    for (int i = 0; i < 2; i++) {
+        if (la_diag_new(md[i], 1e19, 1, &d) != LA_OK) fail_msg("max_dist %lld: %s", (long long)md[i], la_errmsg());
+        assert_int_equal(la_diag_num_ranges(d), 2);
+        int64_t lo, hi;
+        assert_int_equal(la_diag_get_range_edges(d, 1, &lo, &hi), LA_OK);
+        assert_true(lo == 1 && hi > md[i]);
+        la_diag_free(d);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uniform_causal),
@@ -563,6 +592,7 @@ int main(void) {
         cmocka_unit_test(test_rows_bad_arguments),
         cmocka_unit_test(test_threads_bitwise),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_diag_int64_ends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -250,8 +250,8 @@ static void test_bad_shapes(void **state) {
     save("bs.npy", x, 1, s1);
     char a[1024];
 #define ARGS(qf, kf, vf, extra)                                                                                  \
-    snprintf(a, sizeof a, "--spec causal --q %s --k %s --v %s --out %s %s", P(qf), P(kf), P(vf), P("bo.npy"), \
-             extra)
+    snprintf(a, sizeof a, "--spec 'logn(s=1)' --q %s --k %s --v %s --out %s %s", P(qf), P(kf), P(vf), \
+             P("bo.npy"), extra)
     ARGS("bq.npy", "bk_h4.npy", "bk_h4.npy", "");
     expect_fail(a, 1, "H = 6 query heads", "Hkv = 4 kv heads", "H must be a multiple of Hkv");
     ARGS("bq.npy", "bk_d6.npy", "bk_d6.npy", "");
@@ -349,6 +349,85 @@ static void test_missing_and_bad_files(void **state) {
     free(x);
 }
 
+/* --out named like a file written next to it (lse.npy; dk.npy with --dout; key_mass.npy
+ * with --stats) is refused before anything is written, so the output is not silently
+ * replaced; the same name is fine when the run does not write that file. */
+static void test_out_clashes_with_extra_output(void **state) {
+    (void)state;
+    la_rng r;
+    la_rng_seed(&r, 6);
+    float *x = rand_arr(&r, 64);
+    const int64_t s3[3] = {2, 4, 8};
+    save("cq.npy", x, 3, s3);
+    char a[1024];
+    char dout[300];
+    snprintf(dout, sizeof dout, "--dout %s", P("cq.npy"));
+    const char *name[3] = {"lse.npy", "dk.npy", "key_mass.npy"}, *extra[3] = {"", dout, "--stats"};
+    for (int i = 0; i < 3; i++) {
+        remove(P(name[i]));
+        snprintf(a, sizeof a, "--spec causal --q %s --k %s --v %s --out %s %s", P("cq.npy"), P("cq.npy"),
+                 P("cq.npy"), P(name[i]), extra[i]);
+        expect_fail(a, 2, name[i], "give --out another name", NULL);
+        assert_null(fopen(P(name[i]), "r")); /* nothing written */
+    }
+    snprintf(a, sizeof a, "--spec causal --q %s --k %s --v %s --out %s", P("cq.npy"), P("cq.npy"), P("cq.npy"),
+             P("dk.npy"));
+    assert_int_equal(run_attn(a), 0);
+    free(x);
+}
+
+/* --dtype f16 with a finite input beyond f16's range names the file, the index, the value
+ * and the types that hold it (it used to reach the kernel as "q[...] is inf"); 65510
+ * rounds to 65504 and runs. */
+static void test_f16_out_of_range(void **state) {
+    (void)state;
+    la_rng r;
+    la_rng_seed(&r, 8);
+    float *x = rand_arr(&r, 64);
+    const int64_t s3[3] = {2, 4, 8};
+    save("fk.npy", x, 3, s3);
+    x[1 * 32 + 2 * 8 + 5] = -70000.0f;
+    save("fq.npy", x, 3, s3);
+    char a[1024];
+    snprintf(a, sizeof a, "--spec causal --q %s --k %s --v %s --out %s --dtype f16", P("fq.npy"), P("fk.npy"),
+             P("fk.npy"), P("fo.npy"));
+    expect_fail(a, 1, "fq.npy: entry (1, 2, 5) is -70000", "f16", "--dtype bf16");
+    x[1 * 32 + 2 * 8 + 5] = 65510.0f;
+    save("fq.npy", x, 3, s3);
+    assert_int_equal(run_attn(a), 0);
+    free(x);
+}
+
+/* Specs that need something attn has no option for, or options the spec does not use, are
+ * usage errors (exit 2) naming the options, not kernel failures naming C fields. */
+static void test_spec_needs_and_unused_options(void **state) {
+    (void)state;
+    la_rng r;
+    la_rng_seed(&r, 7);
+    float *x = rand_arr(&r, 64), s_h[2] = {0.5f, 0.5f};
+    const int64_t s3[3] = {2, 4, 8}, hs[1] = {2};
+    save("nq.npy", x, 3, s3);
+    save("ns.npy", s_h, 1, hs);
+    char a[1024];
+#define NARGS(spec, extra)                                                                                     \
+    snprintf(a, sizeof a, "--spec '%s' --q %s --k %s --v %s --out %s %s", spec, P("nq.npy"), P("nq.npy"),     \
+             P("nq.npy"), P("no.npy"), extra)
+    NARGS("sigmoid", "");
+    expect_fail(a, 2, "sigmoid(b=", "sigmoid(train=", NULL);
+    NARGS("logn", "");
+    expect_fail(a, 2, "--logn-s", "logn(s=", NULL);
+    NARGS("asentmax", "");
+    expect_fail(a, 2, "as_beta", "attn has no option", NULL);
+    char extra[300];
+    snprintf(extra, sizeof extra, "--logn-s %s", P("ns.npy"));
+    NARGS("rope", extra);
+    expect_fail(a, 2, "--logn-s", "has no logn", NULL);
+    NARGS("logn", extra);
+    assert_int_equal(run_attn(a), 0);
+#undef NARGS
+    free(x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_happy_path_matches_library),
@@ -357,6 +436,9 @@ int main(void) {
         cmocka_unit_test(test_bad_shapes),
         cmocka_unit_test(test_bad_spec_and_options),
         cmocka_unit_test(test_missing_and_bad_files),
+        cmocka_unit_test(test_out_clashes_with_extra_output),
+        cmocka_unit_test(test_f16_out_of_range),
+        cmocka_unit_test(test_spec_needs_and_unused_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <math.h>
@@ -170,6 +171,12 @@ static void test_fault_missing_file(void **state) {
     (void)state;
     expect_read_error(tmp("does_not_exist.npy"), LA_EIO, "does_not_exist.npy", "No such file");
     expect_read_error(dir, LA_EIO, "not a regular file", NULL); /* a folder */
+    /* a FIFO without a writer: refused at once (the open blocked forever; the alarm turns a
+     * hang into a failure) */
+    assert_int_equal(mkfifo(tmp("fifo.npy"), 0600), 0);
+    alarm(10);
+    expect_read_error(tmp("fifo.npy"), LA_EIO, "fifo.npy is not a regular file", NULL);
+    alarm(0);
     const float x[1] = {1};
     const int64_t s[1] = {1};
     assert_int_equal(la_npy_write_f32("/nonexistent_la_dir/x.npy", x, 1, s), LA_EIO);

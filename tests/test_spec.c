@@ -275,6 +275,17 @@ static void test_error_unknown_word(void **state) {
     parse_fails("flash+rope", "unknown word 'flash'", "valid normalisers: softmax", "patterns: causal");
     parse_fails("sinv+prope+xyzzy", "'xyzzy'", "transforms: none, logn(s,train), qwen-logn(train)", NULL);
     parse_fails("Softmax", "unknown normaliser 'Softmax'", "did you mean 'softmax'", NULL);
+    /* a number or short garbage is named whole, with every valid word, and no far-fetched
+     * suggestion ('1.5' used to be "unknown position '1' (did you mean 'pi'?)") */
+    const char *junk[5][2] = {{"1.5", "token '1.5' does not start with a name"},
+                              {"softmax+5", "token '5' does not start with a name"},
+                              {"x", "unknown word 'x'"},
+                              {"foo.bar", "unknown word 'foo.bar'"},
+                              {"-", "token '-' does not start with a name"}};
+    for (int i = 0; i < 5; i++) {
+        parse_fails(junk[i][0], junk[i][1], "valid normalisers: softmax", "patterns: causal");
+        assert_null(strstr(la_errmsg(), "did you mean"));
+    }
 }
 
 static void test_error_unknown_key(void **state) {
@@ -335,6 +346,14 @@ static void test_error_bad_numbers(void **state) {
     parse_fails("logn(s=-1)", "bad transform 'logn'", "s must be a finite number >= 0", NULL);
     parse_fails("logn(s=0,train=1)", "needs train >= 2", NULL, NULL);
     parse_fails("logn(train=-4)", "train must be >= 0", NULL, NULL);
+    /* a bad train is charged to the token that set it (not to the default position) */
+    parse_fails("sigmoid(b=1,train=-1)", "bad normaliser 'sigmoid'", "train must be >= 0 (got -1)", NULL);
+    parse_fails("yarn(s=2,train=-1)", "bad position 'yarn'", "train must be >= 0", NULL);
+    /* a valid decimal has no length limit (64+ characters used to be a "bad number") */
+    char longnum[160] = "rope(theta=500.";
+    memset(longnum + strlen(longnum), '0', 100);
+    strcpy(longnum + 115, "1)");
+    assert_true(parse_ok(longnum).theta == 500.0);
 }
 
 static void test_error_missing_required(void **state) {

@@ -37,6 +37,13 @@ def _check(st, what):
     raise Error(name, msg)
 
 
+def _cstr(what, s, status="LA_EINVAL"):
+    """s encoded for C, which would stop reading at an embedded NUL: refused instead."""
+    if "\0" in s:
+        raise Error(status, f"{what} {s!r} contains a NUL character (C would read only {s.split(chr(0))[0]!r})")
+    return s.encode()
+
+
 # ---------------------------------------------------------------------------------------
 # spec strings
 # ---------------------------------------------------------------------------------------
@@ -77,7 +84,7 @@ class Spec:
             c = ffi.new("la_spec *", text._c[0])
         elif isinstance(text, str):
             c = ffi.new("la_spec *")
-            _check(lib.la_spec_parse(text.encode(), c), "la_spec_parse")
+            _check(lib.la_spec_parse(_cstr("spec", text, "LA_ESPEC"), c), "la_spec_parse")
         else:
             raise TypeError(f"spec must be a str or a longattn.Spec, not {type(text).__name__}")
         self._c = c
@@ -256,6 +263,9 @@ class _Call:
                 raise TypeError(f"doc_ids must be an integer array (B, S), got dtype {d.dtype}")
             if d.shape != (B, S):
                 raise ValueError(f"doc_ids must have shape (B, S) = {(B, S)}, got {d.shape}")
+            if d.size and (d.min() < -2**31 or d.max() >= 2**31):
+                raise ValueError(f"doc_ids hold {d.min()} .. {d.max()}, beyond int32 (the kernel's type): "
+                                 "number the documents 0, 1, 2, ...")
             d = np.ascontiguousarray(d, dtype=np.int32)
             self.keep.append(d)
             o.doc_ids = ffi.cast("int32_t *", d.ctypes.data)
@@ -268,6 +278,14 @@ class _Call:
                 raise ValueError(f"{name} must have H = {H} entries ({what}), got {a.size}")
             self.keep.append(a)
             setattr(o, name, _fptr(a))
+        # an input the spec does not read would be ignored silently: refuse it
+        for name, a, used, what in (("logn_s", logn_s, self.spec.xform == "logn", "a logn transform"),
+                                    ("sinks", sinks, self.spec.sink == "learned", "a learned sink (softmax+sink)"),
+                                    ("as_beta", as_beta, self.spec.norm == "asentmax", "asentmax"),
+                                    ("as_gamma", as_gamma, self.spec.norm == "asentmax", "asentmax")):
+            if a is not None and not used:
+                raise ValueError(f"{name}= is read only by specs with {what}, and spec {self.spec} has none: "
+                                 f"drop {name}= or change the spec")
         for name, a in (("as_beta", as_beta), ("as_gamma", as_gamma)):
             if a is not None:
                 a = _f32(name, a)
@@ -277,7 +295,7 @@ class _Call:
                 setattr(o, name, _fptr(a))
         if threads is not None:
             if int(threads) < 0:
-                raise ValueError(f"threads must be >= 1 (or None for the OpenMP default), got {threads}")
+                raise ValueError(f"threads must be >= 1, or 0 or None for the OpenMP default; got {threads}")
             o.n_threads = int(threads)
         o.ws = _workspace()
         self.o = o

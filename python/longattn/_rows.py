@@ -2,7 +2,7 @@
 arrays, each one call into the C library. The normalisers work along the last axis."""
 import numpy as np
 
-from ._core import _check, as_spec
+from ._core import _check, _cstr, as_spec
 from ._native import ffi, lib
 
 
@@ -155,7 +155,7 @@ def npy_read(path):
     data = ffi.new("float **")
     ndim = ffi.new("int *")
     shape = ffi.new("int64_t[8]")
-    _check(lib.la_npy_read_f32(str(path).encode(), data, ndim, shape), "la_npy_read_f32")
+    _check(lib.la_npy_read_f32(_cstr("path", str(path)), data, ndim, shape), "la_npy_read_f32")
     try:
         shp = tuple(shape[i] for i in range(ndim[0]))
         n = int(np.prod(shp, dtype=np.int64))
@@ -170,7 +170,7 @@ def npy_write(path, a):
     a = np.asarray(a)
     if a.dtype != np.float32:
         raise TypeError(f"a must be float32, got {a.dtype}")
-    a = np.ascontiguousarray(a)
+    a = a if a.flags.c_contiguous else np.ascontiguousarray(a)  # which would make a 0-d array 1-d
     shp = ffi.new("int64_t[]", list(a.shape) or [0])
-    _check(lib.la_npy_write_f32(str(path).encode(), ffi.cast("float *", a.ctypes.data), a.ndim, shp),
+    _check(lib.la_npy_write_f32(_cstr("path", str(path)), ffi.cast("float *", a.ctypes.data), a.ndim, shp),
            "la_npy_write_f32")

@@ -58,7 +58,7 @@ la_status la_diag_new(int64_t max_dist, double delta, int n_slots, la_diag **out
     e[n++] = 1;
     while (e[n - 1] <= max_dist) {
         double nx = ceil((double)e[n - 1] * delta - 1e-9 * (double)e[n - 1]);
-        int64_t v = (int64_t)nx;
+        int64_t v = nx < 0x1p63 ? (int64_t)nx : INT64_MAX; /* past int64: the last range, unbounded */
         if (v < e[n - 1] + 1) v = e[n - 1] + 1;
         if (n == 129) return la_fail(LA_EINVAL, "la_diag_new: delta %g gives more than 128 ranges up to %lld; use a larger delta", delta, (long long)max_dist);
         e[n++] = v;
@@ -124,6 +124,9 @@ static la_status diag_add(la_diag *d, int slot, int64_t t0, int dt, const float 
     if (dt != 1 && dt != -1) return la_fail(LA_EINVAL, "%s: dt must be +1 or -1 (got %d)", fn, dt);
     if (n < 0) return la_fail(LA_EINVAL, "%s: n must be >= 0 (got %d)", fn, n);
     if (n == 0) return LA_OK;
+    if (t0 < 0 || t0 > d->max_dist) /* first, so that t_last below cannot overflow */
+        return la_fail(LA_EINVAL, "%s: distance t0 = %lld falls outside 0..%lld (max_dist of la_diag_new)", fn,
+                       (long long)t0, (long long)d->max_dist);
     int64_t t_last = t0 + (int64_t)(n - 1) * dt;
     int64_t tmin = t0 < t_last ? t0 : t_last, tmax = t0 < t_last ? t_last : t0;
     if (tmin < 0 || tmax > d->max_dist)

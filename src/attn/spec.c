@@ -203,17 +203,16 @@ static la_status spec_fail(const ctx_t *c, const char *fmt, ...) {
 
 /* ---- numbers ---- */
 
-/* A finite decimal double: digits, '.', exponent; no hex, inf, nan or trailing junk. */
+/* A finite decimal double: digits, '.', exponent; no hex, inf, nan or trailing junk. Any
+ * length: strtod reads the spec text in place, and a number cannot go on past [s, s + n)
+ * (what follows is a space, ',' or ')'), so end must be s + n. */
 static int parse_double(const char *s, size_t n, double *out) {
-    char buf[64];
-    if (n == 0 || n >= sizeof buf) return 0;
+    if (n == 0) return 0;
     for (size_t i = 0; i < n; i++)
         if (!strchr("0123456789.eE+-", s[i])) return 0;
-    memcpy(buf, s, n);
-    buf[n] = '\0';
     char *end;
-    double v = strtod(buf, &end);
-    if (end != buf + n || !isfinite(v)) return 0;
+    double v = strtod(s, &end);
+    if (end != s + n || !isfinite(v)) return 0;
     *out = v;
     return 1;
 }
@@ -417,32 +416,36 @@ static la_status parse_token(const ctx_t *c, const char *b, const char *e, la_sp
     trim(&b, &e);
     int tlen = (int)(e - b);
     if (tlen == 0) return spec_fail(c, "empty token (two '+' in a row, or a '+' at an end)");
-    const char *name_e = b;
-    while (name_e < e && (isalnum((unsigned char)*name_e) || *name_e == '-' || *name_e == '_')) name_e++;
+    const char *name_e = b; /* a name starts with a letter: '1.5' or '5' is not one */
+    while (name_e < e && (isalpha((unsigned char)*name_e) ||
+                          (name_e > b && (isdigit((unsigned char)*name_e) || *name_e == '-' || *name_e == '_'))))
+        name_e++;
     size_t nlen = (size_t)(name_e - b);
     const char *rest = name_e;
     while (rest < e && is_space(*rest)) rest++;
-    if (nlen == 0) return spec_fail(c, "token '%.*s' does not start with a name", tlen, b);
 
     int ti = -1;
     for (int i = 0; i < N_TOKENS; i++)
         if (strlen(tokens[i].name) == nlen && !strncmp(tokens[i].name, b, nlen)) ti = i;
     if (ti < 0) {
-        int best = -1, bestd = 3;
+        /* suggest a name only when fewer edits than the word has letters ('x' is not 'pi') */
+        int best = -1, bestd = nlen < 3 ? (int)nlen : 3;
         for (int i = 0; i < N_TOKENS; i++) {
             int d = edit_distance(b, nlen, tokens[i].name);
             if (d < bestd) bestd = d, best = i;
         }
+        int qlen = nlen && rest < e && *rest == '(' ? (int)nlen : tlen; /* the name of name(...), else all */
         char lists[N_CAT][320];
         for (int k = 0; k < N_CAT; k++) valid_list(k, lists[k], sizeof lists[k]);
         if (best >= 0) {
             int k = tokens[best].cat;
-            return spec_fail(c, "unknown %s '%.*s' (did you mean '%s'?); valid %s: %s", cat_name[k], (int)nlen, b,
+            return spec_fail(c, "unknown %s '%.*s' (did you mean '%s'?); valid %s: %s", cat_name[k], qlen, b,
                              tokens[best].name, cat_plural[k], lists[k]);
         }
-        return spec_fail(c, "unknown word '%.*s'; valid normalisers: %s; sinks: %s; transforms: %s; positions: %s; "
+        return spec_fail(c, "%s '%.*s'%s; valid normalisers: %s; sinks: %s; transforms: %s; positions: %s; "
                             "patterns: %s",
-                         (int)nlen, b, lists[CAT_NORM], lists[CAT_SINK], lists[CAT_XF], lists[CAT_POS], lists[CAT_PAT]);
+                         nlen ? "unknown word" : "token", qlen, b, nlen ? "" : " does not start with a name",
+                         lists[CAT_NORM], lists[CAT_SINK], lists[CAT_XF], lists[CAT_POS], lists[CAT_PAT]);
     }
     const token_def *t = &tokens[ti];
     char sig[96], plist[128];
@@ -599,6 +602,7 @@ la_status la_spec_parse(const char *text, la_spec *out) {
     int cat = check_spec(&s, why, sizeof why);
     if (cat >= 0) {
         /* name the token that carries the bad value */
+        if (s.train_len < 0 && train_tok >= 0) cat = tokens[train_tok].cat; /* the token that set train */
         const char *tok = seen[cat] ? tokens[seen[cat] - 1].name : "(default)";
         if (cat == CAT_PAT && has_win && has_glob) tok = "global/window";
         char list[320];

@@ -116,15 +116,17 @@ int cli_attn(int argc, char **argv) {
         CLI_A_FN("--q FILE", "queries, shape (B, H, T, D) or (H, T, D) meaning B = 1", once_arg, &qp),
         CLI_A_FN("--k FILE", "keys, shape (B, Hkv, S, D) or (Hkv, S, D); H % Hkv == 0", once_arg, &kp),
         CLI_A_FN("--v FILE", "values, the shape of --k", once_arg, &vp),
-        CLI_A_FN("--out FILE", "output (same shape as q); lse.npy (row log-sum-exp, shape of q without D;\n"
-                               "-inf for a row with no visible key) is written next to it", once_arg, &outp),
+        CLI_A_FN("--out FILE", "output (same shape as q); lse.npy (shape of q without D) is written next to\n"
+                               "it: per row the log-sum-exp (softmax), the threshold tau (entmax family)\n"
+                               "or the mass sum_j p_ij (sigmoid); -inf for a row with no visible key",
+                 once_arg, &outp),
         CLI_A_FN("--dout FILE", "gradient of the loss w.r.t. out (shape of q): also writes dq.npy, dk.npy,\n"
                                 "dv.npy (and dlogn_s.npy with logn) in the folder of --out", once_arg, &doutp),
         CLI_A_FN("--pos0 N", "position of query 0 (default S - T: the last query sees the last key)", once_arg, &pos0_s),
         CLI_A_FN("--doc-ids FILE", "float32 holding integer document ids, shape (B, S): packed sequences;\n"
                                    "no query sees another document, positions restart at each document",
                  once_arg, &docp),
-        CLI_A_FN("--logn-s FILE", "per-head s_h of logn, shape (H,)", once_arg, &lognp),
+        CLI_A_FN("--logn-s FILE", "per-head s_h of the spec's logn, shape (H,) (only with logn)", once_arg, &lognp),
         CLI_A_FLAG("--stats", "also write entropy.npy (row entropy, nats) and key_mass.npy (B, H, S)", &stats),
         CLI_A_FN("--threads N", "OpenMP threads (default: OpenMP's choice)", once_arg, &thr_s),
         CLI_A_FN("--dtype T", "element type of q, k, v (and dout) in the kernel: f32 (default), f16 or\n"
@@ -145,6 +147,29 @@ int cli_attn(int argc, char **argv) {
                                                                                                    : "--out out.npy");
     la_spec spec;
     if (la_spec_parse(spec_s, &spec) != LA_OK) return cli_usage_error(CMD, "%s", la_errmsg());
+    /* what the kernel would refuse for want of an attn option, in attn's terms */
+    if (spec.norm == LA_NORM_SIGMOID && !spec.sig_b_set && spec.train_len < 2)
+        return cli_usage_error(CMD, "--spec '%s': sigmoid without b uses b = -ln(train); write sigmoid(b=-5.5) "
+                               "or sigmoid(train=256)", spec_s);
+    if (spec.xform == LA_XF_LOGN && !lognp && spec.logn_s == 0 && spec.train_len < 2)
+        return cli_usage_error(CMD, "--spec '%s': logn needs its scale s: give --logn-s s.npy (one per head), "
+                               "logn(s=0.3), or logn(train=N) for s = 1/log(N)", spec_s);
+    if (lognp && spec.xform != LA_XF_LOGN)
+        return cli_usage_error(CMD, "--logn-s sets the per-head s of the logn transform and --spec '%s' has no "
+                               "logn: drop --logn-s or add logn to the spec", spec_s);
+    if (spec.norm == LA_NORM_ASENTMAX)
+        return cli_usage_error(CMD, "--spec '%s': asentmax needs per-query scales (as_beta, as_gamma) that attn "
+                               "has no option for; pass them through la_attn_opts in C or Python's "
+                               "attention(..., as_beta=, as_gamma=)", spec_s);
+    /* --out must not be one of the files written next to it */
+    const char *extra[7] = {"lse.npy", stats ? "entropy.npy" : NULL, stats ? "key_mass.npy" : NULL,
+                            doutp ? "dq.npy" : NULL, doutp ? "dk.npy" : NULL, doutp ? "dv.npy" : NULL,
+                            doutp && spec.xform == LA_XF_LOGN ? "dlogn_s.npy" : NULL};
+    const char *base = strrchr(outp, '/') ? strrchr(outp, '/') + 1 : outp;
+    for (int i = 0; i < 7; i++)
+        if (extra[i] && !strcmp(base, extra[i]))
+            return cli_usage_error(CMD, "--out %s: this run also writes %s into that folder, which would "
+                                   "overwrite it; give --out another name, e.g. out.npy", outp, extra[i]);
     if (la_dist_size() > 1 && !seqpar)
         return cli_usage_error(CMD, "started as %d processes: add --seq-parallel to split the sequence over "
                                "them, or run without mpirun", la_dist_size());
@@ -272,6 +297,17 @@ int cli_attn(int argc, char **argv) {
         size_t n[4] = {nq, nk, nk, doutp ? nq : 0};
         for (int t = 0; t < 4; t++) {
             if (!n[t]) continue;
+            for (size_t i = 0; dtype == LA_DTYPE_F16 && i < n[t]; i++) {
+                float x = src[t]->data[i];
+                if (!isfinite(x) || fabsf(x) < 65520.0f) continue; /* below: rounds to <= 65504 */
+                npy_t at = {.ndim = src[t]->ndim}; /* the index, printed as a shape */
+                for (int64_t d = at.ndim - 1, j = (int64_t)i; d >= 0; j /= src[t]->shape[d--])
+                    at.shape[d] = j % src[t]->shape[d];
+                shape_str(&at, at.str, sizeof at.str);
+                rc = shape_fail("%s: entry %s is %g, beyond the range of f16 (largest finite value 65504); use "
+                                "--dtype bf16 or --dtype f32", src[t]->path, at.str, (double)x);
+                goto done;
+            }
             if (!(hx[t] = malloc(sizeof(uint16_t) * n[t]))) goto oom;
             if (dtype == LA_DTYPE_BF16) la_cvt_f32_to_bf16(hx[t], src[t]->data, n[t]);
             else la_cvt_f32_to_f16(hx[t], src[t]->data, n[t]);

@@ -9,11 +9,13 @@
  * We read all three versions and write 1.0 (2.0 when the header would not fit).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 #include "longattn/io.h"
@@ -162,13 +164,19 @@ static la_status parse_header(const char *path, const char *h, size_t hlen, int 
 
 la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t shape[8]) {
     if (!path || !data || !ndim || !shape) return la_fail(LA_EINVAL, "la_npy_read_f32: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO without a writer would block; it is refused below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    FILE *f = NULL;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
+        !(f = fdopen(fd, "rb"))) {
+        close(fd);
+        return la_fail(LA_EIO, "%s is not a regular file", path);
+    }
     la_status st = LA_OK;
     char *hdr = NULL;
     float *buf = NULL;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) LA_FAIL_DONE(LA_EIO, "%s is not a regular file", path);
     int64_t fsize = (int64_t)sb.st_size;
     unsigned char pre[12];
     if (fsize < 10 || fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0)

@@ -103,6 +103,25 @@ def test_errors_name_the_problem():
         longattn.attention(q, k, k, "softmax+logn(s=0.5)+causal", logn_s=np.ones(3, np.float32))
 
 
+def test_inputs_the_spec_does_not_read_are_refused():
+    """sinks=, as_beta=, as_gamma=, logn_s= for a spec without a learned sink, asentmax or
+    logn were silently ignored; doc_ids beyond int32 silently wrapped; threads=-1 said
+    'must be >= 1' though 0 is accepted."""
+    q, k = arr(1, 2, 8, 8), arr(1, 2, 8, 8)
+    for name, a in (("sinks", np.zeros(2, np.float32)), ("logn_s", np.ones(2, np.float32)),
+                    ("as_beta", np.ones((1, 2, 8), np.float32)), ("as_gamma", np.ones((1, 2, 8), np.float32))):
+        with pytest.raises(ValueError, match=f"{name}= is read only by specs with"):
+            longattn.attention(q, k, k, "softmax+causal", **{name: a})
+    with pytest.raises(ValueError, match="sinks= .* softmax\\+sink\\(fixed=1\\)"):
+        longattn.attention(q, k, k, "softmax+sink(fixed=1)+causal", sinks=np.zeros(2, np.float32))
+    docs = np.array([[0, 0, 0, 0, 2**31, 2**31, 2**31, 2**31]])
+    with pytest.raises(ValueError, match="beyond int32"):
+        longattn.attention(q, k, k, doc_ids=docs)
+    with pytest.raises(ValueError, match="or 0 or None"):
+        longattn.attention(q, k, k, threads=-1)
+    longattn.attention(q, k, k, threads=0)
+
+
 def test_torch_refuses_wrong_device_dtype_shape():
     q = torch.randn(1, 2, 4, 8)
     with pytest.raises(ValueError, match=r"runs on the CPU: q is on meta.*\.cpu\(\)"):
@@ -253,6 +272,9 @@ def test_spec_parse_format_fields():
     with pytest.raises(longattn.Error, match="valid normalisers") as e:
         longattn.Spec("softmax+bogus")
     assert e.value.status == "LA_ESPEC"
+    with pytest.raises(longattn.Error, match="NUL character") as e:  # C would read 'softmax'
+        longattn.Spec("softmax\0garbage")
+    assert e.value.status == "LA_ESPEC"
 
 
 @pytest.mark.parametrize("spec", ["softmax+rope+causal", "softmax+prope(p=0.5)+causal",
@@ -299,6 +321,11 @@ def test_npy_roundtrip(tmp_path):
         longattn.npy_read(tmp_path / "c.npy")
     with pytest.raises(OSError):
         longattn.npy_read(tmp_path / "missing.npy")
+    # a 0-d array keeps its shape () (it was written as (1,)); a path with NUL is refused
+    longattn.npy_write(tmp_path / "s.npy", np.float32(2.5) * np.ones((), np.float32))
+    assert np.load(tmp_path / "s.npy").shape == () and longattn.npy_read(tmp_path / "s.npy") == 2.5
+    with pytest.raises(ValueError, match="NUL"):
+        longattn.npy_write(str(tmp_path / "t.npy") + "\0x", a)
 
 
 # ---- torch module -----------------------------------------------------------------------
