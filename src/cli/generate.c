@@ -33,7 +33,7 @@ static int is_gguf_request(int argc, char **argv) {
     }
     if (model) return ckpt ? -1 : 1;
     if (!ckpt) return 0;
-    FILE *f = fopen(argv[ckpt + 1], "rb");
+    FILE *f = la_fopen_regular(argv[ckpt + 1]); /* a FIFO is left to la_model_load's message */
     char magic[4] = {0};
     int gguf = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
     if (f) fclose(f);

@@ -119,6 +119,11 @@ void la_test_point(const char *name);
  * LA_EIO on a read error, LA_ENOMEM; *out is then NULL.
  * la_now_s: CLOCK_MONOTONIC in seconds (wall-clock durations, progress and ETA). */
 la_status la_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
+/* fopen(path, "rb") of a regular file only, for readers that seek or need its size (npy,
+ * safetensors, shards): opened O_NONBLOCK first, since opening a FIFO without a writer would
+ * block forever. NULL with LA_EIO set: "cannot open PATH: <system error>" or "PATH is not a
+ * regular file". */
+FILE *la_fopen_regular(const char *path);
 double la_now_s(void);
 
 /* ---- deterministic random numbers (src/core/rng.c) ----

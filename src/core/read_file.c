@@ -1,10 +1,13 @@
 /* read_file.c -- a whole file into memory, and the monotonic clock: the helpers every
  * experiment runner, study-file reader and CLI command used to carry a copy of. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 
@@ -12,6 +15,22 @@ double la_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+FILE *la_fopen_regular(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    FILE *f = NULL;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
+        !(f = fdopen(fd, "rb"))) {
+        close(fd);
+        la_fail(LA_EIO, "%s is not a regular file", path);
+    }
+    return f;
 }
 
 la_status la_read_file(const char *path, size_t max_bytes, char **out, size_t *len) {

@@ -458,7 +458,7 @@ la_status la_gguf_open(const char *path, la_gguf **out) {
     if (!out) return la_fail(LA_EINVAL, "la_gguf_open: out is NULL");
     *out = NULL;
     if (!path) return la_fail(LA_EINVAL, "la_gguf_open: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO is refused below, not waited on */
     if (fd < 0) return la_fail(LA_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -9,13 +9,11 @@
  * We read all three versions and write 1.0 (2.0 when the header would not fit).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/internal.h"
 #include "longattn/io.h"
@@ -164,16 +162,10 @@ static la_status parse_header(const char *path, const char *h, size_t hlen, int 
 
 la_status la_npy_read_f32(const char *path, float **data, int *ndim, int64_t shape[8]) {
     if (!path || !data || !ndim || !shape) return la_fail(LA_EINVAL, "la_npy_read_f32: NULL argument");
-    /* O_NONBLOCK: opening a FIFO without a writer would block; it is refused below */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f = la_fopen_regular(path); /* a FIFO is refused, not waited on */
+    if (!f) return LA_EIO;
     struct stat sb;
-    FILE *f = NULL;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
-        !(f = fdopen(fd, "rb"))) {
-        close(fd);
-        return la_fail(LA_EIO, "%s is not a regular file", path);
-    }
+    fstat(fileno(f), &sb);
     la_status st = LA_OK;
     char *hdr = NULL;
     float *buf = NULL;

@@ -105,8 +105,8 @@ static int cmp_begin(const void *a, const void *b) {
 
 la_status la_st_read(const char *path, la_st_file *f) {
     memset(f, 0, sizeof *f);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
+    FILE *fp = la_fopen_regular(path);
+    if (!fp) return LA_EIO;
     uint8_t len8[8];
     fseek(fp, 0, SEEK_END);
     long fsize = ftell(fp);

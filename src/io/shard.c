@@ -12,8 +12,8 @@ la_status la_shard_read(const char *path, int vocab, uint16_t **tokens, int64_t 
     if (!path || !tokens || !n_out) return la_fail(LA_EINVAL, "la_shard_read: NULL argument");
     *tokens = NULL;
     *n_out = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return la_fail(LA_EIO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f = la_fopen_regular(path);
+    if (!f) return LA_EIO;
     la_status st = LA_OK;
     uint16_t *all = NULL;
     struct stat stt;

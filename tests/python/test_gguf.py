@@ -232,3 +232,17 @@ def test_default_model_matches_gguf_reader(build_dir, tmp_path):
         ours_t = np.load(out)
         assert ours_t.shape == ref.shape, name
         assert np.array_equal(ours_t.view(np.uint32), ref.view(np.uint32)), name
+
+
+def test_fifo_inputs_are_refused_not_waited_on(build_dir, tmp_path):
+    """A model or checkpoint path that is a FIFO with no writer is refused ('not a regular
+    file', exit 1): the readers open O_NONBLOCK before checking (before 2026-12-05, gguf
+    safetensors and npy readers, and generate's GGUF sniffing, blocked in open forever)."""
+    import os
+    fifo = tmp_path / "model.fifo"
+    os.mkfifo(fifo)
+    prog = str(build_dir / "longattn")
+    for args in (["gguf", "info", fifo], ["generate", "--ckpt", fifo, "--prompt", "x"],
+                 ["kv-eval", "--ckpt", fifo, "--data", tmp_path]):
+        p = subprocess.run([prog, *map(str, args)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and "not a regular file" in p.stderr, (args, p.stderr)
