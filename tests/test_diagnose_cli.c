@@ -97,6 +97,19 @@ static void test_gaussian_too_short(void **st) {
     fclose(f);
     assert_true(na >= 2);
     assert_int_equal(bad, 0);
+    /* a delta whose two ranges need more than --n's 2^30 tokens: only "lower --delta" */
+    snprintf(args, sizeof args, "--gaussian --n 500 --delta 1e19 --draws 1 --no-plot --out %s", dir);
+    assert_int_equal(run(args, out), 0);
+    f = fopen(out, "r");
+    assert_non_null(f);
+    na = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "raise --n")) bad++;
+        if (strstr(line, "lower --delta (--n takes at most 2^30)")) na++;
+    }
+    fclose(f);
+    assert_true(na >= 1);
+    assert_int_equal(bad, 0);
 }
 
 /* a tiny model (2 layers, 2 heads) saved as dir/model.safetensors, a 3000-byte text, a

@@ -301,9 +301,11 @@ int cli_diagnose(int argc, char **argv) {
         la_diag_summary(d[k], (int64_t)ceil(delta), &ratio, &slope, &used);
         if (used < 2) {
             /* a check needs two complete ranges: say so instead of printing nan and FAIL */
+            char fix[96] = "lower --delta (--n takes at most 2^30)";
+            if (ceil(delta) * delta * delta <= 0x1p30)
+                snprintf(fix, sizeof fix, "raise --n to at least %.0f or lower --delta", ceil(delta) * delta * delta);
             printf("  (* partial range)  n/a: only %d complete range(s) with t >= %g at N = %d; the checks need\n"
-                   "  two: raise --n to at least %.0f or lower --delta\n\n",
-                   used, delta, (int)N, ceil(delta) * delta * delta);
+                   "  two: %s\n\n", used, delta, (int)N, fix);
         } else {
             printf("  (* partial range)  over %d complete ranges: mass max/min = %.3f, entropy slope = %.3f per e-fold of t\n",
                    used, ratio, slope);
