@@ -153,6 +153,13 @@ static void test_generate_greedy_and_stop(void **state) {
     assert_int_equal(la_generate(s, bad_prompt, P, &gp, &r), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "token 256 at index 5"));
     assert_int_equal(la_session_pos(s), 0);
+    /* a prompt longer than the full cache: refused before its first chunks are appended */
+    int32_t *longp = calloc(65, sizeof *longp);
+    assert_non_null(longp);
+    assert_int_equal(la_generate(s, longp, 65, &gp, &r), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "do not fit"));
+    assert_int_equal(la_session_pos(s), 0);
+    free(longp);
     la_session_free(s);
     la_model_free(m);
 }
@@ -214,6 +221,10 @@ static void test_perplexity_matches_eval(void **state) {
     assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "max_windows"));
     pp.max_windows = 0;
+    tb[7] = -1;
+    assert_int_equal(la_perplexity(s, ids, N, &pp, &res), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "token_bytes[7] = -1"));
+    tb[7] = 2;
     /* ids outside the vocabulary: the first token of a chunk was scored (read out of
      * bounds) before la_session_step saw it, before 2026-12-05 */
     const int32_t bad[3] = {256, -1, 100000};

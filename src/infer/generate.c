@@ -41,6 +41,11 @@ la_status la_generate(la_session *s, const int32_t *prompt, int64_t n_prompt, co
                        gp->n_stop);
     LA_TRY(la_sample_check(&gp->sample, "la_generate"));
     LA_TRY(check_ids("la_generate", prompt, n_prompt, V));
+    const la_kv_params *kp = la_kv_get_params(la_session_cache(s));
+    if (kp->policy == LA_KV_FULL && la_session_pos(s) + n_prompt > kp->max_tokens) /* before a chunk is appended */
+        return la_fail(LA_EINVAL, "la_generate: the prompt's %lld tokens do not fit in the full KV cache (%lld of "
+                       "its %lld held); use a larger cache (max_tokens) or an evicting policy", (long long)n_prompt,
+                       (long long)la_session_pos(s), (long long)kp->max_tokens);
     const int chunk = gp->prefill_chunk ? gp->prefill_chunk : max_step;
     la_generate_result r = {0};
     float *logits = la_malloc(sizeof(float) * (size_t)V); // (V) the last row
@@ -110,6 +115,9 @@ la_status la_perplexity(la_session *s, const int32_t *ids, int64_t n, const la_p
         return la_fail(LA_EINVAL, "la_perplexity: max_windows = %lld, must be >= 0 (0: every window)",
                        (long long)pp->max_windows);
     LA_TRY(check_ids("la_perplexity", ids, n, V));
+    for (int v = 0; pp->token_bytes && v < V; v++)
+        if (pp->token_bytes[v] < 0)
+            return la_fail(LA_EINVAL, "la_perplexity: token_bytes[%d] = %d, must be >= 0", v, pp->token_bytes[v]);
     const int chunk = pp->chunk ? pp->chunk : max_step;
     float *logits = la_malloc(sizeof(float) * (size_t)chunk * V); // (chunk, V)
     if (!logits) return la_fail(LA_ENOMEM, "la_perplexity: out of memory for the logits of %d tokens", chunk);
