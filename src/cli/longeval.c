@@ -136,16 +136,16 @@ int cli_longeval(int argc, char **argv) {
     if (study) cli_parse(cmd, &DOC, args, argc, argv);
     if (cli_given(args, "--seed")) o.seed = (uint64_t)seed;
     static char mbuf[8192];
-    if (methods && split_list(cmd, "--methods", methods, ';', mbuf, sizeof mbuf, o.methods, &o.n_methods))
+    la_kv_params kp = la_kv_params_default();
+    kp.D = 0; /* the group is checked against the model's D before any cell */
+    if ((methods && split_list(cmd, "--methods", methods, ';', mbuf, sizeof mbuf, o.methods, &o.n_methods)) ||
+        (lengths && parse_list(cmd, "--lengths", lengths, o.lengths, &o.n_lengths, 1e-3, 1e3)) ||
+        (depths && parse_list(cmd, "--depths", depths, o.depths, &o.n_depths, 0, 1)) ||
+        (kv_type && la_kv_type_parse(kv_type, &kp) != LA_OK && cli_usage_error(cmd, "--kv-type: %s", la_errmsg()))) {
+        la_longeval_opts_release(&o); /* the study file's strings */
         return 2;
-    if (lengths && parse_list(cmd, "--lengths", lengths, o.lengths, &o.n_lengths, 1e-3, 1e3)) return 2;
-    if (depths && parse_list(cmd, "--depths", depths, o.depths, &o.n_depths, 0, 1)) return 2;
-    if (kv_type) {
-        la_kv_params kp = la_kv_params_default();
-        kp.D = 0; /* the group is checked against the model's D in each cell */
-        if (la_kv_type_parse(kv_type, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
-        o.kv_type = kv_type;
     }
+    if (kv_type) o.kv_type = kv_type;
     o.resume = resume;
     o.exact_stream = exact;
     if (no_share) o.no_share = 1;
