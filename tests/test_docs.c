@@ -29,6 +29,7 @@ static void test_text_folder(void **state) {
     write_file(dir, "c.txt", "", 0);            /* empty: no document */
     write_file(dir, ".hidden", "secret", 6);    /* hidden: skipped */
     write_file(dir, "d.rst", "\xff\x00z", 3);   /* any byte, any name */
+    write_file(dir, "MANIFEST", "6 b.txt\n", 8); /* scripts/prepare_*.sh's list: skipped */
     la_docs d;
     assert_int_equal(la_docs_load(dir, &d), LA_OK);
     assert_int_equal(d.n_docs, 3);
@@ -110,6 +111,8 @@ static void test_missing_and_empty_folders(void **state) {
     assert_int_equal(la_docs_load("/nonexistent_la_docs", &d), LA_EIO);
     assert_non_null(strstr(la_errmsg(), "/nonexistent_la_docs"));
     assert_non_null(strstr(la_errmsg(), "setup.sh"));
+    assert_null(strstr(la_errmsg(), "\"data\"")); /* longeval's option is --docs, kv-eval's --data */
+    assert_non_null(strstr(la_errmsg(), "folder of .txt documents"));
     char dir[256];
     assert_int_equal(la_test_mkdtemp("la_docs_", dir, sizeof dir), 0);
     write_file(dir, "empty.txt", "", 0);

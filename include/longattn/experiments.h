@@ -39,7 +39,8 @@ typedef struct {
  * header with magic 20240520, version 1 and the token count, then uint16 GPT-2 ids) they
  * are read in name order and split into documents at each <|endoftext|> (id 50256, which
  * starts every document in llm.c shards). Otherwise each regular, non-hidden file is one
- * byte-level document, in name order. Errors: LA_EINVAL (NULL), LA_EIO (cannot open or
+ * byte-level document, in name order, except one named MANIFEST (the list of documents
+ * that scripts/prepare_corpus.sh and prepare_longdocs.sh write beside them). Errors: LA_EINVAL (NULL), LA_EIO (cannot open or
  * read), LA_EFORMAT (bad shard header, truncated shard, no documents). On error *out is
  * zeroed. */
 LA_API la_status la_docs_load(const char *dir, la_docs *out);

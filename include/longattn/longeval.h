@@ -138,8 +138,10 @@ typedef void (*la_longeval_progress_fn)(void *user, const la_longeval_progress *
  * gnuplot PNGs (ppl_by_position.png, passkey_<i>.png heatmaps length x depth). cells:
  * (n_methods * n_lengths), method-major; may be NULL. With resume, a cell whose file
  * exists is read back instead of run (its method text, spec and L must match); without
- * resume the cells of an earlier run in out_dir/cells are removed first.
- * Errors: LA_EINVAL (options), LA_ESPEC (a method: named), LA_EIO, the model's. */
+ * resume the cells of an earlier run in out_dir/cells are removed first, after every
+ * method has been set up at every length (with its KV type) and run one token.
+ * Errors: LA_EINVAL (options), LA_ESPEC (a method, the KV type or a length under 64
+ * tokens, named; found before any file is removed or written), LA_EIO, the model's. */
 LA_API la_status la_longeval_run(const la_longeval_opts *o, la_longeval_progress_fn fn, void *user,
                                  la_longeval_cell *cells);
 

@@ -45,18 +45,35 @@ static void on_progress(void *user, const la_longeval_progress *p) {
             c->multikey_hits, c->multikey_n, c->resumed ? " (resumed)" : "", c->seconds, p->elapsed_s, p->eta_s);
 }
 
+/* Split s at sep into at most LA_LONGEVAL_MAX items (spaces around each trimmed) in buf
+ * (n bytes): an empty item or one given twice is a usage error naming opt. */
+static int split_list(const char *cmd, const char *opt, const char *s, char sep, char *buf, size_t n,
+                      const char **items, int *k) {
+    snprintf(buf, n, "%s", s);
+    *k = 0;
+    for (char *t = buf, *e; t; t = e) {
+        if ((e = strchr(t, sep))) *e++ = '\0';
+        while (*t == ' ') t++;
+        for (char *z = t + strlen(t); z > t && z[-1] == ' ';) *--z = '\0';
+        if (!*t) return cli_usage_error(cmd, "%s '%s' has an empty item", opt, s);
+        if (*k >= LA_LONGEVAL_MAX) return cli_usage_error(cmd, "%s: at most %d values", opt, LA_LONGEVAL_MAX);
+        for (int j = 0; j < *k; j++)
+            if (!strcmp(items[j], t)) return cli_usage_error(cmd, "%s names '%s' twice", opt, t);
+        items[(*k)++] = t;
+    }
+    return 0;
+}
+
 static int parse_list(const char *cmd, const char *opt, const char *s, double *out, int *n, double lo, double hi) {
     char buf[1024];
-    snprintf(buf, sizeof buf, "%s", s);
-    int k = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (k >= LA_LONGEVAL_MAX) return cli_usage_error(cmd, "%s: at most %d values", opt, LA_LONGEVAL_MAX);
-        if (cli_parse_num(t, lo, hi, &out[k]))
-            return cli_usage_error(cmd, "%s: '%s' is not a number in [%g, %g]", opt, t, lo, hi);
-        k++;
+    const char *items[LA_LONGEVAL_MAX];
+    if (split_list(cmd, opt, s, ',', buf, sizeof buf, items, n)) return 2;
+    for (int k = 0; k < *n; k++) {
+        if (cli_parse_num(items[k], lo, hi, &out[k]))
+            return cli_usage_error(cmd, "%s: '%s' is not a number in [%g, %g]", opt, items[k], lo, hi);
+        for (int j = 0; j < k; j++)
+            if (out[j] == out[k]) return cli_usage_error(cmd, "%s names %g twice", opt, out[k]);
     }
-    if (k == 0) return cli_usage_error(cmd, "%s needs at least one value", opt);
-    *n = k;
     return 0;
 }
 
@@ -118,26 +135,17 @@ int cli_longeval(int argc, char **argv) {
     /* the options again, over the study file's values (the same arguments: no error now) */
     if (study) cli_parse(cmd, &DOC, args, argc, argv);
     if (cli_given(args, "--seed")) o.seed = (uint64_t)seed;
-    if (methods) {
-        static char buf[8192];
-        snprintf(buf, sizeof buf, "%s", methods);
-        o.n_methods = 0;
-        for (char *save = NULL, *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
-            while (*t == ' ') t++;
-            if (!*t) continue;
-            if (o.n_methods >= LA_LONGEVAL_MAX) return cli_usage_error(cmd, "--methods: at most %d", LA_LONGEVAL_MAX);
-            o.methods[o.n_methods++] = t;
-        }
-        if (!o.n_methods) return cli_usage_error(cmd, "--methods names no method");
+    static char mbuf[8192];
+    la_kv_params kp = la_kv_params_default();
+    kp.D = 0; /* the group is checked against the model's D before any cell */
+    if ((methods && split_list(cmd, "--methods", methods, ';', mbuf, sizeof mbuf, o.methods, &o.n_methods)) ||
+        (lengths && parse_list(cmd, "--lengths", lengths, o.lengths, &o.n_lengths, 1e-3, 1e3)) ||
+        (depths && parse_list(cmd, "--depths", depths, o.depths, &o.n_depths, 0, 1)) ||
+        (kv_type && la_kv_type_parse(kv_type, &kp) != LA_OK && cli_usage_error(cmd, "--kv-type: %s", la_errmsg()))) {
+        la_longeval_opts_release(&o); /* the study file's strings */
+        return 2;
     }
-    if (lengths && parse_list(cmd, "--lengths", lengths, o.lengths, &o.n_lengths, 1e-3, 1e3)) return 2;
-    if (depths && parse_list(cmd, "--depths", depths, o.depths, &o.n_depths, 0, 1)) return 2;
-    if (kv_type) {
-        la_kv_params kp = la_kv_params_default();
-        kp.D = 0; /* the group is checked against the model's D in each cell */
-        if (la_kv_type_parse(kv_type, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
-        o.kv_type = kv_type;
-    }
+    if (kv_type) o.kv_type = kv_type;
     o.resume = resume;
     o.exact_stream = exact;
     if (no_share) o.no_share = 1;
@@ -147,7 +155,9 @@ int cli_longeval(int argc, char **argv) {
     if (!cells) return 1;
     double t0 = cli_now();
     la_status st = la_longeval_run(&o, on_progress, &o.seq_parallel, cells);
-    if (st != LA_OK && la_dist_rank() == 0)
+    if (st == LA_ESPEC && la_dist_rank() == 0) /* a bad --methods, --kv-type or --lengths: found before any file */
+        cli_usage_error(cmd, "%s", la_errmsg());
+    else if (st != LA_OK && la_dist_rank() == 0)
         fprintf(stderr, "longattn longeval: %s\n", la_errmsg()); /* the same on every rank */
     if (st == LA_OK && la_dist_rank() == 0) { /* rank 0 wrote and prints the results */
         int64_t C = o.train_ctx;
@@ -166,5 +176,5 @@ int cli_longeval(int argc, char **argv) {
     }
     free(cells);
     la_longeval_opts_release(&o);
-    return st != LA_OK;
+    return st == LA_ESPEC ? 2 : st != LA_OK;
 }

@@ -93,16 +93,15 @@ la_status la_docs_load(const char *dir, la_docs *out) {
     la_status st = LA_OK;
     errno = 0;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return la_fail(LA_EIO, "cannot open data folder '%s': %s (run scripts/setup.sh to build "
-                       "the default corpus, or point \"data\" at a folder of text files)",
-                       dir, errno ? strerror(errno) : "not a folder");
+        return la_fail(LA_EIO, "cannot open data folder '%s': %s (give a folder of .txt documents, or run "
+                       "scripts/setup.sh to build the default corpus)", dir, errno ? strerror(errno) : "not a folder");
     LA_TRY(la_list_files(dir, &names, &n_names));
     /* llm.c shards when the folder holds any *.bin (only those are read), else text files */
     for (int i = 0; i < n_names; i++) n_bins += ends_with(names[i], ".bin");
     int is_bytes = n_bins == 0;
     for (int i = 0; st == LA_OK && i < n_names; i++) {
-        if (is_bytes) st = read_text(&b, names[i]);
-        else if (ends_with(names[i], ".bin")) st = read_shard(&b, names[i]);
+        if (is_bytes && !ends_with(names[i], "/MANIFEST")) st = read_text(&b, names[i]); /* scripts/prepare_*.sh's list */
+        else if (!is_bytes && ends_with(names[i], ".bin")) st = read_shard(&b, names[i]);
     }
     /* drop a trailing empty document, then close the offsets */
     if (st == LA_OK && b.n_off > 0 && b.offset[b.n_off - 1] == b.n) b.n_off--;

@@ -2,6 +2,7 @@
  * on the grid runner (progress and ETA, one stored file per finished cell that --resume
  * reads back), results.json, longeval.csv, longeval.md and gnuplot PNGs. */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -677,17 +678,37 @@ static void cell_begin(void *user, int i, char *key, size_t n) {
     snprintf(key, n, "m%d_l%d", mi, li); /* cells/m<i>_l<j>.json */
 }
 
-/* The options that decide a cell's numbers besides its method and L (the model's file name,
- * the documents, depths, trials, distractors, buckets, chunk, streaming, seed, haystack, C and
+/* kv_type and docs as this version stores them, from the option text (also what cells of
+ * earlier versions stored: "" for no --kv-type): the resolved type's name ("f16",
+ * "int8(group=8)"), and the folder's real path (a trailing '/' or another spelling of it
+ * is the same folder) */
+static void settings_norm(cJSON *s) {
+    cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "kv_type"), *d = cJSON_GetObjectItemCaseSensitive(s, "docs");
+    la_kv_params kp = la_kv_params_default();
+    kp.D = 0; /* the group was checked against the model's head size before any cell */
+    char t[96], rp[PATH_MAX];
+    if (cJSON_IsString(k) && (*k->valuestring ? la_kv_type_parse(k->valuestring, &kp)
+                                              : la_kv_params_set_type(&kp, la_llama_default_kv_type(), 0)) == LA_OK) {
+        kp.policy = LA_KV_FULL;
+        la_kv_policy_format(&kp, t, sizeof t); /* "full", "full+f16", ... */
+        cJSON_SetValuestring(k, t[4] == '+' ? t + 5 : "f32");
+    }
+    if (cJSON_IsString(d) && realpath(d->valuestring, rp)) cJSON_SetValuestring(d, rp);
+}
+
+/* The options that decide a cell's numbers besides its method and L (the model's file name
+ * and size, the documents, depths, trials, distractors, buckets, chunk, streaming, seed, haystack, C and
  * the KV type), stored with each cell so that --resume refuses a cell computed under other
  * ones instead of mixing it into this run's tables. --no-share, --threads and --resamples
  * are left out: they do not change a cell. */
 static cJSON *cell_settings(const le_grid *G) {
     const la_longeval_opts *o = G->o;
     const char *model = strrchr(o->model, '/') ? strrchr(o->model, '/') + 1 : o->model;
+    struct stat sb;
     int saved_json = la_json_begin();
     cJSON *s = cJSON_CreateObject();
     cJSON_AddStringToObject(s, "model", model);
+    cJSON_AddNumberToObject(s, "model_bytes", stat(o->model, &sb) == 0 ? (double)sb.st_size : -1);
     cJSON_AddStringToObject(s, "docs", o->docs ? o->docs : "");
     cJSON_AddNumberToObject(s, "documents", o->n_docs);
     cJSON *d = cJSON_AddArrayToObject(s, "depths");
@@ -701,6 +722,7 @@ static cJSON *cell_settings(const le_grid *G) {
     cJSON_AddStringToObject(s, "haystack", o->filler ? "filler" : "text");
     cJSON_AddNumberToObject(s, "C", (double)G->c->C);
     cJSON_AddStringToObject(s, "kv_type", o->kv_type ? o->kv_type : "");
+    settings_norm(s);
     return la_json_end(saved_json, s);
 }
 
@@ -717,15 +739,20 @@ static la_status cell_restore(void *user, int i, const cJSON *saved, const char 
     char path[4200];
     snprintf(path, sizeof path, "%s/cells/%s.json", G->o->out_dir, key);
     LA_TRY(cell_from_json(saved, path, G->o, &G->cells[i]));
-    /* cells stored before the settings were (no "settings") are taken as they were */
-    const cJSON *was = cJSON_GetObjectItemCaseSensitive(saved, "settings");
-    if (!was) return LA_OK;
-    cJSON *now = cell_settings(G);
-    if (!now) return la_fail(LA_ENOMEM, "--resume: out of memory");
+    /* cells stored before the settings were (no "settings") are taken as they were, and so
+     * is a setting stored only by later versions (model_bytes) */
+    const cJSON *saved_settings = cJSON_GetObjectItemCaseSensitive(saved, "settings");
+    if (!saved_settings) return LA_OK;
+    cJSON *now = cell_settings(G), *was = cJSON_Duplicate(saved_settings, 1);
+    if (!now || !was) {
+        cJSON_Delete(now), cJSON_Delete(was);
+        return la_fail(LA_ENOMEM, "--resume: out of memory");
+    }
+    settings_norm(was);
     la_status st = LA_OK;
     for (const cJSON *x = now->child; x && st == LA_OK; x = x->next) {
         const cJSON *y = cJSON_GetObjectItemCaseSensitive(was, x->string);
-        if (y && cJSON_Compare(x, y, 1)) continue;
+        if (y ? cJSON_Compare(x, y, 1) : !strcmp(x->string, "model_bytes")) continue;
         char *a = cJSON_PrintUnformatted(x), *b = y ? cJSON_PrintUnformatted(y) : NULL;
         st = la_fail(LA_EFORMAT, "--resume: %s was computed with %s = %s, this run has %s = %s; run with the same "
                      "options, or use another --out (or delete the cell)", path, x->string, b ? b : "(none)",
@@ -734,6 +761,7 @@ static la_status cell_restore(void *user, int i, const cJSON *saved, const char 
         free(b);
     }
     cJSON_Delete(now);
+    cJSON_Delete(was);
     return st;
 }
 
@@ -798,25 +826,30 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
         const la_llama_config *cfg = la_llama_get_config(c.m);
         c.C = o.train_ctx > 0 ? o.train_ctx : cfg->n_ctx_train;
         c.V = cfg->n_vocab;
+        /* every id the tokenizer can give must have a logit: the perplexity reads row[next id] */
+        if (la_tokenizer_n_vocab(c.tok) > c.V)
+            st = la_fail(LA_EFORMAT, "longeval: %s: the tokenizer has %d tokens but the model has %d logits, so a "
+                         "token could not be scored; use a file whose tokenizer matches its model", o.model,
+                         la_tokenizer_n_vocab(c.tok), c.V);
     }
     int nc = o.n_methods * o.n_lengths;
     la_longeval_cell *cells = la_calloc((size_t)nc, sizeof *cells);
     c.logits = la_malloc(sizeof(float) * (size_t)o.chunk * (size_t)c.V);
     if (st == LA_OK && (!cells || !c.logits)) st = la_fail(LA_ENOMEM, "longeval: out of memory");
     if (st == LA_OK && c.C < 2) st = la_fail(LA_EFORMAT, "longeval: %s gives no trained context length", o.model);
-    /* every method must parse at every length before anything runs */
+    /* every method must set up and run a token at every length, with its KV type, before
+     * anything runs or is deleted (LA_ESPEC: a bad option, the CLI's exit 2) */
     int64_t maxL = 0;
     for (int l = 0; st == LA_OK && l < o.n_lengths; l++) {
         int64_t L = (int64_t)llround(o.lengths[l] * (double)c.C);
-        if (L < 64) st = la_fail(LA_EINVAL, "longeval: length %gC = %lld tokens is too short (>= 64)", o.lengths[l],
-                                 (long long)L);
+        if (L < 64) st = la_fail(LA_ESPEC, "--lengths: %g x C = %lld tokens (C = %lld) is too short; a length "
+                                 "must give >= 64 tokens", o.lengths[l], (long long)L, (long long)c.C);
         if (L > maxL) maxL = L;
         for (int m = 0; st == LA_OK && m < o.n_methods; m++) {
-            la_spec sp;
             la_kv_params kv;
             int hk;
             char pr[96];
-            st = le_method_parse(c.m, o.methods[m], c.C, L, &sp, &kv, &hk, pr);
+            st = le_cell_check(&c, &o, m, L, &kv, &hk, pr);
             if (st == LA_OK && o.seq_parallel && (*pr || (hk && kv.policy != LA_KV_FULL)))
                 st = la_fail(LA_EUNSUPPORTED, "longeval --seq-parallel: method '%s' %s; the prefill over the ranks "
                              "keeps every token with the model's own attention: drop the method or --seq-parallel",

@@ -222,9 +222,13 @@ la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, l
     *kv = la_kv_params_default();
     LA_TRY(la_llama_kv_params(m, kv));
     kv->policy = LA_KV_FULL;
+    if (bar && strchr(bar + 1, '|'))
+        return la_fail(LA_ESPEC, "method '%s': one '|' separates the spec from the KV policy (spec | policy); "
+                       "this one has two", text);
     if (bar) {
         *bar = '\0';
-        LA_TRY(la_kv_policy_parse(bar + 1, kv));
+        la_status st = la_kv_policy_parse(bar + 1, kv);
+        if (st != LA_OK) return la_fail(st, "method '%s': %s", text, la_errmsg());
         *has_kv = 1;
     }
     /* trim, and the alias */
@@ -484,6 +488,48 @@ static la_status run_doc(le_ctx *c, const la_longeval_opts *o, int k, int64_t L,
     return st;
 }
 
+/* Method mi at length L set on the model (spec, position regimes), its KV policy with the
+ * element type resolved, and c->step: the set-up of le_cell_run, also le_cell_check's. */
+static la_status cell_setup(le_ctx *c, const la_longeval_opts *o, int mi, int64_t L, la_spec *spec, la_kv_params *kv,
+                            int *has_kv, char *posreg) {
+    LA_TRY(le_method_parse(c->m, o->methods[mi], c->C, L, spec, kv, has_kv, posreg));
+    LA_TRY(la_llama_set_posreg(c->m, *posreg ? posreg : NULL));
+    /* the element type: the method's own (a type term after '|'), else kv_type, else the GGUF default;
+     * position regimes (selfextend, ...) need the f32 cache they were written for */
+    const char *bar = strchr(o->methods[mi], '|');
+    if (!*posreg && !(bar && la_kv_policy_names_type(bar + 1))) {
+        la_status st = o->kv_type ? la_kv_type_parse(o->kv_type, kv)
+                                  : la_kv_params_set_type(kv, la_llama_default_kv_type(), 0);
+        if (st != LA_OK) return la_fail(st, "method '%s' with --kv-type %s: %s", o->methods[mi],
+                                        o->kv_type ? o->kv_type : "(default)", la_errmsg());
+    }
+    /* a full cache (also "| full+int8", whose parse keeps the default size) holds the whole context */
+    if (!*has_kv || kv->policy == LA_KV_FULL) kv->max_tokens = L + 16;
+    LA_TRY(la_llama_set_spec(c->m, spec));
+    /* window/sinks with a spec the session streams exactly: chunks up to the window;
+     * otherwise (h2o, ...) the approximation in chunks of a quarter of the window */
+    c->step = la_kv_prefill_chunk(spec, kv, o->chunk);
+    if (*has_kv && kv->policy != LA_KV_FULL && o->exact_stream) c->step = 1;
+    return LA_OK;
+}
+
+la_status le_cell_check(le_ctx *c, const la_longeval_opts *o, int mi, int64_t L, la_kv_params *kv, int *has_kv,
+                        char *posreg) {
+    la_spec spec;
+    la_llama_session *s = NULL;
+    const int32_t t = 0;
+    la_status st = cell_setup(c, o, mi, L, &spec, kv, has_kv, posreg);
+    if (st == LA_OK) { /* one token through the cell's session: the kernels' checks of the spec */
+        st = la_llama_session_new(c->m, kv, c->step, &s);
+        if (st == LA_OK) st = la_llama_session_step(s, &t, 1, c->logits, 0);
+        if (st != LA_OK) st = la_fail(st, "method '%s' at L = %lld: %s", o->methods[mi], (long long)L, la_errmsg());
+    }
+    if (st != LA_OK && st != LA_ENOMEM) st = la_fail(LA_ESPEC, "%s", la_errmsg()); /* a bad method or --kv-type */
+    la_llama_session_free(s);
+    la_llama_set_posreg(c->m, NULL);
+    return st;
+}
+
 la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, la_longeval_cell *cell) {
     const int mi = cell->method;
     const int64_t L = cell->L;
@@ -491,29 +537,14 @@ la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, la_longeval_cell *ce
     la_kv_params kv;
     int has_kv;
     char posreg[96];
-    LA_TRY(le_method_parse(c->m, o->methods[mi], c->C, L, &spec, &kv, &has_kv, posreg));
+    LA_TRY(cell_setup(c, o, mi, L, &spec, &kv, &has_kv, posreg));
     la_spec_format(&spec, cell->spec, sizeof cell->spec);
     if (*posreg) { /* the cell's spec names the regimes too */
         size_t n = strlen(cell->spec);
         snprintf(cell->spec + n, sizeof cell->spec - n, " + %s", posreg);
     }
-    LA_TRY(la_llama_set_posreg(c->m, *posreg ? posreg : NULL));
-    /* the element type: the method's own (a type term after '|'), else kv_type, else the GGUF default;
-     * position regimes (selfextend, ...) need the f32 cache they were written for */
-    const char *bar = strchr(o->methods[mi], '|');
-    if (!*posreg && !(bar && la_kv_policy_names_type(bar + 1))) {
-        if (o->kv_type) LA_TRY(la_kv_type_parse(o->kv_type, &kv));
-        else LA_TRY(la_kv_params_set_type(&kv, la_llama_default_kv_type(), 0));
-    }
-    /* a full cache (also "| full+int8", whose parse keeps the default size) holds the whole context */
-    if (!has_kv || kv.policy == LA_KV_FULL) kv.max_tokens = L + 16;
     la_kv_policy_format(&kv, cell->kv, sizeof cell->kv);
-    LA_TRY(la_llama_set_spec(c->m, &spec));
-    /* window/sinks with a spec the session streams exactly: chunks up to the window;
-     * otherwise (h2o, ...) the approximation in chunks of a quarter of the window */
-    int step = la_kv_prefill_chunk(&spec, &kv, o->chunk);
-    if (has_kv && kv.policy != LA_KV_FULL && o->exact_stream) step = 1;
-    c->step = step;
+    const int step = c->step;
     c->work_tokens = 0;
     const int share = !o->no_share && !o->seq_parallel;
     cell->shared = share;

@@ -56,6 +56,13 @@ typedef struct {
  * none); the spec is then the model's own RoPE. */
 la_status le_method_parse(la_llama *m, const char *text, int64_t C, int64_t L, la_spec *spec, la_kv_params *kv,
                           int *has_kv, char *posreg);
+/* Check method mi at length L as le_cell_run would run it (spec, position regimes, KV policy
+ * and element type: o->kv_type, the method's own or the GGUF default), then one token through
+ * its session, so that the kernels' checks run too: before the runner deletes or writes
+ * anything. Fills kv, has_kv and posreg as le_method_parse. Errors: LA_ESPEC (named, a bad
+ * method or --kv-type for this model), LA_ENOMEM. Uses c->m, c->C, c->logits; sets c->step. */
+la_status le_cell_check(le_ctx *c, const la_longeval_opts *o, int mi, int64_t L, la_kv_params *kv, int *has_kv,
+                        char *posreg);
 /* Run one cell: cell comes zeroed but for its method, length, method_text and L (the
  * runner's cell_begin, which names the cell before it is run or restored). */
 la_status le_cell_run(le_ctx *c, const la_longeval_opts *o, la_longeval_cell *cell);

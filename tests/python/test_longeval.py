@@ -184,11 +184,16 @@ def bytes_to_unicode():
     return dict(zip(bs, map(chr, cs)))
 
 
-def tiny_with_tokenizer(path, monkeypatch):
+def tiny_with_tokenizer(path, monkeypatch, merge_at=256):
     """write_model's tiny llama file (V = 300) plus a byte-level GPT-2 tokenizer: the 256
-    byte symbols, one merge, padding tokens up to V."""
+    byte symbols, one merge (token id merge_at), padding tokens up to V (past it when
+    merge_at >= V: a tokenizer that does not match the model)."""
     b2u = bytes_to_unicode()
-    toks = [b2u[b] for b in range(256)] + ["Ġt"] + [f"<pad{i}>" for i in range(300 - 257)]
+    n = max(300, merge_at + 1)
+    toks = [b2u[b] for b in range(256)] + [f"<pad{i}>" for i in range(n - 257)]
+    toks.insert(merge_at, "Ġt")
+    types = [1] * 256 + [3] * (n - 256)
+    types[merge_at] = 1
     base_writer = gguf.GGUFWriter
 
     class TokWriter(base_writer):
@@ -196,7 +201,7 @@ def tiny_with_tokenizer(path, monkeypatch):
             self.add_tokenizer_model("gpt2")
             self.add_tokenizer_pre("gpt2")
             self.add_token_list(toks)
-            self.add_token_types([1] * 257 + [3] * (300 - 257))
+            self.add_token_types(types)
             self.add_token_merges(["Ġ t"])
             super().write_header_to_file(*a, **k)
 
@@ -408,3 +413,112 @@ def test_longeval_full_int8_holds_a_context_past_the_default_cache(build_dir, tm
     # int8 keys and values: close to the float cache, not equal (the test can tell them apart)
     a, b = cells[0]["bits_per_token"], cells[1]["bits_per_token"]
     assert a != b and abs(a - b) < 0.05 * a, (a, b)
+
+
+def _quick(model, out, *extra):
+    """a one-cell perplexity run on the tiny model (seconds)"""
+    return ["--model", model, "--methods", "as-trained", "--lengths", "1", "--trials", "0", "--buckets", "1",
+            "--documents", "1", "--threads", "1", "--docs", tl.ROOT / "data" / "longdocs", "--out", out, *extra]
+
+
+def _cells(out):
+    return {f.name: f.read_bytes() for f in (out / "cells").glob("*.json")}
+
+
+def test_longeval_bad_method_or_kv_type_refused_before_deleting(build_dir, tmp_path, monkeypatch):
+    """A --kv-type the model cannot take, a method the kernels refuse (asentmax needs its
+    trained parameters), a policy with a second '|' or an unknown term and a length under 64
+    tokens are usage errors (exit 2, the usage hint, the method named) found before the
+    previous run's cells/ is emptied; before the fix they failed (exit 1) in the first cell,
+    after la_grid_open had deleted them."""
+    model = tmp_path / "tiny.gguf"
+    tiny_with_tokenizer(model, monkeypatch)
+    out = tmp_path / "o"
+    p = subprocess.run(longeval(build_dir, *_quick(model, out)), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    before = _cells(out)
+    assert len(before) == 1
+    for extra, says in ((["--kv-type", "int8(group=7)"], "int8(group=7)"),
+                        (["--methods", "asentmax+rope"], "asentmax"),
+                        (["--methods", "as-trained | sinks(4,20) | window(3)"], "two"),
+                        (["--methods", "as-trained | bogus(3)"], "method 'as-trained | bogus(3)'"),
+                        (["--lengths", "0.001"], "--lengths")):
+        p = subprocess.run(longeval(build_dir, *_quick(model, out, *extra)), capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == 2 and says in p.stderr and "--help` for usage" in p.stderr, (extra, p.stderr)
+        assert _cells(out) == before, extra
+
+
+def test_longeval_list_options_refuse_empty_and_repeated_items(build_dir, tmp_path):
+    """'1,' ',1' '1,,2' and a value or method given twice were accepted (empty fields
+    skipped, the same cell run twice)."""
+    for opt, val in (("--lengths", "1,"), ("--lengths", ",1"), ("--lengths", "1,,2"), ("--lengths", "1,1"),
+                     ("--lengths", "1,1.0"), ("--depths", "0.5,0.5"), ("--methods", "as-trained;as-trained"),
+                     ("--methods", "as-trained;;pi(2)"), ("--methods", "as-trained;")):
+        p = subprocess.run(longeval(build_dir, "--model", tmp_path / "absent.gguf", opt, val), capture_output=True,
+                           text=True)
+        assert p.returncode == 2 and opt in p.stderr and ("empty" in p.stderr or "twice" in p.stderr), (val, p.stderr)
+
+
+def test_longeval_resume_takes_the_same_settings_spelled_otherwise(build_dir, tmp_path, monkeypatch):
+    """--kv-type f16 is the default, int8 is int8(group=0) and DIR/ is DIR: --resume refused
+    these cells (the option text was compared). Cells of the earlier version (the raw text,
+    "" for no --kv-type, no model_bytes) still resume with the same settings, and a different
+    type is still refused."""
+    model = tmp_path / "tiny.gguf"
+    tiny_with_tokenizer(model, monkeypatch)
+    out, out8 = tmp_path / "o", tmp_path / "o8"
+    docs = str(tl.ROOT / "data" / "longdocs")
+    runs = ((out, [], ["--kv-type", "f16", "--docs", docs + "/"]), (out8, ["--kv-type", "int8"],
+                                                                     ["--kv-type", "int8(group=0)"]))
+    for o, first, again in runs:
+        p = subprocess.run(longeval(build_dir, *_quick(model, o, *first)), capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        p = subprocess.run(longeval(build_dir, *_quick(model, o, "--resume", *again)), capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == 0 and "(resumed)" in p.stderr, p.stderr
+    # a cell as the earlier version stored it
+    cell = out / "cells" / "m0_l0.json"
+    j = json.loads(cell.read_text())
+    j["settings"].pop("model_bytes")
+    j["settings"]["kv_type"], j["settings"]["docs"] = "", docs + "/"
+    cell.write_text(json.dumps(j))
+    p = subprocess.run(longeval(build_dir, *_quick(model, out, "--resume")), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0 and "(resumed)" in p.stderr, p.stderr
+    p = subprocess.run(longeval(build_dir, *_quick(model, out, "--resume", "--kv-type", "bf16")), capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 1 and 'kv_type = "f16", this run has kv_type = "bf16"' in p.stderr, p.stderr
+
+
+def test_longeval_manifest_is_not_a_document(build_dir, tmp_path, monkeypatch):
+    """data/longdocs holds six .txt documents and scripts/prepare_longdocs.sh's MANIFEST;
+    --documents 0 scored seven (MANIFEST first, in name order)."""
+    model = tmp_path / "tiny.gguf"
+    tiny_with_tokenizer(model, monkeypatch)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = (tl.ROOT / "data" / "longdocs" / "3-wisdom.txt").read_bytes()[:20000]
+    (docs / "a.txt").write_bytes(text)
+    (docs / "b.txt").write_bytes(text[::-1])
+    (docs / "MANIFEST").write_text("20000 a.txt\n20000 b.txt\n")
+    args = [a if a != tl.ROOT / "data" / "longdocs" else docs for a in _quick(model, tmp_path / "o")]
+    args[args.index("--documents") + 1] = "0"
+    p = subprocess.run(longeval(build_dir, *args), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["cells"][0]["n_docs"] == 2
+
+
+def test_longeval_tokenizer_past_the_model_vocabulary(build_dir, tmp_path, monkeypatch):
+    """A tokenizer whose merge gives id 305 on a model with 300 logits: the perplexity read
+    logits row[305] (past the row); now refused before anything runs or is deleted."""
+    good, bad = tmp_path / "good.gguf", tmp_path / "bad.gguf"
+    tiny_with_tokenizer(good, monkeypatch)
+    tiny_with_tokenizer(bad, monkeypatch, merge_at=305)
+    out = tmp_path / "o"
+    p = subprocess.run(longeval(build_dir, *_quick(good, out)), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    before = _cells(out)
+    p = subprocess.run(longeval(build_dir, *_quick(bad, out)), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1 and "tokenizer" in p.stderr and "300" in p.stderr, p.stderr
+    assert _cells(out) == before
