@@ -398,6 +398,14 @@ static void test_bad_checkpoints(void **st) {
     /* truncated state */
     copy_file(cks, bads, 200, -1);
     assert_int_equal(la_trainer_load(tr, bad), LA_EFORMAT);
+    /* one flipped bit in the optimiser state's data: its hash (state_hash) catches it */
+    f = fopen(cks, "rb");
+    fseek(f, 0, SEEK_END);
+    sz = ftell(f);
+    fclose(f);
+    copy_file(cks, bads, -1, sz - 10);
+    assert_int_equal(la_trainer_load(tr, bad), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "bad.safetensors.state"));
     assert_memory_equal(before, la_model_params(m), P * sizeof(float));  // untouched
     assert_int_equal(la_trainer_step_count(tr), 2);
 
