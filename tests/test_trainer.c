@@ -127,6 +127,12 @@ static void test_step_batch(void **st) {
      * the best is ln 2 */
     assert_true(info.loss < 0.3f * first);
     assert_true(info.loss > 0.6f);
+    /* a non-finite loss names the step that failed (the 41st), not the last that succeeded */
+    la_tensor_info last;
+    assert_int_equal(la_model_get_tensor(m, la_model_num_tensors(m) - 1, &last), LA_OK);
+    for (size_t i = 0; i < last.numel; i++) la_model_params(m)[last.offset + i] = NAN;
+    assert_int_equal(la_trainer_step_batch(tr, tok, tgt, 2, 8, &info), LA_ENUMERIC);
+    assert_non_null(strstr(la_errmsg(), "at step 41;"));
     la_trainer_free(tr);
     la_model_free(m);
 }

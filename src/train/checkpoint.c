@@ -226,9 +226,10 @@ la_status la_trainer_load(la_trainer *tr, const char *path) {
 
 /* The train config stored in a checkpoint's state file (for `longattn train --resume`). */
 la_status la_trainer_read_config(const char *path, la_train_config *cfg) {
-    char sp[1100];
+    char sp[1100], np[1100];
     state_path(sp, sizeof sp, path);
-    if (access(sp, F_OK) != 0) state_new_path(sp, sizeof sp, path); /* a first save killed before its rename */
+    state_new_path(np, sizeof np, path);
+    if (access(sp, F_OK) != 0 && access(np, F_OK) == 0) memcpy(sp, np, sizeof sp); /* a first save killed before its rename */
     la_st_file sf;
     LA_TRY(la_st_read(sp, &sf));
     const char *js = la_st_meta(&sf, "train_config");
