@@ -224,6 +224,8 @@ static void test_bad_usage(void **st) {
     assert_true(output_has("--spec cannot change"));
     snprintf(args, sizeof args, "--resume --out %s/run --lr 0.5", g_dir);
     assert_int_equal(run(args), 2);
+    assert_int_equal(run("--data x --d-model 536870912"), 2); /* 4 x d-model (the MLP) once overflowed */
+    assert_true(output_has("--d-model"));
     assert_int_equal(run("--data x --qk-gain 0"), 2);
     assert_true(output_has("(0, 100]"));
     /* bad model settings and specs: usage errors naming the option, before --out is made */

@@ -2,6 +2,7 @@
  * token shards, with a progress display, a CSV log, checkpoints, Ctrl-C saving a
  * checkpoint, and --resume. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -106,7 +107,7 @@ int cli_train(int argc, char **argv) {
         CLI_A_GROUP("model:"),
         CLI_A_STR("--spec TEXT", "attention spec (default softmax+rope+causal)", &spec),
         CLI_A_INT("--layers N", "transformer blocks (default 4)", &mc.n_layer, 1, MAXI),
-        CLI_A_INT("--d-model N", "model width (default 128)", &mc.d_model, 1, MAXI),
+        CLI_A_INT("--d-model N", "model width (default 128)", &mc.d_model, 1, INT_MAX / 4), /* 4 x: the MLP */
         CLI_A_INT("--heads N", "attention heads (default 4)", &mc.n_head, 1, MAXI),
         CLI_A_INT("--kv-heads N", "key/value heads (default = heads)", &mc.n_kv_head, 1, MAXI),
         CLI_A_INT("--d-ff N", "MLP width (default 4 * d-model)", &mc.d_ff, 1, MAXI),
