@@ -162,7 +162,7 @@ int cli_train(int argc, char **argv) {
     if (strlen(out) > 900) return cli_usage_error(cmd, "--out path too long");
     la_spec sp;
     if (!resume && la_spec_parse(mc.spec, &sp) != LA_OK)
-        return cli_usage_error(cmd, "--spec '%s': %s", mc.spec, la_errmsg());
+        return cli_usage_error(cmd, "--spec: %s", la_errmsg());
     if (!resume && mc.d_model % mc.n_head)
         return cli_usage_error(cmd, "--heads %d does not divide --d-model %d", mc.n_head, mc.d_model);
     if (!resume && mc.n_kv_head && mc.n_head % mc.n_kv_head)
