@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "longattn.h"
+#include "support/test_corpus.h"
 
 static char g_dir[64];
 static const char *g_bin;
@@ -223,11 +224,145 @@ static void test_bad_usage(void **st) {
     assert_true(output_has("--spec cannot change"));
     snprintf(args, sizeof args, "--resume --out %s/run --lr 0.5", g_dir);
     assert_int_equal(run(args), 2);
+    assert_int_equal(run("--data x --d-model 536870912"), 2); /* 4 x d-model (the MLP) once overflowed */
+    assert_true(output_has("--d-model"));
     assert_int_equal(run("--data x --qk-gain 0"), 2);
     assert_true(output_has("(0, 100]"));
-    snprintf(args, sizeof args, "--data %s/text --out %s/r3 --spec softmax+bogus", g_dir, g_dir);
+    /* bad model settings and specs: usage errors naming the option, before --out is made */
+    static const char *const bad[][2] = {{"--spec softmax+bogus", "bogus"}, {"--spec 'softmax+rope('", "--spec"},
+                                         {"--heads 3 --d-model 32", "--heads 3"}, {"--kv-heads 3", "--kv-heads"},
+                                         {"--min-lr 1", "--min-lr"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "--data %s/text --out %s/r3 %s", g_dir, g_dir, bad[i][0]);
+        assert_int_equal(run(args), 2);
+        assert_true(output_has(bad[i][1]));
+        assert_true(output_has("--help"));
+    }
+    snprintf(args, sizeof args, "%s/r3", g_dir);
+    assert_int_equal(access(args, F_OK), -1);
+}
+
+/* steps column of log.csv: 1 when the rows are steps 1..n in order, 0 otherwise; *vals gets
+ * the number of rows with a validation loss */
+static int csv_steps_in_order(const char *path, int *vals) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[512];
+    int ok = fgets(line, sizeof line, f) != NULL, want = 1;
+    *vals = 0;
+    for (; ok && fgets(line, sizeof line, f); want++) {
+        ok = atoi(line) == want;
+        char *v = line;
+        for (int k = 0; k < 3 && v; k++) v = strchr(v + 1, ',');
+        *vals += v && strncmp(v + 1, "nan", 3) != 0;
+    }
+    fclose(f);
+    return ok;
+}
+
+/* A new run that cannot start (its window is longer than the data) into another run's folder
+ * leaves that run's log.csv and data.txt as they were, so its --resume still works. */
+static void test_failed_start_keeps_run(void **st) {
+    (void)st;
+    char args[512], csv[256], meta[256];
+    snprintf(args, sizeof args, "--data %s/text --out %s/keep " SMALL " --steps 3", g_dir, g_dir);
+    assert_int_equal(run(args), 0);
+    snprintf(csv, sizeof csv, "%s/keep/log.csv", g_dir);
+    snprintf(meta, sizeof meta, "%s/keep/data.txt", g_dir);
+    char *before = la_test_read_file(meta, NULL);
+    assert_non_null(before);
+    snprintf(args, sizeof args, "--data %s/text/doc0.txt --out %s/keep --seq-len 100000 --steps 3", g_dir, g_dir);
     assert_int_equal(run(args), 1);
-    assert_true(output_has("bogus"));
+    assert_true(output_has("--seq-len"));
+    assert_int_equal(csv_rows(csv), 3);
+    char *after = la_test_read_file(meta, NULL);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    snprintf(args, sizeof args, "--resume --out %s/keep --steps 5", g_dir);
+    assert_int_equal(run(args), 0);
+    assert_int_equal(csv_rows(csv), 5);
+}
+
+/* --resume: --eval-every and --ckpt-every replace the saved ones; --steps at or below the
+ * checkpoint's step is a usage error; a folder without a checkpoint is named and not made. */
+static void test_resume_options(void **st) {
+    (void)st;
+    char args[512], csv[256];
+    int vals;
+    snprintf(args, sizeof args, "--data %s/text --out %s/ev --layers 1 --d-model 16 --heads 2 --batch 2 --seq-len 16 "
+             "--steps 4 --eval-every 0", g_dir, g_dir);
+    assert_int_equal(run(args), 0);
+    snprintf(csv, sizeof csv, "%s/ev/log.csv", g_dir);
+    assert_true(csv_steps_in_order(csv, &vals));
+    assert_int_equal(vals, 0);
+    snprintf(args, sizeof args, "--resume --out %s/ev --steps 7 --eval-every 1", g_dir);
+    assert_int_equal(run(args), 0);
+    assert_true(csv_steps_in_order(csv, &vals));
+    assert_int_equal(vals, 3);
+    snprintf(args, sizeof args, "--resume --out %s/ev --steps 7", g_dir);
+    assert_int_equal(run(args), 2);
+    assert_true(output_has("--steps 7"));
+    snprintf(args, sizeof args, "--resume --out %s/typo_dir", g_dir);
+    assert_int_equal(run(args), 1);
+    assert_true(output_has("no checkpoint in"));
+    assert_false(output_has(".state.new"));
+    snprintf(args, sizeof args, "%s/typo_dir", g_dir);
+    assert_int_equal(access(args, F_OK), -1);
+    /* weights without their state: the missing file is the one named */
+    snprintf(args, sizeof args, "%s/ev/model.safetensors.state", g_dir);
+    assert_int_equal(unlink(args), 0);
+    snprintf(args, sizeof args, "--resume --out %s/ev --steps 9", g_dir);
+    assert_int_equal(run(args), 1);
+    assert_true(output_has("model.safetensors.state"));
+    assert_false(output_has(".state.new"));
+}
+
+/* Start a run into out (8 steps, checkpoints every ckpt_every) that stops itself at the stop
+ * point (src/core/test_point.c), kill it there with SIGKILL. */
+static void kill_at(const char *out, const char *ckpt_every, const char *point) {
+    char data[256];
+    snprintf(data, sizeof data, "%s/text", g_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        setenv("LA_TEST_STOP_AT", point, 1);
+        execl(g_bin, g_bin, "train", "--data", data, "--out", out, "--layers", "1", "--d-model", "16", "--heads",
+              "2", "--batch", "2", "--seq-len", "16", "--steps", "8", "--eval-every", "0", "--ckpt-every", ckpt_every,
+              (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, WUNTRACED), pid);
+    assert_true(WIFSTOPPED(status));
+    kill(pid, SIGKILL);
+    kill(pid, SIGCONT);
+    waitpid(pid, &status, 0);
+}
+
+/* Killed (SIGKILL) after step 5 with checkpoints every 2 steps: --resume continues from step 4
+ * and the log has each step once, in order (the row of step 5 of the killed run is cut).
+ * A new run records its data (data.txt) before its first checkpoint is written: killed in
+ * the middle of that write, --resume finds both. */
+static void test_kill_resume_log(void **st) {
+    (void)st;
+    char out[256], csv[256], args[512], meta[300];
+    int vals;
+    snprintf(out, sizeof out, "%s/k9", g_dir);
+    snprintf(csv, sizeof csv, "%s/k9/log.csv", g_dir);
+    kill_at(out, "2", "train-step:5");
+    assert_int_equal(csv_rows(csv), 5);
+    snprintf(args, sizeof args, "--resume --out %s", out);
+    assert_int_equal(run(args), 0);
+    assert_int_equal(csv_rows(csv), 8);
+    assert_true(csv_steps_in_order(csv, &vals));
+    snprintf(out, sizeof out, "%s/k1", g_dir);
+    kill_at(out, "1", "ckpt-rename:1");
+    snprintf(meta, sizeof meta, "%s/data.txt", out);
+    assert_int_equal(access(meta, F_OK), 0);
+    snprintf(args, sizeof args, "--resume --out %s", out);
+    assert_int_equal(run(args), 0);
 }
 
 int main(void) {
@@ -237,6 +372,9 @@ int main(void) {
         cmocka_unit_test(test_precision_bf16),
         cmocka_unit_test(test_sigint_saves),
         cmocka_unit_test(test_bad_usage),
+        cmocka_unit_test(test_failed_start_keeps_run),
+        cmocka_unit_test(test_resume_options),
+        cmocka_unit_test(test_kill_resume_log),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

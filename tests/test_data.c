@@ -271,6 +271,22 @@ static void test_shards(void **st) {
     assert_int_equal(la_data_val_batch(d, 0, 1, 4, w), LA_OK);
     assert_int_equal(w[4], 33);
     la_data_free(d);
+    /* only the file's name decides: shards in a folder named *_val_* are not all validation */
+    const char *dirs[] = {"my_val_dir", "my_val_dir/sh", "allval"};
+    for (int i = 0; i < 3; i++) {
+        path_in(sub, sizeof sub, dirs[i]);
+        mkdir(sub, 0755);
+    }
+    write_shard("my_val_dir/sh/x_train_000.bin", t1, 7, 7, 20240520, 1);
+    write_shard("my_val_dir/sh/x_val_000.bin", t2, 5, 5, 20240520, 1);
+    d = open_ok("my_val_dir/sh", 0.1);
+    assert_int_equal(la_data_num_docs(d, LA_SPLIT_TRAIN), 2);
+    assert_int_equal(la_data_num_docs(d, LA_SPLIT_VAL), 1);
+    la_data_free(d);
+    /* every shard a validation one: an empty train split, said so */
+    write_shard("allval/x_val_000.bin", t2, 5, 5, 20240520, 1);
+    assert_int_equal(open_status("allval"), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "*_val_*"));
 }
 
 static void test_bad_shards(void **st) {

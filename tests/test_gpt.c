@@ -289,6 +289,11 @@ static void test_bad_arguments(void **st) {
     c.qk_gain = 0;  // QK-norm gains must start positive
     assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "qk_gain"));
+    c = la_model_config_default();
+    c.d_model = 536870912;  // 4 * d_model (the default d_ff) once overflowed an int
+    c.n_head = 1;
+    assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "d_model=536870912 is too large"));
     m = tiny("softmax+rope+causal", 0);
     int32_t tok[TB * TT], tgt[TB * TT];
     batch(tok, tgt, 1);
@@ -415,6 +420,20 @@ static void test_load_bad_headers(void **state) {
     write_st(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0.5,4.5]}}", 8);
     assert_int_equal(la_model_load(path, &m), LA_EFORMAT);
     assert_non_null(strstr(la_errmsg(), "data_offsets"));
+    /* config metadata out of range: refused naming the file and the key (n_layer 2^32 + 1 once
+     * loaded as 1, init_std "nan" failed without a file name) */
+    static const char *const meta[][2] = {{"\"n_layer\":\"4294967297\",\"init_std\":\"0.02\"", "'n_layer'"},
+                                          {"\"n_layer\":\"1\",\"init_std\":\"nan\"", "'init_std'"}};
+    for (int i = 0; i < 2; i++) {
+        char hdr[512];
+        snprintf(hdr, sizeof hdr, "{\"__metadata__\":{\"format\":\"longattn-gpt-1\",%s,\"n_head\":\"1\","
+                 "\"n_kv_head\":\"1\",\"d_model\":\"8\",\"d_ff\":\"8\",\"vocab\":\"16\",\"train_len\":\"8\","
+                 "\"spec\":\"softmax+nope+causal\"}}", meta[i][0]);
+        write_st(path, hdr, 0);
+        assert_int_equal(la_model_load(path, &m), LA_EFORMAT);
+        assert_non_null(strstr(la_errmsg(), "d.safetensors"));
+        assert_non_null(strstr(la_errmsg(), meta[i][1]));
+    }
     remove(path);
     rmdir(dir);
 }

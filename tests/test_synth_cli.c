@@ -165,6 +165,7 @@ static void test_quick_bf16(void **state) {
     snprintf(args, sizeof args, "synth --quick --resume --out %s/run", dir);
     assert_int_equal(run(args, out, sizeof out), 1);
     assert_non_null(strstr(out, "precision"));
+    assert_null(strstr(out, "study file")); /* synth has none: the message names its options */
     snprintf(args, sizeof args, "rm -rf %s %s", dir, dir2);
     assert_int_equal(system(args), 0);
     assert_int_equal(run("synth --precision f16", out, sizeof out), 2);
@@ -198,6 +199,11 @@ static void test_bad_options(void **state) {
     assert_non_null(strstr(out, "bogus"));
     assert_int_equal(run("synth --specs 'softmax+nope;softmaxx' --out /tmp/la_never", out, sizeof out), 2);
     assert_non_null(strstr(out, "softmaxx"));
+    /* a task or spec given twice (once ran twice into one cell file) */
+    assert_int_equal(run("synth --tasks copy,copy --out /tmp/la_never", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--tasks names copy twice"));
+    assert_int_equal(run("synth --specs 'softmax+nope; softmax+nope+causal' --out /tmp/la_never", out, sizeof out), 2);
+    assert_non_null(strstr(out, "twice"));
     assert_int_equal(run("synth --steps 0", out, sizeof out), 2);
     assert_non_null(strstr(out, "--steps"));
     assert_int_equal(run("synth --max-mult 3", out, sizeof out), 2);

@@ -127,6 +127,12 @@ static void test_step_batch(void **st) {
      * the best is ln 2 */
     assert_true(info.loss < 0.3f * first);
     assert_true(info.loss > 0.6f);
+    /* a non-finite loss names the step that failed (the 41st), not the last that succeeded */
+    la_tensor_info last;
+    assert_int_equal(la_model_get_tensor(m, la_model_num_tensors(m) - 1, &last), LA_OK);
+    for (size_t i = 0; i < last.numel; i++) la_model_params(m)[last.offset + i] = NAN;
+    assert_int_equal(la_trainer_step_batch(tr, tok, tgt, 2, 8, &info), LA_ENUMERIC);
+    assert_non_null(strstr(la_errmsg(), "at step 41;"));
     la_trainer_free(tr);
     la_model_free(m);
 }
@@ -398,6 +404,14 @@ static void test_bad_checkpoints(void **st) {
     /* truncated state */
     copy_file(cks, bads, 200, -1);
     assert_int_equal(la_trainer_load(tr, bad), LA_EFORMAT);
+    /* one flipped bit in the optimiser state's data: its hash (state_hash) catches it */
+    f = fopen(cks, "rb");
+    fseek(f, 0, SEEK_END);
+    sz = ftell(f);
+    fclose(f);
+    copy_file(cks, bads, -1, sz - 10);
+    assert_int_equal(la_trainer_load(tr, bad), LA_EFORMAT);
+    assert_non_null(strstr(la_errmsg(), "bad.safetensors.state"));
     assert_memory_equal(before, la_model_params(m), P * sizeof(float));  // untouched
     assert_int_equal(la_trainer_step_count(tr), 2);
 

@@ -210,8 +210,10 @@ typedef struct {
 typedef int (*la_trainer_progress_fn)(void *user, const la_train_progress *p);
 
 /* Run tr until cfg.steps (continuing from its step count, so a resumed trainer finishes
- * the same schedule), evaluating, logging CSV (appending when resuming) and
- * checkpointing as configured. progress may be NULL. Errors: from the steps,
+ * the same schedule), evaluating, logging CSV and checkpointing as configured. The CSV is
+ * opened once the first step has succeeded: a new run replaces it; a resumed one keeps its
+ * rows up to the checkpoint's step (rewritten atomically) and appends. progress is called
+ * after each step's row and before that step's checkpoint; it may be NULL. Errors: from the steps,
  * LA_EINTERRUPTED (progress asked to stop; checkpoint saved), LA_EIO (log/checkpoint). */
 LA_API la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *user);
 

@@ -145,12 +145,37 @@ static void on_progress(void *user, const la_synth_progress *p) {
         fprintf(stderr, "longattn synth: %s x '%s' skipped: %s\n", task, p->spec, p->message);
 }
 
+/* The first item of a sep-separated list given twice (spaces around items ignored; specs
+ * compared in canonical form), or NULL: a cell file is kept per task x spec, so a repeat would
+ * train twice into one file. The answer points into canon. */
+static const char *repeated(const char *list, char sep, char (*canon)[LA_SPEC_TEXT_MAX], int max) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", list);
+    int k = 0;
+    for (char *p = buf, *e; p && k < max; p = e ? e + 1 : NULL) {
+        if ((e = strchr(p, sep))) *e = 0;
+        la_spec sp;
+        if (sep != ';' || la_spec_parse(p, &sp) != LA_OK || la_spec_format(&sp, canon[k], LA_SPEC_TEXT_MAX) < 0)
+            snprintf(canon[k], LA_SPEC_TEXT_MAX, "%s", p + strspn(p, " "));
+        for (size_t l = strlen(canon[k]); l && canon[k][l - 1] == ' ';) canon[k][--l] = 0;
+        for (int i = 0; i < k && canon[k][0]; i++)
+            if (!strcmp(canon[i], canon[k])) return canon[k];
+        k++;
+    }
+    return NULL;
+}
+
 int cli_synth(int argc, char **argv) {
     la_synth_opts o;
     int prc = parse_args(argc, argv, &o);
     if (prc >= 0) return prc; /* --help, or a usage error */
     /* every name, spec and parameter set is checked before training anything */
     if (la_synth_validate(&o) != LA_OK) return cli_usage_error("synth", "%s", la_errmsg());
+    char canon[64][LA_SPEC_TEXT_MAX];
+    const char *dup = repeated(o.tasks, ',', canon, 64);
+    if (dup) return cli_usage_error("synth", "--tasks names %s twice; give each task once", dup);
+    if ((dup = repeated(o.specs, ';', canon, 64)))
+        return cli_usage_error("synth", "--specs gives %s twice; give each spec once", dup);
     double t0 = cli_now();
     if (o.precision != LA_DTYPE_F32 && la_dist_rank() == 0)
         fprintf(stderr, "longattn synth: %s\n", cli_precision_note(o.precision));

@@ -2,6 +2,7 @@
  * token shards, with a progress display, a CSV log, checkpoints, Ctrl-C saving a
  * checkpoint, and --resume. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,6 +43,7 @@ typedef struct {
     int tty;
     int every;
     double last_draw;
+    la_afile *meta; /* data.txt of a new run, published at its first step */
 } progress_ctx;
 
 static void fmt_time(double s, char *buf, size_t n) {
@@ -54,6 +56,14 @@ static void fmt_time(double s, char *buf, size_t n) {
 static int on_progress(void *user, const la_train_progress *p) {
     progress_ctx *pc = user;
     if (la_dist_rank() != 0) return g_stop != 0;
+    if (pc->meta) { /* the run has started: its data.txt replaces the folder's */
+        la_status s = la_afile_publish(pc->meta);
+        pc->meta = NULL;
+        if (s != LA_OK) {
+            fprintf(stderr, "longattn train: %s\n", la_errmsg());
+            return 1;
+        }
+    }
     char eta[32], el[32], val[32] = "";
     fmt_time(p->eta_s, eta, sizeof eta);
     fmt_time(p->elapsed_s, el, sizeof el);
@@ -97,7 +107,7 @@ int cli_train(int argc, char **argv) {
         CLI_A_GROUP("model:"),
         CLI_A_STR("--spec TEXT", "attention spec (default softmax+rope+causal)", &spec),
         CLI_A_INT("--layers N", "transformer blocks (default 4)", &mc.n_layer, 1, MAXI),
-        CLI_A_INT("--d-model N", "model width (default 128)", &mc.d_model, 1, MAXI),
+        CLI_A_INT("--d-model N", "model width (default 128)", &mc.d_model, 1, INT_MAX / 4), /* 4 x: the MLP */
         CLI_A_INT("--heads N", "attention heads (default 4)", &mc.n_head, 1, MAXI),
         CLI_A_INT("--kv-heads N", "key/value heads (default = heads)", &mc.n_kv_head, 1, MAXI),
         CLI_A_INT("--d-ff N", "MLP width (default 4 * d-model)", &mc.d_ff, 1, MAXI),
@@ -109,7 +119,7 @@ int cli_train(int argc, char **argv) {
         CLI_A_INT("--seq-len T", "training context (default 128)", &tc.T, 2, MAXI),
         CLI_A_INT("--accum N", "micro-batches per step (default 1)", &tc.grad_accum, 1, MAXI),
         CLI_A_INT("--seq-parallel K", "under mpirun: K ranks share each sequence (default 1; the\n"
-                                      "sequence length at least 128 K; docs/mpi.md)", &seq_parallel, 1, MAXI),
+                                      "sequence length at least 128 K - 63; docs/mpi.md)", &seq_parallel, 1, MAXI),
         CLI_A_FN("--optimizer NAME", "adamw | muon (default adamw)", cli_optimizer_arg, &tc.optimizer),
         CLI_A_FN("--precision P", "f32 | bf16 (default f32): bf16 rounds every matrix-product and\n"
                                   "attention operand to bf16, accumulates in float32, keeps float32\n"
@@ -150,29 +160,48 @@ int cli_train(int argc, char **argv) {
                                     "--data may be given). Start a new run with another --out instead", fixed_opt);
     if (!resume && !data_path) return cli_usage_error(cmd, "--data PATH is required (a text file/dir or .bin shards)");
     if (strlen(out) > 900) return cli_usage_error(cmd, "--out path too long");
-    if (la_mkdir_p(out) != LA_OK) {
+    la_spec sp;
+    if (!resume && la_spec_parse(mc.spec, &sp) != LA_OK)
+        return cli_usage_error(cmd, "--spec: %s", la_errmsg());
+    if (!resume && mc.d_model % mc.n_head)
+        return cli_usage_error(cmd, "--heads %d does not divide --d-model %d", mc.n_head, mc.d_model);
+    if (!resume && mc.n_kv_head && mc.n_head % mc.n_kv_head)
+        return cli_usage_error(cmd, "--kv-heads %d does not divide --heads %d", mc.n_kv_head, mc.n_head);
+    if (!resume && tc.min_lr > tc.lr)
+        return cli_usage_error(cmd, "--min-lr %g is above --lr %g (the schedule decays from --lr to --min-lr)",
+                               tc.min_lr, tc.lr);
+    char ckpt[1024], csv[1024], meta_path[1100];
+    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", out);
+    if (resume && access(ckpt, F_OK) != 0) { /* nothing to resume: no folder made, no file named wrongly */
+        fprintf(stderr, "longattn train: no checkpoint in %s (no %s); start a new run with --data\n", out, ckpt);
+        return 1;
+    }
+    if (!resume && la_mkdir_p(out) != LA_OK) {
         fprintf(stderr, "longattn train: %s\n", la_errmsg());
         return 1;
     }
-    char ckpt[1024], csv[1024], meta_path[1100];
-    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", out);
     snprintf(csv, sizeof csv, "%s/log.csv", out);
     snprintf(meta_path, sizeof meta_path, "%s/data.txt", out);
 
     la_model *m = NULL;
     la_data *data = NULL;
     la_trainer *tr = NULL;
+    la_afile meta = {0};
+    progress_ctx pc = {0};
     la_status s;
     int rc = 1;
     if (resume) {
-        /* settings from the checkpoint; --steps may extend the run */
-        int new_steps = tc.steps;
+        /* settings from the checkpoint; --steps may extend the run, --eval-every and
+         * --ckpt-every replace the saved ones */
+        la_train_config given = tc;
         s = la_trainer_read_config(ckpt, &tc);
         if (s != LA_OK) {
             s = la_fail(s, "cannot resume from %s: %s", ckpt, la_errmsg());
             goto setup_end;
         }
-        if (steps_set) tc.steps = new_steps;
+        if (steps_set) tc.steps = given.steps;
+        if (cli_given(args, "--eval-every")) tc.eval_every = given.eval_every;
+        if (cli_given(args, "--ckpt-every")) tc.ckpt_every = given.ckpt_every;
         tc.seq_parallel = seq_parallel; /* where the numbers are computed, not what they are */
         /* data path and split fraction recorded by the first run (data.txt) */
         static char saved[1024];
@@ -193,6 +222,12 @@ int cli_train(int argc, char **argv) {
     }
     /* the split fraction and seed are the defaults unless given; record them with the data */
     if ((s = la_data_open(data_path, &dc, &data)) != LA_OK) goto setup_end;
+    if (la_data_num_tokens(data, LA_SPLIT_TRAIN) < tc.T + 1) { /* before any file of the folder is replaced */
+        s = la_fail(LA_ESHAPE, "the train split of %s has %lld tokens, fewer than one window of --seq-len + 1 = %d; "
+                    "use a shorter --seq-len or more data", data_path,
+                    (long long)la_data_num_tokens(data, LA_SPLIT_TRAIN), tc.T + 1);
+        goto setup_end;
+    }
     if (!resume) {
         mc.vocab = la_data_vocab(data);
         if ((s = la_model_new(&mc, tc.seed, &m)) != LA_OK) goto setup_end;
@@ -201,19 +236,23 @@ int cli_train(int argc, char **argv) {
     snprintf(tc.csv_path, sizeof tc.csv_path, "%s", csv);
     if ((s = la_trainer_new(m, data, &tc, &tr)) != LA_OK) goto setup_end;
     if (!resume && la_dist_rank() == 0) {
-        /* record the data for --resume once the run can start: an absolute path (so a resume
-         * from another directory finds it) and the split fraction, written atomically */
+        /* record the data for --resume: an absolute path (so a resume from another directory
+         * finds it) and the split fraction, written now and published at the first step (a
+         * run that cannot start leaves the folder's data.txt as it was) */
         char *abs = realpath(data_path, NULL);
-        la_afile af;
-        if ((s = la_afile_open(&af, meta_path)) != LA_OK) {
-            free(abs);
-            goto setup_end;
+        if ((s = la_afile_open(&meta, meta_path)) == LA_OK) {
+            fprintf(meta.f, "%s\n%.17g\n", abs ? abs : data_path, dc.val_fraction);
+            if ((s = la_afile_sync(&meta)) == LA_OK) pc.meta = &meta;
         }
-        fprintf(af.f, "%s\n%.17g\n", abs ? abs : data_path, dc.val_fraction);
         free(abs);
-        if ((s = la_afile_commit(&af)) != LA_OK) goto setup_end;
+        if (s != LA_OK) goto setup_end;
     }
     if (resume && (s = la_trainer_load(tr, ckpt)) != LA_OK) goto setup_end;
+    if (resume && steps_set && tc.steps <= la_trainer_step_count(tr)) {
+        rc = cli_usage_error(cmd, "--steps %d: the checkpoint in %s is at step %d already; give a larger total",
+                             tc.steps, out, la_trainer_step_count(tr));
+        goto done;
+    }
     if (la_data_num_tokens(data, LA_SPLIT_VAL) < tc.T + 1 && tc.eval_every) {
         if (la_dist_rank() == 0) fprintf(stderr, "  (validation split shorter than one window: validation disabled)\n");
         tc.eval_every = 0;
@@ -247,7 +286,8 @@ setup_end:
         fprintf(stderr, "  %d ranks (MPI): %d group%s of %d ranks sharing each sequence (--seq-parallel), micro-batches "
                 "of %d x %d, %d per step over the groups%s\n", nranks, units, units > 1 ? "s" : "", tc.seq_parallel, tc.B, tc.T,
                 tc.grad_accum, tc.grad_accum % units ? " (--accum not a multiple of the groups: some wait)" : "");
-    progress_ctx pc = {isatty(STDERR_FILENO), tc.steps / 50 > 0 ? tc.steps / 50 : 1, 0};
+    pc.tty = isatty(STDERR_FILENO);
+    pc.every = tc.steps / 50 > 0 ? tc.steps / 50 : 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -281,6 +321,7 @@ fail:
     /* an error agreed by every rank is printed once (by rank 0) */
     if (la_dist_rank() == 0) fprintf(stderr, "longattn train: %s: %s\n", la_status_name(s), la_errmsg());
 done:
+    if (pc.meta) la_afile_abort(pc.meta); /* the run never finished a step */
     la_trainer_free(tr);
     la_data_free(data);
     la_model_free(m);

@@ -1,6 +1,7 @@
 /* gpt.c -- the decoder-only transformer of SPEC 7: parameters (one allocation), gradients
  * (one allocation), activation buffers that grow with B*T, and the forward / backward /
  * evaluation passes that chain the layers of layers.h with the library's attention. */
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -219,6 +220,8 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     if (!cfg) return la_fail(LA_EINVAL, "la_model_new: cfg is NULL");
     la_model_config c = *cfg;
     if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
+    if (c.d_model > INT_MAX / 4) /* 4 * d_model (the default d_ff, the MLP's rows) must fit an int */
+        return la_fail(LA_EINVAL, "model config: d_model=%d is too large (at most %d)", c.d_model, INT_MAX / 4);
     if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
     if (c.n_layer < 1 || c.n_head < 1 || c.n_kv_head < 1 || c.d_model < 1 || c.d_ff < 1 ||
         c.vocab < 2 || c.train_len < 2)

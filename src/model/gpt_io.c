@@ -1,5 +1,7 @@
 /* gpt_io.c -- model weights in safetensors: config and attention spec in "__metadata__"
  * (strings, as the format requires), one F32 tensor per parameter tensor. */
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,9 +41,23 @@ static la_status meta_int(const la_st_file *f, const char *path, const char *key
     const char *v = la_st_meta(f, key);
     char *end;
     if (!v) return la_fail(LA_EFORMAT, "%s: metadata key '%s' is missing (not a longattn model checkpoint?)", path, key);
+    errno = 0;
     long x = strtol(v, &end, 10);
-    if (*end || end == v) return la_fail(LA_EFORMAT, "%s: metadata '%s' = '%s' is not an integer", path, key, v);
+    if (*end || end == v || errno || x < 1 || x > INT_MAX)
+        return la_fail(LA_EFORMAT, "%s: metadata '%s' = '%s' is not an integer in [1, %d]", path, key, v, INT_MAX);
     *out = (int)x;
+    return LA_OK;
+}
+
+/* An optional positive float (absent: *out kept); anything else is a corrupt file. */
+static la_status meta_float(const la_st_file *f, const char *path, const char *key, float *out) {
+    const char *v = la_st_meta(f, key);
+    char *end;
+    if (!v) return LA_OK;
+    float x = strtof(v, &end);
+    if (*end || end == v || !(x > 0 && isfinite(x)))
+        return la_fail(LA_EFORMAT, "%s: metadata '%s' = '%s' is not a positive number", path, key, v);
+    *out = x;
     return LA_OK;
 }
 
@@ -58,10 +74,8 @@ la_status la_model_config_from_meta(const la_st_file *f, const char *path, la_mo
     LA_TRY(meta_int(f, path, "d_ff", &c->d_ff));
     LA_TRY(meta_int(f, path, "vocab", &c->vocab));
     LA_TRY(meta_int(f, path, "train_len", &c->train_len));
-    const char *is = la_st_meta(f, "init_std");
-    if (is) c->init_std = strtof(is, NULL);
-    const char *qg = la_st_meta(f, "qk_gain"); /* absent in older checkpoints: default */
-    if (qg) c->qk_gain = strtof(qg, NULL);
+    LA_TRY(meta_float(f, path, "init_std", &c->init_std));
+    LA_TRY(meta_float(f, path, "qk_gain", &c->qk_gain)); /* absent in older checkpoints: default */
     const char *sp = la_st_meta(f, "spec");
     if (!sp) return la_fail(LA_EFORMAT, "%s: metadata key 'spec' is missing", path);
     if (strlen(sp) >= sizeof c->spec) return la_fail(LA_EFORMAT, "%s: spec text too long", path);

@@ -127,8 +127,8 @@ la_status la_cells_open(la_cells *c, const char *out_dir, const char *what, cons
             cJSON_Delete(old);
             if (differs)
                 return la_fail(LA_EINVAL, "%s --resume: the settings differ from the interrupted run in %s (%s); "
-                               "resume with the same study file and options, or start afresh without --resume "
-                               "(or with another --out)", what, out_dir, diff);
+                               "resume with the same %s, or start afresh without --resume (or with another --out)",
+                               what, out_dir, diff, strcmp(what, "study") ? "options" : "study file and options");
             return LA_OK; /* cells kept */
         }
     }

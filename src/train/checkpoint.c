@@ -1,6 +1,7 @@
 /* checkpoint.c -- trainer checkpoints: weights in <path> (la_model_save, safetensors) and the
  * optimiser state in <path>.state (safetensors too: "adam.m", "adam.v", "muon.mom"; step,
- * data sampler state, train config and the hash of the weights as metadata strings).
+ * data sampler state, train config, the hash of the weights and that of the state tensors as
+ * metadata strings).
  *
  * Two files cannot be replaced in one atomic step, so a save that is killed half-way
  * (SIGKILL, power loss) must leave a pair that loads. The order is:
@@ -24,6 +25,14 @@
 
 #define STATE_FORMAT "longattn-trainer-state-1"
 
+/* FNV-1a over the optimiser state tensors in file order ("state_hash": a bit flipped in them
+ * is an error, as one in the weights is through "weights_hash"); chained from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ULL;
+    return h;
+}
+#define FNV0 0xcbf29ce484222325ULL
+
 static void state_path(char *buf, size_t n, const char *path) { snprintf(buf, n, "%s.state", path); }
 static void state_new_path(char *buf, size_t n, const char *path) { snprintf(buf, n, "%s.state.new", path); }
 
@@ -39,7 +48,10 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
     if (tr->mom) ts[nt++] = (la_st_tensor){"muon.mom", tr->mom, 1, {(int64_t)tr->P}};
     la_data_state ds = {{0}, 0};
     if (tr->data) la_data_get_state(tr->data, &ds);
-    char v_step[32], v_np[32], v_hash[32], v_rng[4][32], v_nw[32];
+    char v_step[32], v_np[32], v_hash[32], v_rng[4][32], v_nw[32], v_sh[32];
+    uint64_t sh = FNV0;
+    for (int i = 0; i < nt; i++) sh = fnv(sh, ts[i].data, tr->P * sizeof(float));
+    snprintf(v_sh, sizeof v_sh, "%016" PRIx64, sh);
     snprintf(v_step, sizeof v_step, "%d", tr->step);
     snprintf(v_np, sizeof v_np, "%zu", tr->P);
     snprintf(v_hash, sizeof v_hash, "%016" PRIx64, la_model_weights_hash(tr->m));
@@ -52,6 +64,7 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
                           "n_params", v_np,
                           "optimizer", tr->cfg.optimizer == LA_OPT_MUON ? "muon" : "adamw",
                           "weights_hash", v_hash,
+                          "state_hash", v_sh,
                           "data_rng0", v_rng[0],
                           "data_rng1", v_rng[1],
                           "data_rng2", v_rng[2],
@@ -149,6 +162,15 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
         if (!e || e->ndim != 1 || (size_t)e->shape[0] != tr->P)
             return la_fail(LA_EFORMAT, "%s: tensor %s is missing or has the wrong size", sp, names[i]);
     }
+    if (la_st_meta(sf, "state_hash")) { /* absent in checkpoints written before it: loaded unchecked */
+        uint64_t sh = FNV0, saved = 0;
+        LA_TRY(meta_u64(sf, sp, "state_hash", 16, &saved));
+        for (int i = 0; i < (tr->mom ? 3 : 2); i++)
+            sh = fnv(sh, sf->data + la_st_find(sf, names[i])->begin, tr->P * sizeof(float));
+        if (sh != saved)
+            return la_fail(LA_EFORMAT, "%s: the optimiser state does not match its hash (state_hash): the file is "
+                           "corrupt; use another checkpoint", sp);
+    }
     /* 3. commit: weights first, then check that they are the weights the state was saved with */
     float *backup = la_malloc(tr->P * sizeof(float));
     if (!backup) return la_fail(LA_ENOMEM, "out of memory");
@@ -204,9 +226,10 @@ la_status la_trainer_load(la_trainer *tr, const char *path) {
 
 /* The train config stored in a checkpoint's state file (for `longattn train --resume`). */
 la_status la_trainer_read_config(const char *path, la_train_config *cfg) {
-    char sp[1100];
+    char sp[1100], np[1100];
     state_path(sp, sizeof sp, path);
-    if (access(sp, F_OK) != 0) state_new_path(sp, sizeof sp, path); /* a first save killed before its rename */
+    state_new_path(np, sizeof np, path);
+    if (access(sp, F_OK) != 0 && access(np, F_OK) == 0) memcpy(sp, np, sizeof sp); /* a first save killed before its rename */
     la_st_file sf;
     LA_TRY(la_st_read(sp, &sf));
     const char *js = la_st_meta(&sf, "train_config");

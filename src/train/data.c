@@ -193,6 +193,9 @@ la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data *
         is_val[i] = dl.forced_val[i] ? 1 : any_forced ? 0 : (u < cfg.val_fraction);
         nval += is_val[i];
     }
+    if (any_forced && nval == dl.n)
+        LA_FAIL_DONE(LA_EFORMAT, "%s: every file is validation data (%s): the train split is empty; add "
+                     "training files", path, shards ? "shards named *_val_*" : "in a val/ folder");
     if (!any_forced && cfg.val_fraction > 0) {
         if (dl.n == 1) {
             /* one document: cut it at (1 - val_fraction) of its length */

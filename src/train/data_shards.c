@@ -10,7 +10,8 @@ la_status la_data_shard_read_file(const char *path, int eot, int vocab, doc_list
     uint16_t *all = NULL;
     int64_t n = 0;
     LA_TRY(la_shard_read(path, vocab, &all, &n));
-    int forced_val = strstr(path, "_val_") != NULL;
+    const char *base = strrchr(path, '/'); /* the file's name: not a folder's (my_val_dir/) */
+    int forced_val = strstr(base ? base + 1 : path, "_val_") != NULL;
     /* cut at every eot that is not the first token: each document starts with its eot */
     int64_t start = 0;
     la_status s = LA_OK;

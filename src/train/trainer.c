@@ -218,7 +218,7 @@ static la_status apply_update(la_trainer *tr, double loss, int n_micro, la_step_
     if (!isfinite(loss) || !isfinite(norm)) {
         la_model_zero_grad(m);
         return la_fail(LA_ENUMERIC, "trainer: non-finite loss (%g) or gradient norm (%g) at step "
-                       "%d; parameters left unchanged; lower the learning rate", loss, norm, tr->step);
+                       "%d; parameters left unchanged; lower the learning rate", loss, norm, tr->step + 1);
     }
     LA_PROF_LAP(LA_PROF_GNORM);
     const la_train_config *c = &tr->cfg;
@@ -535,6 +535,31 @@ la_status la_trainer_eval(la_trainer *tr, float *val_loss) {
     return s;
 }
 
+/* The CSV log, opened once the first step has succeeded, so that a run that cannot start
+ * leaves the folder's log as it was. A new run (step0 0) starts it afresh; a resumed one
+ * keeps the header and the rows up to its checkpoint's step, dropping those of steps done
+ * after it by a run that was killed (they are done again now; rewritten atomically), and
+ * appends. */
+static la_status open_log(const char *path, int step0, FILE **out) {
+    int keep = step0 > 0 && access(path, F_OK) == 0;
+    if (keep) {
+        char *old;
+        size_t n;
+        la_afile af;
+        LA_TRY(la_read_file(path, 0, &old, &n));
+        la_status s = la_afile_open(&af, path);
+        for (char *l = old, *e; s == LA_OK && (e = memchr(l, '\n', (size_t)(old + n - l))); l = e + 1)
+            if (l == old || atoi(l) <= step0) fwrite(l, 1, (size_t)(e - l + 1), af.f); /* a torn last row: dropped */
+        free(old);
+        LA_TRY(s == LA_OK ? la_afile_commit(&af) : s);
+    }
+    FILE *f = fopen(path, keep ? "a" : "w");
+    if (!f) return la_fail(LA_EIO, "cannot open the CSV log %s: %s", path, strerror(errno));
+    if (!keep) fprintf(f, "step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s,step_s,comm_s\n");
+    *out = f;
+    return LA_OK;
+}
+
 /* Under MPI every rank runs this loop in step; rank 0 alone writes the CSV log and the
  * checkpoints, and its I/O status is shared with every rank (la_dist_agree), so a failed
  * write stops all of them; a stop asked on any rank stops all of them at the same step. */
@@ -544,16 +569,6 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
     int writer = la_dist_rank() == 0;
     FILE *csv = NULL;
     la_status s = LA_OK;
-    if (c->csv_path[0] && writer) {
-        int append = tr->step > 0 && access(c->csv_path, F_OK) == 0;
-        csv = fopen(c->csv_path, append ? "a" : "w");
-        if (!csv) s = la_fail(LA_EIO, "cannot open the CSV log %s: %s", c->csv_path, strerror(errno));
-        else {
-            if (!append) fprintf(csv, "step,lr,loss,val_loss,grad_norm,tokens_per_s,elapsed_s,step_s,comm_s\n");
-            fflush(csv);
-        }
-    }
-    LA_TRY(la_dist_agree(s));
     double t0 = omp_get_wtime();
     int start = tr->step;
     double tok_per_step = (double)c->B * c->T * c->grad_accum;
@@ -571,16 +586,18 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
         la_train_progress pr = {tr->step, c->steps, info.loss, val, info.grad_norm, info.lr,
                                 done * tok_per_step / (el > 0 ? el : 1e-9), el,
                                 el / done * (c->steps - tr->step)};
+        if (tr->step == start + 1 && c->csv_path[0]) { /* every rank: the writer's status is shared */
+            s = la_dist_agree(writer ? open_log(c->csv_path, start, &csv) : LA_OK);
+            if (s != LA_OK) break;
+        }
         if (csv) {
             fprintf(csv, "%d,%.6g,%.6f,%.6f,%.6f,%.1f,%.3f,%.6f,%.6f\n", pr.step, pr.lr, pr.loss, pr.val_loss,
                     pr.grad_norm, pr.tokens_per_s, pr.elapsed_s, info.seconds, info.comm_seconds);
             fflush(csv);
         }
         la_test_point("train-step");
-        if (c->ckpt_path[0] && c->ckpt_every && tr->step % c->ckpt_every == 0 && tr->step < c->steps) {
-            s = la_dist_agree(writer ? la_trainer_save(tr, c->ckpt_path) : LA_OK);
-            if (s != LA_OK) break;
-        }
+        /* progress before the step's checkpoint: the caller learns that the run has started
+         * (`longattn train` then records its data for --resume) before a checkpoint exists */
         if (la_dist_any(progress && progress(user, &pr))) {
             if (c->ckpt_path[0]) s = la_dist_agree(writer ? la_trainer_save(tr, c->ckpt_path) : LA_OK);
             if (s == LA_OK)
@@ -588,6 +605,10 @@ la_status la_trainer_run(la_trainer *tr, la_trainer_progress_fn progress, void *
                             c->steps, c->ckpt_path[0] ? "; checkpoint saved to " : "",
                             c->ckpt_path);
             break;
+        }
+        if (c->ckpt_path[0] && c->ckpt_every && tr->step % c->ckpt_every == 0 && tr->step < c->steps) {
+            s = la_dist_agree(writer ? la_trainer_save(tr, c->ckpt_path) : LA_OK);
+            if (s != LA_OK) break;
         }
     }
     if (s == LA_OK && c->ckpt_path[0]) s = la_dist_agree(writer ? la_trainer_save(tr, c->ckpt_path) : LA_OK);

@@ -285,4 +285,7 @@ def test_train_sigkill_during_checkpoints_resumes_bitwise(build_dir, tmp_path):
                 pytest.fail(f"seed {seed}: train exited {rc} (resume={resume}): {err}")
         got = (out / "model.safetensors").read_bytes()
         assert got == want, f"seed {seed}: weights after {kills} kills differ from the uninterrupted run"
+        # each step logged once, in order: --resume cuts the rows a killed run logged after its checkpoint
+        logged = [int(r.split(",")[0]) for r in (out / "log.csv").read_text().splitlines()[1:]]
+        assert logged == list(range(1, steps + 1)), f"seed {seed}: log.csv steps {logged}"
     assert mid_write == 15, f"{mid_write} kills landed during a checkpoint write, not 3 for each odd seed"
