@@ -113,7 +113,7 @@ int cli_study(int argc, char **argv) {
                   &rpv, 1, 65536),
         CLI_A_INT("--seq-parallel K", "under mpirun: K ranks of a group share each training sequence\n"
                                       "(instead of the file's \"seq_parallel\"; K divides the group,\n"
-                                      "seq_len at least 128 K; the numbers do not depend on it)", &sp, 1, 65536),
+                                      "seq_len at least 128 K - 63; the numbers do not depend on it)", &sp, 1, 65536),
         CLI_A_END,
     };
     int prc = cli_parse("study", &DOC, args, argc, argv);
