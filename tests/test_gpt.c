@@ -270,7 +270,15 @@ static void test_eval_chunks(void **st) {
 static void test_bad_arguments(void **st) {
     (void)st;
     la_model_config c = la_model_config_default();
-    la_model *m = NULL;
+    la_model *m = (la_model *)&c; /* a stale pointer: a failed constructor sets NULL */
+    assert_int_equal(la_model_load(NULL, &m), LA_EINVAL);
+    assert_null(m);
+    la_data *dd = (la_data *)&c;
+    assert_int_equal(la_data_open(NULL, NULL, &dd), LA_EINVAL);
+    assert_null(dd);
+    la_tokenizer *tk = (la_tokenizer *)&c;
+    assert_int_equal(la_llama_tokenizer(NULL, &tk), LA_EINVAL);
+    assert_null(tk);
     c.n_head = 3;  // does not divide 128
     assert_int_equal(la_model_new(&c, 1, &m), LA_EINVAL);
     assert_null(m);

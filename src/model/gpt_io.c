@@ -156,8 +156,8 @@ la_status la_model_save_af(const la_model *m, const char *path, la_afile *af) {
 }
 
 la_status la_model_load(const char *path, la_model **out) {
+    if (out) *out = NULL; /* as every constructor: NULL on any failure */
     if (!path || !out) return la_fail(LA_EINVAL, "la_model_load: NULL argument");
-    *out = NULL;
     la_st_file f;
     LA_TRY(la_st_read(path, &f));
     la_model_config c;

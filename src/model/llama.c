@@ -368,6 +368,7 @@ la_status la_llama_open(const char *path, const la_llama_params *p, la_llama **o
 }
 
 la_status la_llama_tokenizer(const la_llama *m, la_tokenizer **out) {
+    if (out) *out = NULL; /* as every constructor: NULL on any failure */
     if (!m) return la_fail(LA_EINVAL, "la_llama_tokenizer: model is NULL");
     LA_TRY(la_tokenizer_from_gguf(m->g, out));
     int32_t n = la_tokenizer_n_vocab(*out); /* an id without an embedding row would be read past its end */

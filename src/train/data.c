@@ -140,8 +140,8 @@ static la_status build_split(la_data *d, int s, const doc_list *dl, const uint8_
 }
 
 la_status la_data_open(const char *path, const la_data_config *cfg_in, la_data **out) {
+    if (out) *out = NULL; /* as every constructor: NULL on any failure */
     if (!path || !out) return la_fail(LA_EINVAL, "la_data_open: NULL argument");
-    *out = NULL;
     la_data_config cfg = cfg_in ? *cfg_in : la_data_config_default();
     if (!(cfg.val_fraction >= 0 && cfg.val_fraction < 1))
         return la_fail(LA_EINVAL, "data: val_fraction %g must be in [0, 1)", cfg.val_fraction);
