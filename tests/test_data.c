@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,11 @@ static void test_sampling_bounds_and_resume(void **st) {
     int32_t big[41];
     assert_int_equal(la_data_sample(d, 1, 40, big), LA_ESHAPE);
     assert_int_equal(la_data_sample(d, 0, 4, w), LA_EINVAL);
+    /* T = INT_MAX: the message's T + 1 is computed in 64 bits (int overflow before 2026-12-05) */
+    assert_int_equal(la_data_sample(d, 1, INT_MAX, big), LA_ESHAPE);
+    assert_non_null(strstr(la_errmsg(), "T+1 = 2147483648"));
+    assert_int_equal(la_data_val_batch(d, 0, 1, INT_MAX, big), LA_ESHAPE);
+    assert_non_null(strstr(la_errmsg(), "T+1 = 2147483648"));
     la_data_free(d);
 }
 

@@ -280,7 +280,7 @@ la_status la_data_sample(la_data *d, int B, int T, int32_t *out) {
     int64_t n = d->ntok[LA_SPLIT_TRAIN];
     if (n < (int64_t)T + 1)
         return la_fail(LA_ESHAPE, "data: the train split has %lld tokens, fewer than one window "
-                       "of T+1 = %d; use a shorter sequence length or more data", (long long)n, T + 1);
+                       "of T+1 = %lld; use a shorter sequence length or more data", (long long)n, (long long)T + 1);
     /* start uniform over [0, n - T - 1]: the window [start, start + T] ends at or before
      * token n - 1, and every such window is drawn with equal probability */
     for (int b = 0; b < B; b++) {
@@ -299,8 +299,8 @@ la_status la_data_val_batch(const la_data *d, int index, int B, int T, int32_t *
     int64_t n = d->ntok[LA_SPLIT_VAL], W = n / ((int64_t)T + 1);
     if (W < 1)
         return la_fail(LA_ESHAPE, "data: the validation split has %lld tokens, fewer than one "
-                       "window of T+1 = %d; use a shorter sequence or a larger val_fraction",
-                       (long long)n, T + 1);
+                       "window of T+1 = %lld; use a shorter sequence or a larger val_fraction",
+                       (long long)n, (long long)T + 1);
     for (int b = 0; b < B; b++) {
         int64_t w = ((int64_t)index * B + b) % W;
         const uint16_t *src = d->tok[LA_SPLIT_VAL] + w * (T + 1);
