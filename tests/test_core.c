@@ -105,6 +105,44 @@ static void test_atomic_write_links_pipes_folders(void **state) {
 
     assert_int_equal(la_afile_open(&af, dir), LA_EINVAL);
     assert_non_null(strstr(la_errmsg(), "folder"));
+
+    /* "--out /dev/stdout" with stdout sent to a file (>>): appended in place, the file kept
+     * (the rename replaced it, losing what it held) */
+    char log[256];
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "kept\n", 5), 5);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fd, 1);
+    la_status st1 = la_afile_open(&af, "/dev/stdout");
+    if (st1 == LA_OK) {
+        fputs("new", af.f);
+        st1 = la_afile_commit(&af);
+    }
+    dup2(saved, 1);
+    close(saved);
+    close(fd);
+    assert_int_equal(st1, LA_OK);
+    f = fopen(log, "rb");
+    assert_non_null(f);
+    memset(buf, 0, sizeof buf);
+    assert_int_equal(fread(buf, 1, sizeof buf - 1, f), 8);
+    fclose(f);
+    assert_string_equal(buf, "kept\nnew");
+
+    /* a 254-byte name: the temp name beside it would pass the 255-byte limit, so it is short */
+    char lng[600];
+    int n = snprintf(lng, sizeof lng, "%s/", dir);
+    memset(lng + n, 'a', 250);
+    strcpy(lng + n + 250, ".npy");
+    assert_int_equal(la_afile_open(&af, lng), LA_OK);
+    fputs("long", af.f);
+    assert_int_equal(la_afile_commit(&af), LA_OK);
+    assert_int_equal(access(lng, F_OK), 0);
+    unlink(lng);
+    unlink(log);
     assert_int_equal(count_tmp(dir), 0);
     unlink(fifo);
     unlink(link);

@@ -166,9 +166,9 @@ int cli_generate_gguf(int argc, char **argv) {
     la_kv_params kp = la_kv_params_default();
     int urc = cli_kv_params(cmd, g.policy, g.kv_type, gguf_kv_default(g.spec), &kp);
     if (urc) return urc;
-    FILE *fp = fopen(g.path, "rb");
+    FILE *fp = la_fopen_regular(g.path); /* a FIFO is refused, not waited on */
     if (!fp) {
-        fprintf(stderr, "longattn %s: cannot open model '%s': %s\n", cmd, g.path, strerror(errno));
+        fprintf(stderr, "longattn %s: --model: %s\n", cmd, la_errmsg());
         return 1;
     }
     fclose(fp);

@@ -76,9 +76,10 @@ int main(int argc, char **argv) {
     cli_blas_fix_coretype(argv);
     int rc = run(argc, argv);
     /* what was printed to a full disk or a closed file is a failure, not exit 0 */
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "longattn%s%s: writing the standard output failed: %s\n", argc > 1 ? " " : "",
-                argc > 1 ? argv[1] : "", strerror(errno));
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) { /* errno is the flush's, or 0 for an earlier write's error */
+        fprintf(stderr, "longattn%s%s: writing the standard output failed%s%s\n", argc > 1 ? " " : "",
+                argc > 1 ? argv[1] : "", errno ? ": " : " (disk full or output closed?)", errno ? strerror(errno) : "");
         if (rc == 0) rc = 1;
     }
     return rc;

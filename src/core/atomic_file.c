@@ -27,6 +27,15 @@ static int inject(la_afile_step step) {
     return 1;
 }
 
+/* 1 if st is this process's standard output or error: "--out /dev/stdout" with stdout sent
+ * to a file resolves to that file, which the shell opened and may be appending to */
+static int is_std_stream(const struct stat *st) {
+    struct stat o;
+    for (int fd = 1; fd <= 2; fd++)
+        if (fstat(fd, &o) == 0 && o.st_dev == st->st_dev && o.st_ino == st->st_ino) return 1;
+    return 0;
+}
+
 la_status la_afile_open(la_afile *af, const char *path) {
     if (!af || !path || !*path) return la_fail(LA_EINVAL, "atomic write: empty path");
     af->f = NULL;
@@ -38,12 +47,22 @@ la_status la_afile_open(la_afile *af, const char *path) {
     char real[PATH_MAX];
     if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && realpath(path, real) && strlen(real) < sizeof af->final_path)
         strcpy(af->final_path, real); /* a dangling link is replaced like a missing file */
-    if (stat(af->final_path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (stat(af->final_path, &st) == 0 && (!S_ISREG(st.st_mode) || is_std_stream(&st))) {
         if (S_ISDIR(st.st_mode)) return la_fail(LA_EINVAL, "cannot write '%s': it is a folder; give a file name", path);
-        af->f = fopen(af->final_path, "wb"); /* a device or a pipe: in place */
+        /* a device, a pipe or the redirected standard output: in place, appended (truncating
+         * would cut what the shell's >> kept or what was printed before) */
+        af->f = fopen(af->final_path, "ab");
         return af->f ? LA_OK : la_fail(LA_EIO, "cannot open '%s' for writing: %s", path, strerror(errno));
     }
-    snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", af->final_path, (long)getpid());
+    static unsigned serial; /* temp names of one process's files written at once differ */
+    const char *base = strrchr(af->final_path, '/');
+    if (strlen(base ? base + 1 : af->final_path) + 32 <= NAME_MAX) {
+        snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld", af->final_path, (long)getpid());
+    } else { /* a name near the 255-byte limit: a short hidden temp name beside it */
+        int dir = base ? (int)(base - af->final_path) : 1;
+        snprintf(af->tmp_path, sizeof af->tmp_path, "%.*s/.tmp.%ld.%u", dir, base ? af->final_path : ".",
+                 (long)getpid(), serial++);
+    }
     af->f = inject(LA_AFILE_STEP_OPEN) ? (errno = EACCES, NULL) : fopen(af->tmp_path, "wb");
     if (!af->f)
         return la_fail(LA_EIO, "cannot create '%s': %s (check that the folder exists and is writable)",

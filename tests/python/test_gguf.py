@@ -243,6 +243,7 @@ def test_fifo_inputs_are_refused_not_waited_on(build_dir, tmp_path):
     os.mkfifo(fifo)
     prog = str(build_dir / "longattn")
     for args in (["gguf", "info", fifo], ["generate", "--ckpt", fifo, "--prompt", "x"],
+                 ["generate", "--model", fifo, "--prompt", "x"],
                  ["kv-eval", "--ckpt", fifo, "--data", tmp_path]):
         p = subprocess.run([prog, *map(str, args)], capture_output=True, text=True, timeout=60)
         assert p.returncode == 1 and "not a regular file" in p.stderr, (args, p.stderr)
