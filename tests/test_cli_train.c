@@ -282,6 +282,18 @@ static void test_failed_start_keeps_run(void **st) {
     snprintf(args, sizeof args, "--resume --out %s/keep --steps 5", g_dir);
     assert_int_equal(run(args), 0);
     assert_int_equal(csv_rows(csv), 5);
+    /* a new run that starts, then fails before its first checkpoint (a non-finite loss at
+     * step 2) has replaced the run: the previous weights go with its data.txt and log, so no
+     * --resume trains them on the new data (they stayed before 2026-12-05) */
+    snprintf(args, sizeof args, "--data %s/text/doc0.txt --out %s/keep --layers 1 --d-model 16 --heads 2 --batch 2 "
+             "--seq-len 16 --steps 50 --lr 1e30 --min-lr 1e29 --warmup 0 --clip 1e30", g_dir, g_dir);
+    assert_int_equal(run(args), 1);
+    assert_true(output_has("non-finite"));
+    snprintf(meta, sizeof meta, "%s/keep/model.safetensors", g_dir);
+    assert_int_not_equal(access(meta, F_OK), 0);
+    snprintf(args, sizeof args, "--resume --out %s/keep", g_dir);
+    assert_int_equal(run(args), 1);
+    assert_true(output_has("no checkpoint"));
 }
 
 /* --resume: --eval-every and --ckpt-every replace the saved ones; --steps at or below the

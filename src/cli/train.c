@@ -44,6 +44,7 @@ typedef struct {
     int every;
     double last_draw;
     la_afile *meta; /* data.txt of a new run, published at its first step */
+    const char *ckpt; /* with it, the folder's previous checkpoint is removed */
 } progress_ctx;
 
 static void fmt_time(double s, char *buf, size_t n) {
@@ -59,6 +60,14 @@ static int on_progress(void *user, const la_train_progress *p) {
     if (pc->meta) { /* the run has started: its data.txt replaces the folder's */
         la_status s = la_afile_publish(pc->meta);
         pc->meta = NULL;
+        /* a previous run's weights must not meet this run's data.txt and log on --resume
+         * before this run's first checkpoint replaces them */
+        char old[1100];
+        for (int i = 0; s == LA_OK && i < 3; i++) {
+            snprintf(old, sizeof old, "%s%s", pc->ckpt, i == 0 ? "" : i == 1 ? ".state" : ".state.new");
+            if (unlink(old) != 0 && errno != ENOENT)
+                s = la_fail(LA_EIO, "cannot remove the previous run's %s: %s", old, strerror(errno));
+        }
         if (s != LA_OK) {
             fprintf(stderr, "longattn train: %s\n", la_errmsg());
             return 1;
@@ -242,7 +251,7 @@ int cli_train(int argc, char **argv) {
         char *abs = realpath(data_path, NULL);
         if ((s = la_afile_open(&meta, meta_path)) == LA_OK) {
             fprintf(meta.f, "%s\n%.17g\n", abs ? abs : data_path, dc.val_fraction);
-            if ((s = la_afile_sync(&meta)) == LA_OK) pc.meta = &meta;
+            if ((s = la_afile_sync(&meta)) == LA_OK) pc.meta = &meta, pc.ckpt = ckpt;
         }
         free(abs);
         if (s != LA_OK) goto setup_end;
