@@ -373,6 +373,14 @@ static void test_out_clashes_with_extra_output(void **state) {
     snprintf(a, sizeof a, "--spec causal --q %s --k %s --v %s --out %s", P("cq.npy"), P("cq.npy"), P("cq.npy"),
              P("dk.npy"));
     assert_int_equal(run_attn(a), 0);
+    /* an input in the folder of --out named like a gradient this run writes: refused, naming
+     * the input (dk.npy as --k was overwritten by the gradient before 2026-12-05) */
+    snprintf(a, sizeof a, "--spec causal --q %s --k %s --v %s --out %s %s", P("cq.npy"), P("dk.npy"), P("cq.npy"),
+             P("o2.npy"), dout);
+    expect_fail(a, 2, "--k", "writes", "dk.npy over it");
+    /* a device as --out: its lse.npy would go into /dev */
+    snprintf(a, sizeof a, "--spec causal --q %s --k %s --v %s --out /dev/null", P("cq.npy"), P("cq.npy"), P("cq.npy"));
+    expect_fail(a, 2, "/dev/null is not a file", NULL, NULL);
     free(x);
 }
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "attn/ring.h"
 #include "cli/cli.h"
@@ -161,15 +162,31 @@ int cli_attn(int argc, char **argv) {
         return cli_usage_error(CMD, "--spec '%s': asentmax needs per-query scales (as_beta, as_gamma) that attn "
                                "has no option for; pass them through la_attn_opts in C or Python's "
                                "attention(..., as_beta=, as_gamma=)", spec_s);
-    /* --out must not be one of the files written next to it */
+    /* the files written next to --out must be neither --out nor an input (the same file by
+     * device and inode), and --out must be a file in a folder, not a device such as /dev/stdout */
     const char *extra[7] = {"lse.npy", stats ? "entropy.npy" : NULL, stats ? "key_mass.npy" : NULL,
                             doutp ? "dq.npy" : NULL, doutp ? "dk.npy" : NULL, doutp ? "dv.npy" : NULL,
                             doutp && spec.xform == LA_XF_LOGN ? "dlogn_s.npy" : NULL};
     const char *base = strrchr(outp, '/') ? strrchr(outp, '/') + 1 : outp;
-    for (int i = 0; i < 7; i++)
-        if (extra[i] && !strcmp(base, extra[i]))
+    const char *inputs[6] = {qp, kp, vp, doutp, docp, lognp};
+    static const char *const in_opt[6] = {"--q", "--k", "--v", "--dout", "--doc-ids", "--logn-s"};
+    struct stat xs, is;
+    if (stat(outp, &xs) == 0 && !S_ISREG(xs.st_mode))
+        return cli_usage_error(CMD, "--out %s is not a file: attn writes lse.npy and the other outputs into the "
+                               "folder of --out; give a file name such as out/out.npy", outp);
+    for (int i = 0; i < 7; i++) {
+        if (!extra[i]) continue;
+        if (!strcmp(base, extra[i]))
             return cli_usage_error(CMD, "--out %s: this run also writes %s into that folder, which would "
                                    "overwrite it; give --out another name, e.g. out.npy", outp, extra[i]);
+        char xp[4200];
+        snprintf(xp, sizeof xp, "%.*s%s", (int)(base - outp), outp, extra[i]);
+        for (int j = 0; j < 6; j++)
+            if (inputs[j] && stat(xp, &xs) == 0 && stat(inputs[j], &is) == 0 && xs.st_dev == is.st_dev &&
+                xs.st_ino == is.st_ino)
+                return cli_usage_error(CMD, "%s %s: this run writes %s over it; move the input or give --out "
+                                       "another folder", in_opt[j], inputs[j], xp);
+    }
     if (la_dist_size() > 1 && !seqpar)
         return cli_usage_error(CMD, "started as %d processes: add --seq-parallel to split the sequence over "
                                "them, or run without mpirun", la_dist_size());
