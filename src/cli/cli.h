@@ -150,6 +150,9 @@ la_generate_params cli_sampling_params(const cli_sampling *s);
  * 0 on success, else the usage error's 2. Shape fields of *kp are left alone but D, set to 0
  * (not known before the model is loaded; la_session_new fills it and checks an int8 group). */
 int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtype def_type, la_kv_params *kp);
+/* Once the model is loaded: kp against its shape (an int8 group must divide its head size D).
+ * 0, or the usage error's 2 naming --kv / --kv-type. */
+int cli_kv_fit(const char *cmd, const la_lm *lm, const la_kv_params *kp);
 /* Monotonic clock, seconds. */
 double cli_now(void);
 

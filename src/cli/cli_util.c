@@ -217,6 +217,13 @@ int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtyp
     return st != LA_OK ? cli_usage_error(cmd, "--kv-type: %s", la_errmsg()) : 0;
 }
 
+int cli_kv_fit(const char *cmd, const la_lm *lm, const la_kv_params *kp) {
+    la_kv_params p = *kp;
+    if (la_lm_kv_params(lm, &p) != LA_OK || la_kv_params_validate(&p) != LA_OK)
+        return cli_usage_error(cmd, "--kv / --kv-type: %s", la_errmsg());
+    return 0;
+}
+
 int cli_precision_arg(const char *cmd, const char *opt, const char *val, void *dest) {
     la_dtype t;
     if (la_dtype_parse(val, &t) != LA_OK || (t != LA_DTYPE_F32 && t != LA_DTYPE_BF16))

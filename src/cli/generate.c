@@ -87,6 +87,10 @@ int cli_generate(int argc, char **argv) {
         la_model_free(m);
         return 1;
     }
+    if ((rc = cli_kv_fit(cmd, la_model_lm(m), &kp))) {
+        la_model_free(m);
+        return rc;
+    }
     const int n_prompt = (int)strlen(prompt);
     kp.max_tokens = (int64_t)n_prompt + max_new + 1;
     /* prefill: the full cache takes the prompt in chunks; an evicting cache takes it one

@@ -177,6 +177,11 @@ int cli_generate_gguf(int argc, char **argv) {
     la_tokenizer *tok = NULL;
     int rc = open_model(cmd, g.path, g.spec, g.x_q8, &m, &tok);
     if (rc) return rc;
+    if ((rc = cli_kv_fit(cmd, la_llama_lm(m), &kp))) {
+        la_tokenizer_free(tok);
+        la_llama_free(m);
+        return rc;
+    }
     rc = 1;
     const la_llama_config *cfg = la_llama_get_config(m);
     char *text = NULL, *out_text = NULL;
@@ -382,7 +387,7 @@ int cli_perplexity(int argc, char **argv) {
         goto done;
     }
     rc = open_model(cmd, path, spec, x_q8, &m, &tok);
-    if (rc) goto done;
+    if (rc || (!seqpar && (rc = cli_kv_fit(cmd, la_llama_lm(m), &kp)))) goto done;
     const int rank0 = la_dist_rank() == 0;
     rc = 1;
     const int V = la_llama_get_config(m)->n_vocab;
@@ -526,6 +531,11 @@ int cli_llama_logits(int argc, char **argv) {
         la_llama_free(m);
         free(ids);
         return rc ? rc : 1;
+    }
+    if (policy && (rc = cli_kv_fit(cmd, la_llama_lm(m), &kp))) {
+        la_llama_free(m);
+        free(ids);
+        return rc;
     }
     rc = 1;
     const int V = la_llama_get_config(m)->n_vocab;

@@ -276,7 +276,8 @@ def test_int8_group_checked_against_the_models_head_size(build_dir, tmp_path):
     64 of la_kv_params_default (a D = 128 model refused group 128 before the model was read):
     group 128 on D = 128 runs and stays within the int8 tolerance of the f32 cache (1/254
     of each group's absmax per element, a few hundredths of the logits here); group 48,
-    which does not divide 128, is refused with both numbers named."""
+    which does not divide 128, is a usage error (exit 2) naming the options and both numbers,
+    on llama-logits, perplexity and generate."""
     path = tmp_path / "d128.gguf"
     write_model(path, "llama", QT.F32, True, seed=5, C=256, H=2, K=1)  # D = 256 / 2 = 128
     ids = [int(i) for i in np.random.default_rng(3).integers(0, 300, size=9)]
@@ -287,7 +288,14 @@ def test_int8_group_checked_against_the_models_head_size(build_dir, tmp_path):
     for extra in (("--kv", "full", "--kv-type", "int8(group=48)"), ("--kv", "window(4)+int8(group=48)")):
         p = run(build_dir, "llama-logits", "--model", path, "--ids", "1,2,3", "--out", tmp_path / "x.npy", *extra,
                 ok=False)
-        assert p.returncode == 1 and b"group = 48 must divide D = 128" in p.stderr, p.stderr
+        assert p.returncode == 2 and b"--kv / --kv-type" in p.stderr and b"group = 48 must divide D = 128" in p.stderr
+    text = tmp_path / "t.txt"
+    text.write_text("ab " * 200)
+    path = tmp_path / "d128spm.gguf"  # with a tokenizer, for perplexity and generate
+    write_model(path, "llama", QT.F32, True, seed=5, C=256, H=2, K=1, spm=True)
+    for sub, extra in (("perplexity", ("--text", text, "--ctx", "8")), ("generate", ("--prompt", "ab"))):
+        p = run(build_dir, sub, "--model", path, *extra, "--kv-type", "int8(group=48)", ok=False)
+        assert p.returncode == 2 and b"group = 48 must divide D = 128" in p.stderr, (sub, p.stderr)
 
 
 def test_sentencepiece_spaces_in_generate_and_perplexity(build_dir, tmp_path):
