@@ -649,6 +649,7 @@ typedef struct {
     void *user;
     double t0, ts, run_s; /* the run's start, the cell's start, seconds spent running cells */
     int n_mine, n_done, cur;
+    int keep_space; /* a token's bytes counted with LA_TOK_KEEP_SPACE differ (SentencePiece) */
 } le_grid;
 
 /* Progress inside a cell (after each document): the cell's share done, the elapsed time
@@ -722,6 +723,9 @@ static cJSON *cell_settings(const le_grid *G) {
     cJSON_AddStringToObject(s, "haystack", o->filler ? "filler" : "text");
     cJSON_AddNumberToObject(s, "C", (double)G->c->C);
     cJSON_AddStringToObject(s, "kv_type", o->kv_type ? o->kv_type : "");
+    /* bits per byte of a SentencePiece model count each piece's space since 2026-12-05 (eaa9d38):
+     * its earlier cells lack this key and are refused; other vocabularies' counts did not change */
+    if (G->keep_space) cJSON_AddStringToObject(s, "token_bytes", "keep-space");
     settings_norm(s);
     return la_json_end(saved_json, s);
 }
@@ -934,6 +938,15 @@ la_status la_longeval_run(const la_longeval_opts *oin, la_longeval_progress_fn f
     if (st == LA_OK && o.out_dir) st = la_grid_open(&store, o.out_dir, "longeval", NULL, o.resume);
     le_grid G = {.c = &c, .o = &o, .cells = cells, .g = &g, .fn = fn, .user = user, .t0 = la_now_s()};
     for (int i = 0; st == LA_OK && i < nc; i++) G.n_mine += g.owner[i] == g.unit;
+    for (int32_t v = 0; st == LA_OK && !G.keep_space && v < la_tokenizer_n_vocab(c.tok); v++) {
+        size_t a = 0, b = 0;
+        char *t0 = NULL, *t1 = NULL;
+        if (la_tokenizer_decode(c.tok, &v, 1, 0, &t0, &a) == LA_OK &&
+            la_tokenizer_decode(c.tok, &v, 1, LA_TOK_KEEP_SPACE, &t1, &b) == LA_OK)
+            G.keep_space = a != b;
+        free(t0);
+        free(t1);
+    }
     if (st == LA_OK) {
         g.store = o.out_dir ? &store : NULL;
         g.collective = sp;

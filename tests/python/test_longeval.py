@@ -522,3 +522,26 @@ def test_longeval_tokenizer_past_the_model_vocabulary(build_dir, tmp_path, monke
     p = subprocess.run(longeval(build_dir, *_quick(bad, out)), capture_output=True, text=True, timeout=600)
     assert p.returncode == 1 and "tokenizer" in p.stderr and "300" in p.stderr, p.stderr
     assert _cells(out) == before
+
+
+def test_resume_refuses_sentencepiece_cells_counted_without_spaces(build_dir, tmp_path):
+    """Bits per byte of a SentencePiece model count each piece's space since 2026-12-05:
+    its cells say so (settings token_bytes = keep-space), and a cell without it, as earlier
+    versions wrote them, is refused on --resume instead of mixing two countings in one table."""
+    model, docs = tmp_path / "spm.gguf", tmp_path / "docs"
+    tl.write_model(model, "llama", QT.F32, True, seed=2, C=64, H=2, K=1, F=128, L=1, spm=True)
+    docs.mkdir()
+    rng = np.random.default_rng(3)
+    (docs / "a.txt").write_text(" ".join(rng.choice(["ab", "a", "b", "ba", "abab"], size=600)))
+    args = [str(build_dir / "longattn"), "longeval", "--model", str(model), "--docs", str(docs), "--lengths", "1",
+            "--trials", "0", "--distractors", "-1", "--documents", "1", "--threads", "1", "--methods", "as-trained",
+            "--out", str(tmp_path / "out")]
+    p = subprocess.run(args, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    cell = tmp_path / "out" / "cells" / "m0_l0.json"
+    j = json.loads(cell.read_text())
+    assert j["settings"]["token_bytes"] == "keep-space"
+    del j["settings"]["token_bytes"]
+    cell.write_text(json.dumps(j))
+    p = subprocess.run(args + ["--resume"], capture_output=True, text=True)
+    assert p.returncode != 0 and "token_bytes" in p.stderr, p.stderr
