@@ -231,7 +231,7 @@ static void test_bad_usage(void **st) {
     /* bad model settings and specs: usage errors naming the option, before --out is made */
     static const char *const bad[][2] = {{"--spec softmax+bogus", "bogus"}, {"--spec 'softmax+rope('", "--spec"},
                                          {"--heads 3 --d-model 32", "--heads 3"}, {"--kv-heads 3", "--kv-heads"},
-                                         {"--min-lr 1", "--min-lr"}};
+                                         {"--min-lr 1", "--min-lr"}, {"--d-model 18 --heads 2", "is odd"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(args, sizeof args, "--data %s/text --out %s/r3 %s", g_dir, g_dir, bad[i][0]);
         assert_int_equal(run(args), 2);

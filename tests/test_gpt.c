@@ -270,6 +270,12 @@ static void test_eval_chunks(void **st) {
 static void test_bad_arguments(void **st) {
     (void)st;
     la_model_config c = la_model_config_default();
+    assert_int_equal(la_model_config_validate(&c), LA_OK);
+    c.d_model = 18, c.n_head = 2; /* head size 9 with RoPE: checked without building */
+    assert_int_equal(la_model_config_validate(&c), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "is odd"));
+    assert_int_equal(la_model_config_validate(NULL), LA_EINVAL);
+    c = la_model_config_default();
     la_model *m = (la_model *)&c; /* a stale pointer: a failed constructor sets NULL */
     assert_int_equal(la_model_load(NULL, &m), LA_EINVAL);
     assert_null(m);

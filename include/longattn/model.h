@@ -64,6 +64,10 @@ typedef struct la_model la_model;
  * dividing n_head, odd head size with a RoPE-family spec), LA_ESPEC (bad spec text,
  * message from la_spec_parse), LA_ENOMEM. *out is NULL on error. */
 LA_API la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out);
+
+/* la_model_new's checks of cfg, without building anything (a command line checks its
+ * options before it makes folders or reads data). Same errors, except LA_ENOMEM. */
+LA_API la_status la_model_config_validate(const la_model_config *cfg);
 LA_API void la_model_free(la_model *m);
 
 /* The config the model was built with (spec text in canonical form). */

@@ -214,11 +214,11 @@ static const la_lm_ops gpt_lm_ops = {"gpt", lm_forward, lm_spec, NULL, NULL};
 
 la_lm *la_model_lm(la_model *m) { return m ? &m->lm : NULL; }
 
-la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out) {
-    if (!out) return la_fail(LA_EINVAL, "la_model_new: out is NULL");
-    *out = NULL;
-    if (!cfg) return la_fail(LA_EINVAL, "la_model_new: cfg is NULL");
+/* cfg with its defaults filled in (n_kv_head, d_ff) into *c, checked; its spec parsed into
+ * *spec with train_len from the config (la_model_new, la_model_config_validate) */
+static la_status check_config(const la_model_config *cfg, la_model_config *out, la_spec *out_spec) {
     la_model_config c = *cfg;
+    la_spec spec;
     if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
     if (c.d_model > INT_MAX / 4) /* 4 * d_model (the default d_ff, the MLP's rows) must fit an int */
         return la_fail(LA_EINVAL, "model config: d_model=%d is too large (at most %d)", c.d_model, INT_MAX / 4);
@@ -241,7 +241,6 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
                        "la_model_config_default sets 1)");
     if (memchr(c.spec, 0, sizeof c.spec) == NULL)
         return la_fail(LA_EINVAL, "model config: spec text is not NUL-terminated");
-    la_spec spec;
     LA_TRY(la_spec_parse(c.spec, &spec));
     if (spec.train_len == 0) spec.train_len = c.train_len;
     LA_TRY(la_spec_validate(&spec));
@@ -253,7 +252,26 @@ la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out
     if (la_spec_format(&spec, c.spec, sizeof c.spec) >= (int)sizeof c.spec)
         return la_fail(LA_EINVAL, "model config: canonical spec text longer than %d bytes",
                        LA_SPEC_TEXT_MAX - 1);
+    *out = c;
+    *out_spec = spec;
+    return LA_OK;
+}
 
+la_status la_model_config_validate(const la_model_config *cfg) {
+    if (!cfg) return la_fail(LA_EINVAL, "la_model_config_validate: cfg is NULL");
+    la_model_config c;
+    la_spec spec;
+    return check_config(cfg, &c, &spec);
+}
+
+la_status la_model_new(const la_model_config *cfg, uint64_t seed, la_model **out) {
+    if (!out) return la_fail(LA_EINVAL, "la_model_new: out is NULL");
+    *out = NULL;
+    if (!cfg) return la_fail(LA_EINVAL, "la_model_new: cfg is NULL");
+    la_model_config c;
+    la_spec spec;
+    LA_TRY(check_config(cfg, &c, &spec));
+    const int D = c.d_model / c.n_head;
     la_model *m = la_calloc(1, sizeof *m);
     if (!m) return la_fail(LA_ENOMEM, "la_model_new: out of memory");
     m->cfg = c;
