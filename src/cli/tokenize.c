@@ -47,13 +47,19 @@ static int run_decode(la_tokenizer *t, const char *list, int flags) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < INT32_MIN || v > INT32_MAX) {
-            fprintf(stderr, "longattn tokenize: --decode: \"%.20s\" is not a token id\n", p);
+        if (end == p || errno || v < 0 || v >= la_tokenizer_n_vocab(t)) {
+            fprintf(stderr, "longattn tokenize: --decode: \"%.*s\" is not a token id of this vocabulary [0, %d)\n",
+                    (int)(end > p ? end - p : (long)strcspn(p, " ,\n\t")), p, la_tokenizer_n_vocab(t));
             la_token_buf_free(&b);
             return 2;
         }
         b.ids[b.n++] = (int32_t)v;
         p = end;
+    }
+    if (!b.n) {
+        fprintf(stderr, "longattn tokenize: --decode '%s' names no token id\n", list);
+        la_token_buf_free(&b);
+        return 2;
     }
     char *text;
     size_t len;

@@ -503,5 +503,9 @@ def test_cli_tokenize_errors(build_dir, tmp_path):
     assert run_cli(build_dir, "--prompt", "x").returncode == 2
     p = run_cli(build_dir, "--model", tmp_path / "missing.gguf", "--prompt", "x")
     assert p.returncode == 1 and b"missing.gguf" in p.stderr
-    p = run_cli(build_dir, "--model", SMOLLM, "--decode", "1 99999999")
-    assert p.returncode == 1 and b"outside the vocabulary" in p.stderr
+    # ids outside the vocabulary, negative ids and an empty list are usage errors (exit 2);
+    # -1 was exit 1 and ",," printed an empty line before 2026-12-05
+    for ids, says in (("1 99999999", b'"99999999" is not a token id of this vocabulary [0, 49152)'),
+                      ("-1", b'"-1" is not a token id'), (",,", b"names no token id")):
+        p = run_cli(build_dir, "--model", SMOLLM, "--decode", ids)
+        assert p.returncode == 2 and says in p.stderr, (ids, p.stderr)
