@@ -240,7 +240,9 @@ la_status la_kv_policy_parse(const char *text, la_kv_params *out) {
             have_policy = 1;
         }
         if (!strcmp(term, "full")) {
-            if (args && *args) return la_fail(LA_ESPEC, "kv policy: 'full' takes no arguments (its size is max_tokens)");
+            if (args && *args)
+                return la_fail(LA_ESPEC, "kv policy: 'full' takes no arguments (it holds the whole context: --ctx "
+                               "on the command line, max_tokens in C)");
             p.policy = LA_KV_FULL;
         } else if (!strcmp(term, "window")) {
             static const char *const keys[] = {"w"};
