@@ -30,8 +30,10 @@
 #           longeval --seq-parallel on 2 ranks equal to 1 rank, an evicting method refused
 #   smollm2  perplexity --seq-parallel of the default model (2048 tokens) on 2 ranks reports 1
 #           rank's numbers (skipped, visibly, when the model was not fetched)
-#   fail    a data file missing on rank 1 only (mpirun MPMD): every rank exits non-zero
-#           (not a hang) with one error naming rank 1 and the file
+#   fail    a data file missing on rank 1 only (its own working folder): every rank exits
+#           non-zero (not a hang) with one error naming rank 1 and the file; a rank failing
+#           before any exchange (no checkpoint in its folder) stops the others; ranks started
+#           with different command lines are refused before any work
 #   killed  a rank killed (SIGKILL) after step 3 (stop point train-step): mpirun ends the
 #           job non-zero (not a hang) and the last complete checkpoint still resumes
 #   nompi   dist.c built without MPI refuses a start by mpirun, naming the fix
@@ -120,6 +122,23 @@ $bin $T --steps 5 --out r1 >r.log 2>&1 && $bin $T --steps 2 --out r3 >>r.log 2>&
 if [ $? -ne 0 ]; then cat r.log; bad resume "runs failed"
 elif cmp -s r1/model.safetensors r3/model.safetensors; then ok "resume 1 rank -> 3 ranks: weights bitwise equal"
 else bad resume "weights after resuming on 3 ranks differ from an uninterrupted 1-rank run"; fi
+
+# ---- a rank that fails before any exchange (here: no checkpoint in its working folder;
+# same command line) stops the others, which wait in their first exchange: they waited
+# forever before 2026-12-05; and ranks given different command lines are refused at once
+mkdir -p wa wb && (cd wa && $bin ${T/corpus/..\/corpus} --steps 2 --out ck >../w.log 2>&1)
+timeout $HANG $MR -np 1 -wdir "$tmp/wa" $bin train --resume --out ck --steps 3 : \
+    -np 1 -wdir "$tmp/wb" $bin train --resume --out ck --steps 3 >>w.log 2>&1
+rc=$?
+if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat w.log; bad "one rank fails first" "exit $rc (0: not noticed, 124: hung)"
+elif ! grep -q "no checkpoint in ck" w.log || ! grep -q "rank 1 of 2" w.log; then
+    cat w.log; bad "one rank fails first" "no message naming the checkpoint and rank 1"
+else ok "one rank failing before any exchange stops the other (exit $rc)"; fi
+timeout $HANG $MR -np 1 $bin $T --steps 1 --out dc : -np 1 $bin $T --steps 1 --out dc --d-model 32 >dc.log 2>&1
+rc=$?
+if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat dc.log; bad "different command lines" "exit $rc"
+elif ! grep -q "different command lines" dc.log || [ -e dc ]; then cat dc.log; bad "different command lines" "not refused before any work"
+else ok "ranks started with different command lines refused before any work"; fi
 
 # ---- study: variants over ranks
 strip() { # output folder -> its files, timing fields removed (csv columns *_s, markdown
@@ -405,13 +424,15 @@ else
     unset OMP_NUM_THREADS
 fi
 
-# ---- a rank that cannot read its data (MPMD: rank 1 gets a missing path)
+# ---- a rank that cannot read its data (the same command line; rank 1 runs in a folder
+# without the corpus, as on a machine that lacks it)
+mkdir -p wc
 start=$(date +%s)
-timeout $HANG $MR -np 1 $bin $T --steps 3 --out f : -np 1 $bin ${T/corpus\/train/missing_dir} --steps 3 --out f >f.log 2>&1
+timeout $HANG $MR -np 1 $bin $T --steps 3 --out f : -np 1 -wdir "$tmp/wc" $bin $T --steps 3 --out f >f.log 2>&1
 rc=$?; secs=$(( $(date +%s) - start ))
 if [ $rc -eq 0 ]; then bad fail "exit status 0"
 elif [ $rc -eq 124 ]; then bad fail "hung (killed by timeout after $HANG s)"
-elif [ "$(grep -c 'rank 1 of 2: .*missing_dir' f.log)" -ne 1 ]; then cat f.log; bad fail "no single error naming rank 1 and the file"
+elif [ "$(grep -c 'rank 1 of 2: .*corpus/train' f.log)" -ne 1 ]; then cat f.log; bad fail "no single error naming rank 1 and the file"
 else ok "fail: bad file on rank 1 -> every rank stops (exit $rc, ${secs}s), one error naming rank 1"; fi
 
 # ---- attn --seq-parallel: one sequence over the ranks, equal to one process
@@ -449,10 +470,10 @@ if timeout $HANG $MR -np 2 $bin $RA --spec "softmax+causal" --out r2/out.npy >rn
    ! grep -q 'add --seq-parallel' rn.log; then cat rn.log; bad "ring no flag" "attn under mpirun without --seq-parallel not refused"
 else ok "ring: attn under mpirun without --seq-parallel is refused, naming the option"; fi
 timeout $HANG $MR -np 1 $bin $RA --spec "softmax+causal" --out r2/out.npy --seq-parallel : \
-    -np 1 $bin ${RA/q.npy/missing_q.npy} --spec "softmax+causal" --out r2/out.npy --seq-parallel >rf.log 2>&1
+    -np 1 -wdir "$tmp/wc" $bin $RA --spec "softmax+causal" --out r2/out.npy --seq-parallel >rf.log 2>&1
 rc=$?
 if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then cat rf.log; bad "ring fail" "exit $rc (0: not noticed, 124: hung)"
-elif [ "$(grep -c 'rank 1 of 2: .*missing_q' rf.log)" -ne 1 ]; then cat rf.log; bad "ring fail" "no single error naming rank 1 and the file"
+elif [ "$(grep -c 'rank 1 of 2: .*q.npy' rf.log)" -ne 1 ]; then cat rf.log; bad "ring fail" "no single error naming rank 1 and the file"
 else ok "ring fail: missing input on rank 1 -> both ranks stop (exit $rc), one error naming rank 1"; fi
 
 # ---- a rank killed mid-training: both ranks stop after step 3 (its log row written, the

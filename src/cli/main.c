@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "core/dist.h"
+#include "core/internal.h"
 #include "longattn.h"
 
 /* Each subcommand lives in src/cli/<name>.c. Add a row here when one lands. */
@@ -49,6 +50,21 @@ static int run(int argc, char **argv) {
         fprintf(stderr, "longattn: %s\n", la_errmsg());
         return 1;
     }
+    /* every rank must run the same command line: ranks given other options or inputs would
+     * exchange different data, or wait for each other in different collectives */
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the arguments and their ends */
+    for (int i = 1; i < argc; i++)
+        for (const char *p = argv[i];; p++) {
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+            if (!*p) break;
+        }
+    if (!la_dist_same_u64(h)) {
+        if (la_dist_rank() == 0)
+            fprintf(stderr, "longattn: the %d ranks were started with different command lines; give every rank the "
+                    "same command and options\n", la_dist_size());
+        la_dist_finalize();
+        return 2;
+    }
     for (const la_cli_cmd *c = commands; c->name; c++)
         if (!strcmp(argv[1], c->name)) {
             if (la_dist_size() > 1 && !c->ranks) {
@@ -60,9 +76,14 @@ static int run(int argc, char **argv) {
                 return 2;
             }
             int rc = c->fn(argc - 1, argv + 1);
-            /* every rank's exit status: nonzero on one rank is nonzero on all (a rank that
-             * failed outside a collective phase must not leave the others waiting) */
-            if (la_dist_size() > 1 && la_dist_any(rc != 0) && rc == 0) rc = 1;
+            /* every rank's exit status: nonzero on one rank is nonzero on all. A rank that
+             * failed before any exchange (a usage error on that rank only) meets the others
+             * in their next la_dist_agree, where they are waiting, so they stop too; after
+             * an agreed failure every rank has stopped together and nothing is exchanged */
+            if (la_dist_size() > 1 && !la_dist_agreed_failure()) {
+                if (rc) la_fail(LA_EINVAL, "'longattn %s' stopped with exit status %d (its message is above)", c->name, rc);
+                if (la_dist_agree(rc ? LA_EINVAL : LA_OK) != LA_OK && rc == 0) rc = 1;
+            }
             la_dist_finalize();
             return rc;
         }

@@ -141,6 +141,10 @@ static la_status mpi_err(int rc, const char *what) {
     return la_fail(LA_EIO, "rank %d of %d: %s failed: %s", g_wrank, g_wsize, what, s);
 }
 
+static int g_agreed_failure;
+
+int la_dist_agreed_failure(void) { return g_agreed_failure; }
+
 la_status la_dist_agree(la_status st) {
     if (!g_mpi) return st;
     /* every rank's status and message, gathered on every rank: the answer is the same
@@ -175,6 +179,7 @@ la_status la_dist_agree(la_status st) {
         }
     }
     free(all);
+    if (out != LA_OK) g_agreed_failure = 1;
     return out;
 }
 
@@ -185,6 +190,14 @@ int la_dist_any(int flag) {
     if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, g_comm) != MPI_SUCCESS)
         la_dist_abort(1, "MPI_Allreduce of a stop flag failed");
     return out;
+}
+
+int la_dist_same_u64(uint64_t v) {
+    if (!g_mpi) return 1;
+    uint64_t in[2] = {v, ~v}, out[2]; /* max of v and of ~v: equal everywhere iff max v == min v */
+    if (MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MAX, g_comm) != MPI_SUCCESS)
+        la_dist_abort(1, "MPI_Allreduce of a check value failed");
+    return out[0] == ~out[1];
 }
 
 la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *counts) {
@@ -422,6 +435,11 @@ la_status la_dist_init(int *argc, char ***argv) {
 void la_dist_finalize(void) {}
 
 la_status la_dist_agree(la_status st) { return st; }
+int la_dist_agreed_failure(void) { return 0; }
+int la_dist_same_u64(uint64_t v) {
+    (void)v;
+    return 1;
+}
 int la_dist_any(int flag) { return flag != 0; }
 
 la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *counts) {

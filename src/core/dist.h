@@ -47,6 +47,11 @@ void la_dist_assign(const double *cost, int n, int n_ranks, int *owner);
 la_status la_dist_agree(la_status st);
 /* Collective: 1 on every rank when flag is nonzero on any rank. */
 int la_dist_any(int flag);
+/* 1 once a la_dist_agree has returned a failure: every rank saw it at the same call and has
+ * stopped, so the program exchanges nothing more (main's last agree is skipped). */
+int la_dist_agreed_failure(void);
+/* Collective: 1 on every rank when v is the same on every rank. */
+int la_dist_same_u64(uint64_t v);
 /* Collective: rank r contributes counts[r] floats (send); recv receives all ranks'
  * contributions in rank order (sum of counts floats). One process: a copy. */
 la_status la_dist_allgatherv_f32(const float *send, float *recv, const int *counts);
