@@ -102,7 +102,10 @@ class AttentionFunction(torch.autograd.Function):
         ctx.args = (spec, pos0, threads)
         return out
 
+    # the C backward is not itself differentiable: a double backward raises instead of
+    # returning gradients that silently miss the second-order term
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, dout):
         q, k, v, out, row_stat, logn_s, sinks, as_beta, as_gamma, doc_ids = ctx.saved_tensors
         spec, pos0, threads = ctx.args

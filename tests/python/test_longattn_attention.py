@@ -201,3 +201,15 @@ def test_long_attention_sink_parameter():
         longattn.Spec("entmax(alpha=1.5)+sink")
     with pytest.raises(ValueError, match="row_stat"):
         longattn.attention(q.numpy(), k.numpy(), v.numpy(), "sigmoid(b=-2)", stats=("lse",))
+
+
+def test_double_backward_raises():
+    """The backward is la_attn_backward, which autograd cannot differentiate: a gradient
+    penalty (create_graph=True) raises instead of silently dropping the second-order term
+    (it returned gradients without requires_grad before 2026-12-05)."""
+    torch.manual_seed(0)
+    q, k, v = [torch.randn(1, 1, 4, 4, requires_grad=True) for _ in range(3)]
+    y = lt.attention(q, k, v, "softmax+full")
+    g, = torch.autograd.grad(y.square().sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError):
+        (y.sum() + g.square().sum()).backward()
