@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -333,6 +334,15 @@ static void test_kv_eval_passkey_ckpt(void **state) {
     md[got] = 0;
     fclose(fp);
     assert_non_null(strstr(md, "Passkey columns from the fine-tuned weights"));
+    /* more than LA_KV_EVAL_MAX_POLICIES policies: refused (the 13th and later were dropped
+     * from the table without a word before 2026-12-05) */
+    char pols[512] = "";
+    for (int i = 1; i <= LA_KV_EVAL_MAX_POLICIES + 1; i++)
+        snprintf(pols + strlen(pols), sizeof pols - strlen(pols), "window(%d);", i);
+    snprintf(cmd, sizeof cmd, "%s kv-eval --ckpt %s --data %s --out %s/many --lens 128 --windows 1 --trials 0 "
+             "--policies '%s' 2>/dev/null >/dev/null", bin, a, dir, dir, pols);
+    int ws = system(cmd);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 2);
     /* another model: refused with both names in the message */
     snprintf(cmd, sizeof cmd, "%s kv-eval --ckpt %s --passkey-ckpt %s --data %s --out %s/bad --lens 128 2>%s/err >/dev/null",
              bin, a, c, dir, dir, dir);

@@ -26,8 +26,8 @@ static const cli_doc DOC = {
 };
 
 static void on_progress(void *user, const la_kv_eval_progress *p) {
-    (void)user;
     if (p->event == LA_KV_EVAL_NOTE) {
+        if (strstr(p->message, "gnuplot")) *(int *)user = 1; /* no kv_eval.png */
         fprintf(stderr, "longattn kv-eval: %s\n", p->message);
         return;
     }
@@ -81,12 +81,14 @@ int cli_kv_eval(int argc, char **argv) {
         }
         if (o.n_lens == 0) return cli_usage_error(cmd, "--lens is empty");
     }
-    la_status st = la_kv_eval_run(&o, on_progress, NULL);
+    int no_png = 0;
+    la_status st = la_kv_eval_run(&o, on_progress, &no_png);
     if (st == LA_ESPEC) return cli_usage_error(cmd, "%s: %s", o.kv_type ? "--policies / --kv-type" : "--policies", la_errmsg());
     if (st != LA_OK) {
         fprintf(stderr, "longattn kv-eval: %s\n", la_errmsg());
         return 1;
     }
-    printf("wrote %s/kv_eval.md, %s/kv_eval.csv, %s/kv_eval.png\n", o.out, o.out, o.out);
+    printf("wrote %s/kv_eval.md, %s/kv_eval.csv%s%s%s\n", o.out, o.out, no_png ? "" : ", ", no_png ? "" : o.out,
+           no_png ? " (no plot: see the note above)" : "/kv_eval.png");
     return 0;
 }

@@ -301,11 +301,17 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
              L - L / 2, L - 4);
     {
         char buf[1024];
-        snprintf(buf, sizeof buf, "%s", pols_s ? pols_s : defaults);
+        if (snprintf(buf, sizeof buf, "%s", pols_s ? pols_s : defaults) >= (int)sizeof buf) {
+            st = la_fail(LA_ESPEC, "the text of the policies is longer than %zu bytes", sizeof buf - 1);
+            goto done;
+        }
         char *save = NULL;
         for (char *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
             while (*t == ' ') t++;
-            if (np >= MAX_POL) break;
+            if (np >= MAX_POL) { /* refused, not cut: a dropped policy would be missing from the table */
+                st = la_fail(LA_ESPEC, "at most %d policies, got more ('%s' is number %d)", MAX_POL, t, MAX_POL + 1);
+                goto done;
+            }
             la_kv_params kp = la_kv_params_default();
             la_kv_params_for_model(m, &kp);
             st = la_kv_policy_parse(t, &kp);
