@@ -185,6 +185,8 @@ int bench_train(int argc, char **argv) {
     if (prc >= 0) return prc;
     if (spec) snprintf(mc.spec, sizeof mc.spec, "%s", spec);
     mc.train_len = T;
+    if (la_model_config_validate(&mc) != LA_OK) /* bad options: a usage error, as train's */
+        return cli_usage_error("bench train", "--layers / --d-model / --heads / --spec: %s", la_errmsg());
     la_model *m = NULL;
     la_trainer *tr = NULL;
     if (la_model_new(&mc, 1, &m) != LA_OK) {

@@ -250,6 +250,9 @@ static void test_train_json(void **st) {
     cJSON_Delete(root);
     free(out);
     assert_int_equal(run_status("bench train --precision f16"), 2);
+    /* a bad spec or model shape is a usage error as in train (exit 1 before 2026-12-05) */
+    assert_int_equal(run_status("bench train --spec softmax+bogus --no-torch"), 2);
+    assert_int_equal(run_status("bench train --heads 3 --no-torch"), 2);
 }
 
 int main(void) {

@@ -276,6 +276,10 @@ static void test_bad_arguments(void **st) {
     assert_non_null(strstr(la_errmsg(), "is odd"));
     assert_int_equal(la_model_config_validate(NULL), LA_EINVAL);
     c = la_model_config_default();
+    c.n_layer = 1000000000; /* the tensor table's size overflowed int before 2026-12-05 */
+    assert_int_equal(la_model_config_validate(&c), LA_EINVAL);
+    assert_non_null(strstr(la_errmsg(), "n_layer=1000000000 is too large"));
+    c = la_model_config_default();
     la_model *m = (la_model *)&c; /* a stale pointer: a failed constructor sets NULL */
     assert_int_equal(la_model_load(NULL, &m), LA_EINVAL);
     assert_null(m);

@@ -182,7 +182,7 @@ int cli_train(int argc, char **argv) {
     la_model_config chk = mc;
     chk.vocab = 256; /* the data's vocabulary is read later; the rest is checked now (an odd head size with RoPE) */
     if (!resume && la_model_config_validate(&chk) != LA_OK)
-        return cli_usage_error(cmd, "--d-model / --heads / --spec: %s", la_errmsg());
+        return cli_usage_error(cmd, "--layers / --d-model / --heads / --spec: %s", la_errmsg());
     char ckpt[1024], csv[1024], meta_path[1100];
     snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", out);
     if (resume && access(ckpt, F_OK) != 0) { /* nothing to resume: no folder made, no file named wrongly */

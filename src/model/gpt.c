@@ -223,6 +223,9 @@ static la_status check_config(const la_model_config *cfg, la_model_config *out, 
     if (c.d_model > INT_MAX / 4) /* 4 * d_model (the default d_ff, the MLP's rows) must fit an int */
         return la_fail(LA_EINVAL, "model config: d_model=%d is too large (at most %d)", c.d_model, INT_MAX / 4);
     if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
+    if (c.n_layer > (INT_MAX - 3) / LA_MAX_TENSORS_PER_LAYER) /* the tensor table's size must fit an int */
+        return la_fail(LA_EINVAL, "model config: n_layer=%d is too large (at most %d)", c.n_layer,
+                       (INT_MAX - 3) / LA_MAX_TENSORS_PER_LAYER);
     if (c.n_layer < 1 || c.n_head < 1 || c.n_kv_head < 1 || c.d_model < 1 || c.d_ff < 1 ||
         c.vocab < 2 || c.train_len < 2)
         return la_fail(LA_EINVAL,
