@@ -152,7 +152,9 @@ la_status la_trainer_new(la_model *m, la_data *data, const la_train_config *cfg,
     if (!ok) {
         size_t np = tr->P;
         la_trainer_free(tr);
-        return la_fail(LA_ENOMEM, "trainer: cannot allocate optimizer state for %zu parameters", np);
+        return la_fail(LA_ENOMEM, "trainer: out of memory for the optimizer state of %zu parameters and the "
+                       "token buffers of a %d x %d batch; lower --batch / --seq-len or the model size",
+                       np, cfg->B, cfg->T);
     }
     if (data) la_data_seed(data, cfg->seed);
     tr->sp_k = cfg->seq_parallel > 1 ? cfg->seq_parallel : 1;
