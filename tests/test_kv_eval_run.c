@@ -16,6 +16,7 @@
 
 #include "core/internal.h"
 #include "longattn.h"
+#include "support/test_corpus.h"
 
 static char g_dir[64];
 
@@ -100,6 +101,19 @@ static void test_run_reports_points(void **state) {
     }
     snprintf(path, sizeof path, "%s/kv_eval.gp.log", out);
     assert_int_not_equal(access(path, F_OK), 0);
+    /* passkey asked for at lengths too short for an example: a note says so and the CSV
+     * counts the examples run there, 0 (it wrote the requested count before 2026-12-05) */
+    o = opts("short", ckpt, data, out);
+    o.trials = 2;
+    s = (seen){0};
+    assert_int_equal(la_kv_eval_run(&o, on_progress, &s), LA_OK);
+    assert_int_equal(s.notes, 1);
+    snprintf(path, sizeof path, "%s/kv_eval.csv", out);
+    char *csv = la_test_read_file(path, NULL);
+    assert_non_null(csv);
+    assert_non_null(strstr(csv, "nan,nan,0,")); /* accuracy nan over 0 examples run */
+    assert_null(strstr(csv, "nan,nan,2,"));     /* no row claims the 2 asked for */
+    free(csv);
 }
 
 static void test_errors(void **state) {

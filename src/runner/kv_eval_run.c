@@ -98,7 +98,8 @@ static la_status write_outputs(const char *out, pol_result *res, int np, const i
             double bpt = la_kv_bytes_per_token(&res[p].kp);
             la_table_add_quoted(&t, res[p].name);
             la_table_row(&t, "%d\t%g\t%.4f\t%.4f\t%.4f\t%d\t%.0f\t%lld\t%.0f", lens[i], (double)lens[i] / L,
-                         res[p].loss[i], res[p].acc[i], res[p].digit_acc[i], trials, bpt,
+                         res[p].loss[i], res[p].acc[i], res[p].digit_acc[i],
+                         lens[i] >= la_passkey_min_len() ? trials : 0, bpt, /* the examples run */
                          (long long)res[p].cache_tokens[i], bpt * (double)res[p].cache_tokens[i]);
         }
     LA_TRY(la_table_write_csv(&t, out, "kv_eval.csv"));
@@ -342,6 +343,12 @@ la_status la_kv_eval_run(const la_kv_eval_opts *o, la_kv_eval_progress_fn progre
     if (trials > 0 && !docs.is_bytes) {
         note(progress, user, "passkey needs byte-level documents; running without it (--trials 0)");
         trials = 0;
+    }
+    if (trials > 0 && lens[0] < la_passkey_min_len()) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "no passkey at lengths below %d tokens (the shortest example); their "
+                 "passkey_trials are 0", la_passkey_min_len());
+        note(progress, user, msg);
     }
     if ((st = la_mkdir_p(out)) != LA_OK) goto done;
     tok = la_malloc(sizeof(int32_t) * ((size_t)lens[nl - 1] + 1));
