@@ -52,12 +52,8 @@ static int run(int argc, char **argv) {
     }
     /* every rank must run the same command line: ranks given other options or inputs would
      * exchange different data, or wait for each other in different collectives */
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the arguments and their ends */
-    for (int i = 1; i < argc; i++)
-        for (const char *p = argv[i];; p++) {
-            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-            if (!*p) break;
-        }
+    uint64_t h = LA_FNV0;
+    for (int i = 1; i < argc; i++) h = la_fnv1a(h, argv[i], strlen(argv[i]) + 1); /* with each NUL */
     if (!la_dist_same_u64(h)) {
         if (la_dist_rank() == 0)
             fprintf(stderr, "longattn: the %d ranks were started with different command lines; give every rank the "

@@ -126,6 +126,15 @@ la_status la_read_file(const char *path, size_t max_bytes, char **out, size_t *l
 FILE *la_fopen_regular(const char *path);
 double la_now_s(void);
 
+/* FNV-1a over n bytes, chained from h (LA_FNV0 to start): the one hash of the checkpoint's
+ * weights and optimiser state, the name tables and the MPI command-line check. Not
+ * cryptographic: it finds flipped bits and differing text, not tampering. */
+#define LA_FNV0 0xcbf29ce484222325ULL
+static inline uint64_t la_fnv1a(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ULL;
+    return h;
+}
+
 /* ---- deterministic random numbers (src/core/rng.c) ----
  * xoshiro256** seeded through splitmix64: same seed, same stream on every machine. */
 typedef struct { uint64_t s[4]; } la_rng;

@@ -65,11 +65,7 @@ typedef struct {
     uint64_t mask;
 } name_table;
 
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
+static uint64_t fnv1a(const char *s) { return la_fnv1a(LA_FNV0, s, strlen(s)); }
 
 static int table_init(name_table *t, int64_t n) {
     uint64_t cap = 16;

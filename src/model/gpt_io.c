@@ -116,14 +116,7 @@ la_status la_model_weights_from_file(la_model *m, const la_st_file *f, const cha
 }
 
 uint64_t la_model_weights_hash(const la_model *m) {
-    const uint8_t *p = (const uint8_t *)la_model_params((la_model *)m);
-    size_t n = la_model_num_params(m) * sizeof(float);
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return la_fnv1a(LA_FNV0, la_model_params((la_model *)m), la_model_num_params(m) * sizeof(float));
 }
 
 la_status la_model_save(const la_model *m, const char *path) {

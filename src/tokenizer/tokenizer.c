@@ -9,11 +9,7 @@
 /* ---- hashing ---- */
 
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
+    uint64_t h = la_fnv1a(LA_FNV0, s, n);
     return h ^ (h >> 29);
 }
 

@@ -25,13 +25,8 @@
 
 #define STATE_FORMAT "longattn-trainer-state-1"
 
-/* FNV-1a over the optimiser state tensors in file order ("state_hash": a bit flipped in them
- * is an error, as one in the weights is through "weights_hash"); chained from h. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ULL;
-    return h;
-}
-#define FNV0 0xcbf29ce484222325ULL
+/* "state_hash": la_fnv1a over the optimiser state tensors in file order (a bit flipped in
+ * them is an error, as one in the weights is through "weights_hash") */
 
 static void state_path(char *buf, size_t n, const char *path) { snprintf(buf, n, "%s.state", path); }
 static void state_new_path(char *buf, size_t n, const char *path) { snprintf(buf, n, "%s.state.new", path); }
@@ -49,8 +44,8 @@ la_status la_trainer_save(const la_trainer *tr, const char *path) {
     la_data_state ds = {{0}, 0};
     if (tr->data) la_data_get_state(tr->data, &ds);
     char v_step[32], v_np[32], v_hash[32], v_rng[4][32], v_nw[32], v_sh[32];
-    uint64_t sh = FNV0;
-    for (int i = 0; i < nt; i++) sh = fnv(sh, ts[i].data, tr->P * sizeof(float));
+    uint64_t sh = LA_FNV0;
+    for (int i = 0; i < nt; i++) sh = la_fnv1a(sh, ts[i].data, tr->P * sizeof(float));
     snprintf(v_sh, sizeof v_sh, "%016" PRIx64, sh);
     snprintf(v_step, sizeof v_step, "%d", tr->step);
     snprintf(v_np, sizeof v_np, "%zu", tr->P);
@@ -163,10 +158,10 @@ static la_status load_checked(la_trainer *tr, const char *path, const la_st_file
             return la_fail(LA_EFORMAT, "%s: tensor %s is missing or has the wrong size", sp, names[i]);
     }
     if (la_st_meta(sf, "state_hash")) { /* absent in checkpoints written before it: loaded unchecked */
-        uint64_t sh = FNV0, saved = 0;
+        uint64_t sh = LA_FNV0, saved = 0;
         LA_TRY(meta_u64(sf, sp, "state_hash", 16, &saved));
         for (int i = 0; i < (tr->mom ? 3 : 2); i++)
-            sh = fnv(sh, sf->data + la_st_find(sf, names[i])->begin, tr->P * sizeof(float));
+            sh = la_fnv1a(sh, sf->data + la_st_find(sf, names[i])->begin, tr->P * sizeof(float));
         if (sh != saved)
             return la_fail(LA_EFORMAT, "%s: the optimiser state does not match its hash (state_hash): the file is "
                            "corrupt; use another checkpoint", sp);
