@@ -116,6 +116,10 @@ int cli_given(const cli_arg *args, const char *opt);
  * la_optimizer, --precision f32|bf16 into a la_dtype. */
 int cli_optimizer_arg(const char *cmd, const char *opt, const char *val, void *dest);
 int cli_precision_arg(const char *cmd, const char *opt, const char *val, void *dest);
+/* CLI_A_FN for --kv-type TYPE kept as text (*(const char **)dest) for a library call that
+ * resolves it against the model: checked here as la_kv_type_parse reads it, the int8 group
+ * against the model's head size later. */
+int cli_kv_type_arg(const char *cmd, const char *opt, const char *val, void *dest);
 /* the rows of `longattn generate --model FILE.gguf` (src/cli/llama_cli.c) as CLI_A_ALSO
  * rows, which `longattn generate --help` lists too; ROWS holds CLI_GGUF_ROWS rows (the
  * last CLI_A_END) */
@@ -148,7 +152,7 @@ la_generate_params cli_sampling_params(const cli_sampling *s);
 /* The KV cache parameters of --kv POLICY (NULL: full) and --kv-type TYPE (NULL: none): the
  * type from TYPE, else from a type term of POLICY, else def. Giving both is a usage error.
  * 0 on success, else the usage error's 2. Shape fields of *kp are left alone but D, set to 0
- * (not known before the model is loaded; la_session_new fills it and checks an int8 group). */
+ * (not known before the model is loaded; cli_kv_fit checks an int8 group once it is). */
 int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtype def_type, la_kv_params *kp);
 /* Once the model is loaded: kp against its shape (an int8 group must divide its head size D).
  * 0, or the usage error's 2 naming --kv / --kv-type. */

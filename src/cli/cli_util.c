@@ -207,7 +207,7 @@ la_generate_params cli_sampling_params(const cli_sampling *s) {
 double cli_now(void) { return la_now_s(); }
 
 int cli_kv_params(const char *cmd, const char *policy, const char *type, la_dtype def_type, la_kv_params *kp) {
-    kp->D = 0; /* not known before the model: la_session_new checks an int8 group against it */
+    kp->D = 0; /* not known before the model: cli_kv_fit checks an int8 group against it */
     if (la_kv_policy_parse(policy ? policy : "full", kp) != LA_OK) return cli_usage_error(cmd, "--kv: %s", la_errmsg());
     if (type && policy && la_kv_policy_names_type(policy))
         return cli_usage_error(cmd, "--kv-type %s and the type in --kv '%s': give the element type once", type, policy);
@@ -221,6 +221,14 @@ int cli_kv_fit(const char *cmd, const la_lm *lm, const la_kv_params *kp) {
     la_kv_params p = *kp;
     if (la_lm_kv_params(lm, &p) != LA_OK || la_kv_params_validate(&p) != LA_OK)
         return cli_usage_error(cmd, "--kv / --kv-type: %s", la_errmsg());
+    return 0;
+}
+
+int cli_kv_type_arg(const char *cmd, const char *opt, const char *val, void *dest) {
+    la_kv_params kp = la_kv_params_default();
+    kp.D = 0; /* the head size is the model's, not known yet */
+    if (la_kv_type_parse(val, &kp) != LA_OK) return cli_usage_error(cmd, "%s: %s", opt, la_errmsg());
+    *(const char **)dest = val;
     return 0;
 }
 

@@ -7,16 +7,6 @@
 #include "cli/cli.h"
 #include "longattn.h"
 
-/* --kv-type: checked here, handed to la_kv_eval_run as written */
-static int kv_type_opt(const char *cmd, const char *opt, const char *val, void *dest) {
-    (void)opt;
-    la_kv_params kp = la_kv_params_default();
-    kp.D = 0; /* the group is checked against the model's D in la_kv_eval_run */
-    if (la_kv_type_parse(val, &kp) != LA_OK) return cli_usage_error(cmd, "--kv-type: %s", la_errmsg());
-    *(const char **)dest = val;
-    return 0;
-}
-
 static const cli_doc DOC = {
     "longattn kv-eval --ckpt FILE --data DIR [options]",
     "Evaluate a byte-level checkpoint decoded through the KV cache under several policies:\n"
@@ -59,7 +49,7 @@ int cli_kv_eval(int argc, char **argv) {
                   &o.chunk, 1, 1000000),
         CLI_A_LONG("--seed S", "windows and passkeys (default 1)", &seed, 0, 1000000),
         CLI_A_FN("--kv-type TYPE", "element type of policies that name none: f32 | f16 | bf16 | int8 |\n"
-                                   "int8(group=g) (default f32)", kv_type_opt, &o.kv_type),
+                                   "int8(group=g) (default f32)", cli_kv_type_arg, &o.kv_type),
         CLI_A_END,
     };
     int rc = cli_parse(cmd, &DOC, args, argc, argv);

@@ -99,9 +99,9 @@ int cli_longeval(int argc, char **argv) {
         CLI_A_INT("--buckets N", "perplexity position buckets", &o.buckets, 1, LA_LONGEVAL_MAX),
         CLI_A_INT("--chunk N", "prefill chunk (default 512)", &o.chunk, 1, 65536),
         CLI_A_FLAG("--exact-stream", "evicting KV policies step one token at a time (exact, slow)", &exact),
-        CLI_A_STR("--kv-type TYPE", "KV element type of methods whose policy names none: f32 | f16 | bf16 |\n"
+        CLI_A_FN("--kv-type TYPE", "KV element type of methods whose policy names none: f32 | f16 | bf16 |\n"
                                     "int8 | int8(group=g) (default f16, the GGUF default; f32 for position-\n"
-                                    "regime methods; study key kv_type)", &kv_type),
+                                    "regime methods; study key kv_type)", cli_kv_type_arg, &kv_type),
         CLI_A_FN("--haystack MODE", "retrieval haystacks: 'text' (real text) or 'filler' (Mohtashami &\n"
                                     "Jaggi's repeated \"The grass is green. ...\"; the study files' choice)",
                  haystack_opt, &filler),
@@ -136,12 +136,9 @@ int cli_longeval(int argc, char **argv) {
     if (study) cli_parse(cmd, &DOC, args, argc, argv);
     if (cli_given(args, "--seed")) o.seed = (uint64_t)seed;
     static char mbuf[8192];
-    la_kv_params kp = la_kv_params_default();
-    kp.D = 0; /* the group is checked against the model's D before any cell */
     if ((methods && split_list(cmd, "--methods", methods, ';', mbuf, sizeof mbuf, o.methods, &o.n_methods)) ||
         (lengths && parse_list(cmd, "--lengths", lengths, o.lengths, &o.n_lengths, 1e-3, 1e3)) ||
-        (depths && parse_list(cmd, "--depths", depths, o.depths, &o.n_depths, 0, 1)) ||
-        (kv_type && la_kv_type_parse(kv_type, &kp) != LA_OK && cli_usage_error(cmd, "--kv-type: %s", la_errmsg()))) {
+        (depths && parse_list(cmd, "--depths", depths, o.depths, &o.n_depths, 0, 1))) {
         la_longeval_opts_release(&o); /* the study file's strings */
         return 2;
     }
