@@ -166,13 +166,6 @@ int cli_generate_gguf(int argc, char **argv) {
     la_kv_params kp = la_kv_params_default();
     int urc = cli_kv_params(cmd, g.policy, g.kv_type, gguf_kv_default(g.spec), &kp);
     if (urc) return urc;
-    FILE *fp = la_fopen_regular(g.path); /* a FIFO is refused, not waited on */
-    if (!fp) {
-        fprintf(stderr, "longattn %s: --model: %s\n", cmd, la_errmsg());
-        return 1;
-    }
-    fclose(fp);
-
     la_llama *m = NULL;
     la_tokenizer *tok = NULL;
     int rc = open_model(cmd, g.path, g.spec, g.x_q8, &m, &tok);
