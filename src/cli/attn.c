@@ -181,9 +181,9 @@ int cli_attn(int argc, char **argv) {
                                    "overwrite it; give --out another name, e.g. out.npy", outp, extra[i]);
         char xp[4200];
         snprintf(xp, sizeof xp, "%.*s%s", (int)(base - outp), outp, extra[i]);
+        if (stat(xp, &xs) != 0) continue; /* not there yet: nothing to overwrite */
         for (int j = 0; j < 6; j++)
-            if (inputs[j] && stat(xp, &xs) == 0 && stat(inputs[j], &is) == 0 && xs.st_dev == is.st_dev &&
-                xs.st_ino == is.st_ino)
+            if (inputs[j] && stat(inputs[j], &is) == 0 && xs.st_dev == is.st_dev && xs.st_ino == is.st_ino)
                 return cli_usage_error(CMD, "%s %s: this run writes %s over it; move the input or give --out "
                                        "another folder", in_opt[j], inputs[j], xp);
     }
