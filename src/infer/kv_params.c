@@ -144,6 +144,13 @@ la_status la_kv_params_set_type(la_kv_params *p, la_dtype t, int group) {
 
 /* ---- text form ---- */
 
+/* The name of "name(...)" or "name (...)" ends at lp, the '(': cut there and before the spaces
+ * in front of it. */
+static void end_name(char *name, char *lp) {
+    do *lp = '\0';
+    while (lp > name && isspace((unsigned char)*--lp));
+}
+
 /* Parse up to `max` integer arguments "a,b" or "k=a,k2=b" of term `name` (text between the
  * parentheses, NUL-terminated in args). keys[i] names argument i; positional arguments
  * fill keys in order. Returns -1 on error (message set). */
@@ -230,8 +237,7 @@ la_status la_kv_policy_parse(const char *text, la_kv_params *out) {
                 return la_fail(LA_ESPEC, "kv policy: term '%s' has '(' without a closing ')'", term);
             end[-1] = '\0';
             args = lp + 1;
-            do *lp = '\0'; /* "int8 (group=4)": the name without the spaces before '(' */
-            while (lp > term && isspace((unsigned char)*--lp));
+            end_name(term, lp);
         }
         long vals[3] = {0, 0, 0};
         int given[3] = {0, 0, 0};
@@ -331,11 +337,8 @@ la_status la_kv_type_parse(const char *text, la_kv_params *out) {
     while (isspace((unsigned char)*b)) b++;
     while (e > b && isspace((unsigned char)e[-1])) *--e = '\0';
     la_kv_params p = *out;
-    char *lp = strchr(b, '('), *name_end = lp;
-    if (lp) {
-        do *name_end = '\0';
-        while (name_end > b && isspace((unsigned char)*--name_end));
-    }
+    char *lp = strchr(b, '(');
+    if (lp) end_name(b, lp);
     la_dtype t;
     if (!strcmp(b, "int8") || !strcmp(b, "i8")) {
         t = LA_DTYPE_I8;
